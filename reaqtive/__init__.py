@@ -1,0 +1,124 @@
+"""reaqtive: standing reactive queries whose operators checkpoint their state and recover after a restart,
+on the Reactive Streams contract.
+
+The public API is re-exported here; see ``docs/architecture.md`` for how the layers fit together.
+"""
+
+from reaqtive import operators as _operators  # registers every operator's binder
+from reaqtive.binding import register_operator, registered_operators
+from reaqtive.context import ExecutionEnvironment, OperatorContext
+from reaqtive.errors import (
+    BufferOverflowError,
+    MissingSchedulerError,
+    ObjectDisposedError,
+    ReaqtiveError,
+    SubscriptionAssignedError,
+    UnknownOperatorError,
+)
+from reaqtive.operator import (
+    Operator,
+    OperatorBase,
+    StatefulOperator,
+    StateReader,
+    StateWriter,
+    UnaryOperator,
+    UnaryOperatorBase,
+    UnloadableOperator,
+    Version,
+    Versioned,
+)
+from reaqtive.publisher import as_publisher
+from reaqtive.query import Query, from_iterable
+from reaqtive.scheduling import Scheduler, SchedulerTask, YieldableSchedulerTask, YieldToken
+from reaqtive.streams import LONG_MAX, Processor, Publisher, Subscriber, Subscription
+from reaqtive.subjects import MultiSubject, OverflowPolicy, SimpleSubject, UntypedMultiSubject, to_typed
+from reaqtive.subscribable import Subscribable
+from reaqtive.subscribers import NOP_SUBSCRIBER, CallbackSubscriber, NopSubscriber
+from reaqtive.subscriptions import (
+    NOP_SUBSCRIPTION,
+    CompositeSubscription,
+    NopSubscription,
+    SerialSubscription,
+    SingleAssignmentSubscription,
+    StableCompositeSubscription,
+    StaticCompositeSubscription,
+    SubscriptionHandle,
+)
+from reaqtive.visitors import (
+    SubscriptionVisitor,
+    SubscriptionVisitorBuilder,
+    initialize,
+    set_context_all,
+    start_all,
+    subscribe_all,
+    walk,
+)
+
+del _operators
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # Reactive Streams
+    "LONG_MAX",
+    "Processor",
+    "Publisher",
+    "Subscriber",
+    "Subscription",
+    # queries
+    "Query",
+    "from_iterable",
+    "as_publisher",
+    "register_operator",
+    "registered_operators",
+    # subscribers and subjects
+    "CallbackSubscriber",
+    "NopSubscriber",
+    "NOP_SUBSCRIBER",
+    "MultiSubject",
+    "UntypedMultiSubject",
+    "SimpleSubject",
+    "OverflowPolicy",
+    "to_typed",
+    "Subscribable",
+    # operators and their lifecycle
+    "Operator",
+    "UnaryOperator",
+    "OperatorBase",
+    "UnaryOperatorBase",
+    "StatefulOperator",
+    "UnloadableOperator",
+    "Versioned",
+    "Version",
+    "StateReader",
+    "StateWriter",
+    "OperatorContext",
+    "ExecutionEnvironment",
+    "Scheduler",
+    "SchedulerTask",
+    "YieldableSchedulerTask",
+    "YieldToken",
+    # subscription handles and visitors
+    "SubscriptionHandle",
+    "NopSubscription",
+    "NOP_SUBSCRIPTION",
+    "CompositeSubscription",
+    "StableCompositeSubscription",
+    "StaticCompositeSubscription",
+    "SingleAssignmentSubscription",
+    "SerialSubscription",
+    "SubscriptionVisitor",
+    "SubscriptionVisitorBuilder",
+    "initialize",
+    "subscribe_all",
+    "set_context_all",
+    "start_all",
+    "walk",
+    # errors
+    "ReaqtiveError",
+    "UnknownOperatorError",
+    "ObjectDisposedError",
+    "BufferOverflowError",
+    "SubscriptionAssignedError",
+    "MissingSchedulerError",
+]

@@ -1,0 +1,145 @@
+"""The operator context: what the host hands every operator between ``subscribe()`` and ``start()``.
+
+An operator never receives a scheduler, a logger or a setting as a parameter: it reads them from its context in
+``set_context``. That is what lets the same query run standalone (Rx-like, in memory), under a virtual-time test
+scheduler, inside the engine, or on Spark.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
+
+from reaqtive.errors import MissingSchedulerError
+
+if TYPE_CHECKING:
+    from reaqtive.scheduling import Scheduler
+    from reaqtive.subjects import MultiSubject
+    from reaqtive.subscriptions import SubscriptionHandle
+
+__all__ = ["DEFAULT_LOGGER", "ExecutionEnvironment", "OperatorContext"]
+
+DEFAULT_LOGGER: Final = logging.getLogger("reaqtive.operators")
+"""Where operators trace when the host gives no logger of its own."""
+
+_EMPTY_SETTINGS: Final[Mapping[str, object]] = MappingProxyType({})
+
+D = TypeVar("D")
+
+
+class ExecutionEnvironment(ABC):
+    """The host's registry of sibling artifacts, addressed by URI.
+
+    Operators that must reach other artifacts (a stream defined in the engine, an inner subject created by a
+    higher-order operator) look them up here. ``None`` in the context means standalone use.
+    """
+
+    __slots__ = ()
+
+    @abstractmethod
+    def get_subject(self, uri: str) -> MultiSubject[Any, Any]:
+        """The subject (stream) registered under ``uri``; raises :class:`LookupError` if there is none."""
+
+    @abstractmethod
+    def get_subscription(self, uri: str) -> SubscriptionHandle:
+        """The subscription registered under ``uri``; raises :class:`LookupError` if there is none."""
+
+
+class OperatorContext:
+    """Everything an operator may use from its host.
+
+    * ``instance_id``: the URI of the owning subscription or stream (for tracing and for deriving inner ids).
+    * ``scheduler``: the only clock and the only way to run work later (see :mod:`reaqtive.scheduling`).
+    * ``logger``: a :class:`logging.Logger` for tracing.
+    * ``execution_environment``: the host's artifact registry, or ``None`` when running standalone.
+    * ``settings``: host settings such as size limits, read with :meth:`try_get_element` / :meth:`get_setting`.
+    """
+
+    __slots__ = ("_environment", "_instance_id", "_logger", "_scheduler", "_settings")
+
+    def __init__(
+        self,
+        instance_id: str,
+        scheduler: Scheduler | None = None,
+        *,
+        logger: logging.Logger | None = None,
+        execution_environment: ExecutionEnvironment | None = None,
+        settings: Mapping[str, object] | None = None,
+    ) -> None:
+        if not isinstance(instance_id, str) or not instance_id:
+            raise TypeError(f"instance_id must be a non-empty str, got {instance_id!r}")
+        self._instance_id = instance_id
+        self._scheduler = scheduler
+        self._logger = logger if logger is not None else DEFAULT_LOGGER
+        self._environment = execution_environment
+        self._settings: Mapping[str, object] = (
+            MappingProxyType(dict(settings)) if settings else _EMPTY_SETTINGS
+        )
+
+    @property
+    def instance_id(self) -> str:
+        """The URI of the subscription or stream that owns the operator."""
+        return self._instance_id
+
+    @property
+    def has_scheduler(self) -> bool:
+        """Whether a scheduler was provided."""
+        return self._scheduler is not None
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The scheduler; raises :class:`~reaqtive.errors.MissingSchedulerError` when the context has none."""
+        scheduler = self._scheduler
+        if scheduler is None:
+            raise MissingSchedulerError(
+                f"the operator context of {self._instance_id!r} has no scheduler; "
+                "time-based operators need one (pass scheduler= to OperatorContext)"
+            )
+        return scheduler
+
+    @property
+    def logger(self) -> logging.Logger:
+        """The logger operators trace to."""
+        return self._logger
+
+    @property
+    def execution_environment(self) -> ExecutionEnvironment | None:
+        """The host's artifact registry, or ``None`` when running standalone."""
+        return self._environment
+
+    @property
+    def settings(self) -> Mapping[str, object]:
+        """All settings, read-only."""
+        return self._settings
+
+    def try_get_element(self, key: str) -> tuple[bool, object]:
+        """Return ``(True, value)`` if the setting ``key`` exists, else ``(False, None)``."""
+        if key in self._settings:
+            return True, self._settings[key]
+        return False, None
+
+    @overload
+    def get_setting(self, key: str) -> object | None: ...
+
+    @overload
+    def get_setting(self, key: str, default: D) -> object | D: ...
+
+    def get_setting(self, key: str, default: object = None) -> object:
+        """The setting ``key``, or ``default`` when absent."""
+        return self._settings.get(key, default)
+
+    def derive(self, instance_id: str) -> OperatorContext:
+        """A context for an inner artifact: same scheduler, logger, environment and settings, another id."""
+        return OperatorContext(
+            instance_id,
+            self._scheduler,
+            logger=self._logger,
+            execution_environment=self._environment,
+            settings=self._settings,
+        )
+
+    def __repr__(self) -> str:
+        return f"OperatorContext({self._instance_id!r})"

@@ -1,0 +1,409 @@
+"""Operators: the running stages of a query, and the lifecycle they all share.
+
+Every operator instance is three things at once:
+
+* a **subscription handle** (:class:`~reaqtive.subscriptions.SubscriptionHandle`): what ``subscribe`` returns;
+  disposing it tears the stage and its inputs down, and visitors walk through it;
+* a **Reactive Streams processing stage**: it receives ``on_subscribe``/``on_next``/``on_error``/``on_complete``
+  from upstream and offers the specification's :class:`~reaqtive.streams.Subscription` (``request``/``cancel``)
+  to its downstream, so demand flows from the sink to the source;
+* a node of the **Reaqtive lifecycle**: ``subscribe()`` creates its inputs, ``set_context(ctx)`` hands it the
+  host's scheduler and settings, state may then be loaded, and ``start()`` starts the flow, at most once.
+
+:class:`OperatorBase` and :class:`UnaryOperatorBase` implement that lifecycle once, so an operator module only
+writes what is particular to it (usually ``subscribe_input`` and ``on_next``).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, TypeVar
+
+from reaqtive.streams import (
+    Subscriber,
+    Subscription,
+    add_demand,
+    non_positive_request_error,
+    require_not_none,
+)
+from reaqtive.subscribers import NOP_SUBSCRIBER
+from reaqtive.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
+
+if TYPE_CHECKING:
+    from reaqtive.context import OperatorContext
+    from reaqtive.visitors import SubscriptionVisitor
+
+__all__ = [
+    "Operator",
+    "OperatorBase",
+    "StateReader",
+    "StateWriter",
+    "StatefulOperator",
+    "UnaryOperator",
+    "UnaryOperatorBase",
+    "UnloadableOperator",
+    "Version",
+    "Versioned",
+]
+
+S = TypeVar("S")
+R = TypeVar("R")
+
+Version: TypeAlias = tuple[int, ...]
+"""An operator's state version, e.g. ``(1, 0)``; compared as a tuple."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Interfaces
+# --------------------------------------------------------------------------------------------------------------
+
+
+class Operator(SubscriptionHandle):
+    """A node of a running query. Lifecycle: ``subscribe() -> set_context(ctx) -> [load state] -> start()``,
+    and ``dispose()`` at any point."""
+
+    __slots__ = ()
+
+    @property
+    @abstractmethod
+    def inputs(self) -> Sequence[SubscriptionHandle]:
+        """The upstream subscriptions; the edges visitors follow. Empty until :meth:`subscribe`."""
+
+    @abstractmethod
+    def subscribe(self) -> None:
+        """Create the input subscriptions (subscribe to the upstream sources). Nothing flows yet."""
+
+    @abstractmethod
+    def set_context(self, context: OperatorContext) -> None:
+        """Receive the host's scheduler, logger, environment and settings."""
+
+    @abstractmethod
+    def start(self) -> None:
+        """Start the flow of events. Runs at most once."""
+
+    def accept(self, visitor: SubscriptionVisitor) -> None:
+        visitor.visit(self)
+
+
+class UnaryOperator(Operator):
+    """An operator with a single input."""
+
+    __slots__ = ()
+
+    @property
+    @abstractmethod
+    def input(self) -> SubscriptionHandle:
+        """The single upstream subscription (the no-op handle before :meth:`subscribe`)."""
+
+
+class Versioned(ABC):
+    """Something whose saved state is tagged with a stable name and a version."""
+
+    __slots__ = ()
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """The persisted name, e.g. ``"reaqtive:take"``. Never changes once released."""
+
+    @property
+    @abstractmethod
+    def version(self) -> Version:
+        """The version of the state layout, e.g. ``(1, 0)``."""
+
+
+class StateWriter(Protocol):
+    """Writes one node's state: values in order, and nested child segments."""
+
+    def write(self, value: object) -> None:
+        """Append one value."""
+        ...
+
+    def create_child(self) -> StateWriter:
+        """Open a nested segment (for inner parts that save their own state)."""
+        ...
+
+
+class StateReader(Protocol):
+    """Reads one node's state back, in the order it was written, never past the node's own segment."""
+
+    def read(self) -> Any:
+        """The next value."""
+        ...
+
+    def try_read(self) -> tuple[bool, Any]:
+        """``(True, value)``, or ``(False, None)`` when no state is available."""
+        ...
+
+    def reset(self) -> None:
+        """Rewind to the start of the segment."""
+        ...
+
+    def create_child(self) -> StateReader:
+        """Open the nested segment at the current position."""
+        ...
+
+
+class StatefulOperator(Operator, Versioned):
+    """An operator that saves and loads its state.
+
+    Checkpoint: ``save_state(writer, version)`` then, once the store confirmed the commit, ``on_state_saved()``.
+    Recovery: ``set_context(ctx)``, ``load_state(reader, version)``, then ``start()``. ``state_changed`` tells
+    whether there is anything new to save (see :mod:`reaqtive.state` for the three-state dirty tracking).
+    """
+
+    __slots__ = ()
+
+    @abstractmethod
+    def save_state(self, writer: StateWriter, version: Version) -> None:
+        """Write the state in the layout of ``version``."""
+
+    @abstractmethod
+    def load_state(self, reader: StateReader, version: Version) -> None:
+        """Read state saved in the layout of ``version``."""
+
+    @property
+    @abstractmethod
+    def state_changed(self) -> bool:
+        """Whether the state changed since the last confirmed save."""
+
+    @abstractmethod
+    def on_state_saved(self) -> None:
+        """The save was committed: clear what did not change since."""
+
+
+class UnloadableOperator(Operator):
+    """An operator holding resources to release when the host unloads it without disposing the query."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def unload(self) -> None:
+        """Release resources; the subscription stays alive in the store."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Base classes
+# --------------------------------------------------------------------------------------------------------------
+
+# Guards the hand-over of demand requested before the upstream subscription arrived. The race it prevents only
+# exists while a query starts, so one lock for all operators costs no memory per operator and is uncontended.
+_HANDOFF_LOCK: Final = threading.Lock()
+
+
+class _CancelledSubscription(Subscription):
+    """Marks an operator's upstream slot after dispose: later requests are no-ops (rule 3.6)."""
+
+    __slots__ = ()
+
+    def request(self, n: int) -> None:
+        pass
+
+    def cancel(self) -> None:
+        pass
+
+
+_CANCELLED: Final = _CancelledSubscription()
+
+
+class OperatorBase(Operator, Subscription, Generic[R]):
+    """The operator lifecycle, implemented once.
+
+    * ``start`` runs at most once. It first offers this operator to the downstream subscriber as its
+      Reactive Streams subscription (``on_subscribe``), then calls :meth:`on_start`. An operator that is already
+      disposed (for example because its state was restored as disposed) disposes instead of starting.
+    * ``dispose`` is idempotent: it swaps the downstream for a no-op subscriber (output after dispose is dropped
+      and the subscriber is released, rule 3.13), disposes every input, then calls :meth:`on_dispose`.
+    * ``cancel`` (the Reactive Streams side) is ``dispose``.
+    * Terminal signals: :meth:`_signal_error` and :meth:`_signal_complete` forward downstream, then dispose.
+
+    Subclasses implement :meth:`request` (their demand policy) and usually override :meth:`subscribe_inputs`,
+    :meth:`on_start` and :meth:`on_dispose`.
+    """
+
+    __slots__ = ("_context", "_disposed", "_downstream", "_inputs", "_started")
+
+    def __init__(self, downstream: Subscriber[R]) -> None:
+        self._downstream: Subscriber[R] = require_not_none(downstream, "subscriber", "1.9")
+        self._inputs: tuple[SubscriptionHandle, ...] = ()
+        self._context: OperatorContext | None = None
+        self._started = False
+        self._disposed = False
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    @property
+    def inputs(self) -> Sequence[SubscriptionHandle]:
+        return self._inputs
+
+    @property
+    def output(self) -> Subscriber[R]:
+        """The downstream subscriber; a no-op subscriber once disposed."""
+        return self._downstream
+
+    @property
+    def context(self) -> OperatorContext:
+        """The context given by :meth:`set_context`; raises :class:`RuntimeError` before that."""
+        context = self._context
+        if context is None:
+            raise RuntimeError(f"{type(self).__name__}: set_context() has not been called yet")
+        return context
+
+    @property
+    def is_started(self) -> bool:
+        """Whether :meth:`start` has run."""
+        return self._started
+
+    @property
+    def is_disposed(self) -> bool:
+        """Whether the operator is disposed (stateful subclasses also report a disposed restored state)."""
+        return self._disposed
+
+    def subscribe(self) -> None:
+        self._inputs = tuple(self.subscribe_inputs())
+
+    def subscribe_inputs(self) -> Iterable[SubscriptionHandle]:
+        """Subscribe to the upstream sources and return the handles (none by default: a source)."""
+        return ()
+
+    def set_context(self, context: OperatorContext) -> None:
+        self._context = context
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        if self.is_disposed:
+            self.dispose()
+            return
+        self._downstream.on_subscribe(self)
+        if not self._disposed:  # the subscriber may have cancelled inside on_subscribe
+            self.on_start()
+
+    def on_start(self) -> None:
+        """Start producing (sources) or start timers. Called once, after ``on_subscribe`` went downstream."""
+
+    def dispose(self) -> None:
+        if self._disposed:
+            return
+        self._disposed = True
+        self._downstream = NOP_SUBSCRIBER
+        for handle in self._inputs:
+            handle.dispose()
+        self.on_dispose()
+
+    def on_dispose(self) -> None:
+        """Release what the operator holds. Called once, after its inputs were disposed."""
+
+    # -- Reactive Streams subscription offered downstream ------------------------------------------------------
+
+    @abstractmethod
+    def request(self, n: int) -> None:
+        """Demand from downstream: the operator's demand policy."""
+
+    def cancel(self) -> None:
+        self.dispose()
+
+    # -- terminal signals --------------------------------------------------------------------------------------
+
+    def _signal_error(self, error: BaseException) -> None:
+        """Send ``on_error`` downstream, then dispose. A no-op once disposed."""
+        downstream = self._downstream
+        try:
+            downstream.on_error(error)
+        finally:
+            self.dispose()
+
+    def _signal_complete(self) -> None:
+        """Send ``on_complete`` downstream, then dispose. A no-op once disposed."""
+        downstream = self._downstream
+        try:
+            downstream.on_complete()
+        finally:
+            self.dispose()
+
+    def __repr__(self) -> str:
+        state = "disposed" if self._disposed else "started" if self._started else "new"
+        return f"<{type(self).__name__} {state}>"
+
+
+class UnaryOperatorBase(OperatorBase[R], UnaryOperator, Subscriber[S], Generic[S, R]):
+    """A stage with one input: it subscribes to one upstream source and passes demand straight through.
+
+    Demand requested downstream before the upstream's ``on_subscribe`` arrived is accumulated and handed over
+    when it does. After that, ``request(n)`` goes to the upstream unchanged, including non-positive ``n`` (the
+    upstream signals the rule 3.9 error). Stages that change the number of elements (filters, buffers) override
+    :meth:`request` or request more upstream themselves.
+
+    Subclasses implement :meth:`subscribe_input` and :meth:`on_next`; ``on_error``/``on_complete`` forward and
+    dispose by default.
+    """
+
+    __slots__ = ("_pending_demand", "_upstream")
+
+    def __init__(self, downstream: Subscriber[R]) -> None:
+        super().__init__(downstream)
+        self._upstream: Subscription | None = None
+        self._pending_demand = 0
+
+    @property
+    def input(self) -> SubscriptionHandle:
+        return self._inputs[0] if self._inputs else NOP_SUBSCRIPTION
+
+    def subscribe_inputs(self) -> Iterable[SubscriptionHandle]:
+        return (self.subscribe_input(),)
+
+    @abstractmethod
+    def subscribe_input(self) -> SubscriptionHandle:
+        """Subscribe to the upstream source with ``self`` as its subscriber and return the handle."""
+
+    # -- Reactive Streams subscriber side (from upstream) ------------------------------------------------------
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        require_not_none(subscription, "subscription", "2.13")
+        with _HANDOFF_LOCK:
+            accepted = self._upstream is None and not self._disposed
+            if accepted:
+                self._upstream = subscription
+                pending, self._pending_demand = self._pending_demand, 0
+        if not accepted:
+            subscription.cancel()  # rule 2.5: a second subscription, or one arriving after dispose
+            return
+        if pending:
+            subscription.request(pending)
+
+    @abstractmethod
+    def on_next(self, value: S) -> None:
+        """One element from upstream (must raise :class:`TypeError` for ``None``, rule 2.13)."""
+
+    def on_error(self, error: BaseException) -> None:
+        require_not_none(error, "error", "2.13")
+        self._signal_error(error)
+
+    def on_complete(self) -> None:
+        self._signal_complete()
+
+    # -- Reactive Streams subscription side (to downstream) ----------------------------------------------------
+
+    def request(self, n: int) -> None:
+        upstream = self._upstream
+        if upstream is None:
+            with _HANDOFF_LOCK:
+                upstream = self._upstream
+                if upstream is None and n > 0:
+                    self._pending_demand = add_demand(self._pending_demand, n)
+                    return
+            if upstream is None:
+                self._signal_error(non_positive_request_error(n))
+                return
+        upstream.request(n)
+
+    def dispose(self) -> None:
+        if self._disposed:
+            return
+        upstream, self._upstream = self._upstream, _CANCELLED
+        super().dispose()
+        if upstream is not None:
+            upstream.cancel()  # the upstream may not be one of our inputs (an adapted Publisher)

@@ -1,0 +1,206 @@
+"""Queries are data: an immutable expression of operator names and arguments, built with a fluent API.
+
+>>> from reaqtive import from_iterable
+>>> query = from_iterable(range(10)).map(lambda x: x * 2).filter(lambda x: x % 3 == 0)
+>>> query.op, len(query.args)
+('filter', 2)
+
+Building a query runs nothing. ``query.subscribe(subscriber)`` *binds* the expression: it looks each operator
+name up in the registry (:mod:`reaqtive.binding`) and creates the running operators, still without starting them.
+:meth:`Query.run` binds and starts in one call. Because an expression holds names and plain arguments rather than
+objects with behaviour, the engine can persist it and re-create the same operators after a restart.
+
+Arguments are validated when the query is built, so a bad argument fails where it is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar, overload
+
+from reaqtive.binding import bind, register_operator
+from reaqtive.context import OperatorContext
+from reaqtive.streams import Subscriber
+from reaqtive.subscribable import Subscribable
+from reaqtive.subscribers import CallbackSubscriber
+from reaqtive.subscriptions import SubscriptionHandle
+from reaqtive.visitors import initialize
+
+__all__ = ["DEFAULT_INSTANCE_ID", "Query", "from_iterable"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+DEFAULT_INSTANCE_ID = "reaqtive://local"
+"""The instance id of queries run outside an engine."""
+
+
+class Query(Subscribable[T], Generic[T]):
+    """An immutable query expression node: an operator name and its arguments.
+
+    Arguments are constants, functions, or other queries (the sources). Two queries built the same way from
+    the same objects are equal.
+    """
+
+    __slots__ = ("_args", "_op")
+
+    def __init__(self, op: str, args: tuple[object, ...] = ()) -> None:
+        if not isinstance(op, str) or not op:
+            raise TypeError(f"op must be a non-empty str, got {op!r}")
+        self._op = op
+        self._args = tuple(args)
+
+    @property
+    def op(self) -> str:
+        """The operator name, e.g. ``"map"``."""
+        return self._op
+
+    @property
+    def args(self) -> tuple[object, ...]:
+        """The arguments: sources (queries), functions and constants."""
+        return self._args
+
+    def subscribe_core(self, observer: Subscriber[T]) -> SubscriptionHandle:
+        return bind(self, observer)
+
+    # -- sources -----------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def from_iterable(iterable: Iterable[R]) -> Query[R]:
+        """A cold source that emits the elements of ``iterable`` as they are requested, then completes.
+
+        >>> from_iterable([1, 2, 3]).run(print)  # doctest: +ELLIPSIS
+        1
+        2
+        3
+        <...>
+
+        Demand: emits only what was requested, from a drain loop (a ``request`` made inside ``on_next`` adds to
+        the demand instead of recursing, rule 3.3); unbounded demand emits with no per-element accounting.
+        A ``None`` element or an exception raised by the iterator becomes ``on_error``.
+        """
+        if not isinstance(iterable, Iterable):
+            raise TypeError(f"from_iterable needs an iterable, got {type(iterable).__name__}")
+        return Query("from_iterable", (iterable,))
+
+    @staticmethod
+    def from_subscribable(source: Subscribable[R]) -> Query[R]:
+        """Use any subscribable (a subject, a test source) as the source of a query."""
+        if not isinstance(source, Subscribable):
+            raise TypeError(f"from_subscribable needs a Subscribable, got {type(source).__name__}")
+        return Query("subscribable", (source,))
+
+    # -- transform and filter ----------------------------------------------------------------------------------
+
+    def map(self, selector: Callable[[T], R]) -> Query[R]:
+        """Apply ``selector`` to each element.
+
+        >>> from_iterable([1, 2]).map(lambda x: x * 10).run(print)  # doctest: +ELLIPSIS
+        10
+        20
+        <...>
+
+        Demand: passed upstream unchanged. An exception from ``selector`` (or a ``None`` result) becomes
+        ``on_error`` and ends the subscription.
+        """
+        _require_callable(selector, "map", "selector")
+        return Query("map", (self, selector))
+
+    def filter(self, predicate: Callable[[T], object]) -> Query[T]:
+        """Keep the elements for which ``predicate`` is true.
+
+        >>> from_iterable(range(6)).filter(lambda x: x % 2 == 0).run(print)  # doctest: +ELLIPSIS
+        0
+        2
+        4
+        <...>
+
+        Demand: passed upstream; each dropped element is replaced by a ``request(1)`` upstream, unless demand
+        is unbounded. An exception from ``predicate`` becomes ``on_error``.
+        """
+        _require_callable(predicate, "filter", "predicate")
+        return Query("filter", (self, predicate))
+
+    # -- running -----------------------------------------------------------------------------------------------
+
+    @overload
+    def run(
+        self,
+        observer: Subscriber[T],
+        *,
+        context: OperatorContext | None = None,
+    ) -> SubscriptionHandle: ...
+
+    @overload
+    def run(
+        self,
+        observer: Callable[[T], object] | None = None,
+        on_error: Callable[[BaseException], object] | None = None,
+        on_complete: Callable[[], object] | None = None,
+        *,
+        context: OperatorContext | None = None,
+        batch_size: int | None = None,
+    ) -> SubscriptionHandle: ...
+
+    def run(
+        self,
+        observer: Subscriber[T] | Callable[[T], object] | None = None,
+        on_error: Callable[[BaseException], object] | None = None,
+        on_complete: Callable[[], object] | None = None,
+        *,
+        context: OperatorContext | None = None,
+        batch_size: int | None = None,
+    ) -> SubscriptionHandle:
+        """Bind and start the query: subscribe, set the context, start. Returns the handle to dispose.
+
+        ``observer`` is a :class:`~reaqtive.streams.Subscriber`, or the ``on_next`` function of a
+        :class:`~reaqtive.subscribers.CallbackSubscriber` built from the other arguments. Without a
+        ``context`` the query runs standalone (no scheduler: time-based operators need one).
+        """
+        subscriber: Subscriber[T]
+        if isinstance(observer, Subscriber):
+            subscriber = observer
+        else:
+            subscriber = CallbackSubscriber(observer, on_error, on_complete, batch_size=batch_size)
+        handle = self.subscribe(subscriber)
+        return initialize(handle, context if context is not None else OperatorContext(DEFAULT_INSTANCE_ID))
+
+    # -- data model --------------------------------------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Query) and other._op == self._op and other._args == self._args
+
+    def __hash__(self) -> int:
+        # Arguments may be unhashable (lists); equal queries must hash equal, so hash the shape only.
+        return hash((self._op, len(self._args)))
+
+    def __repr__(self) -> str:
+        args = list(self._args)
+        if args and isinstance(args[0], Query):
+            source = args.pop(0)
+            return f"{source!r}.{self._op}({', '.join(_describe(a) for a in args)})"
+        return f"{self._op}({', '.join(_describe(a) for a in args)})"
+
+
+from_iterable = Query.from_iterable
+
+
+@register_operator("subscribable")
+def _bind_subscribable(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+    source = query.args[0]
+    assert isinstance(source, Subscribable)
+    return source.subscribe(subscriber)
+
+
+def _require_callable(value: object, op: str, name: str) -> None:
+    if not callable(value):
+        raise TypeError(f"{op}: {name} must be callable, got {type(value).__name__}")
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, Query):
+        return repr(value)
+    if callable(value):
+        return f"<{getattr(value, '__qualname__', type(value).__name__)}>"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
