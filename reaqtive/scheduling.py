@@ -12,10 +12,13 @@ Time is always an aware :class:`datetime.datetime` in UTC; durations are :class:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable
+from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import Protocol, final, runtime_checkable
 
 __all__ = [
+    "PausableScheduler",
     "Scheduler",
     "SchedulerTask",
     "YieldToken",
@@ -159,4 +162,26 @@ class Scheduler(Protocol):
 
     def dispose(self) -> None:
         """Drop queued tasks and dispose children; later schedules are ignored."""
+        ...
+
+
+@runtime_checkable
+class PausableScheduler(Scheduler, Protocol):
+    """What a host (the engine, the checkpoint protocol) needs beyond what operators use: pausing.
+
+    Pausing raises the yield token of running yieldable tasks, keeps new work from starting, and completes once
+    no task of this scheduler or its descendants is running. Work scheduled while paused runs after
+    :meth:`resume`.
+    """
+
+    def pause(self) -> Future[None]:
+        """Start pausing; the future completes when nothing of this subtree runs any more."""
+        ...
+
+    def pause_async(self) -> Awaitable[None]:
+        """The same as :meth:`pause`, awaitable from asyncio."""
+        ...
+
+    def resume(self) -> None:
+        """Resume this scheduler and its descendants."""
         ...
