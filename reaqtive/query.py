@@ -121,6 +121,24 @@ class Query(Subscribable[T], Generic[T]):
         _require_callable(predicate, "filter", "predicate")
         return Query("filter", (self, predicate))
 
+    def trace(self, label: str, emit: Callable[[str], object] = print) -> Query[T]:
+        """Report every signal crossing this point, including ``request(n)`` from downstream, as text lines
+        ``"[label] on_next(3)"`` passed to ``emit`` (``print`` by default). Elements pass through unchanged.
+
+        >>> from_iterable([7]).trace("src").run(lambda x: None)  # doctest: +ELLIPSIS
+        [src] request(9223372036854775807)
+        [src] on_subscribe
+        [src] on_next(7)
+        [src] on_complete
+        <...>
+
+        Demand: passed upstream unchanged.
+        """
+        if not isinstance(label, str):
+            raise TypeError(f"trace: label must be a str, got {type(label).__name__}")
+        _require_callable(emit, "trace", "emit")
+        return Query("trace", (self, label, emit))
+
     # -- running -----------------------------------------------------------------------------------------------
 
     @overload

@@ -1,0 +1,1 @@
+"""Runnable demonstrations behind ``reaqtive demo``."""

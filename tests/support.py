@@ -1,0 +1,71 @@
+"""Test doubles for the core tests (the full virtual-time kit lives in reaqtive.testing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reaqtive.streams import LONG_MAX, Subscription
+
+
+class Recorder:
+    """A Reactive Streams subscriber that records every signal.
+
+    ``initial``: demand requested in ``on_subscribe`` (0 = none). ``per_item``: demand re-requested from inside
+    each ``on_next`` (0 = none). It checks rule 1.1 itself: never more elements than requested.
+    """
+
+    def __init__(self, initial: int = 0, per_item: int = 0) -> None:
+        self.initial = initial
+        self.per_item = per_item
+        self.subscription: Subscription | None = None
+        self.values: list[Any] = []
+        self.errors: list[BaseException] = []
+        self.completed = 0
+        self.subscribed = 0
+        self.requested = 0
+        self.violations: list[str] = []
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("rule 2.13")
+        self.subscribed += 1
+        self.subscription = subscription
+        if self.initial:
+            self.request(self.initial)
+
+    def request(self, n: int) -> None:
+        if n > 0:
+            self.requested = min(self.requested + n, LONG_MAX)
+        assert self.subscription is not None
+        self.subscription.request(n)
+
+    def cancel(self) -> None:
+        assert self.subscription is not None
+        self.subscription.cancel()
+
+    def on_next(self, value: Any) -> None:
+        if value is None:
+            raise TypeError("rule 2.13")
+        self.values.append(value)
+        if self.requested != LONG_MAX and len(self.values) > self.requested:
+            self.violations.append(f"rule 1.1: element {len(self.values)} with only {self.requested} requested")
+        if self.terminated:
+            self.violations.append("rule 1.7: on_next after a terminal signal")
+        if self.per_item:
+            self.request(self.per_item)
+
+    def on_error(self, error: BaseException) -> None:
+        if error is None:
+            raise TypeError("rule 2.13")
+        if self.terminated:
+            self.violations.append("rule 1.7: second terminal signal")
+        self.errors.append(error)
+
+    def on_complete(self) -> None:
+        if self.terminated:
+            self.violations.append("rule 1.7: second terminal signal")
+        self.completed += 1
+
+    @property
+    def terminated(self) -> bool:
+        return bool(self.errors) or self.completed > 0
