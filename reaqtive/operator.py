@@ -376,7 +376,12 @@ class UnaryOperatorBase(OperatorBase[R], UnaryOperator, Subscriber[S], Generic[S
 
     @abstractmethod
     def on_next(self, value: S) -> None:
-        """One element from upstream (must raise :class:`TypeError` for ``None``, rule 2.13)."""
+        """One element from upstream.
+
+        Stages trust their upstream stage: sources, subjects, sinks and adapters enforce rule 2.13 (``None`` is
+        never an element) at the boundary, so a stage does not re-check its input on the per-element path. It
+        must check what user functions return, since those are the other way a ``None`` could enter.
+        """
 
     def on_error(self, error: BaseException) -> None:
         require_not_none(error, "error", "2.13")

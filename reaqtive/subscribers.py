@@ -124,7 +124,8 @@ class CallbackSubscriber(Subscriber[T], Generic[T]):
             subscription.cancel()
 
     def on_next(self, value: T) -> None:
-        require_not_none(value, "value", "2.13")
+        if value is None:  # inline: this is the per-element path
+            raise TypeError("rule 2.13: value must not be None")
         if self._terminated:
             return
         on_next = self._on_next

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reaqtive import OperatorContext, SimpleSubject, from_iterable
+from reaqtive import CallbackSubscriber, OperatorContext, SimpleSubject, from_iterable
 from reaqtive.operator import OperatorBase, UnaryOperatorBase
 from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.visitors import initialize, set_context_all, start_all, subscribe_all, walk
@@ -170,14 +170,15 @@ def test_unary_operator_rejects_non_positive_request_before_upstream_with_on_err
     assert stage.is_disposed
 
 
-def test_on_error_none_raises_type_error() -> None:
+def test_none_signals_raise_type_error() -> None:
     stage = from_iterable([1]).map(lambda x: x).subscribe(Recorder())
     with pytest.raises(TypeError, match=r"2\.13"):
         stage.on_error(None)  # type: ignore[attr-defined]
     with pytest.raises(TypeError, match=r"2\.13"):
-        stage.on_next(None)  # type: ignore[attr-defined]
-    with pytest.raises(TypeError, match=r"2\.13"):
         stage.on_subscribe(None)  # type: ignore[attr-defined]
+    # on_next(None) is checked where elements enter: sinks, subjects and sources (stages trust their upstream).
+    with pytest.raises(TypeError, match=r"2\.13"):
+        CallbackSubscriber[int]().on_next(None)  # type: ignore[arg-type]
 
 
 def test_context_is_required_before_use() -> None:

@@ -47,8 +47,6 @@ class Filter(UnaryOperatorBase[T, T], Generic[T]):
         super().request(n)
 
     def on_next(self, value: T) -> None:
-        if value is None:
-            raise TypeError("rule 2.13: value must not be None")
         try:
             keep = self._predicate(value)
         except Exception as error:

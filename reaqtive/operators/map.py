@@ -37,8 +37,6 @@ class Map(UnaryOperatorBase[S, R], Generic[S, R]):
         return self._source.subscribe(self)
 
     def on_next(self, value: S) -> None:
-        if value is None:
-            raise TypeError("rule 2.13: value must not be None")
         try:
             result = self._selector(value)
         except Exception as error:

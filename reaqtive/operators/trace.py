@@ -54,8 +54,6 @@ class Trace(UnaryOperatorBase[T, T], Generic[T]):
         super().cancel()
 
     def on_next(self, value: T) -> None:
-        if value is None:
-            raise TypeError("rule 2.13: value must not be None")
         self._report(f"on_next({value!r})")
         self._downstream.on_next(value)
 
