@@ -27,6 +27,7 @@ from reaqtive.operator import (
     Version,
     Versioned,
 )
+from reaqtive.processor import QueryProcessor, as_processor
 from reaqtive.publisher import as_publisher
 from reaqtive.query import Query, from_iterable
 from reaqtive.scheduling import Scheduler, SchedulerTask, YieldableSchedulerTask, YieldToken
@@ -69,6 +70,8 @@ __all__ = [
     "Query",
     "from_iterable",
     "as_publisher",
+    "as_processor",
+    "QueryProcessor",
     "register_operator",
     "registered_operators",
     # subscribers and subjects

@@ -17,6 +17,7 @@ DOCTESTED_MODULES = [
     "reaqtive.subscribers",
     "reaqtive.subjects",
     "reaqtive.publisher",
+    "reaqtive.processor",
 ]
 
 
