@@ -1,0 +1,119 @@
+"""Operator state: versioned framing, dirty tracking, checkpoint traversals, checkpoint stores and the
+checkpoint protocol.
+
+The pieces, bottom to top (``docs/state-format.md`` tells the whole story, with a worked example):
+
+* **values** — :class:`StateCodec` / :func:`register_state_type`: msgpack with a closed set of extension types;
+  never pickle, so loading cannot run code from the store;
+* **framing** — :class:`SegmentWriter` / :class:`SegmentReader`: one length-prefixed segment per node (and
+  nested child segments), so a reader never reads past its node; :func:`read_blob`: a subscription's blob,
+  checksummed, one record per stateful node with its path, name and version;
+* **operators** — :class:`StatefulOperatorBase` / :class:`StatefulUnaryOperatorBase`: the disposed flag,
+  ``save_state_core``/``load_state_core``, versions and migrations, three-state dirty tracking
+  (:class:`StateChangedTracker`);
+* **traversals** — :func:`save_subscription` (full or differential), :func:`load_subscription` /
+  :func:`state_loader` (checks the tree's shape), :func:`confirm_saved`;
+* **stores** — :class:`CheckpointStore` with atomic transactions: :class:`InMemoryCheckpointStore` (with fault
+  injection) and :class:`SqliteCheckpointStore`;
+* **protocol** — :class:`Checkpointer`: pause, serialize, resume, commit, confirm.
+"""
+
+from reaqtive.state.bases import StatefulOperatorBase, StatefulUnaryOperatorBase
+from reaqtive.state.checkpoint import STATE_CATEGORY, Checkpointer, CheckpointResult, Subscriptions
+from reaqtive.state.codec import DEFAULT_CODEC, StateCodec, register_state_type
+from reaqtive.state.errors import (
+    CheckpointError,
+    CheckpointInProgressError,
+    InjectedFaultError,
+    NotAStoreError,
+    OperatorStateError,
+    StateChecksumError,
+    StateEncodeError,
+    StateError,
+    StateFormatError,
+    StateShapeError,
+    StateVersionError,
+    StoreError,
+    UnknownStoreVersionError,
+)
+from reaqtive.state.framing import (
+    BLOB_FORMAT_VERSION,
+    BlobWriter,
+    NodeState,
+    Path,
+    SegmentReader,
+    SegmentWriter,
+    checksum,
+    read_blob,
+)
+from reaqtive.state.memory_store import InMemoryCheckpointStore
+from reaqtive.state.sqlite_store import SCHEMA_VERSION, SqliteCheckpointStore
+from reaqtive.state.store import CheckpointSnapshot, CheckpointStore, CheckpointTransaction, StoreChanges
+from reaqtive.state.tracking import DirtyState, StateChangedTracker
+from reaqtive.state.traversal import (
+    CheckpointMode,
+    confirm_saved,
+    has_state_changed,
+    iter_nodes,
+    load_subscription,
+    save_subscription,
+    state_loader,
+    stateful_nodes,
+)
+
+__all__ = [
+    # values
+    "DEFAULT_CODEC",
+    "StateCodec",
+    "register_state_type",
+    # framing
+    "BLOB_FORMAT_VERSION",
+    "BlobWriter",
+    "NodeState",
+    "Path",
+    "SegmentReader",
+    "SegmentWriter",
+    "checksum",
+    "read_blob",
+    # operators and dirty tracking
+    "DirtyState",
+    "StateChangedTracker",
+    "StatefulOperatorBase",
+    "StatefulUnaryOperatorBase",
+    # traversals
+    "CheckpointMode",
+    "confirm_saved",
+    "has_state_changed",
+    "iter_nodes",
+    "load_subscription",
+    "save_subscription",
+    "state_loader",
+    "stateful_nodes",
+    # stores
+    "CheckpointSnapshot",
+    "CheckpointStore",
+    "CheckpointTransaction",
+    "InMemoryCheckpointStore",
+    "SCHEMA_VERSION",
+    "SqliteCheckpointStore",
+    "StoreChanges",
+    # protocol
+    "STATE_CATEGORY",
+    "CheckpointResult",
+    "Checkpointer",
+    "Subscriptions",
+    # errors
+    "CheckpointError",
+    "CheckpointInProgressError",
+    "InjectedFaultError",
+    "NotAStoreError",
+    "OperatorStateError",
+    "StateChecksumError",
+    "StateEncodeError",
+    "StateError",
+    "StateFormatError",
+    "StateShapeError",
+    "StateVersionError",
+    "StoreError",
+    "UnknownStoreVersionError",
+]

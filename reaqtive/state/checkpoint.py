@@ -1,0 +1,248 @@
+"""The checkpoint protocol, in one reusable piece: short on the scheduler, atomic in the store.
+
+::
+
+    pause the scheduler ──► serialize the dirty subscriptions into a store transaction (memory only)
+                        ──► resume ──► commit (I/O, while events flow again) ──► on_state_saved
+
+* While paused, nothing runs, so the saved states of all operators are one consistent cut. Only serialization
+  happens in the pause; the commit's I/O runs after the scheduler resumed.
+* If anything fails before the commit returns, the transaction is rolled back and no node is confirmed: every
+  saved node stays dirty (three-state tracking) and the next checkpoint saves it again. A commit that
+  returned is never rolled back, and only then are the saved subscriptions confirmed; changes made during the
+  commit stay dirty.
+* Each checkpoint reports how long the scheduler was paused and how long the commit took
+  (:class:`CheckpointResult`), for metrics.
+
+It works with any :class:`~reaqtive.scheduling.PausableScheduler` (the engine's logical scheduler, the
+virtual-time test scheduler) and any :class:`~reaqtive.state.CheckpointStore`. Call :meth:`Checkpointer.checkpoint`
+from a thread that is not one of the scheduler's (it waits for the pause), or use
+:meth:`Checkpointer.checkpoint_async` from asyncio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from reaqtive.scheduling import PausableScheduler
+from reaqtive.state.codec import DEFAULT_CODEC, StateCodec
+from reaqtive.state.errors import CheckpointError, CheckpointInProgressError
+from reaqtive.state.store import CheckpointStore, CheckpointTransaction
+from reaqtive.state.traversal import CheckpointMode, confirm_saved, save_subscription
+from reaqtive.subscriptions import SubscriptionHandle
+
+__all__ = ["STATE_CATEGORY", "CheckpointResult", "Checkpointer", "Subscriptions"]
+
+STATE_CATEGORY = "state"
+"""The store category under which subscription state blobs are kept (key: the subscription's id)."""
+
+Subscriptions: TypeAlias = Mapping[str, SubscriptionHandle] | Callable[[], Mapping[str, SubscriptionHandle]]
+"""The subscriptions to checkpoint by id, or a function returning them (called while the scheduler is paused)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointResult:
+    """What one successful checkpoint did and what it cost. Durations are wall-clock seconds."""
+
+    checkpoint_id: int
+    """The store's id of the committed checkpoint."""
+    mode: CheckpointMode
+    saved: tuple[str, ...]
+    """Ids of the subscriptions whose state was written (in differential mode: those with a dirty node)."""
+    deleted: tuple[str, ...]
+    """Ids of the subscriptions whose state was removed."""
+    bytes_written: int
+    """Total size of the blobs put in the transaction."""
+    pause_seconds: float
+    """How long the scheduler was paused: waiting for it to quiesce plus serialization."""
+    serialize_seconds: float
+    """The part of the pause spent serializing state."""
+    commit_seconds: float
+    """How long the store commit took (the scheduler was running again)."""
+
+
+class Checkpointer:
+    """Takes checkpoints of a set of subscriptions into a store; never two at once.
+
+    ``category``: the store category for state blobs. ``clock``: the time source for the reported durations.
+    ``pause_timeout``: seconds to wait for the scheduler to quiesce before failing the checkpoint (``None``:
+    wait as long as it takes).
+    """
+
+    def __init__(
+        self,
+        scheduler: PausableScheduler,
+        store: CheckpointStore,
+        *,
+        category: str = STATE_CATEGORY,
+        codec: StateCodec = DEFAULT_CODEC,
+        clock: Callable[[], float] = time.perf_counter,
+        pause_timeout: float | None = None,
+    ) -> None:
+        self._scheduler = scheduler
+        self._store = store
+        self._category = category
+        self._codec = codec
+        self._clock = clock
+        self._pause_timeout = pause_timeout
+        self._busy = threading.Lock()
+
+    @property
+    def store(self) -> CheckpointStore:
+        """The store checkpoints are committed to."""
+        return self._store
+
+    def checkpoint(
+        self,
+        subscriptions: Subscriptions,
+        *,
+        mode: CheckpointMode = CheckpointMode.DIFFERENTIAL,
+        removed: Iterable[str] = (),
+        collect: Callable[[CheckpointTransaction], object] | None = None,
+    ) -> CheckpointResult:
+        """Take one checkpoint (blocking).
+
+        ``removed``: ids of subscriptions whose stored state must go. ``collect(transaction)`` runs while the
+        scheduler is paused, after the state was serialized, so the host can add what must commit atomically
+        with it (registry changes, ingress watermarks). Raises :class:`CheckpointError` (with ``phase``) when
+        the checkpoint failed; :class:`CheckpointInProgressError` if one is already running.
+        """
+        if not self._busy.acquire(blocking=False):
+            raise CheckpointInProgressError()
+        try:
+            started = self._clock()
+            try:
+                try:
+                    self._scheduler.pause().result(timeout=self._pause_timeout)
+                except Exception as error:
+                    raise CheckpointError(f"pausing the scheduler failed: {error!r}", "pause") from error
+                capture = self._serialize(subscriptions, mode, removed, collect)
+            finally:
+                self._scheduler.resume()  # also after a failed or timed-out pause: it cancels the pause
+            pause_seconds = self._clock() - started
+            checkpoint_id, commit_seconds = self._commit(capture.transaction)
+            return self._confirm(capture, checkpoint_id, mode, pause_seconds, commit_seconds)
+        finally:
+            self._busy.release()
+
+    async def checkpoint_async(
+        self,
+        subscriptions: Subscriptions,
+        *,
+        mode: CheckpointMode = CheckpointMode.DIFFERENTIAL,
+        removed: Iterable[str] = (),
+        collect: Callable[[CheckpointTransaction], object] | None = None,
+    ) -> CheckpointResult:
+        """:meth:`checkpoint` for asyncio: awaits the pause, and runs the commit in a worker thread."""
+        if not self._busy.acquire(blocking=False):
+            raise CheckpointInProgressError()
+        try:
+            started = self._clock()
+            try:
+                try:
+                    await asyncio.wait_for(_awaited(self._scheduler.pause_async()), self._pause_timeout)
+                except Exception as error:
+                    raise CheckpointError(f"pausing the scheduler failed: {error!r}", "pause") from error
+                capture = self._serialize(subscriptions, mode, removed, collect)
+            finally:
+                self._scheduler.resume()  # also after a failed or timed-out pause: it cancels the pause
+            pause_seconds = self._clock() - started
+            checkpoint_id, commit_seconds = await asyncio.to_thread(self._commit, capture.transaction)
+            return self._confirm(capture, checkpoint_id, mode, pause_seconds, commit_seconds)
+        finally:
+            self._busy.release()
+
+    # -- the phases --------------------------------------------------------------------------------------------
+
+    def _serialize(
+        self,
+        subscriptions: Subscriptions,
+        mode: CheckpointMode,
+        removed: Iterable[str],
+        collect: Callable[[CheckpointTransaction], object] | None,
+    ) -> _Capture:
+        """Runs while paused: every blob goes into a fresh transaction (memory only)."""
+        started = self._clock()
+        transaction = self._store.begin()
+        try:
+            handles = dict(subscriptions() if callable(subscriptions) else subscriptions)
+            deleted = tuple(removed)
+            for key in deleted:
+                transaction.delete(self._category, key)
+            saved: dict[str, SubscriptionHandle] = {}
+            for key, handle in handles.items():
+                blob = save_subscription(handle, mode, self._codec)
+                if blob is not None:
+                    transaction.put(self._category, key, blob)
+                    saved[key] = handle
+            if collect is not None:
+                collect(transaction)
+        except Exception as error:
+            transaction.rollback()
+            raise CheckpointError(f"serializing the checkpoint failed: {error}", "serialize") from error
+        except BaseException:
+            transaction.rollback()
+            raise
+        return _Capture(transaction, saved, deleted, self._clock() - started)
+
+    def _commit(self, transaction: CheckpointTransaction) -> tuple[int, float]:
+        started = self._clock()
+        try:
+            checkpoint_id = transaction.commit()
+        except Exception as error:
+            transaction.rollback()  # a failed commit applied nothing; this only drops the buffered changes
+            raise CheckpointError(f"committing the checkpoint failed: {error}", "commit") from error
+        return checkpoint_id, self._clock() - started
+
+    def _confirm(
+        self,
+        capture: _Capture,
+        checkpoint_id: int,
+        mode: CheckpointMode,
+        pause_seconds: float,
+        commit_seconds: float,
+    ) -> CheckpointResult:
+        """The commit is durable: confirm every saved subscription, even if one of them raises."""
+        result = CheckpointResult(
+            checkpoint_id=checkpoint_id,
+            mode=mode,
+            saved=tuple(capture.saved),
+            deleted=capture.deleted,
+            bytes_written=capture.transaction.changes.bytes_written,
+            pause_seconds=pause_seconds,
+            serialize_seconds=capture.serialize_seconds,
+            commit_seconds=commit_seconds,
+        )
+        failures: list[tuple[str, Exception]] = []
+        for saved_key, handle in capture.saved.items():
+            try:
+                confirm_saved(handle)
+            except Exception as confirm_error:
+                failures.append((saved_key, confirm_error))
+        if failures:
+            key, error = failures[0]
+            raise CheckpointError(
+                f"checkpoint {checkpoint_id} was committed, but on_state_saved failed for {len(failures)} "
+                f"subscription(s), first {key!r}: {error!r}",
+                "confirm",
+                committed=True,
+                result=result,
+            ) from error
+        return result
+
+
+async def _awaited(awaitable: Awaitable[None]) -> None:
+    await awaitable
+
+
+@dataclass(slots=True)
+class _Capture:
+    transaction: CheckpointTransaction
+    saved: dict[str, SubscriptionHandle]
+    deleted: tuple[str, ...]
+    serialize_seconds: float

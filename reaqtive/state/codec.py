@@ -1,0 +1,283 @@
+"""Value encoding of operator state: msgpack, with a closed set of extension types. Never pickle.
+
+Supported out of the box: ``None``, ``bool``, ``int`` (any size), ``float``, ``str``, ``bytes``, ``list``,
+``tuple`` (kept distinct from ``list``), ``dict`` (any supported hashable keys), ``set``, ``frozenset``,
+``datetime.datetime`` and ``datetime.timedelta``. Any other type, including subclasses of the above (an
+``IntEnum``, a ``NamedTuple``, a ``defaultdict``), must be registered with an explicit encode/decode pair::
+
+    register_state_type(Point, "myapp:Point", lambda p: (p.x, p.y), lambda v: Point(*v))
+
+Types are matched exactly, so a value never silently comes back as another type (one exception, inherited
+from msgpack: ``bytearray`` and ``memoryview`` are saved as ``bytes`` and come back as ``bytes``). Decoding runs
+no code except the registered decoders, so loading state from a store cannot execute what the store contains.
+
+Datetimes keep their wall time and UTC offset (``fold`` and the zone *name* are not kept: a ``ZoneInfo``
+datetime comes back with a fixed-offset ``timezone``, equal to the original instant).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any, Final, TypeVar
+
+import msgpack
+
+from reaqtive.state.errors import StateEncodeError, StateError, StateFormatError
+
+__all__ = ["DEFAULT_CODEC", "StateCodec", "register_state_type"]
+
+T = TypeVar("T")
+
+# msgpack extension type codes. They are part of the persisted format: never renumber.
+EXT_SEGMENT: Final = 0
+EXT_TUPLE: Final = 1
+EXT_BIGINT: Final = 2
+EXT_DATETIME: Final = 3
+EXT_TIMEDELTA: Final = 4
+EXT_SET: Final = 5
+EXT_FROZENSET: Final = 6
+EXT_USER: Final = 7
+
+_EPOCH: Final = datetime(1970, 1, 1)
+_BUILTIN_TYPES: Final = frozenset(
+    {type(None), bool, int, float, str, bytes, list, tuple, dict, set, frozenset, datetime, timedelta}
+)
+
+
+class Segment:
+    """A nested segment met while decoding: the raw bytes of a child writer, decoded only when opened."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+@dataclass(frozen=True, slots=True)
+class _Registration:
+    cls: type[Any]
+    tag: str
+    encode: Callable[[Any], object]
+    decode: Callable[[Any], object]
+
+
+class StateCodec:
+    """Encodes and decodes state values; holds the registered user types.
+
+    Most code uses :data:`DEFAULT_CODEC` (through :func:`register_state_type`); a separate codec isolates a
+    set of registrations, e.g. in tests. Thread-safe: encoders are per thread, registrations are guarded.
+    """
+
+    def __init__(self) -> None:
+        self._by_type: dict[type[Any], _Registration] = {}
+        self._by_tag: dict[str, _Registration] = {}
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    # -- registration ------------------------------------------------------------------------------------------
+
+    def register(
+        self,
+        cls: type[T],
+        tag: str,
+        encode: Callable[[T], object],
+        decode: Callable[[Any], T],
+    ) -> None:
+        """Let values of exactly ``cls`` be saved: ``encode(value)`` returns something saveable, and
+        ``decode(that)`` rebuilds the value. ``tag`` is persisted; like operator names it never changes once
+        released (``"myapp:Point"``). Registering the same class under the same tag again replaces the pair."""
+        if not isinstance(cls, type):
+            raise TypeError(f"cls must be a type, got {cls!r}")
+        if not isinstance(tag, str) or not tag:
+            raise TypeError(f"tag must be a non-empty str, got {tag!r}")
+        if not callable(encode) or not callable(decode):
+            raise TypeError("encode and decode must be callable")
+        if cls in _BUILTIN_TYPES:
+            raise ValueError(f"{cls.__qualname__} is saved natively and cannot be registered")
+        with self._lock:
+            by_tag = self._by_tag.get(tag)
+            if by_tag is not None and by_tag.cls is not cls:
+                raise ValueError(f"state type tag {tag!r} is already registered for {by_tag.cls.__qualname__}")
+            by_type = self._by_type.get(cls)
+            if by_type is not None and by_type.tag != tag:
+                raise ValueError(f"{cls.__qualname__} is already registered under the tag {by_type.tag!r}")
+            registration = _Registration(cls, tag, encode, decode)
+            self._by_type[cls] = registration
+            self._by_tag[tag] = registration
+
+    def registered_tags(self) -> list[str]:
+        """The tags of the registered user types, sorted."""
+        return sorted(self._by_tag)
+
+    # -- encoding ----------------------------------------------------------------------------------------------
+
+    def packer(self) -> Callable[[object], bytes]:
+        """The calling thread's encoder: ``pack(value) -> bytes``. Raises :class:`StateEncodeError` (plain
+        msgpack errors are translated) for a value that cannot be saved."""
+        pack: Callable[[object], bytes] | None = getattr(self._local, "pack", None)
+        if pack is None:
+            pack = msgpack.Packer(default=self._default, strict_types=True, use_bin_type=True).pack
+            self._local.pack = pack
+        return pack
+
+    def encode(self, value: object) -> bytes:
+        """One value as msgpack bytes (see :meth:`packer`)."""
+        try:
+            return self.packer()(value)
+        except StateError:
+            raise
+        except (TypeError, ValueError, OverflowError, RecursionError) as error:
+            raise StateEncodeError(f"cannot save {_describe(value)}: {error}") from error
+
+    def _nested(self, value: object) -> bytes:
+        # A fresh packer: the thread's packer is busy with the enclosing value.
+        return msgpack.packb(value, default=self._default, strict_types=True, use_bin_type=True)  # type: ignore[no-any-return]
+
+    def _default(self, value: object) -> msgpack.ExtType:
+        """Called by msgpack for every value that is not a plain msgpack type."""
+        kind = type(value)
+        if kind is tuple:
+            return msgpack.ExtType(EXT_TUPLE, self._nested(list(value)))  # type: ignore[call-overload]
+        if kind is int:  # outside the 64-bit range msgpack handles natively
+            number: int = value  # type: ignore[assignment]
+            return msgpack.ExtType(EXT_BIGINT, number.to_bytes(number.bit_length() // 8 + 1, "big", signed=True))
+        if kind is datetime:
+            return msgpack.ExtType(EXT_DATETIME, self._nested(_datetime_fields(value)))  # type: ignore[arg-type]
+        if kind is timedelta:
+            delta: timedelta = value  # type: ignore[assignment]
+            return msgpack.ExtType(EXT_TIMEDELTA, self._nested([delta.days, delta.seconds, delta.microseconds]))
+        if kind is set:
+            return msgpack.ExtType(EXT_SET, self._nested(list(value)))  # type: ignore[call-overload]
+        if kind is frozenset:
+            return msgpack.ExtType(EXT_FROZENSET, self._nested(list(value)))  # type: ignore[call-overload]
+        registration = self._by_type.get(kind)
+        if registration is None:
+            raise StateEncodeError(
+                f"cannot save a value of type {kind.__module__}.{kind.__qualname__}: it is not a supported state "
+                "type; register an encode/decode pair with register_state_type()"
+            )
+        try:
+            encoded = registration.encode(value)
+        except Exception as error:
+            raise StateEncodeError(f"the encoder registered for {registration.tag!r} raised: {error!r}") from error
+        return msgpack.ExtType(EXT_USER, self._nested([registration.tag, encoded]))
+
+    # -- decoding ----------------------------------------------------------------------------------------------
+
+    def decode_entries(self, data: bytes, where: str) -> list[object]:
+        """Decode a segment: every top-level entry, in order; nested segments stay :class:`Segment` markers.
+
+        Raises :class:`StateFormatError` (naming ``where``) for anything malformed: truncated data, a nested
+        segment inside a value, an unknown extension, a failing registered decoder.
+        """
+        decoder = _Decoder(self)
+        try:
+            unpacker = msgpack.Unpacker(
+                None,
+                ext_hook=decoder.hook,
+                raw=False,
+                strict_map_key=False,
+                max_buffer_size=max(len(data), 1),
+            )
+            unpacker.feed(data)
+            entries = list(unpacker)
+            consumed = unpacker.tell()
+        except StateError:
+            raise
+        except Exception as error:  # any malformed input, including unhashable keys and deep nesting
+            raise StateFormatError(f"{where}: malformed state data ({type(error).__name__}: {error})") from error
+        if consumed != len(data):
+            raise StateFormatError(f"{where}: state data is truncated ({len(data) - consumed} bytes left undecoded)")
+        if decoder.segments != sum(1 for entry in entries if type(entry) is Segment):
+            raise StateFormatError(f"{where}: malformed state data (a nested segment inside a value)")
+        return entries
+
+
+class _Decoder:
+    """The extension hook of one decode call; it counts the nested segments it produces."""
+
+    __slots__ = ("codec", "segments")
+
+    def __init__(self, codec: StateCodec) -> None:
+        self.codec = codec
+        self.segments = 0
+
+    def _nested(self, data: bytes) -> Any:
+        return msgpack.unpackb(data, ext_hook=self.hook, raw=False, strict_map_key=False)
+
+    def hook(self, code: int, data: bytes) -> object:
+        if code == EXT_SEGMENT:
+            self.segments += 1
+            return Segment(data)
+        if code == EXT_TUPLE:
+            return tuple(_expect(self._nested(data), list, "tuple"))
+        if code == EXT_BIGINT:
+            return int.from_bytes(data, "big", signed=True)
+        if code == EXT_DATETIME:
+            return _datetime_from_fields(_expect(self._nested(data), list, "datetime"))
+        if code == EXT_TIMEDELTA:
+            days, seconds, microseconds = _expect(self._nested(data), list, "timedelta")
+            return timedelta(days=days, seconds=seconds, microseconds=microseconds)
+        if code == EXT_SET:
+            return set(_expect(self._nested(data), list, "set"))
+        if code == EXT_FROZENSET:
+            return frozenset(_expect(self._nested(data), list, "frozenset"))
+        if code == EXT_USER:
+            return self._user(_expect(self._nested(data), list, "registered type"))
+        raise StateFormatError(f"unknown state extension type {code}")
+
+    def _user(self, fields: list[Any]) -> object:
+        tag, encoded = fields
+        registration = self.codec._by_tag.get(tag)
+        if registration is None:
+            raise StateFormatError(
+                f"state holds a value of the registered type {tag!r}, which is not registered in this process"
+            )
+        try:
+            return registration.decode(encoded)
+        except Exception as error:
+            raise StateFormatError(f"the decoder registered for {tag!r} raised: {error!r}") from error
+
+
+def _expect(value: Any, kind: type[Any], what: str) -> Any:
+    if type(value) is not kind:
+        raise StateFormatError(f"malformed {what} in state data")
+    return value
+
+
+def _datetime_fields(value: datetime) -> list[int | None]:
+    wall = value.replace(tzinfo=None) - _EPOCH
+    offset = value.utcoffset()
+    offset_us = None if offset is None else offset // timedelta(microseconds=1)
+    return [wall.days, wall.seconds, wall.microseconds, offset_us]
+
+
+def _datetime_from_fields(fields: list[Any]) -> datetime:
+    days, seconds, microseconds, offset_us = fields
+    wall = _EPOCH + timedelta(days=days, seconds=seconds, microseconds=microseconds)
+    if offset_us is None:
+        return wall
+    tz = UTC if offset_us == 0 else timezone(timedelta(microseconds=offset_us))
+    return wall.replace(tzinfo=tz)
+
+
+def _describe(value: object) -> str:
+    kind = type(value)
+    return f"a value of type {kind.__module__}.{kind.__qualname__}"
+
+
+DEFAULT_CODEC: Final = StateCodec()
+"""The codec writers and readers use unless given another one."""
+
+
+def register_state_type(
+    cls: type[T],
+    tag: str,
+    encode: Callable[[T], object],
+    decode: Callable[[Any], T],
+) -> None:
+    """Register a user type with :data:`DEFAULT_CODEC` (see :meth:`StateCodec.register`)."""
+    DEFAULT_CODEC.register(cls, tag, encode, decode)

@@ -1,0 +1,159 @@
+"""Exception types of the state layer.
+
+Every failure of saving, loading, storing or checkpointing state has its own type under :class:`StateError`, and
+each message names *what* went wrong and *where* (the operator, its path in the tree, the store key). Loading bad
+input never loses stored data: these errors are raised before anything is written back.
+
+::
+
+    ReaqtiveError
+    └── StateError
+        ├── StateFormatError          malformed bytes: truncated, read past a segment, wrong entry kind
+        │   └── StateChecksumError    a stored blob does not match its checksum
+        ├── StateEncodeError          a value of a type the state encoding does not support
+        ├── StateVersionError         saved with a version the live operator does not load
+        ├── StateShapeError           the saved tree and the live tree differ
+        ├── OperatorStateError        an operator's own save/load code raised
+        ├── StoreError                the checkpoint store failed
+        │   ├── NotAStoreError        the file is not a reaqtive checkpoint store
+        │   ├── UnknownStoreVersionError
+        │   └── InjectedFaultError    a fault injected by a test store
+        └── CheckpointError           a checkpoint failed (it was rolled back; state stays dirty)
+            └── CheckpointInProgressError
+"""
+
+from __future__ import annotations
+
+from reaqtive.errors import ReaqtiveError
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointInProgressError",
+    "InjectedFaultError",
+    "NotAStoreError",
+    "OperatorStateError",
+    "StateChecksumError",
+    "StateEncodeError",
+    "StateError",
+    "StateFormatError",
+    "StateShapeError",
+    "StateVersionError",
+    "StoreError",
+    "UnknownStoreVersionError",
+    "format_path",
+]
+
+
+def format_path(path: tuple[int, ...] | None) -> str:
+    """A node path for messages: ``"0/2/1"`` (input indices from the subscription's root), or ``"?"``."""
+    if path is None:
+        return "?"
+    return "/".join(map(str, path)) or "(root)"
+
+
+class StateError(ReaqtiveError):
+    """Base class of every error of the state layer."""
+
+
+class StateFormatError(StateError, ValueError):
+    """State bytes are malformed: truncated, damaged, not a state blob, or read beyond what was written."""
+
+
+class StateChecksumError(StateFormatError):
+    """A stored blob does not match its checksum: it was damaged after it was written."""
+
+
+class StateEncodeError(StateError, TypeError):
+    """A value cannot be written as state (an unsupported type, a naive use of a registered type, ...)."""
+
+
+class StateVersionError(StateError):
+    """State saved in a version the live operator does not load.
+
+    ``operator``: the persisted name; ``path``: where in the tree; ``saved`` and ``current``: the versions.
+    """
+
+    def __init__(
+        self,
+        operator: str,
+        path: tuple[int, ...] | None,
+        saved: tuple[int, ...],
+        current: tuple[int, ...],
+        detail: str = "",
+    ) -> None:
+        hint = detail or (
+            "declare the old version in `older_versions` and read it in `load_older_state_core` to migrate"
+        )
+        super().__init__(
+            f"operator {operator!r} at path {format_path(path)}: state has version {_v(saved)}, "
+            f"the operator is version {_v(current)} and does not load {_v(saved)} ({hint})"
+        )
+        self.operator = operator
+        self.path = path
+        self.saved = saved
+        self.current = current
+
+
+class StateShapeError(StateError):
+    """The saved tree and the live tree differ: a node is missing, extra, moved or of another operator.
+
+    This is what a changed query definition looks like on load; loading stops rather than feed one operator's
+    state to another (the original Reaqtive matched state by position only).
+    """
+
+
+class OperatorStateError(StateError):
+    """An operator's own ``save_state``/``load_state`` raised; the message names the operator and its path and
+    the original exception is the ``__cause__``."""
+
+
+class StoreError(StateError):
+    """A checkpoint store failed to open, read or commit."""
+
+
+class NotAStoreError(StoreError):
+    """The file exists but is not a reaqtive checkpoint store (it is left untouched)."""
+
+
+class UnknownStoreVersionError(StoreError):
+    """The store was written by another version of reaqtive with a schema this version does not know."""
+
+    def __init__(self, where: str, found: object, supported: int) -> None:
+        super().__init__(
+            f"{where}: checkpoint store schema version {found!r} is not supported by this version of reaqtive "
+            f"(it reads version {supported}); the store was left untouched"
+        )
+        self.where = where
+        self.found = found
+        self.supported = supported
+
+
+class InjectedFaultError(StoreError):
+    """A failure injected on purpose by :class:`~reaqtive.state.InMemoryCheckpointStore` (for tests)."""
+
+
+class CheckpointError(StateError):
+    """A checkpoint failed. ``phase`` says where (``"pause"``, ``"serialize"``, ``"commit"`` or ``"confirm"``).
+
+    Unless ``committed`` is true the store transaction was rolled back and every node is still dirty, so the
+    next checkpoint saves it again. ``committed`` is true only for a ``"confirm"`` failure: the checkpoint is
+    durable but an ``on_state_saved`` callback raised.
+    """
+
+    def __init__(self, message: str, phase: str, *, committed: bool = False, result: object = None) -> None:
+        super().__init__(message)
+        self.phase = phase
+        self.committed = committed
+        self.result = result
+        """For a ``"confirm"`` failure: the :class:`~reaqtive.state.CheckpointResult` of the committed checkpoint."""
+
+
+class CheckpointInProgressError(CheckpointError, RuntimeError):
+    """A checkpoint was started while another one of the same checkpointer was still running."""
+
+    def __init__(self) -> None:
+        super().__init__("a checkpoint is already in progress; checkpoints of one host never overlap", "pause")
+
+
+def _v(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version)) or "()"

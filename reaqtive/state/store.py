@@ -1,0 +1,209 @@
+"""Checkpoint stores: where checkpoints go, atomically.
+
+A store holds blobs under ``(category, key)`` — e.g. ``("state", "sub://alerts/7")`` — and changes them only
+through a :class:`CheckpointTransaction`: any number of ``put``/``delete``/``clear`` calls, then ``commit()``,
+which applies all of them or none. Nothing a transaction does is visible before its commit, and a crash at any
+moment leaves the store at the previous or the next checkpoint, never between. :meth:`CheckpointStore.read`
+returns the latest committed checkpoint as an immutable :class:`CheckpointSnapshot`.
+
+Implementations: :class:`~reaqtive.state.InMemoryCheckpointStore` (tests; with fault injection) and
+:class:`~reaqtive.state.SqliteCheckpointStore` (the default durable store).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Final
+
+from reaqtive.state.errors import StoreError
+
+__all__ = [
+    "CheckpointSnapshot",
+    "CheckpointStore",
+    "CheckpointTransaction",
+    "StoreChanges",
+]
+
+_EMPTY: Final[Mapping[str, bytes]] = {}
+
+
+@dataclass
+class StoreChanges:
+    """The changes one transaction collected: categories to clear first, then puts (bytes) and deletes (None)."""
+
+    clears: set[str] = field(default_factory=set)
+    writes: dict[tuple[str, str], bytes | None] = field(default_factory=dict)
+
+    @property
+    def bytes_written(self) -> int:
+        """The total size of the blobs put."""
+        return sum(len(value) for value in self.writes.values() if value is not None)
+
+
+class CheckpointTransaction(ABC):
+    """One checkpoint's changes to a store, applied atomically by :meth:`commit`.
+
+    Changes are buffered in memory until the commit, so a transaction can be filled at leisure and rolled
+    back for free. Use it as a context manager: leaving the block without a commit rolls back.
+    """
+
+    def __init__(self) -> None:
+        self._changes = StoreChanges()
+        self._finished = False
+        self._lock = threading.Lock()
+
+    # -- collecting changes ------------------------------------------------------------------------------------
+
+    def put(self, category: str, key: str, blob: bytes | bytearray | memoryview) -> None:
+        """Store ``blob`` under ``(category, key)``, replacing what is there (at commit)."""
+        _check_name(category, key)
+        data = bytes(blob)
+        with self._lock:
+            self._check_open()
+            self._before_put(category, key, data)
+            self._changes.writes[(category, key)] = data
+
+    def delete(self, category: str, key: str) -> None:
+        """Remove ``(category, key)`` at commit; not an error if it does not exist."""
+        _check_name(category, key)
+        with self._lock:
+            self._check_open()
+            self._changes.writes[(category, key)] = None
+
+    def clear(self, category: str) -> None:
+        """Remove every key of ``category`` at commit (puts made after this call are kept)."""
+        _check_name(category, "")
+        with self._lock:
+            self._check_open()
+            writes = self._changes.writes
+            for pending in [k for k in writes if k[0] == category]:
+                del writes[pending]
+            self._changes.clears.add(category)
+
+    @property
+    def changes(self) -> StoreChanges:
+        """What the transaction holds so far (read-only use)."""
+        return self._changes
+
+    # -- finishing ---------------------------------------------------------------------------------------------
+
+    def commit(self) -> int:
+        """Apply every change atomically; return the store's new checkpoint id. On failure nothing was applied,
+        the transaction is rolled back and a :class:`StoreError` is raised."""
+        with self._lock:
+            self._check_open()
+            self._finished = True
+            changes = self._changes
+        return self._apply(changes)
+
+    def rollback(self) -> None:
+        """Drop the changes. A no-op once committed or rolled back (it never undoes a commit)."""
+        with self._lock:
+            self._finished = True
+            self._changes = StoreChanges()
+
+    @property
+    def is_finished(self) -> bool:
+        """Whether the transaction was committed (or tried to) or rolled back."""
+        return self._finished
+
+    def __enter__(self) -> CheckpointTransaction:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if not self._finished:
+            self.rollback()
+
+    # -- for implementations -----------------------------------------------------------------------------------
+
+    def _before_put(self, category: str, key: str, data: bytes) -> None:  # noqa: B027  (a hook, not abstract)
+        """Called for each put (fault injection hooks in here)."""
+
+    @abstractmethod
+    def _apply(self, changes: StoreChanges) -> int:
+        """Apply ``changes`` atomically and return the new checkpoint id, or raise :class:`StoreError`."""
+
+    def _check_open(self) -> None:
+        if self._finished:
+            raise StoreError("the checkpoint transaction is already committed or rolled back")
+
+
+class CheckpointSnapshot:
+    """The latest committed checkpoint of a store, frozen at the moment it was read.
+
+    ``checkpoint_id`` counts the store's commits (0: nothing was ever committed).
+    """
+
+    __slots__ = ("_data", "checkpoint_id")
+
+    def __init__(self, checkpoint_id: int, data: Mapping[str, Mapping[str, bytes]]) -> None:
+        self.checkpoint_id = checkpoint_id
+        self._data = data
+
+    def categories(self) -> list[str]:
+        """The categories that hold at least one key, sorted."""
+        return sorted(category for category, items in self._data.items() if items)
+
+    def keys(self, category: str) -> list[str]:
+        """The keys of ``category``, sorted (empty if there are none)."""
+        return sorted(self._data.get(category, _EMPTY))
+
+    def get(self, category: str, key: str) -> bytes | None:
+        """The blob under ``(category, key)``, or ``None``."""
+        return self._data.get(category, _EMPTY).get(key)
+
+    def items(self, category: str) -> Iterator[tuple[str, bytes]]:
+        """``(key, blob)`` pairs of ``category``, sorted by key."""
+        items = self._data.get(category, _EMPTY)
+        for key in sorted(items):
+            yield key, items[key]
+
+    def as_dict(self) -> dict[str, dict[str, bytes]]:
+        """Everything, as plain dictionaries (non-empty categories only)."""
+        return {category: dict(items) for category, items in self._data.items() if items}
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{category}: {len(self._data[category])}" for category in self.categories())
+        return f"<CheckpointSnapshot #{self.checkpoint_id} {{{sizes}}}>"
+
+
+class CheckpointStore(ABC):
+    """Where checkpoints are committed. Thread-safe; usable as a context manager (closes on exit)."""
+
+    @abstractmethod
+    def begin(self) -> CheckpointTransaction:
+        """Start a transaction (one per checkpoint)."""
+
+    @abstractmethod
+    def read(self) -> CheckpointSnapshot:
+        """The latest committed checkpoint."""
+
+    def close(self) -> None:  # noqa: B027  (nothing to release by default)
+        """Release the store's resources; committed data stays."""
+
+    def __enter__(self) -> CheckpointStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _check_name(category: str, key: str) -> None:
+    if not isinstance(category, str) or not category:
+        raise TypeError(f"category must be a non-empty str, got {category!r}")
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a str, got {key!r}")

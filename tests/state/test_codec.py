@@ -1,0 +1,219 @@
+"""Values round-trip through the state encoding with their exact types; anything else is refused clearly."""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any, NamedTuple
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import given, settings
+
+from reaqtive.state import (
+    DEFAULT_CODEC,
+    SegmentReader,
+    StateCodec,
+    StateEncodeError,
+    StateFormatError,
+    register_state_type,
+)
+from reaqtive.state.framing import SegmentWriter
+from tests.state.strategies import VALUES, assert_same
+
+
+def round_trip(values: list[Any], codec: StateCodec = DEFAULT_CODEC) -> list[Any]:
+    writer = SegmentWriter(codec.packer(), "test:node")
+    for value in values:
+        writer.write(value)
+    reader = SegmentReader(writer.render(), "test", codec)
+    result = [reader.read() for _ in values]
+    assert reader.remaining == 0
+    return result
+
+
+@settings(max_examples=300, deadline=None)
+@given(VALUES)
+def test_every_supported_value_round_trips_with_its_exact_type(value: Any) -> None:
+    [back] = round_trip([value])
+    assert_same(value, back)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        False,
+        0,
+        -1,
+        2**63 - 1,
+        2**64 - 1,
+        2**64,
+        -(2**63),
+        -(2**63) - 1,
+        10**100,
+        -(10**100),
+        1.5,
+        float("inf"),
+        -0.0,
+        "",
+        "héllo ✓",
+        b"",
+        b"\x00\xff",
+        [],
+        (),
+        [1, (2, [3])],
+        ((),),
+        {"a": 1, 2: "b", (1, 2): [3]},
+        {frozenset({1}): {2}},
+        set(),
+        frozenset(),
+        {1, "x", (2, 3)},
+        timedelta(0),
+        timedelta(days=-3, microseconds=7),
+        timedelta.max,
+        timedelta.min,
+        datetime(2024, 5, 6, 7, 8, 9, 123456),
+        datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC),
+        datetime(2024, 5, 6, tzinfo=timezone(timedelta(hours=-5, minutes=-30))),
+        datetime.min,
+        datetime.max.replace(tzinfo=timezone(timedelta(hours=23))),
+        datetime.min.replace(tzinfo=timezone(timedelta(hours=-23))),
+    ],
+    ids=repr,
+)
+def test_edge_values_round_trip(value: Any) -> None:
+    [back] = round_trip([value])
+    assert_same(value, back)
+
+
+def test_tuples_and_lists_stay_distinct() -> None:
+    assert round_trip([(1, 2), [1, 2], [(1,), [1]]]) == [(1, 2), [1, 2], [(1,), [1]]]
+    assert [type(v) for v in round_trip([(1, 2), [1, 2]])] == [tuple, list]
+
+
+def test_utc_datetimes_come_back_with_the_utc_singleton() -> None:
+    [back] = round_trip([datetime(2024, 1, 1, tzinfo=UTC)])
+    assert back.tzinfo is UTC
+
+
+def test_zoneinfo_datetimes_keep_the_instant_and_offset_but_not_the_zone_name() -> None:
+    paris = datetime(2024, 7, 1, 12, 0, tzinfo=ZoneInfo("Europe/Paris"))
+    [back] = round_trip([paris])
+    assert back == paris and back.utcoffset() == timedelta(hours=2)
+    assert back.tzinfo == timezone(timedelta(hours=2))
+
+
+class Color(enum.IntEnum):
+    RED = 1
+
+
+class Pair(NamedTuple):
+    a: int
+    b: int
+
+
+@pytest.mark.parametrize(
+    "value",
+    [object(), Color.RED, Pair(1, 2), defaultdict(list), 1j, [1, object()], {"k": {1: object()}}],
+    ids=repr,
+)
+def test_unsupported_values_are_refused_when_written_naming_the_type(value: Any) -> None:
+    writer = SegmentWriter(DEFAULT_CODEC.packer(), "test:node", (0, 1))
+    with pytest.raises(StateEncodeError, match=r"operator 'test:node' at path 0/1: .*type") as raised:
+        writer.write(value)
+    assert "register_state_type" in str(raised.value) or "cannot save" in str(raised.value)
+    writer.write(1)  # the writer is still usable: the failed value left nothing behind
+    assert SegmentReader(writer.render(), "t").read() == 1
+
+
+def test_bytearray_and_memoryview_are_saved_as_bytes() -> None:
+    assert round_trip([bytearray(b"ab"), memoryview(b"cd")]) == [b"ab", b"cd"]
+    assert [type(v) for v in round_trip([bytearray(b"ab")])] == [bytes]
+
+
+def test_strings_that_cannot_be_utf8_encoded_are_refused() -> None:
+    writer = SegmentWriter(DEFAULT_CODEC.packer(), "test:node")
+    with pytest.raises(StateEncodeError):
+        writer.write("\ud800")
+
+
+def test_too_deep_nesting_is_refused_not_crashing() -> None:
+    value: Any = []
+    for _ in range(2000):
+        value = [value]
+    writer = SegmentWriter(DEFAULT_CODEC.packer(), "test:node")
+    with pytest.raises(StateEncodeError):
+        writer.write(value)
+
+
+@dataclass(frozen=True)
+class Point:
+    x: int
+    y: int
+
+
+def test_registered_types_round_trip_inside_containers() -> None:
+    codec = StateCodec()
+    codec.register(Point, "test:Point", lambda p: (p.x, p.y), lambda v: Point(*v))
+    codec.register(Color, "test:Color", int, Color)
+    values = [Point(1, 2), [Point(3, 4), {Point(5, 6): Color.RED}], (Color.RED,)]
+    back = round_trip(values, codec)
+    assert back == values
+    assert type(back[2][0]) is Color
+
+
+def test_registered_types_are_refused_by_a_codec_that_does_not_know_them() -> None:
+    codec = StateCodec()
+    codec.register(Point, "test:Point", lambda p: (p.x, p.y), lambda v: Point(*v))
+    writer = SegmentWriter(codec.packer(), "test:node")
+    writer.write(Point(1, 2))
+    with pytest.raises(StateFormatError, match=r"'test:Point'.*not registered"):
+        SegmentReader(writer.render(), "where", StateCodec())
+
+
+def test_a_failing_decoder_is_a_format_error_naming_the_tag() -> None:
+    codec = StateCodec()
+    codec.register(Point, "test:Point", lambda p: (p.x, p.y), lambda v: Point(*v))
+    writer = SegmentWriter(codec.packer(), "test:node")
+    writer.write(Point(1, 2))
+    strict = StateCodec()
+    strict.register(Point, "test:Point", lambda p: (p.x, p.y), lambda v: Point(*v, 3))  # type: ignore[call-arg]
+    with pytest.raises(StateFormatError, match="test:Point"):
+        SegmentReader(writer.render(), "where", strict)
+
+
+def test_a_failing_encoder_is_an_encode_error_naming_the_tag() -> None:
+    codec = StateCodec()
+    codec.register(Point, "test:Point", lambda p: 1 / 0, lambda v: Point(*v))
+    writer = SegmentWriter(codec.packer(), "test:node")
+    with pytest.raises(StateEncodeError, match="test:Point"):
+        writer.write(Point(1, 2))
+
+
+def test_registration_rules() -> None:
+    codec = StateCodec()
+    codec.register(Point, "test:Point", lambda p: (p.x, p.y), lambda v: Point(*v))
+    codec.register(Point, "test:Point", lambda p: [p.x, p.y], lambda v: Point(*v))  # same pair again: replaced
+    with pytest.raises(ValueError, match="already registered"):
+        codec.register(Pair, "test:Point", tuple, lambda v: Pair(*v))
+    with pytest.raises(ValueError, match="already registered"):
+        codec.register(Point, "test:Other", tuple, lambda v: Point(*v))
+    with pytest.raises(ValueError, match="natively"):
+        codec.register(tuple, "test:tuple", list, tuple)
+    with pytest.raises(TypeError):
+        codec.register(Point, "", tuple, Point)
+    assert codec.registered_tags() == ["test:Point"]
+
+
+def test_register_state_type_uses_the_default_codec() -> None:
+    class Local:
+        def __init__(self, v: int) -> None:
+            self.v = v
+
+    register_state_type(Local, "tests.state:Local", lambda o: o.v, Local)
+    [back] = round_trip([Local(7)])
+    assert isinstance(back, Local) and back.v == 7
