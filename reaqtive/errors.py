@@ -10,6 +10,8 @@ from __future__ import annotations
 
 __all__ = [
     "BufferOverflowError",
+    "InvalidSettingError",
+    "LimitExceededError",
     "MissingSchedulerError",
     "ObjectDisposedError",
     "ReaqtiveError",
@@ -50,3 +52,18 @@ class SubscriptionAssignedError(ReaqtiveError, RuntimeError):
 
 class MissingSchedulerError(ReaqtiveError, RuntimeError):
     """An operator needed a scheduler, but its operator context has none."""
+
+
+class LimitExceededError(ReaqtiveError):
+    """An operator's state outgrew a limit set by the host (max list size, max distinct elements, ...). The
+    operator signals it through ``on_error``; the message names the operator, the setting and the limit."""
+
+    def __init__(self, operator: str, setting: str, limit: int) -> None:
+        super().__init__(f"{operator}: more than {limit} elements held, the limit set by {setting!r}")
+        self.operator = operator
+        self.setting = setting
+        self.limit = limit
+
+
+class InvalidSettingError(ReaqtiveError, ValueError):
+    """A host setting has a value of the wrong type or range; the message names the setting and the value."""

@@ -15,11 +15,13 @@ Arguments are validated when the query is built, so a bad argument fails where i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar, overload
 
 from reaqtive.binding import bind, register_operator
 from reaqtive.context import OperatorContext
+from reaqtive.fluent.sources import SourceConstructors
+from reaqtive.fluent.transform import TransformMixin
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscribers import CallbackSubscriber
@@ -35,11 +37,17 @@ DEFAULT_INSTANCE_ID = "reaqtive://local"
 """The instance id of queries run outside an engine."""
 
 
-class Query(Subscribable[T], Generic[T]):
+class Query(
+    SourceConstructors,
+    TransformMixin[T],
+    Subscribable[T],
+    Generic[T],
+):
     """An immutable query expression node: an operator name and its arguments.
 
     Arguments are constants, functions, or other queries (the sources). Two queries built the same way from
-    the same objects are equal.
+    the same objects are equal. The fluent methods come from one mixin per operator family
+    (:mod:`reaqtive.fluent`).
     """
 
     __slots__ = ("_args", "_op")
@@ -62,82 +70,6 @@ class Query(Subscribable[T], Generic[T]):
 
     def subscribe_core(self, observer: Subscriber[T]) -> SubscriptionHandle:
         return bind(self, observer)
-
-    # -- sources -----------------------------------------------------------------------------------------------
-
-    @staticmethod
-    def from_iterable(iterable: Iterable[R]) -> Query[R]:
-        """A cold source that emits the elements of ``iterable`` as they are requested, then completes.
-
-        >>> from_iterable([1, 2, 3]).run(print)  # doctest: +ELLIPSIS
-        1
-        2
-        3
-        <...>
-
-        Demand: emits only what was requested, from a drain loop (a ``request`` made inside ``on_next`` adds to
-        the demand instead of recursing, rule 3.3); unbounded demand emits with no per-element accounting.
-        A ``None`` element or an exception raised by the iterator becomes ``on_error``.
-        """
-        if not isinstance(iterable, Iterable):
-            raise TypeError(f"from_iterable needs an iterable, got {type(iterable).__name__}")
-        return Query("from_iterable", (iterable,))
-
-    @staticmethod
-    def from_subscribable(source: Subscribable[R]) -> Query[R]:
-        """Use any subscribable (a subject, a test source) as the source of a query."""
-        if not isinstance(source, Subscribable):
-            raise TypeError(f"from_subscribable needs a Subscribable, got {type(source).__name__}")
-        return Query("subscribable", (source,))
-
-    # -- transform and filter ----------------------------------------------------------------------------------
-
-    def map(self, selector: Callable[[T], R]) -> Query[R]:
-        """Apply ``selector`` to each element.
-
-        >>> from_iterable([1, 2]).map(lambda x: x * 10).run(print)  # doctest: +ELLIPSIS
-        10
-        20
-        <...>
-
-        Demand: passed upstream unchanged. An exception from ``selector`` (or a ``None`` result) becomes
-        ``on_error`` and ends the subscription.
-        """
-        _require_callable(selector, "map", "selector")
-        return Query("map", (self, selector))
-
-    def filter(self, predicate: Callable[[T], object]) -> Query[T]:
-        """Keep the elements for which ``predicate`` is true.
-
-        >>> from_iterable(range(6)).filter(lambda x: x % 2 == 0).run(print)  # doctest: +ELLIPSIS
-        0
-        2
-        4
-        <...>
-
-        Demand: passed upstream; each dropped element is replaced by a ``request(1)`` upstream, unless demand
-        is unbounded. An exception from ``predicate`` becomes ``on_error``.
-        """
-        _require_callable(predicate, "filter", "predicate")
-        return Query("filter", (self, predicate))
-
-    def trace(self, label: str, emit: Callable[[str], object] = print) -> Query[T]:
-        """Report every signal crossing this point, including ``request(n)`` from downstream, as text lines
-        ``"[label] on_next(3)"`` passed to ``emit`` (``print`` by default). Elements pass through unchanged.
-
-        >>> from_iterable([7]).trace("src").run(lambda x: None)  # doctest: +ELLIPSIS
-        [src] request(9223372036854775807)
-        [src] on_subscribe
-        [src] on_next(7)
-        [src] on_complete
-        <...>
-
-        Demand: passed upstream unchanged.
-        """
-        if not isinstance(label, str):
-            raise TypeError(f"trace: label must be a str, got {type(label).__name__}")
-        _require_callable(emit, "trace", "emit")
-        return Query("trace", (self, label, emit))
 
     # -- running -----------------------------------------------------------------------------------------------
 
@@ -208,11 +140,6 @@ def _bind_subscribable(query: Query[Any], subscriber: Subscriber[Any]) -> Subscr
     source = query.args[0]
     assert isinstance(source, Subscribable)
     return source.subscribe(subscriber)
-
-
-def _require_callable(value: object, op: str, name: str) -> None:
-    if not callable(value):
-        raise TypeError(f"{op}: {name} must be callable, got {type(value).__name__}")
 
 
 def _describe(value: object) -> str:

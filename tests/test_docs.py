@@ -10,10 +10,14 @@ from pathlib import Path
 
 import pytest
 
+import reaqtive
+
 ROOT = Path(__file__).resolve().parent.parent
 
 DOCTESTED_MODULES = [
     "reaqtive.query",
+    "reaqtive.fluent.sources",
+    "reaqtive.fluent.transform",
     "reaqtive.subscribers",
     "reaqtive.subjects",
     "reaqtive.publisher",
@@ -24,7 +28,8 @@ DOCTESTED_MODULES = [
 @pytest.mark.parametrize("name", DOCTESTED_MODULES)
 def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(name)
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    public = {key: getattr(reaqtive, key) for key in reaqtive.__all__}  # examples use the public API
+    result = doctest.testmod(module, extraglobs=public, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0, f"{name} lost its examples"
     assert result.failed == 0
 

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.binding import register_operator
-from reaqtive.operator import UnaryOperatorBase
+from reaqtive.operator import Version
+from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
@@ -20,13 +21,16 @@ T = TypeVar("T")
 
 
 @register_operator("filter")
-class Filter(UnaryOperatorBase[T, T], Generic[T]):
+class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of ``Query.filter``.
 
     Demand: passed upstream; each dropped element is replaced with ``request(1)`` upstream so the downstream's
     outstanding demand stays covered. Once the downstream has requested ``LONG_MAX`` in total, demand is
     effectively unbounded (rule 3.17) and dropping costs nothing more.
     """
+
+    name = "reaqtive:filter"
+    version: Version = (1,)
 
     __slots__ = ("_predicate", "_requested", "_source")
 

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.binding import register_operator
-from reaqtive.operator import UnaryOperatorBase
+from reaqtive.operator import Version
+from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
@@ -21,8 +22,12 @@ R = TypeVar("R")
 
 
 @register_operator("map")
-class Map(UnaryOperatorBase[S, R], Generic[S, R]):
-    """The running stage of ``Query.map``. Demand passes straight through: one element in, one out."""
+class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
+    """The running stage of ``Query.map``. State: none beyond the base (disposed). Demand passes straight
+    through: one element in, one out."""
+
+    name = "reaqtive:map"
+    version: Version = (1,)
 
     __slots__ = ("_selector", "_source")
 

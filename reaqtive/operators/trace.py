@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.binding import register_operator
-from reaqtive.operator import UnaryOperatorBase
+from reaqtive.operator import Version
+from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber, Subscription
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
@@ -20,9 +21,12 @@ T = TypeVar("T")
 
 
 @register_operator("trace")
-class Trace(UnaryOperatorBase[T, T], Generic[T]):
+class Trace(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of ``Query.trace``: passes everything through unchanged and reports each signal,
     including the ``request(n)`` coming up from downstream, as one line of text."""
+
+    name = "reaqtive:trace"
+    version: Version = (1,)
 
     __slots__ = ("_emit", "_label", "_source")
 

@@ -47,7 +47,8 @@ def test_request_one_inside_on_next_over_a_million_elements_has_bounded_stack_de
     assert len(recorder.values) == 1_000_000 and recorder.completed == 1
     assert recorder.values[:3] == [0, 1, 2] and recorder.values[-1] == 999_999
     assert not recorder.violations, recorder.violations[:3]
-    assert max(recorder.depths) == min(recorder.depths), "rule 3.3: the stack does not grow with each request"
+    # rule 3.3: the depth does not grow with each request (it differs by the path an element takes, at most)
+    assert len(recorder.depths) == 20 and max(recorder.depths) - min(recorder.depths) <= 2
 
 
 def test_emits_nothing_without_demand_and_exactly_what_is_requested() -> None:

@@ -97,3 +97,92 @@ def test_chained_operators_with_one_at_a_time_demand() -> None:
 def test_arguments_are_validated_when_the_query_is_built(op: str) -> None:
     with pytest.raises(TypeError, match=f"{op}: .* must be callable"):
         getattr(from_iterable([1]), op)(42)
+
+
+# -- on virtual time, with the checkpoint-anywhere harness (the pattern every operator's tests follow) --------
+
+from reaqtive.testing import TestScheduler, on_completed, on_error, on_next, subscribe  # noqa: E402
+from reaqtive.testing.checkpoint import assert_checkpoint_anywhere  # noqa: E402
+
+HOT = [on_next(150, 1), on_next(210, 2), on_next(230, 3), on_next(260, 4), on_completed(300)]
+
+
+def test_map_on_virtual_time_values_completion_and_unsubscription() -> None:
+    scheduler = TestScheduler()
+    xs = scheduler.create_hot_observable(*HOT)
+    result = scheduler.start(lambda: xs.map(lambda x: x * 10))
+    assert result.messages == [on_next(210, 20), on_next(230, 30), on_next(260, 40), on_completed(300)]
+    assert xs.subscriptions == [subscribe(200, 300)]
+
+
+def test_map_error_in_selector_at_the_same_tick_and_unsubscribes() -> None:
+    scheduler = TestScheduler()
+    xs = scheduler.create_hot_observable(*HOT)
+    boom = RuntimeError("boom")
+
+    def selector(x: int) -> int:
+        if x == 3:
+            raise boom
+        return x
+
+    result = scheduler.start(lambda: xs.map(selector))
+    assert result.messages == [on_next(210, 2), on_error(230, boom)]
+    assert xs.subscriptions == [subscribe(200, 230)]
+
+
+def test_filter_disposed_early_unsubscribes_at_dispose_time() -> None:
+    scheduler = TestScheduler()
+    xs = scheduler.create_hot_observable(*HOT)
+    result = scheduler.start(lambda: xs.filter(lambda x: x % 2 == 0), disposed=240)
+    assert result.messages == [on_next(210, 2)]
+    assert xs.subscriptions == [subscribe(200, 240)]
+
+
+def test_source_error_passes_through() -> None:
+    scheduler = TestScheduler()
+    failure = KeyError("upstream")
+    xs = scheduler.create_hot_observable(on_next(210, 1), on_error(220, failure))
+    result = scheduler.start(lambda: xs.map(str).filter(bool))
+    assert result.messages == [on_next(210, "1"), on_error(220, failure)]
+
+
+def test_map_and_filter_survive_a_checkpoint_anywhere() -> None:
+    assert_checkpoint_anywhere(lambda xs: xs.map(lambda x: x * 3).filter(lambda x: x % 2 == 0), HOT)
+
+
+def test_from_iterable_on_a_scheduler_emits_one_tick_after_subscription() -> None:
+    scheduler = TestScheduler()
+    result = scheduler.start(lambda: from_iterable([1, 2, 3]))
+    assert result.messages == [on_next(201, 1), on_next(201, 2), on_next(201, 3), on_completed(201)]
+
+
+def test_from_iterable_with_one_at_a_time_demand_on_a_scheduler() -> None:
+    scheduler = TestScheduler()
+    observer = scheduler.create_observer(request=1)
+    result = scheduler.start(lambda: from_iterable(range(5)).map(lambda x: x + 1), observer=observer)
+    assert [m.value.value for m in result.messages[:-1]] == [1, 2, 3, 4, 5]  # type: ignore[union-attr]
+    assert result.messages[-1] == on_completed(201)
+
+
+def test_from_iterable_resumes_after_recovery_where_it_was() -> None:
+    from reaqtive.state import CheckpointMode, save_subscription, state_loader
+
+    scheduler = TestScheduler()
+    observer = scheduler.create_observer(request=0)
+    query = from_iterable(range(10))
+    handle = query.subscribe(observer)
+    from reaqtive.visitors import initialize
+
+    initialize(handle, scheduler.create_context())
+    assert observer.subscription is not None
+    observer.subscription.request(4)
+    scheduler.run()
+    blob = save_subscription(handle, CheckpointMode.FULL)
+    assert blob is not None
+    handle.dispose()
+
+    recovered = scheduler.create_observer(request=100)
+    initialize(query.subscribe(recovered), scheduler.create_context(), state_loader(blob))
+    scheduler.run()
+    values = [m.value.value for m in recovered.messages if m.value.kind.name == "ON_NEXT"]  # type: ignore[union-attr]
+    assert values == [4, 5, 6, 7, 8, 9], "the recovered source skips what it had emitted before"
