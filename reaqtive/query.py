@@ -20,7 +20,13 @@ from typing import Any, Generic, TypeVar, overload
 
 from reaqtive.binding import bind, register_operator
 from reaqtive.context import OperatorContext
+from reaqtive.fluent.aggregates import AggregateMixin
+from reaqtive.fluent.buffers import BufferMixin
+from reaqtive.fluent.combine import CombineMixin
+from reaqtive.fluent.higher_order import HigherOrderMixin
 from reaqtive.fluent.sources import SourceConstructors
+from reaqtive.fluent.take_skip import TakeSkipMixin
+from reaqtive.fluent.time import TimeMixin
 from reaqtive.fluent.transform import TransformMixin
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
@@ -40,6 +46,12 @@ DEFAULT_INSTANCE_ID = "reaqtive://local"
 class Query(
     SourceConstructors,
     TransformMixin[T],
+    TakeSkipMixin[T],
+    AggregateMixin[T],
+    CombineMixin[T],
+    BufferMixin[T],
+    TimeMixin[T],
+    HigherOrderMixin[T],
     Subscribable[T],
     Generic[T],
 ):
