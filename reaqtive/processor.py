@@ -111,6 +111,9 @@ class QueryProcessor(Processor[T, R], Generic[T, R]):
                 return
             self._terminal = terminal
             inlet = self._inlet
+            # The upstream ended the subscription itself (rule 2.4): the query's teardown below must not cancel
+            # it, since that call would come from inside on_complete/on_error (rule 2.3, found by reaqtive.tck).
+            self._upstream = _REFUSED
         if inlet is not None:
             inlet.terminate(terminal)
 
