@@ -385,10 +385,18 @@ class UnaryOperatorBase(OperatorBase[R], UnaryOperator, Subscriber[S], Generic[S
 
     def on_error(self, error: BaseException) -> None:
         require_not_none(error, "error", "2.13")
+        self._upstream_terminated()
         self._signal_error(error)
 
     def on_complete(self) -> None:
+        self._upstream_terminated()
         self._signal_complete()
+
+    def _upstream_terminated(self) -> None:
+        """The upstream ended the subscription itself (rule 2.4): the teardown that follows must not cancel it,
+        since that call would come from inside its on_complete/on_error (rule 2.3). Overrides of ``on_error`` /
+        ``on_complete`` that end the stage call this first."""
+        self._upstream = _CANCELLED
 
     # -- Reactive Streams subscription side (to downstream) ----------------------------------------------------
 

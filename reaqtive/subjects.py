@@ -166,11 +166,21 @@ class SimpleSubject(MultiSubject[T, T], UntypedMultiSubject, Subscriber[T], Gene
 
     Pushing (``on_next``/``on_error``/``on_complete`` on the subject or on an input observer) must be serial,
     as the specification requires of any publisher (rule 1.3). A subscriber that arrives after the subject
-    terminated receives the terminal signal at once. Each subscriber's demand is honoured; see the module
+    terminated receives the terminal signal at once. Completion reaches a subscriber after its buffered
+    elements; an error cuts ahead of them. Each subscriber's demand is honoured; see the module
     docstring for the buffer and overflow policy.
     """
 
-    __slots__ = ("_buffer_size", "_disposed", "_lock", "_name", "_overflow", "_subscriptions", "_terminal")
+    __slots__ = (
+        "_buffer_size",
+        "_disposed",
+        "_lock",
+        "_name",
+        "_overflow",
+        "_own_input",
+        "_subscriptions",
+        "_terminal",
+    )
 
     def __init__(
         self,
@@ -188,6 +198,7 @@ class SimpleSubject(MultiSubject[T, T], UntypedMultiSubject, Subscriber[T], Gene
         self._name = name
         self._subscriptions: tuple[_SubjectSubscription[T], ...] = ()
         self._terminal: BaseException | _Completed | None = None
+        self._own_input: _Input[T] | None = None
         self._disposed = False
         self._lock = threading.Lock()
 
@@ -244,9 +255,13 @@ class SimpleSubject(MultiSubject[T, T], UntypedMultiSubject, Subscriber[T], Gene
         return self
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        """Used as a subscriber itself, the subject takes everything its upstream offers."""
-        require_not_none(subscription, "subscription", "2.13")
-        subscription.request(LONG_MAX)
+        """Used as a subscriber itself, the subject takes everything its (single) upstream offers; a second
+        subscription is cancelled (rule 2.5). Use :meth:`create_observer` for several producers."""
+        with self._lock:
+            if self._own_input is None:
+                self._own_input = _Input(self)
+            own_input = self._own_input
+        own_input.on_subscribe(subscription)
 
     def on_next(self, value: T) -> None:
         """Push one element to every current subscriber."""
@@ -373,6 +388,8 @@ class _SubjectSubscription(SubscriptionHandle, Subscription, Generic[T]):
                 return
             self._terminal = terminal
             self._fast = False
+            if not isinstance(terminal, _Completed):
+                self._queue.clear()  # an error cuts ahead of buffered elements (rule 1.4); completion waits
         self._drain()
 
     # -- Reactive Streams subscription -------------------------------------------------------------------------

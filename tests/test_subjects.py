@@ -216,3 +216,32 @@ def test_concurrent_push_and_request_deliver_everything_in_order_without_overlap
     thread.join()
     assert overlaps == [], "rule 1.3: signals never overlap"
     assert recorder.values == list(range(count))
+
+
+def test_an_error_cuts_ahead_of_buffered_elements() -> None:
+    subject = SimpleSubject[int]()
+    slow = Recorder()
+    subject.subscribe(slow)
+    subject.on_next(1)
+    subject.on_error(KeyError("down"))
+    assert slow.values == [] and isinstance(slow.errors[0], KeyError), "rule 1.4: failure is signalled at once"
+
+
+def test_the_subject_as_a_subscriber_cancels_a_second_subscription() -> None:
+    subject = SimpleSubject[int]()
+
+    class Sub:
+        def __init__(self) -> None:
+            self.cancelled = False
+            self.requested = 0
+
+        def request(self, n: int) -> None:
+            self.requested += n
+
+        def cancel(self) -> None:
+            self.cancelled = True
+
+    one, two = Sub(), Sub()
+    subject.on_subscribe(one)
+    subject.on_subscribe(two)
+    assert one.requested == LONG_MAX and not one.cancelled and two.cancelled
