@@ -86,6 +86,8 @@ class _StatefulCore(OperatorBase[R], StatefulOperator, Generic[R]):
 
     @state_changed.setter
     def state_changed(self, value: bool) -> None:
+        # On a per-element path operators write ``self._state.changed = True`` directly: the same flag without
+        # the property call (about 14 ns instead of 50).
         self._state.changed = value
 
     @property
