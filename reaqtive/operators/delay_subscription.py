@@ -1,0 +1,109 @@
+"""``delay_subscription``: subscribe to the source only when a due time comes."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from reaqtive.binding import register_operator
+from reaqtive.context import OperatorContext
+from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._timing import due_time
+from reaqtive.scheduler import ActionTask
+from reaqtive.scheduling import Scheduler
+from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.streams import Subscriber
+from reaqtive.subscribable import Subscribable
+from reaqtive.subscriptions import SingleAssignmentSubscription, SubscriptionHandle
+from reaqtive.visitors import set_context_all, start_all, subscribe_all
+
+if TYPE_CHECKING:
+    from reaqtive.query import Query
+
+__all__ = ["DelaySubscription"]
+
+T = TypeVar("T")
+
+
+@register_operator("delay_subscription")
+class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The running stage of ``Query.delay_subscription``.
+
+    Until the due time the source is not subscribed at all (its subtree does not exist); at the due time the
+    stage subscribes and initializes it (subscribe, set the context, start), in a single-assignment holder that
+    visitors reach, so the subtree's state is saved with the query's. After that, elements pass straight through.
+
+    State: the absolute due time (computed at the start from ``scheduler.now`` for a delay) and whether the
+    source was subscribed. A recovered stage that had subscribed re-creates the subtree while loading, so the
+    load traversal loads it and the start traversal starts it.
+
+    Demand: passed upstream unchanged; demand signalled before the source is subscribed is handed over at once
+    when it is.
+    """
+
+    name = "reaqtive:delay_subscription"
+    version: Version = (1,)
+
+    __slots__ = ("_due", "_holder", "_next_due", "_scheduler", "_source", "_subscribed")
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+        super().__init__(downstream)
+        source, due = query.args
+        assert isinstance(source, Subscribable) and isinstance(due, timedelta | datetime)
+        self._source: Subscribable[T] = source
+        self._due = due
+        self._next_due: datetime | None = None
+        self._subscribed = False
+        self._holder = SingleAssignmentSubscription()
+        self._scheduler: Scheduler | None = None
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        writer.write(self._next_due)
+        writer.write(self._subscribed)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._next_due = reader.read()
+        self._subscribed = reader.read()
+        if self._subscribed:
+            # The saved state holds the subtree's nodes next: re-create it so the traversal loads and starts it.
+            self._attach()
+
+    def subscribe_input(self) -> SubscriptionHandle:
+        return self._holder
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._scheduler = context.scheduler  # raises MissingSchedulerError: the due time needs a clock
+
+    def on_next(self, value: T) -> None:
+        self._downstream.on_next(value)
+
+    def on_start(self) -> None:
+        if self._subscribed:
+            return  # recovered after the due time: the start traversal starts the re-created subtree
+        scheduler = self._scheduler
+        assert scheduler is not None
+        if self._next_due is None:
+            self._next_due = due_time(scheduler.now, self._due)
+            self.state_changed = True
+        scheduler.schedule(ActionTask(self._subscribe_source), self._next_due)
+
+    def _subscribe_source(self) -> None:
+        if self._disposed:
+            return
+        self._subscribed = True
+        self.state_changed = True
+        try:
+            handle = self._attach()
+        except Exception as error:
+            self._signal_error(error)
+            return
+        start_all(handle)
+
+    def _attach(self) -> SubscriptionHandle:
+        """Subscribe to the source and give the new subtree its inputs and context (not started)."""
+        handle = self._source.subscribe(self)
+        self._holder.subscription = handle
+        subscribe_all(handle)
+        set_context_all(handle, self.context)
+        return handle

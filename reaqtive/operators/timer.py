@@ -1,0 +1,229 @@
+"""``timer`` and ``interval``: sources that emit on the scheduler's clock.
+
+* ``timer(due)``: ``0`` at ``due`` (a delay from the start, or an absolute time), then completes.
+* ``timer(due, period)``: ``0`` at ``due``, ``1`` at ``due + period``, ... never completes.
+* ``interval(period)``: ``timer(period, period)``.
+
+The first due time is computed when the source starts (``scheduler.now`` + delay) and saved as an absolute
+``datetime``, so a recovered timer fires when the original would have. A periodic timer saves how many ticks
+came due and how many were delivered, and the next due time; after a pause or a recovery the ticks that came
+due meanwhile fire back to back, each with its own number.
+
+Time cannot be slowed, so a tick that finds no demand is *held*: the pending ticks are consecutive numbers, so
+holding them is two counters, not a buffer. At most ``MAX_QUEUE_SIZE`` ticks are held (setting, unlimited by
+default); one more signals :class:`~reaqtive.errors.LimitExceededError` and ends the subscription. Held ticks go
+out as soon as demand arrives (on the scheduler).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from reaqtive.binding import register_operator
+from reaqtive.context import OperatorContext
+from reaqtive.errors import LimitExceededError
+from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._source import EMIT_BATCH, TERMINATED, PullSource
+from reaqtive.operators._timing import MAX_TIME, add_safe, due_time, multiply_safe
+from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
+from reaqtive.scheduler import YieldableActionTask
+from reaqtive.scheduling import Scheduler, YieldToken
+from reaqtive.streams import Subscriber
+
+if TYPE_CHECKING:
+    from reaqtive.query import Query
+
+__all__ = ["PeriodicTimer", "SingleTimer"]
+
+_ZERO = timedelta(0)
+
+
+class _TimerSource(PullSource[int]):
+    """What both timers share: the due time, the tick counters and the drain that delivers held ticks.
+
+    ``_fired`` ticks came due, ``_delivered`` of them went downstream; the rest are held for demand. Ticks come
+    due in a scheduler task (:meth:`_fire`), which delivers at once when the drain is free; ``request`` goes
+    through the pull-source drain (on the scheduler when hosted). The timer task joins the pull source's drain
+    protocol (``_lock``, ``_wip``, ``_missed``, ``_drain``): it either takes the drain and runs it inline, or
+    marks it missed so that the running drain delivers the new ticks.
+    """
+
+    periodic: ClassVar[bool] = False
+
+    __slots__ = ("_delivered", "_due", "_fired", "_limit", "_next_due")
+
+    def __init__(self, due: timedelta | datetime, downstream: Subscriber[int]) -> None:
+        super().__init__(downstream)
+        self._due = due
+        self._next_due: datetime | None = None  # computed at start, or loaded
+        self._fired = 0
+        self._delivered = 0
+        self._limit = UNLIMITED
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._scheduler = context.scheduler  # raises MissingSchedulerError: a timer needs a clock
+        self._limit = read_limit(context, MAX_QUEUE_SIZE)
+
+    def on_start(self) -> None:
+        scheduler = self._clock()
+        if self._next_due is None:
+            self._next_due = self._first_due(scheduler.now)
+            self.state_changed = True
+        self._schedule_fire(scheduler)
+        # The pull source holds its drain until the start and then schedules a first drain, which would keep
+        # the drain busy until the next instant and delay a tick due right now. Drain here instead: it serves
+        # the requests made in on_subscribe and any ticks held in a recovered state, then frees the drain.
+        if not self._drain(YieldToken.NONE):
+            scheduler.schedule(YieldableActionTask(self._drain))
+
+    def _clock(self) -> Scheduler:
+        scheduler = self._scheduler
+        assert scheduler is not None, "set_context checked that there is a scheduler"
+        return scheduler
+
+    def _first_due(self, now: datetime) -> datetime:
+        return due_time(now, self._due)
+
+    def _schedule_fire(self, scheduler: Scheduler) -> None:
+        """Schedule the next tick, unless there is none."""
+        next_due = self._next_due
+        if next_due is not None and next_due != MAX_TIME and (self.periodic or not self._fired):
+            scheduler.schedule(YieldableActionTask(self._fire), next_due)
+
+    def _due_ticks(self, now: datetime) -> int:
+        """How many ticks are due at ``now``; advances ``_next_due`` past them (called under the lock)."""
+        return 1
+
+    def _fire(self, token: YieldToken) -> bool:
+        """The scheduler task of a due time: count the ticks that came due and deliver what demand allows."""
+        if self._disposed:
+            return True  # a disposed timer's task still runs, muted
+        scheduler = self._clock()
+        with self._lock:
+            self._fired += self._due_ticks(scheduler.now)
+            inline = not self._wip
+            if inline:
+                self._wip = True  # the drain is ours: deliver now, at the due time
+            else:
+                self._missed = True  # a running drain picks the new ticks up
+        self.state_changed = True
+        if inline and not self._drain(token):
+            scheduler.schedule(YieldableActionTask(self._drain))  # paused mid-way: the drain goes on later
+        if not self._disposed:
+            self._schedule_fire(scheduler)
+        return True
+
+    def emit(self, demand: int, token: YieldToken) -> int:
+        delivered = self._delivered
+        pending = self._fired - delivered
+        count = min(demand, pending)
+        first = delivered if self.periodic else 0
+        downstream = self._downstream
+        emitted = 0
+        while emitted < count:
+            downstream.on_next(first + emitted)
+            emitted += 1
+            if self._disposed:
+                return TERMINATED
+            if emitted % EMIT_BATCH == 0 and token.is_yield_requested:
+                break
+        if emitted:
+            self._delivered = delivered + emitted
+            self.state_changed = True
+            if not self.periodic:
+                self._signal_complete()
+                return TERMINATED
+        held = pending - emitted
+        if emitted == demand and held > self._limit:
+            self._signal_error(LimitExceededError(self.name, MAX_QUEUE_SIZE, self._limit))
+            return TERMINATED
+        return emitted
+
+
+@register_operator("timer")
+def _bind_timer(query: Query[Any], downstream: Subscriber[int]) -> _TimerSource:
+    """``timer(due)`` or ``timer(due, period)``: one expression operator, two stages (their state differs)."""
+    return SingleTimer(query, downstream) if len(query.args) == 1 else PeriodicTimer(query, downstream)
+
+
+class SingleTimer(_TimerSource):
+    """The running source of ``Query.timer(due)``: ``0`` at the due time, then completes.
+
+    State: the absolute due time, and whether it came (the tick is held until there is demand). A due time in
+    the past (a negative delay, an absolute time already gone) fires at once, in the starting tick.
+    """
+
+    name = "reaqtive:timer"
+    version: Version = (1,)
+
+    __slots__ = ()
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
+        (due,) = query.args
+        assert isinstance(due, timedelta | datetime)
+        super().__init__(due, downstream)
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        writer.write(self._next_due)
+        writer.write(self._fired > 0)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._next_due = reader.read()
+        self._fired = 1 if reader.read() else 0
+
+
+@register_operator("interval")
+class PeriodicTimer(_TimerSource):
+    """The running source of ``Query.timer(due, period)`` and ``Query.interval(period)``: ``0, 1, 2, ...``, one
+    per period from the first due time; never completes.
+
+    State: the next absolute due time, how many ticks came due, and how many were delivered (the rest are held,
+    up to ``MAX_QUEUE_SIZE``, for lack of demand). After a pause or a recovery, the ticks that came due meanwhile
+    fire back to back. An absolute first due time in the past is caught up: it moves forward by whole periods
+    so that at most one past tick fires at once, keeping the phase. A negative delay fires at once (as in Rx).
+    """
+
+    name = "reaqtive:timer+period"
+    version: Version = (1,)
+    periodic = True
+
+    __slots__ = ("_period",)
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
+        if query.op == "interval":
+            (period,) = query.args
+            due: object = period
+        else:
+            due, period = query.args
+        assert isinstance(due, timedelta | datetime) and isinstance(period, timedelta) and period > _ZERO
+        super().__init__(due, downstream)
+        self._period = period
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        writer.write(self._next_due)
+        writer.write(self._fired)
+        writer.write(self._delivered)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._next_due = reader.read()
+        self._fired = reader.read()
+        self._delivered = reader.read()
+
+    def _first_due(self, now: datetime) -> datetime:
+        due = self._due
+        if isinstance(due, timedelta):
+            return add_safe(now, max(due, _ZERO))
+        behind = now - due
+        if behind >= self._period:  # catch up: at most one past tick fires at once
+            return due + self._period * (behind // self._period)
+        return due
+
+    def _due_ticks(self, now: datetime) -> int:
+        next_due = self._next_due
+        assert next_due is not None
+        period = self._period
+        count = 1 if now < next_due else (now - next_due) // period + 1
+        self._next_due = add_safe(next_due, multiply_safe(period, count))
+        return count
