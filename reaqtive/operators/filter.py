@@ -1,4 +1,4 @@
-"""``filter``: keep the elements that satisfy a predicate."""
+"""``filter`` and ``filter_indexed``: keep the elements that satisfy a predicate (of the element and its index)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.binding import register_operator
-from reaqtive.operator import Version
+from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subscribable import Subscribable
@@ -15,7 +15,7 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Filter"]
+__all__ = ["Filter", "FilterIndexed"]
 
 T = TypeVar("T")
 
@@ -52,11 +52,65 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def on_next(self, value: T) -> None:
         try:
-            keep = self._predicate(value)
+            drop = not self._predicate(value)  # truthiness inside the try: bool() of a result may raise too
         except Exception as error:
             self._signal_error(error)
             return
-        if keep:
+        if not drop:
+            self._downstream.on_next(value)
+        elif self._requested != LONG_MAX:
+            upstream = self._upstream
+            if upstream is not None:
+                upstream.request(1)
+
+
+@register_operator("filter_indexed")
+class FilterIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The running stage of ``Query.filter_indexed``: keeps ``element`` when ``predicate(element, index)`` is
+    true; the index counts every element received (kept or dropped), from 0.
+
+    State: the index of the next element. Demand: as :class:`Filter` (a ``request(1)`` upstream for each dropped
+    element, unless demand is unbounded).
+    """
+
+    name = "reaqtive:filter+index"
+    version: Version = (1,)
+
+    __slots__ = ("_index", "_predicate", "_requested", "_source")
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+        super().__init__(downstream)
+        source, predicate = query.args
+        assert isinstance(source, Subscribable) and callable(predicate)
+        self._source: Subscribable[T] = source
+        self._predicate: Callable[[T, int], object] = predicate
+        self._requested = 0
+        self._index = 0
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        writer.write(self._index)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._index = reader.read()
+
+    def subscribe_input(self) -> SubscriptionHandle:
+        return self._source.subscribe(self)
+
+    def request(self, n: int) -> None:
+        if n > 0:
+            self._requested = add_demand(self._requested, n)
+        super().request(n)
+
+    def on_next(self, value: T) -> None:
+        index = self._index
+        try:
+            drop = not self._predicate(value, index)  # truthiness inside the try: bool() of a result may raise
+        except Exception as error:
+            self._signal_error(error)
+            return
+        self._index = index + 1
+        self._state.changed = True
+        if not drop:
             self._downstream.on_next(value)
         elif self._requested != LONG_MAX:
             upstream = self._upstream

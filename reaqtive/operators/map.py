@@ -1,4 +1,4 @@
-"""``map``: apply a function to each element."""
+"""``map`` and ``map_indexed``: apply a function to each element (and its index)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.binding import register_operator
-from reaqtive.operator import Version
+from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
@@ -15,7 +15,7 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Map"]
+__all__ = ["Map", "MapIndexed"]
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -50,4 +50,50 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
         if result is None:
             self._signal_error(TypeError(f"map: the selector returned None for {value!r}; None is never an element"))
             return
+        self._downstream.on_next(result)
+
+
+@register_operator("map_indexed")
+class MapIndexed(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
+    """The running stage of ``Query.map_indexed``: ``selector(element, index)``, the index counting from 0.
+
+    State: the index of the next element. Demand passes straight through: one element in, one out.
+    """
+
+    name = "reaqtive:map+index"
+    version: Version = (1,)
+
+    __slots__ = ("_index", "_selector", "_source")
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
+        super().__init__(downstream)
+        source, selector = query.args
+        assert isinstance(source, Subscribable) and callable(selector)
+        self._source: Subscribable[S] = source
+        self._selector: Callable[[S, int], R] = selector
+        self._index = 0
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        writer.write(self._index)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._index = reader.read()
+
+    def subscribe_input(self) -> SubscriptionHandle:
+        return self._source.subscribe(self)
+
+    def on_next(self, value: S) -> None:
+        index = self._index
+        try:
+            result = self._selector(value, index)
+        except Exception as error:
+            self._signal_error(error)
+            return
+        if result is None:
+            self._signal_error(
+                TypeError(f"map_indexed: the selector returned None for {value!r}; None is never an element")
+            )
+            return
+        self._index = index + 1
+        self.state_changed = True
         self._downstream.on_next(result)

@@ -186,3 +186,13 @@ def test_from_iterable_resumes_after_recovery_where_it_was() -> None:
     scheduler.run()
     values = [m.value.value for m in recovered.messages if m.value.kind.name == "ON_NEXT"]  # type: ignore[union-attr]
     assert values == [4, 5, 6, 7, 8, 9], "the recovered source skips what it had emitted before"
+
+
+def test_filter_predicate_whose_truth_value_raises_becomes_on_error() -> None:
+    class Ambiguous:
+        def __bool__(self) -> bool:
+            raise ValueError("the truth value is ambiguous")
+
+    recorder = Recorder(initial=10)
+    start(from_iterable([1, 2]).filter(lambda x: Ambiguous()), recorder)
+    assert isinstance(recorder.errors[0], ValueError) and recorder.values == []

@@ -1,0 +1,81 @@
+"""``do``: run side effects for the signals that pass, leaving them unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from reaqtive.binding import register_operator
+from reaqtive.operator import Version
+from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.streams import Subscriber, require_not_none
+from reaqtive.subscribable import Subscribable
+from reaqtive.subscriptions import SubscriptionHandle
+
+if TYPE_CHECKING:
+    from reaqtive.query import Query
+
+__all__ = ["Do"]
+
+T = TypeVar("T")
+
+
+def _ignore(value: object) -> None:
+    """The side effect of a callback that was not given."""
+
+
+@register_operator("do")
+class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The running stage of ``Query.do``: calls the side-effect callback first, then passes the signal on.
+
+    A callback's exception ends the stage with ``on_error`` (for ``on_error``: the callback's exception replaces
+    the upstream's error). State: none beyond the base. Demand passes straight through.
+    """
+
+    name = "reaqtive:do"
+    version: Version = (1,)
+
+    __slots__ = ("_on_complete", "_on_error", "_on_next", "_source")
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+        super().__init__(downstream)
+        source, on_next, on_error, on_complete = query.args
+        assert isinstance(source, Subscribable)
+        self._source: Subscribable[T] = source
+        self._on_next: Callable[[T], object] = on_next if on_next is not None else _ignore  # type: ignore[assignment]
+        self._on_error: Callable[[BaseException], object] | None = on_error  # type: ignore[assignment]
+        self._on_complete: Callable[[], object] | None = on_complete  # type: ignore[assignment]
+
+    def subscribe_input(self) -> SubscriptionHandle:
+        return self._source.subscribe(self)
+
+    def on_next(self, value: T) -> None:
+        try:
+            self._on_next(value)
+        except Exception as error:
+            self._signal_error(error)
+            return
+        self._downstream.on_next(value)
+
+    def on_error(self, error: BaseException) -> None:
+        require_not_none(error, "error", "2.13")
+        self._upstream_terminated()
+        callback = self._on_error
+        if callback is not None:
+            try:
+                callback(error)
+            except Exception as callback_error:
+                callback_error.__context__ = error
+                error = callback_error
+        self._signal_error(error)
+
+    def on_complete(self) -> None:
+        self._upstream_terminated()
+        callback = self._on_complete
+        if callback is not None:
+            try:
+                callback()
+            except Exception as error:
+                self._signal_error(error)
+                return
+        self._signal_complete()

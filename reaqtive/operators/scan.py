@@ -1,0 +1,127 @@
+"""``scan``: a running accumulation, emitting every intermediate result (with or without a seed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from reaqtive.binding import register_operator
+from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.streams import Subscriber
+from reaqtive.subscribable import Subscribable
+from reaqtive.subscriptions import SubscriptionHandle
+
+if TYPE_CHECKING:
+    from reaqtive.query import Query
+
+__all__ = ["Scan", "ScanSeed", "bind_scan"]
+
+T = TypeVar("T")
+A = TypeVar("A")
+
+
+class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """``scan(accumulator)``, without a seed: the first element becomes the accumulator and is emitted as it is
+    (Rx semantics; Reaqtive's ``Scan(func)`` swallowed it); each later element emits
+    ``accumulator(acc, element)``.
+
+    State: whether an accumulator exists, then the accumulator. Demand passes straight through.
+    """
+
+    name = "reaqtive:scan"
+    version: Version = (1,)
+
+    __slots__ = ("_accumulator", "_has_value", "_source", "_value")
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+        super().__init__(downstream)
+        source, accumulator = query.args
+        assert isinstance(source, Subscribable) and callable(accumulator)
+        self._source: Subscribable[T] = source
+        self._accumulator: Callable[[T, T], T] = accumulator
+        self._has_value = False
+        self._value: T | None = None
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        writer.write(self._has_value)
+        writer.write(self._value)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._has_value = reader.read()
+        self._value = reader.read()
+
+    def subscribe_input(self) -> SubscriptionHandle:
+        return self._source.subscribe(self)
+
+    def on_next(self, value: T) -> None:
+        if self._has_value:
+            try:
+                result = self._accumulator(self._value, value)  # type: ignore[arg-type]
+            except Exception as error:
+                self._signal_error(error)
+                return
+            if result is None:
+                self._signal_error(_none_error(value))
+                return
+        else:
+            result = value
+            self._has_value = True
+        self._value = result
+        self.state_changed = True
+        self._downstream.on_next(result)
+
+
+class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
+    """``scan(seed, accumulator)``: each element emits ``acc = accumulator(acc, element)``, starting from
+    ``seed``; the seed itself is not emitted.
+
+    State: the accumulator. Demand passes straight through.
+    """
+
+    name = "reaqtive:scan+seed"
+    version: Version = (1,)
+
+    __slots__ = ("_accumulator", "_source", "_value")
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[A]) -> None:
+        super().__init__(downstream)
+        source, seed, accumulator = query.args
+        assert isinstance(source, Subscribable) and callable(accumulator)
+        self._source: Subscribable[T] = source
+        self._accumulator: Callable[[A, T], A] = accumulator
+        self._value: A = seed  # type: ignore[assignment]
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        writer.write(self._value)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._value = reader.read()
+
+    def subscribe_input(self) -> SubscriptionHandle:
+        return self._source.subscribe(self)
+
+    def on_next(self, value: T) -> None:
+        try:
+            result = self._accumulator(self._value, value)
+        except Exception as error:
+            self._signal_error(error)
+            return
+        if result is None:
+            self._signal_error(_none_error(value))
+            return
+        self._value = result
+        self.state_changed = True
+        self._downstream.on_next(result)
+
+
+def _none_error(value: object) -> TypeError:
+    return TypeError(f"scan: the accumulator returned None for {value!r}; None is never an element")
+
+
+@register_operator("scan")
+def bind_scan(query: Query[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
+    """The binder of ``scan``: ``(source, accumulator)`` without a seed, ``(source, seed, accumulator)`` with."""
+    if len(query.args) == 2:
+        return Scan(query, downstream)
+    return ScanSeed(query, downstream)
