@@ -262,6 +262,8 @@ class OperatorBase(Operator, Subscription, Generic[R]):
         return self._disposed
 
     def subscribe(self) -> None:
+        if self._disposed:
+            return  # inputs created now would never be disposed
         self._inputs = tuple(self.subscribe_inputs())
 
     def subscribe_inputs(self) -> Iterable[SubscriptionHandle]:

@@ -187,3 +187,11 @@ def test_context_is_required_before_use() -> None:
         _ = source.context
     source.set_context(CONTEXT)
     assert source.context is CONTEXT
+
+
+def test_subscribe_after_dispose_creates_no_inputs() -> None:
+    subject = SimpleSubject[int]()
+    handle = subject.as_query().map(lambda x: x).subscribe(Recorder())
+    handle.dispose()
+    handle.subscribe()  # type: ignore[attr-defined]
+    assert subject.subscriber_count == 0 and list(handle.inputs) == []  # type: ignore[attr-defined]
