@@ -95,5 +95,5 @@ class MapIndexed(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
             )
             return
         self._index = index + 1
-        self.state_changed = True
+        self._state.changed = True
         self._downstream.on_next(result)

@@ -68,7 +68,7 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
             result = value
             self._has_value = True
         self._value = result
-        self.state_changed = True
+        self._state.changed = True
         self._downstream.on_next(result)
 
 
@@ -111,7 +111,7 @@ class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
             self._signal_error(_none_error(value))
             return
         self._value = result
-        self.state_changed = True
+        self._state.changed = True
         self._downstream.on_next(result)
 
 
