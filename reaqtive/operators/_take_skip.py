@@ -1,0 +1,222 @@
+"""Building blocks shared by the take and skip family: a stage with a timer at an absolute time, the two gates
+built on it (end the stage at a deadline; open at a deadline), the observer of a second "until" stream, and the
+replacement demand of stages that drop elements.
+
+Module-private (its name starts with ``_``): the operators themselves live in ``take.py``, ``skip.py``,
+``take_until.py`` and ``skip_until.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import abstractmethod
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
+
+from reaqtive.context import OperatorContext
+from reaqtive.errors import MissingSchedulerError
+from reaqtive.scheduler import ActionTask
+from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.streams import LONG_MAX, Subscriber, Subscription, add_demand, require_not_none
+
+__all__ = ["DeadlineStage", "DroppingStage", "OpenAtDeadline", "TakeUntilDeadline", "UntilObserver"]
+
+T = TypeVar("T")
+
+
+class DroppingStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """A one-input stage that drops some elements and replaces each dropped one with ``request(1)`` upstream,
+    unless the downstream's demand is unbounded (it has requested ``LONG_MAX`` in total, rule 3.17).
+
+    ``_requested`` is written by :meth:`request` (the downstream's thread) and only read on the element path; a
+    stale read costs at most one surplus ``request(1)`` to an upstream whose demand is already unbounded.
+    """
+
+    __slots__ = ("_requested",)
+
+    def __init__(self, downstream: Subscriber[T]) -> None:
+        super().__init__(downstream)
+        self._requested = 0
+
+    def request(self, n: int) -> None:
+        if n > 0:
+            self._requested = add_demand(self._requested, n)
+        super().request(n)
+
+    def _replace_dropped(self) -> None:
+        """One element was dropped: ask for another, so the downstream's outstanding demand stays covered."""
+        if self._requested != LONG_MAX:
+            upstream = self._upstream
+            if upstream is not None:
+                upstream.request(1)
+
+
+class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """A one-input stage with one timer at an absolute time (``take``/``skip`` by duration, ``take_until``/
+    ``skip_until`` a time). Needs a scheduler in its context: ``set_context`` raises
+    :class:`~reaqtive.errors.MissingSchedulerError` without one.
+
+    At start the subclass names the deadline (:meth:`deadline`); a deadline already reached is handled at once,
+    in ``start``, before the source starts; otherwise a task on the scheduler runs :meth:`on_deadline` when it
+    is due. The task of a disposed stage finds it disposed and does nothing.
+    """
+
+    __slots__ = ()  # no fields of its own, so it combines with DroppingStage
+
+    @property
+    @abstractmethod
+    def operator_label(self) -> str:
+        """How the operator is named in messages, e.g. ``"take(duration)"``."""
+
+    @abstractmethod
+    def deadline(self, now: datetime) -> datetime | None:
+        """The absolute time of the timer, or ``None`` when it is behind us (restored state says so)."""
+
+    @abstractmethod
+    def on_deadline(self) -> None:
+        """The deadline was reached (on the scheduler, or in ``start`` when it had passed already)."""
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        if not context.has_scheduler:
+            raise MissingSchedulerError(
+                f"{self.operator_label} is time-based: the operator context of {context.instance_id!r} needs a "
+                "scheduler (run the query in an engine, or pass a context with one)"
+            )
+
+    def on_start(self) -> None:
+        scheduler = self.context.scheduler
+        now = scheduler.now
+        due = self.deadline(now)
+        if due is None:
+            return
+        if due <= now:
+            self.on_deadline()
+        else:
+            scheduler.schedule(ActionTask(self._fire), due)
+
+    def _fire(self) -> None:
+        if not self._disposed:
+            self.on_deadline()
+
+
+class TakeUntilDeadline(DeadlineStage[T], Generic[T]):
+    """Passes every element until the deadline, then completes and unsubscribes from the source.
+
+    The timer and the source may signal on different threads, so a lock serializes what goes downstream (rule
+    1.3): an element never overlaps the completion, and nothing follows it. Demand passes straight through.
+    """
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, downstream: Subscriber[T]) -> None:
+        super().__init__(downstream)
+        self._lock = threading.RLock()  # re-entrant: a downstream may cancel from inside on_next
+
+    def on_next(self, value: T) -> None:
+        with self._lock:
+            self._downstream.on_next(value)  # a no-op subscriber once completed
+
+    def on_error(self, error: BaseException) -> None:
+        require_not_none(error, "error", "2.13")
+        with self._lock:
+            self._upstream_terminated()
+            self._signal_error(error)
+
+    def on_complete(self) -> None:
+        with self._lock:
+            self._upstream_terminated()
+            self._signal_complete()
+
+    def on_deadline(self) -> None:
+        with self._lock:
+            if not self._disposed:
+                self._signal_complete()
+
+
+class OpenAtDeadline(DroppingStage[T], DeadlineStage[T], Generic[T]):
+    """Drops every element until the deadline, then passes every element. The source's completion and errors
+    pass at any time (as in Rx: a source that ends before the gate opens ends the result too).
+
+    State: ``open`` (the deadline was reached), after whatever the subclass saves first. The timer only flips
+    ``open``; it never signals downstream, so there is nothing to serialize and no lock. Each element dropped
+    before the deadline is replaced with ``request(1)`` upstream, unless demand is unbounded.
+    """
+
+    __slots__ = ("_open",)
+
+    def __init__(self, downstream: Subscriber[T]) -> None:
+        super().__init__(downstream)
+        self._open = False
+
+    def on_next(self, value: T) -> None:
+        if self._open:
+            self._downstream.on_next(value)
+        else:
+            self._replace_dropped()
+
+    def on_deadline(self) -> None:
+        self._open = True
+        self.state_changed = True
+
+
+class UntilOwner(Protocol):
+    """What an :class:`UntilObserver` reports to: the stage that owns the second input."""
+
+    def _on_other_next(self) -> None: ...
+
+    def _on_other_error(self, error: BaseException) -> None: ...
+
+    def _on_other_complete(self) -> None: ...
+
+
+class UntilObserver(Subscriber[Any]):
+    """Subscribes the "other" input of ``take_until``/``skip_until``: only its first signal matters, so it
+    requests one element, reports the first signal to its owner and ignores anything after it.
+
+    It ends the other subscription when the owner asks (:meth:`cancel`, from the owner's ``dispose``), never
+    from inside the other's own ``on_complete``/``on_error`` (rule 2.3): after those the subscription has ended.
+    """
+
+    __slots__ = ("_done", "_owner", "_subscription")
+
+    def __init__(self, owner: UntilOwner) -> None:
+        self._owner = owner
+        self._subscription: Subscription | None = None
+        self._done = False
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        require_not_none(subscription, "subscription", "2.13")
+        if self._done or self._subscription is not None:
+            subscription.cancel()  # the owner is gone, or a second subscription (rule 2.5)
+            return
+        self._subscription = subscription
+        subscription.request(1)
+
+    def on_next(self, value: Any) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._owner._on_other_next()
+
+    def on_error(self, error: BaseException) -> None:
+        require_not_none(error, "error", "2.13")
+        if self._done:
+            return
+        self._done = True
+        self._subscription = None  # ended by the other itself
+        self._owner._on_other_error(error)
+
+    def on_complete(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._subscription = None  # ended by the other itself
+        self._owner._on_other_complete()
+
+    def cancel(self) -> None:
+        """Stop listening and cancel the other subscription, if it has not ended itself."""
+        self._done = True
+        subscription, self._subscription = self._subscription, None
+        if subscription is not None:
+            subscription.cancel()
