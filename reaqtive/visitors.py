@@ -168,12 +168,17 @@ def initialize(
     """Bring a freshly subscribed handle to life: subscribe, set the context, optionally load state, start.
 
     ``load_state`` receives the handle after ``set_context`` and before ``start`` (the state layer passes its
-    load traversal here). Returns ``handle``.
+    load traversal here). If any phase before ``start`` fails, the handle is disposed (releasing the inputs
+    subscribed so far) and the error propagates. Returns ``handle``.
     """
-    subscribe_all(handle)
-    set_context_all(handle, context)
-    if load_state is not None:
-        load_state(handle)
+    try:
+        subscribe_all(handle)
+        set_context_all(handle, context)
+        if load_state is not None:
+            load_state(handle)
+    except BaseException:
+        handle.dispose()  # inputs subscribed so far must not linger (they would hold on to their sources)
+        raise
     start_all(handle)
     return handle
 

@@ -140,3 +140,21 @@ def test_initialize_runs_each_phase_over_the_whole_tree_before_the_next() -> Non
     tree = Logged("a", Logged("b"))
     initialize(tree, OperatorContext("test://init"), load_state=lambda handle: events.append("load"))
     assert events == ["subscribe a", "subscribe b", "context a", "context b", "load", "start a", "start b"]
+
+
+def test_initialize_disposes_what_it_subscribed_when_a_phase_fails() -> None:
+    from reaqtive import SimpleSubject
+
+    subject = SimpleSubject[int]()
+
+    class FailingContext(Node):
+        def set_context(self, context: OperatorContext) -> None:
+            raise LookupError("no such setting")
+
+    handle = subject.as_query().map(lambda x: x).subscribe(NOP_SUBSCRIBER)
+    tree = FailingContext("top", handle)
+    import pytest
+
+    with pytest.raises(LookupError):
+        initialize(tree, OperatorContext("test://fail"))
+    assert subject.subscriber_count == 0, "the subscription made before the failure was released"
