@@ -1,0 +1,58 @@
+"""``count``: how many elements the source had (optionally, how many satisfied a predicate)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from reaqtive.binding import register_operator
+from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._aggregate import AggregateStage
+from reaqtive.streams import Subscriber
+
+if TYPE_CHECKING:
+    from reaqtive.query import Query
+
+__all__ = ["Count"]
+
+T = TypeVar("T")
+
+
+@register_operator("count")
+class Count(AggregateStage[T, int], Generic[T]):
+    """The running stage of ``Query.count``. State: the held result, then ``count: int`` (any size)."""
+
+    name = "reaqtive:count"
+    version: Version = (1,)
+
+    __slots__ = ("_count", "_predicate")
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
+        source, predicate = query.args
+        super().__init__(source, downstream)
+        assert predicate is None or callable(predicate)
+        self._predicate: Callable[[T], object] | None = predicate
+        self._count = 0
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        super().save_state_core(writer)
+        writer.write(self._count)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        super().load_state_core(reader)
+        self._count = reader.read()
+
+    def on_next(self, value: T) -> None:
+        predicate = self._predicate
+        if predicate is not None:
+            try:
+                if not predicate(value):
+                    return
+            except Exception as error:
+                self._signal_error(error)
+                return
+        self._count += 1
+        self.state_changed = True
+
+    def result_at_completion(self) -> int:
+        return self._count

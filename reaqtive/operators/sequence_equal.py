@@ -1,0 +1,327 @@
+"""``sequence_equal``: whether two sources have equal elements in the same order, and the same number of them."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from reaqtive.binding import register_operator
+from reaqtive.context import OperatorContext
+from reaqtive.errors import LimitExceededError
+from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
+from reaqtive.state import StatefulOperatorBase
+from reaqtive.streams import (
+    LONG_MAX,
+    Subscriber,
+    Subscription,
+    add_demand,
+    non_positive_request_error,
+    require_not_none,
+)
+from reaqtive.subscribable import Subscribable
+from reaqtive.subscriptions import SubscriptionHandle
+
+if TYPE_CHECKING:
+    from reaqtive.query import Query
+
+__all__ = ["SequenceEqual"]
+
+T = TypeVar("T")
+
+
+class _Side(Subscriber[T], Generic[T]):
+    """One input: the elements it delivered that the other input has not matched yet, and its subscription.
+    Every field is guarded by the operator's lock."""
+
+    __slots__ = ("done", "index", "outstanding", "parent", "pending", "queue", "subscription", "terminated")
+
+    def __init__(self, parent: SequenceEqual[T], index: int) -> None:
+        self.parent = parent
+        self.index = index
+        self.queue: deque[T] = deque()
+        self.done = False  # completed (state)
+        self.terminated = False  # signalled on_complete/on_error to us: never cancel it (rule 2.3)
+        self.subscription: Subscription | None = None
+        self.pending = 0  # demand asked before the subscription arrived
+        self.outstanding = 0  # requested and not yet delivered (windowed mode only)
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        require_not_none(subscription, "subscription", "2.13")
+        parent = self.parent
+        with parent._lock:
+            accepted = self.subscription is None and not self.done and not parent._decided and not parent._disposed
+            if accepted:
+                self.subscription = subscription
+                pending, self.pending = self.pending, 0
+        if not accepted:
+            subscription.cancel()  # rule 2.5, or an input that has nothing more to say
+            return
+        if pending:
+            subscription.request(pending)
+
+    def on_next(self, value: T) -> None:
+        self.parent._on_element(self, value)
+
+    def on_error(self, error: BaseException) -> None:
+        require_not_none(error, "error", "2.13")
+        self.parent._on_side_error(self, error)
+
+    def on_complete(self) -> None:
+        self.parent._on_side_complete(self)
+
+    def request(self, n: int) -> None:
+        """Ask the input for ``n`` more (or remember it until the subscription arrives)."""
+        parent = self.parent
+        with parent._lock:
+            subscription = self.subscription
+            if subscription is None:
+                self.pending = add_demand(self.pending, n)
+                return
+        subscription.request(n)
+
+
+@register_operator("sequence_equal")
+class SequenceEqual(StatefulOperatorBase[bool], Generic[T]):
+    """The running stage of ``Query.sequence_equal``: ``(first, second, comparer)``, the comparer ``None`` for
+    ``==``.
+
+    The answer is ``False`` as soon as a pair differs or one input ends while the other has an element more,
+    ``True`` when both end together. Until the downstream asks, nothing is requested; a result decided
+    without demand (two empty inputs) is held until it asks.
+
+    Demand and queues: without ``MAX_QUEUE_SIZE`` each input is asked for everything and the faster one's
+    surplus waits in its queue (unbounded, as in Reaqtive). With ``MAX_QUEUE_SIZE = q`` each input is asked for
+    at most what its queue can still hold (``q`` at first, topped up as pairs are matched), so a conforming
+    input never fills it and the faster input is slowed to the pace of the slower; an input that sends more
+    than it was asked for gets ``LimitExceededError``.
+
+    State: ``held: bool``, [``result: bool``], then for each input ``done: bool, queue: list``. Queued elements
+    must be state values.
+    """
+
+    name = "reaqtive:sequence_equal"
+    version: Version = (1,)
+
+    __slots__ = (
+        "_comparer",
+        "_decided",
+        "_demanded",
+        "_first",
+        "_held",
+        "_limit",
+        "_lock",
+        "_refill",
+        "_result",
+        "_second",
+        "_sides",
+    )
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[bool]) -> None:
+        super().__init__(downstream)
+        first, second, comparer = query.args
+        assert isinstance(first, Subscribable) and isinstance(second, Subscribable)
+        assert comparer is None or callable(comparer)
+        self._first: Subscribable[T] = first
+        self._second: Subscribable[T] = second
+        self._comparer: Callable[[T, T], object] | None = comparer
+        self._lock = threading.Lock()
+        self._sides: tuple[_Side[T], _Side[T]] = (_Side(self, 0), _Side(self, 1))
+        self._limit = UNLIMITED
+        self._refill = 1
+        self._demanded = False
+        self._decided = False  # the answer is known (or an error was signalled): inputs are no longer heard
+        self._held = False
+        self._result = False
+
+    def subscribe_inputs(self) -> Iterable[SubscriptionHandle]:
+        first, second = self._sides
+        return (self._first.subscribe(first), self._second.subscribe(second))
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._limit = limit = read_limit(context, MAX_QUEUE_SIZE)
+        self._refill = max(1, limit // 2)
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        writer.write(self._held)
+        if self._held:
+            writer.write(self._result)
+        for side in self._sides:
+            writer.write(side.done)
+            writer.write(list(side.queue))
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._held = reader.read()
+        if self._held:
+            self._result = reader.read()
+            self._decided = True
+        for side in self._sides:
+            side.done = reader.read()
+            side.queue = deque(reader.read())
+
+    # -- lifecycle and demand ----------------------------------------------------------------------------------
+
+    @property
+    def _windowed(self) -> bool:
+        return self._limit != UNLIMITED
+
+    def on_start(self) -> None:
+        if self._decided:  # recovered holding its answer: the inputs have nothing more to say
+            self._release_inputs()
+
+    def on_dispose(self) -> None:
+        self._release_inputs()
+
+    def request(self, n: int) -> None:
+        if n <= 0:
+            self._fail(non_positive_request_error(n))
+            return
+        with self._lock:
+            first = not self._demanded
+            self._demanded = True
+            held, self._held = self._held, False
+            wanted: list[tuple[_Side[T], int]] = []
+            if first and not self._decided:
+                for side in self._sides:
+                    if side.done:
+                        continue
+                    if self._windowed:
+                        amount = self._limit - len(side.queue)
+                        side.outstanding = amount
+                    else:
+                        amount = LONG_MAX
+                    if amount > 0:
+                        wanted.append((side, amount))
+        if held:
+            self._emit(self._result)
+            return
+        for side, amount in wanted:
+            side.request(amount)
+
+    # -- the inputs' signals -----------------------------------------------------------------------------------
+
+    def _on_element(self, side: _Side[T], value: T) -> None:
+        failure: BaseException | None = None
+        result: bool | None = None  # None: still undecided
+        emit = False
+        refills: list[tuple[_Side[T], int]] = []
+        with self._lock:
+            if self._decided:
+                return
+            windowed = self._windowed
+            if windowed:
+                side.outstanding -= 1
+            other = self._sides[1 - side.index]
+            if other.queue:
+                earlier = other.queue.popleft()
+                try:
+                    if side.index == 0:
+                        equal = value == earlier if self._comparer is None else self._comparer(value, earlier)
+                    else:
+                        equal = earlier == value if self._comparer is None else self._comparer(earlier, value)
+                except Exception as error:
+                    failure = error
+                else:
+                    if not equal:
+                        result = False
+                    elif windowed:
+                        self._top_up(side, refills)
+                        self._top_up(other, refills)
+            elif other.done:
+                result = False  # this input has an element more than the other
+            elif len(side.queue) >= self._limit:
+                failure = LimitExceededError(self.name, MAX_QUEUE_SIZE, self._limit)
+            else:
+                side.queue.append(value)
+            self.state_changed = True
+            if failure is not None:
+                self._decided = True
+            elif result is not None:
+                emit = self._decide(result)
+        if failure is not None:
+            self._signal_error(failure)
+        elif result is not None:
+            self._deliver(result, emit)
+        else:
+            for target, amount in refills:
+                target.request(amount)
+
+    def _on_side_complete(self, side: _Side[T]) -> None:
+        result: bool | None = None
+        emit = False
+        with self._lock:
+            side.terminated = True
+            if self._decided:
+                return
+            side.done = True
+            self.state_changed = True
+            other = self._sides[1 - side.index]
+            if other.done:
+                result = not side.queue and not other.queue
+            elif other.queue:
+                result = False  # the other input has an element more than this one
+            if result is not None:
+                emit = self._decide(result)
+        if result is not None:
+            self._deliver(result, emit)
+
+    def _on_side_error(self, side: _Side[T], error: BaseException) -> None:
+        with self._lock:
+            side.terminated = True
+            if self._decided:
+                return
+            self._decided = True
+        self._signal_error(error)
+
+    # -- the answer --------------------------------------------------------------------------------------------
+
+    def _top_up(self, side: _Side[T], refills: list[tuple[_Side[T], int]]) -> None:
+        """(Under the lock.) Ask ``side`` for what its queue can still hold, once that is worth a request."""
+        if side.done:
+            return
+        free = self._limit - len(side.queue) - side.outstanding
+        if free >= self._refill:
+            side.outstanding += free
+            refills.append((side, free))
+
+    def _decide(self, result: bool) -> bool:
+        """(Under the lock.) The answer is known: emit it now (``True``) or hold it until the downstream asks."""
+        self._decided = True
+        if self._demanded:
+            return True
+        self._held, self._result = True, result
+        return False
+
+    def _deliver(self, result: bool, emit: bool) -> None:
+        if emit:
+            self._emit(result)
+        else:
+            self._release_inputs()
+
+    def _emit(self, result: bool) -> None:
+        self._downstream.on_next(result)
+        self._signal_complete()
+
+    def _fail(self, error: BaseException) -> None:
+        with self._lock:
+            if self._decided and not self._held:
+                return  # the answer or an error is already on its way
+            self._decided, self._held = True, False
+        self._signal_error(error)
+
+    def _release_inputs(self) -> None:
+        """Stop listening to both inputs (cancelling those that did not end by themselves)."""
+        cancel: list[Subscription] = []
+        with self._lock:
+            self._decided = True
+            for side in self._sides:
+                subscription, side.subscription = side.subscription, None
+                if subscription is not None and not side.terminated:
+                    cancel.append(subscription)
+        for handle in self._inputs:
+            handle.dispose()
+        for subscription in cancel:
+            subscription.cancel()
