@@ -1,0 +1,545 @@
+"""``buffer`` by time: lists closed on the clock (duration, duration and shift), or on the clock or a count.
+
+Three stages over one base:
+
+* :class:`BufferTime` (``buffer(duration)``): a list every ``duration`` from the subscription on;
+* :class:`BufferTimeShift` (``buffer(duration, shift)`` with ``shift != duration``): a list opens every
+  ``shift`` and closes ``duration`` after it opened; at an instant where one closes and one opens, the close
+  comes first;
+* :class:`BufferTimeOrCount` (``buffer(duration, count)``): a list closes at ``count`` elements or ``duration``
+  after it opened, whichever comes first; a close by count restarts the timer.
+
+As in Rx, lists closed by time are emitted even when empty, and the lists open at completion are emitted
+(also when empty) before ``on_complete``. An error from the source drops them.
+
+Times are absolute (``datetime``) and saved, so a recovered buffer closes when it would have; a timer that is
+past due when it runs (after a pause, or a restart after downtime) catches up with every close it missed.
+
+**Demand.** The clock does not wait for demand. Closed lists go to a queue and are emitted as the downstream
+requests them; at most ``MAX_QUEUE_SIZE`` lists (:data:`DEFAULT_MAX_PENDING` when the host sets none) wait
+beyond the outstanding demand, and one more fails the query with
+:class:`~reaqtive.errors.LimitExceededError` (the specification's "buffer up to a bound, then error").
+``buffer(duration)`` and ``buffer(duration, shift)`` ask the upstream for everything (``LONG_MAX``) once the
+downstream has asked for anything: how many elements fit in a time span is not theirs to know.
+``buffer(duration, count)`` asks for ``n * count`` elements per ``n`` lists requested, as the count buffer does.
+
+All output goes through one drain loop guarded by a lock (timers, the source and ``request`` may run on
+different threads), so signals never overlap.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+
+from reaqtive.binding import register_operator
+from reaqtive.context import OperatorContext
+from reaqtive.errors import LimitExceededError
+from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators.merge import DEFAULT_QUEUE_SIZE
+from reaqtive.operators.settings import (
+    MAX_BUFFER_COUNT,
+    MAX_BUFFER_SIZE,
+    MAX_QUEUE_SIZE,
+    UNLIMITED,
+    read_limit,
+)
+from reaqtive.scheduler import ActionTask
+from reaqtive.scheduling import Scheduler
+from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
+from reaqtive.subscribable import Subscribable
+from reaqtive.subscriptions import SubscriptionHandle
+
+if TYPE_CHECKING:
+    from reaqtive.query import Query
+
+__all__ = [
+    "DEFAULT_MAX_PENDING",
+    "BufferTime",
+    "BufferTimeOrCount",
+    "BufferTimeShift",
+    "bind_buffer_time",
+]
+
+T = TypeVar("T")
+
+DEFAULT_MAX_PENDING: Final = DEFAULT_QUEUE_SIZE
+"""Closed lists that may wait for demand when the host sets no ``MAX_QUEUE_SIZE`` (256, the default of the
+setting for every operator of this family)."""
+
+
+@register_operator("buffer_time")
+def bind_buffer_time(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+    """The binder of ``Query.buffer(duration[, shift])``: arguments ``(source, duration, shift)``."""
+    _, duration, shift = query.args
+    if shift == duration:
+        return BufferTime(query, subscriber)
+    return BufferTimeShift(query, subscriber)
+
+
+class _TimeBuffer(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
+    """What the time-driven buffers share: the queue of closed lists, demand, the drain loop, the timer.
+
+    Subclasses keep their open list(s) and times, and implement :meth:`_start_fresh` (the first open, at the
+    subscription), :meth:`_advance` (close/open everything due by ``now``; under the lock), :meth:`_next_due`,
+    :meth:`_close_all` (completion; under the lock) and save/load their own fields, then the base's
+    (:meth:`_save_pending` / :meth:`_load_pending`).
+    """
+
+    __slots__ = (
+        "_demand",
+        "_emitting",
+        "_error",
+        "_generation",
+        "_lock",
+        "_max_buffers",
+        "_max_pending",
+        "_max_size",
+        "_pending",
+        "_pulled",
+        "_ready",
+        "_restored",
+        "_scheduler",
+        "_source",
+        "_source_done",
+    )
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+        super().__init__(downstream)
+        source = query.args[0]
+        assert isinstance(source, Subscribable)
+        self._source: Subscribable[T] = source
+        self._lock = threading.Lock()
+        # state
+        self._pending: deque[list[T]] = deque()  # closed lists waiting for demand
+        self._source_done = False  # the source completed: the pending lists are the last ones
+        self._restored = False
+        # not state
+        self._demand = 0
+        self._pulled = False
+        self._emitting = False
+        self._ready = False
+        self._error: BaseException | None = None
+        self._generation = 0  # the current timer; a timer of an earlier generation is stale
+        self._scheduler: Scheduler | None = None
+        self._max_size = UNLIMITED
+        self._max_buffers = UNLIMITED
+        self._max_pending = DEFAULT_MAX_PENDING
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._scheduler = context.scheduler  # MissingSchedulerError without one: time needs a clock
+        self._max_size = read_limit(context, MAX_BUFFER_SIZE)
+        self._max_buffers = read_limit(context, MAX_BUFFER_COUNT)
+        max_pending = read_limit(context, MAX_QUEUE_SIZE)
+        self._max_pending = DEFAULT_MAX_PENDING if max_pending == UNLIMITED else max_pending
+
+    def _save_pending(self, writer: StateWriter) -> None:
+        writer.write(list(self._pending))
+        writer.write(self._source_done)
+
+    def _load_pending(self, reader: StateReader) -> None:
+        self._pending = deque(list(buffer) for buffer in reader.read())
+        self._source_done = reader.read()
+        self._restored = True
+
+    def subscribe_input(self) -> SubscriptionHandle:
+        return self._source.subscribe(self)
+
+    # -- subclass hooks (called with the lock held, except _start_fresh) --------------------------------------
+
+    def _start_fresh(self, now: datetime) -> None:
+        raise NotImplementedError
+
+    def _advance(self, now: datetime) -> None:
+        """Close and open every list due by ``now`` (each close through :meth:`_close`)."""
+        raise NotImplementedError
+
+    def _next_due(self) -> datetime:
+        raise NotImplementedError
+
+    def _close_all(self) -> None:
+        """The source completed: close the open lists (oldest first)."""
+        raise NotImplementedError
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        if self._source_done:  # recovered while emitting the last lists: no source, no timer
+            # A source that offered its subscription at subscribe time (a hot subject) is let go.
+            upstream = self._upstream
+            self._upstream_terminated()
+            if upstream is not None:
+                upstream.cancel()
+        else:
+            scheduler = self._scheduler
+            assert scheduler is not None
+            if not self._restored:
+                self._start_fresh(scheduler.now)
+            with self._lock:
+                generation, due = self._generation, self._next_due()
+            self._schedule_timer(generation, due)
+        self._ready = True
+        self._drain()
+
+    def _schedule_timer(self, generation: int, due: datetime) -> None:
+        scheduler = self._scheduler
+        assert scheduler is not None
+        scheduler.schedule(ActionTask(self._on_timer, generation), due=due)
+
+    def _on_timer(self, generation: int) -> None:
+        if self._disposed:
+            return  # muted: a disposed operator's timer may still run
+        scheduler = self._scheduler
+        assert scheduler is not None
+        with self._lock:
+            if self._source_done or self._error is not None or generation != self._generation:
+                return
+            self._advance(scheduler.now)
+            failed = self._error is not None
+            due = self._next_due()
+        if not failed:
+            self._schedule_timer(generation, due)
+        self._drain()
+
+    def _close(self, buffer: list[T]) -> None:
+        """Queue a closed list for emission (lock held). More than ``max_pending`` lists beyond the outstanding
+        demand is an overflow: the clock outran the downstream."""
+        pending = self._pending
+        if len(pending) + 1 - self._demand > self._max_pending:
+            if self._error is None:
+                self._error = LimitExceededError(self.name, MAX_QUEUE_SIZE, self._max_pending)
+            return
+        pending.append(buffer)
+        self._state.changed = True
+
+    def _size_exceeded(self) -> None:
+        """A list would exceed ``MAX_BUFFER_SIZE`` (lock held)."""
+        if self._error is None:
+            self._error = LimitExceededError(self.name, MAX_BUFFER_SIZE, self._max_size)
+
+    # -- demand ------------------------------------------------------------------------------------------------
+
+    def request(self, n: int) -> None:
+        if n <= 0:
+            self._fail(non_positive_request_error(n))
+            return
+        with self._lock:
+            self._demand = add_demand(self._demand, n)
+            upstream = self._upstream_demand(n)
+        if upstream:
+            super().request(upstream)
+        self._drain()
+
+    def _upstream_demand(self, n: int) -> int:
+        """What to ask the upstream for when the downstream asks for ``n`` lists (lock held): everything, once."""
+        if self._pulled:
+            return 0
+        self._pulled = True
+        return LONG_MAX
+
+    # -- from upstream -----------------------------------------------------------------------------------------
+
+    def on_error(self, error: BaseException) -> None:
+        self._upstream_terminated()
+        self._fail(error)
+
+    def on_complete(self) -> None:
+        self._upstream_terminated()
+        with self._lock:
+            if self._error is None and not self._source_done:
+                self._close_all()
+                self._source_done = True
+                self._state.changed = True
+        self._drain()
+
+    # -- output, one thread at a time --------------------------------------------------------------------------
+
+    def _fail(self, error: BaseException) -> None:
+        with self._lock:
+            if self._error is None:
+                self._error = error
+        self._drain()
+
+    def _drain(self) -> None:
+        with self._lock:
+            if self._emitting or not self._ready:
+                return
+            self._emitting = True
+        pending = self._pending
+        while True:
+            with self._lock:
+                error = self._error
+                buffer = None
+                complete = False
+                if error is None:
+                    if pending and self._demand:
+                        buffer = pending.popleft()
+                        if self._demand != LONG_MAX:
+                            self._demand -= 1
+                        self._state.changed = True
+                    elif not pending and self._source_done:
+                        complete = True
+                    else:
+                        self._emitting = False
+                        return
+            if error is not None:
+                self._signal_error(error)
+                return
+            if complete:
+                self._signal_complete()
+                return
+            assert buffer is not None
+            self._downstream.on_next(buffer)
+
+
+class BufferTime(_TimeBuffer[T], Generic[T]):
+    """The running stage of ``Query.buffer(duration)``: a list every ``duration``, from the subscription on.
+
+    State: the open list, the absolute time it closes, the closed lists waiting for demand, whether the source
+    completed. Demand: see :mod:`reaqtive.operators.buffer_time`. Limits: ``MAX_BUFFER_SIZE``,
+    ``MAX_QUEUE_SIZE``.
+    """
+
+    name = "reaqtive:buffer/time"
+    version: Version = (1,)
+
+    __slots__ = ("_buffer", "_duration", "_next_tick")
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+        super().__init__(query, downstream)
+        _, duration, _ = query.args
+        assert isinstance(duration, timedelta)
+        self._duration = duration
+        self._buffer: list[T] = []
+        self._next_tick: datetime | None = None
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        writer.write(self._buffer)
+        writer.write(self._next_tick)
+        self._save_pending(writer)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._buffer = list(reader.read())
+        self._next_tick = reader.read()
+        self._load_pending(reader)
+
+    def _start_fresh(self, now: datetime) -> None:
+        self._next_tick = now + self._duration
+
+    def _next_due(self) -> datetime:
+        assert self._next_tick is not None
+        return self._next_tick
+
+    def _advance(self, now: datetime) -> None:
+        next_tick = self._next_tick
+        assert next_tick is not None
+        while next_tick <= now and self._error is None:
+            self._close(self._buffer)
+            self._buffer = []
+            next_tick += self._duration
+        self._next_tick = next_tick
+        self._state.changed = True
+
+    def _close_all(self) -> None:
+        self._close(self._buffer)
+        self._buffer = []
+
+    def on_next(self, value: T) -> None:
+        lock = self._lock
+        lock.acquire()  # acquire/release: a third of the cost of ``with`` on CPython 3.11
+        try:
+            buffer = self._buffer
+            if len(buffer) < self._max_size:
+                buffer.append(value)
+                self._state.changed = True
+                return
+            self._size_exceeded()
+        finally:
+            lock.release()
+        self._drain()
+
+
+class BufferTimeShift(_TimeBuffer[T], Generic[T]):
+    """The running stage of ``Query.buffer(duration, shift)``: a list opens every ``shift`` (the first at the
+    subscription) and closes ``duration`` after it opened; a close comes before an open at the same instant.
+    Lists overlap when ``shift < duration`` and leave gaps (elements in no list are dropped) when
+    ``shift > duration``.
+
+    State: the open lists (oldest first), the absolute time the next list opens (the oldest list's close time
+    follows from it: lists open ``shift`` apart and all last ``duration``), the closed lists waiting for demand,
+    whether the source completed. Limits: ``MAX_BUFFER_SIZE``, ``MAX_BUFFER_COUNT`` (at most
+    ``ceil(duration / shift)`` lists are open at once), ``MAX_QUEUE_SIZE``.
+    """
+
+    name = "reaqtive:buffer/time+shift"
+    version: Version = (1,)
+
+    __slots__ = ("_buffers", "_duration", "_next_open", "_shift")
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+        super().__init__(query, downstream)
+        _, duration, shift = query.args
+        assert isinstance(duration, timedelta) and isinstance(shift, timedelta)
+        self._duration = duration
+        self._shift = shift
+        self._buffers: deque[list[T]] = deque()
+        self._next_open: datetime | None = None
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        writer.write(list(self._buffers))
+        writer.write(self._next_open)
+        self._save_pending(writer)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._buffers = deque(list(buffer) for buffer in reader.read())
+        self._next_open = reader.read()
+        self._load_pending(reader)
+
+    def _next_close(self) -> datetime | None:
+        """When the oldest open list closes (``None`` when none is open)."""
+        if not self._buffers:
+            return None
+        assert self._next_open is not None
+        return self._next_open - self._shift * len(self._buffers) + self._duration
+
+    def _start_fresh(self, now: datetime) -> None:
+        self._next_open = now
+        with self._lock:
+            self._advance(now)
+
+    def _next_due(self) -> datetime:
+        assert self._next_open is not None
+        close = self._next_close()
+        return self._next_open if close is None else min(close, self._next_open)
+
+    def _advance(self, now: datetime) -> None:
+        buffers = self._buffers
+        while self._error is None:
+            next_open = self._next_open
+            assert next_open is not None
+            close = self._next_close()
+            if close is not None and close <= now and close <= next_open:  # the close first at equal times
+                self._close(buffers.popleft())
+            elif next_open <= now:
+                if len(buffers) >= self._max_buffers:
+                    self._error = LimitExceededError(self.name, MAX_BUFFER_COUNT, self._max_buffers)
+                    return
+                buffers.append([])
+                self._next_open = next_open + self._shift
+            else:
+                break
+        self._state.changed = True
+
+    def _close_all(self) -> None:
+        buffers = self._buffers
+        while buffers and self._error is None:
+            self._close(buffers.popleft())
+
+    def on_next(self, value: T) -> None:
+        lock = self._lock
+        lock.acquire()  # acquire/release: a third of the cost of ``with`` on CPython 3.11
+        try:
+            buffers = self._buffers
+            if not buffers:
+                return  # in a gap between lists
+            if len(buffers[0]) < self._max_size:  # the oldest list is the longest
+                for buffer in buffers:
+                    buffer.append(value)
+                self._state.changed = True
+                return
+            self._size_exceeded()
+        finally:
+            lock.release()
+        self._drain()
+
+
+@register_operator("buffer_time_or_count")
+class BufferTimeOrCount(_TimeBuffer[T], Generic[T]):
+    """The running stage of ``Query.buffer(duration, count)``: a list closes when it holds ``count`` elements or
+    ``duration`` after it opened, whichever comes first; a close by count opens the next list and restarts the
+    timer from that instant.
+
+    State: the open list, the absolute time it closes by time, the closed lists waiting for demand, whether the
+    source completed. Demand: ``n`` lists ask the upstream for ``n * count`` elements (``LONG_MAX`` stays
+    unbounded); lists closed by time take demand too and wait in the queue when there is none. Limits:
+    ``MAX_BUFFER_SIZE`` (a ``count`` above it fails at the element that exceeds it), ``MAX_QUEUE_SIZE``.
+    """
+
+    name = "reaqtive:buffer/time_or_count"
+    version: Version = (1,)
+
+    __slots__ = ("_buffer", "_count", "_duration", "_next_tick")
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+        super().__init__(query, downstream)
+        _, duration, count = query.args
+        assert isinstance(duration, timedelta) and isinstance(count, int)
+        self._duration = duration
+        self._count = count
+        self._buffer: list[T] = []
+        self._next_tick: datetime | None = None
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        writer.write(self._buffer)
+        writer.write(self._next_tick)
+        self._save_pending(writer)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._buffer = list(reader.read())
+        self._next_tick = reader.read()
+        self._load_pending(reader)
+
+    def _start_fresh(self, now: datetime) -> None:
+        self._next_tick = now + self._duration
+
+    def _next_due(self) -> datetime:
+        assert self._next_tick is not None
+        return self._next_tick
+
+    def _advance(self, now: datetime) -> None:
+        next_tick = self._next_tick
+        assert next_tick is not None
+        while next_tick <= now and self._error is None:
+            self._close(self._buffer)
+            self._buffer = []
+            next_tick += self._duration
+        self._next_tick = next_tick
+        self._state.changed = True
+
+    def _close_all(self) -> None:
+        self._close(self._buffer)
+        self._buffer = []
+
+    def _upstream_demand(self, n: int) -> int:
+        count = self._count
+        return LONG_MAX if n >= LONG_MAX // count else n * count
+
+    def on_next(self, value: T) -> None:
+        scheduler = self._scheduler
+        assert scheduler is not None
+        lock = self._lock
+        lock.acquire()  # acquire/release: a third of the cost of ``with`` on CPython 3.11
+        try:
+            buffer = self._buffer
+            if len(buffer) >= self._max_size:
+                self._size_exceeded()
+                closed = False
+            else:
+                buffer.append(value)
+                self._state.changed = True
+                if len(buffer) < self._count:
+                    return
+                self._close(buffer)
+                self._buffer = []
+                self._next_tick = due = scheduler.now + self._duration
+                self._generation = generation = self._generation + 1  # the previous list's timer is stale
+                closed = self._error is None
+        finally:
+            lock.release()
+        if closed:
+            self._schedule_timer(generation, due)
+        self._drain()
