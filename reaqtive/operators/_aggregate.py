@@ -130,7 +130,7 @@ class AggregateStage(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
             demanded = self._demanded
             if not demanded:
                 self._held, self._result = True, result
-                self.state_changed = True
+                self._state.changed = True
         if demanded:
             self._emit(result)
         elif upstream_live:  # not reached with a conforming upstream: elements only come after demand

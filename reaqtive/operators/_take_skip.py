@@ -157,7 +157,7 @@ class OpenAtDeadline(DroppingStage[T], DeadlineStage[T], Generic[T]):
 
     def on_deadline(self) -> None:
         self._open = True
-        self.state_changed = True
+        self._state.changed = True
 
 
 class UntilOwner(Protocol):

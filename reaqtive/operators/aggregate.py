@@ -67,7 +67,7 @@ class Aggregate(AggregateStage[T, Any], Generic[T]):
         else:
             self._accumulation = value
             self._has_value = True
-        self.state_changed = True
+        self._state.changed = True
 
     def result_at_completion(self) -> Any:
         if not self._has_value:
@@ -107,7 +107,7 @@ class AggregateSeed(AggregateStage[T, Any], Generic[T, A]):
         except Exception as error:
             self._signal_error(error)
             return
-        self.state_changed = True
+        self._state.changed = True
 
     def result_at_completion(self) -> Any:
         selector = self._result_selector

@@ -52,7 +52,7 @@ class Count(AggregateStage[T, int], Generic[T]):
                 self._signal_error(error)
                 return
         self._count += 1
-        self.state_changed = True
+        self._state.changed = True
 
     def result_at_completion(self) -> int:
         return self._count

@@ -82,7 +82,7 @@ class DefaultIfEmpty(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def on_next(self, value: T) -> None:
         if not self._not_empty:
             self._not_empty = True
-            self.state_changed = True
+            self._state.changed = True
         self._downstream.on_next(value)
 
     def on_complete(self) -> None:
@@ -97,7 +97,7 @@ class DefaultIfEmpty(StatefulUnaryOperatorBase[T, T], Generic[T]):
         if requested:
             self._emit_default()
         else:
-            self.state_changed = True
+            self._state.changed = True
 
     def _emit_default(self) -> None:
         self._downstream.on_next(self._default)

@@ -85,14 +85,14 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
         assert scheduler is not None
         if self._next_due is None:
             self._next_due = due_time(scheduler.now, self._due)
-            self.state_changed = True
+            self._state.changed = True
         scheduler.schedule(ActionTask(self._subscribe_source), self._next_due)
 
     def _subscribe_source(self) -> None:
         if self._disposed:
             return
         self._subscribed = True
-        self.state_changed = True
+        self._state.changed = True
         try:
             handle = self._attach()
         except Exception as error:

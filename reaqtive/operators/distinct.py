@@ -96,7 +96,7 @@ class Distinct(_DistinctBase[T], Generic[T]):
             self._over_limit()
             return
         keys.add(key)
-        self.state_changed = True
+        self._state.changed = True
         self._downstream.on_next(value)
 
 
@@ -142,7 +142,7 @@ class DistinctComparer(_DistinctBase[T], Generic[T]):
             self._over_limit()
             return
         keys.append(key)
-        self.state_changed = True
+        self._state.changed = True
         self._downstream.on_next(value)
 
 

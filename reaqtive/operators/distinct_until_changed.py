@@ -84,5 +84,5 @@ class DistinctUntilChanged(StatefulUnaryOperatorBase[T, T], Generic[T]):
             return
         self._key = key
         self._has_key = True
-        self.state_changed = True
+        self._state.changed = True
         self._downstream.on_next(value)

@@ -53,7 +53,7 @@ class ElementAt(AggregateStage[T, T], Generic[T]):
         remaining = self._remaining
         if remaining:
             self._remaining = remaining - 1
-            self.state_changed = True
+            self._state.changed = True
         else:
             self._finish(value)
 

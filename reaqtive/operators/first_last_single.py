@@ -101,7 +101,7 @@ class Last(_Pick[T], Generic[T]):
                 self._signal_error(error)
                 return
         self._last = value
-        self.state_changed = True
+        self._state.changed = True
 
     def result_at_completion(self) -> T:
         last = self._last
@@ -146,7 +146,7 @@ class Single(_Pick[T], Generic[T]):
             self._signal_error(ValueError(f"{self._op}: the source has more than one element{matching}"))
             return
         self._found = value
-        self.state_changed = True
+        self._state.changed = True
 
     def result_at_completion(self) -> T:
         found = self._found

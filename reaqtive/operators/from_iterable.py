@@ -95,7 +95,7 @@ class FromIterable(PullSource[T], Generic[T]):
         emitted += result
         if emitted:
             self._position += emitted
-            self.state_changed = True
+            self._state.changed = True
         if demand != LONG_MAX and emitted == demand and not self._disposed:
             return self._look_ahead(iterator, emitted)
         return emitted

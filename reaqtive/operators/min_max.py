@@ -66,7 +66,7 @@ class _Extremum(AggregateStage[T, T], Generic[T]):
             return
         self._best = value
         self._best_key = value_key
-        self.state_changed = True
+        self._state.changed = True
 
     def result_at_completion(self) -> T:
         best = self._best

@@ -236,7 +236,7 @@ class RetryCount(Retry[T], Generic[T]):
             if remaining <= 1:
                 return False
             self._remaining = remaining - 1
-        self.state_changed = True
+        self._state.changed = True
         return True
 
 

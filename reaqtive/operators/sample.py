@@ -150,13 +150,13 @@ class Sample(StatefulOperatorBase[T], Generic[T]):
         with self._lock:
             self._value = value
             self._has_value = True
-        self.state_changed = True
+        self._state.changed = True
 
     def _on_source_end(self) -> None:
         with self._lock:
             self._source_done = True
             completing = self._completing = self._sampler_done
-        self.state_changed = True
+        self._state.changed = True
         if completing:
             self._work(inline=True)
 
@@ -171,7 +171,7 @@ class Sample(StatefulOperatorBase[T], Generic[T]):
             if self._source_done:
                 self._completing = True  # Rx: the result completes at the first sample after the source's end
         if changed:
-            self.state_changed = True
+            self._state.changed = True
             self._work(inline=True)
 
     def _on_input_error(self, error: BaseException) -> None:
@@ -225,7 +225,7 @@ class Sample(StatefulOperatorBase[T], Generic[T]):
                     self._signal_complete()
                     return
                 if emit:
-                    self.state_changed = True
+                    self._state.changed = True
                     self._downstream.on_next(value)
         except BaseException:
             self.dispose()  # the subscriber raised out of a signal (rule 2.13): the subscription cannot go on

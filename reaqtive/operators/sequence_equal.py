@@ -236,7 +236,7 @@ class SequenceEqual(StatefulOperatorBase[bool], Generic[T]):
                 failure = LimitExceededError(self.name, MAX_QUEUE_SIZE, self._limit)
             else:
                 side.queue.append(value)
-            self.state_changed = True
+            self._state.changed = True
             if failure is not None:
                 self._decided = True
             elif result is not None:
@@ -257,7 +257,7 @@ class SequenceEqual(StatefulOperatorBase[bool], Generic[T]):
             if self._decided:
                 return
             side.done = True
-            self.state_changed = True
+            self._state.changed = True
             other = self._sides[1 - side.index]
             if other.done:
                 result = not side.queue and not other.queue

@@ -64,7 +64,7 @@ class Skip(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def on_next(self, value: T) -> None:
         if self._remaining:
             self._remaining -= 1
-            self.state_changed = True
+            self._state.changed = True
             return
         self._downstream.on_next(value)
 
@@ -112,5 +112,5 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
             return None
         if self._end is None:
             self._end = now + self._duration
-            self.state_changed = True
+            self._state.changed = True
         return self._end

@@ -116,7 +116,7 @@ class SkipUntil(DroppingStage[T], Generic[T]):
                 self._signal_complete()
             elif not self._disposed:
                 self._source_done = True
-                self.state_changed = True
+                self._state.changed = True
 
     # -- the other -----------------------------------------------------------------------------------------------
 
@@ -125,7 +125,7 @@ class SkipUntil(DroppingStage[T], Generic[T]):
             if self._disposed:
                 return
             self._open = self._other_done = True  # (after the source completed: Rx stays silent, so do we)
-            self.state_changed = True
+            self._state.changed = True
         self._other_observer.cancel()
         self._inputs[0].dispose()  # from inside the other's on_next: allowed (rule 3.5)
 
@@ -138,7 +138,7 @@ class SkipUntil(DroppingStage[T], Generic[T]):
         with self._lock:
             if not self._disposed:
                 self._other_done = True
-                self.state_changed = True
+                self._state.changed = True
 
 
 @register_operator("skip_until_time")

@@ -64,7 +64,7 @@ class SkipWhile(DroppingStage[T], Generic[T]):
             self._replace_dropped()
             return
         self._running = True
-        self.state_changed = True
+        self._state.changed = True
         self._downstream.on_next(value)
 
 
@@ -113,7 +113,7 @@ class SkipWhileIndexed(DroppingStage[T], Generic[T]):
             self._signal_error(error)
             return
         self._index = index + 1
-        self.state_changed = True
+        self._state.changed = True
         if skip:
             self._replace_dropped()
             return

@@ -172,7 +172,7 @@ class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
             return False
         if index < len(values):
             self._index = index + 1
-            self.state_changed = True
+            self._state.changed = True
             self._downstream.on_next(values[index])
             if index + 1 < len(values):
                 return True
@@ -191,7 +191,7 @@ class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
         if bad_request is not None:  # arrived while the last value was emitted
             self._signal_error(non_positive_request_error(bad_request))
             return
-        self.state_changed = True
+        self._state.changed = True
         if remaining:
             super().request(remaining)  # kept until the source's on_subscribe hands it over
         try:

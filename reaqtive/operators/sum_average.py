@@ -46,7 +46,7 @@ class Sum(AggregateStage[T, Any], Generic[T]):
         except Exception as error:  # e.g. a str among numbers
             self._signal_error(error)
             return
-        self.state_changed = True
+        self._state.changed = True
 
     def result_at_completion(self) -> Any:
         return self._total
@@ -88,7 +88,7 @@ class Average(AggregateStage[T, Any], Generic[T]):
         else:
             self._total = value  # no start value: timedelta, Decimal and Fraction keep their type
         self._count += 1
-        self.state_changed = True
+        self._state.changed = True
 
     def result_at_completion(self) -> Any:
         if not self._count:

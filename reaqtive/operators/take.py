@@ -74,7 +74,7 @@ class Take(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def on_next(self, value: T) -> None:
         remaining = self._remaining - 1
         self._remaining = remaining
-        self.state_changed = True
+        self._state.changed = True
         self._downstream.on_next(value)
         if remaining == 0:
             self._signal_complete()
@@ -119,5 +119,5 @@ class TakeDuration(TakeUntilDeadline[T], Generic[T]):
     def deadline(self, now: datetime) -> datetime | None:
         if self._end is None:
             self._end = now + self._duration
-            self.state_changed = True
+            self._state.changed = True
         return self._end

@@ -118,7 +118,7 @@ class TakeUntil(StatefulUnaryOperatorBase[T, T], Generic[T]):
         with self._lock:
             if not self._disposed:
                 self._other_done = True
-                self.state_changed = True
+                self._state.changed = True
 
 
 @register_operator("take_until_time")

@@ -98,7 +98,7 @@ class TakeWhileIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
             self._signal_error(error)
             return
         self._index = index + 1
-        self.state_changed = True
+        self._state.changed = True
         if keep:
             self._downstream.on_next(value)
             return

@@ -70,7 +70,7 @@ class _TimerSource(PullSource[int]):
         scheduler = self._clock()
         if self._next_due is None:
             self._next_due = self._first_due(scheduler.now)
-            self.state_changed = True
+            self._state.changed = True
         self._schedule_fire(scheduler)
         # The pull source holds its drain until the start and then schedules a first drain, which would keep
         # the drain busy until the next instant and delay a tick due right now. Drain here instead: it serves
@@ -108,7 +108,7 @@ class _TimerSource(PullSource[int]):
                 self._wip = True  # the drain is ours: deliver now, at the due time
             else:
                 self._missed = True  # a running drain picks the new ticks up
-        self.state_changed = True
+        self._state.changed = True
         if inline and not self._drain(token):
             scheduler.schedule(YieldableActionTask(self._drain))  # paused mid-way: the drain goes on later
         if not self._disposed:
@@ -131,7 +131,7 @@ class _TimerSource(PullSource[int]):
                 break
         if emitted:
             self._delivered = delivered + emitted
-            self.state_changed = True
+            self._state.changed = True
             if not self.periodic:
                 self._signal_complete()
                 return TERMINATED

@@ -54,7 +54,7 @@ class ToList(AggregateStage[T, list[T]], Generic[T]):
             self._signal_error(LimitExceededError(self.name, MAX_LIST_SIZE, self._limit))
             return
         items.append(value)
-        self.state_changed = True
+        self._state.changed = True
 
     def result_at_completion(self) -> list[T]:
         items, self._items = self._items, []  # the list moves into the (possibly held) result
