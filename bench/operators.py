@@ -9,7 +9,9 @@ Each workload runs three ways over N ints into a counting sink, with unbounded d
 * ``loop+callbacks``: a plain loop calling the same user functions the query calls (the fair comparison:
   what a hand-written callback pipeline costs).
 
-It prints the median of K runs as events per second, and reaqtive's time as a ratio of each loop's time.
+It prints the median of K runs as events per second, and reaqtive's time as a ratio of each loop's time. When
+the ``reactivex`` package (RxPY 4) happens to be installed, the same workloads also run on it, for comparison;
+it is not a dependency of reaqtive (``pip install reactivex`` into the venv to see that column).
 """
 
 from __future__ import annotations
@@ -54,6 +56,30 @@ def divisible_by_3(x: int) -> bool:
     return x % 3 == 0
 
 
+def _rxpy_a(n: int, sink: CountingSink) -> None:
+    import reactivex
+    from reactivex import operators as ops
+
+    reactivex.from_iterable(range(n)).pipe(
+        ops.map(double), ops.filter(divisible_by_3), ops.scan(operator.add, 0)
+    ).subscribe(sink.on_next)
+
+
+def _rxpy_c(n: int, sink: CountingSink) -> None:
+    import reactivex
+    from reactivex import operators as ops
+
+    reactivex.from_iterable(range(n)).pipe(ops.buffer_with_count(100), ops.map(sum)).subscribe(sink.on_next)
+
+
+def _rxpy_available() -> bool:
+    try:
+        import reactivex  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class Workload:
     key: str
@@ -61,6 +87,7 @@ class Workload:
     query: Callable[[int], Query[Any]]
     loop: Callable[[int, CountingSink], None]
     loop_callbacks: Callable[[int, CountingSink], None]
+    rxpy: Callable[[int, CountingSink], None]
 
 
 def _a_query(n: int) -> Query[Any]:
@@ -115,20 +142,22 @@ def _c_loop_callbacks(n: int, sink: CountingSink) -> None:
 
 
 WORKLOADS = [
-    Workload("a", "map(x*2) -> filter(x%3==0) -> scan(sum)", _a_query, _a_loop, _a_loop_callbacks),
-    Workload("c", "buffer(100) -> map(sum)", _c_query, _c_loop, _c_loop_callbacks),
+    Workload("a", "map(x*2) -> filter(x%3==0) -> scan(sum)", _a_query, _a_loop, _a_loop_callbacks, _rxpy_a),
+    Workload("c", "buffer(100) -> map(sum)", _c_query, _c_loop, _c_loop_callbacks, _rxpy_c),
 ]
 
 
-def _median_seconds(run: Callable[[], int], expected: int, repeat: int) -> float:
-    times = []
+def _interleaved_medians(runs: dict[str, Callable[[], int]], expected: int, repeat: int) -> dict[str, float]:
+    """Median seconds of each run, measured round-robin so that drift of the machine hits every variant alike."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeat):
-        start = time.perf_counter()
-        count = run()
-        times.append(time.perf_counter() - start)
-        if count != expected:
-            raise AssertionError(f"produced {count} elements, expected {expected}")
-    return statistics.median(times)
+        for name, run in runs.items():
+            start = time.perf_counter()
+            count = run()
+            times[name].append(time.perf_counter() - start)
+            if count != expected:
+                raise AssertionError(f"{name} produced {count} elements, expected {expected}")
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def measure(workload: Workload, events: int, repeat: int) -> dict[str, float]:
@@ -152,11 +181,20 @@ def measure(workload: Workload, events: int, repeat: int) -> dict[str, float]:
         workload.loop_callbacks(events, sink)
         return sink.count
 
-    return {
-        "reaqtive": _median_seconds(run_query, expected, repeat),
-        "loop": _median_seconds(run_loop, expected, repeat),
-        "loop+callbacks": _median_seconds(run_callbacks, expected, repeat),
+    def run_rxpy() -> int:
+        sink = CountingSink()
+        workload.rxpy(events, sink)
+        return sink.count
+
+    runs: dict[str, Callable[[], int]] = {
+        "reaqtive": run_query,
+        "loop": run_loop,
+        "loop+callbacks": run_callbacks,
     }
+    if _rxpy_available():
+        runs["rxpy"] = run_rxpy
+    seconds = _interleaved_medians(runs, expected, repeat)
+    return seconds
 
 
 def main() -> None:
@@ -166,8 +204,9 @@ def main() -> None:
     parser.add_argument("--only", default="", help="workload keys to run, e.g. 'ac'")
     args = parser.parse_args()
     print(f"{args.events:,} events per run, median of {args.repeat} runs, unbounded demand, counting sink")
+    rxpy = _rxpy_available()
     print(f"{'workload':<44} {'reaqtive ev/s':>14} {'loop ev/s':>12} {'callbacks ev/s':>15} "
-          f"{'x loop':>7} {'x callbacks':>12}")
+          f"{'x loop':>7} {'x callbacks':>12}" + (f" {'RxPY ev/s':>12}" if rxpy else ""))
     for workload in WORKLOADS:
         if args.only and workload.key not in args.only:
             continue
@@ -177,6 +216,7 @@ def main() -> None:
             f"({workload.key}) {workload.title:<40} {rate['reaqtive']:>14,.0f} {rate['loop']:>12,.0f} "
             f"{rate['loop+callbacks']:>15,.0f} {seconds['reaqtive'] / seconds['loop']:>7.2f} "
             f"{seconds['reaqtive'] / seconds['loop+callbacks']:>12.2f}"
+            + (f" {rate['rxpy']:>12,.0f}" if "rxpy" in rate else "")
         )
 
 
