@@ -52,6 +52,12 @@ def test_readme_quick_start_runs() -> None:
         exec(compile(block, "README.md", "exec"), {})
 
 
+def test_operators_doc_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = python_blocks(ROOT / "docs" / "operators.md")
+    exec(compile(block, "docs/operators.md", "exec"), {})
+    assert capsys.readouterr().out.split() == ["0", "2", "6"]
+
+
 def test_examples_run(capsys: pytest.CaptureFixture[str]) -> None:
     runpy.run_path(str(ROOT / "examples" / "quickstart.py"), run_name="__main__")
     out = capsys.readouterr().out
