@@ -9,6 +9,8 @@ from reaqtive.binding import register_operator, registered_operators
 from reaqtive.context import ExecutionEnvironment, OperatorContext
 from reaqtive.errors import (
     BufferOverflowError,
+    InvalidSettingError,
+    LimitExceededError,
     MissingSchedulerError,
     ObjectDisposedError,
     ReaqtiveError,
@@ -29,7 +31,18 @@ from reaqtive.operator import (
 )
 from reaqtive.processor import QueryProcessor, as_processor
 from reaqtive.publisher import as_publisher
-from reaqtive.query import Query, from_iterable
+from reaqtive.query import (
+    Query,
+    combine_latest,
+    empty,
+    from_iterable,
+    interval,
+    merge,
+    never,
+    return_value,
+    throw,
+    timer,
+)
 from reaqtive.scheduling import Scheduler, SchedulerTask, YieldableSchedulerTask, YieldToken
 from reaqtive.streams import LONG_MAX, Processor, Publisher, Subscriber, Subscription
 from reaqtive.subjects import MultiSubject, OverflowPolicy, SimpleSubject, UntypedMultiSubject, to_typed
@@ -69,6 +82,14 @@ __all__ = [
     # queries
     "Query",
     "from_iterable",
+    "return_value",
+    "empty",
+    "never",
+    "throw",
+    "timer",
+    "interval",
+    "merge",
+    "combine_latest",
     "as_publisher",
     "as_processor",
     "QueryProcessor",
@@ -122,6 +143,8 @@ __all__ = [
     "UnknownOperatorError",
     "ObjectDisposedError",
     "BufferOverflowError",
+    "LimitExceededError",
+    "InvalidSettingError",
     "SubscriptionAssignedError",
     "MissingSchedulerError",
 ]

@@ -34,7 +34,19 @@ from reaqtive.subscribers import CallbackSubscriber
 from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.visitors import initialize
 
-__all__ = ["DEFAULT_INSTANCE_ID", "Query", "from_iterable"]
+__all__ = [
+    "DEFAULT_INSTANCE_ID",
+    "Query",
+    "combine_latest",
+    "empty",
+    "from_iterable",
+    "interval",
+    "merge",
+    "never",
+    "return_value",
+    "throw",
+    "timer",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -145,6 +157,29 @@ class Query(
 
 
 from_iterable = Query.from_iterable
+return_value = Query.return_value
+empty = Query.empty
+never = Query.never
+throw = Query.throw
+timer = Query.timer
+interval = Query.interval
+
+
+def merge(*sources: Subscribable[T]) -> Query[T]:
+    """The elements of all ``sources``, interleaved as they arrive (see :meth:`Query.merge`)."""
+    if not sources:
+        raise TypeError("merge needs at least one source")
+    first, *others = sources
+    return Query.merge(Query.from_subscribable(first) if not isinstance(first, Query) else first, *others)
+
+
+def combine_latest(*sources_and_selector: Any, selector: Callable[..., Any] | None = None) -> Query[Any]:
+    """The latest elements of every source, combined whenever one emits (see :meth:`Query.combine_latest`)."""
+    if not sources_and_selector:
+        raise TypeError("combine_latest needs at least two sources")
+    first, *rest = sources_and_selector
+    query = first if isinstance(first, Query) else Query.from_subscribable(first)
+    return query.combine_latest(*rest, selector=selector)
 
 
 @register_operator("subscribable")

@@ -101,3 +101,16 @@ def test_bad_arguments_fail_where_the_query_is_written() -> None:
         Query.from_subscribable([1])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="op must be"):
         Query("", ())
+
+
+def test_top_level_functions_build_the_same_queries_as_the_static_methods() -> None:
+    import reaqtive
+
+    xs, ys = from_iterable([1, 2]), from_iterable([10])
+    assert reaqtive.merge(xs, ys) == Query.merge(xs, ys)
+    assert reaqtive.return_value(3) == Query.return_value(3)
+    seen: list[int] = []
+    reaqtive.combine_latest(xs, ys, selector=lambda a, b: a + b).run(seen.append)
+    assert seen == [12]
+    with pytest.raises(TypeError):
+        reaqtive.merge()
