@@ -17,10 +17,12 @@ from reaqtive.errors import MissingSchedulerError
 
 if TYPE_CHECKING:
     from reaqtive.scheduling import Scheduler
+    from reaqtive.streams import Subscriber
     from reaqtive.subjects import MultiSubject
+    from reaqtive.subscribable import Subscribable
     from reaqtive.subscriptions import SubscriptionHandle
 
-__all__ = ["DEFAULT_LOGGER", "ExecutionEnvironment", "OperatorContext"]
+__all__ = ["DEFAULT_LOGGER", "ExecutionEnvironment", "HigherOrderEnvironment", "OperatorContext"]
 
 DEFAULT_LOGGER: Final = logging.getLogger("reaqtive.operators")
 """Where operators trace when the host gives no logger of its own."""
@@ -46,6 +48,48 @@ class ExecutionEnvironment(ABC):
     @abstractmethod
     def get_subscription(self, uri: str) -> SubscriptionHandle:
         """The subscription registered under ``uri``; raises :class:`LookupError` if there is none."""
+
+
+class HigherOrderEnvironment(ExecutionEnvironment):
+    """An environment that keeps the inner parts of higher-order operators as artifacts of their own.
+
+    ``flat_map``, ``switch_latest`` and ``debounce`` create inner subscriptions while events flow; ``group_by``
+    and ``window`` create inner subjects. Under such an environment each inner subscription is registered under
+    an id derived deterministically from its parent (never random, so a replay after recovery re-creates the same
+    ids), is checkpointed as its own unit (so one inner change does not rewrite its siblings), and is loaded from
+    its own saved state when its parent re-creates it after a restart. Without one, higher-order operators run in
+    memory only.
+    """
+
+    __slots__ = ()
+
+    @abstractmethod
+    def allocate_id(self, owner: str, kind: str) -> str:
+        """A stable id for one higher-order operator instance inside the artifact ``owner``.
+
+        Operators call it from ``set_context``. The traversal order is deterministic, so the n-th call for an
+        ``owner`` gets the same id after a restart: ``f"{owner}/{kind}{n}"``.
+        """
+
+    @abstractmethod
+    def subscribe_inner(
+        self, inner_id: str, source: Subscribable[Any], observer: Subscriber[Any], parent: OperatorContext
+    ) -> SubscriptionHandle:
+        """Subscribe ``observer`` to ``source`` as the inner subscription ``inner_id``: bind, give it a context
+        derived from ``parent`` (instance id ``inner_id``), load its saved state if there is any, start it, and
+        register it for checkpoints. Returns its handle; disposing the handle does not unregister it."""
+
+    @abstractmethod
+    def delete_inner(self, inner_id: str) -> None:
+        """The inner subscription ended for good: dispose it and drop its saved state at the next checkpoint."""
+
+    @abstractmethod
+    def get_or_create_subject(self, subject_id: str) -> MultiSubject[Any, Any]:
+        """The inner subject ``subject_id``, created if it does not exist yet (a group, a window)."""
+
+    @abstractmethod
+    def delete_subject(self, subject_id: str) -> None:
+        """Forget the inner subject ``subject_id`` (its group or window ended)."""
 
 
 class OperatorContext:

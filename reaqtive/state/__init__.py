@@ -21,6 +21,7 @@ The pieces, bottom to top (``docs/state-format.md`` tells the whole story, with 
 from reaqtive.state.bases import StatefulOperatorBase, StatefulUnaryOperatorBase
 from reaqtive.state.checkpoint import STATE_CATEGORY, Checkpointer, CheckpointResult, Subscriptions
 from reaqtive.state.codec import DEFAULT_CODEC, StateCodec, register_state_type
+from reaqtive.state.environment import InnerEnvironment
 from reaqtive.state.errors import (
     CheckpointError,
     CheckpointInProgressError,
@@ -62,6 +63,7 @@ from reaqtive.state.traversal import (
 )
 
 __all__ = [
+    "InnerEnvironment",
     # values
     "DEFAULT_CODEC",
     "StateCodec",

@@ -24,7 +24,10 @@ Given a query factory and scripted hot inputs on virtual time, the harness
     )
 
 State goes through real bytes (``save_subscription``/``state_loader``), so every value an operator saves is
-also checked to be encodable. Inputs are hot sources: a cold source replays from its start when re-subscribed,
+also checked to be encodable. Every world has an :class:`~reaqtive.state.environment.InnerEnvironment`, so
+higher-order operators checkpoint their inner subscriptions as separate units, as under the engine.
+
+Inputs are hot sources: a cold source replays from its start when re-subscribed,
 which a recovered query does not want. The query factory must be deterministic.
 """
 
@@ -42,6 +45,7 @@ from reaqtive.state import (
     save_subscription,
     state_loader,
 )
+from reaqtive.state.environment import InnerEnvironment
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.testing.notifications import DISPOSED, SUBSCRIBED, Notification, Recorded
@@ -203,11 +207,11 @@ class _Runner:
 
     def run(self, restarts: tuple[int, ...], mode: CheckpointMode = CheckpointMode.FULL) -> RestartOutcome:
         messages: list[Recorded[Notification[Any]]] = []
-        blob: bytes | None = None
+        snapshot: _Snapshot | None = None
         start = self.subscribed
         try:
             for stop in (*restarts, None):
-                world_messages, blob = self._world(start, stop, blob, mode)
+                world_messages, snapshot = self._world(start, stop, snapshot, mode)
                 messages += world_messages
                 if stop is not None:
                     start = stop
@@ -217,12 +221,12 @@ class _Runner:
         return RestartOutcome(restarts, tuple(messages))
 
     def _world(
-        self, start: int, stop: int | None, blob: bytes | None, mode: CheckpointMode
-    ) -> tuple[list[Recorded[Notification[Any]]], bytes | None]:
-        """One life of the query: subscribe at ``start`` (loading ``blob``), run to ``stop`` and save (or to the
-        end), then abandon everything. Returns what it emitted and the blob to recover from."""
+        self, start: int, stop: int | None, snapshot: _Snapshot | None, mode: CheckpointMode
+    ) -> tuple[list[Recorded[Notification[Any]]], _Snapshot | None]:
+        """One life of the query: subscribe at ``start`` (loading ``snapshot``), run to ``stop`` and save (or to
+        the end), then abandon everything. Returns what it emitted and the snapshot to recover from."""
         scheduler = self.scheduler_factory()
-        recovering = blob is not None
+        recovering = snapshot is not None
         if recovering:
             scheduler.advance_to(start)
         sources = [
@@ -230,8 +234,13 @@ class _Runner:
             for script in self.inputs
         ]
         observer = scheduler.create_observer()
-        context = scheduler.create_context(self.settings)
-        loader = state_loader(blob, self.codec, f"state saved at tick {start}") if blob is not None else None
+        environment = InnerEnvironment(codec=self.codec)
+        context = scheduler.create_context(self.settings, environment)
+        loader = None
+        if snapshot is not None:
+            environment.restore(snapshot.inner)
+            if snapshot.main is not None:
+                loader = state_loader(snapshot.main, self.codec, f"state saved at tick {start}")
         handles: list[SubscriptionHandle] = []
 
         def subscribe() -> None:
@@ -249,10 +258,43 @@ class _Runner:
         try:
             if stop is None:
                 scheduler.advance_to(self.disposed)
-                return observer.messages, blob
+                return observer.messages, snapshot
             scheduler.advance_to(stop)
-            saved = save_subscription(handles[0], mode, self.codec)
-            confirm_saved(handles[0])  # the "commit" succeeded
-            return observer.messages, saved if saved is not None else blob
+            return observer.messages, self._save(handles[0], environment, snapshot, mode)
         finally:
             scheduler.dispose()  # the crash: nothing of this world runs again
+            environment.dispose()
+
+    def _save(
+        self,
+        handle: SubscriptionHandle,
+        environment: InnerEnvironment,
+        previous: _Snapshot | None,
+        mode: CheckpointMode,
+    ) -> _Snapshot:
+        """Save the query and each inner subscription as its own unit, as a store would keep them: a
+        differential save that finds a unit clean keeps that unit's previous blob."""
+        main = save_subscription(handle, mode, self.codec)
+        inner = dict(previous.inner) if previous is not None else {}
+        removed = environment.removed_inner_ids()
+        for inner_id in removed:
+            inner.pop(inner_id, None)
+        saved_inner = environment.inner_subscriptions()
+        for inner_id, inner_handle in saved_inner.items():
+            blob = save_subscription(inner_handle, mode, self.codec)
+            if blob is not None:
+                inner[inner_id] = blob
+        # the "commit" succeeded
+        confirm_saved(handle)
+        for inner_handle in saved_inner.values():
+            confirm_saved(inner_handle)
+        environment.confirm_removed(removed)
+        return _Snapshot(main if main is not None else (previous.main if previous is not None else None), inner)
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """A checkpoint as the harness keeps it: the query's blob and one blob per inner subscription."""
+
+    main: bytes | None
+    inner: dict[str, bytes]
