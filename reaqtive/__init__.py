@@ -6,7 +6,7 @@ The public API is re-exported here; see ``docs/architecture.md`` for how the lay
 
 from reaqtive import operators as _operators  # registers every operator's binder
 from reaqtive.binding import register_operator, registered_operators
-from reaqtive.context import ExecutionEnvironment, OperatorContext
+from reaqtive.context import ExecutionEnvironment, HigherOrderEnvironment, OperatorContext
 from reaqtive.errors import (
     BufferOverflowError,
     InvalidSettingError,
@@ -32,6 +32,8 @@ from reaqtive.operator import (
 from reaqtive.processor import QueryProcessor, as_processor
 from reaqtive.publisher import as_publisher
 from reaqtive.query import (
+    GroupedStream,
+    InnerStream,
     Query,
     combine_latest,
     empty,
@@ -81,6 +83,8 @@ __all__ = [
     "Subscription",
     # queries
     "Query",
+    "InnerStream",
+    "GroupedStream",
     "from_iterable",
     "return_value",
     "empty",
@@ -118,6 +122,7 @@ __all__ = [
     "StateWriter",
     "OperatorContext",
     "ExecutionEnvironment",
+    "HigherOrderEnvironment",
     "Scheduler",
     "SchedulerTask",
     "YieldableSchedulerTask",

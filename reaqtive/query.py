@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar, overload
 
 from reaqtive.binding import bind, register_operator
-from reaqtive.context import OperatorContext
+from reaqtive.context import HigherOrderEnvironment, OperatorContext
 from reaqtive.fluent.aggregates import AggregateMixin
 from reaqtive.fluent.buffers import BufferMixin
 from reaqtive.fluent.combine import CombineMixin
@@ -36,6 +36,8 @@ from reaqtive.visitors import initialize
 
 __all__ = [
     "DEFAULT_INSTANCE_ID",
+    "GroupedStream",
+    "InnerStream",
     "Query",
     "combine_latest",
     "empty",
@@ -154,6 +156,69 @@ class Query(
             source = args.pop(0)
             return f"{source!r}.{self._op}({', '.join(_describe(a) for a in args)})"
         return f"{self._op}({', '.join(_describe(a) for a in args)})"
+
+
+class InnerStream(Query[T], Generic[T]):
+    """A query over an inner subject of a higher-order operator: a window of ``window``, or (as
+    :class:`GroupedStream`) a group of ``group_by``.
+
+    ``stream_id`` is the subject's id in the :class:`~reaqtive.context.HigherOrderEnvironment` (``None`` when the
+    operator runs without one). An operator that keeps inner streams in its state (``flat_map`` over groups)
+    saves :meth:`reference` and re-creates the stream with :meth:`from_reference` after a restart.
+    """
+
+    __slots__ = ("_stream_id",)
+
+    def __init__(self, subject: Subscribable[T], stream_id: str | None) -> None:
+        super().__init__("subscribable", (subject,))
+        self._stream_id = stream_id
+
+    @property
+    def stream_id(self) -> str | None:
+        """The inner subject's id in the environment, or ``None`` standalone."""
+        return self._stream_id
+
+    def reference(self) -> tuple[object, ...]:
+        """What to save to re-create this stream after a restart: ``("window", stream_id)``."""
+        return ("window", self._stream_id)
+
+    @staticmethod
+    def from_reference(reference: tuple[object, ...], environment: HigherOrderEnvironment) -> InnerStream[Any]:
+        """Re-create a saved inner stream, looking its subject up (or re-creating it) in ``environment``."""
+        kind, stream_id, *rest = reference
+        if not isinstance(stream_id, str):
+            raise TypeError(f"an inner stream saved without an environment id cannot be restored: {reference!r}")
+        subject = environment.get_or_create_subject(stream_id)
+        if kind == "group":
+            return GroupedStream(subject, stream_id, rest[0])
+        if kind == "window":
+            return InnerStream(subject, stream_id)
+        raise ValueError(f"unknown inner stream reference {reference!r}")
+
+    def __repr__(self) -> str:
+        return f"InnerStream({self._stream_id!r})"
+
+
+class GroupedStream(InnerStream[T], Generic[T]):
+    """One group of ``group_by``: a query over the group's elements, with its ``key``."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, subject: Subscribable[T], stream_id: str | None, key: object) -> None:
+        super().__init__(subject, stream_id)
+        self._key = key
+
+    @property
+    def key(self) -> object:
+        """The group's key."""
+        return self._key
+
+    def reference(self) -> tuple[object, ...]:
+        """``("group", stream_id, key)``."""
+        return ("group", self._stream_id, self._key)
+
+    def __repr__(self) -> str:
+        return f"GroupedStream({self._key!r}, {self._stream_id!r})"
 
 
 from_iterable = Query.from_iterable
