@@ -5,6 +5,7 @@
   children pause, resume and dispose with their parent.
 * Tasks: :class:`ActionTask` (priority 1), :class:`YieldableActionTask` (priority 1, cooperative),
   :class:`ItemProcessingTask` (priority 2, drains an :class:`ItemProcessor` such as :class:`QueueProcessor`).
+* :class:`VirtualTimeScheduler`: deterministic, single-threaded virtual time (event-time hosts, tests).
 * :class:`DueQueue`: the (due, priority, arrival) queue behind timers.
 * Clocks: :class:`WallClock` (follows freezegun) and :class:`VirtualClock`.
 
@@ -28,12 +29,14 @@ from reaqtive.scheduler.tasks import (
     YieldableActionTask,
 )
 from reaqtive.scheduler.timers import DueQueue
+from reaqtive.scheduler.virtual import VirtualTimeScheduler
 from reaqtive.scheduling import PausableScheduler, Scheduler, SchedulerTask, YieldableSchedulerTask, YieldToken
 
 __all__ = [
     # schedulers
     "PhysicalScheduler",
     "LogicalScheduler",
+    "VirtualTimeScheduler",
     "PauseAwaitable",
     "SchedulerStatus",
     "UnhandledExceptionArgs",
