@@ -57,6 +57,18 @@ class SourceConstructors:
         return new_query("subscribable", (source,))
 
     @staticmethod
+    def stream(uri: str) -> Query[Any]:
+        """The engine stream ``uri``: the persistable way for a standing query to read a stream, resolved by the
+        engine when the query is bound (and again after every recovery).
+
+        State: the sequence number of the last event read (the watermark), so that a recovered query resumes
+        reading a durable stream right after it. Demand: as the engine's stream states (see ``docs/engine.md``).
+        """
+        if not isinstance(uri, str) or not uri:
+            raise TypeError(f"stream needs a non-empty URI string, got {uri!r}")
+        return new_query("stream", (uri,))
+
+    @staticmethod
     def return_value(value: R) -> Query[R]:
         """A source of exactly one element, ``value``, then completion (Reaqtive: ``Return``).
 
