@@ -574,7 +574,7 @@ class Engine:
     def artifacts(self) -> list[ArtifactInfo]:
         """Every artifact, by URI."""
         with self._lock:
-            snapshot = self._store.checkpoints.read()
+            snapshot = self._store.checkpoints.read(strict=False)
             sizes = {key: len(blob) for key, blob in snapshot.items(STATE_CATEGORY)}
             return [self._info(uri, record, sizes) for uri, record in sorted(self._records.items())]
 
@@ -582,7 +582,8 @@ class Engine:
         """What the engine knows about ``uri``."""
         with self._lock:
             record = self._require(uri)
-            sizes = {key: len(blob) for key, blob in self._store.checkpoints.read().items(STATE_CATEGORY)}
+            snapshot = self._store.checkpoints.read(strict=False)
+            sizes = {key: len(blob) for key, blob in snapshot.items(STATE_CATEGORY)}
             return self._info(uri, record, sizes)
 
     def _info(self, uri: str, record: dict[str, Any], sizes: dict[str, int]) -> ArtifactInfo:
@@ -635,7 +636,7 @@ class Engine:
     def _recover(self) -> None:
         phases = self.recovery.phases
         started = time.perf_counter()
-        snapshot = self._store.checkpoints.read()
+        snapshot = self._store.checkpoints.read(strict=False)
         records: dict[str, dict[str, Any]] = {}
         for key, blob in snapshot.items(_ARTIFACTS):
             try:
@@ -646,6 +647,10 @@ class Engine:
             key: _from_bytes(blob, f"template {key!r}") for key, blob in snapshot.items(_TEMPLATES)
         }
         state = dict(snapshot.items(STATE_CATEGORY))
+        damaged_state = {key: err for (category, key), err in snapshot.damaged.items() if category == STATE_CATEGORY}
+        for (category, key), damage in snapshot.damaged.items():
+            if category == _ARTIFACTS:
+                self._recovery_failed(key, {"kind": "unknown"}, damage, stored=False)
         phases["read"] = time.perf_counter() - started
 
         mark = time.perf_counter()
@@ -670,6 +675,8 @@ class Engine:
                 continue
             self._records[uri] = record
             try:
+                if uri in damaged_state:
+                    raise damaged_state[uri]
                 template = self._templates[record["template"]]
                 self._subscriptions[uri] = self._bind(uri, record, template, state.get(uri))
                 self.recovery.subscriptions += 1

@@ -64,8 +64,8 @@ class InMemoryCheckpointStore(CheckpointStore):
     def begin(self) -> CheckpointTransaction:
         return _Transaction(self)
 
-    def read(self) -> CheckpointSnapshot:
-        with self._lock:
+    def read(self, *, strict: bool = True) -> CheckpointSnapshot:
+        with self._lock:  # memory cannot be damaged: strict or not, everything is returned
             return CheckpointSnapshot(self._checkpoint_id, self._data)
 
     def _check_put(self, category: str, key: str) -> None:

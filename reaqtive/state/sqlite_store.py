@@ -124,8 +124,13 @@ class SqliteCheckpointStore(CheckpointStore):
     def begin(self) -> CheckpointTransaction:
         return _Transaction(self)
 
-    def read(self) -> CheckpointSnapshot:
-        """The latest committed checkpoint; every blob's checksum is verified (:class:`StateChecksumError`)."""
+    def read(self, *, strict: bool = True) -> CheckpointSnapshot:
+        """The latest committed checkpoint; every blob's checksum is verified.
+
+        ``strict``: a damaged blob raises :class:`StateChecksumError`. Otherwise it is left out of the snapshot and
+        listed in ``snapshot.damaged``, so that a host can recover everything else and report the rest (the
+        damaged bytes stay in the file).
+        """
         with self._lock:
             connection = self._connection
             try:
@@ -138,14 +143,19 @@ class SqliteCheckpointStore(CheckpointStore):
             except sqlite3.Error as error:
                 raise StoreError(f"{self._where}: cannot read the checkpoint store: {error}") from error
         data: dict[str, dict[str, bytes]] = {}
+        damaged: dict[tuple[str, str], Exception] = {}
         for category, key, value, crc in rows:
             blob = bytes(value)
             if checksum(blob) != crc:
-                raise StateChecksumError(
+                damage = StateChecksumError(
                     f"{self._where}: blob {category}/{key} does not match its checksum (the file was damaged)"
                 )
+                if strict:
+                    raise damage
+                damaged[(category, key)] = damage
+                continue
             data.setdefault(category, {})[key] = blob
-        return CheckpointSnapshot(checkpoint_id, data)
+        return CheckpointSnapshot(checkpoint_id, data, damaged)
 
     def close(self) -> None:
         with self._lock:

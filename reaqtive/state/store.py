@@ -143,11 +143,18 @@ class CheckpointSnapshot:
     ``checkpoint_id`` counts the store's commits (0: nothing was ever committed).
     """
 
-    __slots__ = ("_data", "checkpoint_id")
+    __slots__ = ("_data", "checkpoint_id", "damaged")
 
-    def __init__(self, checkpoint_id: int, data: Mapping[str, Mapping[str, bytes]]) -> None:
+    def __init__(
+        self,
+        checkpoint_id: int,
+        data: Mapping[str, Mapping[str, bytes]],
+        damaged: Mapping[tuple[str, str], Exception] | None = None,
+    ) -> None:
         self.checkpoint_id = checkpoint_id
         self._data = data
+        self.damaged: Mapping[tuple[str, str], Exception] = dict(damaged or {})
+        """Blobs left out because they failed verification (a non-strict read): ``(category, key)`` → error."""
 
     def categories(self) -> list[str]:
         """The categories that hold at least one key, sorted."""
@@ -184,8 +191,9 @@ class CheckpointStore(ABC):
         """Start a transaction (one per checkpoint)."""
 
     @abstractmethod
-    def read(self) -> CheckpointSnapshot:
-        """The latest committed checkpoint."""
+    def read(self, *, strict: bool = True) -> CheckpointSnapshot:
+        """The latest committed checkpoint. ``strict``: raise on a damaged blob; otherwise leave it out and list
+        it in ``snapshot.damaged``."""
 
     def close(self) -> None:  # noqa: B027  (nothing to release by default)
         """Release the store's resources; committed data stays."""

@@ -1,0 +1,105 @@
+"""Recovery: failures isolated per artifact, stored data never destroyed, differential checkpoints by size."""
+
+from __future__ import annotations
+
+import operator
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from reaqtive import Query
+from reaqtive.engine import Engine, EngineStatus, RecoveryError, RecoveryPolicy
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def build(path: Path, count: int) -> None:
+    with Engine(path) as engine:
+        engine.create_stream("raw")
+        for i in range(count):
+            engine.create_subscription(f"q://{i}", Query.stream("raw").scan(0, operator.add))
+        engine.append_many("raw", [(i + 1, T0 + timedelta(seconds=i)) for i in range(3)])
+        engine.process()
+        engine.checkpoint()
+
+
+def corrupt_state(path: Path, key: str) -> bytes:
+    with sqlite3.connect(path) as db:
+        (blob,) = db.execute("SELECT value FROM reaqtive_blobs WHERE category = 'state' AND key = ?", (key,)).fetchone()
+        damaged = bytes(blob[:-5]) + b"\x00\x01\x02\x03\x04"
+        db.execute("UPDATE reaqtive_blobs SET value = ? WHERE category = 'state' AND key = ?", (damaged, key))
+    return damaged
+
+
+def stored_state(path: Path, key: str) -> bytes:
+    with sqlite3.connect(path) as db:
+        row = db.execute("SELECT value FROM reaqtive_blobs WHERE category = 'state' AND key = ?", (key,)).fetchone()
+    return bytes(row[0])
+
+
+def test_a_corrupt_state_blob_fails_only_its_subscription_and_its_bytes_stay(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    build(path, 3)
+    damaged = corrupt_state(path, "q://1")
+    failures: list[str] = []
+
+    def report(uri: str, error: BaseException) -> RecoveryPolicy:
+        failures.append(uri)
+        return RecoveryPolicy.KEEP
+
+    with Engine(path, on_recovery_failure=report) as engine:
+        assert failures == ["q://1"]
+        assert engine.status is EngineStatus.DEGRADED
+        assert [f.uri for f in engine.recovery.failures] == ["q://1"]
+        assert "q://1" in str(engine.recovery.failures[0].error)
+        engine.append("raw", 10, T0 + timedelta(seconds=10))
+        engine.process()
+        engine.checkpoint(full=True)
+        assert [o.value for o in engine.outputs("q://0")][-1] == 16, "the others recovered and run on"
+        assert not engine.info("q://1").running
+    assert stored_state(path, "q://1") == damaged, "the broken subscription's bytes are still in the store"
+
+
+def test_the_default_policy_fails_the_recovery_and_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    build(path, 2)
+    damaged = corrupt_state(path, "q://0")
+    with pytest.raises(RecoveryError, match="q://0"):
+        Engine(path)
+    assert stored_state(path, "q://0") == damaged
+
+
+def test_the_remove_policy_deletes_the_broken_artifact(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    build(path, 2)
+    corrupt_state(path, "q://0")
+    with Engine(path, recovery_policy=RecoveryPolicy.REMOVE) as engine:
+        assert {info.uri for info in engine.artifacts()} == {"raw", "q://1"}
+    with Engine(path) as engine:
+        assert engine.status is EngineStatus.RUNNING
+
+
+def test_a_differential_checkpoint_writes_only_what_changed(tmp_path: Path) -> None:
+    with Engine(tmp_path / "s.db") as engine:
+        for i in range(1000):
+            engine.create_stream(f"s://{i}")
+            engine.create_subscription(f"q://{i}", Query.stream(f"s://{i}").scan(0, operator.add))
+        full = engine.checkpoint(full=True)
+        engine.append("s://7", 5, T0)
+        engine.process()
+        differential = engine.checkpoint()
+        assert differential.dirty_subscriptions == 1
+        assert differential.bytes_written * 100 < full.bytes_written, (differential, full)
+
+
+def test_the_periodic_policy_checkpoints_every_n_events(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with Engine(path, checkpoint_every_events=10) as engine:
+        engine.create_stream("raw")
+        engine.create_subscription("q", Query.stream("raw").scan(0, operator.add))
+        engine.append_many("raw", [(1, T0 + timedelta(seconds=i)) for i in range(25)])
+        engine.process()
+        assert engine.last_checkpoint is not None
+        assert sum(engine._store.ingress_counts().values()) == 5, "events covered by the last checkpoint are gone"

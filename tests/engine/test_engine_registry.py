@@ -1,0 +1,134 @@
+"""The engine's artifacts: URIs, definitions, reference tracking, templates, metadata, observers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from reaqtive import Query
+from reaqtive.engine import (
+    ArtifactExistsError,
+    ArtifactInUseError,
+    ArtifactNotFoundError,
+    Engine,
+    EngineClosedError,
+    Output,
+    UnpersistableQueryError,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+received: list[Output] = []
+
+
+def double(x: int) -> int:
+    return x * 2
+
+
+def collect(output: Output) -> None:
+    received.append(output)
+
+
+def test_duplicate_uris_are_refused_across_kinds(tmp_path: Path) -> None:
+    with Engine(tmp_path / "s.db") as engine:
+        engine.create_stream("a")
+        with pytest.raises(ArtifactExistsError, match="'a' already exists"):
+            engine.create_stream("a")
+        with pytest.raises(ArtifactExistsError):
+            engine.create_subscription("a", Query.stream("a"))
+        with pytest.raises(ArtifactExistsError, match="built-in"):
+            engine.create_stream("reaqtive://sinks/durable")
+
+
+def test_a_query_that_cannot_be_persisted_is_refused_at_creation(tmp_path: Path) -> None:
+    with Engine(tmp_path / "s.db") as engine:
+        engine.create_stream("a")
+        with pytest.raises(UnpersistableQueryError, match="argument 1 of 'map'"):
+            engine.create_subscription("q", Query.stream("a").map(lambda x: x))
+        assert [info.uri for info in engine.artifacts()] == ["a"], "nothing was stored"
+
+
+def test_unknown_references_are_refused(tmp_path: Path) -> None:
+    with Engine(tmp_path / "s.db") as engine, pytest.raises(ArtifactNotFoundError, match="'nope'"):
+        engine.create_subscription("q", Query.stream("nope").map(double))
+
+
+def test_undefining_or_deleting_what_a_live_query_uses_is_refused(tmp_path: Path) -> None:
+    with Engine(tmp_path / "s.db") as engine:
+        engine.create_stream("raw")
+        engine.define_observable("doubled", Query.stream("raw").map(double))
+        engine.define_observer("collector", collect)
+        engine.create_subscription("q", Query.stream("doubled").take(5), observer="collector")
+        with pytest.raises(ArtifactInUseError, match="'q'"):
+            engine.undefine("doubled")
+        with pytest.raises(ArtifactInUseError, match="'doubled'"):
+            engine.delete_stream("raw")
+        with pytest.raises(ArtifactInUseError):
+            engine.undefine("collector")
+        engine.delete_subscription("q")
+        engine.undefine("collector")
+        engine.undefine("doubled")
+        engine.delete_stream("raw")
+        assert engine.artifacts() == []
+
+
+def test_observable_definitions_expand_and_observers_receive_outputs_with_ids(tmp_path: Path) -> None:
+    received.clear()
+    with Engine(tmp_path / "s.db") as engine:
+        engine.create_stream("raw")
+        engine.define_observable("doubled", Query.stream("raw").map(double))
+        engine.define_observer("collector", collect)
+        engine.create_subscription("q", Query.stream("doubled").skip(1), observer="collector")
+        engine.append_many("raw", [(i, T0 + timedelta(seconds=i)) for i in range(4)])
+        engine.process()
+    assert received == [Output("q", 0, 2), Output("q", 1, 4), Output("q", 2, 6)]
+
+
+def test_similar_queries_share_a_template_removed_when_unused(tmp_path: Path) -> None:
+    with Engine(tmp_path / "s.db") as engine:
+        for sensor in ("1", "2", "3"):
+            engine.create_stream(f"iot://{sensor}")
+            engine.create_subscription(f"q://{sensor}", Query.stream(f"iot://{sensor}").map(double).take(int(sensor)))
+        templates = {key for key, _ in engine._store.checkpoints.read().items("templates")}
+        assert len(templates) == 1
+        for sensor in ("1", "2"):
+            engine.delete_subscription(f"q://{sensor}")
+        assert len(list(engine._store.checkpoints.read().items("templates"))) == 1
+        engine.delete_subscription("q://3")
+        assert list(engine._store.checkpoints.read().items("templates")) == []
+
+
+def test_metadata_describes_each_artifact(tmp_path: Path) -> None:
+    with Engine(tmp_path / "s.db") as engine:
+        engine.create_stream("raw")
+        engine.create_subscription("q", Query.stream("raw").map(double))
+        engine.append("raw", 1, T0)
+        engine.process()
+        engine.checkpoint()
+        info = engine.info("q")
+        assert info.kind == "subscription" and info.running and info.references == ("raw",)
+        assert info.expression == {"op": "map", "args": [{"stream": "raw"}, {"fn": f"{double.__module__}:double"}]}
+        assert info.state_bytes > 0 and info.created <= datetime.now(UTC)
+        assert engine.info("raw").kind == "stream"
+
+
+def test_creations_are_durable_at_once_without_a_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    engine = Engine(path)
+    engine.create_stream("raw")
+    engine.create_subscription("q", Query.stream("raw").map(double))
+    engine.close()  # no checkpoint
+    with Engine(path) as recovered:
+        assert {info.uri for info in recovered.artifacts()} == {"raw", "q"}
+        recovered.append("raw", 5, T0)
+        recovered.process()
+        assert [o.value for o in recovered.outputs("q")] == [10]
+
+
+def test_a_closed_engine_refuses_work(tmp_path: Path) -> None:
+    engine = Engine(tmp_path / "s.db")
+    engine.close()
+    engine.close()
+    with pytest.raises(EngineClosedError):
+        engine.create_stream("x")
