@@ -12,6 +12,7 @@ from reaqtive.engine.engine import (
     RecoveryFailure,
     RecoveryMetrics,
     RecoveryPolicy,
+    StreamStatus,
 )
 from reaqtive.engine.errors import (
     ArtifactExistsError,
@@ -57,6 +58,7 @@ __all__ = [
     "RecoveryPolicy",
     "StreamNotFoundError",
     "StreamReader",
+    "StreamStatus",
     "UnknownEngineVersionError",
     "UnpersistableQueryError",
     "decode_query",

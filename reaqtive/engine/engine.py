@@ -46,7 +46,7 @@ from reaqtive.engine.expressions import (
     template_id,
     templatize,
 )
-from reaqtive.engine.store import EngineStore
+from reaqtive.engine.store import EngineStore, from_micros, to_micros
 from reaqtive.engine.streams import START_WATERMARK_SETTING, Envelope, StreamReader
 from reaqtive.query import Query
 from reaqtive.scheduler import VirtualTimeScheduler
@@ -56,6 +56,8 @@ from reaqtive.state import (
     CheckpointMode,
     CheckpointResult,
     InnerEnvironment,
+    confirm_saved,
+    save_subscription,
     state_loader,
 )
 from reaqtive.streams import LONG_MAX, Subscription
@@ -73,6 +75,7 @@ __all__ = [
     "RecoveryFailure",
     "RecoveryMetrics",
     "RecoveryPolicy",
+    "StreamStatus",
 ]
 
 _LOG: Final = logging.getLogger("reaqtive.engine")
@@ -135,6 +138,19 @@ class ArtifactInfo:
     references: tuple[str, ...]
     state_bytes: int
     running: bool
+
+
+@dataclass(frozen=True)
+class StreamStatus:
+    """One durable stream: how far producers and the engine got, and what the ingress log still holds."""
+
+    uri: str
+    appended: int
+    """Events appended so far (the next event's sequence number)."""
+    delivered: int
+    """The sequence number of the last event delivered to the queries (-1: none yet)."""
+    retained: int
+    """Events still in the ingress log (not yet covered by a committed checkpoint)."""
 
 
 @dataclass(frozen=True)
@@ -327,6 +343,16 @@ class Engine:
             batch.append((value, stamp))
         return self._store.append(stream, batch)
 
+    def streams(self) -> dict[str, StreamStatus]:
+        """Every stream with its ingress watermarks."""
+        with self._lock:
+            self._check_open()
+            heads, retained = self._store.stream_heads(), self._store.ingress_counts()
+            return {
+                uri: StreamStatus(uri, heads.get(uri, 0), self._delivered.get(uri, -1), retained.get(uri, 0))
+                for uri in sorted(self._streams)
+            }
+
     # -- definitions -------------------------------------------------------------------------------------------
 
     def define_observable(self, uri: str, query: Query[Any]) -> None:
@@ -387,12 +413,21 @@ class Engine:
             puts = [(_ARTIFACTS, uri, _to_bytes(record))]
             if tid not in self._templates:
                 puts.append((_TEMPLATES, tid, _to_bytes(template)))
+            self._store.delete_outputs(uri)  # a crash may have left a deleted namesake's outputs behind
             handle = self._bind(uri, record, template, None)  # bind first: a query that cannot run is not stored
             try:
+                # Its state at creation is committed with its record, so a recovery before the next checkpoint
+                # re-creates it as it was then (windows aligned on its creation time, not on the recovery's),
+                # and the outputs it produced on start reach the durable sink first, as in a checkpoint.
+                units = self._units_of(uri, handle)
+                puts += [(STATE_CATEGORY, key, save_subscription(unit)) for key, unit in units.items()]
+                self._flush_egress()
                 self._commit_changes(puts=puts)
             except BaseException:
-                handle.dispose()
+                self._discard(uri, handle)
                 raise
+            for unit in units.values():
+                confirm_saved(unit)
             self._templates.setdefault(tid, template)
             self._records[uri] = record
             self._subscriptions[uri] = handle
@@ -411,12 +446,28 @@ class Engine:
             del self._records[uri]
             handle = self._subscriptions.pop(uri, None)
             if handle is not None:
-                handle.dispose()
-            for key in inner:
-                self._environment.delete_inner(key)
+                self._discard(uri, handle)
             self._environment.confirm_removed(inner)
-            self._templates.pop(tid, None) if (_TEMPLATES, tid) in deletes else None
+            if (_TEMPLATES, tid) in deletes:
+                self._templates.pop(tid, None)
             self._ended.pop(uri, None)
+            self._broken.discard(uri)
+
+    def _units_of(self, uri: str, handle: SubscriptionHandle) -> dict[str, SubscriptionHandle]:
+        """A subscription and its inner subscriptions: the units its state is saved in."""
+        units = {key: unit for key, unit in self._environment.inner_subscriptions().items()
+                 if key.startswith(uri + "/")}
+        units[uri] = handle
+        return units
+
+    def _discard(self, uri: str, handle: SubscriptionHandle) -> None:
+        """Stop a subscription and forget its inner subscriptions and its outputs (durable and pending)."""
+        handle.dispose()
+        for key in self._environment.inner_subscriptions():
+            if key.startswith(uri + "/"):
+                self._environment.delete_inner(key)
+        self._egress[:] = [row for row in self._egress if row[0] != uri]
+        self._store.delete_outputs(uri)
 
     # -- processing --------------------------------------------------------------------------------------------
 
@@ -477,8 +528,9 @@ class Engine:
     def _flush_egress(self) -> float:
         started = time.perf_counter()
         if self._egress:
-            rows, self._egress = self._egress, []
-            self._store.write_outputs(rows)
+            # The sinks of running subscriptions hold this list's bound ``append``: empty it, never replace it.
+            self._store.write_outputs(self._egress)
+            self._egress.clear()
         return time.perf_counter() - started
 
     # -- checkpoints -------------------------------------------------------------------------------------------
@@ -488,12 +540,15 @@ class Engine:
         state in one transaction, then the ingress log is truncated up to what the commit covers."""
         with self._lock:
             self._check_open()
-            previous = self._status
-            self._status = EngineStatus.CHECKPOINTING
-            try:
-                return self._checkpoint(full)
-            finally:
-                self._status = previous
+            return self._checkpoint_reporting(full)
+
+    def _checkpoint_reporting(self, full: bool) -> CheckpointMetrics:
+        previous = self._status
+        self._status = EngineStatus.CHECKPOINTING
+        try:
+            return self._checkpoint(full)
+        finally:
+            self._status = previous
 
     async def checkpoint_async(self, *, full: bool = False) -> CheckpointMetrics:
         """:meth:`checkpoint`, awaitable: the work runs in a worker thread."""
@@ -507,7 +562,9 @@ class Engine:
         handles.update(self._environment.inner_subscriptions())
         removed = self._environment.removed_inner_ids()
         mode = CheckpointMode.FULL if full else CheckpointMode.DIFFERENTIAL
-        delivery = _to_bytes({"pos": self._position, "delivered": self._delivered})
+        delivery = _to_bytes(
+            {"pos": self._position, "delivered": self._delivered, "now": to_micros(self._scheduler.now)}
+        )
         result: CheckpointResult = self._checkpointer.checkpoint(
             handles, mode=mode, removed=removed, collect=lambda tx: tx.put(_ENGINE, _DELIVERY, delivery)
         )
@@ -542,7 +599,7 @@ class Engine:
             and time.monotonic() - self._last_checkpoint_time >= self._every_seconds
         )
         if due and self._since_checkpoint:
-            self._checkpoint(full=False)
+            self._checkpoint_reporting(full=False)
             return True
         return False
 
@@ -670,6 +727,8 @@ class Engine:
         delivery = _from_bytes(delivery_blob, "delivery record") if delivery_blob is not None else {}
         self._position = int(delivery.get("pos", 0))
         self._delivered = {str(k): int(v) for k, v in delivery.get("delivered", {}).items()}
+        if "now" in delivery:  # before any query is bound: timers and windows resume on the checkpoint's clock
+            self._scheduler.advance_to(from_micros(int(delivery["now"])))
         for uri, record in sorted(records.items()):
             if record["kind"] != "subscription":
                 continue
