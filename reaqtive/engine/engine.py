@@ -420,7 +420,7 @@ class Engine:
                 # re-creates it as it was then (windows aligned on its creation time, not on the recovery's),
                 # and the outputs it produced on start reach the durable sink first, as in a checkpoint.
                 units = self._units_of(uri, handle)
-                puts += [(STATE_CATEGORY, key, save_subscription(unit)) for key, unit in units.items()]
+                puts += [(STATE_CATEGORY, key, _full_state(unit)) for key, unit in units.items()]
                 self._flush_egress()
                 self._commit_changes(puts=puts)
             except BaseException:
@@ -906,6 +906,12 @@ def _references(expression: Any) -> set[str]:
         elif isinstance(node, list):
             stack.extend(node)
     return found
+
+
+def _full_state(handle: SubscriptionHandle) -> bytes:
+    blob = save_subscription(handle, CheckpointMode.FULL)
+    assert blob is not None  # a full save always returns a blob
+    return blob
 
 
 def _to_bytes(record: Mapping[str, Any]) -> bytes:
