@@ -7,6 +7,17 @@ The public API is re-exported here; see ``docs/architecture.md`` for how the lay
 from reaqtive import operators as _operators  # registers every operator's binder
 from reaqtive.binding import register_operator, registered_operators
 from reaqtive.context import ExecutionEnvironment, HigherOrderEnvironment, OperatorContext
+from reaqtive.engine import (
+    DURABLE_SINK,
+    CheckpointMetrics,
+    Engine,
+    EngineError,
+    EngineStatus,
+    FunctionRegistry,
+    Output,
+    RecoveryPolicy,
+    UnpersistableQueryError,
+)
 from reaqtive.errors import (
     BufferOverflowError,
     InvalidSettingError,
@@ -75,6 +86,16 @@ del _operators
 __version__ = "0.1.0"
 
 __all__ = [
+    # the embedded engine
+    "DURABLE_SINK",
+    "CheckpointMetrics",
+    "Engine",
+    "EngineError",
+    "EngineStatus",
+    "FunctionRegistry",
+    "Output",
+    "RecoveryPolicy",
+    "UnpersistableQueryError",
     # Reactive Streams
     "LONG_MAX",
     "Processor",
