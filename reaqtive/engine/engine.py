@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from reaqtive.context import OperatorContext
-from reaqtive.engine.egress import Output
+from reaqtive.engine.egress import Output, OutputCounter
 from reaqtive.engine.errors import (
     ArtifactExistsError,
     ArtifactInUseError,
@@ -55,6 +55,8 @@ from reaqtive.state import (
     Checkpointer,
     CheckpointMode,
     CheckpointResult,
+    CheckpointSnapshot,
+    CheckpointTransaction,
     InnerEnvironment,
     confirm_saved,
     save_subscription,
@@ -89,6 +91,7 @@ _ARTIFACTS: Final = "artifacts"
 _TEMPLATES: Final = "templates"
 _ENGINE: Final = "engine"
 _DELIVERY: Final = "delivery"
+_OUTPUTS: Final = "outputs"  # per subscription, the next output sequence number (when it moved)
 _BUILTIN_OBSERVERS: Final = frozenset({DURABLE_SINK, DISCARD_SINK})
 _STREAM_BUFFER: Final = 1 << 20  # a reader without demand may lag this far behind a stream before it fails
 _DELIVERY_BATCH: Final = 4096
@@ -208,7 +211,24 @@ class _Observer:
 
 
 class _EngineEnvironment(InnerEnvironment):
-    """The engine's execution environment: its streams, plus inner subscriptions and subjects."""
+    """The engine's execution environment: its streams, plus inner subscriptions and subjects, plus what its
+    stream readers and egress stamps ask of the engine."""
+
+    def __init__(self, delivered: dict[str, int], counters: dict[str, OutputCounter]) -> None:
+        super().__init__()
+        self._delivered_by_stream = delivered
+        self._output_counters = counters
+
+    def delivered_watermark(self, uri: str) -> int:
+        """The sequence number of the last event of stream ``uri`` the engine delivered (-1: none)."""
+        return self._delivered_by_stream.get(uri, -1)
+
+    def output_counter(self, uri: str) -> OutputCounter:
+        """The output counter of subscription ``uri``."""
+        counter = self._output_counters.get(uri)
+        if counter is None:
+            counter = self._output_counters[uri] = OutputCounter()
+        return counter
 
 
 class Engine:
@@ -255,7 +275,9 @@ class Engine:
         self._store = EngineStore(path, synchronous=synchronous)
         try:
             self._scheduler = VirtualTimeScheduler(tick, name="engine")
-            self._environment = _EngineEnvironment()
+            self._delivered: dict[str, int] = {}
+            self._counters: dict[str, OutputCounter] = {}
+            self._environment = _EngineEnvironment(self._delivered, self._counters)
             self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
             self._records: dict[str, dict[str, Any]] = {}
             self._templates: dict[str, dict[str, Any]] = {}
@@ -264,7 +286,6 @@ class Engine:
             self._broken: set[str] = set()
             self._ended: dict[str, BaseException | None] = {}
             self._egress: list[tuple[str, int, Any]] = []
-            self._delivered: dict[str, int] = {}
             self._position = 0
             self._since_checkpoint = 0
             self._last_checkpoint_time = time.monotonic()
@@ -421,6 +442,8 @@ class Engine:
                 # and the outputs it produced on start reach the durable sink first, as in a checkpoint.
                 units = self._units_of(uri, handle)
                 puts += [(STATE_CATEGORY, key, _full_state(unit)) for key, unit in units.items()]
+                counter = self._environment.output_counter(uri)
+                puts.append((_OUTPUTS, uri, _counter_bytes(counter.next)))
                 self._flush_egress()
                 self._commit_changes(puts=puts)
             except BaseException:
@@ -428,6 +451,7 @@ class Engine:
                 raise
             for unit in units.values():
                 confirm_saved(unit)
+            counter.committed = counter.next
             self._templates.setdefault(tid, template)
             self._records[uri] = record
             self._subscriptions[uri] = handle
@@ -436,7 +460,7 @@ class Engine:
         """Stop and delete the subscription ``uri`` with its state (and its template when no one else uses it)."""
         with self._lock:
             record = self._check_kind(uri, "subscription")
-            deletes = [(_ARTIFACTS, uri), (STATE_CATEGORY, uri)]
+            deletes = [(_ARTIFACTS, uri), (STATE_CATEGORY, uri), (_OUTPUTS, uri)]
             inner = [key for key in self._environment.inner_subscriptions() if key.startswith(uri + "/")]
             deletes += [(STATE_CATEGORY, key) for key in inner]
             tid = record["template"]
@@ -467,6 +491,7 @@ class Engine:
             if key.startswith(uri + "/"):
                 self._environment.delete_inner(key)
         self._egress[:] = [row for row in self._egress if row[0] != uri]
+        self._counters.pop(uri, None)
         self._store.delete_outputs(uri)
 
     # -- processing --------------------------------------------------------------------------------------------
@@ -565,9 +590,22 @@ class Engine:
         delivery = _to_bytes(
             {"pos": self._position, "delivered": self._delivered, "now": to_micros(self._scheduler.now)}
         )
+        moved: list[OutputCounter] = []
+
+        def collect(transaction: CheckpointTransaction) -> None:
+            # While paused, with the state: the delivery record and the output counters that moved.
+            transaction.put(_ENGINE, _DELIVERY, delivery)
+            for uri, counter in self._counters.items():
+                if counter.next != counter.committed or full:
+                    counter.pending = counter.next
+                    transaction.put(_OUTPUTS, uri, _counter_bytes(counter.pending))
+                    moved.append(counter)
+
         result: CheckpointResult = self._checkpointer.checkpoint(
-            handles, mode=mode, removed=removed, collect=lambda tx: tx.put(_ENGINE, _DELIVERY, delivery)
+            handles, mode=mode, removed=removed, collect=collect
         )
+        for counter in moved:
+            counter.committed = counter.pending
         self._environment.confirm_removed(removed)
         truncated = self._store.truncate_ingress(self._covered_by_checkpoint())
         metrics = CheckpointMetrics(
@@ -723,12 +761,7 @@ class Engine:
 
         mark = time.perf_counter()
         self._environment.restore({key: blob for key, blob in state.items() if key not in records})
-        delivery_blob = snapshot.get(_ENGINE, _DELIVERY)
-        delivery = _from_bytes(delivery_blob, "delivery record") if delivery_blob is not None else {}
-        self._position = int(delivery.get("pos", 0))
-        self._delivered = {str(k): int(v) for k, v in delivery.get("delivered", {}).items()}
-        if "now" in delivery:  # before any query is bound: timers and windows resume on the checkpoint's clock
-            self._scheduler.advance_to(from_micros(int(delivery["now"])))
+        self._restore_delivery(snapshot)
         for uri, record in sorted(records.items()):
             if record["kind"] != "subscription":
                 continue
@@ -742,6 +775,7 @@ class Engine:
             except Exception as error:  # one artifact's failure must not stop the others
                 self._recovery_failed(uri, record, error)
         self.recovery.inner_subscriptions = len(self._environment.inner_subscriptions())
+        self._rewind_for_lagging_readers()
         phases["subscriptions"] = time.perf_counter() - mark
 
         phases["total"] = time.perf_counter() - started
@@ -753,6 +787,27 @@ class Engine:
                 self.recovery.inner_subscriptions, phases["total"] * 1e3, len(self.recovery.failures),
             )
 
+    def _restore_delivery(self, snapshot: CheckpointSnapshot) -> None:
+        """The delivery record (replay position, watermarks, clock) and the output counters."""
+        delivery_blob = snapshot.get(_ENGINE, _DELIVERY)
+        delivery = _from_bytes(delivery_blob, "delivery record") if delivery_blob is not None else {}
+        self._position = int(delivery.get("pos", 0))
+        self._delivered.update({str(k): int(v) for k, v in delivery.get("delivered", {}).items()})
+        for key, blob in snapshot.items(_OUTPUTS):
+            committed = int(blob.decode("ascii"))
+            self._counters[key] = OutputCounter(committed, committed)
+        if "now" in delivery:  # before any query is bound: timers and windows resume on the checkpoint's clock
+            self._scheduler.advance_to(from_micros(int(delivery["now"])))
+
+    def _rewind_for_lagging_readers(self) -> None:
+        """A reader that lagged behind at the checkpoint (its query withheld demand) needs the events after its
+        own watermark: start the replay there (the other readers skip what they had, by their watermarks)."""
+        for stream, watermark in self._reader_watermarks().items():
+            if watermark < self._delivered.get(stream, -1):
+                first = self._store.position_after(stream, watermark)
+                if first is not None:
+                    self._position = min(self._position, first - 1)
+
     def _recovery_failed(self, uri: str, record: dict[str, Any], error: Exception, stored: bool = True) -> None:
         policy = self._policy
         if self._on_failure is not None:
@@ -763,7 +818,7 @@ class Engine:
             raise RecoveryError(uri, error) from error
         self.recovery.failures.append(RecoveryFailure(uri, record["kind"], error, policy))
         if policy is RecoveryPolicy.REMOVE:
-            self._commit_changes(deletes=[(_ARTIFACTS, uri), (STATE_CATEGORY, uri)])
+            self._commit_changes(deletes=[(_ARTIFACTS, uri), (STATE_CATEGORY, uri), (_OUTPUTS, uri)])
             self._records.pop(uri, None)
         elif stored:
             self._broken.add(uri)
@@ -912,6 +967,10 @@ def _full_state(handle: SubscriptionHandle) -> bytes:
     blob = save_subscription(handle, CheckpointMode.FULL)
     assert blob is not None  # a full save always returns a blob
     return blob
+
+
+def _counter_bytes(value: int) -> bytes:
+    return str(value).encode("ascii")
 
 
 def _to_bytes(record: Mapping[str, Any]) -> bytes:

@@ -159,6 +159,14 @@ class EngineStore:
             row = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'reaqtive_ingress'").fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
+    def position_after(self, stream: str, seq: int) -> int | None:
+        """The ``pos`` of the first retained event of ``stream`` after sequence number ``seq`` (``None``: none)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT MIN(pos) FROM reaqtive_ingress WHERE stream = ? AND seq > ?", (stream, seq)
+            ).fetchone()
+        return int(row[0]) if row and row[0] is not None else None
+
     def stream_heads(self) -> dict[str, int]:
         """The next sequence number of every stream that has had an event."""
         with self._lock:
