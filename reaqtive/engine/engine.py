@@ -490,6 +490,7 @@ class Engine:
         for key in self._environment.inner_subscriptions():
             if key.startswith(uri + "/"):
                 self._environment.delete_inner(key)
+        self._environment.release_ids(uri)
         self._egress[:] = [row for row in self._egress if row[0] != uri]
         self._counters.pop(uri, None)
         self._store.delete_outputs(uri)

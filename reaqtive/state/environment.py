@@ -111,6 +111,14 @@ class InnerEnvironment(HigherOrderEnvironment):
             raise
         return handle
 
+    def release_ids(self, owner: str) -> None:
+        """Forget the ids allocated to ``owner`` and to everything under it (``owner/...``): a subscription
+        created again under the same id must allocate the same ids as it will after a recovery."""
+        with self._lock:
+            prefix = owner + "/"
+            for key in [key for key in self._counters if key == owner or key.startswith(prefix)]:
+                del self._counters[key]
+
     def delete_inner(self, inner_id: str) -> None:
         with self._lock:
             handle = self._inner.pop(inner_id, None)

@@ -120,3 +120,21 @@ def test_deleting_a_subscription_deletes_the_state_of_its_inner_subscriptions(tm
     with Engine(path) as engine:
         assert engine.recovery.subscriptions == 1 and engine.recovery.inner_subscriptions == 6
         assert [key for key in state_keys(path) if key.startswith("q")] == []
+
+
+def test_a_query_created_again_under_a_deleted_uri_recovers_its_inner_state(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    with Engine(path) as engine:
+        engine.create_stream("raw")
+        engine.create_subscription("q", Query.stream("raw").group_by(key_of).flat_map(running_count))
+        engine.append_many("raw", [(x, T0) for x in range(3)])
+        engine.process()
+        engine.delete_subscription("q")
+        engine.create_subscription("q", Query.stream("raw").group_by(key_of).flat_map(running_count))
+        engine.append_many("raw", [(x, T0) for x in (0, 1)])
+        engine.process()
+        engine.checkpoint()
+    with Engine(path) as engine:
+        engine.append_many("raw", [(x, T0) for x in (0, 1, 2)])
+        engine.process()
+        assert [o.value for o in engine.outputs("q")] == [1, 1, 2, 2, 1], "the groups' counts went on"
