@@ -182,6 +182,8 @@ class RecoveryMetrics:
     subscriptions: int = 0
     inner_subscriptions: int = 0
     failures: list[RecoveryFailure] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    """Inner states no recovered query claimed; deleted by the next checkpoint."""
 
 
 class _Observer:
@@ -284,6 +286,7 @@ class Engine:
             self._streams: dict[str, SimpleSubject[Envelope]] = {}
             self._subscriptions: dict[str, SubscriptionHandle] = {}
             self._broken: set[str] = set()
+            self._stored_state_keys: set[str] = set()
             self._ended: dict[str, BaseException | None] = {}
             self._egress: list[tuple[str, int, Any]] = []
             self._position = 0
@@ -743,6 +746,7 @@ class Engine:
             key: _from_bytes(blob, f"template {key!r}") for key, blob in snapshot.items(_TEMPLATES)
         }
         state = dict(snapshot.items(STATE_CATEGORY))
+        self._stored_state_keys = set(state) | {key for category, key in snapshot.damaged if category == STATE_CATEGORY}
         damaged_state = {key: err for (category, key), err in snapshot.damaged.items() if category == STATE_CATEGORY}
         for (category, key), damage in snapshot.damaged.items():
             if category == _ARTIFACTS:
@@ -768,14 +772,21 @@ class Engine:
                 continue
             self._records[uri] = record
             try:
-                if uri in damaged_state:
-                    raise damaged_state[uri]
+                damaged = damaged_state.get(uri) or next(
+                    (error for key, error in damaged_state.items() if key.startswith(uri + "/")), None
+                )
+                if damaged is not None:  # its own blob or one of its inner subscriptions' blobs
+                    raise damaged
                 template = self._templates[record["template"]]
                 self._subscriptions[uri] = self._bind(uri, record, template, state.get(uri))
                 self.recovery.subscriptions += 1
             except Exception as error:  # one artifact's failure must not stop the others
                 self._recovery_failed(uri, record, error)
         self.recovery.inner_subscriptions = len(self._environment.inner_subscriptions())
+        self.recovery.orphans = self._environment.collect_orphans(keep=self._owned_by_broken)
+        if self.recovery.orphans:
+            self._log.warning("%d inner states no query re-created will be deleted at the next checkpoint: %s",
+                              len(self.recovery.orphans), ", ".join(self.recovery.orphans[:5]))
         self._rewind_for_lagging_readers()
         phases["subscriptions"] = time.perf_counter() - mark
 
@@ -800,6 +811,10 @@ class Engine:
         if "now" in delivery:  # before any query is bound: timers and windows resume on the checkpoint's clock
             self._scheduler.advance_to(from_micros(int(delivery["now"])))
 
+    def _owned_by_broken(self, inner_id: str) -> bool:
+        """Whether an inner id belongs to a subscription kept without running (its state must stay)."""
+        return any(inner_id.startswith(uri + "/") for uri in self._broken)
+
     def _rewind_for_lagging_readers(self) -> None:
         """A reader that lagged behind at the checkpoint (its query withheld demand) needs the events after its
         own watermark: start the replay there (the other readers skip what they had, by their watermarks)."""
@@ -819,10 +834,13 @@ class Engine:
             raise RecoveryError(uri, error) from error
         self.recovery.failures.append(RecoveryFailure(uri, record["kind"], error, policy))
         if policy is RecoveryPolicy.REMOVE:
-            self._commit_changes(deletes=[(_ARTIFACTS, uri), (STATE_CATEGORY, uri), (_OUTPUTS, uri)])
+            self._environment.abandon(uri)
+            inner = [(STATE_CATEGORY, key) for key in self._stored_state_keys if key.startswith(uri + "/")]
+            self._commit_changes(deletes=[(_ARTIFACTS, uri), (STATE_CATEGORY, uri), (_OUTPUTS, uri), *inner])
             self._records.pop(uri, None)
         elif stored:
             self._broken.add(uri)
+            self._environment.abandon(uri)
 
     # -- binding -----------------------------------------------------------------------------------------------
 

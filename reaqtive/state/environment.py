@@ -173,6 +173,32 @@ class InnerEnvironment(HigherOrderEnvironment):
         with self._lock:
             return sorted(self._saved)
 
+    def abandon(self, owner: str) -> None:
+        """Drop everything in memory under ``owner/`` without deleting any stored state: the host keeps a query
+        that failed to recover stored but not running (its inner states stay in the store as they are)."""
+        prefix = owner + "/"
+        with self._lock:
+            handles = [self._inner.pop(key) for key in list(self._inner) if key.startswith(prefix)]
+            subjects = [self._inner_subjects.pop(key) for key in list(self._inner_subjects) if key.startswith(prefix)]
+            self._removed = {key for key in self._removed if not key.startswith(prefix)}
+        for handle in handles:
+            handle.dispose()
+        for subject in subjects:
+            subject.dispose()
+        with self._lock:  # disposing may have marked some removed
+            self._removed = {key for key in self._removed if not key.startswith(prefix)}
+
+    def collect_orphans(self, keep: Callable[[str], bool] = lambda inner_id: False) -> list[str]:
+        """Forget the restored inner states no parent re-created (except those ``keep`` names) and mark them
+        removed, so that the next checkpoint deletes them. Call it once every query was recovered and started:
+        parents re-create their inner subscriptions while they load."""
+        with self._lock:
+            orphans = sorted(inner_id for inner_id in self._saved if not keep(inner_id))
+            for inner_id in orphans:
+                del self._saved[inner_id]
+                self._removed.add(inner_id)
+        return orphans
+
     def dispose(self) -> None:
         """Dispose every inner subscription and inner subject (the owning engine or test is done)."""
         with self._lock:

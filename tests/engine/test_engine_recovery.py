@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reaqtive import Query
+from reaqtive import GroupedStream, Query
 from reaqtive.engine import Engine, EngineStatus, RecoveryError, RecoveryPolicy
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -103,3 +103,84 @@ def test_the_periodic_policy_checkpoints_every_n_events(tmp_path: Path) -> None:
         engine.process()
         assert engine.last_checkpoint is not None
         assert sum(engine._store.ingress_counts().values()) == 5, "events covered by the last checkpoint are gone"
+
+
+def key_of(x: int) -> int:
+    return x % 3
+
+
+def running_count(group: GroupedStream[int]) -> Query[int]:
+    return group.scan(0, lambda_free_increment)
+
+
+def lambda_free_increment(count: int, _: object) -> int:
+    return count + 1
+
+
+def build_grouped(path: Path) -> dict[str, bytes]:
+    with Engine(path) as engine:
+        engine.create_stream("raw")
+        engine.create_subscription("grouped", Query.stream("raw").group_by(key_of).flat_map(running_count))
+        engine.create_subscription("sum", Query.stream("raw").scan(0, operator.add))
+        engine.append_many("raw", [(i, T0) for i in range(6)])
+        engine.process()
+        engine.checkpoint()
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT key, value FROM reaqtive_blobs WHERE category = 'state'").fetchall()
+    return {key: bytes(value) for key, value in rows}
+
+
+@pytest.mark.parametrize("damage", ["checksum", "shape"])
+def test_a_broken_inner_state_fails_its_query_and_every_stored_byte_of_it_stays(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "s.db"
+    stored = build_grouped(path)
+    inner = sorted(key for key in stored if key.startswith("grouped/"))
+    assert len(inner) == 3
+    if damage == "checksum":
+        corrupt_state(path, inner[1])
+    else:  # a valid blob of another query: the load finds the wrong operators
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE reaqtive_blobs SET value = ? WHERE category = 'state' AND key = ?",
+                       (stored["sum"], inner[1]))
+    with sqlite3.connect(path) as db:
+        before = dict(db.execute("SELECT key, value FROM reaqtive_blobs WHERE category = 'state'").fetchall())
+    with Engine(path, recovery_policy=RecoveryPolicy.KEEP) as engine:
+        assert [f.uri for f in engine.recovery.failures] == ["grouped"]
+        assert inner[1] in str(engine.recovery.failures[0].error)
+        engine.append("raw", 100, T0)
+        engine.process()
+        engine.checkpoint(full=True)
+        assert [o.value for o in engine.outputs("sum")][-1] == 115
+    with sqlite3.connect(path) as db:
+        after = dict(db.execute("SELECT key, value FROM reaqtive_blobs WHERE category = 'state'").fetchall())
+    assert {k: v for k, v in after.items() if k.startswith("grouped")} == {
+        k: v for k, v in before.items() if k.startswith("grouped")
+    }, "nothing of the broken query was deleted or rewritten"
+
+
+def test_the_remove_policy_deletes_a_broken_query_with_its_inner_states(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    stored = build_grouped(path)
+    inner = sorted(key for key in stored if key.startswith("grouped/"))
+    corrupt_state(path, inner[0])
+    with Engine(path, recovery_policy=RecoveryPolicy.REMOVE) as engine:
+        assert [f.uri for f in engine.recovery.failures] == ["grouped"]
+        engine.checkpoint()
+    with sqlite3.connect(path) as db:
+        keys = [key for (key,) in db.execute("SELECT key FROM reaqtive_blobs WHERE category = 'state'")]
+    assert keys == ["sum"]
+
+
+def test_inner_states_no_recovered_query_claims_are_deleted_by_the_next_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    stored = build_grouped(path)
+    orphan = "grouped/group_by0/99"  # as if a crash had left it behind
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO reaqtive_blobs (category, key, value, crc) SELECT category, ?, value, crc "
+                   "FROM reaqtive_blobs WHERE category = 'state' AND key = 'sum'", (orphan,))
+    with Engine(path) as engine:
+        assert engine.recovery.orphans == [orphan] and engine.status is EngineStatus.RUNNING
+        engine.checkpoint()
+    with sqlite3.connect(path) as db:
+        keys = {key for (key,) in db.execute("SELECT key FROM reaqtive_blobs WHERE category = 'state'")}
+    assert keys == set(stored), "the orphan went; everything else stayed"
