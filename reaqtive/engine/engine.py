@@ -241,6 +241,10 @@ class Engine:
     :meth:`process`. ``recovery_policy`` and ``on_recovery_failure(uri, error) -> RecoveryPolicy | None``: what to
     do with an artifact that fails to recover. ``settings``: operator settings (limits) for every query.
     ``synchronous``: SQLite durability (``"FULL"``, or ``"NORMAL"``: survives a process crash, faster).
+    ``start``: where the clock of a new store starts (a recovered engine resumes its own clock). Without it the
+    clock starts at the first of: :meth:`advance_time`, the first event delivered, or the first subscription
+    created (then at the wall clock's time). To run time-based queries over older events in event time, pass
+    the time of the first event.
     """
 
     def __init__(
@@ -255,6 +259,7 @@ class Engine:
         checkpoint_every_events: int | None = None,
         checkpoint_every_seconds: float | None = None,
         synchronous: str = "FULL",
+        start: datetime | None = None,
         tick: timedelta = timedelta(microseconds=1),
         logger: logging.Logger | None = None,
     ) -> None:
@@ -272,6 +277,8 @@ class Engine:
         self._on_failure = on_recovery_failure
         self._every_events = checkpoint_every_events
         self._every_seconds = checkpoint_every_seconds
+        if start is not None and start.tzinfo is None:
+            raise ValueError(f"start must be timezone-aware, got {start}")
         self._log = logger or _LOG
         self._status = EngineStatus.RECOVERING
         self._store = EngineStore(path, synchronous=synchronous)
@@ -294,7 +301,10 @@ class Engine:
             self._last_checkpoint_time = time.monotonic()
             self.last_checkpoint: CheckpointMetrics | None = None
             self.recovery = RecoveryMetrics()
+            self._clock_started = False
             self._recover()
+            if not self._clock_started and start is not None:
+                self._start_clock(start)
         except BaseException:
             self._store.close()
             raise
@@ -419,6 +429,9 @@ class Engine:
         with self._lock:
             self._check_open()
             self._check_new(uri)
+            if not self._clock_started:
+                # A fresh store's clock is at the epoch: a query's timers would fire for every period since 1970.
+                self._start_clock(datetime.now(UTC))
             expression = encode_query(query, self.functions)
             references = sorted(_references(expression) | {observer} - _BUILTIN_OBSERVERS)
             self._check_references(uri, references)
@@ -433,6 +446,7 @@ class Engine:
                 "observer": observer,
                 "refs": references,
                 "start": {stream: self._delivered.get(stream, -1) for stream in streams},
+                "clock": to_micros(self._scheduler.now),
             }
             puts = [(_ARTIFACTS, uri, _to_bytes(record))]
             if tid not in self._templates:
@@ -526,11 +540,19 @@ class Engine:
         """Move the engine's clock forward to ``to`` (aware), firing the timers due until then."""
         with self._lock:
             self._check_open()
+            self._clock_started = True
             if to > self._scheduler.now:
                 self._scheduler.advance_to(to)
 
+    def _start_clock(self, at: datetime) -> None:
+        """Set the clock of a store that never had one (it is at the Unix epoch until then)."""
+        if at > self._scheduler.now:
+            self._scheduler.advance_to(at)
+        self._clock_started = True
+
     def _deliver(self, stream: str, seq: int, value: Any, when: datetime) -> None:
         scheduler = self._scheduler
+        self._clock_started = True
         target = when if self._clock_mode == "event" else max(when, datetime.now(UTC))
         if target > scheduler.now:
             scheduler.advance_to(target)
@@ -592,7 +614,8 @@ class Engine:
         removed = self._environment.removed_inner_ids()
         mode = CheckpointMode.FULL if full else CheckpointMode.DIFFERENTIAL
         delivery = _to_bytes(
-            {"pos": self._position, "delivered": self._delivered, "now": to_micros(self._scheduler.now)}
+            {"pos": self._position, "delivered": self._delivered, "now": to_micros(self._scheduler.now),
+             "at": _now_text()}
         )
         moved: list[OutputCounter] = []
 
@@ -766,7 +789,7 @@ class Engine:
 
         mark = time.perf_counter()
         self._environment.restore({key: blob for key, blob in state.items() if key not in records})
-        self._restore_delivery(snapshot)
+        self._restore_delivery(snapshot, records)
         for uri, record in sorted(records.items()):
             if record["kind"] != "subscription":
                 continue
@@ -799,7 +822,7 @@ class Engine:
                 self.recovery.inner_subscriptions, phases["total"] * 1e3, len(self.recovery.failures),
             )
 
-    def _restore_delivery(self, snapshot: CheckpointSnapshot) -> None:
+    def _restore_delivery(self, snapshot: CheckpointSnapshot, records: dict[str, dict[str, Any]]) -> None:
         """The delivery record (replay position, watermarks, clock) and the output counters."""
         delivery_blob = snapshot.get(_ENGINE, _DELIVERY)
         delivery = _from_bytes(delivery_blob, "delivery record") if delivery_blob is not None else {}
@@ -809,7 +832,11 @@ class Engine:
             committed = int(blob.decode("ascii"))
             self._counters[key] = OutputCounter(committed, committed)
         if "now" in delivery:  # before any query is bound: timers and windows resume on the checkpoint's clock
-            self._scheduler.advance_to(from_micros(int(delivery["now"])))
+            self._start_clock(from_micros(int(delivery["now"])))
+        else:  # no checkpoint yet: the clock of the earliest query's creation (its state was saved then)
+            clocks = [int(r["clock"]) for r in records.values() if r.get("kind") == "subscription" and "clock" in r]
+            if clocks:
+                self._start_clock(from_micros(min(clocks)))
 
     def _owned_by_broken(self, inner_id: str) -> bool:
         """Whether an inner id belongs to a subscription kept without running (its state must stay)."""

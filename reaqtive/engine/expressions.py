@@ -108,7 +108,13 @@ class FunctionRegistry:
         """The registered name of ``function``, if any."""
         with self._lock:
             name = self._by_id.get(id(function))
-            return name if name is not None and self._by_name.get(name) is function else None
+            if name is not None and self._by_name.get(name) is function:
+                return name
+            if hasattr(function, "__self__"):  # each access makes a new bound method: compare (self, function)
+                for candidate, registered in self._by_name.items():
+                    if hasattr(registered, "__self__") and registered == function:
+                        return candidate
+            return None
 
     def resolve(self, name: str) -> Callable[..., Any]:
         """The function registered as ``name``; :class:`MalformedExpressionError` if there is none."""

@@ -204,3 +204,21 @@ def test_a_checkpoint_reports_what_it_did(tmp_path: Path, full: bool) -> None:
         assert metrics.pause_seconds >= metrics.serialize_seconds >= 0 and metrics.commit_seconds > 0
         assert engine.last_checkpoint == metrics
         assert engine.checkpoint().dirty_subscriptions == 0, "nothing changed since"
+
+
+def test_a_new_store_starts_its_clock_where_asked_or_at_the_first_need(tmp_path: Path) -> None:
+    with Engine(tmp_path / "a.db", start=second(10)) as engine:
+        assert engine.now == second(10)
+    with Engine(tmp_path / "b.db") as engine:
+        engine.create_stream("raw")
+        engine.create_subscription("q", Query.stream("raw").buffer(timedelta(minutes=1)).map(len))
+        assert engine.now >= datetime.now(UTC) - timedelta(minutes=1), "not 1970: no window per minute since then"
+        engine.append("raw", 1)
+        engine.process()
+        engine.advance_time(engine.now + timedelta(minutes=2))
+        assert values(engine, "q") == [1, 0]
+    with Engine(tmp_path / "c.db") as engine:
+        engine.create_stream("raw")
+        engine.append("raw", 1, second(5))
+        engine.process()
+        assert engine.now == second(5), "the first event sets a new store's clock"

@@ -168,3 +168,11 @@ def test_registry_refuses_conflicting_names() -> None:
         registry.register("f", above_30)
     with pytest.raises(ValueError, match="':'"):
         registry.register("a:b", double)
+
+
+def test_a_registered_bound_method_is_found_again() -> None:
+    received: list[int] = []
+    registry = FunctionRegistry()
+    registry.register("collect", received.append)
+    assert registry.name_of(received.append) == "collect", "a new bound method object, the same method"
+    assert registry.name_of([].append) is None
