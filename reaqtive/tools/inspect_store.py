@@ -1,0 +1,416 @@
+"""Read an engine's SQLite store without opening an engine: what ``reaqtive inspect STORE`` prints.
+
+Opening an :class:`~reaqtive.engine.Engine` recovers: it binds every query, which needs the functions the queries
+use, and it writes to the file. An inspector must do neither. :func:`read_store` opens the file with SQLite's
+read-only mode (``file:...?mode=ro``), reads every table in one read transaction (a consistent view, also while an
+engine is running on the file), verifies each blob's checksum, and decodes only JSON records, never operator
+state. It never creates a missing file and never writes to an existing one. (For a database in WAL mode, which an
+engine's store is, SQLite may create the empty ``-wal``/``-shm`` companion files a reader needs; the database
+file itself is not written.)
+
+A file that is not an engine store is refused with a specific :class:`~reaqtive.state.StoreError` before anything
+else is read: :class:`~reaqtive.state.NotAStoreError` for an empty file, a file that is not SQLite, a foreign
+SQLite database or a bare checkpoint store; :class:`~reaqtive.state.UnknownStoreVersionError` and
+:class:`~reaqtive.engine.UnknownEngineVersionError` for a store written by another layout version.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import quote
+
+from reaqtive.engine.expressions import MalformedExpressionError, expression_from_json, instantiate
+from reaqtive.engine.store import ENGINE_SCHEMA_VERSION, UnknownEngineVersionError, from_micros
+from reaqtive.state import SCHEMA_VERSION, STATE_CATEGORY, NotAStoreError, StoreError, UnknownStoreVersionError
+from reaqtive.state import checksum as blob_checksum
+
+__all__ = [
+    "ArtifactSummary",
+    "EgressSummary",
+    "StoreSummary",
+    "StreamSummary",
+    "describe_expression",
+    "format_summary",
+    "read_store",
+    "summary_to_json",
+]
+
+_SQLITE_HEADER: Final = b"SQLite format 3\x00"
+_STORE_FORMAT: Final = "reaqtive-checkpoint-store"  # what SqliteCheckpointStore writes in reaqtive_meta
+_ENGINE_TABLES: Final = ("reaqtive_ingress", "reaqtive_stream_heads", "reaqtive_egress")
+_BUILTIN_OBSERVERS: Final = {"reaqtive://sinks/durable": "durable sink", "reaqtive://sinks/discard": "discard"}
+
+
+@dataclass(frozen=True)
+class ArtifactSummary:
+    """One artifact as stored."""
+
+    uri: str
+    kind: str
+    created: str
+    expression: dict[str, Any] | None
+    """The encoded expression (subscriptions: the template with its constants filled in)."""
+    summary: str
+    """The expression as one line of fluent-style text."""
+    observer: str | None
+    references: list[str]
+    state_bytes: int
+    """Bytes of state: the subscription's own blob and those of its inner subscriptions."""
+    inner_subscriptions: int
+    problem: str | None = None
+    """Why the record could not be read completely (a damaged blob, a missing template), if it could not."""
+
+
+@dataclass(frozen=True)
+class StreamSummary:
+    """One durable stream: ``appended`` events so far, the sequence number of the last one ``delivered`` to the
+    queries as of the last checkpoint (-1: none), and the events the ingress log still ``retained``."""
+
+    uri: str
+    appended: int
+    delivered: int
+    retained: int
+
+
+@dataclass(frozen=True)
+class EgressSummary:
+    """The durable sink's rows of one subscription."""
+
+    subscription: str
+    rows: int
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class StoreSummary:
+    """Everything :func:`read_store` found."""
+
+    path: str
+    file_bytes: int
+    commits: int
+    """Commits to the state tables so far: checkpoints and artifact creations and deletions."""
+    clock: str | None
+    """The engine's clock as of the last checkpoint (ISO 8601; ``None`` before the first checkpoint)."""
+    position: int
+    """The ingress position the last checkpoint covers (all streams, in delivery order)."""
+    artifacts: list[ArtifactSummary]
+    streams: list[StreamSummary]
+    egress: list[EgressSummary]
+    templates: int
+    damaged: list[str] = field(default_factory=list)
+    """``category/key`` of blobs whose checksum does not match (their bytes are in the file, unread)."""
+
+
+# -- reading -------------------------------------------------------------------------------------------------------
+
+
+def read_store(path: str | os.PathLike[str]) -> StoreSummary:
+    """Summarize the engine store at ``path`` without changing it (see the module docstring).
+
+    Raises :class:`FileNotFoundError` for a missing file, :class:`IsADirectoryError` for a directory, and the
+    store errors above for anything that is not an engine store this version can read.
+    """
+    where = Path(path)
+    size = _check_file(where)
+    with _read_only(where) as db:
+        _check_layout(db, where)
+        meta = dict(db.execute("SELECT key, value FROM reaqtive_meta").fetchall())
+        blobs: dict[str, dict[str, bytes]] = {}
+        damaged: list[str] = []
+        for category, key, value, crc in db.execute("SELECT category, key, value, crc FROM reaqtive_blobs"):
+            blob = bytes(value)
+            if blob_checksum(blob) != crc:
+                damaged.append(f"{category}/{key}")
+            else:
+                blobs.setdefault(category, {})[key] = blob
+        heads = dict(db.execute("SELECT stream, next_seq FROM reaqtive_stream_heads").fetchall())
+        retained = dict(db.execute("SELECT stream, COUNT(*) FROM reaqtive_ingress GROUP BY stream").fetchall())
+        egress = [
+            EgressSummary(subscription, rows, last)
+            for subscription, rows, last in db.execute(
+                "SELECT subscription, COUNT(*), MAX(seq) FROM reaqtive_egress GROUP BY subscription ORDER BY 1"
+            )
+        ]
+    delivery = _json(blobs.get("engine", {}).get("delivery"), "the delivery record") or {}
+    delivered = {str(k): int(v) for k, v in delivery.get("delivered", {}).items()}
+    artifacts = _artifacts(blobs, damaged)
+    stream_uris = sorted({a.uri for a in artifacts if a.kind == "stream"} | set(heads) | set(retained))
+    return StoreSummary(
+        path=str(where),
+        file_bytes=size,
+        commits=int(meta.get("checkpoint_id", 0)),
+        clock=from_micros(int(delivery["now"])).isoformat() if "now" in delivery else None,
+        position=int(delivery.get("pos", 0)),
+        artifacts=artifacts,
+        streams=[StreamSummary(uri, int(heads.get(uri, 0)), delivered.get(uri, -1), int(retained.get(uri, 0)))
+                 for uri in stream_uris],
+        egress=egress,
+        templates=len(blobs.get("templates", {})),
+        damaged=sorted(damaged),
+    )
+
+
+def _check_file(path: Path) -> int:
+    """Refuse what SQLite must not be asked to open: a missing file (it would create it), a directory, an empty
+    file (a store would be created in it) or a file that is not SQLite. Returns the file's size."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a directory, not a store file")
+    try:
+        with path.open("rb") as file:
+            header = file.read(len(_SQLITE_HEADER))
+    except OSError as error:
+        raise StoreError(f"{path}: cannot read the file: {error.strerror or error}") from error
+    if not header:
+        raise NotAStoreError(f"{path}: an empty file, not a reaqtive store")
+    if header != _SQLITE_HEADER:
+        raise NotAStoreError(f"{path}: not a reaqtive store (not an SQLite database)")
+    return path.stat().st_size
+
+
+@contextmanager
+def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection inside one read transaction."""
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    try:
+        db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
+    except sqlite3.Error as error:
+        raise StoreError(f"{path}: cannot open the store read-only: {error}") from error
+    try:
+        db.execute("BEGIN")
+        yield db
+        db.execute("COMMIT")
+    except sqlite3.DatabaseError as error:
+        raise StoreError(f"{path}: cannot read the store: {error}") from error
+    finally:
+        db.close()
+
+
+def _check_layout(db: sqlite3.Connection, path: Path) -> None:
+    try:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as error:
+        raise NotAStoreError(f"{path}: not a reaqtive store (a damaged or unreadable SQLite file: {error})") from error
+    if "reaqtive_meta" not in tables:
+        raise NotAStoreError(f"{path}: an SQLite database, but not a reaqtive store (no reaqtive_meta table)")
+    meta = dict(db.execute("SELECT key, value FROM reaqtive_meta").fetchall())
+    if meta.get("format") != _STORE_FORMAT:
+        raise NotAStoreError(f"{path}: an SQLite database, but not a reaqtive store (reaqtive_meta has no format)")
+    if meta.get("schema_version") != SCHEMA_VERSION:
+        raise UnknownStoreVersionError(str(path), meta.get("schema_version"), SCHEMA_VERSION)
+    if "engine_schema_version" not in meta or not set(_ENGINE_TABLES) <= tables:
+        raise NotAStoreError(f"{path}: a reaqtive checkpoint store without the engine's tables (not written by an "
+                             "Engine)")
+    if meta["engine_schema_version"] != ENGINE_SCHEMA_VERSION:
+        raise UnknownEngineVersionError(
+            f"{path}: written by an engine with store layout version {meta['engine_schema_version']!r}; this "
+            f"version of reaqtive reads version {ENGINE_SCHEMA_VERSION}"
+        )
+    if "reaqtive_blobs" not in tables:
+        raise NotAStoreError(f"{path}: the reaqtive_blobs table is missing")
+
+
+def _json(blob: bytes | None, what: str) -> dict[str, Any] | None:
+    if blob is None:
+        return None
+    try:
+        return expression_from_json(blob)
+    except (MalformedExpressionError, ValueError, UnicodeDecodeError) as error:
+        raise StoreError(f"{what} is not valid JSON: {error}") from error
+
+
+def _artifacts(blobs: Mapping[str, Mapping[str, bytes]], damaged: Sequence[str]) -> list[ArtifactSummary]:
+    templates = blobs.get("templates", {})
+    state = blobs.get(STATE_CATEGORY, {})
+    result = []
+    uris = set(blobs.get("artifacts", {})) | {d.partition("/")[2] for d in damaged if d.startswith("artifacts/")}
+    for uri in sorted(uris):
+        own = [key for key in state if key == uri]
+        inner = [key for key in state if key.startswith(uri + "/")]
+        state_bytes = sum(len(state[key]) for key in own + inner)
+        blob = blobs.get("artifacts", {}).get(uri)
+        mine = (f"artifacts/{uri}", f"{STATE_CATEGORY}/{uri}")
+        problems = [d for d in damaged if d in mine or d.startswith(f"{STATE_CATEGORY}/{uri}/")]
+        try:
+            record = _json(blob, f"artifact {uri!r}") if blob is not None else None
+        except StoreError as error:
+            problems.append(str(error))
+            record = None
+        if record is None:
+            result.append(ArtifactSummary(uri, "?", "", None, "", None, [], state_bytes, len(inner),
+                                          "; ".join(problems) or "unreadable record"))
+            continue
+        kind = str(record.get("kind", "?"))
+        expression: dict[str, Any] | None = record.get("expression")
+        if kind == "subscription":
+            template = _template(templates.get(str(record.get("template"))), record)
+            if template is None:
+                problems.append(f"its template {record.get('template')!r} is missing or damaged")
+            else:
+                expression = template
+        elif kind == "observer":
+            expression = {"op": "observer", "args": [record.get("function")]}
+        observer = record.get("observer")
+        result.append(ArtifactSummary(
+            uri=uri,
+            kind=kind,
+            created=str(record.get("created", "")),
+            expression=expression,
+            summary=describe_expression(expression) if expression is not None else "",
+            observer=str(observer) if observer is not None else None,
+            references=[str(ref) for ref in record.get("refs", [])],
+            state_bytes=state_bytes,
+            inner_subscriptions=len(inner),
+            problem="; ".join(problems) or None,
+        ))
+    return result
+
+
+def _template(blob: bytes | None, record: Mapping[str, Any]) -> dict[str, Any] | None:
+    if blob is None:
+        return None
+    try:
+        template = _json(blob, "template")
+        return instantiate(template, list(record.get("constants", []))) if template is not None else None
+    except (StoreError, MalformedExpressionError, ValueError, IndexError, KeyError, TypeError):
+        return None
+
+
+# -- rendering -------------------------------------------------------------------------------------------------
+
+
+def describe_expression(expression: Any) -> str:
+    """An encoded expression as one line of fluent-style text, e.g.
+    ``stream('iot://readings').filter(is_hot).map(alert)`` (functions by their short name)."""
+    if isinstance(expression, dict) and "op" in expression:
+        op = str(expression["op"])
+        args = list(expression.get("args", []))
+        while args and args[-1] is None:  # optional arguments left out
+            args.pop()
+        if args and isinstance(args[0], dict) and len(args[0]) == 1 and ("q" in args[0] or "stream" in args[0]):
+            source = describe_expression(args[0])
+            return f"{source}.{op}({', '.join(_describe_arg(a) for a in args[1:])})"
+        return f"{op}({', '.join(_describe_arg(a) for a in args)})"
+    return _describe_arg(expression)
+
+
+def _describe_arg(arg: Any) -> str:
+    if isinstance(arg, dict) and len(arg) == 1:
+        (tag, value), = arg.items()
+        if tag == "q":
+            return describe_expression(value)
+        if tag == "stream":
+            return f"stream({value!r})"
+        if tag == "fn":
+            name = str(value)
+            return name.rpartition(":")[2] if ":" in name else name
+        if tag == "td" and isinstance(value, list) and len(value) == 3:
+            return _duration(timedelta(days=value[0], seconds=value[1], microseconds=value[2]))
+        if tag == "dt":
+            return str(value)
+        if tag in ("list", "tuple", "set"):
+            inner = ", ".join(_describe_arg(a) for a in value)
+            return f"[{inner}]" if tag == "list" else f"({inner})" if tag == "tuple" else f"{{{inner}}}"
+        if tag == "dict":
+            return "{" + ", ".join(f"{_describe_arg(k)}: {_describe_arg(v)}" for k, v in value) + "}"
+        if tag == "range":
+            return f"range({', '.join(map(str, value))})"
+        if tag == "p":
+            return f"${value}"
+        if tag in ("int", "float", "bytes"):
+            return str(value)
+        if tag == "error":
+            return f"{str(value[0]).rpartition(':')[2]}(...)"
+    if isinstance(arg, dict) and "op" in arg:
+        return describe_expression(arg)
+    return repr(arg)
+
+
+def _duration(value: timedelta) -> str:
+    total = value.total_seconds()
+    for unit, seconds in (("h", 3600), ("min", 60), ("s", 1)):
+        if total >= seconds and total % seconds == 0:
+            return f"{int(total // seconds)}{unit}"
+    return f"{total:g}s"
+
+
+def summary_to_json(summary: StoreSummary) -> dict[str, Any]:
+    """The summary as JSON-compatible data (what ``reaqtive inspect --json`` prints)."""
+    return asdict(summary)
+
+
+def format_summary(summary: StoreSummary) -> str:
+    """The summary as text: a header, then tables of artifacts, expressions, streams and egress."""
+    lines = [
+        f"store        {summary.path} ({summary.file_bytes:,} bytes)",
+        f"commits      {summary.commits} (checkpoints, creations and deletions)",
+        "checkpoint   " + (f"engine clock {summary.clock}, ingress position {summary.position:,}"
+                            if summary.clock is not None else "none yet"),
+        "",
+        f"artifacts ({len(summary.artifacts)}; {summary.templates} stored query templates)",
+    ]
+    rows = [("KIND", "URI", "CREATED", "STATE", "OUTPUTS TO")]
+    for artifact in summary.artifacts:
+        state = _bytes(artifact.state_bytes) if artifact.kind == "subscription" else "-"
+        if artifact.inner_subscriptions:
+            state += f" ({artifact.inner_subscriptions} inner)"
+        observer = "" if artifact.observer is None else _BUILTIN_OBSERVERS.get(artifact.observer, artifact.observer)
+        rows.append((artifact.kind, artifact.uri, artifact.created[:19].replace("T", " "), state, observer))
+    lines += _table(rows[:1], right={3}, rows=rows[1:]) if summary.artifacts else ["  (none)"]
+    described = [a for a in summary.artifacts if a.summary or a.problem]
+    if described:
+        lines += ["", "expressions"]
+        uri_width = max(len(a.uri) for a in described)
+        for artifact in described:
+            text = artifact.summary + (f"  [DAMAGED: {artifact.problem}]" if artifact.problem else "")
+            lines.append(f"  {artifact.uri.ljust(uri_width)}  {text}")
+    lines += ["", "ingress (durable streams)"]
+    if summary.streams:
+        lines += _table([("STREAM", "APPENDED", "DELIVERED", "RETAINED")], right={1, 2, 3}, rows=[
+            (s.uri, f"{s.appended:,}", f"{s.delivered:,}" if s.delivered >= 0 else "none", f"{s.retained:,}")
+            for s in summary.streams
+        ])
+    else:
+        lines.append("  (none)")
+    lines += ["", "egress (the durable sink)"]
+    if summary.egress:
+        lines += _table([("SUBSCRIPTION", "ROWS", "LAST SEQ")], right={1, 2}, rows=[
+            (e.subscription, f"{e.rows:,}", f"{e.last_seq:,}") for e in summary.egress
+        ])
+    else:
+        lines.append("  (no outputs)")
+    if summary.damaged:
+        lines += ["", f"damaged blobs ({len(summary.damaged)}; their bytes stay in the file)"]
+        lines += [f"  {key}" for key in summary.damaged]
+    return "\n".join(lines)
+
+
+def _table(
+    header: Sequence[Sequence[str]], *, right: set[int], rows: Sequence[Sequence[str]] = ()
+) -> list[str]:
+    """Aligned columns (those in ``right`` right-aligned), two spaces of indent."""
+    everything = [*header, *rows]
+    widths = [max(len(row[i]) for row in everything) for i in range(len(everything[0]))]
+    out = []
+    for row in everything:
+        cells = [cell.rjust(w) if i in right else cell.ljust(w)
+                 for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
+        out.append("  " + "  ".join(cells).rstrip())
+    return out
+
+
+def _bytes(count: int) -> str:
+    if count < 1024:
+        return f"{count} B"
+    if count < 1024 * 1024:
+        return f"{count / 1024:.1f} KiB"
+    return f"{count / 1024 / 1024:.1f} MiB"
+
