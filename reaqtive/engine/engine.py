@@ -65,7 +65,7 @@ from reaqtive.state import (
 from reaqtive.streams import LONG_MAX, Subscription
 from reaqtive.subjects import OverflowPolicy, SimpleSubject
 from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import initialize, walk
+from reaqtive.visitors import initialize
 
 __all__ = [
     "DISCARD_SINK",
@@ -220,6 +220,11 @@ class _EngineEnvironment(InnerEnvironment):
         super().__init__()
         self._delivered_by_stream = delivered
         self._output_counters = counters
+        self.readers: list[StreamReader[Any]] = []
+
+    def register_reader(self, reader: StreamReader[Any]) -> None:
+        """A stream reader of a query (top-level or inner) was bound."""
+        self.readers.append(reader)
 
     def delivered_watermark(self, uri: str) -> int:
         """The sequence number of the last event of stream ``uri`` the engine delivered (-1: none)."""
@@ -684,11 +689,12 @@ class Engine:
 
     def _reader_watermarks(self) -> dict[str, int]:
         marks: dict[str, int] = {}
-        handles = list(self._subscriptions.values()) + list(self._environment.inner_subscriptions().values())
-        for handle in handles:
-            for node in walk(handle):
-                if isinstance(node, StreamReader) and not node.is_disposed:
-                    marks[node.uri] = min(marks.get(node.uri, node.watermark), node.watermark)
+        live = [reader for reader in self._environment.readers if not reader.is_disposed]
+        self._environment.readers[:] = live  # forget the readers of deleted or finished queries
+        for reader in live:
+            uri, watermark = reader.uri, reader.watermark
+            if watermark < marks.get(uri, watermark + 1):
+                marks[uri] = watermark
         return marks
 
     # -- metadata ----------------------------------------------------------------------------------------------

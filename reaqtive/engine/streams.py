@@ -105,6 +105,9 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
             self._watermark = int(starts[self._uri])
         environment = context.execution_environment
         self._delivered = getattr(environment, "delivered_watermark", None)
+        register = getattr(environment, "register_reader", None)
+        if register is not None:  # the engine finds the readers' watermarks without walking every query
+            register(self)
         if environment is None:
             raise StreamNotFoundError(f"stream {self._uri!r}: Query.stream needs an engine to resolve it")
         try:

@@ -110,9 +110,30 @@ def _walk(handle: SubscriptionHandle, kind: type[N]) -> Iterator[tuple[N, Path]]
             stack.extend((children[i], (*path, i)) for i in range(len(children) - 1, -1, -1))
 
 
+_STATEFUL_TYPES: dict[type, bool] = {}
+
+
 def has_state_changed(handle: SubscriptionHandle) -> bool:
-    """Whether any stateful node under ``handle`` is dirty (stops at the first one)."""
-    return any(node.state_changed for node, _ in stateful_nodes(handle))
+    """Whether any stateful node under ``handle`` is dirty (stops at the first one).
+
+    A differential checkpoint asks this of every subscription, so it skips what :func:`stateful_nodes` does for
+    saving (paths, pre-order): one list serves as the collector and the stack, and stateful types are cached.
+    """
+    collector = _Collector()
+    handle.accept(collector)
+    stack = collector.found
+    known = _STATEFUL_TYPES
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        stateful = known.get(kind)
+        if stateful is None:
+            stateful = known[kind] = issubclass(kind, StatefulOperator)
+        if stateful and node.state_changed:  # type: ignore[attr-defined]
+            return True
+        for child in node.inputs:
+            child.accept(collector)  # appends the operators under it to the stack
+    return False
 
 
 def save_subscription(
