@@ -1,0 +1,439 @@
+"""``debounce``: emit an element only once a quiet period followed it (Reaqtive ``Throttle``).
+
+Two stages, chosen by the argument:
+
+* :class:`Debounce` — ``debounce(duration)``: a scheduler timer, no inner subscription. One timer is armed per
+  quiet period, not one per element: when it fires early (a newer element moved the due time), it re-arms for
+  the new due time.
+* :class:`DebounceSelector` — ``debounce(duration_selector)``: the pending element's duration is the query
+  ``duration_selector(element)``; its first element or its completion ends the wait. That query is an inner
+  subscription, hosted by the environment when there is one (:mod:`reaqtive.operators._inner`), so its own state
+  (a timer's due time, say) is checkpointed as a unit of its own and restored when the stage re-creates it.
+
+Both: a newer element replaces the pending one. The source's completion emits the pending element, then
+completes; its error drops it and is delivered at once. Downstream, at most one debounced element waits for
+demand; a newer one replaces it (latest wins, as ``sample``). Signals are serialized by a lock and a
+work-in-progress flag: the thread that finds nobody delivering delivers.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from reaqtive.binding import register_operator
+from reaqtive.context import OperatorContext
+from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._inner import InnerHost, needs_environment_error, selected_source
+from reaqtive.operators._timing import add_safe
+from reaqtive.scheduler import ActionTask
+from reaqtive.scheduling import Scheduler
+from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.streams import (
+    LONG_MAX,
+    Subscriber,
+    Subscription,
+    add_demand,
+    non_positive_request_error,
+    require_not_none,
+)
+from reaqtive.subscribable import Subscribable
+from reaqtive.subscriptions import SubscriptionHandle
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from reaqtive.query import Query
+
+__all__ = ["Debounce", "DebounceSelector"]
+
+T = TypeVar("T")
+
+
+@register_operator("debounce")
+def _bind_debounce(query: Query[Any], downstream: Subscriber[Any]) -> _DebounceBase[Any]:
+    """``debounce(duration)`` or ``debounce(duration_selector)``: one expression operator, two stages."""
+    if isinstance(query.args[1], timedelta):
+        return Debounce(query, downstream)
+    return DebounceSelector(query, downstream)
+
+
+class _DebounceBase(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """What both forms share: the pending element, the element waiting for demand, completion and delivery.
+
+    State (written first by both): whether an element is pending and which, whether a debounced element waits
+    for demand and which, whether the source completed.
+    """
+
+    __slots__ = (
+        "_demand",
+        "_error",
+        "_has_pending",
+        "_has_ready",
+        "_lock",
+        "_pending",
+        "_ready",
+        "_running",
+        "_source",
+        "_source_done",
+        "_wip",
+    )
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+        super().__init__(downstream)
+        source = query.args[0]
+        assert isinstance(source, Subscribable)
+        self._source: Subscribable[T] = source
+        self._lock = threading.Lock()
+        self._pending: T | None = None
+        self._has_pending = False
+        self._ready: T | None = None  # debounced, waiting for demand
+        self._has_ready = False
+        self._source_done = False
+        self._error: BaseException | None = None
+        self._demand = 0
+        self._wip = False
+        self._running = False
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        writer.write(self._has_pending)
+        writer.write(self._pending)
+        writer.write(self._has_ready)
+        writer.write(self._ready)
+        writer.write(self._source_done)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._has_pending = reader.read()
+        self._pending = reader.read()
+        self._has_ready = reader.read()
+        self._ready = reader.read()
+        self._source_done = reader.read()
+
+    def subscribe_input(self) -> SubscriptionHandle:
+        return self._source.subscribe(self)
+
+    def on_start(self) -> None:
+        with self._lock:
+            self._running = True
+        super().request(LONG_MAX)  # the source, without bound: handed over when its subscription arrives
+        self._work()
+
+    # -- downstream demand ---------------------------------------------------------------------------------------
+
+    def request(self, n: int) -> None:
+        with self._lock:
+            if n <= 0:
+                if self._error is None:
+                    self._error = non_positive_request_error(n)
+            else:
+                self._demand = add_demand(self._demand, n)
+        self._work()
+
+    # -- the source ----------------------------------------------------------------------------------------------
+
+    def on_error(self, error: BaseException) -> None:
+        require_not_none(error, "error", "2.13")
+        self._upstream_terminated()
+        self._fail(error)
+
+    def on_complete(self) -> None:
+        self._upstream_terminated()
+        with self._lock:
+            if self._source_done:
+                return
+            self._source_done = True
+            self._flush()
+        self._state.changed = True
+        self._stop_waiting()
+        self._work()
+
+    def _flush(self) -> None:
+        """The pending element is debounced (lock held): it waits for demand, replacing an older one."""
+        if self._has_pending:
+            self._ready, self._has_ready = self._pending, True
+            self._pending, self._has_pending = None, False
+
+    def _stop_waiting(self) -> None:
+        """The source completed: stop waiting for the quiet period (the pending element went out)."""
+
+    def _fail(self, error: BaseException) -> None:
+        with self._lock:
+            if self._error is None:
+                self._error = error
+        self._work()
+
+    # -- delivery, one thread at a time --------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        with self._lock:
+            if self._wip or not self._running:
+                return
+            self._wip = True
+        while True:
+            error: BaseException | None = None
+            emit = complete = False
+            value: Any = None
+            with self._lock:
+                if self._disposed:
+                    return
+                if self._error is not None:
+                    error = self._error
+                elif self._has_ready and self._demand:
+                    value, self._ready, self._has_ready = self._ready, None, False
+                    if self._demand != LONG_MAX:
+                        self._demand -= 1
+                    emit = True
+                elif self._source_done and not self._has_ready:
+                    complete = True
+                else:
+                    self._wip = False
+                    return
+            if error is not None:
+                self._signal_error(error)
+                return
+            if complete:
+                self._signal_complete()
+                return
+            if emit:
+                self._state.changed = True
+                self._downstream.on_next(value)
+
+
+class Debounce(_DebounceBase[T], Generic[T]):
+    """The running stage of ``Query.debounce(duration)``.
+
+    Each element becomes the pending one, due ``duration`` later (an absolute time from ``scheduler.now``); when
+    the due time passes without a newer element, it is debounced. Needs a scheduler.
+
+    State: as the base, plus the pending element's absolute due time (a recovered stage re-arms its timer for
+    it, so the element goes out when it would have). Time-based.
+    """
+
+    name = "reaqtive:debounce"
+    version: Version = (1,)
+
+    __slots__ = ("_armed", "_due", "_duration", "_scheduler")
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+        super().__init__(query, downstream)
+        duration = query.args[1]
+        assert isinstance(duration, timedelta)
+        self._duration = duration
+        self._due: datetime | None = None
+        self._armed = False  # a timer task is scheduled
+        self._scheduler: Scheduler | None = None
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        with self._lock:
+            super().save_state_core(writer)
+            writer.write(self._due)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        super().load_state_core(reader)
+        self._due = reader.read()
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._scheduler = context.scheduler  # raises MissingSchedulerError: the quiet period needs a clock
+
+    def on_start(self) -> None:
+        if self._has_pending and self._due is not None:  # recovered while an element was pending
+            with self._lock:
+                self._armed = True
+            self._arm(self._due)
+        super().on_start()
+
+    def on_next(self, value: T) -> None:
+        scheduler = self._scheduler
+        assert scheduler is not None
+        with self._lock:
+            if self._source_done or self._disposed:
+                return
+            self._pending, self._has_pending = value, True
+            due = self._due = add_safe(scheduler.now, self._duration)
+            arm = not self._armed
+            self._armed = True
+        self._state.changed = True
+        if arm:
+            self._arm(due)
+
+    def _arm(self, due: datetime) -> None:
+        scheduler = self._scheduler
+        assert scheduler is not None
+        scheduler.schedule(ActionTask(self._fire), due)
+
+    def _fire(self) -> None:
+        scheduler = self._scheduler
+        assert scheduler is not None
+        with self._lock:
+            if self._disposed:
+                return
+            due = self._due
+            if not self._has_pending or due is None:
+                self._armed = False
+                return
+            if scheduler.now < due:
+                rearm = True  # a newer element moved the due time: wait for it
+            else:
+                rearm = False
+                self._armed = False
+                self._flush()
+                self._due = None
+        if rearm:
+            self._arm(due)
+            return
+        self._state.changed = True
+        self._work()
+
+    def _stop_waiting(self) -> None:
+        with self._lock:
+            self._due = None
+
+
+class DebounceSelector(_DebounceBase[T], Generic[T]):
+    """The running stage of ``Query.debounce(duration_selector)``.
+
+    Each element becomes the pending one and opens its duration query, ``duration_selector(element)``, as the
+    inner subscription number ``n`` (the n-th element; hosted, the id ``<prefix>/<n>``), disposing (deleting)
+    the previous one. The duration query's first element or its completion debounces the pending element and
+    ends the inner subscription; its error ends the result. A stale duration query's signals are ignored.
+
+    State: as the base, plus the number of elements seen (the pending element's number is one less) and
+    whether its duration query is live. Hosted, the duration query's own state is a unit of the environment,
+    restored when the recovered stage re-creates it from the saved pending element; standalone, checkpointing
+    while a duration query is live is an error. Demand: the duration query is asked for one element.
+    """
+
+    name = "reaqtive:debounce+selector"
+    version: Version = (1,)
+
+    __slots__ = ("_count", "_has_inner", "_host", "_selector")
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+        super().__init__(query, downstream)
+        selector = query.args[1]
+        assert callable(selector)
+        self._selector: Callable[[T], Any] = selector
+        self._count = 0  # elements seen: the pending element is number count - 1
+        self._has_inner = False  # the pending element's duration query is live
+        self._host: InnerHost | None = None
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        with self._lock:
+            if self._has_inner and not self._hosted:
+                raise needs_environment_error("debounce")
+            super().save_state_core(writer)
+            writer.write(self._count)
+            writer.write(self._has_inner)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        super().load_state_core(reader)
+        self._count = reader.read()
+        self._has_inner = reader.read()
+        if self._has_inner and not self._hosted:
+            raise needs_environment_error("debounce")
+
+    @property
+    def _hosted(self) -> bool:
+        return self._host is not None and self._host.hosted
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._host = InnerHost(context, "debounce")
+
+    def on_start(self) -> None:
+        if self._has_inner and self._has_pending:
+            # Recovered while the pending element waited for its duration query: re-create it (hosted, it loads
+            # its own saved state). Before the base starts delivering, so a query that ends at once is seen.
+            self._open(self._count - 1, self._pending)  # type: ignore[arg-type]
+        super().on_start()
+
+    def on_dispose(self) -> None:
+        with self._lock:
+            live, self._has_inner = self._has_inner, False
+        if live and self._host is not None:
+            self._host.delete(self._count - 1)
+
+    def on_next(self, value: T) -> None:
+        with self._lock:
+            if self._source_done or self._disposed:
+                return
+            previous = self._count - 1 if self._has_inner else None
+            number = self._count
+            self._count = number + 1
+            self._pending, self._has_pending = value, True
+            self._has_inner = True
+        self._state.changed = True
+        host = self._host
+        assert host is not None
+        if previous is not None:
+            host.delete(previous)
+        self._open(number, value)
+
+    def _open(self, number: int, value: T) -> None:
+        host = self._host
+        assert host is not None
+        try:
+            host.subscribe(number, selected_source("debounce", self._selector(value)), _DurationObserver(self, number))
+        except Exception as error:
+            self._fail(error)
+
+    def _stop_waiting(self) -> None:
+        with self._lock:
+            live, self._has_inner = self._has_inner, False
+        if live and self._host is not None:
+            self._host.delete(self._count - 1)
+
+    # -- the duration query --------------------------------------------------------------------------------------
+
+    def _is_current(self, number: int) -> bool:
+        """Whether ``number`` is the pending element's live duration query (lock held)."""
+        return self._has_inner and number == self._count - 1 and not self._disposed
+
+    def _duration_ended(self, number: int) -> None:
+        with self._lock:
+            if not self._is_current(number):
+                return  # stale: replaced by a newer element, or the source completed
+            self._has_inner = False
+            self._flush()
+        self._state.changed = True
+        host = self._host
+        assert host is not None
+        host.delete(number)
+        self._work()
+
+    def _duration_error(self, number: int, error: BaseException) -> None:
+        with self._lock:
+            current = self._is_current(number)
+        if current:
+            self._fail(error)
+
+
+class _DurationObserver(Subscriber[Any]):
+    """The subscriber of one duration query: its first element or completion ends the wait."""
+
+    __slots__ = ("_number", "_parent", "_subscribed")
+
+    def __init__(self, parent: DebounceSelector[Any], number: int) -> None:
+        self._parent = parent
+        self._number = number
+        self._subscribed = False
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        require_not_none(subscription, "subscription", "2.13")
+        if self._subscribed:
+            subscription.cancel()  # rule 2.5
+            return
+        self._subscribed = True
+        subscription.request(1)
+
+    def on_next(self, value: Any) -> None:
+        self._parent._duration_ended(self._number)
+
+    def on_error(self, error: BaseException) -> None:
+        require_not_none(error, "error", "2.13")
+        self._parent._duration_error(self._number, error)
+
+    def on_complete(self) -> None:
+        self._parent._duration_ended(self._number)

@@ -1,0 +1,355 @@
+"""``group_by``: split a stream into one inner stream (a *group*) per key.
+
+Two stages, chosen by the binder from the query's arguments
+``(source, key_selector, element_selector, max_groups, expire_after)``:
+
+* :class:`GroupBy`: groups live until the source ends;
+* :class:`GroupByExpiring` (``expire_after`` given): a group that received no element for ``expire_after``
+  completes and is forgotten (its subject deleted); a later element with its key opens a new group, with a new
+  id. It saves the time of each group's latest element, so its state changes with every element.
+
+The shared rules (inner subjects and their ids, demand across the boundary, termination, serialization, the
+state of the inner streams) are in :mod:`reaqtive.operators._inner_streams`.
+
+**Keys** are any hashable value, ``None`` included (a key, not an element: it is a group like any other). They
+are saved in checkpoints, so a checkpointed ``group_by`` needs keys the state codec can write (plain data, or
+a type registered with ``register_state_type``); any other key fails the checkpoint with ``StateEncodeError``.
+
+**Order of user code** (as in Rx): the key selector runs first, then (for a new key) the group is created and
+emitted, then the element selector runs, and the element goes into its group. A selector that raises, a key
+that cannot be hashed, or an element selector returning ``None`` fails the operator: the error goes to every
+group, then downstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from reaqtive.binding import register_operator
+from reaqtive.context import OperatorContext
+from reaqtive.errors import LimitExceededError, ObjectDisposedError
+from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._inner_streams import Inner, InnerStreamOperator
+from reaqtive.operators._timing import add_safe
+from reaqtive.operators.settings import MAX_GROUP_COUNT, UNLIMITED, read_limit
+from reaqtive.scheduler import ActionTask
+from reaqtive.scheduling import Scheduler
+from reaqtive.state import StateFormatError
+from reaqtive.streams import LONG_MAX, Subscriber
+from reaqtive.subjects import MultiSubject
+from reaqtive.subscribable import Subscribable
+from reaqtive.subscriptions import SubscriptionHandle
+
+if TYPE_CHECKING:
+    from reaqtive.query import GroupedStream, InnerStream, Query
+
+__all__ = ["GroupBy", "GroupByExpiring", "bind_group_by"]
+
+T = TypeVar("T")
+
+
+@register_operator("group_by")
+def bind_group_by(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+    """The binder of ``Query.group_by``: arguments ``(source, key_selector, element_selector, max_groups,
+    expire_after)``."""
+    if query.args[4] is None:
+        return GroupBy(query, subscriber)
+    return GroupByExpiring(query, subscriber)
+
+
+def _none_element_error() -> TypeError:
+    return TypeError("group_by: the element selector returned None (None is never an element)")
+
+
+class _Selecting:
+    """The lock-free path into a group with an element selector: select, then push."""
+
+    __slots__ = ("_owner", "_push", "_selector")
+
+    def __init__(self, owner: GroupBy[Any], selector: Callable[[Any], object], push: Callable[[Any], None]) -> None:
+        self._owner = owner
+        self._selector = selector
+        self._push = push
+
+    def __call__(self, value: object) -> None:
+        try:
+            element = self._selector(value)
+        except Exception as error:
+            self._owner._user_error(error)
+            return
+        if element is None:
+            self._owner._user_error(_none_element_error())
+            return
+        self._push(element)
+
+
+def _unhashable_key_error(key: object, error: TypeError) -> TypeError:
+    failure = TypeError(f"group_by: the key {key!r} cannot be hashed ({error})")
+    failure.__cause__ = error
+    return failure
+
+
+class GroupBy(InnerStreamOperator[T], Generic[T]):
+    """The running stage of ``Query.group_by(key_selector, element_selector=None, max_groups=None)``: for each
+    new key a :class:`~reaqtive.query.GroupedStream` goes downstream (before the element that opened it goes
+    into it); the source's completion completes every group, then the output; an error goes to every group,
+    then downstream.
+
+    State: the group counter, whether the source completed, one record per open group (number, key; for a
+    group still waiting for outer demand, its elements). Elements into emitted groups change no state, so a
+    differential checkpoint of a quiet ``group_by`` with many groups writes nothing for it.
+
+    Demand: everything upstream (``LONG_MAX``) once the downstream has asked for anything; groups wait for
+    outer demand with their elements, at most ``MAX_QUEUE_SIZE`` in all; inside a group the subject's
+    per-subscriber demand and bounded buffer apply. With unbounded outer demand, elements of emitted groups
+    take a lock-free path (a key lookup and a push into the subject).
+
+    Limits: ``max_groups`` (argument) and ``MAX_GROUP_COUNT`` (setting): open groups; ``MAX_QUEUE_SIZE``.
+    """
+
+    name = "reaqtive:group_by"
+    version: Version = (1,)
+    kind = "group_by"
+
+    __slots__ = (
+        "_element_selector",
+        "_groups",
+        "_key_selector",
+        "_limit_name",
+        "_max_groups",
+        "_sinks",
+    )
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
+        source, key_selector, element_selector, max_groups, _ = query.args
+        assert isinstance(source, Subscribable) and callable(key_selector)
+        assert element_selector is None or callable(element_selector)
+        super().__init__(source, downstream)
+        self._key_selector: Callable[[T], object] = key_selector
+        self._element_selector: Callable[[T], object] | None = element_selector
+        self._max_groups: int = max_groups if isinstance(max_groups, int) else UNLIMITED
+        self._limit_name = "max_groups"
+        self._groups: dict[object, Inner] = {}  # the open groups by key (emitted or waiting)
+        # The emitted open groups: where an element goes (the subject's input, through the element selector)
+        self._sinks: dict[object, Callable[[Any], None]] = {}
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        setting = read_limit(context, MAX_GROUP_COUNT)
+        if setting < self._max_groups:
+            self._max_groups, self._limit_name = setting, MAX_GROUP_COUNT
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        with self._lock:
+            self._save_inners(writer)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._load_inners(reader)
+        self._rebuild(self._open_inners())
+
+    def _rebuild(self, groups: Any) -> None:
+        self._groups = {}
+        self._sinks = {}
+        for group in groups:
+            self._groups[group.key] = group
+            if group.sink is not None:
+                self._sinks[group.key] = self._sink_of(group.sink)
+
+    def _sink_of(self, sink: Subscriber[Any]) -> Callable[[Any], None]:
+        selector = self._element_selector
+        return sink.on_next if selector is None else _Selecting(self, selector, sink.on_next)
+
+    # -- elements ----------------------------------------------------------------------------------------------
+
+    def on_next(self, value: T) -> None:
+        try:
+            key = self._key_selector(value)
+        except Exception as error:
+            self._user_error(error)
+            return
+        if self._fast:
+            # The lock-free path (unbounded demand, nothing waiting, no timers: only this thread changes
+            # anything): an element of an emitted group goes straight into it.
+            try:
+                sink = self._sinks[key]
+            except KeyError:
+                pass  # a new group
+            except TypeError as error:
+                self._user_error(_unhashable_key_error(key, error))
+                return
+            else:
+                try:
+                    sink(value)
+                except ObjectDisposedError:
+                    if self._disposed:
+                        return  # disposed from another thread meanwhile
+                    raise
+                return
+        self._serialize(self._element, (key, value))
+
+    def _element(self, key_and_value: tuple[object, T]) -> None:
+        if self._terminated:
+            return
+        key, value = key_and_value
+        try:
+            group = self._groups.get(key)
+        except TypeError as error:
+            self._fail(_unhashable_key_error(key, error))
+            return
+        if group is None:
+            if len(self._groups) >= self._max_groups:
+                self._fail(LimitExceededError(self.name, self._limit_name, self._max_groups))
+                return
+            group = self._new_inner(key)
+            self._groups[key] = group
+            if not self._open(group):
+                return
+        element: object = value
+        selector = self._element_selector
+        if selector is not None:
+            try:
+                element = selector(value)
+            except Exception as error:
+                self._fail(error)
+                return
+            if element is None:
+                self._fail(_none_element_error())
+                return
+        self._touch(group)
+        self._push(group, element)
+
+    def _touch(self, group: Inner) -> None:
+        """An element for ``group`` (expiry keeps the time)."""
+
+    # -- the shared machinery's hooks --------------------------------------------------------------------------
+
+    def _make_stream(self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None) -> GroupedStream[Any]:
+        from reaqtive.query import GroupedStream  # the query layer builds on the operators' registry
+
+        if not inner.closed:
+            sink = inner.sink
+            assert sink is not None
+            self._sinks[inner.key] = self._sink_of(sink)
+        return GroupedStream(subject, stream_id, inner.key)
+
+    def _close_all(self) -> None:
+        groups = list(self._groups.values())
+        self._groups.clear()
+        self._sinks.clear()
+        for group in groups:
+            self._end(group)
+
+    def _forget_all(self) -> None:
+        self._groups.clear()
+        self._sinks.clear()
+
+    def _fast_allowed(self) -> bool:
+        return (
+            self._demand == LONG_MAX
+            and not self._pending
+            and self._ready
+            and not self._terminated
+            and not self._disposed
+        )
+
+
+class GroupByExpiring(GroupBy[T], Generic[T]):
+    """The running stage of ``Query.group_by(..., expire_after=duration)``: as :class:`GroupBy`, and a group
+    that received no element for ``expire_after`` completes and is forgotten; a later element with its key
+    opens a new group (a new stream id).
+
+    An element that arrives at the very instant its group would expire keeps it alive (on virtual time,
+    sources run before timers at equal times). One timer is pending at a time, for the group idle the
+    longest; groups are kept in the order of their latest element, so each element costs a dictionary
+    re-insertion and a read of the clock.
+
+    State: as :class:`GroupBy`, plus the absolute time of each open group's latest element, in that order
+    (a recovered group expires when it would have). It changes with every element.
+    """
+
+    name = "reaqtive:group_by+expiry"
+    version: Version = (1,)
+
+    __slots__ = ("_expire_after", "_scheduler", "_timer_due")
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
+        super().__init__(query, downstream)
+        expire_after = query.args[4]
+        assert isinstance(expire_after, timedelta)
+        self._expire_after = expire_after
+        self._scheduler: Scheduler | None = None
+        self._timer_due: datetime | None = None
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._scheduler = context.scheduler  # MissingSchedulerError without one: expiry needs a clock
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        with self._lock:
+            self._save_inners(writer)
+            writer.write([[group.number, group.last] for group in self._groups.values()])
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._load_inners(reader)
+        inners = self._inners
+        ordered = []
+        for record in reader.read():
+            number, last = record
+            group = inners.get(number)
+            if group is None or group.closed:
+                raise StateFormatError(f"operator {self.name!r}: group {number} is not an open group of the state")
+            group.last = last
+            ordered.append(group)
+        self._rebuild(ordered)
+
+    def _fast_allowed(self) -> bool:
+        return False  # the timer changes groups: every element goes through an action
+
+    def _touch(self, group: Inner) -> None:
+        scheduler = self._scheduler
+        assert scheduler is not None
+        group.last = now = scheduler.now
+        groups = self._groups
+        key = group.key
+        del groups[key]  # re-insert: the groups stay in the order of their latest element
+        groups[key] = group
+        self._state.changed = True
+        if self._timer_due is None:
+            self._schedule(add_safe(now, self._expire_after))
+
+    def _begin(self) -> None:
+        if self._groups and self._timer_due is None:  # recovered with open groups
+            first = next(iter(self._groups.values()))
+            self._schedule(add_safe(first.last, self._expire_after))
+
+    def _schedule(self, due: datetime) -> None:
+        scheduler = self._scheduler
+        assert scheduler is not None
+        self._timer_due = due
+        scheduler.schedule(ActionTask(self._on_timer), due=due)
+
+    def _on_timer(self) -> None:
+        if self._disposed:
+            return  # muted: a disposed operator's timer may still run
+        self._serialize(self._expire, None)
+
+    def _expire(self, _: object) -> None:
+        """An action: end every group idle for ``expire_after``; re-arm the timer for the next one."""
+        self._timer_due = None
+        if self._terminated:
+            return
+        scheduler = self._scheduler
+        assert scheduler is not None
+        now = scheduler.now
+        groups = self._groups
+        while groups and not (self._terminated or self._disposed):
+            group = next(iter(groups.values()))
+            due = add_safe(group.last, self._expire_after)
+            if due > now:
+                self._schedule(due)
+                return
+            del groups[group.key]
+            self._sinks.pop(group.key, None)
+            self._end(group)
