@@ -65,6 +65,27 @@ def _rxpy_a(n: int, sink: CountingSink) -> None:
     ).subscribe(sink.on_next)
 
 
+def mod_100(x: int) -> int:
+    return x % 100
+
+
+def increment(count: int, _: object) -> int:
+    return count + 1
+
+
+def running_count(group: Any) -> Any:
+    return group.scan(0, increment)
+
+
+def _rxpy_b(n: int, sink: CountingSink) -> None:
+    import reactivex
+    from reactivex import operators as ops
+
+    reactivex.from_iterable(range(n)).pipe(
+        ops.group_by(mod_100), ops.flat_map(lambda group: group.pipe(ops.scan(increment, 0)))
+    ).subscribe(sink.on_next)
+
+
 def _rxpy_c(n: int, sink: CountingSink) -> None:
     import reactivex
     from reactivex import operators as ops
@@ -114,6 +135,29 @@ def _a_loop_callbacks(n: int, sink: CountingSink) -> None:
             on_next(total)
 
 
+def _b_query(n: int) -> Query[Any]:
+    return from_iterable(range(n)).group_by(mod_100).flat_map(running_count)
+
+
+def _b_loop(n: int, sink: CountingSink) -> None:
+    counts = [0] * 100
+    for x in range(n):
+        key = x % 100
+        count = counts[key] + 1
+        counts[key] = count
+        sink.on_next(count)
+
+
+def _b_loop_callbacks(n: int, sink: CountingSink) -> None:
+    counts: dict[int, int] = {}
+    on_next = sink.on_next
+    for x in range(n):
+        key = mod_100(x)
+        count = increment(counts.get(key, 0), x)
+        counts[key] = count
+        on_next(count)
+
+
 def _c_query(n: int) -> Query[Any]:
     return from_iterable(range(n)).buffer(100).map(sum)
 
@@ -143,6 +187,7 @@ def _c_loop_callbacks(n: int, sink: CountingSink) -> None:
 
 WORKLOADS = [
     Workload("a", "map(x*2) -> filter(x%3==0) -> scan(sum)", _a_query, _a_loop, _a_loop_callbacks, _rxpy_a),
+    Workload("b", "group_by(x%100) -> running count per group", _b_query, _b_loop, _b_loop_callbacks, _rxpy_b),
     Workload("c", "buffer(100) -> map(sum)", _c_query, _c_loop, _c_loop_callbacks, _rxpy_c),
 ]
 
