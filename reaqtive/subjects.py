@@ -267,11 +267,17 @@ class SimpleSubject(MultiSubject[T, T], UntypedMultiSubject, Subscriber[T], Gene
         """Push one element to every current subscriber."""
         if value is None:
             raise TypeError("rule 2.13: value must not be None")
-        self._check_not_disposed()
+        if self._disposed:
+            raise ObjectDisposedError(f"subject {self._name!r}")
         if self._terminal is not None:
             return
         for subscription in self._subscriptions:
-            subscription.push(value)
+            # Inlined fast path of push() (a subscriber with unbounded demand and nothing queued): this is the
+            # per-element path of every group_by group and engine stream.
+            if subscription._fast:
+                subscription._downstream.on_next(value)
+            else:
+                subscription.push(value)
 
     def on_error(self, error: BaseException) -> None:
         """Terminate every subscriber with ``error``; later subscribers receive it at once."""
