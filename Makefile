@@ -1,10 +1,14 @@
 # The two commands of the README. Each sets up what it needs: a virtual environment in .venv with the
-# package installed in editable mode with its dev extra (re-done when pyproject.toml changes).
+# package installed in editable mode with its dev extra (re-done when pyproject.toml changes); the tests and
+# benchmarks also install the spark extra (pyspark, pandas, pyarrow, protobuf; Java 17+ comes from the OS).
 
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+SPARK_STAMP := $(VENV)/.installed-spark
+# Spark's Python workers must run the interpreter that has reaqtive installed.
+export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
 .PHONY: demo test lint typecheck bench clean
 
@@ -15,19 +19,23 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
+$(SPARK_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	@touch $(SPARK_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/reaqtive demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check reaqtive tests bench examples
 
-typecheck: $(STAMP)
+typecheck: $(SPARK_STAMP)
 	$(BIN)/mypy --strict reaqtive
 
-test: lint typecheck
+test: lint typecheck $(SPARK_STAMP)
 	$(BIN)/pytest
 
-bench: $(STAMP)
+bench: $(SPARK_STAMP)
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:

@@ -2,7 +2,8 @@
 
 * ``reaqtive demo``: the IoT engine demo (sensors, standing queries, a ``kill -9`` and a recovery, checked against
   an uncrashed run); ``reaqtive demo --backpressure``: the Reactive Streams demand demo.
-* ``reaqtive inspect STORE [--json]``: what an engine store holds, read without opening an engine.
+* ``reaqtive inspect STORE [--json] [--keys]``: what an engine store holds, read without opening an engine; or,
+  for a Spark checkpoint directory (``reaqtive.spark``), the reaqtive state Spark keeps in it.
 * ``reaqtive checkpoint STORE [--full]``: open the engine on a store (recovering it), take a checkpoint, close.
 
 Exit codes: 0 success, 1 the command ran and failed (the demo's results differ, a recovery failed), 2 bad usage
@@ -56,11 +57,34 @@ def _demo(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from reaqtive.tools.inspect_store import format_summary, read_store, summary_to_json
 
+    if args.store.is_dir():
+        return _inspect_spark(args)
     summary = read_store(args.store)
     if args.json:
         print(json.dumps(summary_to_json(summary), indent=2, sort_keys=False))
     else:
         print(format_summary(summary))
+    return EXIT_OK
+
+
+def _inspect_spark(args: argparse.Namespace) -> int:
+    """A Spark checkpoint directory: its reaqtive state, read through Spark's state data source."""
+    if not (args.store / "state").is_dir() or not (args.store / "offsets").is_dir():
+        raise _UsageError(f"{args.store} is a directory but not a Spark checkpoint with state (no 'state' and "
+                          "'offsets' directories); an engine store is a file")
+    try:
+        from reaqtive.spark import format_state, inspect_state
+    except ImportError as error:
+        raise _UsageError(f"{args.store} is a Spark checkpoint: {error}") from error
+    from reaqtive.spark import JavaNotFoundError
+    from reaqtive.spark.host import BucketStateError
+
+    try:
+        summary = inspect_state(args.store, keys=args.keys)
+    except (JavaNotFoundError, BucketStateError) as error:
+        print(f"reaqtive inspect: {args.store}: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    print(json.dumps(summary, indent=2, default=str) if args.json else format_state(summary))
     return EXIT_OK
 
 
@@ -136,9 +160,12 @@ def _parser() -> argparse.ArgumentParser:
                       help="keep the two store files in DIR (default: a temporary directory, removed)")
     demo.set_defaults(handler=_demo)
 
-    inspect = commands.add_parser("inspect", help="show what an engine store holds (read-only; no engine opened)")
-    inspect.add_argument("store", type=Path, help="the engine's SQLite file")
+    inspect = commands.add_parser(
+        "inspect", help="show what an engine store (read-only; no engine opened) or a Spark checkpoint holds",
+    )
+    inspect.add_argument("store", type=Path, help="the engine's SQLite file, or a Spark checkpoint directory")
     inspect.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    inspect.add_argument("--keys", action="store_true", help="Spark checkpoint: one line per key, not per bucket")
     inspect.set_defaults(handler=_inspect)
 
     checkpoint = commands.add_parser(

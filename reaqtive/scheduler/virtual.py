@@ -215,6 +215,13 @@ class VirtualTimeScheduler(PausableScheduler):
         """Tasks queued across the whole tree (parked ones excluded)."""
         return len(self._core.queue)
 
+    @property
+    def next_due(self) -> int | None:
+        """The tick of the earliest task queued across the whole tree (parked ones excluded), or ``None``: where
+        a host that sleeps between batches must wake this clock next."""
+        due: int | None = self._core.queue.first_due()
+        return due
+
     # -- scheduling --------------------------------------------------------------------------------------------
 
     def create_child(self, name: str | None = None) -> VirtualTimeScheduler:

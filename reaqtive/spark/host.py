@@ -1,0 +1,547 @@
+"""The in-memory host that runs one instance of a query per key: the part of ``reaqtive.spark`` that needs no Spark.
+
+A Spark task hands a :class:`BucketHost` the state of one **bucket** (the keys whose hash falls into it) and the
+bucket's events of one micro-batch. For every key that has events, or a timer due by the batch's watermark, the
+host
+
+1. re-creates the key's query instance: a :class:`~reaqtive.scheduler.VirtualTimeScheduler` at the key's clock,
+   an :class:`~reaqtive.state.InnerEnvironment` holding the key's saved inner subscriptions, and the query with
+   its stream ``Query.stream(uri)`` replaced by the key's events (a subject, as a ``group_by`` group is), loaded
+   from the key's saved state (:func:`~reaqtive.state.state_loader`);
+2. feeds the key's events in (event time, order) order exactly as the engine delivers events: advance the clock
+   to the event's time (firing the timers due until then), push the event, run the work due at that instant;
+3. advances the clock to the batch's watermark (``until``), firing the timers due by then;
+4. saves what changed (:func:`~reaqtive.state.save_subscription`, differential: unchanged inner subscriptions keep
+   their saved bytes) and drops the instance. Unloading is not disposing: no ``finally`` action runs.
+
+Each key has its own clock, so what a key's query sees (the times of its events and of its timers) does not depend
+on the other keys, on the number of buckets or on how the input was cut into micro-batches. Times are integer
+microseconds since 1970-01-01 UTC (the scheduler's tick is one microsecond).
+
+**The same tree as the embedded engine.** A key's query instance is exactly the inner subscription that the
+embedded form ``Query.stream(uri).group_by(key).flat_map(per_key_query)`` (:mod:`reaqtive.spark.embedded`) makes
+for the key's group: the per-key query over the group's subject. Its saved state therefore has the same shape in
+both places, which is what lets :mod:`reaqtive.spark.migration` move a key from an engine checkpoint to Spark with
+its state as it is (the key keeps its engine inner id as its instance id, so the ids of its own inner
+subscriptions stay valid).
+
+The bucket's state is one blob (:class:`BucketState`): a small header (bucket count, the query's fingerprint, the
+Spark timer) and, per key, the key's record (:class:`KeyRecord`) as opaque bytes, decoded only when the key is
+touched, plus an index of the keys' next due times so that a timer wakes only the keys that are due.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Final, NamedTuple
+
+import msgpack
+
+from reaqtive.context import OperatorContext
+from reaqtive.engine.expressions import FunctionRegistry, decode_query, encode_query, expression_to_json
+from reaqtive.errors import ReaqtiveError
+from reaqtive.query import GroupedStream, Query
+from reaqtive.scheduler import VirtualTimeScheduler
+from reaqtive.state import CheckpointMode, InnerEnvironment, StateError, save_subscription, state_loader
+from reaqtive.streams import LONG_MAX, Subscription
+from reaqtive.subjects import OverflowPolicy, SimpleSubject
+from reaqtive.visitors import initialize
+
+__all__ = [
+    "KEY_INSTANCE",
+    "BucketHost",
+    "BucketState",
+    "BucketStateError",
+    "KeyRecord",
+    "KeyedQuery",
+    "OutputRow",
+    "QueryMismatchError",
+    "stream_of",
+    "substitute_stream",
+]
+
+KEY_INSTANCE: Final = "key"
+"""The instance id of a key's query when it starts on Spark (a key migrated from an engine keeps its engine id).
+Each key has an environment of its own, so all keys can share it: inner subscriptions are ``key/...``."""
+
+_TICK: Final = timedelta(microseconds=1)
+_RECORD_FORMAT: Final = 1
+_BUCKET_MAGIC: Final = b"RQSB"
+_BUCKET_FORMAT: Final = 1
+_EVENT_BUFFER: Final = 1 << 20
+_COMPLETED: Final = "completed"
+
+
+class BucketStateError(ReaqtiveError, ValueError):
+    """A bucket's stored state is damaged, of an unknown format, or does not belong to this query's layout."""
+
+
+class QueryMismatchError(BucketStateError):
+    """The checkpoint was created for another query or another bucket count than the one now running."""
+
+
+# -- the query ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyedQuery:
+    """A query to run once per key, in the engine's persisted form: what Spark ships to its Python workers.
+
+    ``expression``: the encoded query (:func:`~reaqtive.engine.expressions.encode_query`); it reads the key's
+    events with ``Query.stream(stream)``. ``functions``: functions the expression names as ``@name`` (closures
+    are fine: Spark ships them with cloudpickle). ``settings``: operator settings (limits) for every key's query.
+
+    >>> from reaqtive import Query
+    >>> keyed = KeyedQuery.of(Query.stream("events").count())
+    >>> keyed.stream
+    'events'
+    """
+
+    expression: dict[str, Any]
+    stream: str
+    functions: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    settings: Mapping[str, object] = field(default_factory=dict)
+
+    @staticmethod
+    def of(
+        query: Query[Any] | Mapping[str, Any] | KeyedQuery,
+        functions: FunctionRegistry | Mapping[str, Callable[..., Any]] | None = None,
+        settings: Mapping[str, object] | None = None,
+    ) -> KeyedQuery:
+        """From a :class:`~reaqtive.query.Query` (encoded here: a query that cannot be persisted is refused now)
+        or an already encoded expression. The query must read exactly one stream: the key's events."""
+        if isinstance(query, KeyedQuery):
+            return query
+        named: dict[str, Callable[..., Any]]
+        if isinstance(functions, FunctionRegistry):
+            named = {name: functions.resolve(name) for name in functions.names()}
+        else:
+            named = dict(functions or {})
+        registry = _registry(named)
+        if isinstance(query, Query):
+            expression = encode_query(query, registry)
+        else:
+            expression = dict(query)
+            decode_query(expression, registry)  # a malformed expression fails here, not in a Spark task
+        return KeyedQuery(expression, stream_of(expression), named, dict(settings or {}))
+
+    @property
+    def fingerprint(self) -> str:
+        """A short hash of the expression, kept in every bucket's state to refuse another query's checkpoint."""
+        return hashlib.sha256(expression_to_json(self.expression).encode("utf-8")).hexdigest()[:16]
+
+    def decoded(self) -> Query[Any]:
+        """The query, decoded once per process (Spark reuses its Python workers across tasks and batches)."""
+        cache_key = self.fingerprint + ":" + ",".join(sorted(self.functions))
+        with _DECODED_LOCK:
+            query = _DECODED.get(cache_key)
+            if query is None:
+                query = _DECODED[cache_key] = decode_query(self.expression, _registry(self.functions))
+        return query
+
+    def for_key(self, key: Any, events: SimpleSubject[Any]) -> Query[Any]:
+        """The key's query instance: the query with its stream replaced by the key's events (a group)."""
+        return substitute_stream(self.decoded(), self.stream, GroupedStream(events, None, key))
+
+
+_DECODED: dict[str, Query[Any]] = {}
+_DECODED_LOCK = threading.Lock()
+
+
+def stream_of(expression: Mapping[str, Any]) -> str:
+    """The one stream URI an encoded query reads; :class:`ValueError` unless there is exactly one."""
+    found: set[str] = set()
+    stack: list[Any] = [expression]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if len(node) == 1 and "stream" in node:
+                found.add(str(node["stream"]))
+            else:
+                stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    if len(found) != 1:
+        raise ValueError(
+            "a keyed query must read its key's events with Query.stream(uri), exactly one stream; this one reads "
+            f"{sorted(found) or 'none'}"
+        )
+    return found.pop()
+
+
+def substitute_stream(query: Query[Any], stream: str, source: Query[Any]) -> Query[Any]:
+    """``query`` with every ``Query.stream(stream)`` replaced by ``source``."""
+    if query.op == "stream" and query.args == (stream,):
+        return source
+    return Query(query.op, tuple(_substitute_arg(arg, stream, source) for arg in query.args))
+
+
+def _substitute_arg(arg: object, stream: str, source: Query[Any]) -> object:
+    if isinstance(arg, Query):
+        return substitute_stream(arg, stream, source)
+    if isinstance(arg, (list, tuple)):
+        items = [_substitute_arg(item, stream, source) for item in arg]
+        return items if isinstance(arg, list) else tuple(items)
+    return arg
+
+
+def _registry(functions: Mapping[str, Callable[..., Any]]) -> FunctionRegistry:
+    registry = FunctionRegistry()
+    for name, function in functions.items():
+        registry.register(name, function)
+    return registry
+
+
+# -- per-key records ----------------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class KeyRecord:
+    """What the host keeps for one key between micro-batches.
+
+    ``clock``: the key's time (µs); ``due``: its earliest pending timer (µs) or ``None``; ``events``: events fed
+    by this host; ``outputs``: outputs so far (the next output's ``seq``); ``ended``: ``None`` while the query
+    runs, ``"completed"``, or ``"error: ..."``; ``instance``: the instance id of the key's query;
+    ``subscription``: its state blob; ``inner``: the blobs of its inner subscriptions by id.
+    """
+
+    clock: int
+    due: int | None = None
+    events: int = 0
+    outputs: int = 0
+    ended: str | None = None
+    instance: str = KEY_INSTANCE
+    subscription: bytes | None = None
+    inner: dict[str, bytes] = field(default_factory=dict)
+
+    def pack(self) -> bytes:
+        """The record as msgpack bytes (format 1)."""
+        return msgpack.packb(  # type: ignore[no-any-return]
+            [_RECORD_FORMAT, self.clock, self.due, self.events, self.outputs, self.ended, self.instance,
+             self.subscription, self.inner],
+            use_bin_type=True,
+        )
+
+    @staticmethod
+    def unpack(data: bytes, where: str = "key record") -> KeyRecord:
+        """The inverse of :meth:`pack`; :class:`BucketStateError` names ``where`` if the bytes are not a record."""
+        try:
+            fields = msgpack.unpackb(data, raw=False, strict_map_key=False)
+            version = fields[0]
+        except Exception as error:
+            raise BucketStateError(f"{where}: not a key record ({error})") from error
+        if version != _RECORD_FORMAT:
+            raise BucketStateError(f"{where}: key record format {version!r} is not supported (reads {_RECORD_FORMAT})")
+        try:
+            _, clock, due, events, outputs, ended, instance, subscription, inner = fields
+        except ValueError as error:
+            raise BucketStateError(f"{where}: malformed key record ({error})") from error
+        return KeyRecord(clock, due, events, outputs, ended, instance, subscription, dict(inner))
+
+
+@dataclass(slots=True)
+class BucketState:
+    """The state of one bucket: one opaque blob in Spark's state store.
+
+    ``keys``: each key's packed :class:`KeyRecord`; ``due``: each key's next due time (µs), for keys with one;
+    ``timer``: the Spark timer registered for the bucket (ms) or ``None``.
+    """
+
+    buckets: int
+    fingerprint: str
+    timer: int | None = None
+    keys: dict[Any, bytes] = field(default_factory=dict)
+    due: dict[Any, int] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        """``RQSB``, format byte, msgpack body, CRC-32 of the body (big-endian)."""
+        body: bytes = msgpack.packb([self.buckets, self.fingerprint, self.timer, self.keys, self.due],
+                                    use_bin_type=True)
+        return _BUCKET_MAGIC + bytes([_BUCKET_FORMAT]) + body + zlib.crc32(body).to_bytes(4, "big")
+
+    @staticmethod
+    def decode(blob: bytes, where: str = "bucket state") -> BucketState:
+        """The inverse of :meth:`encode`; :class:`BucketStateError` for anything else."""
+        blob = bytes(blob)
+        if blob[:4] != _BUCKET_MAGIC or len(blob) < 9:
+            raise BucketStateError(f"{where}: not a reaqtive bucket state ({len(blob)} bytes)")
+        if blob[4] != _BUCKET_FORMAT:
+            raise BucketStateError(f"{where}: bucket state format {blob[4]} is not supported (reads {_BUCKET_FORMAT})")
+        body, crc = blob[5:-4], int.from_bytes(blob[-4:], "big")
+        if zlib.crc32(body) != crc:
+            raise BucketStateError(f"{where}: bucket state is damaged (checksum mismatch)")
+        try:
+            buckets, fingerprint, timer, keys, due = msgpack.unpackb(body, raw=False, strict_map_key=False)
+        except Exception as error:
+            raise BucketStateError(f"{where}: malformed bucket state ({error})") from error
+        return BucketState(buckets, fingerprint, timer, keys, due)
+
+    def check(self, query: KeyedQuery, buckets: int, where: str) -> None:
+        """Refuse a checkpoint made with another bucket count (keys would land in the wrong bucket) or query."""
+        if self.buckets != buckets:
+            raise QueryMismatchError(
+                f"{where}: the checkpoint was created with {self.buckets} buckets, this run asks for {buckets}; the "
+                "bucket count is fixed per checkpoint (migrate the state to change it, see docs/spark.md)"
+            )
+        if self.fingerprint != query.fingerprint:
+            raise QueryMismatchError(
+                f"{where}: the checkpoint holds the state of another query (fingerprint {self.fingerprint}, this "
+                f"query's is {query.fingerprint}); use a new checkpoint location for a changed query"
+            )
+
+    def record(self, key: Any, where: str) -> KeyRecord | None:
+        """The key's record, or ``None`` for a key never seen."""
+        data = self.keys.get(key)
+        return None if data is None else KeyRecord.unpack(data, f"{where}, key {key!r}")
+
+    def put(self, key: Any, record: KeyRecord) -> None:
+        """Store the key's record and index its due time."""
+        self.keys[key] = record.pack()
+        if record.due is None:
+            self.due.pop(key, None)
+        else:
+            self.due[key] = record.due
+
+    def next_due(self) -> int | None:
+        """The earliest due time of any key (µs), or ``None``."""
+        return min(self.due.values()) if self.due else None
+
+
+# -- running one key ------------------------------------------------------------------------------------------------
+
+
+class OutputRow(NamedTuple):
+    """One output of one key's query: the key, its number among the key's outputs, when (µs), the value; for a
+    query that failed, one last row with ``value`` ``None`` and ``error`` set."""
+
+    key: Any
+    seq: int
+    time: int
+    value: Any
+    error: str | None
+
+
+class KeyRun:
+    """One key's query instance for the duration of one micro-batch (also the observer of its outputs).
+
+    ``loaded``: the record holds saved state (a differential save then writes only what changed).
+    """
+
+    __slots__ = (
+        "_clock", "_environment", "_events", "_handle", "_key", "_loaded", "_orphans", "_outputs", "_record",
+    )
+
+    def __init__(self, query: KeyedQuery, key: Any, record: KeyRecord, *, where: str) -> None:
+        self._key = key
+        self._record = record
+        self._loaded = record.subscription is not None
+        self._outputs: list[OutputRow] = []
+        self._clock = clock = VirtualTimeScheduler(_TICK, name="key")
+        clock.advance_to(record.clock)
+        self._events: SimpleSubject[Any] = SimpleSubject(
+            buffer_size=_EVENT_BUFFER, overflow=OverflowPolicy.ERROR, name=f"{query.stream} [{key!r}]"
+        )
+        self._environment = environment = InnerEnvironment()
+        environment.restore(record.inner)
+        context = OperatorContext(record.instance, clock, execution_environment=environment, settings=query.settings)
+        self._handle = query.for_key(key, self._events).subscribe(self)
+        loader = state_loader(record.subscription, where=where) if record.subscription is not None else None
+        try:
+            initialize(self._handle, context, loader)
+        except StateError:
+            raise
+        except Exception as error:  # a selector or a start action of the user's query failed
+            self._fault(error)
+        # Saved inner states no parent re-created while starting belong to nothing any more (the engine
+        # collects such orphans after its recovery the same way).
+        self._orphans = environment.unclaimed_inner_ids()
+
+    # -- the observer of the key's outputs --
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        subscription.request(LONG_MAX)
+
+    def on_next(self, value: Any) -> None:
+        record = self._record
+        self._outputs.append(OutputRow(self._key, record.outputs, self._clock.clock, value, None))
+        record.outputs += 1
+
+    def on_error(self, error: BaseException) -> None:
+        self._fault(error)
+
+    def on_complete(self) -> None:
+        if self._record.ended is None:
+            self._record.ended = _COMPLETED
+
+    def _fault(self, error: BaseException) -> None:
+        record = self._record
+        if record.ended is None:
+            text = f"{type(error).__name__}: {error}"
+            record.ended = "error: " + text
+            self._outputs.append(OutputRow(self._key, record.outputs, self._clock.clock, None, text))
+            record.outputs += 1
+
+    # -- driving it --
+
+    def feed(self, events: Iterable[tuple[int, Any]]) -> None:
+        """Deliver the key's events ``(time µs, payload)``, in order, as the engine does: the clock moves to
+        the event's time first (an event older than the key's clock is delivered at the clock)."""
+        record, clock, subject = self._record, self._clock, self._events
+        try:
+            for when, payload in events:
+                if record.ended is not None:
+                    return
+                if when > clock.clock:
+                    clock.advance_to(when)
+                subject.on_next(payload)
+                record.events += 1
+                clock.advance_to(clock.clock)  # the work this delivery triggered at this instant
+        except StateError:
+            raise
+        except Exception as error:  # an unhandled error of a scheduled task faults this key's query only
+            self._fault(error)
+
+    def advance(self, until: int | None) -> None:
+        """Fire the timers due by ``until`` (µs) and move the key's clock there."""
+        if until is None or self._record.ended is not None or until <= self._clock.clock:
+            return
+        try:
+            self._clock.advance_to(until)
+        except StateError:
+            raise
+        except Exception as error:
+            self._fault(error)
+
+    def complete(self) -> None:
+        """End the key's stream (a bounded replay): operators that wait for the end emit now."""
+        if self._record.ended is not None:
+            return
+        try:
+            self._events.on_complete()
+            self._clock.advance_to(self._clock.clock)
+        except StateError:
+            raise
+        except Exception as error:
+            self._fault(error)
+
+    def finish(self) -> tuple[KeyRecord, list[OutputRow]]:
+        """Save what changed into the record; return it with the outputs."""
+        record = self._record
+        record.clock = self._clock.clock
+        if record.ended is not None:
+            record.due, record.subscription, record.inner = None, None, {}
+            return record, self._outputs
+        mode = CheckpointMode.DIFFERENTIAL if self._loaded else CheckpointMode.FULL
+        blob = save_subscription(self._handle, mode)
+        if blob is not None:
+            record.subscription = blob
+        inner = record.inner
+        for inner_id in (*self._environment.removed_inner_ids(), *self._orphans):
+            inner.pop(inner_id, None)
+        for inner_id, handle in self._environment.inner_subscriptions().items():
+            blob = save_subscription(handle, CheckpointMode.DIFFERENTIAL if inner_id in inner else CheckpointMode.FULL)
+            if blob is not None:
+                inner[inner_id] = blob
+        record.due = self._clock.next_due
+        return record, self._outputs
+
+
+def run_key(
+    query: KeyedQuery,
+    key: Any,
+    record: KeyRecord | None,
+    events: Sequence[tuple[int, Any]],
+    until: int | None,
+    *,
+    where: str,
+    complete: bool = False,
+) -> tuple[KeyRecord | None, list[OutputRow]]:
+    """Run one key for one batch: load ``record`` (``None``: a new key, started at its first event), feed
+    ``events`` (``(time µs, payload)``, in order), advance to ``until``, optionally complete its stream, save.
+    Returns the new record (``None`` for a new key without events) and the outputs."""
+    if record is not None and record.ended is not None:
+        return record, []  # the key's query completed or failed: later events are ignored (docs/spark.md)
+    if record is None:
+        if not events:
+            return None, []
+        record = KeyRecord(clock=events[0][0])
+    run = KeyRun(query, key, record, where=where)
+    run.feed(events)
+    run.advance(until)
+    if complete:
+        run.complete()
+    return run.finish()
+
+
+# -- a bucket -------------------------------------------------------------------------------------------------------
+
+
+class BucketHost:
+    """Runs the keys of one bucket for one micro-batch (see the module docstring).
+
+    ``blob``: the bucket's saved state (``None`` for a bucket never seen). ``buckets``: the bucket count of this
+    run, checked against the saved one.
+    """
+
+    def __init__(self, query: KeyedQuery, buckets: int, bucket: int, blob: bytes | None) -> None:
+        self.query = query
+        self.bucket = bucket
+        self.where = f"bucket {bucket} of {buckets}"
+        if blob is None:
+            self.state = BucketState(buckets, query.fingerprint)
+        else:
+            self.state = BucketState.decode(blob, self.where)
+            self.state.check(query, buckets, self.where)
+        self.changed = False
+
+    def due_keys(self, until: int | None) -> list[Any]:
+        """The keys with a timer due by ``until`` (µs)."""
+        if until is None:
+            return []
+        return [key for key, due in self.state.due.items() if due <= until]
+
+    def process(
+        self, events: Mapping[Any, Sequence[tuple[int, Any, Any]]], until: int | None
+    ) -> Iterator[OutputRow]:
+        """Run every key with events or with a timer due by ``until``; yields the outputs, key by key (keys in
+        sorted order, each key's outputs in order). ``events``: per key, ``(time µs, order, payload)`` tuples,
+        sorted here by ``(time, order)``."""
+        keys = set(events)
+        keys.update(self.due_keys(until))
+        for key in sorted(keys, key=_sort_key):
+            key_events = events.get(key, ())
+            ordered = [(when, payload) for when, _, payload in sorted(key_events, key=_event_order)]
+            yield from self.run_key(key, ordered, until)
+
+    def run_key(self, key: Any, events: Sequence[tuple[int, Any]], until: int | None) -> list[OutputRow]:
+        """Run one key: load, feed ``events`` (``(time µs, payload)``, already in order), advance, save."""
+        record = self.state.record(key, self.where)
+        if record is not None and record.ended is not None:
+            return []
+        where = f"state of {self.where}, key {key!r}"
+        new_record, outputs = run_key(self.query, key, record, events, until, where=where)
+        if new_record is not None:
+            self.state.put(key, new_record)
+            self.changed = True
+        return outputs
+
+    def next_due(self) -> int | None:
+        """The earliest due time of any key in the bucket (µs)."""
+        return self.state.next_due()
+
+    def encode(self) -> bytes:
+        """The bucket's state blob."""
+        return self.state.encode()
+
+
+def _event_order(event: tuple[int, Any, Any]) -> tuple[int, Any]:
+    return event[0], event[1]
+
+
+def _sort_key(key: Any) -> tuple[bool, Any]:
+    return key is None, key

@@ -1,0 +1,102 @@
+"""Run a keyed query on a streaming DataFrame, its state in Spark's checkpointed state store.
+
+::
+
+    from reaqtive.spark import run_stream
+
+    events = spark.readStream.schema("sensor string, at timestamp, seq long, reading double").parquet("in/")
+    outputs = run_stream(events, query, key="sensor", time="at", sequence="seq", buckets=16)
+    outputs.writeStream.format("parquet").option("path", "out/").option("checkpointLocation", "ckpt/").start()
+
+Each key runs its own instance of ``query`` (created at its first event; the query reads the key's payloads with
+``Query.stream(uri)``); the keys are hashed into ``buckets`` groups, each hosted by a
+:class:`~reaqtive.spark.processor.BucketProcessor` (``transformWithStateInPandas``, RocksDB state store). The
+output is a streaming DataFrame ``key, seq, time, value, error`` for any sink; see ``docs/spark.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Final
+
+from pyspark.sql import functions as F  # noqa: N812  (Spark's idiom)
+
+from reaqtive.engine.expressions import FunctionRegistry
+from reaqtive.query import Query
+from reaqtive.spark._columns import BUCKET, bucket_count, key_type, prepare
+from reaqtive.spark.host import KeyedQuery
+from reaqtive.spark.processor import MODE_EVENT, MODE_NONE, MODE_PROCESSING, BucketProcessor, ProcessorConfig
+from reaqtive.spark.session import use_rocksdb
+from reaqtive.spark.values import value_type
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["TIME_MODES", "output_schema", "run_stream"]
+
+TIME_MODES: Final = {"event": MODE_EVENT, "processing": MODE_PROCESSING, "none": MODE_NONE}
+
+
+def output_schema(key: str, value_format: str = "json") -> str:
+    """The schema of the processor's rows (``key`` typed as the events' key column, in DDL)."""
+    return f"key {key}, seq bigint, time_us bigint, value {value_type(value_format)}, error string"
+
+
+def run_stream(
+    events: DataFrame,
+    query: Query[Any] | Mapping[str, Any] | KeyedQuery,
+    *,
+    key: str,
+    time: str,
+    value: str | Sequence[str] | None = None,
+    sequence: str | None = None,
+    buckets: int | None = None,
+    lateness: timedelta = timedelta(0),
+    time_mode: str = "event",
+    value_format: str = "json",
+    initial_state: DataFrame | None = None,
+    functions: FunctionRegistry | Mapping[str, Callable[..., Any]] | None = None,
+    settings: Mapping[str, object] | None = None,
+) -> DataFrame:
+    """Run ``query`` once per ``key`` over the streaming DataFrame ``events``; returns the outputs as a streaming
+    DataFrame ``key, seq, time, value, error`` (append mode): ``seq`` numbers each key's outputs from 0, ``time``
+    is the key's clock when the output was produced, ``error`` is set on the last row of a key whose query
+    failed.
+
+    * ``key``: the key column (a string or integer type); ``time``: the event-time column (a timestamp);
+      ``sequence``: an optional integer column that orders a key's events with equal times (without it, the
+      payload's canonical JSON does, so a replay is still deterministic); ``value``: the payload column(s)
+      (default: every other column, as a dict).
+    * ``buckets``: how many groups the keys are hashed into (default: ``spark.sql.shuffle.partitions``). Fixed
+      per checkpoint: a run with another count is refused (see docs/spark.md for choosing it).
+    * ``time_mode``: ``"event"`` (default): the keys' clocks follow the event times and, between a key's events,
+      the watermark (``max event time - lateness``; Spark drops rows older than the watermark);
+      ``"processing"``: between events the clocks follow the batch's processing time; ``"none"``: only the
+      events move the clocks (no Spark timers).
+    * ``value_format``: ``"json"``, ``"binary"`` or a Spark SQL type (see :mod:`reaqtive.spark.values`).
+    * ``initial_state``: a ``bucket, blob`` DataFrame (:func:`reaqtive.spark.initial_state_from_engine`) that
+      seeds a new checkpoint.
+    """
+    if time_mode not in TIME_MODES:
+        raise ValueError(f"time_mode must be one of {', '.join(TIME_MODES)}, got {time_mode!r}")
+    if lateness < timedelta(0):
+        raise ValueError(f"lateness must not be negative, got {lateness}")
+    spark = events.sparkSession
+    use_rocksdb(spark)
+    keyed = KeyedQuery.of(query, functions, settings)
+    count = bucket_count(spark, buckets)
+    source = events
+    if time_mode == "event":
+        source = source.withWatermark(time, f"{lateness // timedelta(milliseconds=1)} milliseconds")
+    prepared = prepare(source, key=key, time=time, value=value, sequence=sequence, buckets=count,
+                       keep_time=time_mode == "event")
+    config = ProcessorConfig(count, TIME_MODES[time_mode], sequence is not None, value_format)
+    outputs = prepared.groupBy(BUCKET).transformWithStateInPandas(
+        BucketProcessor(keyed, config),
+        output_schema(key_type(events, key), value_format),
+        "Append",
+        TIME_MODES[time_mode],
+        initialState=None if initial_state is None else initial_state.groupBy(BUCKET),
+    )
+    return outputs.select("key", "seq", F.timestamp_micros("time_us").alias("time"), "value", "error")

@@ -1,0 +1,133 @@
+"""Queries, data and helpers of the Spark tests (a module of its own: Spark's Python workers import these
+functions by name, and the crash test's driver process runs :func:`run_files`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from operator import add
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reaqtive import Query
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+STREAM = "reaqtive://spark/events"
+SCHEMA = "key string, at timestamp, seq bigint, kind string, amount bigint"
+STALL_ENV = "REAQTIVE_TEST_STALL"
+"""Crash test: ``<marker path>:<seq>``: the worker that meets event ``seq`` creates the marker and hangs."""
+
+Event = tuple[str, datetime, int, dict[str, Any]]
+
+
+def kind_of(event: dict[str, Any]) -> object:
+    return event["kind"]
+
+
+def amount_of(event: dict[str, Any]) -> int:
+    return int(event["amount"])
+
+
+def window_sum(window: Query[int]) -> Query[int]:
+    return window.sum()
+
+
+def kind_totals(group: Query[dict[str, Any]]) -> Query[int]:
+    """Per kind: the running total of the amounts, one value per minute of event time."""
+    return group.map(amount_of).window(timedelta(minutes=1)).flat_map(window_sum).scan(0, add)
+
+
+def tag_with_group(group: Any, total: int) -> list[object]:
+    return [group.key, total]
+
+
+def totals_query() -> Query[Any]:
+    """The acceptance query, per key: a group-by (on the kind), a time window and a scan."""
+    return Query.stream(STREAM).group_by(kind_of).flat_map(kind_totals, tag_with_group)
+
+
+def stall_when_told(event: dict[str, Any]) -> dict[str, Any]:
+    """The crash test's fault: hang (with a marker on disk) at the event named by ``REAQTIVE_TEST_STALL``."""
+    told = os.environ.get(STALL_ENV)
+    if told:
+        marker, seq = told.rsplit(":", 1)
+        if event["seq"] == int(seq):
+            Path(marker).touch()
+            time.sleep(600)  # keeps the batch in flight until the test kills the driver
+    return event
+
+
+def crash_query() -> Query[Any]:
+    """The acceptance query, with the crash test's fault point in front."""
+    return Query.stream(STREAM).map(stall_when_told).group_by(kind_of).flat_map(kind_totals, tag_with_group)
+
+
+def events(count: int, keys: int, seed: int = 7, spacing: timedelta = timedelta(milliseconds=36)) -> list[Event]:
+    """``count`` events ``(key, time, seq, payload)`` over ``keys`` keys, in time order, ``spacing`` apart."""
+    rng = random.Random(seed)
+    return [
+        (f"k{rng.randrange(keys):06d}", T0 + i * spacing, i,
+         {"kind": rng.choice("abc"), "amount": rng.randrange(100), "seq": i})
+        for i in range(count)
+    ]
+
+
+def write_files(directory: Path, all_events: Sequence[Event], files: int) -> list[Path]:
+    """The events as ``files`` Parquet files of equal size, in time order (``part-000.parquet``, ...)."""
+    import pandas as pd
+
+    directory.mkdir(parents=True, exist_ok=True)
+    size = -(-len(all_events) // files)
+    paths = []
+    for number in range(files):
+        chunk = all_events[number * size:(number + 1) * size]
+        frame = pd.DataFrame({
+            "key": [event[0] for event in chunk],
+            "at": pd.to_datetime([event[1] for event in chunk], utc=True),
+            "seq": [event[2] for event in chunk],
+            "kind": [event[3]["kind"] for event in chunk],
+            "amount": [event[3]["amount"] for event in chunk],
+        })
+        path = directory / f"part-{number:03d}.parquet"
+        frame.to_parquet(path, coerce_timestamps="us", allow_truncated_timestamps=False, index=False)
+        paths.append(path)
+    return paths
+
+
+def stream_of_files(spark: SparkSession, directory: Path) -> DataFrame:
+    """The event files as a stream, one file per micro-batch."""
+    return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(directory))
+
+
+def run_files(spark: SparkSession, directory: Path, out: Path, checkpoint: Path, *, crash: bool = False,
+              buckets: int = 4, initial_state: DataFrame | None = None) -> StreamingQuery:
+    """Run the (crash) query over the event files into a Parquet file sink, until every file is processed."""
+    from reaqtive.spark import run_stream
+
+    query = crash_query() if crash else totals_query()
+    outputs = run_stream(stream_of_files(spark, directory), query, key="key", time="at", sequence="seq",
+                         value=["kind", "amount", "seq"], buckets=buckets, initial_state=initial_state)
+    writer = (outputs.writeStream.format("parquet").option("path", str(out))
+              .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
+    running = writer.start()
+    running.awaitTermination()
+    return running
+
+
+def sink_rows(spark: SparkSession, out: Path) -> list[tuple[Any, ...]]:
+    """The file sink's rows (read through its ``_spark_metadata`` log), sorted, values decoded."""
+    rows = spark.read.parquet(str(out)).collect()
+    return sorted((row.key, row.seq, row.time, json.loads(row.value), row.error) for row in rows)
+
+
+def plain_rows(rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, int, Any]]:
+    """``(key, seq, value)`` of sink rows, for comparing with the embedded engine."""
+    return sorted((row[0], row[1], row[3]) for row in rows)
