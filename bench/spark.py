@@ -129,7 +129,7 @@ def plain_loop(events: Sequence[Event]) -> tuple[float, int]:
 
 def embedded(events: Sequence[Event], store: Path) -> tuple[float, float, int]:
     """Seconds to append, seconds to process (with the final clock move and a checkpoint), outputs."""
-    from reaqtive.spark import embedded_query
+    from reaqtive.spark import embedded_query, final_watermark
 
     functions = FunctionRegistry()
     for name, function in FUNCTIONS.items():
@@ -143,7 +143,7 @@ def embedded(events: Sequence[Event], store: Path) -> tuple[float, float, int]:
                                         for e in events[i:i + 10_000]])
         appended = time.perf_counter()
         engine.process()
-        engine.advance_time(events[-1][1])
+        engine.advance_time(final_watermark(events[-1][1]))  # where Spark's watermark ends
         engine.checkpoint()
         processed = time.perf_counter()
         outputs = len(engine.outputs("bench://spark/totals"))
@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
 
-    from reaqtive.spark import local_session
+    from reaqtive.spark import final_watermark, local_session
 
     scratch = Path(tempfile.mkdtemp(prefix="reaqtive-bench-spark-"))
     try:
@@ -219,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"({args.events // args.batches:,} events each)")
         failed = stream_outputs != engine_outputs
         if not args.skip_batch:
-            batch_s, batch_outputs = spark_batch(spark, scratch / "in", scratch, events[-1][1])
+            batch_s, batch_outputs = spark_batch(spark, scratch / "in", scratch, final_watermark(events[-1][1]))
             say(f"Spark batch:       {args.events / batch_s:>12,.0f} events/s  ({batch_s:.2f} s; {batch_outputs:,} "
                 f"outputs; x loop {batch_s / loop_s:.1f}, x engine {batch_s / process_s:.2f})")
             failed = failed or batch_outputs != engine_outputs

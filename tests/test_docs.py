@@ -41,19 +41,29 @@ def test_docstring_examples(name: str) -> None:
     assert result.failed == 0
 
 
-def python_blocks(path: Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.DOTALL)
+def python_blocks(text: str) -> list[str]:
+    """The ```python blocks of a Markdown text."""
+    return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+
+
+def section(path: Path, heading: str) -> str:
+    """The text of the ``## heading`` section of a Markdown file."""
+    text = path.read_text()
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else len(text)]
 
 
 def test_readme_quick_start_runs() -> None:
-    blocks = python_blocks(ROOT / "README.md")
+    # The Spark section's example runs in tests/spark/test_docs_examples.py, on the shared Spark session.
+    blocks = python_blocks(section(ROOT / "README.md", "Quick start"))
     assert blocks, "the README has a quick start"
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {})
 
 
 def test_operators_doc_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    (block,) = python_blocks(ROOT / "docs" / "operators.md")
+    (block,) = python_blocks((ROOT / "docs" / "operators.md").read_text())
     exec(compile(block, "docs/operators.md", "exec"), {})
     assert capsys.readouterr().out.split() == ["0", "2", "6"]
 

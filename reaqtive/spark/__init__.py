@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from reaqtive.spark.batch import run_batch
-    from reaqtive.spark.embedded import embedded_query, per_key_outputs
+    from reaqtive.spark.embedded import embedded_query, final_watermark, per_key_outputs
     from reaqtive.spark.host import BucketStateError, KeyedQuery, QueryMismatchError
     from reaqtive.spark.inspect import format_state, inspect_state
     from reaqtive.spark.migration import EngineExport, MigrationError, export_engine_state, initial_state_from_engine
@@ -47,6 +47,7 @@ __all__ = [
     "check_java",
     "embedded_query",
     "export_engine_state",
+    "final_watermark",
     "format_state",
     "initial_state_from_engine",
     "inspect_state",
@@ -62,6 +63,7 @@ __all__ = [
 _WHERE: Final = {
     "run_batch": "batch",
     "embedded_query": "embedded",
+    "final_watermark": "embedded",
     "per_key_outputs": "embedded",
     "BucketStateError": "host",
     "KeyedQuery": "host",

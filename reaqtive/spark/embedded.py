@@ -16,13 +16,14 @@ per-key query over the group's subject), so its checkpointed state can move to S
 
 The two runs agree row for row when every key's events arrive in time order (the engine's clock, shared by all
 keys, then never runs ahead of a key's next event), no key's query fails (in the engine a failing group fails the
-whole subscription; on Spark only its key), and the embedded run ends at the time Spark's watermark reaches last
-(see docs/spark.md, "Equivalence with the embedded engine").
+whole subscription; on Spark only its key), and the embedded run ends at the time Spark's watermark reaches last,
+:func:`final_watermark` (see docs/spark.md, "Equivalence with the embedded engine").
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from reaqtive.engine.egress import Output
@@ -35,6 +36,7 @@ __all__ = [
     "embedded_query",
     "event_key",
     "event_payload",
+    "final_watermark",
     "per_key_function_name",
     "per_key_outputs",
     "tag_with_key",
@@ -57,6 +59,14 @@ def event_payload(event: list[Any]) -> Any:
 def tag_with_key(group: Any, value: Any) -> list[Any]:
     """An output of the group's query, as ``[key, value]``."""
     return [group.key, value]
+
+
+def final_watermark(last_event_time: datetime, lateness: timedelta = timedelta(0)) -> datetime:
+    """Where Spark's event-time watermark ends after events up to ``last_event_time``: that time truncated to the
+    millisecond (Spark keeps watermarks in whole milliseconds), less ``lateness``. An embedded run that ends with
+    ``engine.advance_time(final_watermark(...))`` fires the same timers as the Spark run."""
+    truncated = last_event_time.replace(microsecond=last_event_time.microsecond // 1000 * 1000)
+    return truncated - lateness
 
 
 def per_key_function_name(query: KeyedQuery) -> str:

@@ -87,7 +87,7 @@ class Acceptance:
         return self._reference.result()[0]
 
     def _embedded(self, store: Path) -> tuple[list[tuple[Any, int, Any]], list[tuple[Any, int, Any]]]:
-        from reaqtive.spark import embedded_query, per_key_outputs
+        from reaqtive.spark import embedded_query, final_watermark, per_key_outputs
 
         events = self.events
         split = PARTIAL_FILES * -(-len(events) // ACCEPTANCE_FILES)
@@ -100,7 +100,7 @@ class Acceptance:
             partial = sorted(per_key_outputs(engine.outputs(SUBSCRIPTION)))
             engine.append_many(queries.STREAM, [([key, payload], when) for key, when, _, payload in events[split:]])
             engine.process()
-            engine.advance_time(events[-1][1])  # where Spark's final watermark ends (lateness 0)
+            engine.advance_time(final_watermark(events[-1][1]))  # where Spark's watermark ends
             return partial, sorted(per_key_outputs(engine.outputs(SUBSCRIPTION)))
 
 

@@ -16,7 +16,7 @@ from reaqtive import Query
 from reaqtive.engine import Engine
 from reaqtive.engine.expressions import FunctionRegistry, UnpersistableQueryError
 from reaqtive.engine.store import to_micros
-from reaqtive.spark.embedded import embedded_query, per_key_outputs
+from reaqtive.spark.embedded import embedded_query, final_watermark, per_key_outputs
 from reaqtive.spark.host import (
     BucketHost,
     BucketState,
@@ -257,3 +257,10 @@ def test_migration_refuses_another_query(tmp_path: Path) -> None:
         export_engine_state(tmp_path / "e.db", "sub", Query.stream(queries.STREAM).count())
     with pytest.raises(MigrationError, match="no subscription 'other'"):
         export_engine_state(tmp_path / "e.db", "other", queries.totals_query())
+
+
+def test_final_watermark_is_the_last_event_time_in_whole_milliseconds_less_lateness() -> None:
+    last = queries.T0 + timedelta(seconds=179, microseconds=999_820)
+    assert final_watermark(last) == queries.T0 + timedelta(seconds=179, milliseconds=999)
+    assert final_watermark(last, timedelta(seconds=5)) == queries.T0 + timedelta(seconds=174, milliseconds=999)
+    assert final_watermark(queries.T0 + timedelta(milliseconds=36)) == queries.T0 + timedelta(milliseconds=36)
