@@ -63,8 +63,10 @@ def tag_with_key(group: Any, value: Any) -> list[Any]:
 
 def final_watermark(last_event_time: datetime, lateness: timedelta = timedelta(0)) -> datetime:
     """Where Spark's event-time watermark ends after events up to ``last_event_time``: that time truncated to the
-    millisecond (Spark keeps watermarks in whole milliseconds), less ``lateness``. An embedded run that ends with
-    ``engine.advance_time(final_watermark(...))`` fires the same timers as the Spark run."""
+    millisecond (Spark keeps watermarks in whole milliseconds), less ``lateness``. An embedded run ends where the
+    Spark run does with ``engine.advance_time(final_watermark(...))``, provided the engine's clock is not already
+    past it: the engine's clock reaches the last event's time, so the last event must fall on a whole
+    millisecond when ``lateness`` is 0."""
     truncated = last_event_time.replace(microsecond=last_event_time.microsecond // 1000 * 1000)
     return truncated - lateness
 
