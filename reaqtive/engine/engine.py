@@ -27,6 +27,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from sortedcontainers import SortedList
+
 from reaqtive.context import OperatorContext
 from reaqtive.engine.egress import Output, OutputCounter
 from reaqtive.engine.errors import (
@@ -293,7 +295,7 @@ class Engine:
             self._counters: dict[str, OutputCounter] = {}
             self._environment = _EngineEnvironment(self._delivered, self._counters)
             self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
-            self._records: dict[str, dict[str, Any]] = {}
+            self._records = _Records()
             self._templates: dict[str, dict[str, Any]] = {}
             self._streams: dict[str, SimpleSubject[Envelope]] = {}
             self._subscriptions: dict[str, SubscriptionHandle] = {}
@@ -434,6 +436,7 @@ class Engine:
         with self._lock:
             self._check_open()
             self._check_new(uri)
+            self._check_not_nested(uri)
             if not self._clock_started:
                 # A fresh store's clock is at the epoch: a query's timers would fire for every period since 1970.
                 self._start_clock(datetime.now(UTC))
@@ -958,6 +961,17 @@ class Engine:
             kind = self._records[uri]["kind"] if uri in self._records else "built-in observer"
             raise ArtifactExistsError(f"{uri!r} already exists (a {kind})")
 
+    def _check_not_nested(self, uri: str) -> None:
+        """A subscription's inner states are stored under ``uri/...``: a subscription URI may neither start with
+        another's ``uri/`` nor be the ``uri/`` of another, or deleting one would take the other's state."""
+        nested = self._records.subscription_nested_with(uri)
+        if nested is not None:
+            raise ArtifactExistsError(
+                f"subscription {uri!r} would nest with subscription {nested!r}: the inner state of a subscription "
+                f"is stored under its URI followed by '/', so one subscription URI must not start with another "
+                f"followed by '/'"
+            )
+
     def _require(self, uri: str) -> dict[str, Any]:
         record = self._records.get(uri)
         if record is None:
@@ -1039,3 +1053,46 @@ def _from_bytes(blob: bytes, where: str) -> dict[str, Any]:
 def _now_text() -> str:
     return datetime.now(UTC).isoformat()
 
+
+class _Records(dict[str, dict[str, Any]]):
+    """The artifacts' records by URI, with the subscription URIs kept sorted, so that a URI nested with a
+    subscription's (``a`` and ``a/b``) is found without scanning them all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._subscriptions: SortedList = SortedList()
+
+    def __setitem__(self, uri: str, record: dict[str, Any]) -> None:
+        if uri in self:
+            self._forget(uri)
+        super().__setitem__(uri, record)
+        if record.get("kind") == "subscription":
+            self._subscriptions.add(uri)
+
+    def __delitem__(self, uri: str) -> None:
+        self._forget(uri)
+        super().__delitem__(uri)
+
+    def pop(self, uri: str, *default: Any) -> Any:
+        if uri in self:
+            self._forget(uri)
+        return super().pop(uri, *default)
+
+    def _forget(self, uri: str) -> None:
+        if self[uri].get("kind") == "subscription":
+            self._subscriptions.discard(uri)
+
+    def subscription_nested_with(self, uri: str) -> str | None:
+        """A subscription URI that ``uri`` starts with, followed by ``/``, or one that starts with ``uri/``."""
+        for cut in range(len(uri) - 1, 0, -1):
+            if uri[cut] == "/" and self._is_subscription(uri[:cut]):
+                return uri[:cut]
+        prefix = uri + "/"
+        index = self._subscriptions.bisect_left(prefix)
+        if index < len(self._subscriptions) and self._subscriptions[index].startswith(prefix):
+            return str(self._subscriptions[index])
+        return None
+
+    def _is_subscription(self, uri: str) -> bool:
+        record = self.get(uri)
+        return record is not None and record.get("kind") == "subscription"

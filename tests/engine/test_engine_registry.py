@@ -41,6 +41,26 @@ def test_duplicate_uris_are_refused_across_kinds(tmp_path: Path) -> None:
             engine.create_stream("reaqtive://sinks/durable")
 
 
+def test_subscription_uris_that_nest_are_refused_because_inner_states_live_under_uri_slash(tmp_path: Path) -> None:
+    with Engine(tmp_path / "s.db", start=T0) as engine:
+        engine.create_stream("raw")
+        engine.create_subscription("app://q", Query.stream("raw").map(double))
+        with pytest.raises(ArtifactExistsError, match="'app://q/high' would nest with subscription 'app://q'"):
+            engine.create_subscription("app://q/high", Query.stream("raw").map(double))
+        engine.create_subscription("app://qx", Query.stream("raw").map(double))  # a longer name, not nested
+        engine.create_subscription("app://r/deep/one", Query.stream("raw").map(double))
+        with pytest.raises(ArtifactExistsError, match="'app://r' would nest with subscription 'app://r/deep/one'"):
+            engine.create_subscription("app://r", Query.stream("raw").map(double))
+        engine.define_observable("app://q/doubled", Query.stream("raw").map(double))  # other kinds do not nest
+    with Engine(tmp_path / "s.db") as engine:  # the recovered subscriptions are known as well
+        with pytest.raises(ArtifactExistsError, match="nest with subscription 'app://r/deep/one'"):
+            engine.create_subscription("app://r/deep", Query.stream("raw").map(double))
+        engine.delete_subscription("app://q")
+        engine.create_subscription("app://q/high", Query.stream("raw").map(double))
+        assert {info.uri for info in engine.artifacts() if info.kind == "subscription"} == {
+            "app://q/high", "app://qx", "app://r/deep/one"}
+
+
 def test_a_query_that_cannot_be_persisted_is_refused_at_creation(tmp_path: Path) -> None:
     with Engine(tmp_path / "s.db") as engine:
         engine.create_stream("a")
