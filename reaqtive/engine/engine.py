@@ -48,6 +48,7 @@ from reaqtive.engine.expressions import (
     template_id,
     templatize,
 )
+from reaqtive.engine.gc_policy import GcFreeze
 from reaqtive.engine.store import EngineStore, from_micros, to_micros
 from reaqtive.engine.streams import START_WATERMARK_SETTING, Envelope, StreamReader
 from reaqtive.query import Query
@@ -251,7 +252,9 @@ class Engine:
     ``start``: where the clock of a new store starts (a recovered engine resumes its own clock). Without it the
     clock starts at the first of: :meth:`advance_time`, the first event delivered, or the first subscription
     created (then at the wall clock's time). To run time-based queries over older events in event time, pass
-    the time of the first event.
+    the time of the first event. ``gc_freeze``: after each checkpoint and after recovery, move what lives into
+    the garbage collector's permanent generation, so that its full passes skip the queries' long-lived state
+    (see :mod:`reaqtive.engine.gc_policy`; process-wide).
     """
 
     def __init__(
@@ -269,6 +272,7 @@ class Engine:
         start: datetime | None = None,
         tick: timedelta = timedelta(microseconds=1),
         logger: logging.Logger | None = None,
+        gc_freeze: bool = True,
     ) -> None:
         if clock not in ("event", "wall"):
             raise ValueError(f"clock must be 'event' or 'wall', got {clock!r}")
@@ -288,6 +292,7 @@ class Engine:
             raise ValueError(f"start must be timezone-aware, got {start}")
         self._log = logger or _LOG
         self._status = EngineStatus.RECOVERING
+        self._gc = GcFreeze(gc_freeze)
         self._store = EngineStore(path, synchronous=synchronous)
         try:
             self._scheduler = VirtualTimeScheduler(tick, name="engine")
@@ -312,6 +317,7 @@ class Engine:
             self._recover()
             if not self._clock_started and start is not None:
                 self._start_clock(start)
+            self._gc.after_checkpoint()  # the recovered state is long-lived, as after a checkpoint
         except BaseException:
             self._store.close()
             raise
@@ -656,6 +662,7 @@ class Engine:
             at=datetime.now(UTC),
         )
         self.last_checkpoint = metrics
+        self._gc.after_checkpoint()
         self._since_checkpoint = 0
         self._last_checkpoint_time = time.monotonic()
         self._log.info(
@@ -754,6 +761,7 @@ class Engine:
                 self._environment.dispose()
                 self._scheduler.dispose()
                 self._store.close()
+                self._gc.release()
                 self._status = EngineStatus.CLOSED
 
     def __enter__(self) -> Engine:
