@@ -129,14 +129,15 @@ def plain_loop(events: Sequence[Event]) -> tuple[float, int]:
     return time.perf_counter() - started, outputs
 
 
-def embedded(events: Sequence[Event], store: Path) -> tuple[float, float, int]:
-    """Seconds to append, seconds to process (with the final clock move and a checkpoint), outputs."""
+def embedded(events: Sequence[Event], store: Path, checkpoint_every: int) -> tuple[float, float, int]:
+    """Seconds to append, seconds to process (with a checkpoint every ``checkpoint_every`` events, as Spark
+    commits its state after each micro-batch, the final clock move and a last checkpoint), outputs."""
     from reaqtive.spark import embedded_query, final_watermark
 
     functions = FunctionRegistry()
     for name, function in FUNCTIONS.items():
         functions.register(name, function)
-    with Engine(store, functions=functions, start=T0) as engine:
+    with Engine(store, functions=functions, start=T0, checkpoint_every_events=checkpoint_every) as engine:
         engine.create_stream(STREAM)
         engine.create_subscription("bench://spark/totals", embedded_query(totals_query(), functions))
         started = time.perf_counter()
@@ -204,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"plain loop:        {args.events / loop_s:>12,.0f} events/s  ({loop_s:.2f} s, {loop_outputs:,} closed "
             "windows)")
 
-        append_s, process_s, engine_outputs = embedded(events, scratch / "engine.db")
+        append_s, process_s, engine_outputs = embedded(events, scratch / "engine.db", -(-args.events // args.batches))
         say(f"embedded engine:   {args.events / process_s:>12,.0f} events/s  (process {process_s:.2f} s; append "
             f"{append_s:.2f} s; {engine_outputs:,} outputs; x loop {process_s / loop_s:.1f})")
 
