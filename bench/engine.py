@@ -2,6 +2,7 @@
 subscription, and events per second through the engine against a plain Python loop in the same run.
 
 Run: .venv/bin/python bench/engine.py [--subscriptions N] [--rounds K] [--events E] [--synchronous FULL|NORMAL]
+[--keyed-events W]
 
 * **Checkpoints.** N small standing queries (``Query.stream(s).scan(0, operator.add)``) over 100 durable
   streams, each query having seen some events. Then K rounds of: one event on one stream (so ~1% of the
@@ -15,12 +16,16 @@ Run: .venv/bin/python bench/engine.py [--subscriptions N] [--rounds K] [--events
 * **Throughput.** E events through one standing query (``map``, ``filter``, ``scan``) end to end: appended to the
   durable ingress log (one transaction per 1,000), then processed, outputs to the discard sink or to the durable
   sink. The same work as a plain Python loop over the same values gives the ratio.
+* **Keyed windows and the garbage collector.** W events over W/10 keys through ``bench/spark.py``'s keyed query
+  (per key: a group-by on the kind, one-minute windows, a running total), a checkpoint every 10,000 events,
+  with ``gc_freeze`` on (the default) and off. Reported: processing events/s and the time in checkpoints.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import operator
 import statistics
 import sys
@@ -32,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from reaqtive import Query
-from reaqtive.engine import DISCARD_SINK, DURABLE_SINK, CheckpointMetrics, Engine
+from reaqtive.engine import DISCARD_SINK, DURABLE_SINK, CheckpointMetrics, Engine, FunctionRegistry
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 STREAMS = 100
@@ -161,12 +166,54 @@ def throughput(events: int, sink: str, scratch: Path) -> tuple[float, float, flo
     return appended - started, processed - appended, loop
 
 
+def keyed_windows(events: int, scratch: Path, gc_freeze: bool) -> tuple[float, float]:
+    """Seconds processing and seconds checkpointing ``events`` events of bench/spark.py's keyed query."""
+    spec = importlib.util.spec_from_file_location("bench_spark", Path(__file__).with_name("spark.py"))
+    assert spec is not None and spec.loader is not None
+    keyed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(keyed)
+    from reaqtive.spark.embedded import embedded_query  # needs no Spark
+
+    functions = FunctionRegistry()
+    for name, function in keyed.FUNCTIONS.items():
+        functions.register(name, function)
+    generated = keyed.make_events(events, max(events // 10, 1))
+    processing = checkpointing = 0.0
+    path = scratch / f"keyed-{gc_freeze}.db"
+    with Engine(path, functions=functions, start=keyed.T0, gc_freeze=gc_freeze) as engine:
+        engine.create_stream(keyed.STREAM)
+        engine.create_subscription("bench://keyed", embedded_query(keyed.totals_query(), functions))
+        for i in range(0, events, 10_000):
+            engine.append_many(keyed.STREAM, [([key, {"kind": kind, "amount": amount, "seq": seq}], when)
+                                              for key, when, seq, kind, amount in generated[i:i + 10_000]])
+            started = time.perf_counter()
+            engine.process()
+            processed = time.perf_counter()
+            engine.checkpoint()
+            processing += processed - started
+            checkpointing += time.perf_counter() - processed
+    return processing, checkpointing
+
+
+def report_keyed(runs: dict[bool, tuple[float, float]], events: int, say: Callable[[str], None]) -> None:
+    if not runs:
+        return
+    say("")
+    say(f"keyed windows: {events:,} events over {max(events // 10, 1):,} keys (bench/spark.py's query), "
+        "a checkpoint every 10,000 events")
+    say(f"  {'':<38} {'events/s':>12} {'checkpoints':>12}")
+    for freeze, (processing, checkpointing) in runs.items():
+        label = "gc_freeze=True (default)" if freeze else "gc_freeze=False"
+        say(f"  {label + ': process':<38} {events / processing:>12,.0f} {checkpointing:>11.2f}s")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/engine.py")
     parser.add_argument("--subscriptions", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=50, help="differential checkpoints (default 50)")
     parser.add_argument("--events", type=int, default=100_000, help="events for the throughput runs")
     parser.add_argument("--synchronous", default="FULL", choices=["FULL", "NORMAL"])
+    parser.add_argument("--keyed-events", type=int, default=100_000, help="events for the keyed-windows runs (0: skip)")
     args = parser.parse_args(argv)
 
     def say(line: str) -> None:
@@ -182,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         per_subscription = memory_per_subscription(path, args.subscriptions)
         runs = {sink: throughput(args.events, sink, Path(scratch)) for sink in (DISCARD_SINK, DURABLE_SINK)}
         file_size = path.stat().st_size
+        keyed = {freeze: keyed_windows(args.keyed_events, Path(scratch), freeze)
+                 for freeze in (False, True)} if args.keyed_events else {}
 
     n = args.subscriptions
     dirty = statistics.median(m.dirty_subscriptions for m in differential)
@@ -216,6 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             say(f"  {name + ': ' + label:<38} {args.events / seconds:>12,.0f} {seconds / loop_seconds:>12.1f}")
     loop_seconds = min(run[2] for run in runs.values())
     say(f"  {'plain Python loop (same work)':<38} {args.events / loop_seconds:>12,.0f} {1.0:>12.1f}")
+    report_keyed(keyed, args.keyed_events, say)
     return 0
 
 

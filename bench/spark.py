@@ -11,8 +11,9 @@ total of the window sums (the acceptance query of ``tests/spark``). Reported:
 
 * **plain loop**: the same per-key, per-kind, per-minute sums in dicts (no operators, no state saving, no time);
 * **embedded engine**: the same query as one subscription (``reaqtive.spark.embedded_query``: ``group_by`` on the
-  key), events appended to the durable ingress (SQLite, one transaction per 10,000) and processed, clock moved to
-  the last event, one checkpoint; the appending is reported apart from the processing;
+  key), events appended to the durable ingress (SQLite, one transaction per 10,000) and processed with a
+  checkpoint every micro-batch's worth of events (Spark commits its state after each batch), clock moved to the
+  last event, a last checkpoint; the appending is reported apart from the processing;
 * **Spark streaming**: ``run_stream`` over the files, one file per micro-batch, into a Parquet file sink
   (``availableNow``): events per second over the whole run, and per-batch latency (Spark's ``triggerExecution``);
   session start is reported apart;
