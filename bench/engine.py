@@ -24,6 +24,7 @@ Run: .venv/bin/python bench/engine.py [--subscriptions N] [--rounds K] [--events
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import importlib.util
 import operator
@@ -35,6 +36,7 @@ import tracemalloc
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from reaqtive import Query
 from reaqtive.engine import DISCARD_SINK, DURABLE_SINK, CheckpointMetrics, Engine, FunctionRegistry
@@ -166,13 +168,21 @@ def throughput(events: int, sink: str, scratch: Path) -> tuple[float, float, flo
     return appended - started, processed - appended, loop
 
 
-def keyed_windows(events: int, scratch: Path, gc_freeze: bool) -> tuple[float, float]:
-    """Seconds processing and seconds checkpointing ``events`` events of bench/spark.py's keyed query."""
+@functools.cache
+def spark_bench() -> Any:
+    """bench/spark.py as a module (its keyed query and events; importing it needs no Spark), loaded once."""
     spec = importlib.util.spec_from_file_location("bench_spark", Path(__file__).with_name("spark.py"))
     assert spec is not None and spec.loader is not None
-    keyed = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(keyed)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def keyed_windows(events: int, scratch: Path, gc_freeze: bool) -> tuple[float, float]:
+    """Seconds processing and seconds checkpointing ``events`` events of bench/spark.py's keyed query."""
     from reaqtive.spark.embedded import embedded_query  # needs no Spark
+
+    keyed = spark_bench()
 
     functions = FunctionRegistry()
     for name, function in keyed.FUNCTIONS.items():
