@@ -25,7 +25,9 @@ from reaqtive.state.environment import InnerEnvironment
 from reaqtive.state.errors import (
     CheckpointError,
     CheckpointInProgressError,
+    DamagedRowError,
     InjectedFaultError,
+    MissingStateError,
     NotAStoreError,
     OperatorStateError,
     StateChecksumError,
@@ -34,7 +36,9 @@ from reaqtive.state.errors import (
     StateFormatError,
     StateShapeError,
     StateVersionError,
+    StoreCorruptError,
     StoreError,
+    StoreLockedError,
     UnknownStoreVersionError,
 )
 from reaqtive.state.framing import (
@@ -107,8 +111,10 @@ __all__ = [
     # errors
     "CheckpointError",
     "CheckpointInProgressError",
+    "DamagedRowError",
     "InjectedFaultError",
     "NotAStoreError",
+    "MissingStateError",
     "OperatorStateError",
     "StateChecksumError",
     "StateEncodeError",
@@ -116,6 +122,8 @@ __all__ = [
     "StateFormatError",
     "StateShapeError",
     "StateVersionError",
+    "StoreCorruptError",
     "StoreError",
+    "StoreLockedError",
     "UnknownStoreVersionError",
 ]

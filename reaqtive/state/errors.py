@@ -14,9 +14,12 @@ input never loses stored data: these errors are raised before anything is writte
         ├── StateVersionError         saved with a version the live operator does not load
         ├── StateShapeError           the saved tree and the live tree differ
         ├── OperatorStateError        an operator's own save/load code raised
-        ├── StoreError                the checkpoint store failed
+        ├── StoreError                the checkpoint store failed (names the file and the operation)
         │   ├── NotAStoreError        the file is not a reaqtive checkpoint store
         │   ├── UnknownStoreVersionError
+        │   ├── StoreCorruptError     SQLite reports the file itself damaged (malformed pages, not a database)
+        │   ├── StoreLockedError      another engine holds the store (one writer per store)
+        │   ├── DamagedRowError       a row does not match its checksum (also a StateChecksumError)
         │   └── InjectedFaultError    a fault injected by a test store
         └── CheckpointError           a checkpoint failed (it was rolled back; state stays dirty)
             └── CheckpointInProgressError
@@ -24,12 +27,16 @@ input never loses stored data: these errors are raised before anything is writte
 
 from __future__ import annotations
 
+import os
+
 from reaqtive.errors import ReaqtiveError
 
 __all__ = [
     "CheckpointError",
     "CheckpointInProgressError",
+    "DamagedRowError",
     "InjectedFaultError",
+    "MissingStateError",
     "NotAStoreError",
     "OperatorStateError",
     "StateChecksumError",
@@ -38,7 +45,9 @@ __all__ = [
     "StateFormatError",
     "StateShapeError",
     "StateVersionError",
+    "StoreCorruptError",
     "StoreError",
+    "StoreLockedError",
     "UnknownStoreVersionError",
     "format_path",
 ]
@@ -102,13 +111,19 @@ class StateShapeError(StateError):
     """
 
 
+class MissingStateError(StateError, LookupError):
+    """State that must be in the store is not there (a row deleted or lost): the message names what is missing.
+    A host must not start the query from empty state instead."""
+
+
 class OperatorStateError(StateError):
     """An operator's own ``save_state``/``load_state`` raised; the message names the operator and its path and
     the original exception is the ``__cause__``."""
 
 
 class StoreError(StateError):
-    """A checkpoint store failed to open, read or commit."""
+    """A store failed to open, read or commit; the message names the file and the operation. Every SQLite error
+    of the stores arrives as one of these (never a bare ``sqlite3.Error``)."""
 
 
 class NotAStoreError(StoreError):
@@ -118,14 +133,55 @@ class NotAStoreError(StoreError):
 class UnknownStoreVersionError(StoreError):
     """The store was written by another version of reaqtive with a schema this version does not know."""
 
-    def __init__(self, where: str, found: object, supported: int) -> None:
+    def __init__(self, where: str, found: object, supported: int, *, migrates: tuple[int, ...] = ()) -> None:
+        older = f" and migrates version {', '.join(map(str, migrates))}" if migrates else ""
         super().__init__(
             f"{where}: checkpoint store schema version {found!r} is not supported by this version of reaqtive "
-            f"(it reads version {supported}); the store was left untouched"
+            f"(it reads version {supported}{older}); the store was left untouched"
         )
         self.where = where
         self.found = found
         self.supported = supported
+        self.migrates = migrates
+
+
+class StoreCorruptError(StoreError):
+    """SQLite reports the store file itself damaged ("database disk image is malformed", "file is not a
+    database"): a torn or overwritten page, a truncated file. The message names the file and the operation; nothing
+    was written. Restore the file from a backup (``reaqtive inspect`` reads what is still readable)."""
+
+
+class StoreLockedError(StoreError):
+    """The store is open by another engine, in this process or another one: a store has one writer.
+
+    ``path``: the store; ``pid``: the process holding it, as it wrote into the lock file (``None`` if unknown).
+    The lock is the operating system's, so a holder that dies, even by ``SIGKILL``, releases it.
+    """
+
+    def __init__(self, path: str, pid: int | None) -> None:
+        if pid is None:
+            holder = "another engine"
+        elif pid == os.getpid():
+            holder = f"another engine of this process (pid {pid})"
+        else:
+            holder = f"another engine (pid {pid})"
+        super().__init__(
+            f"{path}: the store is open by {holder}; a store has one writer. Close that engine first (the read-only "
+            "`reaqtive inspect` works meanwhile)"
+        )
+        self.path = path
+        self.pid = pid
+
+
+class DamagedRowError(StoreError, StateChecksumError):
+    """A stored row does not match its checksum: its content was damaged, or it was moved to another row's place
+    (the checksum covers the row's identifying columns too). ``table`` names the table and ``row`` the row
+    (``category/key``, ``subscription#seq``, ...); the damaged bytes stay in the file."""
+
+    def __init__(self, message: str, table: str, row: str) -> None:
+        super().__init__(message)
+        self.table = table
+        self.row = row
 
 
 class InjectedFaultError(StoreError):

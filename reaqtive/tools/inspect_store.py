@@ -4,7 +4,9 @@ Opening an :class:`~reaqtive.engine.Engine` recovers: it binds every query, whic
 use, and it writes to the file. An inspector must do neither. :func:`read_store` opens the file with SQLite's
 read-only mode (``file:...?mode=ro``), reads every table in one read transaction (a consistent view, also while an
 engine is running on the file), verifies each blob's checksum, and decodes only JSON records, never operator
-state. It never creates a missing file and never writes to an existing one. (For a database in WAL mode, which an
+state. It never creates a missing file and never writes to an existing one. It never resolves what the queries
+name either: a function reference or an error type is shown as the text the store holds, nothing is imported or
+called (a store is data, see ``docs/engine.md``, "Threat model: store files"). (For a database in WAL mode, which an
 engine's store is, SQLite may create the empty ``-wal``/``-shm`` companion files a reader needs; the database
 file itself is not written.)
 
@@ -20,19 +22,21 @@ import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
 from reaqtive.engine.expressions import MalformedExpressionError, expression_from_json, instantiate
-from reaqtive.engine.store import ENGINE_SCHEMA_VERSION, UnknownEngineVersionError, from_micros
+from reaqtive.engine.store import ENGINE_MIGRATES, ENGINE_SCHEMA_VERSION, UnknownEngineVersionError, from_micros
 from reaqtive.state import SCHEMA_VERSION, STATE_CATEGORY, NotAStoreError, StoreError, UnknownStoreVersionError
 from reaqtive.state import checksum as blob_checksum
+from reaqtive.state.sqlite_store import MIGRATES, row_checksum, verifies
 
 __all__ = [
     "ArtifactSummary",
+    "DeadLetterSummary",
     "EgressSummary",
     "StoreSummary",
     "StreamSummary",
@@ -89,6 +93,18 @@ class EgressSummary:
 
 
 @dataclass(frozen=True)
+class DeadLetterSummary:
+    """One quarantined event: its stream and sequence number, its time (ISO 8601; ``None`` if unusable), why it
+    was quarantined and when."""
+
+    stream: str
+    seq: int
+    time: str | None
+    reason: str
+    at: str | None
+
+
+@dataclass(frozen=True)
 class StoreSummary:
     """Everything :func:`read_store` found."""
 
@@ -106,6 +122,8 @@ class StoreSummary:
     templates: int
     damaged: list[str] = field(default_factory=list)
     """``category/key`` of blobs whose checksum does not match (their bytes are in the file, unread)."""
+    dead_letters: list[DeadLetterSummary] = field(default_factory=list)
+    """Events the engine quarantined instead of delivering them (store layout 2 and later)."""
 
 
 # -- reading -------------------------------------------------------------------------------------------------------
@@ -120,16 +138,23 @@ def read_store(path: str | os.PathLike[str]) -> StoreSummary:
     where = Path(path)
     size = _check_file(where)
     with _read_only(where) as db:
-        _check_layout(db, where)
+        version, engine_version = _check_layout(db, where)
         meta = dict(db.execute("SELECT key, value FROM reaqtive_meta").fetchall())
         blobs: dict[str, dict[str, bytes]] = {}
         damaged: list[str] = []
         for category, key, value, crc in db.execute("SELECT category, key, value, crc FROM reaqtive_blobs"):
-            blob = bytes(value)
-            if blob_checksum(blob) != crc:
+            sound = type(value) is bytes and (  # schema 1: a checksum of the value; 2: of the whole row
+                blob_checksum(value) == crc if version == 1 else verifies(crc, row_checksum, category, key, value))
+            if not sound:
                 damaged.append(f"{category}/{key}")
             else:
-                blobs.setdefault(category, {})[key] = blob
+                blobs.setdefault(category, {})[key] = value
+        dead_letters = [
+            DeadLetterSummary(str(stream), seq if type(seq) is int else -1, _iso(micros), str(reason), _iso(at))
+            for stream, seq, micros, reason, at in (db.execute(
+                "SELECT stream, seq, time, reason, at FROM reaqtive_dead_letters ORDER BY stream, seq"
+            ) if engine_version >= 2 else ())
+        ]
         heads = dict(db.execute("SELECT stream, next_seq FROM reaqtive_stream_heads").fetchall())
         retained = dict(db.execute("SELECT stream, COUNT(*) FROM reaqtive_ingress GROUP BY stream").fetchall())
         egress = [
@@ -154,7 +179,17 @@ def read_store(path: str | os.PathLike[str]) -> StoreSummary:
         egress=egress,
         templates=len(blobs.get("templates", {})),
         damaged=sorted(damaged),
+        dead_letters=dead_letters,
     )
+
+
+def _iso(micros: object) -> str | None:
+    if type(micros) is not int:
+        return None
+    try:
+        return from_micros(micros).isoformat()
+    except OverflowError:
+        return None
 
 
 def _check_file(path: Path) -> int:
@@ -184,6 +219,7 @@ def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
         db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
     except sqlite3.Error as error:
         raise StoreError(f"{path}: cannot open the store read-only: {error}") from error
+    db.text_factory = _lenient_text  # a damaged row's text that is not UTF-8 shows escaped instead of failing
     try:
         db.execute("BEGIN")
         yield db
@@ -194,7 +230,13 @@ def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
         db.close()
 
 
-def _check_layout(db: sqlite3.Connection, path: Path) -> None:
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _check_layout(db: sqlite3.Connection, path: Path) -> tuple[int, int]:
+    """The checkpoint store's schema version and the engine's layout version (each the current one or one an
+    engine would migrate when it opens the file; this reader reads them all)."""
     try:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as error:
@@ -204,18 +246,21 @@ def _check_layout(db: sqlite3.Connection, path: Path) -> None:
     meta = dict(db.execute("SELECT key, value FROM reaqtive_meta").fetchall())
     if meta.get("format") != _STORE_FORMAT:
         raise NotAStoreError(f"{path}: an SQLite database, but not a reaqtive store (reaqtive_meta has no format)")
-    if meta.get("schema_version") != SCHEMA_VERSION:
-        raise UnknownStoreVersionError(str(path), meta.get("schema_version"), SCHEMA_VERSION)
+    if meta.get("schema_version") != SCHEMA_VERSION and meta.get("schema_version") not in MIGRATES:
+        raise UnknownStoreVersionError(str(path), meta.get("schema_version"), SCHEMA_VERSION, migrates=MIGRATES)
     if "engine_schema_version" not in meta or not set(_ENGINE_TABLES) <= tables:
         raise NotAStoreError(f"{path}: a reaqtive checkpoint store without the engine's tables (not written by an "
                              "Engine)")
-    if meta["engine_schema_version"] != ENGINE_SCHEMA_VERSION:
+    if meta["engine_schema_version"] != ENGINE_SCHEMA_VERSION and meta["engine_schema_version"] not in ENGINE_MIGRATES:
         raise UnknownEngineVersionError(
             f"{path}: written by an engine with store layout version {meta['engine_schema_version']!r}; this "
             f"version of reaqtive reads version {ENGINE_SCHEMA_VERSION}"
         )
     if "reaqtive_blobs" not in tables:
         raise NotAStoreError(f"{path}: the reaqtive_blobs table is missing")
+    if meta["engine_schema_version"] >= 2 and "reaqtive_dead_letters" not in tables:
+        raise NotAStoreError(f"{path}: the reaqtive_dead_letters table is missing")
+    return int(meta["schema_version"]), int(meta["engine_schema_version"])
 
 
 def _json(blob: bytes | None, what: str) -> dict[str, Any] | None:
@@ -287,19 +332,35 @@ def _template(blob: bytes | None, record: Mapping[str, Any]) -> dict[str, Any] |
 # -- rendering -------------------------------------------------------------------------------------------------
 
 
+_CHAIN_SHOWN: Final = 12  # stages of a longer chain shown at each end
+
+
 def describe_expression(expression: Any) -> str:
     """An encoded expression as one line of fluent-style text, e.g.
-    ``stream('iot://readings').filter(is_hot).map(alert)`` (functions by their short name)."""
-    if isinstance(expression, dict) and "op" in expression:
-        op = str(expression["op"])
-        args = list(expression.get("args", []))
+    ``stream('iot://readings').filter(is_hot).map(alert)`` (functions by their short name). A chain of stages
+    is followed with a loop (a query thousands of stages deep describes fine); a chain longer than 24 stages shows
+    its first and last 12."""
+    stages: list[str] = []  # from the outermost operator to the innermost source
+    node = expression
+    while isinstance(node, dict) and "op" in node:
+        op = str(node["op"])
+        args = list(node.get("args", []))
         while args and args[-1] is None:  # optional arguments left out
             args.pop()
         if args and isinstance(args[0], dict) and len(args[0]) == 1 and ("q" in args[0] or "stream" in args[0]):
-            source = describe_expression(args[0])
-            return f"{source}.{op}({', '.join(_describe_arg(a) for a in args[1:])})"
-        return f"{op}({', '.join(_describe_arg(a) for a in args)})"
-    return _describe_arg(expression)
+            stages.append(f".{op}({', '.join(_describe_arg(a) for a in args[1:])})")
+            node = args[0].get("q", args[0])
+            continue
+        stages.append(f"{op}({', '.join(_describe_arg(a) for a in args)})")
+        node = None
+        break
+    if node is not None:
+        stages.append(_describe_arg(node))
+    stages.reverse()
+    if len(stages) > 2 * _CHAIN_SHOWN + 1:
+        hidden = len(stages) - 2 * _CHAIN_SHOWN
+        stages = [*stages[:_CHAIN_SHOWN], f"...({hidden:,} more stages)...", *stages[-_CHAIN_SHOWN:]]
+    return "".join(stages)
 
 
 def _describe_arg(arg: Any) -> str:
@@ -343,8 +404,14 @@ def _duration(value: timedelta) -> str:
 
 
 def summary_to_json(summary: StoreSummary) -> dict[str, Any]:
-    """The summary as JSON-compatible data (what ``reaqtive inspect --json`` prints)."""
-    return asdict(summary)
+    """The summary as JSON-compatible data (what ``reaqtive inspect --json`` prints). The expressions are the
+    stored ones, not copies (``asdict`` would copy them recursively, which a deep query does not survive)."""
+    data = {f.name: getattr(summary, f.name) for f in fields(summary)}
+    data["artifacts"] = [{f.name: getattr(a, f.name) for f in fields(a)} for a in summary.artifacts]
+    data["streams"] = [asdict(stream) for stream in summary.streams]
+    data["egress"] = [asdict(egress) for egress in summary.egress]
+    data["dead_letters"] = [asdict(letter) for letter in summary.dead_letters]
+    return data
 
 
 def format_summary(summary: StoreSummary) -> str:
@@ -387,6 +454,12 @@ def format_summary(summary: StoreSummary) -> str:
         ])
     else:
         lines.append("  (no outputs)")
+    if summary.dead_letters:
+        lines += ["", f"dead letters ({len(summary.dead_letters)} quarantined events, not delivered)"]
+        lines += _table([("STREAM", "SEQ", "TIME", "QUARANTINED", "REASON")], right={1}, rows=[
+            (d.stream, f"{d.seq:,}", (d.time or "unusable")[:19].replace("T", " "),
+             (d.at or "?")[:19].replace("T", " "), d.reason) for d in summary.dead_letters
+        ])
     if summary.damaged:
         lines += ["", f"damaged blobs ({len(summary.damaged)}; their bytes stay in the file)"]
         lines += [f"  {key}" for key in summary.damaged]

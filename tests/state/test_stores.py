@@ -198,7 +198,7 @@ def test_sqlite_store_uses_wal_and_a_schema_version(tmp_path: Path) -> None:
         pass
     connection = sqlite3.connect(tmp_path / "s.db")
     assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert dict(connection.execute("SELECT key, value FROM reaqtive_meta").fetchall())["schema_version"] == 1
+    assert dict(connection.execute("SELECT key, value FROM reaqtive_meta").fetchall())["schema_version"] == 2
     connection.close()
 
 
@@ -212,7 +212,7 @@ def test_a_store_of_an_unknown_schema_version_is_refused_and_left_untouched(tmp_
     connection.commit()
     connection.close()
     before = path.read_bytes()
-    with pytest.raises(UnknownStoreVersionError, match=r"schema version 99 is not supported .* reads version 1"):
+    with pytest.raises(UnknownStoreVersionError, match=r"schema version 99 is not supported .* reads version 2"):
         SqliteCheckpointStore(path)
     assert path.read_bytes() == before
 
