@@ -4,7 +4,9 @@
   an uncrashed run); ``reaqtive demo --backpressure``: the Reactive Streams demand demo.
 * ``reaqtive inspect STORE [--json] [--keys]``: what an engine store holds, read without opening an engine; or,
   for a Spark checkpoint directory (``reaqtive.spark``), the reaqtive state Spark keeps in it.
-* ``reaqtive checkpoint STORE [--full]``: open the engine on a store (recovering it), take a checkpoint, close.
+* ``reaqtive checkpoint STORE [--full] [--allow-module M ...] [--functions MODULE:ATTR]``: open the engine on a
+  store (recovering it), take a checkpoint, close. The store's queries may name only the functions registered in
+  ``--functions`` and those defined in the ``--allow-module`` modules (a store is data: nothing else is imported).
 
 Exit codes: 0 success, 1 the command ran and failed (the demo's results differ, a recovery failed), 2 bad usage
 or a file that is missing or is not a reaqtive store.
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from reaqtive.engine import FunctionRegistry
+    from reaqtive.engine.expressions import ForbiddenReferenceError
 
 __all__ = ["main"]
 
@@ -61,7 +64,14 @@ def _inspect(args: argparse.Namespace) -> int:
         return _inspect_spark(args)
     summary = read_store(args.store)
     if args.json:
-        print(json.dumps(summary_to_json(summary), indent=2, sort_keys=False))
+        data = summary_to_json(summary)
+        try:
+            text = json.dumps(data, indent=2, sort_keys=False)
+        except RecursionError:  # a query deeper than the json module goes: compact JSON, written with a stack
+            from reaqtive.engine.expressions import expression_to_json
+
+            text = expression_to_json(data)
+        print(text)
     else:
         print(format_summary(summary))
     return EXIT_OK
@@ -89,23 +99,26 @@ def _inspect_spark(args: argparse.Namespace) -> int:
 
 
 def _checkpoint(args: argparse.Namespace) -> int:
-    from reaqtive.engine import Engine, RecoveryError, RecoveryPolicy
+    from reaqtive.engine import Engine, FunctionRegistry, RecoveryError, RecoveryPolicy
     from reaqtive.tools.inspect_store import read_store
 
     read_store(args.store)  # refuse a missing or foreign file before the engine could create or touch it
-    # The queries' functions are imported by module path: make the current directory's modules importable, as
-    # ``python -m`` would, so that the command works from a service's directory.
+    allowed = list(args.allow_module or ())
+    try:
+        FunctionRegistry(allow_modules=allowed)
+    except ValueError as error:
+        raise _UsageError(f"--allow-module: {error}") from error
+    # Allowed modules and --functions are imported by module path: make the current directory's modules
+    # importable, as ``python -m`` would, so that the command works from a service's directory.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     functions = _load_functions(args.functions) if args.functions else None
     policy = RecoveryPolicy.KEEP if args.keep_broken else RecoveryPolicy.FAIL
     try:
-        engine = Engine(args.store, functions=functions, recovery_policy=policy)
+        engine = Engine(args.store, functions=functions, allow_modules=allowed, recovery_policy=policy)
     except RecoveryError as error:
-        print(f"reaqtive checkpoint: {args.store}: {error}. Nothing was changed. The functions the queries use "
-              "must be importable (run from the service's directory, set PYTHONPATH, or pass --functions for "
-              "registered names); --keep-broken checkpoints the others and keeps the broken one stored.",
-              file=sys.stderr)
+        print(f"reaqtive checkpoint: {args.store}: {error}. Nothing was changed. {_recovery_hint(error)} "
+              "--keep-broken checkpoints the others and keeps the broken one stored.", file=sys.stderr)
         return EXIT_FAILED
     with engine:
         recovery = engine.recovery
@@ -113,8 +126,10 @@ def _checkpoint(args: argparse.Namespace) -> int:
               f"{recovery.subscriptions} subscriptions ({recovery.inner_subscriptions} inner) in "
               f"{recovery.phases.get('total', 0.0) * 1e3:.1f} ms")
         for failure in recovery.failures:
+            refused = _forbidden(failure.error)
+            hint = f" ({_forbidden_hint(refused)})" if refused is not None else ""
             print(f"  not running (kept in the store): {failure.uri}: {type(failure.error).__name__}: "
-                  f"{failure.error}")
+                  f"{failure.error}{hint}")
         metrics = engine.checkpoint(full=args.full)
     print(f"checkpoint {metrics.checkpoint_id} ({'full' if metrics.full else 'differential'})")
     for label, value in (
@@ -128,6 +143,40 @@ def _checkpoint(args: argparse.Namespace) -> int:
     ):
         print(f"  {label:<20} {value}")
     return EXIT_OK
+
+
+def _forbidden(error: BaseException) -> ForbiddenReferenceError | None:
+    """The refused reference behind a recovery failure, if that is what it is."""
+    from reaqtive.engine.expressions import ForbiddenReferenceError
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ForbiddenReferenceError):
+            return current
+        seen.add(id(current))
+        current = getattr(current, "error", None) or current.__cause__
+    return None
+
+
+def _forbidden_hint(refused: ForbiddenReferenceError) -> str:
+    """What to pass to load a refused reference, if the store is trusted."""
+    if refused.kind == "error type":
+        return (f"the error type {refused.reference!r} must be registered (register_error) in the FunctionRegistry "
+                "given with --functions MODULE:ATTR")
+    module = refused.module
+    if module is None or module.partition(".")[0] in ("builtins", "__main__"):
+        return f"{refused.reference!r} must be registered by name in the FunctionRegistry given with --functions"
+    return (f"if you trust the module {module!r}, pass --allow-module {module}; or register the function by name "
+            "in the FunctionRegistry given with --functions")
+
+
+def _recovery_hint(error: BaseException) -> str:
+    refused = _forbidden(error)
+    if refused is not None:
+        return f"Nothing the store names was imported or run: {_forbidden_hint(refused)}."
+    return ("The functions the queries use must be registered (--functions MODULE:ATTR) or defined in allowed "
+            "modules (--allow-module M; run from the service's directory or set PYTHONPATH so they import).")
 
 
 def _load_functions(spec: str) -> FunctionRegistry:
@@ -175,6 +224,9 @@ def _parser() -> argparse.ArgumentParser:
     checkpoint.add_argument("--full", action="store_true", help="write every subscription, not only changed ones")
     checkpoint.add_argument("--functions", metavar="MODULE:ATTR",
                             help="a FunctionRegistry with the functions the queries use by registered name")
+    checkpoint.add_argument("--allow-module", action="append", metavar="MODULE",
+                            help="a module whose functions the stored queries may name by import path (repeatable; "
+                                 "'pkg.*' for every submodule of pkg); by default none is")
     checkpoint.add_argument("--keep-broken", action="store_true",
                             help="keep subscriptions that fail to recover stored, not running (default: stop)")
     checkpoint.set_defaults(handler=_checkpoint)

@@ -33,7 +33,7 @@ def events(start: int, stop: int) -> list[tuple[int, datetime]]:
 def build_store(path: Path, *, registered: bool = False) -> None:
     """Two streams, three subscriptions (one with inner subscriptions), a checkpoint, then more input that was
     appended but not processed. ``registered``: one query uses a function known only by a registered name."""
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         engine.advance_time(T0)
         engine.create_stream("sensors://a")
         engine.create_stream("sensors://b")
@@ -93,7 +93,7 @@ def test_inspect_json_matches_what_the_engine_says(store: Path, capsys: pytest.C
     code, out, _ = run(capsys, "inspect", "--json", str(store))
     assert code == 0
     data = json.loads(out)
-    with Engine(store) as engine:
+    with Engine(store, allow_modules=[__name__]) as engine:
         streams = engine.streams()
         infos = {info.uri: info for info in engine.artifacts()}
         outputs = {uri: len(engine.outputs(uri)) for uri in ("q://sum", "q://windows", "q://halves")}
@@ -133,7 +133,7 @@ def test_inspect_needs_no_query_functions(tmp_path: Path, capsys: pytest.Capture
 def test_inspect_reads_a_store_an_engine_has_open(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "live.db"
     build_store(path)
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         engine.process()
         engine.checkpoint()
         code, out, _ = run(capsys, "inspect", "--json", str(path))
@@ -240,7 +240,7 @@ def test_a_store_of_an_unknown_version_is_refused(
 
 def test_checkpoint_recovers_checkpoints_and_prints_metrics(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     commits = read_store(store).commits
-    code, out, _ = run(capsys, "checkpoint", "--full", str(store))
+    code, out, _ = run(capsys, "checkpoint", "--full", "--allow-module", __name__, str(store))
     assert code == 0
     assert "recovered 2 streams, 1 definitions, 3 subscriptions" in out
     assert "(full)" in out
@@ -250,7 +250,7 @@ def test_checkpoint_recovers_checkpoints_and_prints_metrics(store: Path, capsys:
     assert dirty.split()[-1] == "3", "a full checkpoint writes every subscription"
     assert read_store(store).commits == commits + 1
 
-    code, out, _ = run(capsys, "checkpoint", str(store))
+    code, out, _ = run(capsys, "checkpoint", "--allow-module", __name__, str(store))
     assert code == 0 and "(differential)" in out
     assert next(line for line in out.splitlines() if "dirty subscriptions" in line).split()[-1] == "0"
 
@@ -268,6 +268,48 @@ def test_checkpoint_stops_when_a_query_cannot_be_recovered(tmp_path: Path, capsy
     assert code == 0
     assert "not running (kept in the store): q://doubled" in out
     assert "q://doubled" in {a.uri for a in read_store(path).artifacts}
+
+
+def test_checkpoint_refuses_functions_of_a_module_not_allowed_and_says_what_to_pass(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commits = read_store(store).commits
+    code, _, err = run(capsys, "checkpoint", str(store))
+    assert code == 1
+    assert "q://halves" in err and f"'{__name__}:halve'" in err and "ForbiddenReferenceError" in err
+    assert f"--allow-module {__name__}" in err and "Nothing was changed" in err
+    assert read_store(store).commits == commits
+    code, out, _ = run(capsys, "checkpoint", "--keep-broken", str(store))
+    assert code == 0 and "not running (kept in the store): q://halves" in out
+    assert f"--allow-module {__name__}" in out
+    code, _, _ = run(capsys, "checkpoint", "--allow-module", "tests.*", str(store))
+    assert code == 0
+
+
+@pytest.mark.parametrize("module", ["builtins", "__main__", "os:system", ""])
+def test_checkpoint_refuses_an_allow_module_that_can_never_be_allowed(
+    module: str, store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = digest(store)
+    code, _, err = run(capsys, "checkpoint", "--allow-module", module, str(store))
+    assert code == 2 and "--allow-module" in err and repr(module) in err
+    assert digest(store) == before
+
+
+def test_inspect_describes_a_query_thousands_of_stages_deep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "deep.db"
+    query = Query.stream("s")
+    for _ in range(2_000):
+        query = query.map(abs)
+    with Engine(path, start=T0) as engine:
+        engine.create_stream("s")
+        engine.define_observable("defs://deep", query)
+    code, out, err = run(capsys, "inspect", str(path))
+    assert code == 0 and err == ""
+    line = next(line for line in out.splitlines() if line.strip().startswith("defs://deep"))
+    assert "stream('s').map(abs)" in line and "...(1,977 more stages)..." in line and len(line) < 400
+    code, out, err = run(capsys, "inspect", "--json", str(path))
+    assert code == 0 and err == "" and out.count('"op":"map"') == 2_000
 
 
 def test_checkpoint_functions_option_needs_a_registry(store: Path, capsys: pytest.CaptureFixture[str]) -> None:

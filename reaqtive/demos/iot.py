@@ -190,7 +190,9 @@ class Worker:
     def run(self) -> None:
         """Open (recovering), set up what is missing, produce and process to the end, close."""
         opened = time.perf_counter()
-        engine = Engine(self.store, checkpoint_every_events=self.every, synchronous="NORMAL")
+        # The queries name this module's functions by import path: the engine must allow the module to load them.
+        engine = Engine(self.store, allow_modules=["reaqtive.demos.iot"], checkpoint_every_events=self.every,
+                        synchronous="NORMAL")
         try:
             uris = {info.uri for info in engine.artifacts()}
             recovered = bool(uris)

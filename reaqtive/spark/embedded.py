@@ -80,14 +80,15 @@ def embedded_query(query: KeyedQuery | Query[Any], functions: FunctionRegistry) 
     """The embedded subscription that runs ``query`` once per key (see the module docstring).
 
     Registers the per-group selector (:func:`per_key_function_name`) and ``query``'s own named functions in
-    ``functions``, the engine's registry: call it again, with the same registry, before re-opening the engine
-    after a restart.
+    ``functions``, the engine's registry, and allows this module there: call it again, with the same registry,
+    before re-opening the engine after a restart.
 
     >>> from reaqtive.engine.expressions import FunctionRegistry
     >>> embedded_query(Query.stream("events").count(), FunctionRegistry()).op
     'flat_map'
     """
     keyed = KeyedQuery.of(query, functions)
+    functions.allow_module(__name__)  # event_key, event_payload, tag_with_key: the engine stores them by import path
     for function_name, function in keyed.functions.items():
         functions.register(function_name, function)
     name = per_key_function_name(keyed)

@@ -43,7 +43,13 @@ from typing import Any, Final, NamedTuple
 import msgpack
 
 from reaqtive.context import OperatorContext
-from reaqtive.engine.expressions import FunctionRegistry, decode_query, encode_query, expression_to_json
+from reaqtive.engine.expressions import (
+    FunctionRegistry,
+    decode_query,
+    encode_query,
+    expression_to_json,
+    referenced_modules,
+)
 from reaqtive.errors import ReaqtiveError
 from reaqtive.query import GroupedStream, Query
 from reaqtive.scheduler import VirtualTimeScheduler
@@ -123,11 +129,8 @@ class KeyedQuery:
         else:
             named = dict(functions or {})
         registry = _registry(named)
-        if isinstance(query, Query):
-            expression = encode_query(query, registry)
-        else:
-            expression = dict(query)
-            decode_query(expression, registry)  # a malformed expression fails here, not in a Spark task
+        expression = encode_query(query, registry, check_references=False) if isinstance(query, Query) else dict(query)
+        decode_query(expression, _registry(named, expression))  # a malformed expression fails here, not in a task
         return KeyedQuery(expression, stream_of(expression), named, dict(settings or {}))
 
     @property
@@ -141,7 +144,7 @@ class KeyedQuery:
         with _DECODED_LOCK:
             query = _DECODED.get(cache_key)
             if query is None:
-                query = _DECODED[cache_key] = decode_query(self.expression, _registry(self.functions))
+                query = _DECODED[cache_key] = decode_query(self.expression, _registry(self.functions, self.expression))
         return query
 
     def for_key(self, key: Any, events: SimpleSubject[Any]) -> Query[Any]:
@@ -190,8 +193,10 @@ def _substitute_arg(arg: object, stream: str, source: Query[Any]) -> object:
     return arg
 
 
-def _registry(functions: Mapping[str, Callable[..., Any]]) -> FunctionRegistry:
-    registry = FunctionRegistry()
+def _registry(functions: Mapping[str, Callable[..., Any]], expression: Any = None) -> FunctionRegistry:
+    # A keyed query is the program's own (encoded from its live query, or handed over encoded by it; shipped to the
+    # workers with cloudpickle, never read from a store): the modules its expression names are trusted.
+    registry = FunctionRegistry(allow_modules=referenced_modules(expression) if expression is not None else ())
     for name, function in functions.items():
         registry.register(name, function)
     return registry

@@ -166,7 +166,7 @@ def crash_and_recover(store: Path, log: Path, kills: list[Kill]) -> list[str]:
 
 
 def outputs(store: Path) -> tuple[list[Output], dict[str, int]]:
-    with Engine(store) as engine:
+    with Engine(store, allow_modules=[crash_worker.ALLOWED]) as engine:
         assert engine.status is EngineStatus.RUNNING, engine.recovery.failures
         streams = {uri: status.delivered + 1 for uri, status in engine.streams().items()}
         return engine.outputs(), streams

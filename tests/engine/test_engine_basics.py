@@ -35,7 +35,7 @@ def values(engine: Engine, uri: str) -> list[object]:
 
 
 def test_outputs_of_a_standing_query(tmp_path: Path) -> None:
-    with Engine(tmp_path / "store.db") as engine:
+    with Engine(tmp_path / "store.db", allow_modules=[__name__]) as engine:
         setup(engine)
         engine.append_many("iot://numbers", events(0, 6))
         assert engine.process() == 6
@@ -45,14 +45,14 @@ def test_outputs_of_a_standing_query(tmp_path: Path) -> None:
 
 
 def test_recovery_after_a_crash_gives_the_uncrashed_output(tmp_path: Path) -> None:
-    with Engine(tmp_path / "oracle.db") as oracle:
+    with Engine(tmp_path / "oracle.db", allow_modules=[__name__]) as oracle:
         setup(oracle)
         oracle.append_many("iot://numbers", events(0, 20))
         oracle.process()
         expected = oracle.outputs()
 
     path = tmp_path / "crashing.db"
-    engine = Engine(path)
+    engine = Engine(path, allow_modules=[__name__])
     setup(engine)
     engine.append_many("iot://numbers", events(0, 12))
     engine.process(max_events=5)
@@ -60,7 +60,7 @@ def test_recovery_after_a_crash_gives_the_uncrashed_output(tmp_path: Path) -> No
     engine.process()  # events 5..11 processed after the checkpoint, then the process "dies"
     engine.close()
 
-    with Engine(path) as recovered:
+    with Engine(path, allow_modules=[__name__]) as recovered:
         recovered.append_many("iot://numbers", events(12, 20))
         recovered.process()
         assert recovered.outputs() == expected, "nothing lost, nothing twice"
@@ -68,7 +68,7 @@ def test_recovery_after_a_crash_gives_the_uncrashed_output(tmp_path: Path) -> No
 
 def test_a_subscription_created_later_does_not_replay_older_events(tmp_path: Path) -> None:
     path = tmp_path / "late.db"
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         setup(engine)
         engine.append_many("iot://numbers", events(0, 4))
         engine.process()
@@ -76,6 +76,6 @@ def test_a_subscription_created_later_does_not_replay_older_events(tmp_path: Pat
         engine.create_subscription("q://late", Query.stream("iot://numbers").map(double))
         engine.append_many("iot://numbers", events(4, 6))
         engine.process()
-    with Engine(path) as recovered:
+    with Engine(path, allow_modules=[__name__]) as recovered:
         recovered.process()
         assert values(recovered, "q://late") == [8, 10], "the late query starts where the stream was (no flashback)"

@@ -39,7 +39,7 @@ def values(engine: Engine, uri: str) -> list[object]:
 def test_outputs_produced_after_a_flush_of_the_durable_sink_are_kept(tmp_path: Path) -> None:
     # The sink of every subscription was the bound ``append`` of the buffer list, and a flush replaced the list:
     # everything produced after the first checkpoint went into the discarded list.
-    with Engine(tmp_path / "s.db") as engine:
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         engine.create_subscription("q", Query.stream("raw").map(double))
         engine.append_many("raw", [(i, second(i)) for i in range(3)])
@@ -52,7 +52,7 @@ def test_outputs_produced_after_a_flush_of_the_durable_sink_are_kept(tmp_path: P
 
 def test_a_periodic_checkpoint_reports_the_checkpointing_status(tmp_path: Path) -> None:
     statuses: list[EngineStatus] = []
-    engine = Engine(tmp_path / "s.db", checkpoint_every_events=2)
+    engine = Engine(tmp_path / "s.db", allow_modules=[__name__], checkpoint_every_events=2)
 
     class Seen(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
@@ -78,7 +78,7 @@ def test_a_periodic_checkpoint_reports_the_checkpointing_status(tmp_path: Path) 
 def run_with_late_query(path: Path, crash: bool) -> list[Output]:
     """Events 0..59 (a second apart); at 25 s a query with 10-second buffers is created; with ``crash`` the
     engine dies (no checkpoint after the creation) and a new one recovers and finishes."""
-    engine = Engine(path)
+    engine = Engine(path, allow_modules=[__name__])
     engine.create_stream("raw")
     engine.append_many("raw", [(i, second(i)) for i in range(60)])
     engine.process(max_events=20)
@@ -87,7 +87,7 @@ def run_with_late_query(path: Path, crash: bool) -> list[Output]:
     engine.create_subscription("q", Query.stream("raw").buffer(timedelta(seconds=10)).map(len))
     if crash:
         engine.close()  # no checkpoint covers the new query
-        engine = Engine(path)
+        engine = Engine(path, allow_modules=[__name__])
     engine.process()
     engine.advance_time(second(100))
     outputs = engine.outputs()
@@ -106,12 +106,12 @@ def test_a_query_recovered_before_any_checkpoint_keeps_the_windows_of_its_creati
 
 def test_a_restarted_engine_resumes_its_clock_where_the_checkpoint_left_it(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         engine.append_many("raw", [(i, second(i)) for i in range(5)])
         engine.process()
         engine.checkpoint()
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         assert engine.now == second(4), "not 1970: a query created now gets windows from now"
         engine.create_subscription("q", Query.stream("raw").buffer(timedelta(minutes=1)).map(len))
         engine.append_many("raw", [(7, second(30)), (8, second(70))])
@@ -120,7 +120,7 @@ def test_a_restarted_engine_resumes_its_clock_where_the_checkpoint_left_it(tmp_p
 
 
 def test_a_deleted_subscription_leaves_no_outputs_behind_for_its_uri(tmp_path: Path) -> None:
-    with Engine(tmp_path / "s.db") as engine:
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         engine.create_subscription("q", Query.stream("raw").map(double))
         engine.append("raw", 1, second(1))
@@ -141,7 +141,7 @@ def test_a_deleted_subscription_leaves_no_outputs_behind_for_its_uri(tmp_path: P
 
 def test_events_appended_but_not_processed_are_never_lost(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         engine.create_subscription("q", Query.stream("raw").map(double))
         engine.append_many("raw", [(i, second(i)) for i in range(3)])
@@ -149,7 +149,7 @@ def test_events_appended_but_not_processed_are_never_lost(tmp_path: Path) -> Non
         engine.checkpoint()
         engine.append("raw", 3, second(3))
         # the process dies here: events 1..3 were appended, never processed
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         engine.process()
         assert values(engine, "q") == [0, 2, 4, 6]
 
@@ -157,7 +157,7 @@ def test_events_appended_but_not_processed_are_never_lost(tmp_path: Path) -> Non
 def test_an_observer_callback_receives_every_output_at_least_once_with_ids(tmp_path: Path) -> None:
     received.clear()
     path = tmp_path / "s.db"
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         engine.define_observer("collector", collect)
         engine.create_subscription("q", Query.stream("raw").scan(0, operator.add), observer="collector")
@@ -165,7 +165,7 @@ def test_an_observer_callback_receives_every_output_at_least_once_with_ids(tmp_p
         engine.process(max_events=2)
         engine.checkpoint()
         engine.process()  # outputs 2 and 3 were delivered, then the process dies before a checkpoint
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         engine.append("raw", 4, second(4))
         engine.process()
     assert [(o.seq, o.value) for o in received] == [(0, 0), (1, 1), (2, 3), (3, 6), (2, 3), (3, 6), (4, 10)]
@@ -177,14 +177,14 @@ def test_wall_clock_mode_loses_nothing_after_a_crash(tmp_path: Path) -> None:
     # At-least-once into callbacks, effectively-once into the durable sink for what does not depend on time; the
     # times at which time-based operators fire are not replayed exactly (the clock follows the wall clock).
     path = tmp_path / "s.db"
-    with Engine(path, clock="wall") as engine:
+    with Engine(path, allow_modules=[__name__], clock="wall") as engine:
         engine.create_stream("raw")
         engine.create_subscription("q", Query.stream("raw").map(double))
         engine.append_many("raw", [(i, None) for i in range(3)])
         engine.process(max_events=1)
         engine.checkpoint()
         engine.process()
-    with Engine(path, clock="wall") as engine:
+    with Engine(path, allow_modules=[__name__], clock="wall") as engine:
         engine.append("raw", 3)
         engine.process()
         assert values(engine, "q") == [0, 2, 4, 6]
@@ -193,7 +193,7 @@ def test_wall_clock_mode_loses_nothing_after_a_crash(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("full", [False, True])
 def test_a_checkpoint_reports_what_it_did(tmp_path: Path, full: bool) -> None:
-    with Engine(tmp_path / "s.db") as engine:
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         for i in range(3):
             engine.create_subscription(f"q{i}", Query.stream("raw").scan(0, operator.add))
@@ -207,9 +207,9 @@ def test_a_checkpoint_reports_what_it_did(tmp_path: Path, full: bool) -> None:
 
 
 def test_a_new_store_starts_its_clock_where_asked_or_at_the_first_need(tmp_path: Path) -> None:
-    with Engine(tmp_path / "a.db", start=second(10)) as engine:
+    with Engine(tmp_path / "a.db", allow_modules=[__name__], start=second(10)) as engine:
         assert engine.now == second(10)
-    with Engine(tmp_path / "b.db") as engine:
+    with Engine(tmp_path / "b.db", allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         engine.create_subscription("q", Query.stream("raw").buffer(timedelta(minutes=1)).map(len))
         assert engine.now >= datetime.now(UTC) - timedelta(minutes=1), "not 1970: no window per minute since then"
@@ -217,7 +217,7 @@ def test_a_new_store_starts_its_clock_where_asked_or_at_the_first_need(tmp_path:
         engine.process()
         engine.advance_time(engine.now + timedelta(minutes=2))
         assert values(engine, "q") == [1, 0]
-    with Engine(tmp_path / "c.db") as engine:
+    with Engine(tmp_path / "c.db", allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         engine.append("raw", 1, second(5))
         engine.process()

@@ -40,7 +40,7 @@ def state_keys(path: Path) -> list[str]:
 def per_key_counts(path: Path, events: range, crash_after: int | None = None) -> list[object]:
     """Run a running count per key over ``events``; with ``crash_after`` the engine checkpoints, processes that
     many more events, then dies without a checkpoint, and a new engine recovers and finishes."""
-    engine = Engine(path)
+    engine = Engine(path, allow_modules=[__name__])
     engine.create_stream("raw")
     engine.create_subscription("q", Query.stream("raw").group_by(key_of).flat_map(running_count))
     engine.append_many("raw", [(x, T0 + timedelta(seconds=x)) for x in events])
@@ -49,7 +49,7 @@ def per_key_counts(path: Path, events: range, crash_after: int | None = None) ->
         engine.checkpoint()
         engine.process(max_events=crash_after)
         engine.close()  # no checkpoint: what happened since the last one is replayed
-        engine = Engine(path)
+        engine = Engine(path, allow_modules=[__name__])
     engine.process()
     values = [output.value for output in engine.outputs("q")]
     engine.close()
@@ -63,7 +63,7 @@ def test_a_group_by_recovers_its_groups_and_their_counts(tmp_path: Path) -> None
 
 
 def test_a_differential_checkpoint_writes_only_the_groups_that_changed(tmp_path: Path) -> None:
-    with Engine(tmp_path / "s.db") as engine:
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         engine.create_subscription("q", Query.stream("raw").group_by(key_of).flat_map(running_count))
         engine.append_many("raw", [(x, T0) for x in range(100)])
@@ -81,7 +81,7 @@ def test_a_differential_checkpoint_writes_only_the_groups_that_changed(tmp_path:
 
 
 def test_many_queries_over_one_busy_stream_are_written_only_when_their_state_changes(tmp_path: Path) -> None:
-    with Engine(tmp_path / "s.db") as engine:
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         for i in range(50):
             engine.create_subscription(f"q{i}", Query.stream("raw").filter(is_negative).scan(0, increment))
@@ -95,7 +95,7 @@ def test_many_queries_over_one_busy_stream_are_written_only_when_their_state_cha
         assert engine.checkpoint().dirty_subscriptions == 51, "-3 reached every count"
         engine.append_many("raw", [(4, T0), (-5, T0)])
         engine.process(max_events=1)  # the process dies after this: -5 is replayed to all after recovery
-    with Engine(tmp_path / "s.db") as engine:
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:
         engine.process()
         assert [o.value for o in engine.outputs("all")] == [1, 2, 3, 4, 5]
         assert [o.value for o in engine.outputs("q7")] == [1, 2]
@@ -103,7 +103,7 @@ def test_many_queries_over_one_busy_stream_are_written_only_when_their_state_cha
 
 def test_deleting_a_subscription_deletes_the_state_of_its_inner_subscriptions(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         for uri in ("q", "keep"):
             engine.create_subscription(uri, Query.stream("raw").group_by(key_of).flat_map(running_count))
@@ -117,14 +117,14 @@ def test_deleting_a_subscription_deletes_the_state_of_its_inner_subscriptions(tm
         engine.append("raw", 7, T0)
         engine.process()
         engine.checkpoint()
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         assert engine.recovery.subscriptions == 1 and engine.recovery.inner_subscriptions == 6
         assert [key for key in state_keys(path) if key.startswith("q")] == []
 
 
 def test_a_query_created_again_under_a_deleted_uri_recovers_its_inner_state(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         engine.create_subscription("q", Query.stream("raw").group_by(key_of).flat_map(running_count))
         engine.append_many("raw", [(x, T0) for x in range(3)])
@@ -134,7 +134,7 @@ def test_a_query_created_again_under_a_deleted_uri_recovers_its_inner_state(tmp_
         engine.append_many("raw", [(x, T0) for x in (0, 1)])
         engine.process()
         engine.checkpoint()
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         engine.append_many("raw", [(x, T0) for x in (0, 1, 2)])
         engine.process()
         assert [o.value for o in engine.outputs("q")] == [1, 1, 2, 2, 1], "the groups' counts went on"

@@ -31,7 +31,7 @@ def collect(output: Output) -> None:
 
 
 def test_duplicate_uris_are_refused_across_kinds(tmp_path: Path) -> None:
-    with Engine(tmp_path / "s.db") as engine:
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:
         engine.create_stream("a")
         with pytest.raises(ArtifactExistsError, match="'a' already exists"):
             engine.create_stream("a")
@@ -42,7 +42,7 @@ def test_duplicate_uris_are_refused_across_kinds(tmp_path: Path) -> None:
 
 
 def test_subscription_uris_that_nest_are_refused_because_inner_states_live_under_uri_slash(tmp_path: Path) -> None:
-    with Engine(tmp_path / "s.db", start=T0) as engine:
+    with Engine(tmp_path / "s.db", allow_modules=[__name__], start=T0) as engine:
         engine.create_stream("raw")
         engine.create_subscription("app://q", Query.stream("raw").map(double))
         with pytest.raises(ArtifactExistsError, match="'app://q/high' would nest with subscription 'app://q'"):
@@ -52,7 +52,7 @@ def test_subscription_uris_that_nest_are_refused_because_inner_states_live_under
         with pytest.raises(ArtifactExistsError, match="'app://r' would nest with subscription 'app://r/deep/one'"):
             engine.create_subscription("app://r", Query.stream("raw").map(double))
         engine.define_observable("app://q/doubled", Query.stream("raw").map(double))  # other kinds do not nest
-    with Engine(tmp_path / "s.db") as engine:  # the recovered subscriptions are known as well
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:  # the recovered subscriptions are known as well
         with pytest.raises(ArtifactExistsError, match="nest with subscription 'app://r/deep/one'"):
             engine.create_subscription("app://r/deep", Query.stream("raw").map(double))
         engine.delete_subscription("app://q")
@@ -62,7 +62,7 @@ def test_subscription_uris_that_nest_are_refused_because_inner_states_live_under
 
 
 def test_a_query_that_cannot_be_persisted_is_refused_at_creation(tmp_path: Path) -> None:
-    with Engine(tmp_path / "s.db") as engine:
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:
         engine.create_stream("a")
         with pytest.raises(UnpersistableQueryError, match="argument 1 of 'map'"):
             engine.create_subscription("q", Query.stream("a").map(lambda x: x))
@@ -70,12 +70,13 @@ def test_a_query_that_cannot_be_persisted_is_refused_at_creation(tmp_path: Path)
 
 
 def test_unknown_references_are_refused(tmp_path: Path) -> None:
-    with Engine(tmp_path / "s.db") as engine, pytest.raises(ArtifactNotFoundError, match="'nope'"):
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine, \
+            pytest.raises(ArtifactNotFoundError, match="'nope'"):
         engine.create_subscription("q", Query.stream("nope").map(double))
 
 
 def test_undefining_or_deleting_what_a_live_query_uses_is_refused(tmp_path: Path) -> None:
-    with Engine(tmp_path / "s.db") as engine:
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         engine.define_observable("doubled", Query.stream("raw").map(double))
         engine.define_observer("collector", collect)
@@ -95,7 +96,7 @@ def test_undefining_or_deleting_what_a_live_query_uses_is_refused(tmp_path: Path
 
 def test_observable_definitions_expand_and_observers_receive_outputs_with_ids(tmp_path: Path) -> None:
     received.clear()
-    with Engine(tmp_path / "s.db") as engine:
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         engine.define_observable("doubled", Query.stream("raw").map(double))
         engine.define_observer("collector", collect)
@@ -106,7 +107,7 @@ def test_observable_definitions_expand_and_observers_receive_outputs_with_ids(tm
 
 
 def test_similar_queries_share_a_template_removed_when_unused(tmp_path: Path) -> None:
-    with Engine(tmp_path / "s.db") as engine:
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:
         for sensor in ("1", "2", "3"):
             engine.create_stream(f"iot://{sensor}")
             engine.create_subscription(f"q://{sensor}", Query.stream(f"iot://{sensor}").map(double).take(int(sensor)))
@@ -120,7 +121,7 @@ def test_similar_queries_share_a_template_removed_when_unused(tmp_path: Path) ->
 
 
 def test_metadata_describes_each_artifact(tmp_path: Path) -> None:
-    with Engine(tmp_path / "s.db") as engine:
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         engine.create_subscription("q", Query.stream("raw").map(double))
         engine.append("raw", 1, T0)
@@ -135,11 +136,11 @@ def test_metadata_describes_each_artifact(tmp_path: Path) -> None:
 
 def test_creations_are_durable_at_once_without_a_checkpoint(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    engine = Engine(path)
+    engine = Engine(path, allow_modules=[__name__])
     engine.create_stream("raw")
     engine.create_subscription("q", Query.stream("raw").map(double))
     engine.close()  # no checkpoint
-    with Engine(path) as recovered:
+    with Engine(path, allow_modules=[__name__]) as recovered:
         assert {info.uri for info in recovered.artifacts()} == {"raw", "q"}
         recovered.append("raw", 5, T0)
         recovered.process()
@@ -147,7 +148,7 @@ def test_creations_are_durable_at_once_without_a_checkpoint(tmp_path: Path) -> N
 
 
 def test_a_closed_engine_refuses_work(tmp_path: Path) -> None:
-    engine = Engine(tmp_path / "s.db")
+    engine = Engine(tmp_path / "s.db", allow_modules=[__name__])
     engine.close()
     engine.close()
     with pytest.raises(EngineClosedError):
