@@ -73,11 +73,21 @@ class HigherOrderEnvironment(ExecutionEnvironment):
 
     @abstractmethod
     def subscribe_inner(
-        self, inner_id: str, source: Subscribable[Any], observer: Subscriber[Any], parent: OperatorContext
+        self,
+        inner_id: str,
+        source: Subscribable[Any],
+        observer: Subscriber[Any],
+        parent: OperatorContext,
+        *,
+        restoring: bool = False,
     ) -> SubscriptionHandle:
         """Subscribe ``observer`` to ``source`` as the inner subscription ``inner_id``: bind, give it a context
         derived from ``parent`` (instance id ``inner_id``), load its saved state if there is any, start it, and
-        register it for checkpoints. Returns its handle; disposing the handle does not unregister it."""
+        register it for checkpoints. Returns its handle; disposing the handle does not unregister it.
+
+        ``restoring``: the parent re-creates an inner subscription that its own restored state says was live at
+        the checkpoint, so its saved state must be there: if it is not, this raises
+        :class:`~reaqtive.state.errors.MissingStateError` rather than starting it empty."""
 
     @abstractmethod
     def delete_inner(self, inner_id: str) -> None:

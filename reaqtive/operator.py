@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
 from reaqtive.streams import (
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from reaqtive.visitors import SubscriptionVisitor
 
 __all__ = [
+    "FieldReader",
     "Operator",
     "OperatorBase",
     "StateReader",
@@ -126,12 +128,57 @@ class StateWriter(Protocol):
         ...
 
 
-class StateReader(Protocol):
-    """Reads one node's state back, in the order it was written, never past the node's own segment."""
+class FieldReader(Protocol):
+    """Reads values back in the order they were written: unchecked (:meth:`read`, for the user's values), or
+    checked for the type and range of a field the operator itself defines (a count, a flag, a deadline, the
+    shape of a record), raising ``StateFormatError`` naming the operator, the field and what was found
+    (:mod:`reaqtive.state.fields`). Defaults: ``minimum=0``, ``maximum=2**63 - 1``, no bounds on times."""
 
     def read(self) -> Any:
-        """The next value."""
+        """The next value, unchecked."""
         ...
+
+    def read_int(self, field: str, minimum: int = ..., maximum: int = ...) -> int:
+        """An ``int`` (not a ``bool``) from ``minimum`` to ``maximum``."""
+        ...
+
+    def read_optional_int(self, field: str, minimum: int = ..., maximum: int = ...) -> int | None:
+        """``None`` or an ``int`` from ``minimum`` to ``maximum``."""
+        ...
+
+    def read_bool(self, field: str) -> bool:
+        """A ``bool``."""
+        ...
+
+    def read_datetime(self, field: str, earliest: datetime | None = ..., latest: datetime | None = ...) -> datetime:
+        """An aware ``datetime`` from ``earliest`` to ``latest`` (when given)."""
+        ...
+
+    def read_optional_datetime(
+        self, field: str, earliest: datetime | None = ..., latest: datetime | None = ...
+    ) -> datetime | None:
+        """``None`` or an aware ``datetime`` from ``earliest`` to ``latest`` (when given)."""
+        ...
+
+    def read_list(self, field: str, length: int | None = ..., of: type | None = ...) -> list[Any]:
+        """A ``list`` (of ``length`` items, each of type ``of``, when given)."""
+        ...
+
+    def read_set(self, field: str) -> set[Any]:
+        """A ``set``."""
+        ...
+
+    def read_records(self, field: str, length: int) -> Sequence[FieldReader]:
+        """A ``list`` of records of ``length`` items each, as readers of their items."""
+        ...
+
+    def invalid(self, field: str, expected: str, found: object) -> Exception:
+        """The error to raise when ``field`` is not ``expected`` (a check of several fields together)."""
+        ...
+
+
+class StateReader(FieldReader, Protocol):
+    """Reads one node's state back, in the order it was written, never past the node's own segment."""
 
     def try_read(self) -> tuple[bool, Any]:
         """``(True, value)``, or ``(False, None)`` when no state is available."""
@@ -206,6 +253,61 @@ class _CancelledSubscription(Subscription):
 
 
 _CANCELLED: Final = _CancelledSubscription()
+
+
+class _Teardown(threading.local):
+    """Per thread: how deeply disposals are nested right now, and the releases deferred past the nesting bound."""
+
+    depth = 0
+    deferred: list[Callable[[], object]] | None = None
+
+
+_TEARDOWN: Final = _Teardown()
+_TEARDOWN_NESTING: Final = 8
+"""Disposing a stage disposes its inputs, which dispose theirs: nested calls, as deep as the query. Past this
+many nested disposals the rest is deferred to the outermost one, which runs it in a loop, so a query of any
+depth tears down without reaching the recursion limit."""
+
+
+def _release(actions: Iterable[Callable[[], object]]) -> None:
+    """Run ``actions`` (the disposal of inputs, the cancellation of an upstream) now, or, nested more than
+    :data:`_TEARDOWN_NESTING` disposals deep, after the outermost disposal on this thread finished its own work.
+    Only a deep query's deepest stages see the difference: their ``on_dispose`` may run before their inputs
+    are disposed. Every action runs even if another raised; the first error is raised at the end."""
+    teardown = _TEARDOWN
+    depth = teardown.depth
+    if depth >= _TEARDOWN_NESTING:
+        later = teardown.deferred
+        assert later is not None  # set by the outermost disposal, which is running
+        later.extend(actions)
+        return
+    outermost = depth == 0
+    deferred: list[Callable[[], object]] = []
+    if outermost:
+        teardown.deferred = deferred
+    teardown.depth = depth + 1
+    error: BaseException | None = None
+    try:
+        for action in actions:
+            try:
+                action()
+            except BaseException as raised:  # re-raised below, after the other actions ran
+                error = error or raised
+        if outermost:
+            done = 0
+            while done < len(deferred):  # in the order they were deferred; running them may defer more
+                action = deferred[done]
+                done += 1
+                try:
+                    action()
+                except BaseException as raised:
+                    error = error or raised
+    finally:
+        teardown.depth = depth
+        if outermost:
+            teardown.deferred = None
+    if error is not None:
+        raise error
 
 
 class OperatorBase(Operator, Subscription, Generic[R]):
@@ -292,8 +394,9 @@ class OperatorBase(Operator, Subscription, Generic[R]):
             return
         self._disposed = True
         self._downstream = NOP_SUBSCRIBER
-        for handle in self._inputs:
-            handle.dispose()
+        inputs = self._inputs
+        if inputs:
+            _release([handle.dispose for handle in inputs])
         self.on_dispose()
 
     def on_dispose(self) -> None:
@@ -421,4 +524,4 @@ class UnaryOperatorBase(OperatorBase[R], UnaryOperator, Subscriber[S], Generic[S
         upstream, self._upstream = self._upstream, _CANCELLED
         super().dispose()
         if upstream is not None:
-            upstream.cancel()  # the upstream may not be one of our inputs (an adapted Publisher)
+            _release((upstream.cancel,))  # the upstream may not be one of our inputs (an adapted Publisher)

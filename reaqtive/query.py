@@ -10,16 +10,31 @@ name up in the registry (:mod:`reaqtive.binding`) and creates the running operat
 :meth:`Query.run` binds and starts in one call. Because an expression holds names and plain arguments rather than
 objects with behaviour, the engine can persist it and re-create the same operators after a restart.
 
-Arguments are validated when the query is built, so a bad argument fails where it is written.
+Arguments are validated when the query is built, so a bad argument fails where it is written; binding checks
+them again (:mod:`reaqtive.arguments`), for expressions that did not come through the builders.
+
+**Depth.** Each element, completion and request passes through every stage of a query as a nested Python call,
+so how deep a query can be is bounded by Python's recursion limit. Each operator states the frames one of its
+stages takes (:func:`reaqtive.binding.frames_of`: 2 for ``map``, 3 for ``filter``, more for stages that hand
+elements through queues or inner subscriptions); a query needs the sum along its deepest path
+(:attr:`Query.frames`), and may take :func:`frame_budget` frames: the recursion limit less
+:data:`RESERVED_FRAMES`, 850 at the default limit of 1,000, so a source and 423 ``map`` stages or 282 ``filter``
+stages. Subscribing a query that needs more raises :class:`~reaqtive.errors.QueryTooDeepError` before anything
+runs (never a ``RecursionError`` halfway through processing); raise the limit (``sys.setrecursionlimit``) to run
+deeper ones. Everything else (binding, starting, saving, loading, disposing, comparing and printing queries)
+walks the tree without recursion, at any depth.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Final, Generic, TypeVar, overload
 
-from reaqtive.binding import bind, register_operator
+from reaqtive.arguments import arguments
+from reaqtive.binding import bind, frames_of, register_operator
 from reaqtive.context import HigherOrderEnvironment, OperatorContext
+from reaqtive.errors import QueryTooDeepError
 from reaqtive.fluent.aggregates import AggregateMixin
 from reaqtive.fluent.buffers import BufferMixin
 from reaqtive.fluent.combine import CombineMixin
@@ -42,6 +57,7 @@ __all__ = [
     "combine_latest",
     "empty",
     "from_iterable",
+    "frame_budget",
     "interval",
     "merge",
     "never",
@@ -55,6 +71,22 @@ R = TypeVar("R")
 
 DEFAULT_INSTANCE_ID = "reaqtive://local"
 """The instance id of queries run outside an engine."""
+
+RESERVED_FRAMES: Final = 150
+"""Frames of the recursion limit kept for what runs below and above a query's stages: the host's call stack,
+scheduler tasks, the source's loop, the subscriber, user functions, the teardown at completion."""
+
+
+def frame_budget() -> int:
+    """The nested Python frames a query's stages may take: :func:`sys.getrecursionlimit` less
+    :data:`RESERVED_FRAMES` (850 at the default limit of 1,000).
+
+    Subscribing a query whose :attr:`Query.frames` exceed it raises :class:`~reaqtive.errors.QueryTooDeepError`.
+    Inner queries of higher-order operators are subscribed when they start, deeper in the stack than their
+    outer query's stages: the check counts each on its own, which the heavier frames of the higher-order
+    operators (:func:`reaqtive.binding.frames_of`) allow for.
+    """
+    return max(0, sys.getrecursionlimit() - RESERVED_FRAMES)
 
 
 class Query(
@@ -76,13 +108,15 @@ class Query(
     (:mod:`reaqtive.fluent`).
     """
 
-    __slots__ = ("_args", "_op")
+    __slots__ = ("_args", "_depth", "_frames", "_op")
 
     def __init__(self, op: str, args: tuple[object, ...] = ()) -> None:
         if not isinstance(op, str) or not op:
             raise TypeError(f"op must be a non-empty str, got {op!r}")
         self._op = op
-        self._args = tuple(args)
+        self._args = args = tuple(args)
+        self._depth: int = 1 + max((arg._depth for arg in args if isinstance(arg, Query)), default=0)
+        self._frames: int | None = None  # computed at the first subscribe, when every operator is registered
 
     @property
     def op(self) -> str:
@@ -94,7 +128,27 @@ class Query(
         """The arguments: sources (queries), functions and constants."""
         return self._args
 
+    @property
+    def depth(self) -> int:
+        """The number of stages on the longest path from this node to a source (a source alone is 1 deep)."""
+        return self._depth
+
+    @property
+    def frames(self) -> int:
+        """The nested Python frames the stages on this query's deepest path take (the operators'
+        :func:`~reaqtive.binding.frames_of`, added up along the path); see :func:`frame_budget`."""
+        frames = self._frames
+        if frames is None:
+            frames = self._frames = _frames_needed(self)
+        return frames
+
     def subscribe_core(self, observer: Subscriber[T]) -> SubscriptionHandle:
+        frames = self._frames
+        if frames is None:
+            frames = self._frames = _frames_needed(self)
+        budget = sys.getrecursionlimit() - RESERVED_FRAMES
+        if frames > budget:
+            raise QueryTooDeepError(self._depth, frames, budget, frames + RESERVED_FRAMES)
         return bind(self, observer)
 
     # -- running -----------------------------------------------------------------------------------------------
@@ -144,18 +198,43 @@ class Query(
     # -- data model --------------------------------------------------------------------------------------------
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Query) and other._op == self._op and other._args == self._args
+        if not isinstance(other, Query):
+            return False
+        # Compared with a stack of pairs, not recursively, so that queries of any depth compare.
+        pending: list[tuple[Query[Any], Query[Any]]] = [(self, other)]
+        while pending:
+            mine, theirs = pending.pop()
+            if mine is theirs:
+                continue
+            if mine._op != theirs._op or len(mine._args) != len(theirs._args):
+                return False
+            for a, b in zip(mine._args, theirs._args, strict=True):
+                if isinstance(a, Query) and isinstance(b, Query):
+                    pending.append((a, b))
+                elif isinstance(a, Query) or isinstance(b, Query) or not a == b:
+                    return False
+        return True
 
     def __hash__(self) -> int:
         # Arguments may be unhashable (lists); equal queries must hash equal, so hash the shape only.
         return hash((self._op, len(self._args)))
 
     def __repr__(self) -> str:
-        args = list(self._args)
-        if args and isinstance(args[0], Query):
-            source = args.pop(0)
-            return f"{source!r}.{self._op}({', '.join(_describe(a) for a in args)})"
-        return f"{self._op}({', '.join(_describe(a) for a in args)})"
+        # ``source.op(args)`` down the chain of first arguments, built without recursion.
+        chain: list[Query[Any]] = [self]
+        while True:
+            args = chain[-1]._args
+            if not (args and isinstance(args[0], Query) and type(args[0]).__repr__ is Query.__repr__):
+                break
+            chain.append(args[0])
+        root = chain.pop()
+        args = root._args
+        if args and isinstance(args[0], Query):  # a source that prints itself (an inner stream, a test source)
+            parts = [f"{args[0]!r}.{root._op}({', '.join(_describe(a) for a in args[1:])})"]
+        else:
+            parts = [f"{root._op}({', '.join(_describe(a) for a in args)})"]
+        parts.extend(f".{node._op}({', '.join(_describe(a) for a in node._args[1:])})" for node in reversed(chain))
+        return "".join(parts)
 
 
 class InnerStream(Query[T], Generic[T]):
@@ -249,9 +328,27 @@ def combine_latest(*sources_and_selector: Any, selector: Callable[..., Any] | No
 
 @register_operator("subscribable")
 def _bind_subscribable(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
-    source = query.args[0]
-    assert isinstance(source, Subscribable)
-    return source.subscribe(subscriber)
+    return arguments(query, "source").source(0).subscribe(subscriber)
+
+
+def _frames_needed(query: Query[Any]) -> int:
+    """:attr:`Query.frames` of ``query``, computed in post-order with a stack (no recursion), reusing what its
+    sub-queries computed before."""
+    stack: list[tuple[Query[Any], bool]] = [(query, False)]
+    while stack:
+        node, ready = stack.pop()
+        if node._frames is not None:
+            continue
+        sources = [arg for arg in node._args if isinstance(arg, Query)]
+        if ready:
+            below = max((source._frames or 0 for source in sources), default=0)
+            node._frames = frames_of(node._op) + below
+        else:
+            stack.append((node, True))
+            stack.extend((source, False) for source in sources if source._frames is None)
+    frames = query._frames
+    assert frames is not None  # computed above
+    return frames
 
 
 def _describe(value: object) -> str:

@@ -7,6 +7,12 @@ hierarchical pausable logical schedulers) and :mod:`reaqtive.testing` the virtua
 without either depending on the other.
 
 Time is always an aware :class:`datetime.datetime` in UTC; durations are :class:`datetime.timedelta`.
+
+**Deadlines past the end of time.** ``now + delay`` overflows once it passes ``datetime.max`` (year 9999):
+``take(timedelta.max)``, a timer due in a million years. Every deadline is computed with :func:`deadline`,
+which returns :data:`NEVER` then: a delay that reaches past the last representable time never ends, so
+``take(timedelta.max)`` takes everything and a timer due past ``datetime.max`` never fires. The schedulers
+never run a task due at :data:`NEVER` (the virtual-time one does not queue it).
 """
 
 from __future__ import annotations
@@ -14,17 +20,60 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable
 from concurrent.futures import Future
-from datetime import datetime, timedelta
-from typing import Protocol, final, runtime_checkable
+from datetime import UTC, datetime, timedelta
+from typing import Final, Protocol, final, runtime_checkable
 
 __all__ = [
+    "EARLIEST",
+    "NEVER",
     "PausableScheduler",
     "Scheduler",
     "SchedulerTask",
     "YieldToken",
     "YieldTokenSource",
     "YieldableSchedulerTask",
+    "deadline",
+    "earlier",
+    "utc",
 ]
+
+NEVER: Final = datetime.max.replace(tzinfo=UTC)
+"""The last representable time, the due time that never comes: a deadline past it is clamped here."""
+EARLIEST: Final = datetime.min.replace(tzinfo=UTC)
+"""The first representable time: always past."""
+
+_ZERO: Final = timedelta(0)
+
+
+def deadline(now: datetime, delay: timedelta) -> datetime:
+    """``now + delay``, or :data:`NEVER` when that passes ``datetime.max`` (:data:`EARLIEST` when a negative
+    delay passes ``datetime.min``). Never raises :class:`OverflowError`.
+
+    >>> deadline(NEVER - timedelta(days=1), timedelta.max) is NEVER
+    True
+    """
+    try:
+        return now + delay
+    except OverflowError:
+        return NEVER if delay > _ZERO else EARLIEST
+
+
+def earlier(time: datetime, delay: timedelta) -> datetime:
+    """``time - delay``, clamped like :func:`deadline` (``-timedelta.max`` itself does not exist)."""
+    try:
+        return time - delay
+    except OverflowError:
+        return EARLIEST if delay > _ZERO else NEVER
+
+
+def utc(when: datetime) -> datetime:
+    """An aware ``when`` in UTC, clamped to :data:`NEVER`/:data:`EARLIEST` when its UTC time is not
+    representable (``datetime.max`` at a negative offset is after ``datetime.max`` in UTC)."""
+    try:
+        return when.astimezone(UTC)
+    except OverflowError:
+        offset = when.utcoffset()
+        return NEVER if offset is not None and offset < _ZERO else EARLIEST
 
 
 class YieldTokenSource(Protocol):

@@ -18,6 +18,7 @@ import reaqtive.fluent
 ROOT = Path(__file__).resolve().parent.parent
 
 DOCTESTED_MODULES = [
+    "reaqtive.arguments",
     "reaqtive.query",
     "reaqtive.subscribers",
     "reaqtive.subjects",

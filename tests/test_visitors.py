@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 
 from reaqtive import OperatorContext, UnloadableOperator, from_iterable
 from reaqtive.operator import Operator, OperatorBase
+from reaqtive.query import RESERVED_FRAMES
 from reaqtive.subscribers import NOP_SUBSCRIBER
 from reaqtive.subscriptions import (
     CompositeSubscription,
@@ -15,7 +17,7 @@ from reaqtive.subscriptions import (
     StaticCompositeSubscription,
     SubscriptionHandle,
 )
-from reaqtive.visitors import SubscriptionVisitor, initialize, walk
+from reaqtive.visitors import SubscriptionVisitor, initialize, set_context_all, start_all, subscribe_all, walk
 
 
 class Node(OperatorBase[int]):
@@ -89,9 +91,19 @@ def test_deep_chains_do_not_hit_the_recursion_limit() -> None:
     query = from_iterable(range(3))
     for _ in range(3000):
         query = query.map(lambda x: x)
-    handle = query.subscribe(NOP_SUBSCRIBER)
-    initialize(handle, OperatorContext("test://deep"))
+    # Subscribing refuses a query deeper than its elements could run (QueryTooDeepError): raise the limit for it.
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(query.frames + RESERVED_FRAMES)
+    try:
+        handle = query.subscribe(NOP_SUBSCRIBER)
+        subscribe_all(handle)
+    finally:
+        sys.setrecursionlimit(previous)
+    # The traversals keep their own stack: the default limit does not matter to them.
+    set_context_all(handle, OperatorContext("test://deep"))
+    start_all(handle)
     assert len(walk(handle)) == 3001
+    handle.dispose()
 
 
 def test_builder_applies_typed_actions_in_order() -> None:

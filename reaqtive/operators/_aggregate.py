@@ -58,9 +58,8 @@ class AggregateStage(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
 
     __slots__ = ("_decided", "_demanded", "_held", "_result", "_source")
 
-    def __init__(self, source: object, downstream: Subscriber[R]) -> None:
+    def __init__(self, source: Subscribable[S], downstream: Subscriber[R]) -> None:
         super().__init__(downstream)
-        assert isinstance(source, Subscribable)
         self._source: Subscribable[S] = source
         self._demanded = False
         self._decided = False  # the result is known (held or on its way): later upstream signals change nothing
@@ -73,9 +72,17 @@ class AggregateStage(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
             writer.write(self._result)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._held = self._decided = reader.read()
+        self._held = self._decided = reader.read_bool("held")
         if self._held:
-            self._result = reader.read()
+            self._result = self.read_result(reader)
+
+    def read_result(self, reader: StateReader) -> R:
+        """Read the held result: an element (never ``None``). A stage whose result is its own (a count, an
+        answer) checks its type too."""
+        result = reader.read()
+        if result is None:
+            raise reader.invalid("result", "an element (never None)", result)
+        return result  # type: ignore[no-any-return]
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

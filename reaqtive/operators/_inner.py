@@ -39,11 +39,11 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from reaqtive.context import HigherOrderEnvironment, OperatorContext
 from reaqtive.errors import LimitExceededError
-from reaqtive.operator import StateReader, StateWriter
+from reaqtive.operator import FieldReader, StateReader, StateWriter, Version
 from reaqtive.operators.merge import (
     _TERMINATED,
     DEFAULT_QUEUE_SIZE,
@@ -66,9 +66,6 @@ from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.visitors import initialize
 
-if TYPE_CHECKING:
-    from reaqtive.query import Query
-
 __all__ = [
     "InnerHost",
     "InnerMergeBase",
@@ -83,6 +80,8 @@ R = TypeVar("R")
 
 _VALUE = 0
 _REFERENCE = 1
+_REFERENCE_LENGTHS: Final = {"group": 3, "window": 2}
+"""The kinds of :meth:`~reaqtive.query.InnerStream.reference`, and the length of each."""
 
 
 def _take(token: list[bool]) -> bool:
@@ -144,13 +143,16 @@ class InnerHost:
         """The id of the inner subscription created by the ``number``-th outer element."""
         return f"{self._prefix}/{number}"
 
-    def subscribe(self, number: int, source: Subscribable[Any], observer: Subscriber[Any]) -> None:
+    def subscribe(
+        self, number: int, source: Subscribable[Any], observer: Subscriber[Any], *, restoring: bool = False
+    ) -> None:
         """Subscribe ``observer`` to ``source`` as inner subscription ``number`` and start it (hosted: the
-        environment also loads its saved state, if any, and registers it). Elements may flow before it returns."""
+        environment also loads its saved state, if any, and registers it). Elements may flow before it returns.
+        ``restoring``: re-created from the stage's restored state (its saved state must exist)."""
         inner_id = self.inner_id(number)
         environment = self._environment
         if environment is not None:
-            environment.subscribe_inner(inner_id, source, observer, self._context)
+            environment.subscribe_inner(inner_id, source, observer, self._context, restoring=restoring)
             return
         handle = source.subscribe(observer)
         self._handles[number] = handle  # before the start: the inner may end (and be deleted) while it starts
@@ -197,6 +199,27 @@ def restore_outer_element(saved: list[Any], environment: HigherOrderEnvironment 
             raise OperatorStateError("an inner stream saved by reference needs a HigherOrderEnvironment to restore")
         return InnerStream.from_reference(tuple(payload), environment)
     return payload
+
+
+def _read_saved_element(record: FieldReader, done: bool) -> list[Any] | None:
+    """The saved outer element of a slot (see :func:`save_outer_element`): ``None`` for an inner that ended, else
+    ``[kind, payload]``, where a reference is ``("group", stream_id, key)`` or ``("window", stream_id)``."""
+    saved = record.read()
+    if done:
+        if saved is not None:
+            raise record.invalid("element", "None for an inner that ended", saved)
+        return None
+    if type(saved) is not list or len(saved) != 2 or type(saved[0]) is not int or saved[0] not in (_VALUE, _REFERENCE):
+        raise record.invalid("element", "a saved outer element [kind, payload]", saved)
+    reference = saved[1]
+    if saved[0] == _REFERENCE and not (  # InnerStream.reference(): ("group", stream_id, key) or ("window", stream_id)
+        type(reference) is tuple
+        and len(reference) >= 2
+        and _REFERENCE_LENGTHS.get(reference[0]) == len(reference)
+        and type(reference[1]) is str
+    ):
+        raise record.invalid("element", "a reference to an inner stream: (kind, stream id[, key])", reference)
+    return saved
 
 
 def selected_source(label: str, source: object) -> Subscribable[Any]:
@@ -304,8 +327,12 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
     :meth:`select` (the inner stream of an outer element), and set ``label`` and ``kind``.
 
     State: the number of outer elements seen (the next inner id), whether the outer completed, each slot (its
-    number, whether it is done, the outer element that created it while it is live, its queued elements) and the
-    order in which queued slots take turns.
+    number, whether it is done, the outer element that created it while it is live, its queued elements), the
+    order in which queued slots take turns, and the outer elements requested and not yet received. A recovered
+    downstream asks again only for what it still wants, which need not cover an outer request made earlier (the
+    downstream's demand may since have been met by inner elements): the stage asks the outer for it again when it
+    starts, so the outer element the original was waiting for still comes. State of version 1 (without that
+    count) still loads, as "nothing outstanding" (the behaviour of version 1).
 
     Demand: see :meth:`_request_outer` (outer) and :meth:`_slot_subscribed` (inners).
     """
@@ -329,6 +356,7 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
         "_outer_done",
         "_outstanding",
         "_queued",
+        "_reasked",
         "_result_selector",
         "_running",
         "_slots",
@@ -350,6 +378,7 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
         self._queued = 0  # elements in all queues
         self._demand = 0  # outstanding downstream demand; LONG_MAX is unbounded
         self._outstanding = 0  # outer elements requested and not yet received
+        self._reasked = 0  # a loaded outstanding outer request, asked again at the start
         self._outer_done = False
         self._token = [True]  # taken (emptied) by the one thread delivering downstream (rule 1.3): see _take
         self._direct = False  # unbounded demand and no result selector: InnerSlot.on_next's shortest path
@@ -406,19 +435,36 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
                 ]
             )
             writer.write([slot.number for slot in self._turns])
+            writer.write(self._outstanding)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._counter = reader.read()
-        self._outer_done = reader.read()
-        slots = reader.read()
-        turns = reader.read()
+        self._load_slots(reader)
+        self._reasked = reader.read_int("outstanding")
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,): the same fields without the outstanding outer request (nothing is asked again at the start)
+        self._load_slots(reader)
+
+    def _load_slots(self, reader: StateReader) -> None:
+        self._counter = counter = reader.read_int("counter")
+        self._outer_done = reader.read_bool("outer done")
         self._slots = {}
-        for number, done, saved, queue in slots:
+        previous = -1
+        for record in reader.read_records("slots", 4):
+            # in creation order: numbers rise, below the counter
+            previous = number = record.read_int("number", minimum=previous + 1, maximum=counter - 1)
             slot = InnerSlot(self, number, None)
-            slot.done = done
-            slot.saved = saved
-            slot.queue = deque(queue)
+            slot.done = record.read_bool("done")
+            slot.saved = _read_saved_element(record, slot.done)
+            slot.queue = deque(record.read_list("queue"))  # the user's elements
+            if slot.done and not slot.queue:
+                raise record.invalid("queue", "elements still to deliver (an ended inner is forgotten once empty)",
+                                     [])
             self._slots[number] = slot
+        turns = reader.read_list("turns", of=int)
+        queued = sorted(number for number, slot in self._slots.items() if slot.queue)
+        if sorted(turns) != queued or len(set(turns)) != len(turns):
+            raise reader.invalid("turns", f"each slot with queued elements once: {queued}", turns)
         self._turns = deque(self._slots[number] for number in turns)
         self._queued = sum(len(slot.queue) for slot in self._slots.values())
         self._live = sum(1 for slot in self._slots.values() if not slot.done)
@@ -448,8 +494,15 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
                 self._fail(error)
                 return
             slot.saved = None
-            if not self._subscribe_slot(slot):
+            if not self._subscribe_slot(slot, restoring=True):
                 return
+        with self._lock:
+            again, self._reasked = self._reasked, 0
+            if self._outer_done or self._error is not None or self._disposed:
+                again = 0
+            self._outstanding = add_demand(self._outstanding, again)
+        if again:
+            super().request(again)  # the outer request the original had outstanding (see the class)
         self._request_outer()
         self._drain()
 
@@ -488,12 +541,13 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
         self._state.changed = True
         return slot
 
-    def _subscribe_slot(self, slot: InnerSlot) -> bool:
-        """Select the slot's inner stream and subscribe to it; ``False`` if that failed (the stage is failing)."""
+    def _subscribe_slot(self, slot: InnerSlot, *, restoring: bool = False) -> bool:
+        """Select the slot's inner stream and subscribe to it; ``False`` if that failed (the stage is failing).
+        ``restoring``: the slot was live at the checkpoint the stage was loaded from."""
         host = self._host
         assert host is not None
         try:
-            host.subscribe(slot.number, self.select(slot.element), slot)
+            host.subscribe(slot.number, self.select(slot.element), slot, restoring=restoring)
         except Exception as error:
             self._fail(error)
             return False
@@ -542,6 +596,7 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
                 return
             count = LONG_MAX if wanted == LONG_MAX else wanted - outstanding
             self._outstanding = add_demand(outstanding, count)
+            self._state.changed = True
         super().request(count)  # UnaryOperatorBase: handed over when the outer's subscription arrives
 
     # -- downstream demand ---------------------------------------------------------------------------------------
@@ -708,10 +763,3 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
                     slot.consumed = consumed
                 else:
                     self._replenish(slot, consumed)
-
-
-def outer_query(query: Query[Any]) -> Subscribable[Any]:
-    """The outer source of a higher-order query node (its first argument)."""
-    source = query.args[0]
-    assert isinstance(source, Subscribable)
-    return source

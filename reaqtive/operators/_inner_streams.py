@@ -60,7 +60,7 @@ from reaqtive.errors import LimitExceededError
 from reaqtive.operator import StateReader, StateWriter, UnaryOperatorBase
 from reaqtive.operators.merge import DEFAULT_QUEUE_SIZE
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
-from reaqtive.state import StateFormatError, StatefulUnaryOperatorBase
+from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, Subscription, add_demand, non_positive_request_error
 from reaqtive.subjects import MultiSubject, SimpleSubject
 from reaqtive.subscribable import Subscribable
@@ -517,18 +517,28 @@ class InnerStreamOperator(StatefulUnaryOperatorBase[T, "InnerStream[Any]"], Gene
 
     def _load_inners(self, reader: StateReader) -> None:
         self._loaded = True
-        self._next_number = reader.read()
-        self._source_done = reader.read()
-        self._pulled = reader.read()
+        self._next_number = next_number = reader.read_int("next number")
+        self._source_done = reader.read_bool("source done")
+        self._pulled = reader.read_bool("pulled")
         self._inners = {}
         self._pending = deque()
         self._held = 0
-        for record in reader.read():
-            if not isinstance(record, list | tuple) or len(record) != 4:
-                raise StateFormatError(f"operator {self.name!r}: malformed inner stream record {record!r}")
-            number, key, held, closed = record
+        previous = -1
+        for record in reader.read_records("inners", 4):
+            # in opening order: numbers rise, below the counter
+            number = record.read_int("number", minimum=previous + 1, maximum=next_number - 1)
+            key = record.read()  # the user's key (a group's), None for a window
+            held = record.read()  # the user's elements waiting with the stream, None once it was emitted
+            if held is not None and type(held) is not list:
+                raise record.invalid("held", "None (emitted) or a list (waiting)", held)
+            closed = record.read_bool("closed")
+            if closed and held is None:
+                raise record.invalid("closed", "False for an emitted stream (it is forgotten when it ends)", closed)
+            if self._source_done and not closed:
+                raise record.invalid("closed", "True once the source completed (every stream ended)", closed)
+            previous = number
             inner = Inner(number, key)
-            inner.closed = bool(closed)
+            inner.closed = closed
             if held is None:
                 inner.held = None
                 inner.subject = subject = self._subject_for(number)  # the consumers' restored subscriptions find it

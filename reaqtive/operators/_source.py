@@ -12,6 +12,14 @@ One drain loop serves both ways a query runs:
 Either way, a ``request`` that arrives while the loop runs (typically from inside ``on_next``) only adds to the
 demand and the running loop picks it up: the stack depth stays bounded (rule 3.3) and signals never overlap
 (rule 1.3).
+
+**The first drain.** A ``request`` starts a drain (hosted: the next instant) unless one runs or is pending, and
+a drain runs until the demand is used up, so between two instants a drain is pending exactly when there is
+demand it can serve. The start keeps to that rule: it drains when the downstream asked for something in
+``on_subscribe`` (a recovered downstream asks again for what it had outstanding), or when the source has
+something to signal without demand (:meth:`PullSource.drain_on_start`: a completion, an error, a look for the end
+of an iterable). A recovered source therefore does not start a drain that the original did not have pending,
+which would serve a request of the next instant one instant early.
 """
 
 from __future__ import annotations
@@ -59,7 +67,14 @@ class PullSource(StatefulOperatorBase[T], Generic[T]):
     def on_start(self) -> None:
         with self._lock:
             self._wip = False
-        self._work()
+            idle = not self._demand and self._bad_request is None and not self.drain_on_start()
+        if not idle:
+            self._work()
+
+    def drain_on_start(self) -> bool:
+        """Whether the start drains although the downstream asked for nothing (see the module; called under the
+        lock). ``True`` by default: the source may have a terminal signal to send, which needs no demand."""
+        return True
 
     def request(self, n: int) -> None:
         with self._lock:

@@ -15,6 +15,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from reaqtive.context import OperatorContext
 from reaqtive.errors import MissingSchedulerError
+from reaqtive.operators._timing import MAX_TIME
 from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, Subscription, add_demand, require_not_none
@@ -88,7 +89,7 @@ class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
         scheduler = self.context.scheduler
         now = scheduler.now
         due = self.deadline(now)
-        if due is None:
+        if due is None or due >= MAX_TIME:  # behind us, or never (a duration reaching past datetime.max)
             return
         if due <= now:
             self.on_deadline()

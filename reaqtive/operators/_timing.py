@@ -1,27 +1,39 @@
-"""Due-time arithmetic shared by the time-based sources and operators (``timer``, ``interval``,
-``delay_subscription``): absolute due times computed from ``scheduler.now`` that never overflow."""
+"""Due-time arithmetic shared by the time-based sources and operators: absolute due times computed from
+``scheduler.now`` that never overflow. A deadline past ``datetime.max`` is :data:`MAX_TIME`
+(:data:`reaqtive.scheduling.NEVER`): it never comes (see :mod:`reaqtive.scheduling`)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Final
 
-__all__ = ["MAX_TIME", "MIN_TIME", "add_safe", "due_time", "multiply_safe"]
+from reaqtive.context import OperatorContext
+from reaqtive.scheduling import EARLIEST, NEVER, deadline, earlier, utc
+from reaqtive.state.fields import time_bounds
 
-MAX_TIME: Final = datetime.max.replace(tzinfo=UTC)
+__all__ = [
+    "MAX_SPAN",
+    "MAX_TIME",
+    "MIN_TIME",
+    "add_safe",
+    "deadline",
+    "due_bounds",
+    "due_time",
+    "earlier",
+    "multiply_safe",
+]
+
+MAX_TIME: Final = NEVER
 """The latest representable due time: a due time clamped here never comes."""
-MIN_TIME: Final = datetime.min.replace(tzinfo=UTC)
+MIN_TIME: Final = EARLIEST
 """The earliest representable due time: always past."""
 
-_ZERO: Final = timedelta(0)
+MAX_SPAN: Final = datetime.max - datetime.min
+"""The longest span between two representable times (about 10,000 years). A ``shift`` of ``buffer`` or
+``window`` longer than it could never open a second list or window, and is refused at bind."""
 
-
-def add_safe(time: datetime, delta: timedelta) -> datetime:
-    """``time + delta``, clamped to :data:`MIN_TIME` / :data:`MAX_TIME` instead of raising ``OverflowError``."""
-    try:
-        return time + delta
-    except OverflowError:
-        return MAX_TIME if delta > _ZERO else MIN_TIME
+add_safe: Final = deadline
+"""``time + delta`` clamped to :data:`MIN_TIME` / :data:`MAX_TIME`: :func:`reaqtive.scheduling.deadline`."""
 
 
 def multiply_safe(period: timedelta, count: int) -> timedelta:
@@ -35,5 +47,15 @@ def multiply_safe(period: timedelta, count: int) -> timedelta:
 def due_time(now: datetime, due: timedelta | datetime) -> datetime:
     """The absolute due time of ``due``: a ``datetime`` as it is, a ``timedelta`` from ``now`` (clamped)."""
     if isinstance(due, datetime):
-        return due
-    return add_safe(now, due)
+        return utc(due)
+    return deadline(now, due)
+
+
+def due_bounds(context: OperatorContext, due: timedelta | datetime) -> tuple[datetime | None, datetime | None]:
+    """The earliest and latest saved value of :func:`due_time` ``(now, due)`` (to check it on load): exactly
+    ``due`` when it is a time, else :func:`~reaqtive.state.fields.time_bounds` ``(context, due)``."""
+    if isinstance(due, datetime):
+        when = utc(due)
+        return when, when
+    return time_bounds(context, due)
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error
@@ -21,10 +22,11 @@ A = TypeVar("A")
 R = TypeVar("R")
 
 
-@register_operator("aggregate")
+@register_operator("aggregate", frames=4)
 def _bind_aggregate(query: Query[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
     """``(source, accumulator, result_selector)`` folds without a seed; ``(..., seed)`` with one."""
-    if len(query.args) == 4:
+    shapes = ("source", "accumulator", "result_selector"), ("source", "accumulator", "result_selector", "seed")
+    if len(arguments(query, *shapes)) == 4:  # the stages check the values
         return AggregateSeed(query, downstream)
     return Aggregate(query, downstream)
 
@@ -39,11 +41,10 @@ class Aggregate(AggregateStage[T, Any], Generic[T]):
     __slots__ = ("_accumulation", "_accumulator", "_has_value", "_result_selector")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
-        source, accumulator, result_selector = query.args
-        super().__init__(source, downstream)
-        assert callable(accumulator) and (result_selector is None or callable(result_selector))
-        self._accumulator: Callable[[Any, T], Any] = accumulator
-        self._result_selector: Callable[[Any], Any] | None = result_selector
+        args = arguments(query, "source", "accumulator", "result_selector")
+        super().__init__(args.source(0), downstream)
+        self._accumulator: Callable[[Any, T], Any] = args.function(1)
+        self._result_selector: Callable[[Any], Any] | None = args.optional_function(2)
         self._has_value = False
         self._accumulation: Any = None
 
@@ -54,8 +55,8 @@ class Aggregate(AggregateStage[T, Any], Generic[T]):
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
-        self._has_value = reader.read()
-        self._accumulation = reader.read()
+        self._has_value = reader.read_bool("has value")
+        self._accumulation = reader.read()  # the user's accumulation
 
     def on_next(self, value: T) -> None:
         if self._has_value:
@@ -86,12 +87,11 @@ class AggregateSeed(AggregateStage[T, Any], Generic[T, A]):
     __slots__ = ("_accumulation", "_accumulator", "_result_selector")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
-        source, accumulator, result_selector, seed = query.args
-        super().__init__(source, downstream)
-        assert callable(accumulator) and (result_selector is None or callable(result_selector))
-        self._accumulator: Callable[[A, T], A] = accumulator
-        self._result_selector: Callable[[A], Any] | None = result_selector
-        self._accumulation: A = seed  # type: ignore[assignment]
+        args = arguments(query, "source", "accumulator", "result_selector", "seed")
+        super().__init__(args.source(0), downstream)
+        self._accumulator: Callable[[A, T], A] = args.function(1)
+        self._result_selector: Callable[[A], Any] | None = args.optional_function(2)
+        self._accumulation: A = args.value(3)  # type: ignore[assignment]
 
     def save_state_core(self, writer: StateWriter) -> None:
         super().save_state_core(writer)
@@ -99,7 +99,7 @@ class AggregateSeed(AggregateStage[T, Any], Generic[T, A]):
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
-        self._accumulation = reader.read()
+        self._accumulation = reader.read()  # the user's accumulation
 
     def on_next(self, value: T) -> None:
         try:

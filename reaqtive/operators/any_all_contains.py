@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
-from reaqtive.operator import Version
+from reaqtive.operator import StateReader, Version
 from reaqtive.operators._aggregate import AggregateStage
 from reaqtive.streams import Subscriber
 
@@ -29,6 +30,9 @@ class _Quantifier(AggregateStage[T, bool], Generic[T]):
     def result_at_completion(self) -> bool:
         return self.when_completed
 
+    def read_result(self, reader: StateReader) -> bool:
+        return reader.read_bool("result")
+
 
 @register_operator("any")
 class Any(_Quantifier[T], Generic[T]):
@@ -41,9 +45,9 @@ class Any(_Quantifier[T], Generic[T]):
     __slots__ = ("_predicate",)
 
     def __init__(self, query: Query[object], downstream: Subscriber[bool]) -> None:
-        source, predicate = query.args
-        super().__init__(source, downstream)
-        assert predicate is None or callable(predicate)
+        args = arguments(query, "source", "predicate")
+        super().__init__(args.source(0), downstream)
+        predicate = args.optional_function(1)
         self._predicate: Callable[[T], object] | None = predicate
 
     def on_next(self, value: T) -> None:
@@ -69,9 +73,9 @@ class All(_Quantifier[T], Generic[T]):
     __slots__ = ("_predicate",)
 
     def __init__(self, query: Query[object], downstream: Subscriber[bool]) -> None:
-        source, predicate = query.args
-        super().__init__(source, downstream)
-        assert callable(predicate)
+        args = arguments(query, "source", "predicate")
+        super().__init__(args.source(0), downstream)
+        predicate = args.function(1)
         self._predicate: Callable[[T], object] = predicate
 
     def on_next(self, value: T) -> None:
@@ -95,9 +99,9 @@ class Contains(_Quantifier[T], Generic[T]):
     __slots__ = ("_value",)
 
     def __init__(self, query: Query[object], downstream: Subscriber[bool]) -> None:
-        source, value = query.args
-        super().__init__(source, downstream)
-        self._value: object = value
+        args = arguments(query, "source", "value")
+        super().__init__(args.source(0), downstream)
+        self._value: object = args.element(1)
 
     def on_next(self, value: T) -> None:
         try:
@@ -120,8 +124,7 @@ class IsEmpty(_Quantifier[T], Generic[T]):
     __slots__ = ()
 
     def __init__(self, query: Query[object], downstream: Subscriber[bool]) -> None:
-        (source,) = query.args
-        super().__init__(source, downstream)
+        super().__init__(arguments(query, "source").source(0), downstream)
 
     def on_next(self, value: T) -> None:
         self._finish(False)

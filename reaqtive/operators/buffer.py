@@ -16,6 +16,7 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
@@ -55,8 +56,8 @@ def _closed_before(received: int, count: int, skip: int) -> int:
 @register_operator("buffer")
 def bind_buffer(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of ``Query.buffer(count[, skip])``: arguments ``(source, count, skip)``."""
-    _, count, skip = query.args
-    if skip == count:
+    args = arguments(query, "source", "count", "skip")  # the stages check the values
+    if args.value(2) == args.value(1):
         return BufferCount(query, subscriber)
     return BufferCountSkip(query, subscriber)
 
@@ -91,10 +92,10 @@ class BufferCount(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(downstream)
-        source, count, _ = query.args
-        assert isinstance(source, Subscribable) and isinstance(count, int) and count > 0
-        self._source: Subscribable[T] = source
-        self._count = count
+        args = arguments(query, "source", "count", "skip")
+        self._source: Subscribable[T] = args.source(0)
+        self._count = count = args.integer(1, minimum=1)
+        args.integer(2, minimum=1)
         self._buffer: list[T] = []
         self._limit = UNLIMITED
         self._threshold = count  # the length at which on_next acts: close the list, or fail the size limit
@@ -114,7 +115,9 @@ class BufferCount(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
         self._saved_buffer, self._saved_length = self._buffer, len(self._buffer)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._buffer = list(reader.read())
+        self._buffer = reader.read_list("buffer")  # the user's elements
+        if len(self._buffer) >= self._count and not self.is_disposed:  # (a failed stage may hold a full one)
+            raise reader.invalid("buffer", f"a partial list: fewer than {self._count} elements", self._buffer)
         self._credit = len(self._buffer)
         self._saved_buffer, self._saved_length = self._buffer, len(self._buffer)
 
@@ -214,11 +217,10 @@ class BufferCountSkip(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(downstream)
-        source, count, skip = query.args
-        assert isinstance(source, Subscribable) and isinstance(count, int) and isinstance(skip, int)
-        self._source: Subscribable[T] = source
-        self._count = count
-        self._skip = skip
+        args = arguments(query, "source", "count", "skip")
+        self._source: Subscribable[T] = args.source(0)
+        self._count = count = args.integer(1, minimum=1)
+        self._skip = args.integer(2, minimum=1)
         # state
         self._index = 0  # elements received, ever
         self._buffers: deque[list[T]] = deque()
@@ -250,9 +252,19 @@ class BufferCountSkip(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
         writer.write(self._source_done)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._index = reader.read()
-        self._buffers = deque(list(buffer) for buffer in reader.read())
-        self._source_done = reader.read()
+        self._index = index = reader.read_int("index")
+        self._buffers = deque(reader.read_list("buffers", of=list))  # lists of the user's elements
+        self._source_done = reader.read_bool("source done")
+        # The lists open at `index` follow from it: one opened at every multiple of skip, not yet full. A failed
+        # stage may hold a full one; a completed one has emitted the oldest.
+        count, skip = self._count, self._skip
+        opened = range(max(0, (index - count) // skip + 1) * skip, index, skip)
+        expected = [index - start for start in opened]
+        lengths = [len(buffer) for buffer in self._buffers]
+        if not self.is_disposed and (
+            lengths != expected[len(expected) - len(lengths) :] if self._source_done else lengths != expected
+        ):
+            raise reader.invalid("buffers", f"the lists open after {index} elements, of lengths {expected}", lengths)
         self._closed_at_start = _closed_before(self._index, self._count, self._skip)
         self._requested_to = self._index
 

@@ -23,6 +23,14 @@ beyond the outstanding demand, and one more fails the query with
 downstream has asked for anything: how many elements fit in a time span is not theirs to know.
 ``buffer(duration, count)`` asks for ``n * count`` elements per ``n`` lists requested, as the count buffer does.
 
+**Demand and recovery.** A recovered downstream asks again for the lists it had requested and not received,
+and for nothing else. What the upstream had been asked for is not a function of that: once everything was
+asked for, it stays asked for while the downstream has all it wanted; and a list closed by time takes one
+list of demand but fewer than ``count`` elements. So the stages save their upstream demand (whether everything
+was asked for; for ``buffer(duration, count)``, the elements requested and not yet received and the
+downstream's outstanding lists), ask the upstream for it again when they start, and take the first lists the
+recovered downstream asks for as the ones already translated.
+
 All output goes through one drain loop guarded by a lock (timers, the source and ``request`` may run on
 different threads), so signals never overlap.
 """
@@ -31,13 +39,15 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
+from reaqtive.arguments import Arguments, arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._timing import MAX_SPAN, deadline, earlier, multiply_safe
 from reaqtive.operators.merge import DEFAULT_QUEUE_SIZE
 from reaqtive.operators.settings import (
     MAX_BUFFER_COUNT,
@@ -49,6 +59,7 @@ from reaqtive.operators.settings import (
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduling import Scheduler
 from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.state.fields import time_bounds
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
@@ -71,13 +82,18 @@ DEFAULT_MAX_PENDING: Final = DEFAULT_QUEUE_SIZE
 setting for every operator of this family)."""
 
 
-@register_operator("buffer_time")
+@register_operator("buffer_time", frames=4)
 def bind_buffer_time(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of ``Query.buffer(duration[, shift])``: arguments ``(source, duration, shift)``."""
-    _, duration, shift = query.args
-    if shift == duration:
+    args = _arguments(query)  # the stages check the values
+    if args.value(2) == args.value(1):
         return BufferTime(query, subscriber)
     return BufferTimeShift(query, subscriber)
+
+
+def _arguments(query: Query[Any]) -> Arguments:
+    """``(source, duration, shift)``, or ``(source, duration, count)`` for ``buffer_time_or_count``."""
+    return arguments(query, "source", "duration", "count" if query.op == "buffer_time_or_count" else "shift")
 
 
 class _TimeBuffer(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
@@ -101,6 +117,7 @@ class _TimeBuffer(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
         "_pending",
         "_pulled",
         "_ready",
+        "_reasked",
         "_restored",
         "_scheduler",
         "_source",
@@ -109,17 +126,16 @@ class _TimeBuffer(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(downstream)
-        source = query.args[0]
-        assert isinstance(source, Subscribable)
-        self._source: Subscribable[T] = source
+        self._source: Subscribable[T] = _arguments(query).source(0)
         self._lock = threading.Lock()
         # state
         self._pending: deque[list[T]] = deque()  # closed lists waiting for demand
         self._source_done = False  # the source completed: the pending lists are the last ones
         self._restored = False
+        self._pulled = False  # the upstream was asked for everything (duration, duration and shift)
         # not state
         self._demand = 0
-        self._pulled = False
+        self._reasked = 0  # a loaded upstream request, asked again at the start
         self._emitting = False
         self._ready = False
         self._error: BaseException | None = None
@@ -141,9 +157,13 @@ class _TimeBuffer(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
         writer.write(list(self._pending))
         writer.write(self._source_done)
 
-    def _load_pending(self, reader: StateReader) -> None:
-        self._pending = deque(list(buffer) for buffer in reader.read())
-        self._source_done = reader.read()
+    def _load_pending(self, reader: StateReader, next_due: datetime | None) -> None:
+        """Read the base's fields; ``next_due``: the subclass's time of its next close or open, which a stage
+        that runs on (it started, its source did not complete) has."""
+        self._pending = deque(reader.read_list("pending", of=list))  # closed lists of the user's elements
+        self._source_done = reader.read_bool("source done")
+        if next_due is None and not (self._source_done or self.is_disposed):
+            raise reader.invalid("source done", "True when no list is due to close", self._source_done)
         self._restored = True
 
     def subscribe_input(self) -> SubscriptionHandle:
@@ -181,6 +201,9 @@ class _TimeBuffer(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
                 self._start_fresh(scheduler.now)
             with self._lock:
                 generation, due = self._generation, self._next_due()
+                again, self._reasked = self._reasked, 0
+            if again:
+                super().request(again)  # what the upstream had been asked for at the checkpoint
             self._schedule_timer(generation, due)
         self._ready = True
         self._drain()
@@ -239,7 +262,15 @@ class _TimeBuffer(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
         if self._pulled:
             return 0
         self._pulled = True
+        self._state.changed = True
         return LONG_MAX
+
+    def _save_pulled(self, writer: StateWriter) -> None:
+        writer.write(self._pulled)
+
+    def _load_pulled(self, reader: StateReader) -> None:
+        self._pulled = pulled = reader.read_bool("pulled")
+        self._reasked = LONG_MAX if pulled else 0
 
     # -- from upstream -----------------------------------------------------------------------------------------
 
@@ -300,20 +331,21 @@ class BufferTime(_TimeBuffer[T], Generic[T]):
     """The running stage of ``Query.buffer(duration)``: a list every ``duration``, from the subscription on.
 
     State: the open list, the absolute time it closes, the closed lists waiting for demand, whether the source
-    completed. Demand: see :mod:`reaqtive.operators.buffer_time`. Limits: ``MAX_BUFFER_SIZE``,
-    ``MAX_QUEUE_SIZE``.
+    completed, whether the upstream was asked for everything (version 2; version 1 still loads, as "not asked").
+    Demand: see :mod:`reaqtive.operators.buffer_time`. Limits: ``MAX_BUFFER_SIZE``, ``MAX_QUEUE_SIZE``.
     """
 
     name = "reaqtive:buffer/time"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
 
     __slots__ = ("_buffer", "_duration", "_next_tick")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(query, downstream)
-        _, duration, _ = query.args
-        assert isinstance(duration, timedelta)
-        self._duration = duration
+        args = _arguments(query)
+        self._duration = args.duration(1, positive=True)
+        args.duration(2, positive=True)
         self._buffer: list[T] = []
         self._next_tick: datetime | None = None
 
@@ -321,14 +353,20 @@ class BufferTime(_TimeBuffer[T], Generic[T]):
         writer.write(self._buffer)
         writer.write(self._next_tick)
         self._save_pending(writer)
+        self._save_pulled(writer)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._buffer = list(reader.read())
-        self._next_tick = reader.read()
-        self._load_pending(reader)
+        self.load_older_state_core(reader, (1,))
+        self._load_pulled(reader)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,) is (2,) without the last field
+        self._buffer = reader.read_list("buffer")  # the user's elements
+        self._next_tick = reader.read_optional_datetime("next tick", *time_bounds(self.context, self._duration))
+        self._load_pending(reader, self._next_tick)
 
     def _start_fresh(self, now: datetime) -> None:
-        self._next_tick = now + self._duration
+        self._next_tick = deadline(now, self._duration)  # NEVER past datetime.max: closed only at completion
 
     def _next_due(self) -> datetime:
         assert self._next_tick is not None
@@ -340,7 +378,7 @@ class BufferTime(_TimeBuffer[T], Generic[T]):
         while next_tick <= now and self._error is None:
             self._close(self._buffer)
             self._buffer = []
-            next_tick += self._duration
+            next_tick = deadline(next_tick, self._duration)
         self._next_tick = next_tick
         self._state.changed = True
 
@@ -371,21 +409,24 @@ class BufferTimeShift(_TimeBuffer[T], Generic[T]):
 
     State: the open lists (oldest first), the absolute time the next list opens (the oldest list's close time
     follows from it: lists open ``shift`` apart and all last ``duration``), the closed lists waiting for demand,
-    whether the source completed. Limits: ``MAX_BUFFER_SIZE``, ``MAX_BUFFER_COUNT`` (at most
-    ``ceil(duration / shift)`` lists are open at once), ``MAX_QUEUE_SIZE``.
+    whether the source completed, whether the upstream was asked for everything (version 2; version 1 still
+    loads, as "not asked"). Limits: ``MAX_BUFFER_SIZE``, ``MAX_BUFFER_COUNT`` (at most ``ceil(duration / shift)``
+    lists are open at once), ``MAX_QUEUE_SIZE``.
     """
 
     name = "reaqtive:buffer/time+shift"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
 
     __slots__ = ("_buffers", "_duration", "_next_open", "_shift")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(query, downstream)
-        _, duration, shift = query.args
-        assert isinstance(duration, timedelta) and isinstance(shift, timedelta)
-        self._duration = duration
-        self._shift = shift
+        args = _arguments(query)
+        self._duration = args.duration(1, positive=True)
+        self._shift = args.duration(2, positive=True)
+        if self._shift > MAX_SPAN:
+            args.fail(2, f"at most {MAX_SPAN.days} days (a longer shift never opens a second list)")
         self._buffers: deque[list[T]] = deque()
         self._next_open: datetime | None = None
 
@@ -393,18 +434,29 @@ class BufferTimeShift(_TimeBuffer[T], Generic[T]):
         writer.write(list(self._buffers))
         writer.write(self._next_open)
         self._save_pending(writer)
+        self._save_pulled(writer)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._buffers = deque(list(buffer) for buffer in reader.read())
-        self._next_open = reader.read()
-        self._load_pending(reader)
+        self.load_older_state_core(reader, (1,))
+        self._load_pulled(reader)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,) is (2,) without the last field
+        self._buffers = deque(reader.read_list("buffers", of=list))  # lists of the user's elements
+        most = -(-self._duration // self._shift)  # lists open at once: those opened within the last duration
+        if len(self._buffers) > most:
+            raise reader.invalid("buffers", f"at most {most} open lists", self._buffers)
+        self._next_open = reader.read_optional_datetime("next open", *time_bounds(self.context, self._shift))
+        self._load_pending(reader, self._next_open)
 
     def _next_close(self) -> datetime | None:
         """When the oldest open list closes (``None`` when none is open)."""
         if not self._buffers:
             return None
         assert self._next_open is not None
-        return self._next_open - self._shift * len(self._buffers) + self._duration
+        # The oldest list opened len(buffers) shifts before the next opening. Clamped: a list that would open
+        # after datetime.max never opens, and one that would close after it never closes by time.
+        return deadline(earlier(self._next_open, multiply_safe(self._shift, len(self._buffers))), self._duration)
 
     def _start_fresh(self, now: datetime) -> None:
         self._next_open = now
@@ -429,7 +481,7 @@ class BufferTimeShift(_TimeBuffer[T], Generic[T]):
                     self._error = LimitExceededError(self.name, MAX_BUFFER_COUNT, self._max_buffers)
                     return
                 buffers.append([])
-                self._next_open = next_open + self._shift
+                self._next_open = deadline(next_open, self._shift)
             else:
                 break
         self._state.changed = True
@@ -457,44 +509,60 @@ class BufferTimeShift(_TimeBuffer[T], Generic[T]):
         self._drain()
 
 
-@register_operator("buffer_time_or_count")
+@register_operator("buffer_time_or_count", frames=4)
 class BufferTimeOrCount(_TimeBuffer[T], Generic[T]):
     """The running stage of ``Query.buffer(duration, count)``: a list closes when it holds ``count`` elements or
     ``duration`` after it opened, whichever comes first; a close by count opens the next list and restarts the
     timer from that instant.
 
     State: the open list, the absolute time it closes by time, the closed lists waiting for demand, whether the
-    source completed. Demand: ``n`` lists ask the upstream for ``n * count`` elements (``LONG_MAX`` stays
-    unbounded); lists closed by time take demand too and wait in the queue when there is none. Limits:
-    ``MAX_BUFFER_SIZE`` (a ``count`` above it fails at the element that exceeds it), ``MAX_QUEUE_SIZE``.
+    source completed; the elements requested upstream and not yet received, and the lists the downstream had
+    requested and not yet received (version 2; version 1 still loads, as nothing outstanding). Demand: ``n``
+    lists ask the upstream for ``n * count`` elements (``LONG_MAX`` stays unbounded); lists closed by time take
+    demand too and wait in the queue when there is none. A recovered stage asks the upstream again for what was
+    outstanding, and the first lists the recovered downstream asks for (its outstanding demand, asked again) ask
+    the upstream for nothing more. Limits: ``MAX_BUFFER_SIZE`` (a ``count`` above it fails at the element that
+    exceeds it), ``MAX_QUEUE_SIZE``.
     """
 
     name = "reaqtive:buffer/time_or_count"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
 
-    __slots__ = ("_buffer", "_count", "_duration", "_next_tick")
+    __slots__ = ("_buffer", "_count", "_credit", "_duration", "_next_tick", "_requested")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(query, downstream)
-        _, duration, count = query.args
-        assert isinstance(duration, timedelta) and isinstance(count, int)
-        self._duration = duration
-        self._count = count
+        args = _arguments(query)
+        self._duration = args.duration(1, positive=True)
+        self._count = args.integer(2, minimum=1)
         self._buffer: list[T] = []
         self._next_tick: datetime | None = None
+        self._requested = 0  # elements requested upstream and not yet received
+        self._credit = 0  # loaded downstream demand: lists the recovered downstream asks for again
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._buffer)
         writer.write(self._next_tick)
         self._save_pending(writer)
+        writer.write(self._requested)
+        writer.write(add_demand(self._demand, self._credit))  # what the downstream will ask for again
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._buffer = list(reader.read())
-        self._next_tick = reader.read()
-        self._load_pending(reader)
+        self.load_older_state_core(reader, (1,))
+        self._requested = self._reasked = reader.read_int("requested")
+        self._credit = reader.read_int("demand")
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,) is (2,) without the last two fields
+        self._buffer = reader.read_list("buffer")  # the user's elements
+        if len(self._buffer) >= self._count:
+            raise reader.invalid("buffer", f"a partial list: fewer than {self._count} elements", self._buffer)
+        self._next_tick = reader.read_optional_datetime("next tick", *time_bounds(self.context, self._duration))
+        self._load_pending(reader, self._next_tick)
 
     def _start_fresh(self, now: datetime) -> None:
-        self._next_tick = now + self._duration
+        self._next_tick = deadline(now, self._duration)  # NEVER past datetime.max: closed by count only
 
     def _next_due(self) -> datetime:
         assert self._next_tick is not None
@@ -506,7 +574,7 @@ class BufferTimeOrCount(_TimeBuffer[T], Generic[T]):
         while next_tick <= now and self._error is None:
             self._close(self._buffer)
             self._buffer = []
-            next_tick += self._duration
+            next_tick = deadline(next_tick, self._duration)
         self._next_tick = next_tick
         self._state.changed = True
 
@@ -515,8 +583,18 @@ class BufferTimeOrCount(_TimeBuffer[T], Generic[T]):
         self._buffer = []
 
     def _upstream_demand(self, n: int) -> int:
+        credit = self._credit
+        if credit:  # the recovered downstream asks again for what it had outstanding: translated before
+            again = min(n, credit)
+            self._credit = credit - again
+            n -= again
+            if not n:
+                return 0
         count = self._count
-        return LONG_MAX if n >= LONG_MAX // count else n * count
+        amount = LONG_MAX if n >= LONG_MAX // count else n * count
+        self._requested = add_demand(self._requested, amount)
+        self._state.changed = True
+        return amount
 
     def on_next(self, value: T) -> None:
         scheduler = self._scheduler
@@ -531,11 +609,14 @@ class BufferTimeOrCount(_TimeBuffer[T], Generic[T]):
             else:
                 buffer.append(value)
                 self._state.changed = True
+                requested = self._requested
+                if requested != LONG_MAX and requested:
+                    self._requested = requested - 1
                 if len(buffer) < self._count:
                     return
                 self._close(buffer)
                 self._buffer = []
-                self._next_tick = due = scheduler.now + self._duration
+                self._next_tick = due = deadline(scheduler.now, self._duration)
                 self._generation = generation = self._generation + 1  # the previous list's timer is stale
                 closed = self._error is None
         finally:

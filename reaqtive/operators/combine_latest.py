@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import variadic_arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
@@ -81,7 +82,7 @@ class _CombineInput(Subscriber[Any]):
         return f"<combine_latest input {self.index}: {self.queued} queued{', done' if self.done else ''}>"
 
 
-@register_operator("combine_latest")
+@register_operator("combine_latest", frames=6)
 class CombineLatest(StatefulOperatorBase[R], Generic[R]):
     """The running stage of ``Query.combine_latest``; arguments ``(*sources, selector_or_None)``.
 
@@ -114,11 +115,10 @@ class CombineLatest(StatefulOperatorBase[R], Generic[R]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
         super().__init__(downstream)
-        *sources, selector = query.args
-        assert sources and all(isinstance(source, Subscribable) for source in sources)
-        assert selector is None or callable(selector)
-        self._sources: tuple[Subscribable[Any], ...] = tuple(sources)  # type: ignore[arg-type]
-        self._selector: Callable[..., R] | None = selector
+        args = variadic_arguments(query, "source", minimum=2, trailing=("selector",))
+        sources = args.sources(0, len(args) - 1)
+        self._sources: tuple[Subscribable[Any], ...] = tuple(sources)
+        self._selector: Callable[..., R] | None = args.optional_function(len(args) - 1)
         self._count = count = len(sources)
         self._combine_inputs = tuple(_CombineInput(self, index) for index in range(count))
         self._lock = threading.Lock()
@@ -152,19 +152,25 @@ class CombineLatest(StatefulOperatorBase[R], Generic[R]):
             writer.write([[index, value] for index, value in self._queue])
 
     def load_state_core(self, reader: StateReader) -> None:
-        count = reader.read()
+        count = reader.read_int("count")
         if count != len(self._combine_inputs):
             raise StateShapeError(
                 f"operator {self.name!r}: the state is of a combination of {count} sources, the query combines "
                 f"{len(self._combine_inputs)}"
             )
-        dones = reader.read()
-        self._latest = list(reader.read())
-        self._queue = deque((index, value) for index, value in reader.read())
+        dones = reader.read_list("dones", length=count, of=bool)
+        self._latest = reader.read_list("latest", length=count)  # the user's elements (None: none yet)
+        self._queue = deque()
+        for record in reader.read_records("queue", 2):
+            index = record.read_int("index", maximum=count - 1)
+            value = record.read()  # the user's element
+            if value is None:
+                raise record.invalid("element", "an element (never None)", value)
+            self._queue.append((index, value))
         self._missing = sum(1 for value in self._latest if value is None)
         inputs = self._combine_inputs
         for each, done, latest in zip(inputs, dones, self._latest, strict=True):
-            each.done = bool(done)
+            each.done = done
             each.received = latest is not None
         for index, _ in self._queue:
             inputs[index].queued += 1

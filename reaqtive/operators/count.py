@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage
@@ -18,9 +19,9 @@ __all__ = ["Count"]
 T = TypeVar("T")
 
 
-@register_operator("count")
+@register_operator("count", frames=4)
 class Count(AggregateStage[T, int], Generic[T]):
-    """The running stage of ``Query.count``. State: the held result, then ``count: int`` (any size)."""
+    """The running stage of ``Query.count``. State: the held result, then ``count: int``."""
 
     name = "reaqtive:count"
     version: Version = (1,)
@@ -28,9 +29,9 @@ class Count(AggregateStage[T, int], Generic[T]):
     __slots__ = ("_count", "_predicate")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
-        source, predicate = query.args
-        super().__init__(source, downstream)
-        assert predicate is None or callable(predicate)
+        args = arguments(query, "source", "predicate")
+        super().__init__(args.source(0), downstream)
+        predicate = args.optional_function(1)
         self._predicate: Callable[[T], object] | None = predicate
         self._count = 0
 
@@ -38,9 +39,12 @@ class Count(AggregateStage[T, int], Generic[T]):
         super().save_state_core(writer)
         writer.write(self._count)
 
+    def read_result(self, reader: StateReader) -> int:
+        return reader.read_int("result")
+
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
-        self._count = reader.read()
+        self._count = reader.read_int("count")
 
     def on_next(self, value: T) -> None:
         predicate = self._predicate

@@ -22,6 +22,7 @@ import threading
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.operator import StateReader, StateWriter, Version
@@ -30,6 +31,7 @@ from reaqtive.operators._timing import add_safe
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduling import Scheduler
 from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.state.fields import time_bounds
 from reaqtive.streams import (
     LONG_MAX,
     Subscriber,
@@ -51,10 +53,10 @@ __all__ = ["Debounce", "DebounceSelector"]
 T = TypeVar("T")
 
 
-@register_operator("debounce")
+@register_operator("debounce", frames=20)
 def _bind_debounce(query: Query[Any], downstream: Subscriber[Any]) -> _DebounceBase[Any]:
     """``debounce(duration)`` or ``debounce(duration_selector)``: one expression operator, two stages."""
-    if isinstance(query.args[1], timedelta):
+    if isinstance(arguments(query, "source", "duration").value(1), timedelta):  # the stages check the rest
         return Debounce(query, downstream)
     return DebounceSelector(query, downstream)
 
@@ -82,9 +84,7 @@ class _DebounceBase(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source = query.args[0]
-        assert isinstance(source, Subscribable)
-        self._source: Subscribable[T] = source
+        self._source: Subscribable[T] = arguments(query, "source", "duration").source(0)
         self._lock = threading.Lock()
         self._pending: T | None = None
         self._has_pending = False
@@ -104,11 +104,14 @@ class _DebounceBase(StatefulUnaryOperatorBase[T, T], Generic[T]):
         writer.write(self._source_done)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._has_pending = reader.read()
-        self._pending = reader.read()
-        self._has_ready = reader.read()
-        self._ready = reader.read()
-        self._source_done = reader.read()
+        self._has_pending = reader.read_bool("has pending")
+        self._pending = reader.read()  # the user's element
+        self._has_ready = reader.read_bool("has ready")
+        self._ready = reader.read()  # the user's element
+        self._source_done = reader.read_bool("source done")
+        if self._has_pending and self._source_done:
+            raise reader.invalid("has pending", "False once the source completed (it debounces the pending one)",
+                                 self._has_pending)
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
@@ -217,9 +220,7 @@ class Debounce(_DebounceBase[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(query, downstream)
-        duration = query.args[1]
-        assert isinstance(duration, timedelta)
-        self._duration = duration
+        self._duration = arguments(query, "source", "duration").duration(1)
         self._due: datetime | None = None
         self._armed = False  # a timer task is scheduled
         self._scheduler: Scheduler | None = None
@@ -231,7 +232,9 @@ class Debounce(_DebounceBase[T], Generic[T]):
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
-        self._due = reader.read()
+        self._due = reader.read_optional_datetime("due", *time_bounds(self.context, self._duration))
+        if (self._due is None) == self._has_pending:
+            raise reader.invalid("due", "a time exactly while an element is pending", self._due)
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
@@ -312,8 +315,10 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(query, downstream)
-        selector = query.args[1]
-        assert callable(selector)
+        args = arguments(query, "source", "duration")
+        selector = args.value(1)
+        if not callable(selector):
+            args.fail(1, "a timedelta >= 0, or a function returning a query")
         self._selector: Callable[[T], Any] = selector
         self._count = 0  # elements seen: the pending element is number count - 1
         self._has_inner = False  # the pending element's duration query is live
@@ -329,8 +334,10 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
-        self._count = reader.read()
-        self._has_inner = reader.read()
+        self._count = reader.read_int("count")
+        self._has_inner = reader.read_bool("has inner")
+        if self._has_inner and not (self._has_pending and self._count):
+            raise reader.invalid("has inner", "False unless an element is pending", self._has_inner)
         if self._has_inner and not self._hosted:
             raise needs_environment_error("debounce")
 
@@ -346,7 +353,7 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
         if self._has_inner and self._has_pending:
             # Recovered while the pending element waited for its duration query: re-create it (hosted, it loads
             # its own saved state). Before the base starts delivering, so a query that ends at once is seen.
-            self._open(self._count - 1, self._pending)  # type: ignore[arg-type]
+            self._open(self._count - 1, self._pending, restoring=True)  # type: ignore[arg-type]
         super().on_start()
 
     def on_dispose(self) -> None:
@@ -371,11 +378,16 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
             host.delete(previous)
         self._open(number, value)
 
-    def _open(self, number: int, value: T) -> None:
+    def _open(self, number: int, value: T, *, restoring: bool = False) -> None:
         host = self._host
         assert host is not None
         try:
-            host.subscribe(number, selected_source("debounce", self._selector(value)), _DurationObserver(self, number))
+            host.subscribe(
+                number,
+                selected_source("debounce", self._selector(value)),
+                _DurationObserver(self, number),
+                restoring=restoring,
+            )
         except Exception as error:
             self._fail(error)
 

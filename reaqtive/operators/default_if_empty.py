@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -39,10 +40,9 @@ class DefaultIfEmpty(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, default = query.args
-        assert isinstance(source, Subscribable) and default is not None
-        self._source: Subscribable[T] = source
-        self._default: T = default  # type: ignore[assignment]
+        args = arguments(query, "source", "default")
+        self._source: Subscribable[T] = args.source(0)
+        self._default: T = args.element(1)  # type: ignore[assignment]
         self._not_empty = False
         self._pending = False
         self._requested = False  # the downstream requested something (guarded by _lock)
@@ -53,8 +53,10 @@ class DefaultIfEmpty(StatefulUnaryOperatorBase[T, T], Generic[T]):
         writer.write(self._pending)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._not_empty = reader.read()
-        self._pending = reader.read()
+        self._not_empty = reader.read_bool("not empty")
+        self._pending = reader.read_bool("pending")
+        if self._pending and self._not_empty:
+            raise reader.invalid("pending", "False when an element was seen", self._pending)
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._timing import due_time
+from reaqtive.operators._timing import due_bounds, due_time
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduling import Scheduler
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -25,7 +26,7 @@ __all__ = ["DelaySubscription"]
 T = TypeVar("T")
 
 
-@register_operator("delay_subscription")
+@register_operator("delay_subscription", frames=2)
 class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of ``Query.delay_subscription``.
 
@@ -48,10 +49,9 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, due = query.args
-        assert isinstance(source, Subscribable) and isinstance(due, timedelta | datetime)
-        self._source: Subscribable[T] = source
-        self._due = due
+        args = arguments(query, "source", "due")
+        self._source: Subscribable[T] = args.source(0)
+        self._due = args.due(1)
         self._next_due: datetime | None = None
         self._subscribed = False
         self._holder = SingleAssignmentSubscription()
@@ -62,8 +62,10 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
         writer.write(self._subscribed)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._next_due = reader.read()
-        self._subscribed = reader.read()
+        self._next_due = reader.read_optional_datetime("next due", *due_bounds(self.context, self._due))
+        self._subscribed = reader.read_bool("subscribed")
+        if self._subscribed and self._next_due is None:
+            raise reader.invalid("subscribed", "False before the due time was set", self._subscribed)
         if self._subscribed:
             # The saved state holds the subtree's nodes next: re-create it so the traversal loads and starts it.
             self._attach()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
@@ -30,10 +31,9 @@ class _DistinctBase(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, key_selector, _ = query.args
-        assert isinstance(source, Subscribable) and (key_selector is None or callable(key_selector))
-        self._source: Subscribable[T] = source
-        self._key_selector: Callable[[T], object] | None = key_selector
+        args = arguments(query, "source", "key_selector", "comparer")
+        self._source: Subscribable[T] = args.source(0)
+        self._key_selector: Callable[[T], object] | None = args.optional_function(1)
         self._requested = 0
         self._limit = LONG_MAX
 
@@ -79,7 +79,7 @@ class Distinct(_DistinctBase[T], Generic[T]):
         writer.write(self._keys)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._keys = reader.read()
+        self._keys = reader.read_set("keys")  # the user's keys
 
     def on_next(self, value: T) -> None:
         keys = self._keys
@@ -115,16 +115,16 @@ class DistinctComparer(_DistinctBase[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(query, downstream)
-        comparer = query.args[2]
-        assert callable(comparer)
-        self._comparer: Callable[[object, object], object] = comparer
+        self._comparer: Callable[[object, object], object] = arguments(
+            query, "source", "key_selector", "comparer"
+        ).function(2)
         self._keys: list[object] = []
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._keys)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._keys = reader.read()
+        self._keys = reader.read_list("keys")  # the user's keys
 
     def on_next(self, value: T) -> None:
         keys = self._keys
@@ -149,6 +149,6 @@ class DistinctComparer(_DistinctBase[T], Generic[T]):
 @register_operator("distinct")
 def bind_distinct(query: Query[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of ``distinct``: args ``(source, key_selector | None, comparer | None)``."""
-    if query.args[2] is None:
+    if arguments(query, "source", "key_selector", "comparer").value(2) is None:  # the stages check the rest
         return Distinct(query, downstream)
     return DistinctComparer(query, downstream)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -37,13 +38,10 @@ class DistinctUntilChanged(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, key_selector, comparer = query.args
-        assert isinstance(source, Subscribable)
-        assert key_selector is None or callable(key_selector)
-        assert comparer is None or callable(comparer)
-        self._source: Subscribable[T] = source
-        self._key_selector: Callable[[T], object] | None = key_selector
-        self._comparer: Callable[[object, object], object] | None = comparer
+        args = arguments(query, "source", "key_selector", "comparer")
+        self._source: Subscribable[T] = args.source(0)
+        self._key_selector: Callable[[T], object] | None = args.optional_function(1)
+        self._comparer: Callable[[object, object], object] | None = args.optional_function(2)
         self._requested = 0
         self._has_key = False
         self._key: object = None
@@ -53,8 +51,8 @@ class DistinctUntilChanged(StatefulUnaryOperatorBase[T, T], Generic[T]):
         writer.write(self._key)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._has_key = reader.read()
-        self._key = reader.read()
+        self._has_key = reader.read_bool("has key")
+        self._key = reader.read()  # the user's key
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import Version
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -24,7 +25,7 @@ def _ignore(value: object) -> None:
     """The side effect of a callback that was not given."""
 
 
-@register_operator("do")
+@register_operator("do", frames=2)
 class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of ``Query.do``: calls the side-effect callback first, then passes the signal on.
 
@@ -39,12 +40,14 @@ class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, on_next, on_error, on_complete = query.args
-        assert isinstance(source, Subscribable)
-        self._source: Subscribable[T] = source
-        self._on_next: Callable[[T], object] = on_next if on_next is not None else _ignore  # type: ignore[assignment]
-        self._on_error: Callable[[BaseException], object] | None = on_error  # type: ignore[assignment]
-        self._on_complete: Callable[[], object] | None = on_complete  # type: ignore[assignment]
+        args = arguments(query, "source", "on_next", "on_error", "on_complete")
+        self._source: Subscribable[T] = args.source(0)
+        on_next = args.optional_function(1)
+        self._on_error: Callable[[BaseException], object] | None = args.optional_function(2)
+        self._on_complete: Callable[[], object] | None = args.optional_function(3)
+        if on_next is None and self._on_error is None and self._on_complete is None:
+            args.fail(1, "callable when on_error and on_complete are None (do needs at least one callback)")
+        self._on_next: Callable[[T], object] = on_next if on_next is not None else _ignore
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

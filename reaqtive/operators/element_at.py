@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage
@@ -30,12 +31,14 @@ class ElementAt(AggregateStage[T, T], Generic[T]):
     __slots__ = ("_default", "_index", "_op", "_remaining")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+        default: object = None
         if query.op == "element_at_or_default":
-            source, index, default = query.args
+            args = arguments(query, "source", "index", "default")
+            default = args.element(2)
         else:
-            (source, index), default = query.args, None
-        super().__init__(source, downstream)
-        assert isinstance(index, int) and index >= 0
+            args = arguments(query, "source", "index")
+        super().__init__(args.source(0), downstream)
+        index = args.integer(1)
         self._op = query.op
         self._index = index
         self._default: T | None = default  # type: ignore[assignment]
@@ -47,7 +50,7 @@ class ElementAt(AggregateStage[T, T], Generic[T]):
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
-        self._remaining = reader.read()
+        self._remaining = reader.read_int("remaining", maximum=self._index)
 
     def on_next(self, value: T) -> None:
         remaining = self._remaining

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import Version
 from reaqtive.operators._source import TERMINATED, PullSource
@@ -32,6 +33,7 @@ class Empty(PullSource[Any]):
     __slots__ = ()
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
+        arguments(query)  # none
         super().__init__(downstream)
 
     def emit(self, demand: int, token: YieldToken) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -36,10 +37,9 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, predicate = query.args
-        assert isinstance(source, Subscribable) and callable(predicate)
-        self._source: Subscribable[T] = source
-        self._predicate: Callable[[T], object] = predicate
+        args = arguments(query, "source", "predicate")
+        self._source: Subscribable[T] = args.source(0)
+        self._predicate: Callable[[T], object] = args.function(1)
         self._requested = 0
 
     def subscribe_input(self) -> SubscriptionHandle:
@@ -80,10 +80,9 @@ class FilterIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, predicate = query.args
-        assert isinstance(source, Subscribable) and callable(predicate)
-        self._source: Subscribable[T] = source
-        self._predicate: Callable[[T, int], object] = predicate
+        args = arguments(query, "source", "predicate")
+        self._source: Subscribable[T] = args.source(0)
+        self._predicate: Callable[[T, int], object] = args.function(1)
         self._requested = 0
         self._index = 0
 
@@ -91,7 +90,7 @@ class FilterIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
         writer.write(self._index)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._index = reader.read()
+        self._index = reader.read_int("index")
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import DEFAULT_LOGGER
 from reaqtive.operator import Version
@@ -26,7 +27,7 @@ def _reraise(error: BaseException) -> None:
     raise error
 
 
-@register_operator("finally_action")
+@register_operator("finally_action", frames=2)
 class FinallyAction(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of ``Query.finally_action``: elements pass unchanged; ``action`` runs when the stage is
     disposed (after ``on_complete``/``on_error`` went downstream, or on cancel/dispose), exactly once.
@@ -48,10 +49,9 @@ class FinallyAction(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, action = query.args
-        assert isinstance(source, Subscribable) and callable(action)
-        self._source: Subscribable[T] = source
-        self._action: Callable[[], object] = action
+        args = arguments(query, "source", "action")
+        self._source: Subscribable[T] = args.source(0)
+        self._action: Callable[[], object] = args.function(1)
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error
@@ -25,14 +26,15 @@ class _Pick(AggregateStage[T, T], Generic[T]):
     __slots__ = ("_default", "_op", "_predicate")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+        default: object = None
         if query.op.endswith("_or_default"):
-            source, default, predicate = query.args
+            args = arguments(query, "source", "default", "predicate")
+            default = args.element(1)
         else:
-            (source, predicate), default = query.args, None
-        super().__init__(source, downstream)
-        assert predicate is None or callable(predicate)
+            args = arguments(query, "source", "predicate")
+        super().__init__(args.source(0), downstream)
         self._op = query.op
-        self._predicate: Callable[[T], object] | None = predicate
+        self._predicate: Callable[[T], object] | None = args.optional_function(len(args) - 1)
         self._default: T | None = default  # type: ignore[assignment]
 
     def _no_element(self) -> T:
@@ -68,8 +70,8 @@ class First(_Pick[T], Generic[T]):
         return self._no_element()
 
 
-@register_operator("last")
-@register_operator("last_or_default")
+@register_operator("last", frames=4)
+@register_operator("last_or_default", frames=4)
 class Last(_Pick[T], Generic[T]):
     """The running stage of ``Query.last`` and ``last_or_default``. State: the held result, then ``last``
     (``None`` until a (matching) element arrived: ``None`` is never an element)."""
@@ -89,7 +91,7 @@ class Last(_Pick[T], Generic[T]):
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
-        self._last = reader.read()
+        self._last = reader.read()  # the user's element, or None
 
     def on_next(self, value: T) -> None:
         predicate = self._predicate
@@ -108,8 +110,8 @@ class Last(_Pick[T], Generic[T]):
         return self._no_element() if last is None else last
 
 
-@register_operator("single")
-@register_operator("single_or_default")
+@register_operator("single", frames=4)
+@register_operator("single_or_default", frames=4)
 class Single(_Pick[T], Generic[T]):
     """The running stage of ``Query.single`` and ``single_or_default``: a second (matching) element is an error
     at once, also with a default. State: the held result, then ``found`` (``None`` until a (matching) element
@@ -130,7 +132,7 @@ class Single(_Pick[T], Generic[T]):
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
-        self._found = reader.read()
+        self._found = reader.read()  # the user's element, or None
 
     def on_next(self, value: T) -> None:
         predicate = self._predicate

@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
 from reaqtive.operator import Version
-from reaqtive.operators._inner import InnerMergeBase, InnerSlot, outer_query, selected_source
+from reaqtive.operators._inner import InnerMergeBase, InnerSlot, selected_source
 from reaqtive.operators.settings import MAX_CONCURRENT_INNER, read_limit
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
@@ -27,7 +28,7 @@ __all__ = ["FlatMap", "MergeAll"]
 R = TypeVar("R")
 
 
-@register_operator("flat_map")
+@register_operator("flat_map", frames=20)
 class FlatMap(InnerMergeBase[R], Generic[R]):
     """The running stage of ``Query.flat_map``.
 
@@ -42,23 +43,23 @@ class FlatMap(InnerMergeBase[R], Generic[R]):
 
     State: the number of outer elements seen (the next inner id), whether the outer completed, and per inner:
     its number, whether it ended, the outer element that created it (while live: a value, or a group or window by
-    reference) and the elements queued for lack of demand. Hosted, each inner subscription's own state is a
-    separate unit of the environment.
+    reference) and the elements queued for lack of demand; the outer elements requested and not yet received
+    (asked for again when a recovered stage starts: version 2; version 1 still loads). Hosted, each inner
+    subscription's own state is a separate unit of the environment.
     """
 
     name = "reaqtive:flat_map"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
 
     __slots__ = ("_max_concurrent", "_selector")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
-        super().__init__(outer_query(query), downstream)
-        _, selector, result_selector, max_concurrent = query.args
-        assert callable(selector) and (result_selector is None or callable(result_selector))
-        assert max_concurrent is None or isinstance(max_concurrent, int)
-        self._selector: Callable[[Any], Any] | None = selector
-        self._result_selector = result_selector
-        self._max_concurrent: int | None = max_concurrent
+        args = arguments(query, "source", "selector", "result_selector", "max_concurrent")
+        super().__init__(args.source(0), downstream)
+        self._selector: Callable[[Any], Any] | None = args.function(1)
+        self._result_selector = args.optional_function(2)
+        self._max_concurrent: int | None = args.optional_integer(3, minimum=1)
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
@@ -89,7 +90,7 @@ class FlatMap(InnerMergeBase[R], Generic[R]):
             self._request_outer()
 
 
-@register_operator("merge_all")
+@register_operator("merge_all", frames=20)
 class MergeAll(FlatMap[R], Generic[R]):
     """The running stage of ``Query.merge_all``: :class:`FlatMap` whose outer elements are the inner streams.
 
@@ -98,15 +99,15 @@ class MergeAll(FlatMap[R], Generic[R]):
     """
 
     name = "reaqtive:merge_all"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
     label = "merge_all"
     kind = "merge_all"
 
     __slots__ = ()
 
     def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
-        InnerMergeBase.__init__(self, outer_query(query), downstream)
-        _, max_concurrent = query.args
-        assert max_concurrent is None or isinstance(max_concurrent, int)
+        args = arguments(query, "source", "max_concurrent")
+        InnerMergeBase.__init__(self, args.source(0), downstream)
         self._selector = None
-        self._max_concurrent = max_concurrent
+        self._max_concurrent = args.optional_integer(1, minimum=1)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sized
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._source import EMIT_BATCH, TERMINATED, PullSource
@@ -31,35 +32,52 @@ _NOTHING: Final = _Nothing()
 class FromIterable(PullSource[T], Generic[T]):
     """The running source of ``Query.from_iterable``.
 
-    State: how many elements were emitted. A recovered source iterates its iterable afresh and skips that many,
-    so it resumes where it was for any iterable that yields the same elements each time (a list, a range, a
-    file); a one-shot iterator cannot be resumed.
+    State: how many elements were emitted, and whether it has looked for the end yet (version 2; version 1
+    still loads, as "looked" once an element went out). A recovered source iterates its iterable afresh and
+    skips that many, so it resumes where it was for any iterable that yields the same elements each time (a
+    list, a range, a file); a one-shot iterator cannot be resumed.
 
     Demand: exactly what was requested (see :class:`~reaqtive.operators._source.PullSource`). Unbounded demand
     takes a loop without per-element accounting. When demand runs out the source looks one element ahead, so
-    the end of the iterable is signalled without waiting for another request.
+    the end of the iterable is signalled without waiting for another request; the first drain looks even
+    without demand (an empty iterable completes one tick after the start), and a recovered source that had
+    looked already waits for a request, as the original did.
     """
 
     name = "reaqtive:from_iterable"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
 
-    __slots__ = ("_iterable", "_iterator", "_peeked", "_position")
+    __slots__ = ("_iterable", "_iterator", "_looked", "_peeked", "_position")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        iterable = query.args[0]
-        assert isinstance(iterable, Iterable)
-        self._iterable: Iterable[T] = iterable
+        self._iterable: Iterable[T] = arguments(query, "iterable").iterable(0)
         self._iterator: Iterator[T] | None = None
         self._peeked: T | _Nothing = _NOTHING
         self._position = 0
+        self._looked = False  # a drain has looked for the end (the first one does, even without demand)
 
     def save_state_core(self, writer: StateWriter) -> None:
         # A looked-ahead element has been taken from the iterator but not emitted: it is not counted.
         writer.write(self._position)
+        writer.write(self._looked)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._position = reader.read()
+        self._position = self._read_position(reader)
+        self._looked = reader.read_bool("looked")
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,): the position only; a source that emitted has looked for the end
+        self._position = self._read_position(reader)
+        self._looked = self._position > 0
+
+    def _read_position(self, reader: StateReader) -> int:
+        iterable = self._iterable
+        return reader.read_int("position", maximum=len(iterable) if isinstance(iterable, Sized) else LONG_MAX)
+
+    def drain_on_start(self) -> bool:
+        return not self._looked  # the original's first drain was still to look for the end
 
     def on_start(self) -> None:
         try:
@@ -165,6 +183,9 @@ class FromIterable(PullSource[T], Generic[T]):
         request (a finite source completes without needing demand, rule 1.2)."""
         if self._peeked is not _NOTHING:
             return emitted
+        if not self._looked:
+            self._looked = True
+            self._state.changed = True
         try:
             value = next(iterator)
         except StopIteration:

@@ -24,9 +24,10 @@ group, then downstream.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import Arguments, arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError, ObjectDisposedError
@@ -36,10 +37,9 @@ from reaqtive.operators._timing import add_safe
 from reaqtive.operators.settings import MAX_GROUP_COUNT, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduling import Scheduler
-from reaqtive.state import StateFormatError
+from reaqtive.state.fields import time_bounds
 from reaqtive.streams import LONG_MAX, Subscriber
 from reaqtive.subjects import MultiSubject
-from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
@@ -50,13 +50,17 @@ __all__ = ["GroupBy", "GroupByExpiring", "bind_group_by"]
 T = TypeVar("T")
 
 
-@register_operator("group_by")
+@register_operator("group_by", frames=8)
 def bind_group_by(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of ``Query.group_by``: arguments ``(source, key_selector, element_selector, max_groups,
     expire_after)``."""
-    if query.args[4] is None:
+    if _arguments(query).value(4) is None:  # the stages check the rest
         return GroupBy(query, subscriber)
     return GroupByExpiring(query, subscriber)
+
+
+def _arguments(query: Query[Any]) -> Arguments:
+    return arguments(query, "source", "key_selector", "element_selector", "max_groups", "expire_after")
 
 
 def _none_element_error() -> TypeError:
@@ -123,13 +127,13 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
     )
 
     def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
-        source, key_selector, element_selector, max_groups, _ = query.args
-        assert isinstance(source, Subscribable) and callable(key_selector)
-        assert element_selector is None or callable(element_selector)
-        super().__init__(source, downstream)
-        self._key_selector: Callable[[T], object] = key_selector
-        self._element_selector: Callable[[T], object] | None = element_selector
-        self._max_groups: int = max_groups if isinstance(max_groups, int) else UNLIMITED
+        args = _arguments(query)
+        super().__init__(args.source(0), downstream)
+        self._key_selector: Callable[[T], object] = args.function(1)
+        self._element_selector: Callable[[T], object] | None = args.optional_function(2)
+        max_groups = args.optional_integer(3, minimum=1)
+        self._max_groups: int = max_groups if max_groups is not None else UNLIMITED
+        args.optional_duration(4, positive=True)
         self._limit_name = "max_groups"
         self._groups: dict[object, Inner] = {}  # the open groups by key (emitted or waiting)
         # The emitted open groups: where an element goes (the subject's input, through the element selector)
@@ -147,12 +151,14 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
 
     def load_state_core(self, reader: StateReader) -> None:
         self._load_inners(reader)
-        self._rebuild(self._open_inners())
+        self._rebuild(reader, self._open_inners())
 
-    def _rebuild(self, groups: Any) -> None:
+    def _rebuild(self, reader: StateReader, groups: Any) -> None:
         self._groups = {}
         self._sinks = {}
         for group in groups:
+            if group.key in self._groups:  # (a key that cannot be hashed raises: an OperatorStateError)
+                raise reader.invalid("inners", "one open group per key", group.key)
             self._groups[group.key] = group
             if group.sink is not None:
                 self._sinks[group.key] = self._sink_of(group.sink)
@@ -276,9 +282,7 @@ class GroupByExpiring(GroupBy[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
         super().__init__(query, downstream)
-        expire_after = query.args[4]
-        assert isinstance(expire_after, timedelta)
-        self._expire_after = expire_after
+        self._expire_after = _arguments(query).duration(4, positive=True)
         self._scheduler: Scheduler | None = None
         self._timer_due: datetime | None = None
 
@@ -294,15 +298,18 @@ class GroupByExpiring(GroupBy[T], Generic[T]):
     def load_state_core(self, reader: StateReader) -> None:
         self._load_inners(reader)
         inners = self._inners
-        ordered = []
-        for record in reader.read():
-            number, last = record
+        ordered: list[Inner] = []
+        earliest, latest = time_bounds(self.context)
+        for record in reader.read_records("latest", 2):  # every open group, in the order of their latest element
+            number = record.read_int("number")
             group = inners.get(number)
-            if group is None or group.closed:
-                raise StateFormatError(f"operator {self.name!r}: group {number} is not an open group of the state")
-            group.last = last
+            if group is None or group.closed or group.last is not None:
+                raise record.invalid("number", "an open group of the state, once", number)
+            group.last = record.read_datetime("last", ordered[-1].last if ordered else earliest, latest)
             ordered.append(group)
-        self._rebuild(ordered)
+        if len(ordered) != sum(1 for _ in self._open_inners()):
+            raise reader.invalid("latest", "a record for every open group", len(ordered))
+        self._rebuild(reader, ordered)
 
     def _fast_allowed(self) -> bool:
         return False  # the timer changes groups: every element goes through an action

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import Version
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -19,7 +20,7 @@ __all__ = ["IgnoreElements"]
 T = TypeVar("T")
 
 
-@register_operator("ignore_elements")
+@register_operator("ignore_elements", frames=2)
 class IgnoreElements(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of ``Query.ignore_elements``: drops every element, forwards ``on_complete`` and
     ``on_error``.
@@ -38,9 +39,7 @@ class IgnoreElements(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source = query.args[0]
-        assert isinstance(source, Subscribable)
-        self._source: Subscribable[T] = source
+        self._source: Subscribable[T] = arguments(query, "source").source(0)
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -21,7 +22,7 @@ S = TypeVar("S")
 R = TypeVar("R")
 
 
-@register_operator("map")
+@register_operator("map", frames=2)
 class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
     """The running stage of ``Query.map``. State: none beyond the base (disposed). Demand passes straight
     through: one element in, one out."""
@@ -33,10 +34,9 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
         super().__init__(downstream)
-        source, selector = query.args
-        assert isinstance(source, Subscribable) and callable(selector)
-        self._source: Subscribable[S] = source
-        self._selector: Callable[[S], R] = selector
+        args = arguments(query, "source", "selector")
+        self._source: Subscribable[S] = args.source(0)
+        self._selector: Callable[[S], R] = args.function(1)
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
@@ -53,7 +53,7 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
         self._downstream.on_next(result)
 
 
-@register_operator("map_indexed")
+@register_operator("map_indexed", frames=2)
 class MapIndexed(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
     """The running stage of ``Query.map_indexed``: ``selector(element, index)``, the index counting from 0.
 
@@ -67,17 +67,16 @@ class MapIndexed(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
         super().__init__(downstream)
-        source, selector = query.args
-        assert isinstance(source, Subscribable) and callable(selector)
-        self._source: Subscribable[S] = source
-        self._selector: Callable[[S, int], R] = selector
+        args = arguments(query, "source", "selector")
+        self._source: Subscribable[S] = args.source(0)
+        self._selector: Callable[[S, int], R] = args.function(1)
         self._index = 0
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._index)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._index = reader.read()
+        self._index = reader.read_int("index")
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

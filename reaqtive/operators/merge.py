@@ -29,6 +29,7 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
+from reaqtive.arguments import variadic_arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
@@ -141,16 +142,19 @@ class _MergeInput(Subscriber[T], Generic[T]):
         return f"<merge input {self.index}: {len(self.queue)} queued{', done' if self.done else ''}>"
 
 
-@register_operator("merge")
+@register_operator("merge", frames=6)
 class Merge(StatefulOperatorBase[T], Generic[T]):
     """The running stage of ``Query.merge``.
 
-    State: per input, whether it completed and the elements queued for lack of demand.
+    State: per input, whether it completed and the elements queued for lack of demand; the round-robin cursor
+    (the input whose queue drains next), so a recovered merge delivers its queues in the original order.
+    Version 1 (without the cursor) still loads, with the cursor at the first input.
     Demand: bounded queues per input, ``request`` upstream only what they can hold (see the module).
     """
 
     name = "reaqtive:merge"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
 
     __slots__ = (
         "_batch",
@@ -170,9 +174,9 @@ class Merge(StatefulOperatorBase[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        sources = query.args
-        assert sources and all(isinstance(source, Subscribable) for source in sources)
-        self._sources: tuple[Subscribable[T], ...] = sources  # type: ignore[assignment]
+        args = variadic_arguments(query, "source")
+        sources = args.sources(0, len(args))
+        self._sources: tuple[Subscribable[T], ...] = tuple(sources)
         self._merge_inputs = tuple(_MergeInput(self, index) for index in range(len(sources)))
         self._count = len(sources)
         self._lock = threading.Lock()
@@ -201,18 +205,27 @@ class Merge(StatefulOperatorBase[T], Generic[T]):
             writer.write(len(self._merge_inputs))
             writer.write([merge_input.done for merge_input in self._merge_inputs])
             writer.write([list(merge_input.queue) for merge_input in self._merge_inputs])
+            writer.write(self._cursor)
 
     def load_state_core(self, reader: StateReader) -> None:
-        count = reader.read()
+        self._load_inputs(reader)
+        self._cursor = reader.read_int("cursor", maximum=self._count - 1)  # the input whose queue drains next
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,): the same fields without the cursor, which starts at the first input
+        self._load_inputs(reader)
+
+    def _load_inputs(self, reader: StateReader) -> None:
+        count = reader.read_int("count")
         if count != len(self._merge_inputs):
             raise StateShapeError(
                 f"operator {self.name!r}: the state is of a merge of {count} sources, the query merges "
                 f"{len(self._merge_inputs)}"
             )
-        dones = reader.read()
-        queues = reader.read()
+        dones = reader.read_list("dones", length=count, of=bool)
+        queues = reader.read_list("queues", length=count, of=list)  # lists of the user's elements
         for merge_input, done, queue in zip(self._merge_inputs, dones, queues, strict=True):
-            merge_input.done = bool(done)
+            merge_input.done = done
             merge_input.queue = deque(queue)
         self._done = sum(1 for merge_input in self._merge_inputs if merge_input.done)
         self._queued = sum(len(merge_input.queue) for merge_input in self._merge_inputs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error
@@ -34,9 +35,9 @@ class _Extremum(AggregateStage[T, T], Generic[T]):
     __slots__ = ("_best", "_best_key", "_key")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
-        source, key = query.args
-        super().__init__(source, downstream)
-        assert key is None or callable(key)
+        args = arguments(query, "source", "key")
+        super().__init__(args.source(0), downstream)
+        key = args.optional_function(1)
         self._key: Callable[[T], Any] | None = key
         self._best: T | None = None
         self._best_key: Any = _UNKNOWN
@@ -47,7 +48,7 @@ class _Extremum(AggregateStage[T, T], Generic[T]):
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
-        self._best = reader.read()
+        self._best = reader.read()  # the user's element
         self._best_key = _UNKNOWN
 
     def on_next(self, value: T) -> None:
@@ -75,7 +76,7 @@ class _Extremum(AggregateStage[T, T], Generic[T]):
         return best
 
 
-@register_operator("min")
+@register_operator("min", frames=4)
 class Min(_Extremum[T], Generic[T]):
     """The running stage of ``Query.min``."""
 
@@ -86,7 +87,7 @@ class Min(_Extremum[T], Generic[T]):
     __slots__ = ()
 
 
-@register_operator("max")
+@register_operator("max", frames=4)
 class Max(_Extremum[T], Generic[T]):
     """The running stage of ``Query.max``."""
 

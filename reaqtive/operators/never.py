@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import Version
 from reaqtive.operators._source import PullSource
@@ -30,7 +31,11 @@ class Never(PullSource[Any]):
     __slots__ = ()
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
+        arguments(query)  # none
         super().__init__(downstream)
+
+    def drain_on_start(self) -> bool:
+        return False  # nothing to signal, ever
 
     def emit(self, demand: int, token: YieldToken) -> int:
         return 0

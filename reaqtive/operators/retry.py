@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.operator import StateReader, StateWriter, Version
@@ -33,10 +34,11 @@ __all__ = ["Retry", "RetryCount"]
 T = TypeVar("T")
 
 
-@register_operator("retry")
+@register_operator("retry", frames=4)
 def _bind_retry(query: Query[Any], downstream: Subscriber[Any]) -> Retry[Any]:
     """``retry()`` or ``retry(count)``: one expression operator, two stages (their state differs)."""
-    return Retry(query, downstream) if query.args[1] is None else RetryCount(query, downstream)
+    count = arguments(query, "source", "count").value(1)  # the stage checks the values
+    return Retry(query, downstream) if count is None else RetryCount(query, downstream)
 
 
 class Retry(StatefulOperatorBase[T], Generic[T]):
@@ -79,10 +81,9 @@ class Retry(StatefulOperatorBase[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, count = query.args
-        assert isinstance(source, Subscribable)
-        self._source: Subscribable[T] = source
-        self._remaining: int | None = count  # type: ignore[assignment]  # attempts left, the current one included
+        args = arguments(query, "source", "count")
+        self._source: Subscribable[T] = args.source(0)
+        self._remaining: int | None = args.optional_integer(1, minimum=1)  # attempts left, the current included
         self._lock = threading.Lock()
         self._attempt: _Attempt[T] | None = None
         self._upstream: Subscription | None = None
@@ -227,7 +228,10 @@ class RetryCount(Retry[T], Generic[T]):
         writer.write(self._remaining)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._remaining = reader.read()
+        # _remaining is still the query's count here: the attempts left, the current one included, are 1 to it
+        count = self._remaining
+        assert count is not None  # RetryCount is bound for retry(count) only
+        self._remaining = reader.read_int("remaining", minimum=1, maximum=count)
 
     def _take_retry(self) -> bool:
         with self._lock:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import Version
 from reaqtive.operators._source import TERMINATED, PullSource
@@ -25,8 +26,9 @@ class ReturnValue(PullSource[T], Generic[T]):
     State: none beyond the base. The element and the completion go out together, and the disposed flag that
     follows records that they did; before that there is nothing to remember.
 
-    Demand: the element waits for ``request``; hosted, it goes out on the scheduler (one tick after the start
-    or the request under the test scheduler), standalone inside ``start``/``request``.
+    Demand: the element waits for ``request``; hosted, it goes out on the scheduler (one tick after the request
+    under the test scheduler, or after the start when the subscriber asked in ``on_subscribe``), standalone
+    inside ``start``/``request``.
     """
 
     name = "reaqtive:return_value"
@@ -36,8 +38,10 @@ class ReturnValue(PullSource[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        (value,) = query.args
-        self._value: T = value  # type: ignore[assignment]
+        self._value: T = arguments(query, "value").element(0)  # type: ignore[assignment]
+
+    def drain_on_start(self) -> bool:
+        return False  # the completion follows the value, which waits for demand
 
     def emit(self, demand: int, token: YieldToken) -> int:
         if not demand:

@@ -6,10 +6,11 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.scheduler import ActionTask
+from reaqtive.scheduler import ITEM_PROCESSING_PRIORITY, ActionTask
 from reaqtive.scheduling import Scheduler
 from reaqtive.state import StatefulOperatorBase
 from reaqtive.streams import (
@@ -31,7 +32,7 @@ __all__ = ["Sample"]
 T = TypeVar("T")
 
 
-@register_operator("sample")
+@register_operator("sample", frames=6)
 class Sample(StatefulOperatorBase[T], Generic[T]):
     """The running stage of ``Query.sample``. Two inputs: the source and the sampler.
 
@@ -48,7 +49,8 @@ class Sample(StatefulOperatorBase[T], Generic[T]):
     Demand: both inputs are requested without bound (sampling consumes the source continuously and keeps only
     the latest value). Downstream, at most one sample waits for demand; a sample moment that finds the previous
     sample still undelivered replaces it with the newer one (latest wins: the older sample is dropped). Hosted,
-    a ``request`` that releases a waiting sample delivers it on the scheduler.
+    a ``request`` that releases a waiting sample delivers it on the scheduler, in the next instant after the
+    timers of that instant (so a period's sample moment due then comes first, also after a restart).
     """
 
     name = "reaqtive:sample"
@@ -74,10 +76,9 @@ class Sample(StatefulOperatorBase[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, sampler = query.args
-        assert isinstance(source, Subscribable) and isinstance(sampler, Subscribable)
-        self._source: Subscribable[T] = source
-        self._sampler: Subscribable[Any] = sampler
+        args = arguments(query, "source", "sampler")
+        self._source: Subscribable[T] = args.source(0)
+        self._sampler: Subscribable[Any] = args.source(1)
         self._lock = threading.Lock()
         self._value: T | None = None
         self._has_value = False
@@ -103,13 +104,13 @@ class Sample(StatefulOperatorBase[T], Generic[T]):
             writer.write(self._completing)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._has_value = reader.read()
-        self._value = reader.read()
-        self._has_sample = reader.read()
-        self._sample = reader.read()
-        self._source_done = reader.read()
-        self._sampler_done = reader.read()
-        self._completing = reader.read()
+        self._has_value = reader.read_bool("has value")
+        self._value = reader.read()  # the user's element
+        self._has_sample = reader.read_bool("has sample")
+        self._sample = reader.read()  # the user's element
+        self._source_done = reader.read_bool("source done")
+        self._sampler_done = reader.read_bool("sampler done")
+        self._completing = reader.read_bool("completing")
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -124,7 +125,10 @@ class Sample(StatefulOperatorBase[T], Generic[T]):
         self._scheduler = context.scheduler if context.has_scheduler else None
 
     def on_start(self) -> None:
-        if self._has_sample or self._completing:  # recovered with a sample waiting, or about to complete
+        # Recovered about to complete: complete. A sample waiting goes out once there is demand: a recovered
+        # downstream that asks again in on_subscribe has started the drain already; one that asks for nothing
+        # starts it with its next request, as in a run that never stopped.
+        if self._completing and not self._has_sample:
             self._work(inline=False)
 
     def on_dispose(self) -> None:
@@ -191,7 +195,9 @@ class Sample(StatefulOperatorBase[T], Generic[T]):
         if inline or scheduler is None:
             self._drain()
         else:
-            scheduler.schedule(ActionTask(self._drain))
+            # Queue draining runs after the timers of the same instant (a period sampler's tick): a recovered
+            # query schedules both anew, so their order must not depend on which was scheduled first.
+            scheduler.schedule(ActionTask(self._drain, priority=ITEM_PROCESSING_PRIORITY))
 
     def _drain(self) -> None:
         """Each round reads the whole state under the lock and stops in that same locked block when there is

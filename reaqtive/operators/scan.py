@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -36,10 +37,9 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, accumulator = query.args
-        assert isinstance(source, Subscribable) and callable(accumulator)
-        self._source: Subscribable[T] = source
-        self._accumulator: Callable[[T, T], T] = accumulator
+        args = arguments(query, "source", "accumulator")
+        self._source: Subscribable[T] = args.source(0)
+        self._accumulator: Callable[[T, T], T] = args.function(1)
         self._has_value = False
         self._value: T | None = None
 
@@ -48,8 +48,8 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
         writer.write(self._value)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._has_value = reader.read()
-        self._value = reader.read()
+        self._has_value = reader.read_bool("has value")
+        self._value = reader.read()  # the user's accumulation
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
@@ -86,17 +86,16 @@ class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[A]) -> None:
         super().__init__(downstream)
-        source, seed, accumulator = query.args
-        assert isinstance(source, Subscribable) and callable(accumulator)
-        self._source: Subscribable[T] = source
-        self._accumulator: Callable[[A, T], A] = accumulator
-        self._value: A = seed  # type: ignore[assignment]
+        args = arguments(query, "source", "seed", "accumulator")
+        self._source: Subscribable[T] = args.source(0)
+        self._accumulator: Callable[[A, T], A] = args.function(2)
+        self._value: A = args.element(1)  # type: ignore[assignment]
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._value)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._value = reader.read()
+        self._value = reader.read()  # the user's accumulation
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
@@ -119,9 +118,9 @@ def _none_error(value: object) -> TypeError:
     return TypeError(f"scan: the accumulator returned None for {value!r}; None is never an element")
 
 
-@register_operator("scan")
+@register_operator("scan", frames=2)
 def bind_scan(query: Query[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of ``scan``: ``(source, accumulator)`` without a seed, ``(source, seed, accumulator)`` with."""
-    if len(query.args) == 2:
+    if len(arguments(query, ("source", "accumulator"), ("source", "seed", "accumulator"))) == 2:
         return Scan(query, downstream)
     return ScanSeed(query, downstream)

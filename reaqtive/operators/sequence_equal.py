@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
@@ -83,7 +84,7 @@ class _Side(Subscriber[T], Generic[T]):
         subscription.request(n)
 
 
-@register_operator("sequence_equal")
+@register_operator("sequence_equal", frames=8)
 class SequenceEqual(StatefulOperatorBase[bool], Generic[T]):
     """The running stage of ``Query.sequence_equal``: ``(first, second, comparer)``, the comparer ``None`` for
     ``==``.
@@ -121,12 +122,10 @@ class SequenceEqual(StatefulOperatorBase[bool], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[bool]) -> None:
         super().__init__(downstream)
-        first, second, comparer = query.args
-        assert isinstance(first, Subscribable) and isinstance(second, Subscribable)
-        assert comparer is None or callable(comparer)
-        self._first: Subscribable[T] = first
-        self._second: Subscribable[T] = second
-        self._comparer: Callable[[T, T], object] | None = comparer
+        args = arguments(query, "source", "other", "comparer")
+        self._first: Subscribable[T] = args.source(0)
+        self._second: Subscribable[T] = args.source(1)
+        self._comparer: Callable[[T, T], object] | None = args.optional_function(2)
         self._lock = threading.Lock()
         self._sides: tuple[_Side[T], _Side[T]] = (_Side(self, 0), _Side(self, 1))
         self._limit = UNLIMITED
@@ -154,13 +153,16 @@ class SequenceEqual(StatefulOperatorBase[bool], Generic[T]):
             writer.write(list(side.queue))
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._held = reader.read()
+        self._held = reader.read_bool("held")
         if self._held:
-            self._result = reader.read()
+            self._result = reader.read_bool("result")
             self._decided = True
         for side in self._sides:
-            side.done = reader.read()
-            side.queue = deque(reader.read())
+            side.done = reader.read_bool("done")
+            side.queue = deque(reader.read_list("queue"))  # the user's elements, not yet compared
+        if all(side.queue for side in self._sides):
+            raise reader.invalid("queue", "empty on one side at least (elements are compared as they pair up)",
+                                 [len(side.queue) for side in self._sides])
 
     # -- lifecycle and demand ----------------------------------------------------------------------------------
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._take_skip import OpenAtDeadline
+from reaqtive.operators._timing import deadline
 from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.state.fields import time_bounds
 from reaqtive.streams import Subscriber, add_demand
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
@@ -40,17 +43,17 @@ class Skip(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, count = query.args
-        assert isinstance(source, Subscribable) and isinstance(count, int)
-        self._source: Subscribable[T] = source
-        self._remaining = count
+        args = arguments(query, "source", "count")
+        self._source: Subscribable[T] = args.source(0)
+        self._remaining = args.integer(1)
         self._asked_for_skipped = False
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._remaining)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._remaining = reader.read()
+        # _remaining is still the query's count here: what is left of it cannot be more
+        self._remaining = reader.read_int("remaining", maximum=self._remaining)
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
@@ -69,7 +72,7 @@ class Skip(StatefulUnaryOperatorBase[T, T], Generic[T]):
         self._downstream.on_next(value)
 
 
-@register_operator("skip_duration")
+@register_operator("skip_duration", frames=2)
 class SkipDuration(OpenAtDeadline[T], Generic[T]):
     """The running stage of ``Query.skip(duration)``: drops the elements of the first ``duration`` after it
     started, then passes every element. Completion and errors pass at any time.
@@ -86,10 +89,9 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, duration = query.args
-        assert isinstance(source, Subscribable) and isinstance(duration, timedelta)
-        self._source: Subscribable[T] = source
-        self._duration = duration
+        args = arguments(query, "source", "duration")
+        self._source: Subscribable[T] = args.source(0)
+        self._duration = args.duration(1)
         self._end: datetime | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:
@@ -97,8 +99,8 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
         writer.write(self._open)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._end = reader.read()
-        self._open = reader.read()
+        self._end = reader.read_optional_datetime("end", *time_bounds(self.context, self._duration))
+        self._open = reader.read_bool("open")
 
     @property
     def operator_label(self) -> str:
@@ -111,6 +113,6 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
         if self._open:
             return None
         if self._end is None:
-            self._end = now + self._duration
+            self._end = deadline(now, self._duration)  # NEVER past datetime.max: it drops everything
             self._state.changed = True
         return self._end

@@ -6,6 +6,7 @@ import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._take_skip import DroppingStage, OpenAtDeadline, UntilObserver
@@ -50,10 +51,9 @@ class SkipUntil(DroppingStage[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, other = query.args
-        assert isinstance(source, Subscribable) and isinstance(other, Subscribable)
-        self._source: Subscribable[T] = source
-        self._other: Subscribable[Any] = other
+        args = arguments(query, "source", "other")
+        self._source: Subscribable[T] = args.source(0)
+        self._other: Subscribable[Any] = args.source(1)
         self._open = False
         self._other_done = False
         self._source_done = False
@@ -66,9 +66,9 @@ class SkipUntil(DroppingStage[T], Generic[T]):
         writer.write(self._source_done)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._open = reader.read()
-        self._other_done = reader.read()
-        self._source_done = reader.read()
+        self._open = reader.read_bool("open")
+        self._other_done = reader.read_bool("other done")
+        self._source_done = reader.read_bool("source done")
 
     # -- inputs --------------------------------------------------------------------------------------------------
 
@@ -141,7 +141,7 @@ class SkipUntil(DroppingStage[T], Generic[T]):
                 self._state.changed = True
 
 
-@register_operator("skip_until_time")
+@register_operator("skip_until_time", frames=2)
 class SkipUntilTime(OpenAtDeadline[T], Generic[T]):
     """The running stage of ``Query.skip_until(start_time)``: drops the elements before ``start_time``, then
     passes every element (all of them if ``start_time`` has passed when it starts). Completion and errors pass at
@@ -158,16 +158,15 @@ class SkipUntilTime(OpenAtDeadline[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, start_time = query.args
-        assert isinstance(source, Subscribable) and isinstance(start_time, datetime)
-        self._source: Subscribable[T] = source
-        self._start_time = start_time
+        args = arguments(query, "source", "start_time")
+        self._source: Subscribable[T] = args.source(0)
+        self._start_time = args.time(1)
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._open)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._open = reader.read()
+        self._open = reader.read_bool("open")
 
     @property
     def operator_label(self) -> str:

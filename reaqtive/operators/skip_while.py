@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._take_skip import DroppingStage
@@ -36,17 +37,16 @@ class SkipWhile(DroppingStage[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, predicate = query.args
-        assert isinstance(source, Subscribable) and callable(predicate)
-        self._source: Subscribable[T] = source
-        self._predicate: Callable[[T], object] = predicate
+        args = arguments(query, "source", "predicate")
+        self._source: Subscribable[T] = args.source(0)
+        self._predicate: Callable[[T], object] = args.function(1)
         self._running = False
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._running)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._running = reader.read()
+        self._running = reader.read_bool("running")
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
@@ -84,10 +84,9 @@ class SkipWhileIndexed(DroppingStage[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, predicate = query.args
-        assert isinstance(source, Subscribable) and callable(predicate)
-        self._source: Subscribable[T] = source
-        self._predicate: Callable[[T, int], object] = predicate
+        args = arguments(query, "source", "predicate")
+        self._source: Subscribable[T] = args.source(0)
+        self._predicate: Callable[[T, int], object] = args.function(1)
         self._running = False
         self._index = 0
 
@@ -96,8 +95,8 @@ class SkipWhileIndexed(DroppingStage[T], Generic[T]):
         writer.write(self._index)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._running = reader.read()
-        self._index = reader.read()
+        self._running = reader.read_bool("running")
+        self._index = reader.read_int("index")
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.operator import StateReader, StateWriter, Version
@@ -25,13 +25,14 @@ __all__ = ["StartWith"]
 T = TypeVar("T")
 
 
-@register_operator("start_with")
+@register_operator("start_with", frames=16)
 class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of ``Query.start_with``: emits ``values``, then subscribes to the source (only then:
     a hot source's elements during the values are not seen, as in Rx's ``concat``).
 
     Hosted (the context has a scheduler): each value is emitted by its own task, one after the other (under
-    the test scheduler: one tick apart, the first one tick after start), and the task that emits the last value
+    the test scheduler: one tick apart, the first one tick after the start, or after the request that asks for
+    it when the subscriber asked for nothing in ``on_subscribe``), and the task that emits the last value
     also subscribes to the source; with no values, the first task subscribes. Standalone: the values are emitted
     on the caller's thread, from a drain loop (a ``request`` inside ``on_next`` adds demand, rule 3.3).
 
@@ -62,10 +63,9 @@ class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, values = query.args
-        assert isinstance(source, Subscribable) and isinstance(values, Sequence)
-        self._source: Subscribable[T] = source
-        self._values: tuple[T, ...] = tuple(values)
+        args = arguments(query, "source", "values")
+        self._source: Subscribable[T] = args.source(0)
+        self._values: tuple[T, ...] = args.elements(1)  # type: ignore[assignment]
         self._index = 0
         self._subscribed = False
         self._holder = SingleAssignmentSubscription()
@@ -80,8 +80,12 @@ class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
         writer.write(self._subscribed)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._index = reader.read()
-        self._subscribed = reader.read()
+        count = len(self._values)
+        self._index = reader.read_int("index", maximum=count)
+        self._subscribed = reader.read_bool("subscribed")
+        if self._subscribed and self._index != count:
+            raise reader.invalid("subscribed", f"False while values are left to emit ({self._index} of {count})",
+                                 self._subscribed)
         if self._subscribed:
             # Re-create the source's subscription now (subscribe and context only): the load traversal then
             # descends into it and loads its state, and the start traversal starts it.
@@ -102,7 +106,11 @@ class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
             return  # recovered with the source subscribed: nothing left to emit
         with self._lock:
             self._wip = False
-        self._work()
+            # A value waits for demand: no step until the downstream asks (in on_subscribe, or later), as in a
+            # run that never stopped, where a step is pending only while there is demand for a value.
+            idle = self._index < len(self._values) and not self._demand and self._bad_request is None
+        if not idle:
+            self._work()
 
     def request(self, n: int) -> None:
         if self._subscribed:  # once true, it stays true: no lock needed on this path
@@ -175,7 +183,11 @@ class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
             self._state.changed = True
             self._downstream.on_next(values[index])
             if index + 1 < len(values):
-                return True
+                with self._lock:
+                    if self._demand or self._bad_request is not None:
+                        return True
+                    self._wip = False  # wait: the next request starts a drain again (no step pending meanwhile)
+                return False
         self._subscribe_source()  # after the last value, in the same step (as Reaqtive)
         return False
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error
@@ -17,7 +18,7 @@ __all__ = ["Average", "Sum"]
 T = TypeVar("T")
 
 
-@register_operator("sum")
+@register_operator("sum", frames=4)
 class Sum(AggregateStage[T, Any], Generic[T]):
     """The running stage of ``Query.sum``: ``start + x1 + x2 + ...``, as Python's ``sum``. State: the held
     result, then ``total``."""
@@ -28,9 +29,9 @@ class Sum(AggregateStage[T, Any], Generic[T]):
     __slots__ = ("_total",)
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
-        source, start = query.args
-        super().__init__(source, downstream)
-        self._total: Any = start
+        args = arguments(query, "source", "start")
+        super().__init__(args.source(0), downstream)
+        self._total: Any = args.element(1)
 
     def save_state_core(self, writer: StateWriter) -> None:
         super().save_state_core(writer)
@@ -38,7 +39,7 @@ class Sum(AggregateStage[T, Any], Generic[T]):
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
-        self._total = reader.read()
+        self._total = reader.read()  # the user's elements added up
 
     def on_next(self, value: T) -> None:
         try:
@@ -52,7 +53,7 @@ class Sum(AggregateStage[T, Any], Generic[T]):
         return self._total
 
 
-@register_operator("average")
+@register_operator("average", frames=4)
 class Average(AggregateStage[T, Any], Generic[T]):
     """The running stage of ``Query.average``: ``(x1 + ... + xn) / n`` with true division. State: the held
     result, then ``count: int, total`` (``total`` is ``None`` until the first element)."""
@@ -63,8 +64,7 @@ class Average(AggregateStage[T, Any], Generic[T]):
     __slots__ = ("_count", "_total")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
-        (source,) = query.args
-        super().__init__(source, downstream)
+        super().__init__(arguments(query, "source").source(0), downstream)
         self._count = 0
         self._total: Any = None
 
@@ -75,8 +75,10 @@ class Average(AggregateStage[T, Any], Generic[T]):
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
-        self._count = reader.read()
-        self._total = reader.read()
+        self._count = reader.read_int("count")
+        self._total = reader.read()  # the user's elements added up: None until the first one
+        if (self._total is None) != (self._count == 0):
+            raise reader.invalid("total", "None exactly when the count is 0", self._total)
 
     def on_next(self, value: T) -> None:
         if self._count:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, Version
-from reaqtive.operators._inner import InnerMergeBase, InnerSlot, outer_query, selected_source
+from reaqtive.operators._inner import InnerMergeBase, InnerSlot, selected_source
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 
@@ -24,7 +25,7 @@ __all__ = ["SwitchLatest"]
 R = TypeVar("R")
 
 
-@register_operator("switch_latest")
+@register_operator("switch_latest", frames=20)
 class SwitchLatest(InnerMergeBase[R], Generic[R]):
     """The running stage of ``Query.switch_latest()`` and ``Query.switch_latest(selector)``.
 
@@ -36,29 +37,41 @@ class SwitchLatest(InnerMergeBase[R], Generic[R]):
 
     State: the number of outer elements seen (the next inner id), whether the outer completed, and the latest
     inner: its number, whether it ended, the outer element that created it (while live) and its queued
-    elements. Demand: as ``flat_map`` without a bound on live inners (there is at most one): the outer is asked
-    without bound when the downstream demand is unbounded, else for one element at a time while the downstream
-    asked for more than is queued, so a slow subscriber switches when it catches up rather than losing what it
-    asked for.
+    elements; the outer elements requested and not yet received (asked for again when a recovered stage starts:
+    version 2; version 1 still loads). Demand: as ``flat_map`` without a bound on live inners (there is at most
+    one): the outer is asked without bound when the downstream demand is unbounded, else for one element at a
+    time while the downstream asked for more than is queued, so a slow subscriber switches when it catches up
+    rather than losing what it asked for.
     """
 
     name = "reaqtive:switch_latest"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
     label = "switch_latest"
     kind = "switch_latest"
 
     __slots__ = ("_current", "_selector")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
-        super().__init__(outer_query(query), downstream)
-        _, selector = query.args
-        assert selector is None or callable(selector)
-        self._selector: Callable[[Any], Any] | None = selector
+        args = arguments(query, "source", "selector")
+        super().__init__(args.source(0), downstream)
+        self._selector: Callable[[Any], Any] | None = args.optional_function(1)
         self._current: InnerSlot | None = None
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
-        self._current = next(reversed(self._slots.values()), None)
+        self._current = self._latest_slot(reader)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        super().load_older_state_core(reader, version)
+        self._current = self._latest_slot(reader)
+
+    def _latest_slot(self, reader: StateReader) -> InnerSlot | None:
+        """The one slot a switch keeps: the latest outer element's (a switch forgets the one before)."""
+        numbers = list(self._slots)
+        if numbers not in ([], [self._counter - 1]):
+            raise reader.invalid("slots", f"at most the latest inner's, number {self._counter - 1}", numbers)
+        return next(iter(self._slots.values()), None)
 
     def select(self, element: Any) -> Subscribable[Any]:
         selector = self._selector

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._take_skip import TakeUntilDeadline
+from reaqtive.operators._timing import deadline
 from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.state.fields import time_bounds
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
@@ -41,17 +44,17 @@ class Take(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, count = query.args
-        assert isinstance(source, Subscribable) and isinstance(count, int)
-        self._source: Subscribable[T] = source
-        self._remaining = count
+        args = arguments(query, "source", "count")
+        self._source: Subscribable[T] = args.source(0)
+        self._remaining = count = args.integer(1)
         self._can_request = count
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._remaining)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._remaining = self._can_request = reader.read()
+        # _remaining is still the query's count here: what is left of it cannot be more
+        self._remaining = self._can_request = reader.read_int("remaining", maximum=self._remaining)
 
     def subscribe_input(self) -> SubscriptionHandle:
         if self._remaining == 0:
@@ -80,7 +83,7 @@ class Take(StatefulUnaryOperatorBase[T, T], Generic[T]):
             self._signal_complete()
 
 
-@register_operator("take_duration")
+@register_operator("take_duration", frames=2)
 class TakeDuration(TakeUntilDeadline[T], Generic[T]):
     """The running stage of ``Query.take(duration)``: the elements of the first ``duration`` after it started,
     then completion (and unsubscription from the source).
@@ -97,17 +100,16 @@ class TakeDuration(TakeUntilDeadline[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, duration = query.args
-        assert isinstance(source, Subscribable) and isinstance(duration, timedelta)
-        self._source: Subscribable[T] = source
-        self._duration = duration
+        args = arguments(query, "source", "duration")
+        self._source: Subscribable[T] = args.source(0)
+        self._duration = args.duration(1)
         self._end: datetime | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._end)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._end = reader.read()
+        self._end = reader.read_optional_datetime("end", *time_bounds(self.context, self._duration))
 
     @property
     def operator_label(self) -> str:
@@ -118,6 +120,6 @@ class TakeDuration(TakeUntilDeadline[T], Generic[T]):
 
     def deadline(self, now: datetime) -> datetime | None:
         if self._end is None:
-            self._end = now + self._duration
+            self._end = deadline(now, self._duration)  # NEVER past datetime.max: it takes everything
             self._state.changed = True
         return self._end

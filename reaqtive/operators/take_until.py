@@ -6,6 +6,7 @@ import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._take_skip import TakeUntilDeadline, UntilObserver
@@ -22,7 +23,7 @@ __all__ = ["TakeUntil", "TakeUntilTime"]
 T = TypeVar("T")
 
 
-@register_operator("take_until")
+@register_operator("take_until", frames=2)
 class TakeUntil(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of ``Query.take_until(other)``.
 
@@ -47,10 +48,9 @@ class TakeUntil(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, other = query.args
-        assert isinstance(source, Subscribable) and isinstance(other, Subscribable)
-        self._source: Subscribable[T] = source
-        self._other: Subscribable[Any] = other
+        args = arguments(query, "source", "other")
+        self._source: Subscribable[T] = args.source(0)
+        self._other: Subscribable[Any] = args.source(1)
         self._other_done = False
         self._other_observer = UntilObserver(self)
         self._lock = threading.RLock()  # re-entrant: a downstream may cancel or feed the other from a signal
@@ -59,7 +59,7 @@ class TakeUntil(StatefulUnaryOperatorBase[T, T], Generic[T]):
         writer.write(self._other_done)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._other_done = reader.read()
+        self._other_done = reader.read_bool("other done")
 
     # -- inputs --------------------------------------------------------------------------------------------------
 
@@ -121,7 +121,7 @@ class TakeUntil(StatefulUnaryOperatorBase[T, T], Generic[T]):
                 self._state.changed = True
 
 
-@register_operator("take_until_time")
+@register_operator("take_until_time", frames=2)
 class TakeUntilTime(TakeUntilDeadline[T], Generic[T]):
     """The running stage of ``Query.take_until(end_time)``: the elements before ``end_time``, then completion
     (and unsubscription from the source); at once if ``end_time`` has passed when it starts.
@@ -138,10 +138,9 @@ class TakeUntilTime(TakeUntilDeadline[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, end_time = query.args
-        assert isinstance(source, Subscribable) and isinstance(end_time, datetime)
-        self._source: Subscribable[T] = source
-        self._end_time = end_time
+        args = arguments(query, "source", "end_time")
+        self._source: Subscribable[T] = args.source(0)
+        self._end_time = args.time(1)
 
     @property
     def operator_label(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -20,7 +21,7 @@ __all__ = ["TakeWhile", "TakeWhileIndexed"]
 T = TypeVar("T")
 
 
-@register_operator("take_while")
+@register_operator("take_while", frames=2)
 class TakeWhile(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of ``Query.take_while(predicate)``.
 
@@ -36,11 +37,10 @@ class TakeWhile(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, predicate, inclusive = query.args
-        assert isinstance(source, Subscribable) and callable(predicate) and isinstance(inclusive, bool)
-        self._source: Subscribable[T] = source
-        self._predicate: Callable[[T], object] = predicate
-        self._inclusive = inclusive
+        args = arguments(query, "source", "predicate", "inclusive")
+        self._source: Subscribable[T] = args.source(0)
+        self._predicate: Callable[[T], object] = args.function(1)
+        self._inclusive = args.flag(2)
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
@@ -59,7 +59,7 @@ class TakeWhile(StatefulUnaryOperatorBase[T, T], Generic[T]):
         self._signal_complete()
 
 
-@register_operator("take_while_indexed")
+@register_operator("take_while_indexed", frames=2)
 class TakeWhileIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of ``Query.take_while_indexed(predicate)``: as ``take_while``, with the element's
     index (0, 1, ...) as the predicate's second argument.
@@ -74,18 +74,17 @@ class TakeWhileIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, predicate, inclusive = query.args
-        assert isinstance(source, Subscribable) and callable(predicate) and isinstance(inclusive, bool)
-        self._source: Subscribable[T] = source
-        self._predicate: Callable[[T, int], object] = predicate
-        self._inclusive = inclusive
+        args = arguments(query, "source", "predicate", "inclusive")
+        self._source: Subscribable[T] = args.source(0)
+        self._predicate: Callable[[T, int], object] = args.function(1)
+        self._inclusive = args.flag(2)
         self._index = 0
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._index)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._index = reader.read()
+        self._index = reader.read_int("index")
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

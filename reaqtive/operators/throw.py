@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import Version
 from reaqtive.operators._source import TERMINATED, PullSource
@@ -31,9 +32,7 @@ class Throw(PullSource[Any]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
         super().__init__(downstream)
-        (error,) = query.args
-        assert isinstance(error, BaseException)
-        self._error = error
+        self._error = arguments(query, "error").instance(0, BaseException, "an exception instance")
 
     def emit(self, demand: int, token: YieldToken) -> int:
         self._signal_error(self._error)

@@ -12,7 +12,13 @@ due meanwhile fire back to back, each with its own number.
 Time cannot be slowed, so a tick that finds no demand is *held*: the pending ticks are consecutive numbers, so
 holding them is two counters, not a buffer. At most ``MAX_QUEUE_SIZE`` ticks are held (setting, unlimited by
 default); one more signals :class:`~reaqtive.errors.LimitExceededError` and ends the subscription. Held ticks go
-out as soon as demand arrives (on the scheduler).
+out as soon as demand arrives (on the scheduler: one tick after the request under the test scheduler); a tick
+that fires while there is demand goes out at once.
+
+**Recovery and timing.** A drain is pending between two instants exactly when ticks are held and there is
+demand for them (a request with nothing held only adds demand). A recovered timer re-creates that: when the
+downstream asks again, in ``on_subscribe``, for what it had outstanding and ticks are held, they go out in the
+next instant, as the original's pending drain would have delivered them, not in the starting instant.
 """
 
 from __future__ import annotations
@@ -20,16 +26,18 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._source import EMIT_BATCH, TERMINATED, PullSource
-from reaqtive.operators._timing import MAX_TIME, add_safe, due_time, multiply_safe
+from reaqtive.operators._timing import MAX_TIME, add_safe, due_bounds, due_time, multiply_safe
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
 from reaqtive.scheduler import YieldableActionTask
-from reaqtive.scheduling import Scheduler, YieldToken
-from reaqtive.streams import Subscriber
+from reaqtive.scheduling import Scheduler, YieldToken, utc
+from reaqtive.state.fields import time_bounds
+from reaqtive.streams import Subscriber, add_demand
 
 if TYPE_CHECKING:
     from reaqtive.query import Query
@@ -74,14 +82,28 @@ class _TimerSource(PullSource[int]):
         self._schedule_fire(scheduler)
         # The pull source holds its drain until the start and then schedules a first drain, which would keep
         # the drain busy until the next instant and delay a tick due right now. Drain here instead: it serves
-        # the requests made in on_subscribe and any ticks held in a recovered state, then frees the drain.
-        if not self._drain(YieldToken.NONE):
+        # the requests made in on_subscribe, then frees the drain. Except when recovered holding ticks that the
+        # downstream (asking again in on_subscribe) wants: the original was then waiting for the drain that its
+        # request had scheduled for the next instant, and the ticks go out then, not now.
+        with self._lock:
+            deferred = self._fired > self._delivered and self._demand > 0
+        if deferred or not self._drain(YieldToken.NONE):
             scheduler.schedule(YieldableActionTask(self._drain))
 
     def _clock(self) -> Scheduler:
         scheduler = self._scheduler
         assert scheduler is not None, "set_context checked that there is a scheduler"
         return scheduler
+
+    def request(self, n: int) -> None:
+        with self._lock:
+            if n > 0 and self._fired == self._delivered and self._bad_request is None:
+                # Nothing held: the demand waits for the next tick, which goes out when it fires. No drain now,
+                # so that whether a drain is pending follows from the state (held ticks and demand), which is
+                # what a recovered timer can know (see on_start).
+                self._demand = add_demand(self._demand, n)
+                return
+        super().request(n)
 
     def _first_due(self, now: datetime) -> datetime:
         return due_time(now, self._due)
@@ -145,7 +167,8 @@ class _TimerSource(PullSource[int]):
 @register_operator("timer")
 def _bind_timer(query: Query[Any], downstream: Subscriber[int]) -> _TimerSource:
     """``timer(due)`` or ``timer(due, period)``: one expression operator, two stages (their state differs)."""
-    return SingleTimer(query, downstream) if len(query.args) == 1 else PeriodicTimer(query, downstream)
+    single = len(arguments(query, ("due",), ("due", "period"))) == 1  # the stages check the values
+    return SingleTimer(query, downstream) if single else PeriodicTimer(query, downstream)
 
 
 class SingleTimer(_TimerSource):
@@ -161,17 +184,18 @@ class SingleTimer(_TimerSource):
     __slots__ = ()
 
     def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
-        (due,) = query.args
-        assert isinstance(due, timedelta | datetime)
-        super().__init__(due, downstream)
+        super().__init__(arguments(query, "due").due(0), downstream)
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._next_due)
         writer.write(self._fired > 0)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._next_due = reader.read()
-        self._fired = 1 if reader.read() else 0
+        self._next_due = reader.read_optional_datetime("next due", *due_bounds(self.context, self._due))
+        fired = reader.read_bool("fired")
+        if fired and self._next_due is None:
+            raise reader.invalid("fired", "False before the due time was set", fired)
+        self._fired = 1 if fired else 0
 
 
 @register_operator("interval")
@@ -192,12 +216,12 @@ class PeriodicTimer(_TimerSource):
     __slots__ = ("_period",)
 
     def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
+        due: timedelta | datetime
         if query.op == "interval":
-            (period,) = query.args
-            due: object = period
+            due = period = arguments(query, "period").duration(0, positive=True)
         else:
-            due, period = query.args
-        assert isinstance(due, timedelta | datetime) and isinstance(period, timedelta) and period > _ZERO
+            args = arguments(query, "due", "period")
+            due, period = args.due(0), args.duration(1, positive=True)
         super().__init__(due, downstream)
         self._period = period
 
@@ -207,9 +231,23 @@ class PeriodicTimer(_TimerSource):
         writer.write(self._delivered)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._next_due = reader.read()
-        self._fired = reader.read()
-        self._delivered = reader.read()
+        self._next_due = next_due = reader.read_optional_datetime("next due", *self._due_bounds())
+        due, period = self._due, self._period
+        # the ticks of an absolute first due time keep its phase
+        if isinstance(due, datetime) and next_due not in (None, MAX_TIME) and (next_due - utc(due)) % period:
+            raise reader.invalid("next due", f"the first due time plus whole periods of {period}", next_due)
+        self._fired = reader.read_int("fired")
+        self._delivered = reader.read_int("delivered", maximum=self._fired)
+
+    def _due_bounds(self) -> tuple[datetime | None, datetime | None]:
+        """The bounds of a saved next due time: from the first due time to a period after the clock (or the
+        first due time, when that is later)."""
+        due = self._due
+        if not isinstance(due, datetime):
+            return time_bounds(self.context, max(due, self._period))
+        first = utc(due)
+        _, latest = time_bounds(self.context, self._period)
+        return first, None if latest is None else max(first, latest)
 
     def _first_due(self, now: datetime) -> datetime:
         due = self._due

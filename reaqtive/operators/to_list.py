@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
@@ -20,7 +21,7 @@ __all__ = ["ToList"]
 T = TypeVar("T")
 
 
-@register_operator("to_list")
+@register_operator("to_list", frames=4)
 class ToList(AggregateStage[T, list[T]], Generic[T]):
     """The running stage of ``Query.to_list``. State: the held result, then ``items: list``. The setting
     ``MAX_LIST_SIZE`` bounds the list: one element more is a ``LimitExceededError``."""
@@ -31,8 +32,7 @@ class ToList(AggregateStage[T, list[T]], Generic[T]):
     __slots__ = ("_items", "_limit")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
-        (source,) = query.args
-        super().__init__(source, downstream)
+        super().__init__(arguments(query, "source").source(0), downstream)
         self._items: list[T] = []
         self._limit = UNLIMITED
 
@@ -44,9 +44,12 @@ class ToList(AggregateStage[T, list[T]], Generic[T]):
         super().save_state_core(writer)
         writer.write(self._items)
 
+    def read_result(self, reader: StateReader) -> list[T]:
+        return reader.read_list("result")
+
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
-        self._items = reader.read()
+        self._items = reader.read_list("items")  # a list of the user's elements
 
     def on_next(self, value: T) -> None:
         items = self._items

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import Version
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -32,11 +33,10 @@ class Trace(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        source, label, emit = query.args
-        assert isinstance(source, Subscribable) and isinstance(label, str) and callable(emit)
-        self._source: Subscribable[T] = source
-        self._label = label
-        self._emit: Callable[[str], object] = emit
+        args = arguments(query, "source", "label", "emit")
+        self._source: Subscribable[T] = args.source(0)
+        self._label = args.text(1)
+        self._emit: Callable[[str], object] = args.function(2)
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

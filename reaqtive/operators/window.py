@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
@@ -28,7 +29,6 @@ from reaqtive.operators._inner_streams import Inner, InnerStreamOperator
 from reaqtive.operators.settings import MAX_WINDOW_COUNT, UNLIMITED, read_limit
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subjects import MultiSubject
-from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
@@ -51,11 +51,11 @@ def elements_for(windows: int, count: int, skip: int, first: int) -> int:
     return min(needed, LONG_MAX)
 
 
-@register_operator("window")
+@register_operator("window", frames=8)
 def bind_window(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of ``Query.window(count[, skip])``: arguments ``(source, count, skip)``."""
-    _, count, skip = query.args
-    if skip == count:
+    args = arguments(query, "source", "count", "skip")  # the stages check the values
+    if args.value(2) == args.value(1):
         return WindowCount(query, subscriber)
     return WindowCountSkip(query, subscriber)
 
@@ -90,11 +90,10 @@ class WindowCount(InnerStreamOperator[T], Generic[T]):
     )
 
     def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
-        source, count, skip = query.args
-        assert isinstance(source, Subscribable) and isinstance(count, int) and isinstance(skip, int)
-        super().__init__(source, downstream)
-        self._count = count
-        self._skip = skip
+        args = arguments(query, "source", "count", "skip")
+        super().__init__(args.source(0), downstream)
+        self._count = args.integer(1, minimum=1)
+        self._skip = args.integer(2, minimum=1)
         # state
         self._index = 0  # elements received, ever
         self._windows: deque[Inner] = deque()  # the open windows, oldest first
@@ -115,8 +114,15 @@ class WindowCount(InnerStreamOperator[T], Generic[T]):
 
     def load_state_core(self, reader: StateReader) -> None:
         self._load_inners(reader)
-        self._index = reader.read()
+        self._index = index = reader.read_int("index")
         self._windows = deque(self._open_inners())
+        # The windows follow from the index: number n opens at element n * skip and holds count elements.
+        count, skip = self._count, self._skip
+        if not (self._source_done or self.is_disposed):
+            expected = list(range(max(0, (index - count) // skip + 1), index // skip + 1))
+            numbers = [window.number for window in self._windows]
+            if numbers != expected or self._next_number != index // skip + 1:
+                raise reader.invalid("index", f"the count of elements that opened windows {numbers}", index)
         self._requested_to = self._index
         self._first = self._pending[0].number if self._pending else self._next_number
 

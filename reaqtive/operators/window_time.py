@@ -23,6 +23,14 @@ elements, bounded by ``MAX_QUEUE_SIZE`` (see :mod:`reaqtive.operators._inner_str
 ``window(duration, shift)`` ask the upstream for everything (``LONG_MAX``) once the downstream has asked for
 anything; ``window(duration, count)`` asks for ``n * count`` elements per ``n`` windows requested. Inside a
 window, the subject's per-subscriber demand and bounded buffer apply.
+
+**Demand and recovery.** A recovered downstream asks again for the windows it had requested and not received,
+and for nothing else; a window closed by time takes one window of demand but fewer than ``count`` elements, so
+what the upstream had been asked for does not follow from that. ``window(duration)`` and
+``window(duration, shift)`` save whether they asked for everything (see :mod:`reaqtive.operators._inner_streams`);
+``window(duration, count)`` saves the elements requested upstream and not yet received and the windows the
+downstream had outstanding, asks the upstream for the former again when it starts, and takes the first windows
+the recovered downstream asks for as the ones already translated.
 """
 
 from __future__ import annotations
@@ -31,18 +39,19 @@ from collections import deque
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.arguments import Arguments, arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._inner_streams import Inner, InnerStreamOperator
-from reaqtive.operators._timing import add_safe
+from reaqtive.operators._timing import MAX_SPAN, add_safe, earlier, multiply_safe
 from reaqtive.operators.settings import MAX_WINDOW_COUNT, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduling import Scheduler
-from reaqtive.streams import LONG_MAX, Subscriber
+from reaqtive.state.fields import time_bounds
+from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subjects import MultiSubject
-from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
@@ -53,13 +62,18 @@ __all__ = ["WindowTime", "WindowTimeOrCount", "WindowTimeShift", "bind_window_ti
 T = TypeVar("T")
 
 
-@register_operator("window_time")
+@register_operator("window_time", frames=8)
 def bind_window_time(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of ``Query.window(duration[, shift])``: arguments ``(source, duration, shift)``."""
-    _, duration, shift = query.args
-    if shift == duration:
+    args = _arguments(query)  # the stages check the values
+    if args.value(2) == args.value(1):
         return WindowTime(query, subscriber)
     return WindowTimeShift(query, subscriber)
+
+
+def _arguments(query: Query[Any]) -> Arguments:
+    """``(source, duration, shift)``, or ``(source, duration, count)`` for ``window_time_or_count``."""
+    return arguments(query, "source", "duration", "count" if query.op == "window_time_or_count" else "shift")
 
 
 class _TimeWindow(InnerStreamOperator[T], Generic[T]):
@@ -75,9 +89,7 @@ class _TimeWindow(InnerStreamOperator[T], Generic[T]):
     __slots__ = ("_generation", "_max_windows", "_scheduler", "_windows")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
-        source = query.args[0]
-        assert isinstance(source, Subscribable)
-        super().__init__(source, downstream)
+        super().__init__(_arguments(query).source(0), downstream)
         self._windows: deque[Inner] = deque()  # the open windows, oldest first
         self._generation = 0  # the current timer; a timer of an earlier generation is stale
         self._scheduler: Scheduler | None = None
@@ -88,9 +100,23 @@ class _TimeWindow(InnerStreamOperator[T], Generic[T]):
         self._scheduler = context.scheduler  # MissingSchedulerError without one: time needs a clock
         self._max_windows = read_limit(context, MAX_WINDOW_COUNT)
 
-    def _load_windows(self, reader: StateReader) -> None:
+    def _load_windows(self, reader: StateReader, least: int, most: int) -> None:
+        """Read the inner streams: ``least`` to ``most`` windows are open while the stage runs on, none once its
+        source completed."""
         self._load_inners(reader)
         self._windows = deque(self._open_inners())
+        if self._source_done or self.is_disposed:
+            least = 0
+        if not least <= len(self._windows) <= most:
+            raise reader.invalid("inners", f"{least} to {most} open windows", len(self._windows))
+
+    def _load_next_due(self, reader: StateReader, field: str, ahead: timedelta) -> datetime | None:
+        """Read the time of the next close or open, ``ahead`` of the clock at most (only a stage that does not
+        run on may lack it)."""
+        due = reader.read_optional_datetime(field, *time_bounds(self.context, ahead))
+        if due is None and not (self._source_done or self.is_disposed):
+            raise reader.invalid(field, "a time while the stage runs on", due)
+        return due
 
     # -- subclass hooks ----------------------------------------------------------------------------------------
 
@@ -174,9 +200,9 @@ class WindowTime(_TimeWindow[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
         super().__init__(query, downstream)
-        _, duration, _ = query.args
-        assert isinstance(duration, timedelta)
-        self._duration = duration
+        args = _arguments(query)
+        self._duration = args.duration(1, positive=True)
+        args.duration(2, positive=True)
         self._next_tick: datetime | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:
@@ -185,8 +211,8 @@ class WindowTime(_TimeWindow[T], Generic[T]):
             writer.write(self._next_tick)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._load_windows(reader)
-        self._next_tick = reader.read()
+        self._load_windows(reader, 1, 1)
+        self._next_tick = self._load_next_due(reader, "next tick", self._duration)
 
     def _start_fresh(self, now: datetime) -> None:
         self._next_tick = add_safe(now, self._duration)
@@ -236,10 +262,11 @@ class WindowTimeShift(_TimeWindow[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
         super().__init__(query, downstream)
-        _, duration, shift = query.args
-        assert isinstance(duration, timedelta) and isinstance(shift, timedelta)
-        self._duration = duration
-        self._shift = shift
+        args = _arguments(query)
+        self._duration = args.duration(1, positive=True)
+        self._shift = args.duration(2, positive=True)
+        if self._shift > MAX_SPAN:
+            args.fail(2, f"at most {MAX_SPAN.days} days (a longer shift never opens a second window)")
         self._next_open: datetime | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:
@@ -248,15 +275,17 @@ class WindowTimeShift(_TimeWindow[T], Generic[T]):
             writer.write(self._next_open)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._load_windows(reader)
-        self._next_open = reader.read()
+        self._load_windows(reader, 0, -(-self._duration // self._shift))  # those opened within the last duration
+        self._next_open = self._load_next_due(reader, "next open", self._shift)
 
     def _next_close(self) -> datetime | None:
         """When the oldest open window closes (``None`` when none is open)."""
         if not self._windows:
             return None
         assert self._next_open is not None
-        return self._next_open - self._shift * len(self._windows) + self._duration
+        # The oldest window opened len(windows) shifts before the next opening. Clamped: a window that would open
+        # after datetime.max never opens, and one that would close after it never closes by time.
+        return add_safe(earlier(self._next_open, multiply_safe(self._shift, len(self._windows))), self._duration)
 
     def _start_fresh(self, now: datetime) -> None:
         self._next_open = now
@@ -291,53 +320,84 @@ class WindowTimeShift(_TimeWindow[T], Generic[T]):
                 return
 
 
-@register_operator("window_time_or_count")
+@register_operator("window_time_or_count", frames=8)
 class WindowTimeOrCount(_TimeWindow[T], Generic[T]):
     """The running stage of ``Query.window(duration, count)``: a window completes when it holds ``count``
     elements or ``duration`` after it opened, whichever comes first; the next window opens at once, and a
     completion by count restarts the timer from that instant.
 
     State: the inner streams (counter, the open window, windows waiting for demand with their elements), the
-    elements in the open window, the absolute time it closes by time. Demand: ``n`` windows ask the upstream
-    for ``n * count`` elements (``LONG_MAX`` stays unbounded); windows closed by time wait for demand like the
-    others. Limits: ``MAX_QUEUE_SIZE``.
+    elements in the open window, the absolute time it closes by time; the elements requested upstream and not
+    yet received, and the windows the downstream had requested and not yet received (version 2; version 1
+    still loads, and then asks again for what the open window can still take if it was emitted, as version 1
+    did). Demand: ``n`` windows ask the upstream for ``n * count`` elements (``LONG_MAX`` stays unbounded);
+    windows closed by time wait for demand like the others. A recovered stage asks the upstream again for
+    what was outstanding, and the first windows the recovered downstream asks for (its outstanding demand,
+    asked again) ask the upstream for nothing more. Limits: ``MAX_QUEUE_SIZE``.
     """
 
     name = "reaqtive:window/time_or_count"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
 
-    __slots__ = ("_count", "_duration", "_filled", "_next_tick")
+    __slots__ = ("_count", "_credit", "_duration", "_filled", "_next_tick", "_reask", "_requested")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
         super().__init__(query, downstream)
-        _, duration, count = query.args
-        assert isinstance(duration, timedelta) and isinstance(count, int)
-        self._duration = duration
-        self._count = count
+        args = _arguments(query)
+        self._duration = args.duration(1, positive=True)
+        self._count = args.integer(2, minimum=1)
         self._filled = 0  # elements in the open window
         self._next_tick: datetime | None = None
+        self._requested = 0  # elements requested upstream and not yet received
+        self._credit = 0  # loaded downstream demand: windows the recovered downstream asks for again
+        self._reask = 0  # loaded upstream demand: asked again at the start
 
     def save_state_core(self, writer: StateWriter) -> None:
         with self._lock:
             self._save_inners(writer)
             writer.write(self._filled)
             writer.write(self._next_tick)
+            writer.write(self._requested)
+            writer.write(add_demand(self._demand, self._credit))  # what the downstream will ask for again
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._load_windows(reader)
-        self._filled = reader.read()
-        self._next_tick = reader.read()
+        self._load_window(reader)
+        self._requested = self._reask = reader.read_int("requested")
+        self._credit = reader.read_int("demand")
 
-    def _upstream_amount(self, n: int) -> int:
-        count = self._count
-        return LONG_MAX if n >= LONG_MAX // count else n * count
-
-    def _recovered_amount(self) -> int:
-        # The open window, if it was emitted before the restart, was requested then: what it can still take.
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,): without the demand. Version 1 asked again for what the open window can still take, if it had
+        # been emitted (it was requested then); the downstream's re-request is translated as a new one.
+        self._load_window(reader)
         windows = self._windows
         if windows and windows[0].held is None:
-            return self._count - self._filled
-        return 0
+            self._requested = self._reask = self._count - self._filled
+
+    def _load_window(self, reader: StateReader) -> None:
+        """The fields both versions have: the inner streams, the open window's elements, its time to close."""
+        self._load_windows(reader, 1, 1)
+        self._filled = reader.read_int("filled", maximum=self._count - 1)
+        self._next_tick = self._load_next_due(reader, "next tick", self._duration)
+
+    def _upstream_amount(self, n: int) -> int:
+        credit = self._credit
+        if credit:  # the recovered downstream asks again for what it had outstanding: translated before
+            again = min(n, credit)
+            self._credit = credit - again
+            n -= again
+            if not n:
+                return 0
+        count = self._count
+        amount = LONG_MAX if n >= LONG_MAX // count else n * count
+        self._requested = add_demand(self._requested, amount)
+        self._state.changed = True
+        return amount
+
+    def _recovered_amount(self) -> int:
+        # What the upstream had been asked for and had not sent at the checkpoint.
+        amount, self._reask = self._reask, 0
+        return amount
 
     def _start_fresh(self, now: datetime) -> None:
         self._next_tick = add_safe(now, self._duration)
@@ -370,6 +430,9 @@ class WindowTimeOrCount(_TimeWindow[T], Generic[T]):
     def _element(self, value: T) -> None:
         if self._terminated:
             return
+        requested = self._requested
+        if requested != LONG_MAX and requested:
+            self._requested = requested - 1
         windows = self._windows
         if not windows or not self._push(windows[0], value):
             return

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
+from reaqtive.scheduling import deadline, utc
+
 __all__ = ["EPOCH", "MAX_IDLE_WAIT", "Clock", "VirtualClock", "WallClock", "to_utc"]
 
 EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -27,7 +29,7 @@ def to_utc(when: datetime) -> datetime:
     """``when`` converted to UTC; a naive datetime is rejected because its zone is unknown."""
     if when.tzinfo is None or when.utcoffset() is None:
         raise ValueError(f"due time {when!r} is naive; pass an aware datetime (for example with tzinfo=UTC)")
-    return when.astimezone(UTC)
+    return utc(when)  # past datetime.max in UTC (a negative offset): NEVER
 
 
 class Clock(ABC):
@@ -99,11 +101,11 @@ class VirtualClock(Clock):
             listener()
 
     def advance_by(self, delta: timedelta) -> None:
-        """Move forward by ``delta`` (not negative)."""
+        """Move forward by ``delta`` (not negative); past ``datetime.max``, to :data:`~reaqtive.scheduling.NEVER`."""
         if delta < timedelta(0):
             raise ValueError(f"a virtual clock cannot go back (advance_by({delta!r}))")
         with self._lock:
-            target = self._now + delta
+            target = deadline(self._now, delta)
         self.advance_to(target)
 
     def add_listener(self, listener: Callable[[], None]) -> None:

@@ -29,7 +29,7 @@ from reaqtive.scheduler.physical import (
     is_yieldable,
 )
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
-from reaqtive.scheduling import PausableScheduler, SchedulerTask, YieldToken
+from reaqtive.scheduling import NEVER, PausableScheduler, SchedulerTask, YieldToken, deadline
 
 __all__ = ["LogicalScheduler", "PauseAwaitable"]
 
@@ -200,11 +200,15 @@ class LogicalScheduler(PausableScheduler):
     def schedule(self, task: SchedulerTask, due: timedelta | datetime | None = None) -> None:
         """Run ``task`` now, after a delay (``timedelta``) or at a time (aware ``datetime``).
 
-        A delay of zero or less, or a time not after ``now``, means as soon as possible. Ignored once disposed.
+        A delay of zero or less, or a time not after ``now``, means as soon as possible. A task due at or after
+        :data:`~reaqtive.scheduling.NEVER` (a delay past ``datetime.max``) never runs and is not queued. Ignored
+        once disposed.
         """
         if task is None:
             raise TypeError("schedule: task must not be None")
         due_at = None if due is None else self._due_time(due)
+        if due_at is not None and due_at >= NEVER:
+            return  # due after the end of time (a delay past datetime.max): it never runs, so it is not queued
         item = WorkItem(task, self, task.priority, is_yieldable(task))
         physical = self._physical
         if due_at is None:
@@ -221,7 +225,7 @@ class LogicalScheduler(PausableScheduler):
     def _due_time(self, due: timedelta | datetime) -> datetime | None:
         """The absolute due time, or ``None`` for "now"."""
         if isinstance(due, timedelta):
-            return None if due <= _ZERO else self._clock.now() + due
+            return None if due <= _ZERO else deadline(self._clock.now(), due)  # past datetime.max: NEVER
         if isinstance(due, datetime):
             when = to_utc(due)
             return None if when <= self._clock.now() else when

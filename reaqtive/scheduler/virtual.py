@@ -16,6 +16,9 @@ How ``schedule`` maps to ticks
     * ``schedule(task, due=datetime)``: at ``ceil((due - epoch) / tick)``, or the current tick if that is past.
     * ``schedule_absolute(t, action)`` / ``schedule_relative(dt, action)``: harness actions (priority 0) at tick
       ``t`` (the current tick if ``t`` is past) or ``clock + dt``.
+    * Virtual time ends at the last tick not after ``datetime.max`` (:data:`~reaqtive.scheduling.NEVER`): a task
+      due later (``timedelta.max`` from now, ``NEVER`` itself) never runs, so it is not queued at all (``run``
+      does not jump to the end of time for it), and advancing past that tick is a :class:`ValueError`.
 
 Order at equal times
     Work due at the same tick runs by priority, lower first: **0** host or test-harness actions (hot-source
@@ -53,7 +56,7 @@ from reaqtive.scheduler.physical import is_yieldable
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
 from reaqtive.scheduler.tasks import HARNESS_PRIORITY, ActionTask
 from reaqtive.scheduler.timers import DueQueue
-from reaqtive.scheduling import PausableScheduler, SchedulerTask, YieldToken
+from reaqtive.scheduling import NEVER, PausableScheduler, SchedulerTask, YieldToken
 
 __all__ = ["VirtualTimeScheduler"]
 
@@ -91,12 +94,13 @@ class _Item:
 class _Core:
     """What a root test scheduler and its children share: the clock and the queue."""
 
-    __slots__ = ("clock", "epoch", "in_loop", "owner", "pending_pauses", "queue", "running", "tick")
+    __slots__ = ("clock", "end", "epoch", "in_loop", "owner", "pending_pauses", "queue", "running", "tick")
 
     def __init__(self, tick: timedelta, epoch: datetime) -> None:
         self.tick = tick
         self.epoch = epoch
         self.clock = 0
+        self.end = (NEVER - epoch) // tick  # the last tick whose time is representable: later ones never come
         self.queue: DueQueue[int, _Item] = DueQueue()
         self.running: _Item | None = None
         self.in_loop = False
@@ -167,12 +171,13 @@ class VirtualTimeScheduler(PausableScheduler):
             value = to_utc(value) - core.epoch
         elif not isinstance(value, timedelta):
             raise TypeError(f"to_ticks needs a timedelta or a datetime, got {type(value).__name__}")
-        return -((-value) // core.tick)
+        whole, rest = divmod(value, core.tick)  # rounded up (not as -(-value // tick): -timedelta.max overflows)
+        return whole + 1 if rest else whole
 
     def to_datetime(self, ticks: int) -> datetime:
-        """The datetime of absolute tick ``ticks``."""
+        """The datetime of absolute tick ``ticks`` (:data:`~reaqtive.scheduling.NEVER` past the end of time)."""
         core = self._core
-        return core.epoch + core.tick * ticks
+        return NEVER if ticks > core.end else core.epoch + core.tick * ticks
 
     def to_timedelta(self, ticks: int) -> timedelta:
         """The duration of ``ticks`` ticks."""
@@ -263,7 +268,7 @@ class VirtualTimeScheduler(PausableScheduler):
         self._add(ActionTask(action, *args, priority=priority), self._core.clock + max(0, int(delay)))
 
     def _add(self, task: SchedulerTask, tick: int) -> None:
-        if self._disposed:
+        if self._disposed or tick > self._core.end:  # past the end of time: it never runs
             return
         core = self._core
         item = _Item(task, self, tick, task.priority, core.queue.next_arrival())
@@ -299,6 +304,11 @@ class VirtualTimeScheduler(PausableScheduler):
         """Run everything due up to tick ``time`` (or a datetime, rounded up), then set the clock to it."""
         target = self.to_ticks(time) if isinstance(time, datetime) else int(time)
         core = self._core
+        if target > core.end:
+            raise ValueError(
+                f"cannot advance to tick {target}: virtual time ends at tick {core.end} ({self.to_datetime(core.end)}, "
+                "the last before datetime.max)"
+            )
         if target < core.clock:
             raise ValueError(f"cannot advance back in time from tick {core.clock} to {target}")
         self._run(target)

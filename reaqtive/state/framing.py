@@ -33,6 +33,7 @@ from reaqtive.state.errors import (
     StateFormatError,
     format_path,
 )
+from reaqtive.state.fields import CheckedReader
 
 __all__ = [
     "BLOB_FORMAT_VERSION",
@@ -214,13 +215,15 @@ def _varint(value: int) -> bytes:
 # --------------------------------------------------------------------------------------------------------------
 
 
-class SegmentReader:
+class SegmentReader(CheckedReader):
     """Reads one segment back: the entries in the order they were written, never past the segment's end.
 
     * :meth:`read` raises :class:`StateFormatError` past the end, or where a nested segment was written;
     * :meth:`try_read` returns ``(False, None)`` instead, without moving (probe for an optional trailing value);
     * :meth:`reset` rewinds to the start of this segment;
-    * :meth:`create_child` opens the nested segment at the current position.
+    * :meth:`create_child` opens the nested segment at the current position;
+    * ``read_int``, ``read_bool``, ``read_datetime``, ``read_list``, ``read_records``, ...: the next value,
+      checked for its type and range (:class:`~reaqtive.state.fields.CheckedReader`).
     """
 
     __slots__ = ("_codec", "_entries", "_position", "_where", "path")
@@ -232,6 +235,10 @@ class SegmentReader:
         """The path of the node whose state this is (for messages), if known."""
         self._entries = codec.decode_entries(data, where)
         self._position = 0
+
+    @property
+    def where(self) -> str:
+        return self._where
 
     @property
     def remaining(self) -> int:

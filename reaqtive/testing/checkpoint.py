@@ -1,34 +1,58 @@
 """The checkpoint-anywhere harness: a query must produce the same output however often, and wherever, it is
-checkpointed, crashed and recovered.
+checkpointed, crashed and recovered, whatever its consumer asks for and when.
 
-Given a query factory and scripted hot inputs on virtual time, the harness
+Given a query factory, scripted hot inputs on virtual time and a consumer's demand, the harness
 
 1. runs the query uninterrupted and records its output (the oracle);
 2. for every tick ``t`` where something happens (or every tick you list): runs to ``t``, saves the state of the
-   tree, throws the whole world away (scheduler, sources, operators: a crash), builds a fresh tree from the
-   factory on new sources that carry only the messages after ``t``, loads the state, and runs on; the output
-   before the crash plus the output after it must equal the oracle;
+   tree, throws the whole world away (scheduler, sources, operators, consumer: a crash), builds a fresh tree
+   from the factory on new sources, loads the state, and runs on; the output before the crash plus the output
+   after it must equal the oracle;
 3. (``chained=True``) once more, restarting at *every* one of those ticks in a single run, with differential
    saves: a tick where no node is dirty reuses the previous blob, exactly as a store would. This catches an
    operator that changes state without setting ``state_changed``, and state that survives one restart but
-   not two.
+   not two; ``runs`` adds runs with restarts at the ticks you choose (several restarts each, differential).
 
 ::
 
     from reaqtive.testing import on_next, on_completed
-    from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
+    from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
 
     assert_checkpoint_anywhere(
         lambda xs: xs.scan(0, operator.add),
         [on_next(210, 1), on_next(220, 2), on_completed(300)],
     )
+    # the same, for a consumer that asks for one element at 205 and two more at 260
+    assert_checkpoint_anywhere(
+        lambda xs: xs.scan(0, operator.add),
+        [on_next(210, 1), on_next(220, 2), on_completed(300)],
+        demand=Demand(requests=((205, 1), (260, 2))),
+    )
+
+**The consumer.** Without ``demand`` it requests ``LONG_MAX`` on subscription (unbounded). With a
+:class:`Demand` it is a bounded, possibly slow subscriber: it requests ``initial`` on subscription, ``n`` at each
+scripted ``(tick, n)`` (whatever it received meanwhile, so several requests may be outstanding, or none for a
+while) and, with ``batch``, ``batch`` more each time ``batch`` elements arrived. It is restartable, as the
+engine's observer is: its state is its outstanding demand (requested and not yet received) and how far it is
+into a batch; a recovered consumer asks for that outstanding demand again in ``on_subscribe``, and nothing it
+had already received. It never asks again for what arrived before the crash, so an operator must itself save
+whatever upstream demand it had signalled beyond what its downstream's re-request translates to. The consumer
+also checks rule 1.1: an element that arrives without demand fails the run.
+
+**What "same output" means.** The elements, errors and completion the consumer receives, each at the same
+virtual tick and in the same order as in the uninterrupted run (the scripted requests happen at the same ticks
+in every run, so the timing of the output under bounded demand is part of what is compared).
+
+**Inputs** are hot sources (:class:`~reaqtive.testing.HotSource`): a cold source replays from its start when
+re-subscribed, which a recovered query does not want. A recovered world's source carries the messages after
+``t`` and, first, what each subscription of the crashed world still held for lack of demand (elements the source
+had emitted but the subscriber had not asked for yet: the subject's per-subscriber buffer), like a durable
+stream that replays the events after a reader's position. Backlogs go to the new world's subscriptions of that
+source in subscription order. The query factory must be deterministic.
 
 State goes through real bytes (``save_subscription``/``state_loader``), so every value an operator saves is
 also checked to be encodable. Every world has an :class:`~reaqtive.state.environment.InnerEnvironment`, so
 higher-order operators checkpoint their inner subscriptions as separate units, as under the engine.
-
-Inputs are hot sources: a cold source replays from its start when re-subscribed,
-which a recovered query does not want. The query factory must be deterministic.
 """
 
 from __future__ import annotations
@@ -46,17 +70,54 @@ from reaqtive.state import (
     state_loader,
 )
 from reaqtive.state.environment import InnerEnvironment
+from reaqtive.state.fields import SAVED_BY, STARTED_AT
+from reaqtive.streams import LONG_MAX, Subscriber, Subscription, add_demand, require_not_none
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.testing.notifications import DISPOSED, SUBSCRIBED, Notification, Recorded
+from reaqtive.testing.notifications import (
+    DISPOSED,
+    SUBSCRIBED,
+    Notification,
+    OnCompleted,
+    OnError,
+    OnNext,
+    Recorded,
+)
 from reaqtive.testing.scheduler import TestScheduler
+from reaqtive.testing.sources import HotSource, TestableQuery
 from reaqtive.visitors import initialize
 
-__all__ = ["CheckpointReport", "RestartOutcome", "assert_checkpoint_anywhere", "check_checkpoint_anywhere"]
+__all__ = [
+    "CheckpointReport",
+    "Demand",
+    "RestartOutcome",
+    "assert_checkpoint_anywhere",
+    "check_checkpoint_anywhere",
+]
 
 Messages = tuple[Recorded[Notification[Any]], ...]
 QueryFactory = Callable[..., Subscribable[Any]]
 """Called with one :class:`~reaqtive.testing.TestableQuery` per input script; returns the query to run."""
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What the harness's consumer asks for, and when (see the module): a bounded, possibly slow subscriber.
+
+    ``initial``: requested in ``on_subscribe``. ``requests``: ``(tick, n)`` pairs, ``request(n)`` at that tick
+    (a harness action, after the input messages of the same tick), whatever arrived meanwhile. ``batch``: each
+    time ``batch`` elements arrived, ``request(batch)`` (``0``: never). ``Demand(initial=1, batch=1)`` asks for
+    one element at a time; ``Demand(requests=((250, 2), (400, 3)))`` asks for nothing until 250, then for 2,
+    then for 3 more at 400.
+    """
+
+    initial: int = 0
+    requests: tuple[tuple[int, int], ...] = ()
+    batch: int = 0
+
+    def __post_init__(self) -> None:
+        if self.initial < 0 or self.batch < 0 or any(n <= 0 for _, n in self.requests):
+            raise ValueError(f"demand must be positive (initial and batch may be 0): {self!r}")
 
 
 @dataclass(frozen=True)
@@ -127,13 +188,19 @@ def check_checkpoint_anywhere(
     settings: Mapping[str, object] | None = None,
     scheduler_factory: Callable[[], TestScheduler] = TestScheduler,
     codec: StateCodec = DEFAULT_CODEC,
+    demand: Demand | None = None,
+    runs: Iterable[Sequence[int]] = (),
 ) -> CheckpointReport:
     """Run ``create(*sources)`` uninterrupted and restarted at each tick, and report (see the module).
 
     ``inputs``: one script of ``on_next``/``on_error``/``on_completed`` messages per hot source. ``ticks``: where
-    to restart (default: the subscription tick and every tick with an input message or an output, between
-    ``subscribed`` and ``disposed``). ``settings``: the operator context's settings.
+    to restart (default: the subscription tick and every tick with an input message, a scripted request or an
+    output, between ``subscribed`` and ``disposed``). ``settings``: the operator context's settings.
+    ``demand``: the consumer's (default: unbounded). ``runs``: more runs, each restarted at every tick of its
+    sequence (with differential saves).
     """
+    if demand is not None and any(t < subscribed for t, _ in demand.requests):
+        raise ValueError(f"scripted requests must come at or after the subscription (tick {subscribed}): {demand}")
     runner = _Runner(
         create=create,
         inputs=[tuple(script) for script in inputs],
@@ -142,20 +209,23 @@ def check_checkpoint_anywhere(
         settings=settings,
         scheduler_factory=scheduler_factory,
         codec=codec,
+        demand=demand,
     )
     expected = runner.run(())
     if expected.error is not None:
         raise expected.error  # the query fails without any restart: not what this harness checks
-    points = sorted(
-        {
-            t
-            for t in (ticks if ticks is not None else _active_ticks(inputs, expected.messages, subscribed))
-            if subscribed <= t < disposed
-        }
-    )
+
+    def within(points: Iterable[int]) -> tuple[int, ...]:
+        return tuple(sorted({t for t in points if subscribed <= t < disposed}))
+
+    points = within(ticks if ticks is not None else _active_ticks(inputs, expected.messages, subscribed, demand))
     outcomes = [runner.run((t,)) for t in points]
     if chained and len(points) > 1:
-        outcomes.append(runner.run(tuple(points), CheckpointMode.DIFFERENTIAL))
+        outcomes.append(runner.run(points, CheckpointMode.DIFFERENTIAL))
+    for run in runs:
+        restarts = within(run)
+        if restarts:
+            outcomes.append(runner.run(restarts, CheckpointMode.DIFFERENTIAL))
     return CheckpointReport(expected.messages, tuple(outcomes))
 
 
@@ -169,6 +239,8 @@ def assert_checkpoint_anywhere(
     settings: Mapping[str, object] | None = None,
     scheduler_factory: Callable[[], TestScheduler] = TestScheduler,
     codec: StateCodec = DEFAULT_CODEC,
+    demand: Demand | None = None,
+    runs: Iterable[Sequence[int]] = (),
 ) -> CheckpointReport:
     """:func:`check_checkpoint_anywhere`, raising :class:`AssertionError` if any restarted run differs."""
     report = check_checkpoint_anywhere(
@@ -181,16 +253,19 @@ def assert_checkpoint_anywhere(
         settings=settings,
         scheduler_factory=scheduler_factory,
         codec=codec,
+        demand=demand,
+        runs=runs,
     )
     report.raise_on_failure()
     return report
 
 
 def _active_ticks(
-    inputs: Sequence[Sequence[Recorded[Notification[Any]]]], output: Messages, subscribed: int
+    inputs: Sequence[Sequence[Recorded[Notification[Any]]]], output: Messages, subscribed: int, demand: Demand | None
 ) -> set[int]:
-    """Where something happens: the subscription, every input message and every output."""
-    return {subscribed} | {m.time for script in inputs for m in script} | {m.time for m in output}
+    """Where something happens: the subscription, every input message, every scripted request and every output."""
+    requests = {t for t, _ in demand.requests} if demand is not None else set()
+    return {subscribed} | {m.time for script in inputs for m in script} | {m.time for m in output} | requests
 
 
 @dataclass(frozen=True)
@@ -204,6 +279,7 @@ class _Runner:
     settings: Mapping[str, object] | None
     scheduler_factory: Callable[[], TestScheduler]
     codec: StateCodec
+    demand: Demand | None
 
     def run(self, restarts: tuple[int, ...], mode: CheckpointMode = CheckpointMode.FULL) -> RestartOutcome:
         messages: list[Recorded[Notification[Any]]] = []
@@ -226,16 +302,21 @@ class _Runner:
         """One life of the query: subscribe at ``start`` (loading ``snapshot``), run to ``stop`` and save (or to
         the end), then abandon everything. Returns what it emitted and the snapshot to recover from."""
         scheduler = self.scheduler_factory()
-        recovering = snapshot is not None
-        if recovering:
+        if snapshot is not None:
             scheduler.advance_to(start)
-        sources = [
-            scheduler.create_hot_observable(*[m for m in script if not recovering or m.time > start])
-            for script in self.inputs
-        ]
-        observer = scheduler.create_observer()
+            hot = [
+                HotSource(scheduler, [m for m in script if m.time > start], backlog=backlog)
+                for script, backlog in zip(self.inputs, snapshot.backlogs, strict=True)
+            ]
+        else:
+            hot = [HotSource(scheduler, script) for script in self.inputs]
+        sources = [TestableQuery(source) for source in hot]
+        observer = _Consumer(scheduler, self.demand, None if snapshot is None else snapshot.consumer)
         environment = InnerEnvironment(codec=self.codec)
-        context = scheduler.create_context(self.settings, environment)
+        settings = dict(self.settings or {})
+        if snapshot is not None:  # as a host would say: when the query first started, when its state was saved
+            settings.update({STARTED_AT: scheduler.to_datetime(self.subscribed), SAVED_BY: scheduler.now})
+        context = scheduler.create_context(settings, environment)
         loader = None
         if snapshot is not None:
             environment.restore(snapshot.inner)
@@ -246,7 +327,6 @@ class _Runner:
         def subscribe() -> None:
             handle = self.create(*sources).subscribe(observer)
             handles.append(handle)
-            observer.handle = handle
             initialize(handle, context, loader)
 
         def dispose() -> None:
@@ -254,13 +334,21 @@ class _Runner:
                 handle.dispose()
 
         scheduler.schedule_absolute(start, subscribe)
+        if self.demand is not None:  # after the subscription and the input messages of the same tick
+            for tick, n in self.demand.requests:
+                if tick > start or (snapshot is None and tick == start):  # the crashed world made the others
+                    scheduler.schedule_absolute(tick, observer.request, n)
         scheduler.schedule_absolute(self.disposed, dispose)
         try:
             if stop is None:
                 scheduler.advance_to(self.disposed)
+                observer.check()
                 return observer.messages, snapshot
             scheduler.advance_to(stop)
-            return observer.messages, self._save(handles[0], environment, snapshot, mode)
+            observer.check()
+            saved = self._save(handles[0], environment, snapshot, mode)
+            backlogs = tuple(source.held() for source in hot)
+            return observer.messages, _Snapshot(saved.main, saved.inner, observer.saved(), backlogs)
         finally:
             scheduler.dispose()  # the crash: nothing of this world runs again
             environment.dispose()
@@ -281,7 +369,10 @@ class _Runner:
             inner.pop(inner_id, None)
         saved_inner = environment.inner_subscriptions()
         for inner_id, inner_handle in saved_inner.items():
-            blob = save_subscription(inner_handle, mode, self.codec)
+            # A unit the store has never seen is written whole, even when none of its nodes is dirty (a window's
+            # subscription without stateful operators): its parent's state says it is live.
+            unit_mode = mode if inner_id in inner else CheckpointMode.FULL
+            blob = save_subscription(inner_handle, unit_mode, self.codec)
             if blob is not None:
                 inner[inner_id] = blob
         # the "commit" succeeded
@@ -294,7 +385,80 @@ class _Runner:
 
 @dataclass(frozen=True)
 class _Snapshot:
-    """A checkpoint as the harness keeps it: the query's blob and one blob per inner subscription."""
+    """A checkpoint as the harness keeps it: the query's blob and one blob per inner subscription; what the
+    consumer had outstanding (its own state); per source, what each live subscription held for lack of demand
+    (what the source replays to the recovered query)."""
 
     main: bytes | None
     inner: dict[str, bytes]
+    consumer: tuple[int, int] = (0, 0)
+    backlogs: tuple[tuple[tuple[Notification[Any], ...], ...], ...] = ()
+
+
+class _Consumer(Subscriber[Any]):
+    """The harness's subscriber: records every signal with its tick, requests as its :class:`Demand` says (or
+    ``LONG_MAX``), and restarts from ``(outstanding, progress)``: a recovered consumer asks again for the demand
+    it had outstanding at the checkpoint, in ``on_subscribe``, as the engine's observer does."""
+
+    __slots__ = ("_batch", "_first", "_scheduler", "messages", "outstanding", "progress", "subscription", "violation")
+
+    def __init__(self, scheduler: TestScheduler, demand: Demand | None, restored: tuple[int, int] | None) -> None:
+        self._scheduler = scheduler
+        self._batch = 0 if demand is None else demand.batch
+        self.messages: list[Recorded[Notification[Any]]] = []
+        self.subscription: Subscription | None = None
+        self.violation: str | None = None
+        if restored is not None:
+            self.outstanding, self.progress = restored
+            self._first = 0
+        else:
+            self.outstanding, self.progress = 0, 0
+            self._first = LONG_MAX if demand is None else demand.initial
+
+    def saved(self) -> tuple[int, int]:
+        """The consumer's state: outstanding demand, elements received into the current batch."""
+        return self.outstanding, self.progress
+
+    def check(self) -> None:
+        """Raise if the query broke the demand contract (rule 1.1)."""
+        if self.violation is not None:
+            raise AssertionError(self.violation)
+
+    def request(self, n: int) -> None:
+        self.outstanding = add_demand(self.outstanding, n)
+        if self.subscription is not None:
+            self.subscription.request(n)
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        require_not_none(subscription, "subscription", "2.13")
+        if self.subscription is not None:
+            subscription.cancel()
+            return
+        self.subscription = subscription
+        if self.outstanding:  # recovered: what was asked for and had not arrived yet
+            subscription.request(self.outstanding)
+        if self._first:
+            self.request(self._first)
+
+    def on_next(self, value: Any) -> None:
+        self.messages.append(Recorded(self._scheduler.clock, OnNext(value)))
+        outstanding = self.outstanding
+        if outstanding == LONG_MAX:
+            return
+        if outstanding == 0:
+            if self.violation is None:
+                self.violation = f"rule 1.1: {value!r} arrived at tick {self._scheduler.clock} without demand"
+            return
+        self.outstanding = outstanding - 1
+        batch = self._batch
+        if batch:
+            self.progress += 1
+            if self.progress == batch:
+                self.progress = 0
+                self.request(batch)
+
+    def on_error(self, error: BaseException) -> None:
+        self.messages.append(Recorded(self._scheduler.clock, OnError(error)))
+
+    def on_complete(self) -> None:
+        self.messages.append(Recorded(self._scheduler.clock, OnCompleted()))

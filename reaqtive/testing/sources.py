@@ -154,18 +154,39 @@ class _SourceSubscription(OperatorBase[T], Generic[T]):
 class HotSource(TestSource[T], Generic[T]):
     """A hot source: its messages are scheduled at their absolute ticks when it is created (harness priority
     0) and go to every subscription attached at that moment (buffered until demanded). A subscription that
-    arrives after a message missed it."""
+    arrives after a message missed it.
 
-    def __init__(self, scheduler: TestScheduler, messages: Iterable[Recorded[Notification[T]]]) -> None:
+    ``backlog``: what earlier subscriptions of the same stream still held when a world was abandoned (see
+    :meth:`held`); the ``i``-th subscription made to this source starts with ``backlog[i]`` in its buffer, so
+    it delivers those messages first, as demand allows. This is how the checkpoint-anywhere harness replays,
+    after a restart, the elements a subscriber was sent but had not asked for yet (as a durable stream replays
+    the events after a reader's position)."""
+
+    def __init__(
+        self,
+        scheduler: TestScheduler,
+        messages: Iterable[Recorded[Notification[T]]],
+        *,
+        backlog: Iterable[Iterable[Notification[T]]] = (),
+    ) -> None:
         super().__init__(scheduler, messages)
         self._active: list[_SourceSubscription[T]] = []
+        self._backlog = [tuple(held) for held in backlog]
+        self._subscribed = 0
         for message in self._messages:
             scheduler.schedule_absolute(message.time, self._emit, message.value, priority=HARNESS_PRIORITY)
 
     def subscribe_core(self, observer: Subscriber[T]) -> SubscriptionHandle:
         subscription = _SourceSubscription(self, observer)
+        index, self._subscribed = self._subscribed, self._subscribed + 1
+        if index < len(self._backlog):
+            subscription._buffer.extend(self._backlog[index])
         self._active.append(subscription)
         return subscription
+
+    def held(self) -> tuple[tuple[Notification[T], ...], ...]:
+        """Per live subscription (in subscription order), the messages it holds for lack of demand."""
+        return tuple(tuple(subscription._buffer) for subscription in self._active)
 
     def _emit(self, notification: Notification[T]) -> None:
         for subscription in list(self._active):

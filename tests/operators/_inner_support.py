@@ -1,9 +1,11 @@
 """Helpers for the tests of the higher-order operators with inner subscriptions (flat_map, merge_all,
 switch_latest, debounce by a duration selector).
 
-:func:`run_restarted` crashes and recovers a query once, like the checkpoint-anywhere harness, but with any
-request pattern of the subscriber (the harness's subscriber asks without bound), so the state that only exists
-under backpressure (queued elements) goes through a restart too.
+:func:`run_restarted` crashes and recovers a query once, like the checkpoint-anywhere harness, with any request
+pattern of the subscriber, so the state that only exists under backpressure (queued elements) goes through a
+restart too. (The harness now does the same with ``demand=Demand(...)``, and restarts its subscriber with the
+demand it had outstanding; this helper's subscriber asks for nothing again, so restart it where no requested
+element is missing.)
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ from reaqtive.operators.buffer_time import BufferTime, BufferTimeOrCount, Buffer
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, MAX_QUEUE_SIZE
 from reaqtive.state import CheckpointMode, save_subscription, state_loader
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
-from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
+from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
 from reaqtive.visitors import initialize, walk
+from tests.operators._versions_support import save_as_version_1
 from tests.support import Recorder
 
 
@@ -421,6 +422,82 @@ def test_a_recovered_time_buffer_lets_go_of_a_hot_source_that_had_completed() ->
     scheduler.schedule_absolute(290, recovered.request, 1)
     scheduler.advance_to(300)
     assert recovered.messages == [on_next(290, [2]), on_completed(290)]
+
+
+ARRIVALS = [on_next(212, 1), on_next(215, 2), on_next(222, 3), on_next(235, 4), on_completed(250)]
+
+
+@pytest.mark.parametrize(
+    ("create", "expected"),
+    [
+        (
+            lambda xs: xs.buffer(s(10)),
+            [[], [1, 2], [3], [4], []],
+        ),
+        (
+            lambda xs: xs.buffer(s(10), s(5)),
+            [[], [1, 2], [1, 2], [3], [3], [4], [4], [], [], []],
+        ),
+    ],
+    ids=["duration", "duration and shift"],
+)
+def test_a_time_buffer_recovered_after_asking_for_everything_still_receives_while_the_subscriber_waits(
+    create: Any, expected: list[list[int]]
+) -> None:
+    # The subscriber asks for one list at 205 (the buffer then asks the upstream for everything) and for more
+    # only at 240: at the restart (210) it has nothing outstanding and asks for nothing. The elements of 212 to
+    # 235 must still go into the lists of their time, not wait in the source until 240.
+    report = assert_checkpoint_anywhere(create, ARRIVALS, demand=Demand(requests=((205, 1), (240, 9))), ticks=[210])
+    assert [m.value.value for m in report.expected[:-1]] == expected  # type: ignore[union-attr]
+
+
+def test_a_time_or_count_buffer_recovered_asks_the_upstream_again_for_what_was_outstanding() -> None:
+    # Two lists of two asked for at 201 (4 elements upstream); the first closes by time at 210 with one
+    # element, the second by count at 214: at the restart (215) the upstream still owes one element, which
+    # the recovered subscriber (it has nothing outstanding) does not ask for again. It arrives at 216.
+    report = assert_checkpoint_anywhere(
+        lambda xs: xs.buffer(s(10), 2),
+        [on_next(203, 1), on_next(213, 2), on_next(214, 3), on_next(216, 4), on_completed(250)],
+        demand=Demand(requests=((201, 2), (240, 5))),
+        ticks=[215],
+    )
+    assert report.expected == (
+        on_next(210, [1]),
+        on_next(214, [2, 3]),
+        on_next(240, [4]),
+        on_next(240, []),
+        on_next(244, []),
+        on_next(250, []),
+        on_completed(250),
+    )
+
+
+@pytest.mark.parametrize(
+    ("create", "stage", "dropped"),
+    [
+        (lambda xs: xs.buffer(s(10)), BufferTime, 1),
+        (lambda xs: xs.buffer(s(10), s(5)), BufferTimeShift, 1),
+        (lambda xs: xs.buffer(s(10), 2), BufferTimeOrCount, 2),
+    ],
+    ids=["duration", "duration and shift", "duration and count"],
+)
+def test_time_buffer_state_of_version_1_loads_as_nothing_asked_upstream(create: Any, stage: type, dropped: int) -> None:
+    scheduler = TestScheduler()
+    scheduler.advance_to(200)
+    observer = scheduler.create_observer(request=0)
+    scheduler.schedule_absolute(205, observer.request, 1)
+    handle = initialize(create(scheduler.create_hot_observable()).subscribe(observer), scheduler.create_context())
+    scheduler.advance_to(207)
+    blob = save_as_version_1(stage, dropped, handle)
+    handle.dispose()
+
+    xs = scheduler.create_hot_observable(on_next(208, 1))
+    recovered = scheduler.create_observer(request=0)
+    initialize(create(xs).subscribe(recovered), scheduler.create_context(), state_loader(blob))
+    scheduler.advance_to(209)
+    assert xs.requests == [], "version 1 did not save what the upstream was asked for"
+    recovered.request(1)
+    assert xs.requests == [Recorded(209, LONG_MAX if stage is not BufferTimeOrCount else 2)]
 
 
 def test_the_stage_follows_the_arguments() -> None:

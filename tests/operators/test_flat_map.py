@@ -18,6 +18,7 @@ from reaqtive import (
     never,
     return_value,
 )
+from reaqtive.operators.flat_map import FlatMap
 from reaqtive.operators.settings import MAX_CONCURRENT_INNER, MAX_QUEUE_SIZE
 from reaqtive.query import InnerStream
 from reaqtive.state import (
@@ -29,9 +30,10 @@ from reaqtive.state import (
     state_loader,
 )
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
-from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
+from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
 from reaqtive.visitors import initialize
 from tests.operators._inner_support import assert_restarts_agree, flood
+from tests.operators._versions_support import save_as_version_1
 from tests.operators.test_merge import run_concurrently
 from tests.support import Recorder
 
@@ -549,9 +551,10 @@ def test_inner_streams_are_saved_by_reference_and_resubscribed_after_a_restart()
     assert recorder.values == [1]
     main = save_subscription(handle)
     assert main is not None
+    inner = {key: save_subscription(unit) for key, unit in environment.inner_subscriptions().items()}
 
     restored = InnerEnvironment()
-    restored.restore({})
+    restored.restore({key: blob for key, blob in inner.items() if blob is not None})
     outer, recorder, handle = world(restored)
     initialize(handle, OperatorContext("sub://q", execution_environment=restored), state_loader(main))
     assert sorted(restored.inner_subscriptions()) == ["sub://q/merge_all0/0", "sub://q/merge_all0/1"]
@@ -597,3 +600,43 @@ def test_flat_map_of_groups_survives_a_checkpoint_anywhere() -> None:
         ),
         script,
     )
+
+
+def test_flat_map_recovered_with_an_outer_request_outstanding_asks_for_it_again() -> None:
+    # The subscriber asks for 2 at 201: flat_map asks the outer for one element, whose inner delivers both at
+    # 206, and asks for the next outer element meanwhile. At 207 that request is outstanding, the subscriber's
+    # is not: the recovered subscriber asks for nothing, so the stage must ask again itself, or the outer
+    # element of 210 (and its inner's elements) would wait for the subscriber's next request.
+    report = assert_checkpoint_anywhere(
+        lambda xs: xs.flat_map(lambda x: from_iterable([x, x * 10])),
+        [on_next(205, 1), on_next(210, 2), on_completed(220)],
+        demand=Demand(requests=((201, 2), (230, 2))),
+        ticks=[207],
+    )
+    assert report.expected == (
+        on_next(206, 1),
+        on_next(206, 10),
+        on_next(230, 2),
+        on_next(230, 20),
+        on_completed(230),
+    )
+
+
+def test_flat_map_state_of_version_1_loads_without_an_outstanding_outer_request() -> None:
+    def run(scheduler: TestScheduler, xs: Any, observer: Any, loader: Any = None) -> Any:
+        context = scheduler.create_context(environment=InnerEnvironment(), instance_id="sub://q")
+        return initialize(xs.flat_map(lambda x: from_iterable([x])).subscribe(observer), context, loader)
+
+    scheduler = TestScheduler()
+    scheduler.advance_to(200)
+    observer = scheduler.create_observer(request=2)
+    handle = run(scheduler, scheduler.create_hot_observable(on_next(205, 1)), observer)
+    scheduler.advance_to(207)
+    assert observer.values == [1]
+    blob = save_as_version_1(FlatMap, 1, handle)  # version 1 did not save the outstanding outer request
+    handle.dispose()
+
+    xs = scheduler.create_hot_observable(on_next(210, 2))
+    run(scheduler, xs, scheduler.create_observer(request=0), state_loader(blob))
+    scheduler.advance_to(220)
+    assert xs.requests == [], "as version 1 did: nothing asked again"

@@ -11,7 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import LONG_MAX, OperatorContext, as_publisher, from_iterable
+from reaqtive.operators.from_iterable import FromIterable
+from reaqtive.state import state_loader
+from reaqtive.testing import TestScheduler, on_completed, on_next
+from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
 from reaqtive.visitors import initialize
+from tests.operators._versions_support import save_as_version_1
 from tests.support import Recorder
 
 CONTEXT = OperatorContext("test://from_iterable")
@@ -187,3 +192,35 @@ def test_a_subscriber_that_raises_disposes_the_source_and_the_error_propagates()
 
     with pytest.raises(RuntimeError, match="subscriber bug"):
         start(from_iterable([1, 2]), Raising(initial=5))
+
+
+def test_from_iterable_recovered_with_nothing_asked_serves_the_next_request_one_tick_later() -> None:
+    # 0 went out at 211 and the source looked ahead; at 212 the subscriber asks again, served at 213, also
+    # after a restart at 211 (a recovered source must not start a drain the original did not have pending).
+    report = assert_checkpoint_anywhere(
+        lambda: from_iterable(range(3)), demand=Demand(requests=((210, 1), (212, 1))), ticks=[211]
+    )
+    assert report.expected == (on_next(211, 0), on_next(213, 1))
+
+
+def test_an_empty_iterable_recovered_before_its_first_drain_still_completes_without_demand() -> None:
+    report = assert_checkpoint_anywhere(lambda: from_iterable([]), demand=Demand(), ticks=[200])
+    assert report.expected == (on_completed(201),)
+
+
+def test_from_iterable_state_of_version_1_loads() -> None:
+    scheduler = TestScheduler()
+    scheduler.advance_to(200)
+    observer = scheduler.create_observer(request=0)
+    handle = initialize(from_iterable(range(3)).subscribe(observer), scheduler.create_context())
+    observer.request(1)
+    scheduler.advance_to(202)
+    assert observer.values == [0]
+    blob = save_as_version_1(FromIterable, 1, handle)  # version 1 saved the position only
+    handle.dispose()
+
+    recovered = scheduler.create_observer(request=0)
+    handle = initialize(from_iterable(range(3)).subscribe(recovered), scheduler.create_context(), state_loader(blob))
+    scheduler.schedule_absolute(205, recovered.request, 5)
+    scheduler.advance_to(210)
+    assert recovered.messages == [on_next(206, 1), on_next(206, 2), on_completed(206)]

@@ -14,14 +14,16 @@ from hypothesis import strategies as st
 from reaqtive import OperatorContext, Query, SimpleSubject, from_iterable
 from reaqtive.errors import LimitExceededError
 from reaqtive.operator import OperatorBase
+from reaqtive.operators.merge import Merge
 from reaqtive.operators.settings import MAX_QUEUE_SIZE
 from reaqtive.state import CheckpointMode, StateShapeError, save_subscription, state_loader
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
-from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
+from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
 from reaqtive.visitors import initialize
+from tests.operators._versions_support import save_as_version_1
 from tests.support import Recorder
 
 CONTEXT = OperatorContext("test://merge")
@@ -242,6 +244,38 @@ def test_merge_state_of_another_number_of_sources_is_refused() -> None:
         initialize(
             xs.merge(xs, xs).subscribe(scheduler.create_observer()), scheduler.create_context(), state_loader(blob)
         )
+
+
+def test_merge_recovered_between_two_requests_keeps_its_round_robin_turn() -> None:
+    # At 230 both queues hold two elements and the subscriber takes one (xs's): ys's queue goes first next. A
+    # recovered merge that forgot whose turn it is would start again with xs.
+    report = assert_checkpoint_anywhere(
+        lambda xs, ys: xs.merge(ys),
+        [on_next(210, 1), on_next(220, 2), on_completed(250)],
+        [on_next(215, 10), on_next(225, 20), on_completed(250)],
+        demand=Demand(requests=((230, 1), (240, 3))),
+        ticks=[230, 235],
+    )
+    assert report.expected == (on_next(230, 1), on_next(240, 10), on_next(240, 2), on_next(240, 20), on_completed(250))
+
+
+def test_merge_state_of_version_1_loads_with_the_turn_at_the_first_input() -> None:
+    scheduler = TestScheduler()
+    scheduler.advance_to(200)
+    xs = scheduler.create_hot_observable(on_next(210, 1), on_next(220, 2))
+    ys = scheduler.create_hot_observable(on_next(215, 10))
+    handle, observer = _run_with_demand(xs.merge(ys), scheduler, 0)
+    scheduler.schedule_absolute(225, observer.request, 1)
+    scheduler.advance_to(230)
+    assert observer.values == [1]
+    blob = save_as_version_1(Merge, 1, handle)  # version 1 had no cursor
+    handle.dispose()
+
+    recovered = scheduler.create_observer(request=10)
+    query = scheduler.create_hot_observable().merge(scheduler.create_hot_observable())
+    initialize(query.subscribe(recovered), scheduler.create_context(), state_loader(blob))
+    scheduler.advance_to(240)
+    assert recovered.values == [2, 10], "version 1 did not know whose turn it was: the first input's"
 
 
 class Checking(Recorder):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from reaqtive import OperatorContext, Query
 from reaqtive.testing import TestScheduler, on_completed, on_next
-from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
+from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
 from reaqtive.visitors import initialize
 from tests.support import Recorder
 
@@ -89,3 +89,10 @@ def test_return_value_checkpointed_without_demand_still_emits_after_recovery() -
     initialize(query.subscribe(recovered), scheduler.create_context(), state_loader(blob))
     scheduler.advance_to(20)
     assert recovered.messages == [on_next(11, 9), on_completed(11)]
+
+
+def test_return_value_recovered_before_anybody_asked_emits_one_tick_after_the_request() -> None:
+    report = assert_checkpoint_anywhere(
+        lambda: Query.return_value(7), demand=Demand(requests=((206, 1),)), ticks=[200, 205]
+    )
+    assert report.expected == (on_next(207, 7), on_completed(207))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from reaqtive import LONG_MAX, OperatorContext, Query, SimpleSubject
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
-from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
+from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
 from reaqtive.visitors import initialize
 from tests.support import Recorder
 
@@ -205,3 +205,29 @@ def test_sample_by_period_survives_a_checkpoint_anywhere() -> None:
 def test_arguments_are_validated(sampler: Any, error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
         Query.never().sample(sampler)
+
+
+def test_a_sample_recovered_while_it_waits_for_demand_goes_out_one_tick_after_the_request() -> None:
+    # The sample of 210 waits for demand; the subscriber asks at 216 and gets it at 217, also after a restart
+    # at 215 (a recovered sample must not start delivering before anybody asked).
+    report = assert_checkpoint_anywhere(
+        lambda xs, ys: xs.sample(ys),
+        [on_next(205, 1), on_next(212, 2)],
+        [on_next(210, 0), on_next(230, 0)],
+        demand=Demand(requests=((216, 1),)),
+        ticks=[215],
+    )
+    assert report.expected == (on_next(217, 1),)
+
+
+def test_a_periodic_sample_and_a_delivery_in_the_same_instant_keep_their_order_after_a_restart() -> None:
+    # The sample of 254 (4) waits; the subscriber asks at 262, and at 263 the period samples 6 before the
+    # delivery: 6 goes out. A recovered query schedules the delivery and the period's tick anew, in another
+    # order; delivering after the timers of the instant keeps the result.
+    report = assert_checkpoint_anywhere(
+        lambda xs: xs.sample(s(9)),
+        [on_next(250, 4), on_next(263, 6)],
+        demand=Demand(requests=((262, 1),)),
+        ticks=[262],
+    )
+    assert report.expected == (on_next(263, 6),)

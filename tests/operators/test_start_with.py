@@ -13,7 +13,7 @@ from reaqtive import Query, from_iterable
 from reaqtive.errors import UnknownOperatorError
 from reaqtive.state import CheckpointMode, save_subscription, state_loader
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
-from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
+from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
 from reaqtive.visitors import initialize
 from tests.support import Recorder
 
@@ -220,3 +220,24 @@ def test_start_with_standalone_one_at_a_time_from_inside_on_next() -> None:
 def test_start_with_argument_validation() -> None:
     with pytest.raises(TypeError, match="start_with: a value must not be None"):
         from_iterable([1]).start_with(1, None)
+
+
+def test_start_with_recovered_while_its_values_wait_for_demand_emits_one_tick_after_the_request() -> None:
+    # Nobody asks until 264: the first value goes out at 265, also after a restart at 263 (a recovered stage
+    # must not start stepping before anybody asked).
+    report = assert_checkpoint_anywhere(
+        lambda xs: xs.start_with(-1), [on_completed(300)], demand=Demand(requests=((264, 1),)), ticks=[263]
+    )
+    assert report.expected == (on_next(265, -1), on_completed(300))
+
+
+def test_start_with_steps_to_the_next_value_only_while_there_is_demand() -> None:
+    # One value asked at the start (201), the next at 202: it goes out at 203, one tick after its request, as
+    # after a restart at 201, where no step can be pending.
+    report = assert_checkpoint_anywhere(
+        lambda xs: xs.start_with(-1, -2),
+        [on_completed(300)],
+        demand=Demand(initial=1, requests=((202, 1),)),
+        ticks=[201],
+    )
+    assert report.expected == (on_next(201, -1), on_next(203, -2), on_completed(300))

@@ -10,7 +10,7 @@ import pytest
 from reaqtive import OperatorContext, Query, SimpleSubject, from_iterable, never, return_value
 from reaqtive.state import InnerEnvironment, OperatorStateError, save_subscription
 from reaqtive.testing import TestScheduler, on_completed, on_error, on_next, subscribe
-from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
+from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
 from reaqtive.visitors import initialize
 from tests.operators._inner_support import assert_restarts_agree
 from tests.support import Recorder
@@ -210,3 +210,20 @@ def test_switch_latest_over_plain_queries_cannot_be_checkpointed_with_a_live_inn
     outer.on_next(never())
     with pytest.raises(OperatorStateError, match=r"switch_latest\(f\)"):
         save_subscription(handle)
+
+
+def test_switch_latest_recovered_with_an_outer_request_outstanding_asks_for_it_again() -> None:
+    # As flat_map's: at 207 the next outer element is requested and the subscriber's demand is met.
+    report = assert_checkpoint_anywhere(
+        lambda xs: xs.switch_latest(lambda x: from_iterable([x, x * 10])),
+        [on_next(205, 1), on_next(210, 2), on_completed(220)],
+        demand=Demand(requests=((201, 2), (230, 2))),
+        ticks=[207],
+    )
+    assert report.expected == (
+        on_next(206, 1),
+        on_next(206, 10),
+        on_next(230, 2),
+        on_next(230, 20),
+        on_completed(230),
+    )

@@ -14,7 +14,7 @@ from reaqtive.errors import LimitExceededError
 from reaqtive.operators.settings import MAX_QUEUE_SIZE
 from reaqtive.state import CheckpointMode, save_subscription, state_loader
 from reaqtive.testing import TestScheduler, on_completed, on_error, on_next
-from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
+from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
 from reaqtive.visitors import initialize
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -215,7 +215,9 @@ def test_held_ticks_survive_a_checkpoint() -> None:
     recovered = scheduler.create_observer(request=2)
     initialize(query.subscribe(recovered), scheduler.create_context(), state_loader(blob))
     scheduler.advance_to(45)
-    assert ticks(recovered.messages) == [(35, 0), (35, 1), (35, 2), (40, 3)]
+    # The recovered subscriber asks at 35: the held ticks go out at 36, as a request at 35 is served in a run
+    # that never stopped (see the test above), not in the starting instant.
+    assert ticks(recovered.messages) == [(36, 0), (36, 1), (36, 2), (40, 3)]
 
 
 def test_non_positive_request_is_a_rule_3_9_error() -> None:
@@ -268,3 +270,25 @@ def test_a_timer_needs_a_scheduler() -> None:
 def test_arguments_are_validated_when_the_query_is_built(make: Any, error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
         make()
+
+
+def test_an_interval_recovered_at_the_tick_of_a_request_delivers_its_held_ticks_one_tick_later() -> None:
+    # Ticks 0 and 1 are held (no demand) until the request of 235, which is served at 236. A restart at 235
+    # finds them held and the subscriber asking again: they still go out at 236, not in the restarting instant.
+    report = assert_checkpoint_anywhere(
+        lambda: Query.interval(s(10)).take(2), demand=Demand(requests=((235, 2),)), ticks=[235]
+    )
+    assert report.expected == (on_next(236, 0), on_next(236, 1), on_completed(236))
+
+
+def test_a_timer_recovered_with_demand_and_nothing_held_delivers_the_next_tick_when_it_fires() -> None:
+    # Demand asked at 206 waits for the tick of 207, which goes out as it fires, also after a restart at 206
+    # (with another request at 207, the same instant).
+    report = assert_checkpoint_anywhere(
+        lambda: Query.interval(s(7)).take(2), demand=Demand(requests=((206, 1), (207, 1))), ticks=[206]
+    )
+    assert report.expected == (on_next(207, 0), on_next(214, 1), on_completed(214))
+    single = assert_checkpoint_anywhere(
+        lambda: Query.timer(s(7)), demand=Demand(requests=((206, 1), (207, 1))), ticks=[206]
+    )
+    assert single.expected == (on_next(207, 0), on_completed(207))

@@ -14,9 +14,10 @@ from reaqtive.operators.settings import MAX_QUEUE_SIZE, MAX_WINDOW_COUNT
 from reaqtive.operators.window_time import WindowTime, WindowTimeOrCount, WindowTimeShift
 from reaqtive.state import CheckpointMode, InnerEnvironment, save_subscription, state_loader
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
-from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
+from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
 from reaqtive.visitors import initialize
 from tests.operators._inner_streams_support import InnerCollector, run_inner
+from tests.operators._versions_support import save_as_version_1
 
 
 def s(seconds: int) -> timedelta:
@@ -286,6 +287,37 @@ SCRIPT = [
 )
 def test_time_windows_survive_a_checkpoint_anywhere(create: Any) -> None:
     assert_checkpoint_anywhere(create, SCRIPT)
+
+
+def test_a_time_or_count_window_recovered_asks_the_upstream_again_for_what_was_outstanding() -> None:
+    # Windows of 2 elements or 10 ticks, consumed one at a time by flat_map. At 231 the upstream owes one
+    # element of the windows asked for so far, and the window the clock opened at 230 waits for demand with the
+    # element of 231: nobody downstream has anything outstanding, so the recovered stage must ask for that
+    # element again itself, or the window would close at 240 without it.
+    script = [on_next(205, 1), on_next(210, 3), on_next(212, 3), on_next(220, 2), on_next(231, 5), on_next(240, 1)]
+    report = assert_checkpoint_anywhere(
+        lambda xs: xs.window(s(10), 2).flat_map(lambda w: w.to_list()),
+        [*script, on_completed(300)],
+        demand=Demand(initial=2, requests=((240, 1), (241, 1))),
+        ticks=[231],
+    )
+    assert report.expected == (on_next(210, [1, 3]), on_next(220, [3, 2]), on_next(240, []), on_next(241, [5, 1]))
+
+
+def test_time_or_count_window_state_of_version_1_loads() -> None:
+    scheduler = TestScheduler()
+    scheduler.advance_to(200)
+    observer = scheduler.create_observer(request=1)
+    query = scheduler.create_hot_observable(on_next(205, 1)).window(s(10), 2)
+    handle = initialize(query.subscribe(observer), scheduler.create_context())
+    scheduler.advance_to(206)
+    blob = save_as_version_1(WindowTimeOrCount, 2, handle)  # version 1 did not save the demand
+    handle.dispose()
+
+    xs = scheduler.create_hot_observable()
+    recovered = scheduler.create_observer(request=0)
+    initialize(xs.window(s(10), 2).subscribe(recovered), scheduler.create_context(), state_loader(blob))
+    assert xs.requests == [Recorded(206, 1)], "as version 1: what the emitted open window can still take"
 
 
 # -- arguments ---------------------------------------------------------------------------------------------------

@@ -169,6 +169,31 @@ def test_each_hot_subscriber_has_its_own_demand_and_misses_what_came_before_it()
     assert xs.subscriptions == [subscribe(200, 230), subscribe(215, 230)]
 
 
+def test_a_hot_source_reports_what_each_subscription_holds_and_replays_a_backlog_to_new_subscriptions() -> None:
+    from reaqtive.testing import HotSource
+    from reaqtive.visitors import initialize
+
+    scheduler = TestScheduler()
+    source = HotSource(scheduler, [on_next(210, 1), on_next(220, 2), on_completed(230)])
+    waiting = scheduler.create_observer(request=0)
+    initialize(TestableQuery(source).subscribe(waiting), scheduler.create_context())
+    scheduler.advance_to(235)
+    assert source.held() == ((OnNext(1), OnNext(2), OnCompleted()),)
+
+    # A new world: the first subscription starts with that backlog, the second one without.
+    later = TestScheduler()
+    later.advance_to(235)
+    replaying = HotSource(later, [], backlog=source.held())
+    first, second = later.create_observer(request=0), later.create_observer(request=0)
+    initialize(TestableQuery(replaying).subscribe(first), later.create_context())
+    initialize(TestableQuery(replaying).subscribe(second), later.create_context())
+    later.schedule_absolute(240, first.request, 5)
+    later.advance_to(250)
+    assert first.messages == [on_next(240, 1), on_next(240, 2), on_completed(240)]
+    assert second.messages == []
+    assert replaying.held() == ((),)
+
+
 def test_test_sources_reject_predicates_and_none_values() -> None:
     scheduler = TestScheduler()
     with pytest.raises(TypeError, match="predicates"):

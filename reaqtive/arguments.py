@@ -1,0 +1,241 @@
+"""Checking a query node's arguments when an operator is bound: one checker, used by every stage constructor.
+
+The fluent builders (:mod:`reaqtive.fluent`) check arguments where a query is written. A query can also reach
+the binder without them: decoded from a store (the engine re-creating a standing query after a restart), or
+built by hand with ``Query(op, args)``. A stage constructor therefore reads ``query.args`` through
+:func:`arguments`, which checks the number of arguments and, one accessor per argument, its type and range,
+with the same rules as the builder. A bad argument raises :class:`~reaqtive.errors.OperatorArgumentError`
+naming the operator, the argument (its index in ``query.args`` and its name), what was expected and what was
+found. Unlike an ``assert``, the check also runs under ``python -O``.
+
+>>> from reaqtive import Query, from_iterable
+>>> args = arguments(from_iterable([1]).take(3), "source", "count")
+>>> args.integer(1)
+3
+>>> args = arguments(Query("take", (from_iterable([1]), -1)), "source", "count")
+>>> args.integer(1)
+Traceback (most recent call last):
+...
+reaqtive.errors.OperatorArgumentError: operator 'take': args[1] (count) must be an int >= 0, got int -1
+
+A stage constructor reads every argument it uses through an accessor, in any order::
+
+    def __init__(self, query, downstream):
+        super().__init__(downstream)
+        args = arguments(query, "source", "selector")
+        self._source = args.source(0)
+        self._selector = args.function(1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
+
+from reaqtive.errors import OperatorArgumentError
+from reaqtive.subscribable import Subscribable
+
+if TYPE_CHECKING:
+    from reaqtive.query import Query
+
+__all__ = ["Arguments", "arguments", "variadic_arguments"]
+
+X = TypeVar("X")
+
+_ZERO: Final = timedelta(0)
+
+
+def arguments(query: Query[Any], *shape: str | tuple[str, ...]) -> Arguments:
+    """The arguments of ``query``, checked to be exactly the ones named in ``shape``.
+
+    ``arguments(query, "source", "selector")``: exactly two. Several shapes, as tuples, allow alternative
+    lengths (each a different length): ``arguments(query, ("source", "acc"), ("source", "seed", "acc"))``.
+    Raises :class:`~reaqtive.errors.OperatorArgumentError` when the number of arguments matches no shape.
+    """
+    values = query.args
+    if all(isinstance(name, str) for name in shape):
+        shapes: tuple[tuple[str, ...], ...] = (tuple(str(name) for name in shape),)
+    else:
+        shapes = tuple(name if isinstance(name, tuple) else (name,) for name in shape)
+    for names in shapes:
+        if len(names) == len(values):
+            return Arguments(query.op, values, names)
+    expected = " or ".join(
+        f"{len(names)} arguments ({', '.join(names)})" if names else "no arguments" for names in shapes
+    )
+    raise OperatorArgumentError(query.op, None, "", expected, _count(values))
+
+
+def variadic_arguments(
+    query: Query[Any], name: str, *, minimum: int = 1, trailing: tuple[str, ...] = ()
+) -> Arguments:
+    """The arguments of ``query``: at least ``minimum`` named ``name`` (``"source 0"``, ``"source 1"``, ...),
+    then the ones named in ``trailing`` (``merge``: sources; ``combine_latest``: sources, then the selector)."""
+    values = query.args
+    repeated = len(values) - len(trailing)
+    if repeated < minimum:
+        tail = f", then {', '.join(trailing)}" if trailing else ""
+        raise OperatorArgumentError(
+            query.op, None, "", f"at least {minimum + len(trailing)} ({minimum} or more {name}s{tail})",
+            _count(values),
+        )
+    names = tuple(f"{name} {i}" for i in range(repeated)) + trailing
+    return Arguments(query.op, values, names)
+
+
+class Arguments:
+    """A query node's arguments, each read through an accessor that checks it (see the module).
+
+    Accessors take the argument's index in ``query.args`` and return it typed, or raise
+    :class:`~reaqtive.errors.OperatorArgumentError`. Ranges follow the fluent builders: counts ``>= 0`` unless
+    a ``minimum`` says otherwise, durations ``>= 0`` or, with ``positive=True``, ``> 0``.
+    """
+
+    __slots__ = ("_names", "_op", "_values")
+
+    def __init__(self, op: str, values: tuple[object, ...], names: tuple[str, ...]) -> None:
+        self._op = op
+        self._values = values
+        self._names = names
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def fail(self, index: int, expected: str) -> NoReturn:
+        """Raise the error for argument ``index``, which is not ``expected`` (for checks of one's own)."""
+        raise OperatorArgumentError(self._op, index, self._names[index], expected, _describe(self._values[index]))
+
+    def value(self, index: int) -> object:
+        """Argument ``index``, any value."""
+        return self._values[index]
+
+    def element(self, index: int) -> object:
+        """Argument ``index``, a value that may become a stream element: anything but ``None``."""
+        value = self._values[index]
+        if value is None:
+            self.fail(index, "a value other than None (None is never an element)")
+        return value
+
+    def elements(self, index: int) -> tuple[object, ...]:
+        """Argument ``index``, a tuple or list of elements, none of them ``None``."""
+        value = self._values[index]
+        if not isinstance(value, tuple | list) or any(item is None for item in value):
+            self.fail(index, "a tuple of elements, none of them None")
+        return tuple(value)
+
+    def source(self, index: int) -> Subscribable[Any]:
+        """Argument ``index``, a source: a query or another :class:`~reaqtive.subscribable.Subscribable`."""
+        value = self._values[index]
+        if not isinstance(value, Subscribable):
+            self.fail(index, "a query (a Subscribable)")
+        return value
+
+    def sources(self, start: int, stop: int) -> list[Subscribable[Any]]:
+        """Arguments ``start`` to ``stop`` (excluded), each a source."""
+        return [self.source(index) for index in range(start, stop)]
+
+    def function(self, index: int) -> Callable[..., Any]:
+        """Argument ``index``, a callable."""
+        value = self._values[index]
+        if not callable(value):
+            self.fail(index, "callable")
+        return value
+
+    def optional_function(self, index: int) -> Callable[..., Any] | None:
+        """Argument ``index``, a callable or ``None``."""
+        value = self._values[index]
+        if value is not None and not callable(value):
+            self.fail(index, "callable or None")
+        return value
+
+    def integer(self, index: int, *, minimum: int = 0) -> int:
+        """Argument ``index``, an ``int`` (not a ``bool``) ``>= minimum``."""
+        value = self._values[index]
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            self.fail(index, f"an int >= {minimum}")
+        return value
+
+    def optional_integer(self, index: int, *, minimum: int = 1) -> int | None:
+        """Argument ``index``, ``None`` or an ``int`` ``>= minimum``."""
+        if self._values[index] is None:
+            return None
+        value = self._values[index]
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            self.fail(index, f"None or an int >= {minimum}")
+        return value
+
+    def flag(self, index: int) -> bool:
+        """Argument ``index``, a ``bool``."""
+        value = self._values[index]
+        if not isinstance(value, bool):
+            self.fail(index, "a bool")
+        return value
+
+    def text(self, index: int, *, non_empty: bool = False) -> str:
+        """Argument ``index``, a ``str`` (not empty, with ``non_empty``)."""
+        value = self._values[index]
+        if not isinstance(value, str) or (non_empty and not value):
+            self.fail(index, "a non-empty str" if non_empty else "a str")
+        return value
+
+    def duration(self, index: int, *, positive: bool = False) -> timedelta:
+        """Argument ``index``, a :class:`~datetime.timedelta` ``>= 0`` (``> 0`` with ``positive``)."""
+        value = self._values[index]
+        if not isinstance(value, timedelta) or value < _ZERO or (positive and value == _ZERO):
+            self.fail(index, "a positive timedelta" if positive else "a timedelta >= 0")
+        return value
+
+    def optional_duration(self, index: int, *, positive: bool = True) -> timedelta | None:
+        """Argument ``index``, ``None`` or a duration as :meth:`duration` checks it."""
+        if self._values[index] is None:
+            return None
+        value = self._values[index]
+        if not isinstance(value, timedelta) or value < _ZERO or (positive and value == _ZERO):
+            self.fail(index, "None or a positive timedelta" if positive else "None or a timedelta >= 0")
+        return value
+
+    def time(self, index: int) -> datetime:
+        """Argument ``index``, a timezone-aware :class:`~datetime.datetime`."""
+        value = self._values[index]
+        if isinstance(value, datetime) and _is_aware(value):
+            return value
+        self.fail(index, "a timezone-aware datetime")
+
+    def due(self, index: int) -> timedelta | datetime:
+        """Argument ``index``, a due time: a :class:`~datetime.timedelta` (any sign) or an aware datetime."""
+        value = self._values[index]
+        if isinstance(value, timedelta) or (isinstance(value, datetime) and _is_aware(value)):
+            return value
+        self.fail(index, "a timedelta or a timezone-aware datetime")
+
+    def instance(self, index: int, kind: type[X], expected: str) -> X:
+        """Argument ``index``, an instance of ``kind`` (``expected`` describes it in the error)."""
+        value = self._values[index]
+        if not isinstance(value, kind):
+            self.fail(index, expected)
+        return value
+
+    def iterable(self, index: int) -> Iterable[Any]:
+        """Argument ``index``, an iterable."""
+        value = self._values[index]
+        if not isinstance(value, Iterable):
+            self.fail(index, "an iterable")
+        return value
+
+
+def _is_aware(value: datetime) -> bool:
+    return value.tzinfo is not None and value.utcoffset() is not None
+
+
+def _count(values: tuple[object, ...]) -> str:
+    return f"{len(values)}: ({', '.join(_describe(value) for value in values)})"
+
+
+def _describe(value: object) -> str:
+    if value is None:
+        return "None"
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
