@@ -20,17 +20,25 @@ from reaqtive.engine.errors import (
     ArtifactNotFoundError,
     EngineClosedError,
     EngineError,
+    InnerRecoveryError,
+    MalformedRecordError,
+    OutputDivergenceError,
+    QueryFailedError,
     RecoveryError,
+    UnstorableOutputError,
+    UnstorableStateError,
 )
 from reaqtive.engine.expressions import (
     ExpressionError,
+    ForbiddenReferenceError,
     FunctionRegistry,
     MalformedExpressionError,
     UnpersistableQueryError,
     decode_query,
     encode_query,
 )
-from reaqtive.engine.store import EngineStore, UnknownEngineVersionError
+from reaqtive.engine.outbox import ObserverFailedError
+from reaqtive.engine.store import DeadLetter, EngineStore, IngressEvent, UnknownEngineVersionError
 from reaqtive.engine.streams import Envelope, StreamNotFoundError, StreamReader
 
 __all__ = [
@@ -41,6 +49,7 @@ __all__ = [
     "ArtifactInfo",
     "ArtifactNotFoundError",
     "CheckpointMetrics",
+    "DeadLetter",
     "EgressStamp",
     "Engine",
     "EngineClosedError",
@@ -49,9 +58,16 @@ __all__ = [
     "EngineStore",
     "Envelope",
     "ExpressionError",
+    "ForbiddenReferenceError",
     "FunctionRegistry",
+    "IngressEvent",
+    "InnerRecoveryError",
     "MalformedExpressionError",
+    "MalformedRecordError",
+    "ObserverFailedError",
     "Output",
+    "OutputDivergenceError",
+    "QueryFailedError",
     "RecoveryError",
     "RecoveryFailure",
     "RecoveryMetrics",
@@ -61,6 +77,8 @@ __all__ = [
     "StreamStatus",
     "UnknownEngineVersionError",
     "UnpersistableQueryError",
+    "UnstorableOutputError",
+    "UnstorableStateError",
     "decode_query",
     "encode_query",
 ]

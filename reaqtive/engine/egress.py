@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.operator import StateReader, StateWriter, Version
@@ -69,10 +70,9 @@ class EgressStamp(StatefulUnaryOperatorBase[T, Output], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Output]) -> None:
         super().__init__(downstream)
-        source, uri = query.args
-        assert isinstance(source, Subscribable) and isinstance(uri, str)
-        self._source: Subscribable[T] = source
-        self._uri = uri
+        args = arguments(query, "source", "uri")
+        self._source: Subscribable[T] = args.source(0)
+        self._uri = args.text(1)
         self._counter = OutputCounter()
         self._local = True
 

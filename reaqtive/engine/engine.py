@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -36,8 +37,15 @@ from reaqtive.engine.errors import (
     ArtifactInUseError,
     ArtifactNotFoundError,
     EngineClosedError,
+    InnerRecoveryError,
+    MalformedRecordError,
+    OutputDivergenceError,
+    QueryFailedError,
     RecoveryError,
+    UnstorableOutputError,
+    UnstorableStateError,
 )
+from reaqtive.engine.event_times import DEFAULT_MAX_EVENT_TIME_AHEAD, EventTimeBounds
 from reaqtive.engine.expressions import (
     FunctionRegistry,
     decode_query,
@@ -49,22 +57,39 @@ from reaqtive.engine.expressions import (
     templatize,
 )
 from reaqtive.engine.gc_policy import GcFreeze
-from reaqtive.engine.store import EngineStore, from_micros, to_micros
-from reaqtive.engine.streams import START_WATERMARK_SETTING, Envelope, StreamReader
+from reaqtive.engine.outbox import DEFAULT_OBSERVER_BACKOFF, DEFAULT_OBSERVER_RETRIES, Outbox
+from reaqtive.engine.records import (
+    DeliveryRecord,
+    Pin,
+    delivery_bytes,
+    parse_artifact,
+    parse_counter,
+    parse_delivery,
+    parse_template,
+)
+from reaqtive.engine.store import DeadLetter, EngineStore, IngressEvent, from_micros, to_micros
+from reaqtive.engine.streams import PINNED_WATERMARK_SETTING, START_WATERMARK_SETTING, Envelope, StreamReader
+from reaqtive.errors import InvalidSettingError
 from reaqtive.query import Query
-from reaqtive.scheduler import VirtualTimeScheduler
+from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
 from reaqtive.state import (
+    DEFAULT_CODEC,
     STATE_CATEGORY,
     Checkpointer,
     CheckpointMode,
     CheckpointResult,
     CheckpointSnapshot,
     CheckpointTransaction,
+    DamagedRowError,
     InnerEnvironment,
+    MissingStateError,
+    StateEncodeError,
+    StateError,
     confirm_saved,
     save_subscription,
     state_loader,
 )
+from reaqtive.state.fields import SAVED_BY, STARTED_AT
 from reaqtive.streams import LONG_MAX, Subscription
 from reaqtive.subjects import OverflowPolicy, SimpleSubject
 from reaqtive.subscriptions import SubscriptionHandle
@@ -95,6 +120,7 @@ _TEMPLATES: Final = "templates"
 _ENGINE: Final = "engine"
 _DELIVERY: Final = "delivery"
 _OUTPUTS: Final = "outputs"  # per subscription, the next output sequence number (when it moved)
+_OBSERVED: Final = "observed"  # per subscription with an observer function, the last output it received
 _BUILTIN_OBSERVERS: Final = frozenset({DURABLE_SINK, DISCARD_SINK})
 _STREAM_BUFFER: Final = 1 << 20  # a reader without demand may lag this far behind a stream before it fails
 _DELIVERY_BATCH: Final = 4096
@@ -186,27 +212,38 @@ class RecoveryMetrics:
     inner_subscriptions: int = 0
     failures: list[RecoveryFailure] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
-    """Inner states no recovered query claimed; deleted by the next checkpoint."""
+    """Stored states no artifact claimed that the policy REMOVE deleted (at the next checkpoint). Under FAIL and
+    KEEP such a state is a failure like any other (see ``failures``)."""
 
 
 class _Observer:
-    """The end of a subscription: takes everything, hands outputs to the engine's sink for its observer."""
+    """The end of a subscription: takes everything, hands outputs to the engine's sink for its observer. An
+    output the sink cannot keep (a value the store cannot encode) stops this subscription alone: the engine
+    faults it once the event at hand was delivered to the others."""
 
-    __slots__ = ("_engine", "_sink", "_subscription", "_uri")
+    __slots__ = ("_engine", "_failed", "_sink", "_subscription", "_uri")
 
     def __init__(self, engine: Engine, uri: str, sink: Callable[[Output], object] | None) -> None:
         self._engine = engine
         self._uri = uri
         self._sink = sink
         self._subscription: Subscription | None = None
+        self._failed = False
 
     def on_subscribe(self, subscription: Subscription) -> None:
         self._subscription = subscription
         subscription.request(LONG_MAX)
 
     def on_next(self, value: Output) -> None:
-        if self._sink is not None:
+        if self._sink is None or self._failed:
+            return
+        try:
             self._sink(value)
+        except UnstorableOutputError as error:
+            self._failed = True
+            if self._subscription is not None:
+                self._subscription.cancel()
+            self._engine._fault_later(self._uri, error)
 
     def on_error(self, error: BaseException) -> None:
         self._engine._subscription_ended(self._uri, error)
@@ -219,10 +256,18 @@ class _EngineEnvironment(InnerEnvironment):
     """The engine's execution environment: its streams, plus inner subscriptions and subjects, plus what its
     stream readers and egress stamps ask of the engine."""
 
-    def __init__(self, delivered: dict[str, int], counters: dict[str, OutputCounter]) -> None:
+    def __init__(
+        self,
+        delivered: dict[str, int],
+        counters: dict[str, OutputCounter],
+        heads: dict[str, int],
+        failed: Callable[[str, Exception], None],
+    ) -> None:
         super().__init__()
         self._delivered_by_stream = delivered
         self._output_counters = counters
+        self._heads = heads
+        self._failed = failed
         self.readers: list[StreamReader[Any]] = []
 
     def register_reader(self, reader: StreamReader[Any]) -> None:
@@ -232,6 +277,15 @@ class _EngineEnvironment(InnerEnvironment):
     def delivered_watermark(self, uri: str) -> int:
         """The sequence number of the last event of stream ``uri`` the engine delivered (-1: none)."""
         return self._delivered_by_stream.get(uri, -1)
+
+    def appended_watermark(self, uri: str) -> int:
+        """The sequence number of the last event appended to stream ``uri`` (-1: none): no reader can be past it."""
+        return self._heads.get(uri, 0) - 1
+
+    def reader_failed(self, instance_id: str, error: Exception) -> None:
+        """An exception escaped the operators of a query while a reader delivered an event to them (a bug, or
+        state that loaded but cannot work): the engine stops that query alone."""
+        self._failed(instance_id, error)
 
     def output_counter(self, uri: str) -> OutputCounter:
         """The output counter of subscription ``uri``."""
@@ -248,13 +302,20 @@ class Engine:
     ``checkpoint_every_events`` / ``checkpoint_every_seconds``: a periodic checkpoint policy applied by
     :meth:`process`. ``recovery_policy`` and ``on_recovery_failure(uri, error) -> RecoveryPolicy | None``: what to
     do with an artifact that fails to recover. ``settings``: operator settings (limits) for every query.
+    ``functions`` and ``allow_modules``: what stored queries may name (a store is data, never code): functions
+    registered by name, and functions defined in these modules (added to ``functions``; see
+    :class:`~reaqtive.engine.expressions.FunctionRegistry`); a stored reference to anything else fails recovery.
     ``synchronous``: SQLite durability (``"FULL"``, or ``"NORMAL"``: survives a process crash, faster).
     ``start``: where the clock of a new store starts (a recovered engine resumes its own clock). Without it the
     clock starts at the first of: :meth:`advance_time`, the first event delivered, or the first subscription
     created (then at the wall clock's time). To run time-based queries over older events in event time, pass
     the time of the first event. ``gc_freeze``: after each checkpoint and after recovery, move what lives into
     the garbage collector's permanent generation, so that its full passes skip the queries' long-lived state
-    (see :mod:`reaqtive.engine.gc_policy`; process-wide).
+    (see :mod:`reaqtive.engine.gc_policy`; process-wide). ``observer_retries`` / ``observer_backoff``: how often
+    and how patiently an observer function that raises is tried again before its subscription stops (see
+    :mod:`reaqtive.engine.outbox`). ``max_event_time_ahead`` / ``allowed_lateness``: the bounds on event times
+    outside which events are quarantined (see :mod:`reaqtive.engine.event_times`). One engine per store file: a
+    second one is refused with :class:`~reaqtive.state.StoreLockedError`.
     """
 
     def __init__(
@@ -263,6 +324,7 @@ class Engine:
         *,
         clock: str = "event",
         functions: FunctionRegistry | None = None,
+        allow_modules: Iterable[str] | str = (),
         settings: Mapping[str, object] | None = None,
         recovery_policy: RecoveryPolicy = RecoveryPolicy.FAIL,
         on_recovery_failure: Callable[[str, BaseException], RecoveryPolicy | None] | None = None,
@@ -273,16 +335,23 @@ class Engine:
         tick: timedelta = timedelta(microseconds=1),
         logger: logging.Logger | None = None,
         gc_freeze: bool = True,
+        observer_retries: int = DEFAULT_OBSERVER_RETRIES,
+        observer_backoff: float = DEFAULT_OBSERVER_BACKOFF,
+        max_event_time_ahead: timedelta | None = DEFAULT_MAX_EVENT_TIME_AHEAD,
+        allowed_lateness: timedelta | None = None,
     ) -> None:
         if clock not in ("event", "wall"):
             raise ValueError(f"clock must be 'event' or 'wall', got {clock!r}")
-        for name, value in (("checkpoint_every_events", checkpoint_every_events),
-                            ("checkpoint_every_seconds", checkpoint_every_seconds)):
-            if value is not None and (not isinstance(value, (int, float)) or value <= 0):
-                raise ValueError(f"{name} must be positive, got {value!r}")
+        _check_whole("checkpoint_every_events", checkpoint_every_events, minimum=1, optional=True)
+        _check_seconds("checkpoint_every_seconds", checkpoint_every_seconds, positive=True, optional=True)
+        _check_whole("observer_retries", observer_retries, minimum=1)
+        _check_seconds("observer_backoff", observer_backoff, positive=False)
+        self._observer_retries = observer_retries
+        self._observer_backoff = float(observer_backoff)
+        self._event_times = EventTimeBounds(max_event_time_ahead, allowed_lateness)
         self._lock = threading.RLock()
         self._clock_mode = clock
-        self.functions = functions if functions is not None else FunctionRegistry()
+        self.functions = (functions if functions is not None else FunctionRegistry()).allowing(allow_modules)
         self._settings = dict(settings or {})
         self._policy = recovery_policy
         self._on_failure = on_recovery_failure
@@ -295,25 +364,7 @@ class Engine:
         self._gc = GcFreeze(gc_freeze)
         self._store = EngineStore(path, synchronous=synchronous)
         try:
-            self._scheduler = VirtualTimeScheduler(tick, name="engine")
-            self._delivered: dict[str, int] = {}
-            self._counters: dict[str, OutputCounter] = {}
-            self._environment = _EngineEnvironment(self._delivered, self._counters)
-            self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
-            self._records = _Records()
-            self._templates: dict[str, dict[str, Any]] = {}
-            self._streams: dict[str, SimpleSubject[Envelope]] = {}
-            self._subscriptions: dict[str, SubscriptionHandle] = {}
-            self._broken: set[str] = set()
-            self._stored_state_keys: set[str] = set()
-            self._ended: dict[str, BaseException | None] = {}
-            self._egress: list[tuple[str, int, Any]] = []
-            self._position = 0
-            self._since_checkpoint = 0
-            self._last_checkpoint_time = time.monotonic()
-            self.last_checkpoint: CheckpointMetrics | None = None
-            self.recovery = RecoveryMetrics()
-            self._clock_started = False
+            self._init_runtime(tick)
             self._recover()
             if not self._clock_started and start is not None:
                 self._start_clock(start)
@@ -321,6 +372,47 @@ class Engine:
         except BaseException:
             self._store.close()
             raise
+
+    def _init_runtime(self, tick: timedelta) -> None:
+        """The engine's running state, empty until recovery fills it."""
+        self._scheduler = VirtualTimeScheduler(tick, name="engine")
+        # Each subscription runs on a child of the engine's scheduler (same clock, same queue, same order), so
+        # that a task which raises is known to be that query's, and stops it alone.
+        self._scheduler.unhandled_exception.add(self._task_failed)
+        self._query_schedulers: dict[str, VirtualTimeScheduler] = {}
+        self._delivered: dict[str, int] = {}
+        self._counters: dict[str, OutputCounter] = {}
+        self._heads: dict[str, int] = {}
+        self._expected: dict[str, int] = {}  # per stream, the next event the log must hold (see _deliver_checked)
+        self._environment = _EngineEnvironment(self._delivered, self._counters, self._heads, self._unit_failed)
+        self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
+        self._records = _Records()
+        self._templates: dict[str, dict[str, Any]] = {}
+        self._streams: dict[str, SimpleSubject[Envelope]] = {}
+        self._subscriptions: dict[str, SubscriptionHandle] = {}
+        self._broken: set[str] = set()  # artifacts kept stored without running (their state stays)
+        self._kept_orphans: set[str] = set()  # stored states of no artifact, kept (recovery policy KEEP)
+        self._removed_at_recovery: set[str] = set()  # artifacts the policy REMOVE deleted while recovering
+        self._pins: dict[str, Pin] = {}  # see _pin_broken
+        self._committed_delivered: dict[str, int] = {}  # the delivered watermarks of the last checkpoint
+        self._outboxes: dict[str, Outbox] = {}
+        self._observed: dict[str, int] = {}  # the delivery cursors of the outboxes in the store
+        self._faults_pending: list[tuple[str, Exception]] = []
+        self._quarantine: list[tuple[IngressEvent, str]] = []
+        self._replayed_upto: dict[str, int] = {}  # per durable-sink subscription, the sink's highest id
+        self._dead: set[tuple[str, int]] = self._store.dead_lettered()
+        self.faults: list[RecoveryFailure] = []
+        self._stored_state_keys: set[str] = set()  # the state rows in the store (units it has seen whole)
+        self._counter_errors: dict[str, Exception] = {}
+        self._output_extents: dict[str, tuple[int, int, int]] = {}
+        self._ended: dict[str, BaseException | None] = {}
+        self._egress: list[tuple[str, int, bytes]] = []  # the durable sink's new outputs, encoded
+        self._position = 0
+        self._since_checkpoint = 0
+        self._last_checkpoint_time = time.monotonic()
+        self.last_checkpoint: CheckpointMetrics | None = None
+        self.recovery = RecoveryMetrics()
+        self._clock_started = False
 
     # -- properties --------------------------------------------------------------------------------------------
 
@@ -388,7 +480,28 @@ class Engine:
             if stamp.tzinfo is None:
                 raise ValueError(f"event times must be timezone-aware, got {stamp}")
             batch.append((value, stamp))
-        return self._store.append(stream, batch)
+        reference = max(datetime.now(UTC), self._scheduler.now)
+        bounds = self._event_times
+        refused: list[bool] = []
+
+        def too_far_ahead(_: object, time: datetime) -> str | None:
+            reason = bounds.ahead(time, reference)
+            refused.append(reason is not None)
+            return reason
+
+        seqs = self._store.append(stream, batch, quarantine=too_far_ahead)
+        if any(refused):
+            with self._lock:  # the delivery must know these numbers are taken, not missing
+                self._dead.update((stream, seq) for seq, out in zip(seqs, refused, strict=True) if out)
+        return seqs
+
+    def dead_letters(self, stream: str | None = None) -> list[DeadLetter]:
+        """The quarantined events (of ``stream``, or all): dated out of bounds, or damaged in the log; each with
+        its reason (see :mod:`reaqtive.engine.event_times`). They are kept, never delivered."""
+        with self._lock:
+            self._check_open()
+            self._flush_quarantine()
+            return self._store.dead_letters(stream)
 
     def streams(self) -> dict[str, StreamStatus]:
         """Every stream with its ingress watermarks."""
@@ -482,6 +595,7 @@ class Engine:
                 raise
             for unit in units.values():
                 confirm_saved(unit)
+            self._stored_state_keys.update(units)
             counter.committed = counter.next
             self._templates.setdefault(tid, template)
             self._records[uri] = record
@@ -491,9 +605,11 @@ class Engine:
         """Stop and delete the subscription ``uri`` with its state (and its template when no one else uses it)."""
         with self._lock:
             record = self._check_kind(uri, "subscription")
-            deletes = [(_ARTIFACTS, uri), (STATE_CATEGORY, uri), (_OUTPUTS, uri)]
-            inner = [key for key in self._environment.inner_subscriptions() if key.startswith(uri + "/")]
-            deletes += [(STATE_CATEGORY, key) for key in inner]
+            # Every state row it may have: also those of inner units that ended since the last checkpoint, and
+            # those of a query kept without running (not live, so not in the environment).
+            state_rows = self._stored_state_of(uri)
+            deletes = [(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), *state_rows]
+            inner = [key for _, key in state_rows if key != uri]
             tid = record["template"]
             if not any(r.get("template") == tid for u, r in self._records.items() if u != uri):
                 deletes.append((_TEMPLATES, tid))
@@ -507,6 +623,8 @@ class Engine:
                 self._templates.pop(tid, None)
             self._ended.pop(uri, None)
             self._broken.discard(uri)
+            self._pins.pop(uri, None)
+            self._stored_state_keys.difference_update(key for _, key in state_rows)
 
     def _units_of(self, uri: str, handle: SubscriptionHandle) -> dict[str, SubscriptionHandle]:
         """A subscription and its inner subscriptions: the units its state is saved in."""
@@ -517,13 +635,15 @@ class Engine:
 
     def _discard(self, uri: str, handle: SubscriptionHandle) -> None:
         """Stop a subscription and forget its inner subscriptions and its outputs (durable and pending)."""
-        handle.dispose()
+        self._stop(uri, handle)
         for key in self._environment.inner_subscriptions():
             if key.startswith(uri + "/"):
                 self._environment.delete_inner(key)
         self._environment.release_ids(uri)
         self._egress[:] = [row for row in self._egress if row[0] != uri]
         self._counters.pop(uri, None)
+        self._outboxes.pop(uri, None)
+        self._observed.pop(uri, None)
         self._store.delete_outputs(uri)
 
     # -- processing --------------------------------------------------------------------------------------------
@@ -532,6 +652,7 @@ class Engine:
         """Deliver pending ingress events (all, or up to ``max_events``) in append order, applying the checkpoint
         policy as it goes; returns how many were delivered."""
         delivered = 0
+        attempted = False  # handed waiting outputs to observer functions (once per batch)
         while max_events is None or delivered < max_events:
             with self._lock:
                 self._check_open()
@@ -541,13 +662,22 @@ class Engine:
                     self._advance_wall_clock()
                     self._maybe_checkpoint(force_time=True)
                     break
+                wall = datetime.now(UTC)  # the wall clock of this batch (the engine's own clock is read per event)
                 for event in events:
-                    self._deliver(event.stream, event.seq, event.value, event.time)
+                    self._deliver_checked(event, wall)
                     self._position = event.pos
                     delivered += 1
                     self._since_checkpoint += 1
-                    if self._maybe_checkpoint():
-                        pass
+                    if self._faults_pending:
+                        self._apply_faults()
+                    self._maybe_checkpoint()
+                self._flush_quarantine()
+                self._deliver_outboxes()
+                attempted = True
+        if not attempted:
+            with self._lock:
+                self._check_open()
+                self._deliver_outboxes()
         return delivered
 
     def advance_time(self, to: datetime) -> None:
@@ -557,6 +687,7 @@ class Engine:
             self._clock_started = True
             if to > self._scheduler.now:
                 self._scheduler.advance_to(to)
+            self._apply_faults()
 
     def _start_clock(self, at: datetime) -> None:
         """Set the clock of a store that never had one (it is at the Unix epoch until then)."""
@@ -564,16 +695,79 @@ class Engine:
             self._scheduler.advance_to(at)
         self._clock_started = True
 
+    def _deliver_checked(self, event: IngressEvent, wall: datetime) -> None:
+        """Deliver one logged event, or quarantine it: damaged, misplaced, or dated out of bounds (decided once:
+        a replay finds it among the dead letters)."""
+        key = (event.stream, event.seq)
+        stream, seq = key
+        expected = self._expected.get(stream, 0)
+        if seq >= expected:
+            self._expected[stream] = seq + 1
+        if key in self._dead:
+            return
+        reason = event.damage or self._misplaced(event)
+        if reason is None and seq > expected:
+            self._note_missing(stream, expected, seq)
+        if reason is None:
+            reason = self._out_of_bounds(event.time, wall)
+        if reason is not None:
+            self._dead.add(key)
+            self._quarantine.append((event, reason))
+            self._log.warning("event %s#%d quarantined: %s", event.stream, event.seq, reason)
+            return
+        self._deliver(event.stream, event.seq, event.value, event.time)
+
+    def _out_of_bounds(self, time: datetime, wall: datetime) -> str | None:
+        bounds = self._event_times
+        if bounds.max_ahead is not None and time > wall:  # the common case (an event not ahead) stops here
+            reason = bounds.ahead(time, max(wall, self._scheduler.now))
+            if reason is not None:
+                return reason
+        if bounds.allowed_lateness is not None and self._clock_mode == "event" and self._clock_started:
+            return bounds.late(time, self._scheduler.now)
+        return None
+
+    def _misplaced(self, event: IngressEvent) -> str | None:
+        """Why a sound-looking log row cannot be an event of its stream (its stream or number was altered)."""
+        if event.stream not in self._streams:
+            return f"there is no stream {event.stream!r} (deleted, or the row was altered)"
+        if event.seq >= self._heads.get(event.stream, 0):
+            self._heads.update(self._store.stream_heads())
+            if event.seq >= self._heads.get(event.stream, 0):
+                return f"#{event.seq} is beyond what was appended to {event.stream!r} (the row was altered)"
+        return None
+
+    def _note_missing(self, stream: str, first: int, seq: int) -> None:
+        """Events ``first`` to ``seq - 1`` of ``stream`` are neither in the log nor among the dead letters: rows
+        deleted or lost from the file. Nothing can bring them back; each is recorded as a dead letter without
+        content, so that the loss is visible (``dead_letters()``, ``reaqtive inspect``) rather than silent."""
+        missing = [number for number in range(first, seq) if (stream, number) not in self._dead]
+        for number in missing:
+            self._dead.add((stream, number))
+            gap = IngressEvent(-1, stream, number, from_micros(0), None, damage="missing", payload=None, micros=None)
+            self._quarantine.append((gap, "missing from the log: its row was deleted or lost"))
+        if missing:
+            self._log.error("stream %r: %d event(s) missing from the log before #%d", stream, len(missing), seq)
+
+    def _flush_quarantine(self) -> None:
+        if self._quarantine:
+            pending, self._quarantine = self._quarantine, []
+            self._store.quarantine(pending)
+
     def _deliver(self, stream: str, seq: int, value: Any, when: datetime) -> None:
         scheduler = self._scheduler
         self._clock_started = True
         target = when if self._clock_mode == "event" else max(when, datetime.now(UTC))
         if target > scheduler.now:
             scheduler.advance_to(target)
+        if seq > self._delivered.get(stream, -1):
+            # Before the delivery: a reader created while this event is delivered (an inner query it starts)
+            # starts after it. And never back: a replay rewound for a lagging reader re-delivers older events,
+            # and the stream's delivered watermark is what "caught up" means in every reader's saved state.
+            self._delivered[stream] = seq
         subject = self._streams.get(stream)
         if subject is not None:
             subject.on_next(Envelope(seq, value))
-        self._delivered[stream] = seq
         scheduler.advance_to(scheduler.now)  # work the delivery triggered for this instant
 
     def _advance_wall_clock(self) -> None:
@@ -590,13 +784,50 @@ class Engine:
             self._flush_egress()
         return [Output(*row) for row in self._store.read_outputs(subscription)]
 
-    def _flush_egress(self) -> float:
+    def _flush_egress(self, *, with_outboxes: bool = False) -> float:
+        """Write the durable sink's new outputs; at a checkpoint also the outputs still waiting for an observer
+        function (the checkpoint's state is past them, so a restart could not produce them again)."""
         started = time.perf_counter()
         if self._egress:
+            if self._replayed_upto:
+                self._check_replayed_outputs()
             # The sinks of running subscriptions hold this list's bound ``append``: empty it, never replace it.
-            self._store.write_outputs(self._egress)
+            self._store.write_outputs(self._egress, encoded=True)
             self._egress.clear()
+        if with_outboxes:
+            waiting = [output for outbox in self._outboxes.values() for output in outbox.pending]
+            if waiting:
+                self._store.write_outputs(waiting)
         return time.perf_counter() - started
+
+    def _check_replayed_outputs(self) -> None:
+        """After a recovery, a replay produces again the outputs the durable sink got after the checkpoint, with
+        the same ids, and the sink keeps the first copy. That is only right if they are the same outputs: a
+        query whose replay diverges (it is not deterministic, or its stored output counter was damaged, which
+        would make new outputs vanish as "duplicates") is stopped instead, under the failure policy."""
+        by_subscription: dict[str, list[Output]] = {}
+        decode = DEFAULT_CODEC.decode_entries
+        for uri, seq, payload in self._egress:
+            upto = self._replayed_upto.get(uri)
+            if upto is not None and seq <= upto:
+                by_subscription.setdefault(uri, []).append(Output(uri, seq, decode(payload, "an output")[0]))
+        for uri, outputs in by_subscription.items():
+            try:
+                stored = {seq: value for _, seq, value in
+                          self._store.read_outputs(uri, after=outputs[0].seq - 1, upto=outputs[-1].seq)}
+            except DamagedRowError as error:  # its sink rows are damaged: that subscription, not the others
+                self._egress[:] = [row for row in self._egress if row[0] != uri]
+                self._fault(uri, error)
+                continue
+            for output in outputs:
+                if output.seq in stored and not _same_value(stored[output.seq], output.value):
+                    self._egress[:] = [row for row in self._egress if row[0] != uri]
+                    self._fault(uri, OutputDivergenceError(uri, output.seq, stored[output.seq], output.value))
+                    break
+        for uri, upto in list(self._replayed_upto.items()):
+            counter = self._counters.get(uri)
+            if counter is None or counter.next > upto:
+                del self._replayed_upto[uri]  # past what the sink held: nothing left to compare
 
     # -- checkpoints -------------------------------------------------------------------------------------------
 
@@ -608,12 +839,18 @@ class Engine:
             return self._checkpoint_reporting(full)
 
     def _checkpoint_reporting(self, full: bool) -> CheckpointMetrics:
-        previous = self._status
         self._status = EngineStatus.CHECKPOINTING
         try:
             return self._checkpoint(full)
         finally:
-            self._status = previous
+            self._status = EngineStatus.RUNNING
+            self._settle_status()
+
+    def _settle_status(self) -> None:
+        """RUNNING, or DEGRADED while something is kept in the store without running."""
+        if self._status in (EngineStatus.RUNNING, EngineStatus.DEGRADED):
+            degraded = bool(self._broken or self._kept_orphans)
+            self._status = EngineStatus.DEGRADED if degraded else EngineStatus.RUNNING
 
     async def checkpoint_async(self, *, full: bool = False) -> CheckpointMetrics:
         """:meth:`checkpoint`, awaitable: the work runs in a worker thread."""
@@ -622,32 +859,58 @@ class Engine:
         return await asyncio.to_thread(self.checkpoint, full=full)
 
     def _checkpoint(self, full: bool) -> CheckpointMetrics:
-        egress_seconds = self._flush_egress()
+        self._flush_quarantine()  # before the checkpoint covers the events: the log may then drop them
+        self._apply_faults()
+        self._deliver_outboxes()
+        egress_seconds = self._flush_egress(with_outboxes=True)
         handles: dict[str, SubscriptionHandle] = dict(self._subscriptions)
         handles.update(self._environment.inner_subscriptions())
         removed = self._environment.removed_inner_ids()
         mode = CheckpointMode.FULL if full else CheckpointMode.DIFFERENTIAL
-        delivery = _to_bytes(
-            {"pos": self._position, "delivered": self._delivered, "now": to_micros(self._scheduler.now),
-             "at": _now_text()}
-        )
         moved: list[OutputCounter] = []
+        unsaved: dict[str, UnstorableStateError] = {}
+        observed = {uri: outbox.delivered for uri, outbox in self._outboxes.items()}
+
+        def isolate(key: str, error: Exception) -> str:
+            # A state that cannot be saved stops its subscription alone (after the commit), as of its last
+            # checkpoint: none of its units is written now, and its pin goes into this delivery record.
+            owner = key if key in self._subscriptions else (self._records.subscription_nested_with(key) or key)
+            unsaved.setdefault(owner, UnstorableStateError(owner, key, error))
+            return owner
 
         def collect(transaction: CheckpointTransaction) -> None:
-            # While paused, with the state: the delivery record and the output counters that moved.
-            transaction.put(_ENGINE, _DELIVERY, delivery)
+            # While paused, with the state: the delivery record, the output counters that moved, how far the
+            # observer functions got.
+            pins = {uri: self._pin_for(uri) for uri in unsaved}
+            transaction.put(_ENGINE, _DELIVERY, self._delivery_bytes(extra_pins=pins))
             for uri, counter in self._counters.items():
-                if counter.next != counter.committed or full:
+                if uri not in unsaved and (counter.next != counter.committed or full):
                     counter.pending = counter.next
                     transaction.put(_OUTPUTS, uri, _counter_bytes(counter.pending))
                     moved.append(counter)
+            for uri, seq in observed.items():
+                if uri not in unsaved and (seq != self._observed.get(uri, -1) or full):
+                    transaction.put(_OBSERVED, uri, _counter_bytes(seq))
 
         result: CheckpointResult = self._checkpointer.checkpoint(
-            handles, mode=mode, removed=removed, collect=collect
+            handles, mode=mode, removed=removed, collect=collect, isolate=isolate,
+            whole={key for key in handles if key not in self._stored_state_keys},
         )
+        self._stored_state_keys.update(result.saved)
+        self._stored_state_keys.difference_update(removed)
         for counter in moved:
             counter.committed = counter.pending
+        kept = self._broken | self._kept_orphans
+        for uri in [uri for uri in self._pins if uri not in kept and uri not in unsaved]:
+            del self._pins[uri]  # recovered since: this checkpoint's record says where its state stands
+        self._committed_delivered = dict(self._delivered)
         self._environment.confirm_removed(removed)
+        for uri, seq in observed.items():
+            if uri not in unsaved and seq != self._observed.get(uri, -1):
+                self._observed[uri] = seq
+                self._store.delete_outputs(uri, upto=seq)  # delivered: the outbox's rows up to it can go
+        for uri, unsaved_error in unsaved.items():
+            self._fault(uri, unsaved_error)
         truncated = self._store.truncate_ingress(self._covered_by_checkpoint())
         metrics = CheckpointMetrics(
             checkpoint_id=result.checkpoint_id,
@@ -688,9 +951,9 @@ class Engine:
         covered = dict(self._delivered)
         for stream, watermark in self._reader_watermarks().items():
             covered[stream] = min(covered.get(stream, watermark), watermark)
-        for uri in self._broken:  # a subscription kept without running may still need its streams' events
-            for stream in self._streams_read_by_record(self._records.get(uri, {})):
-                covered.pop(stream, None)
+        for pin in self._pins.values():  # an artifact kept without running may need the events above its floor
+            for stream, floor in pin.floor.items():
+                covered[stream] = min(covered.get(stream, floor), floor)
         return covered
 
     def _streams_read_by_record(self, record: dict[str, Any]) -> set[str]:
@@ -776,62 +1039,52 @@ class Engine:
         phases = self.recovery.phases
         started = time.perf_counter()
         snapshot = self._store.checkpoints.read(strict=False)
-        records: dict[str, dict[str, Any]] = {}
-        for key, blob in snapshot.items(_ARTIFACTS):
-            try:
-                records[key] = _from_bytes(blob, f"artifact {key!r}")
-            except ValueError as error:
-                self._recovery_failed(key, {"kind": "unknown"}, error, stored=False)
-        self._templates = {
-            key: _from_bytes(blob, f"template {key!r}") for key, blob in snapshot.items(_TEMPLATES)
-        }
         state = dict(snapshot.items(STATE_CATEGORY))
-        self._stored_state_keys = set(state) | {key for category, key in snapshot.damaged if category == STATE_CATEGORY}
-        damaged_state = {key: err for (category, key), err in snapshot.damaged.items() if category == STATE_CATEGORY}
-        for (category, key), damage in snapshot.damaged.items():
-            if category == _ARTIFACTS:
-                self._recovery_failed(key, {"kind": "unknown"}, damage, stored=False)
+        damaged: dict[str, dict[str, Exception]] = {
+            category: {} for category in (_ARTIFACTS, _TEMPLATES, STATE_CATEGORY, _OUTPUTS, _OBSERVED, _ENGINE)
+        }
+        for (category, key), error in snapshot.damaged.items():
+            damaged.setdefault(category, {})[key] = error
+        self._stored_state_keys = set(state) | set(damaged[STATE_CATEGORY])
+        records = self._read_records(snapshot, damaged[_ARTIFACTS])
+        template_errors = self._read_templates(snapshot, damaged[_TEMPLATES])
         phases["read"] = time.perf_counter() - started
 
         mark = time.perf_counter()
-        for uri, record in records.items():
-            if record["kind"] in ("stream", "observable", "observer"):
-                self._records[uri] = record
-                if record["kind"] == "stream":
-                    self._open_stream(uri)
-                    self.recovery.streams += 1
-                else:
-                    self.recovery.definitions += 1
+        self._recover_definitions(records)
         phases["definitions_and_streams"] = time.perf_counter() - mark
 
         mark = time.perf_counter()
-        self._environment.restore({key: blob for key, blob in state.items() if key not in records})
-        self._restore_delivery(snapshot, records)
+        self._environment.restore({key: blob for key, blob in state.items()
+                                   if key not in records and not _owned_by(key, self._removed_at_recovery)})
+        self._restore_delivery(snapshot, records, damaged[_ENGINE], {**damaged[_OUTPUTS], **damaged[_OBSERVED]})
+        self._output_extents = self._store.output_extents()
         for uri, record in sorted(records.items()):
             if record["kind"] != "subscription":
                 continue
             self._records[uri] = record
             try:
-                damaged = damaged_state.get(uri) or next(
-                    (error for key, error in damaged_state.items() if key.startswith(uri + "/")), None
+                self._subscriptions[uri] = self._recover_subscription(
+                    uri, record, state.get(uri), damaged[STATE_CATEGORY], template_errors
                 )
-                if damaged is not None:  # its own blob or one of its inner subscriptions' blobs
-                    raise damaged
-                template = self._templates[record["template"]]
-                self._subscriptions[uri] = self._bind(uri, record, template, state.get(uri))
                 self.recovery.subscriptions += 1
             except Exception as error:  # one artifact's failure must not stop the others
-                self._recovery_failed(uri, record, error)
+                self._recovery_failed(uri, record["kind"], error)
         self.recovery.inner_subscriptions = len(self._environment.inner_subscriptions())
-        self.recovery.orphans = self._environment.collect_orphans(keep=self._owned_by_broken)
-        if self.recovery.orphans:
-            self._log.warning("%d inner states no query re-created will be deleted at the next checkpoint: %s",
-                              len(self.recovery.orphans), ", ".join(self.recovery.orphans[:5]))
+        self._recover_orphans(damaged[STATE_CATEGORY])
+        self._pin_broken()
+        if self._clock_mode == "event":  # with the wall clock, a replay may legitimately differ
+            highest = self._store.max_output_seqs()
+            self._replayed_upto = {
+                uri: highest[uri] for uri, record in records.items()
+                if uri in self._subscriptions and record["observer"] == DURABLE_SINK and uri in highest
+            }
         self._rewind_for_lagging_readers()
         phases["subscriptions"] = time.perf_counter() - mark
 
         phases["total"] = time.perf_counter() - started
-        self._status = EngineStatus.DEGRADED if self.recovery.failures else EngineStatus.RUNNING
+        self._status = EngineStatus.RUNNING
+        self._settle_status()
         if records:
             self._log.info(
                 "recovered %d streams, %d definitions, %d subscriptions (%d inner) in %.1f ms; %d failed",
@@ -839,36 +1092,251 @@ class Engine:
                 self.recovery.inner_subscriptions, phases["total"] * 1e3, len(self.recovery.failures),
             )
 
-    def _restore_delivery(self, snapshot: CheckpointSnapshot, records: dict[str, dict[str, Any]]) -> None:
-        """The delivery record (replay position, watermarks, clock) and the output counters."""
-        delivery_blob = snapshot.get(_ENGINE, _DELIVERY)
-        delivery = _from_bytes(delivery_blob, "delivery record") if delivery_blob is not None else {}
-        self._position = int(delivery.get("pos", 0))
-        self._delivered.update({str(k): int(v) for k, v in delivery.get("delivered", {}).items()})
-        for key, blob in snapshot.items(_OUTPUTS):
-            committed = int(blob.decode("ascii"))
+    def _read_records(self, snapshot: CheckpointSnapshot, damaged: dict[str, Exception]) -> dict[str, dict[str, Any]]:
+        """Every artifact record that parses; each one that does not goes through the policy (kind unknown)."""
+        records: dict[str, dict[str, Any]] = {}
+        for key, error in damaged.items():
+            self._recovery_failed(key, "unknown", error)
+        for key, blob in snapshot.items(_ARTIFACTS):
+            try:
+                records[key] = parse_artifact(key, blob)
+            except MalformedRecordError as error:
+                self._recovery_failed(key, "unknown", error)
+        return records
+
+    def _read_templates(self, snapshot: CheckpointSnapshot, damaged: dict[str, Exception]) -> dict[str, Exception]:
+        """The stored query templates; returns why each unreadable one is unreadable (its queries fail)."""
+        errors: dict[str, Exception] = dict(damaged)
+        self._templates = {}
+        for key, blob in snapshot.items(_TEMPLATES):
+            try:
+                self._templates[key] = parse_template(key, blob)
+            except MalformedRecordError as error:
+                errors[key] = error
+        return errors
+
+    def _recover_definitions(self, records: dict[str, dict[str, Any]]) -> None:
+        """Streams, then the observable and observer definitions (decoded now, so that a definition naming a
+        function the host does not provide fails here, under the policy, before any query uses it)."""
+        for uri, record in records.items():
+            kind = record["kind"]
+            if kind == "stream":
+                self._records[uri] = record
+                self._open_stream(uri)
+                self.recovery.streams += 1
+        for uri, record in records.items():
+            kind = record["kind"]
+            if kind not in ("observable", "observer"):
+                continue
+            self._records[uri] = record
+            try:
+                if kind == "observable":
+                    decode_query(record["expression"], self.functions)
+                else:
+                    self._observer_function(uri, record)
+                self.recovery.definitions += 1
+            except Exception as error:
+                self._recovery_failed(uri, kind, error)
+
+    def _recover_subscription(
+        self,
+        uri: str,
+        record: dict[str, Any],
+        blob: bytes | None,
+        damaged_state: dict[str, Exception],
+        template_errors: dict[str, Exception],
+    ) -> SubscriptionHandle:
+        """Bind one stored subscription with its state; raises why it cannot recover, for the policy."""
+        prefix = uri + "/"
+        for key, error in sorted(damaged_state.items()):  # its own blob, or one of its inner units' blobs
+            if key == uri:
+                raise error
+            if key.startswith(prefix):
+                raise InnerRecoveryError(key, error)
+        template_id = record["template"]
+        if template_id in template_errors:
+            raise template_errors[template_id]
+        template = self._templates.get(template_id)
+        if template is None:
+            raise MissingStateError(f"subscription {uri!r}: its query template {template_id} is not in the store")
+        if blob is None:  # saved when it was created, in the transaction that stored its record
+            raise MissingStateError(f"subscription {uri!r}: its state is not in the store")
+        counter_error = self._counter_errors.get(uri)
+        if counter_error is not None:
+            raise counter_error
+        if uri not in self._counters:
+            raise MissingStateError(f"subscription {uri!r}: its output counter is not in the store")
+        self._check_outputs_kept(uri, record)
+        for stream, seq in record.get("start", {}).items():
+            if seq >= self._heads.get(stream, 0):
+                raise MalformedRecordError(f"the record of {uri!r} starts after #{seq} of {stream!r}, but only "
+                                           f"{self._heads.get(stream, 0)} events were ever appended to it")
+        handle = self._bind(uri, record, template, blob)
+        inner_failures = self._environment.take_load_failures(uri)
+        ended = self._ended.get(uri)
+        if inner_failures or isinstance(ended, StateError):
+            # An inner unit failed to load while the query started: the query turned it into its own on_error,
+            # but it is a recovery failure of the query, for the policy (never a silent end).
+            self._stop(uri, handle)
+            self._ended.pop(uri, None)
+            self._egress[:] = [row for row in self._egress if row[0] != uri]
+            if inner_failures:
+                inner_id, error = min(inner_failures.items())
+                raise InnerRecoveryError(inner_id, error)
+            assert ended is not None
+            raise ended
+        return handle
+
+    def _check_outputs_kept(self, uri: str, record: dict[str, Any]) -> None:
+        """The durable sink keeps every output of a subscription from #0 (an observer's outbox, those after its
+        cursor): a hole below what was committed means rows were deleted or lost, which must not go unnoticed."""
+        extent = self._output_extents.get(uri)
+        if record["observer"] == DISCARD_SINK:
+            return
+        first = 0 if record["observer"] == DURABLE_SINK else self._observed.get(uri, -1) + 1
+        committed = self._counters[uri].next
+        if extent is None:
+            if committed > first:
+                raise MissingStateError(f"subscription {uri!r}: the durable sink holds none of its committed "
+                                        f"outputs #{first} to #{committed - 1}")
+            return
+        count, low, high = extent
+        if count != high - low + 1 or (low > first and committed > first):
+            raise MissingStateError(
+                f"subscription {uri!r}: outputs are missing from the durable sink between #{first} and #{high} "
+                f"({count} rows; rows were deleted or lost)"
+            )
+
+    def _recover_orphans(self, damaged_state: dict[str, Exception]) -> None:
+        """Stored states that belong to no artifact (no record claims them, no recovered query re-created
+        them): a sign of damage, so they go through the policy too; only REMOVE deletes them. The states of
+        artifacts kept without running stay stored, and no query created later under their ids may load them."""
+        restored = self._environment.unclaimed_inner_ids()
+        self._environment.discard_saved([key for key in restored if self._owned_by_broken(key)], delete=False)
+        unclaimed = [key for key in restored if not self._owned_by_broken(key)]
+        unclaimed += [key for key in damaged_state if key not in self._records and not self._owned_by_broken(key)
+                      and not _owned_by(key, self._removed_at_recovery)
+                      and not any(key.startswith(uri + "/") for uri in self._records)]
+        orphans: list[str] = []
+        for key in sorted(set(unclaimed)):
+            error = MissingStateError(f"state {key!r} belongs to no artifact and no recovered query claimed it")
+            policy = self._recovery_failed(key, "state", error, orphan=True)
+            if policy is RecoveryPolicy.REMOVE:
+                orphans.append(key)
+        self.recovery.orphans = orphans
+
+    def _restore_delivery(
+        self,
+        snapshot: CheckpointSnapshot,
+        records: dict[str, dict[str, Any]],
+        damaged_engine: dict[str, Exception],
+        damaged_counters: dict[str, Exception],
+    ) -> None:
+        """The delivery record (replay position, watermarks, clock) and the output counters. The delivery record
+        concerns every query, so a damaged or missing one refuses the open, whatever the policy."""
+        if _DELIVERY in damaged_engine:
+            raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", damaged_engine[_DELIVERY])
+        blob = snapshot.get(_ENGINE, _DELIVERY)
+        has_queries = any(record["kind"] == "subscription" for record in records.values())
+        if blob is None:
+            if has_queries or snapshot.keys(STATE_CATEGORY):
+                raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", MissingStateError(
+                    "the delivery record is missing from a store that holds queries: their replay position is "
+                    "unknown"))
+            delivery = DeliveryRecord()
+            self._commit_changes(puts=[(_ENGINE, _DELIVERY, self._delivery_bytes())])
+        else:
+            try:
+                delivery = parse_delivery(blob)
+            except MalformedRecordError as error:
+                raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", error) from error
+        self._heads.update(self._store.stream_heads())
+        self._check_delivery(delivery)
+        self._position = delivery.pos
+        self._delivered.update(delivery.delivered)
+        self._committed_delivered = dict(delivery.delivered)
+        self._pins.update(delivery.pinned)
+        self._counter_errors = dict(damaged_counters)
+        for key, counter_blob in snapshot.items(_OUTPUTS):
+            try:
+                committed = parse_counter(key, counter_blob)
+            except MalformedRecordError as error:
+                self._counter_errors[key] = error
+                continue
             self._counters[key] = OutputCounter(committed, committed)
-        if "now" in delivery:  # before any query is bound: timers and windows resume on the checkpoint's clock
-            self._start_clock(from_micros(int(delivery["now"])))
+        for key, cursor_blob in snapshot.items(_OBSERVED):
+            try:
+                self._observed[key] = parse_counter(key, cursor_blob, what="observer cursor", minimum=-1)
+            except MalformedRecordError as error:
+                self._counter_errors[key] = error
+        if delivery.now is not None:  # before any query is bound: timers and windows resume on the checkpoint's clock
+            self._start_clock(from_micros(delivery.now))
         else:  # no checkpoint yet: the clock of the earliest query's creation (its state was saved then)
             clocks = [int(r["clock"]) for r in records.values() if r.get("kind") == "subscription" and "clock" in r]
             if clocks:
                 self._start_clock(from_micros(min(clocks)))
 
-    def _owned_by_broken(self, inner_id: str) -> bool:
-        """Whether an inner id belongs to a subscription kept without running (its state must stay)."""
-        return any(inner_id.startswith(uri + "/") for uri in self._broken)
+    def _check_delivery(self, delivery: DeliveryRecord) -> None:
+        """The delivery record cannot be past what was appended (a forged or damaged one would make every
+        query skip events)."""
+        for stream, seq in delivery.delivered.items():
+            if seq >= self._heads.get(stream, 0):
+                raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", MalformedRecordError(
+                    f"the delivery record says #{seq} of {stream!r} was delivered, but only "
+                    f"{self._heads.get(stream, 0)} events were ever appended to it"))
+        if delivery.pos > self._store.last_position():
+            raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", MalformedRecordError(
+                f"the delivery record's log position {delivery.pos} is past the last event ever appended"))
+
+    def _delivery_bytes(self, extra_pins: Mapping[str, Pin] | None = None) -> bytes:
+        now = to_micros(self._scheduler.now) if self._clock_started else None
+        pinned = {uri: pin for uri, pin in self._pins.items() if uri in self._broken or uri in self._kept_orphans}
+        pinned.update(extra_pins or {})
+        return _to_bytes(delivery_bytes(self._position, self._delivered, now, pinned, _now_text()))
+
+    def _pin_for(self, uri: str) -> Pin:
+        """Where an artifact about to be kept without running stands (see _pin_broken), over every stream (its
+        inner queries may read any): "caught up" as of the last committed checkpoint, or its start if it was
+        created after it; and the floor of the log as it is now, which holds everything its readers still need
+        (a lagging one included: the last truncation respected it)."""
+        record = self._records.get(uri, {})
+        start = record.get("start", {})
+        retained = self._store.first_retained()
+        streams = set(self._streams) | set(self._delivered) | set(retained)
+        caught_up = {stream: max(start.get(stream, -1), self._committed_delivered.get(stream, -1))
+                     for stream in streams}
+        floor = {stream: retained[stream] - 1 if stream in retained else self._delivered.get(stream, -1)
+                 for stream in streams}
+        return Pin(caught_up, floor)
+
+    def _pin_broken(self) -> None:
+        """Pin each artifact kept without running. Its stored state says "caught up" relative to the checkpoint it
+        was saved in, and later checkpoints move the delivered watermarks on without it; the pin goes into every
+        delivery record while it is kept, holds the ingress log back for it, and tells its readers where to
+        resume once it recovers."""
+        for uri in self._broken | self._kept_orphans:
+            if uri not in self._pins:
+                self._pins[uri] = self._pin_for(uri)
+
+    def _owned_by_broken(self, key: str) -> bool:
+        """Whether a state key belongs to an artifact kept without running (its state must stay)."""
+        return _owned_by(key, self._broken)
 
     def _rewind_for_lagging_readers(self) -> None:
         """A reader that lagged behind at the checkpoint (its query withheld demand) needs the events after its
         own watermark: start the replay there (the other readers skip what they had, by their watermarks)."""
+        # The replay must find every event of a stream after the first one it needs: a hole is a lost row.
+        self._expected = {stream: seq + 1 for stream, seq in self._delivered.items()}
         for stream, watermark in self._reader_watermarks().items():
             if watermark < self._delivered.get(stream, -1):
+                self._expected[stream] = watermark + 1
                 first = self._store.position_after(stream, watermark)
                 if first is not None:
                     self._position = min(self._position, first - 1)
 
-    def _recovery_failed(self, uri: str, record: dict[str, Any], error: Exception, stored: bool = True) -> None:
+    def _recovery_failed(self, uri: str, kind: str, error: Exception, *, orphan: bool = False) -> RecoveryPolicy:
+        """Apply the recovery policy to an artifact (or an orphaned state) that failed to recover. Under KEEP
+        nothing of it is deleted, ever: it stays stored, not running, with the input it may need."""
         policy = self._policy
         if self._on_failure is not None:
             chosen = self._on_failure(uri, error)
@@ -876,15 +1344,36 @@ class Engine:
         self._log.error("recovering %r failed (%s): %s", uri, policy.value, error, exc_info=error)
         if policy is RecoveryPolicy.FAIL:
             raise RecoveryError(uri, error) from error
-        self.recovery.failures.append(RecoveryFailure(uri, record["kind"], error, policy))
+        self.recovery.failures.append(RecoveryFailure(uri, kind, error, policy))
+        if orphan:
+            # REMOVE deletes it at the next checkpoint; otherwise it stays stored, and no inner unit created
+            # later under the same id may load it.
+            self._environment.discard_saved([uri], delete=policy is RecoveryPolicy.REMOVE)
+            if policy is not RecoveryPolicy.REMOVE:
+                self._kept_orphans.add(uri)  # pinned like a kept artifact: it may be a query's, restored later
+            return policy
+        self._environment.abandon(uri)
         if policy is RecoveryPolicy.REMOVE:
-            self._environment.abandon(uri)
-            inner = [(STATE_CATEGORY, key) for key in self._stored_state_keys if key.startswith(uri + "/")]
-            self._commit_changes(deletes=[(_ARTIFACTS, uri), (STATE_CATEGORY, uri), (_OUTPUTS, uri), *inner])
+            self._removed_at_recovery.add(uri)
+            self._environment.discard_saved(
+                [key for key in self._environment.unclaimed_inner_ids() if _owned_by(key, {uri})], delete=False
+            )
+            self._commit_changes(
+                deletes=[(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), *self._stored_state_of(uri)]
+            )
             self._records.pop(uri, None)
-        elif stored:
+        else:
             self._broken.add(uri)
-            self._environment.abandon(uri)
+        return policy
+
+    def _stored_state_of(self, uri: str) -> list[tuple[str, str]]:
+        """The state rows of ``uri`` and of its inner units that may be in the store: those there at recovery,
+        those of the live inner units, and those of inner units removed since the last checkpoint."""
+        prefix = uri + "/"
+        keys = {key for key in self._stored_state_keys if key.startswith(prefix)}
+        keys |= {key for key in self._environment.inner_subscriptions() if key.startswith(prefix)}
+        keys |= {key for key in self._environment.removed_inner_ids() if key.startswith(prefix)}
+        return [(STATE_CATEGORY, uri)] + [(STATE_CATEGORY, key) for key in sorted(keys)]
 
     # -- binding -----------------------------------------------------------------------------------------------
 
@@ -892,42 +1381,120 @@ class Engine:
         self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None
     ) -> SubscriptionHandle:
         expression = instantiate(template, record["constants"])
-        query = self._expand(decode_query(expression, self.functions), set())
-        observer = _Observer(self, uri, self._sink_for(record["observer"]))
+        query = self._expand(decode_query(expression, self.functions))
+        observer = _Observer(self, uri, self._sink_for(uri, record["observer"]))
         handle = Query("egress", (query, uri)).subscribe(observer)
         settings = dict(self._settings)
         settings[START_WATERMARK_SETTING] = dict(record.get("start", {}))
-        context = OperatorContext(uri, self._scheduler, execution_environment=self._environment, settings=settings,
+        pin = self._pins.get(uri)
+        settings[PINNED_WATERMARK_SETTING] = dict(pin.caught_up) if pin is not None else {}
+        if blob is not None and "clock" in record:
+            # Bounds for the times its operators saved (deadlines): after it started, and no later than the
+            # last clock its state can have been saved at (this checkpoint's, or its creation if later).
+            started = from_micros(record["clock"])
+            settings[STARTED_AT] = started
+            settings[SAVED_BY] = max(self._scheduler.now, started)
+        scheduler = self._scheduler.create_child(uri)
+        context = OperatorContext(uri, scheduler, execution_environment=self._environment, settings=settings,
                                   logger=self._log)
         loader = None if blob is None else state_loader(blob, where=f"state of {uri!r}")
-        initialize(handle, context, loader)
+        try:
+            initialize(handle, context, loader)
+        except BaseException:
+            scheduler.dispose()
+            raise
+        self._query_schedulers[uri] = scheduler
         return handle
 
-    def _expand(self, query: Query[Any], seen: set[str]) -> Query[Any]:
-        """Replace references to observable definitions by the queries they name."""
-        if query.op == "stream":
-            uri = query.args[0]
-            record = self._records.get(uri) if isinstance(uri, str) else None
-            if record is not None and isinstance(uri, str) and record["kind"] == "observable":
-                if uri in seen:
-                    raise ValueError(f"observable definition {uri!r} refers to itself")
-                inner = decode_query(record["expression"], self.functions)
-                return self._expand(inner, seen | {uri})
-            return query
-        args = tuple(self._expand(arg, seen) if isinstance(arg, Query) else arg for arg in query.args)
-        return Query(query.op, args)
+    def _stop(self, uri: str, handle: SubscriptionHandle) -> None:
+        """Dispose a subscription's operators and its scheduler (its timers)."""
+        handle.dispose()
+        scheduler = self._query_schedulers.pop(uri, None)
+        if scheduler is not None:
+            scheduler.dispose()
 
-    def _sink_for(self, observer: str) -> Callable[[Output], object] | None:
-        if observer == DURABLE_SINK:
-            return self._egress.append
+    def _task_failed(self, args: UnhandledExceptionArgs) -> None:
+        """A scheduled task of a query raised (a timer's work escaped its operators): stop that query alone."""
+        scheduler: VirtualTimeScheduler | None = args.scheduler  # type: ignore[assignment]
+        while scheduler is not None and scheduler.parent is not self._scheduler:
+            scheduler = scheduler.parent
+        if scheduler is None or not isinstance(args.exception, Exception):
+            return  # the engine's own task, or not an error a query may be stopped for: it propagates
+        args.handled = True
+        uri = scheduler.name
+        self._fault_later(uri, QueryFailedError(uri, uri, args.exception))
+
+    def _expand(self, root: Query[Any]) -> Query[Any]:
+        """Replace references to observable definitions by the queries they name. Iterative: a stored query
+        may be thousands of operators deep."""
+        built: list[Query[Any]] = []  # each visited node leaves exactly one query here
+        tasks: list[tuple[Query[Any], frozenset[str], int]] = [(root, frozenset(), -1)]  # -1: visit; n: build
+        while tasks:
+            query, seen, children = tasks.pop()
+            if children >= 0:
+                rebuilt = iter(built[len(built) - children:])
+                del built[len(built) - children:]
+                built.append(Query(query.op, tuple(next(rebuilt) if isinstance(arg, Query) else arg
+                                                   for arg in query.args)))
+                continue
+            if query.op == "stream":
+                uri = query.args[0]
+                record = self._records.get(uri) if isinstance(uri, str) else None
+                if record is not None and isinstance(uri, str) and record["kind"] == "observable":
+                    if uri in seen:
+                        raise MalformedRecordError(f"observable definition {uri!r} refers to itself")
+                    tasks.append((decode_query(record["expression"], self.functions), seen | {uri}, -1))
+                else:
+                    built.append(query)
+                continue
+            sources = [arg for arg in query.args if isinstance(arg, Query)]
+            tasks.append((query, seen, len(sources)))
+            tasks.extend((source, seen, -1) for source in reversed(sources))
+        return built[0]
+
+    def _sink_for(self, uri: str, observer: str) -> Callable[[Output], object] | None:
+        """Where subscription ``uri``'s outputs go: the egress table, nowhere, or the outbox of an observer
+        function. Every kept output must be storable (the egress table and a checkpoint of an outbox hold it)."""
         if observer == DISCARD_SINK:
             return None
+        encode = DEFAULT_CODEC.encode
+        if observer == DURABLE_SINK:
+            # Encoded once, here: an output the sink cannot hold stops this subscription at once, alone.
+            append = self._egress.append
+
+            def durable(output: Output) -> None:
+                try:
+                    payload = encode(output.value)
+                except StateEncodeError as error:
+                    raise UnstorableOutputError(uri, output.seq, error) from error
+                append((uri, output.seq, payload))
+
+            return durable
         record = self._require(observer)
         if record["kind"] != "observer":
             raise ArtifactNotFoundError(f"{observer!r} is a {record['kind']}, not an observer")
+        outbox = Outbox(uri, observer, self._observer_function(observer, record),
+                        retries=self._observer_retries, backoff=self._observer_backoff,
+                        delivered=self._observed.get(uri, -1))
+        outbox.restore(Output(*row) for row in self._store.read_outputs(uri))
+        self._outboxes[uri] = outbox
+        keep = outbox.add
+
+        def sink(output: Output) -> None:
+            try:
+                encode(output.value)  # a checkpoint may have to store it while it waits
+            except StateEncodeError as error:
+                raise UnstorableOutputError(uri, output.seq, error) from error
+            keep(output)
+
+        return sink
+
+    def _observer_function(self, uri: str, record: dict[str, Any]) -> Callable[[Output], object]:
+        """The function of observer definition ``uri`` (resolved like the functions of queries)."""
         decoded = decode_query({"op": "observer", "args": [record["function"]]}, self.functions)
         function = decoded.args[0]
-        assert callable(function)
+        if not callable(function):
+            raise MalformedRecordError(f"observer definition {uri!r}: its function is not callable")
         return function
 
     def _streams_read_by(self, expression: dict[str, Any]) -> set[str]:
@@ -950,6 +1517,61 @@ class Engine:
         self._ended[uri] = error
         if error is not None:
             self._log.error("subscription %r ended with an error: %s", uri, error, exc_info=error)
+
+    # -- faults: a subscription the engine must stop while it runs ------------------------------------------------
+
+    def _unit_failed(self, instance_id: str, error: Exception) -> None:
+        """A query, or one of its inner units, raised out of its operators: stop the query after this event."""
+        owner = instance_id if instance_id in self._records else self._records.subscription_nested_with(instance_id)
+        self._fault_later(owner or instance_id, QueryFailedError(owner or instance_id, instance_id, error))
+
+    def _fault_later(self, uri: str, error: Exception) -> None:
+        """Called from inside a query (its sink failed): stop it once the event at hand was delivered."""
+        self._faults_pending.append((uri, error))
+
+    def _apply_faults(self) -> None:
+        pending, self._faults_pending = self._faults_pending, []
+        for uri, error in pending:
+            self._fault(uri, error)
+
+    def _deliver_outboxes(self) -> None:
+        """Hand waiting outputs to their observer functions; stop the subscriptions whose observer gave up."""
+        for uri, outbox in list(self._outboxes.items()):
+            if outbox.waiting:
+                failure = outbox.deliver()
+                if failure is not None:
+                    self._fault(uri, failure)
+
+    def _fault(self, uri: str, error: Exception) -> None:
+        """Stop subscription ``uri`` because the engine cannot keep running it without losing something (an
+        unstorable output or state, an observer that keeps failing), under the failure policy: REMOVE deletes
+        it; otherwise (FAIL and KEEP alike: at run time nothing can be refused) it is kept stored as of its last
+        checkpoint, not running, with the input it needs and its undelivered outputs, and recovers from there
+        at the next open. ``engine.faults`` lists it; the engine is DEGRADED."""
+        if uri not in self._subscriptions:
+            return  # already stopped (or deleted)
+        policy = RecoveryPolicy.REMOVE if self._policy is RecoveryPolicy.REMOVE else RecoveryPolicy.KEEP
+        if self._on_failure is not None:
+            chosen = self._on_failure(uri, error)
+            if chosen is RecoveryPolicy.REMOVE:
+                policy = chosen
+        self._log.error("subscription %r stopped (%s): %s", uri, policy.value, error, exc_info=error)
+        self.faults.append(RecoveryFailure(uri, "subscription", error, policy))
+        if policy is RecoveryPolicy.REMOVE:
+            self.delete_subscription(uri)
+        else:
+            outbox = self._outboxes.get(uri)
+            if outbox is not None and outbox.pending:
+                self._store.write_outputs(list(outbox.pending))  # kept for the next open to deliver
+            self._stop(uri, self._subscriptions.pop(uri))
+            self._environment.abandon(uri)
+            # Its outputs so far stay on their way to the durable sink: the replay after the next open produces
+            # them again with the same ids, and the sink keeps one copy.
+            self._counters.pop(uri, None)
+            self._outboxes.pop(uri, None)
+            self._broken.add(uri)
+            self._pins.setdefault(uri, self._pin_for(uri))
+        self._settle_status()
 
     # -- registry helpers --------------------------------------------------------------------------------------
 
@@ -1019,6 +1641,41 @@ class Engine:
         except BaseException:
             transaction.rollback()
             raise
+
+
+def _same_value(stored: object, produced: object) -> bool:
+    """Whether a replayed output equals the stored one (NaN equals NaN here: the same computation)."""
+    if stored == produced:
+        return True
+    return isinstance(stored, float) and isinstance(produced, float) and math.isnan(stored) and math.isnan(produced)
+
+
+def _owned_by(key: str, owners: set[str]) -> bool:
+    """Whether state key ``key`` is one of ``owners`` or one of their inner units (``owner/...``)."""
+    if key in owners:
+        return True
+    cut = key.find("/")
+    while cut != -1:
+        if key[:cut] in owners:
+            return True
+        cut = key.find("/", cut + 1)
+    return False
+
+
+def _check_whole(name: str, value: object, *, minimum: int, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InvalidSettingError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+
+
+def _check_seconds(name: str, value: object, *, positive: bool, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+            or value < 0 or (positive and value == 0)):
+        wanted = "a finite number of seconds > 0" if positive else "a finite number of seconds >= 0"
+        raise InvalidSettingError(f"{name} must be {wanted}, got {value!r}")
 
 
 def _references(expression: Any) -> set[str]:

@@ -10,7 +10,13 @@ __all__ = [
     "ArtifactNotFoundError",
     "EngineClosedError",
     "EngineError",
+    "InnerRecoveryError",
+    "MalformedRecordError",
+    "OutputDivergenceError",
+    "QueryFailedError",
     "RecoveryError",
+    "UnstorableOutputError",
+    "UnstorableStateError",
 ]
 
 
@@ -41,3 +47,68 @@ class RecoveryError(EngineError):
         super().__init__(f"recovering {uri!r} failed: {type(error).__name__}: {error}")
         self.uri = uri
         self.error = error
+
+
+class MalformedRecordError(EngineError, ValueError):
+    """One of the engine's own rows in the store (an artifact record, a query template, the delivery record, an
+    output counter) cannot be read: damaged, forged, or written by an incompatible version. The message names
+    the row and the field."""
+
+
+class InnerRecoveryError(EngineError):
+    """An inner subscription of a query (a group's query, a ``flat_map`` inner) failed to recover: its state is
+    missing, damaged or of a version the code does not load. The query fails to recover as a whole, under the
+    recovery policy; ``inner_id`` names the inner unit and ``error`` is the cause."""
+
+    def __init__(self, inner_id: str, error: BaseException) -> None:
+        super().__init__(f"inner subscription {inner_id!r}: {type(error).__name__}: {error}")
+        self.inner_id = inner_id
+        self.error = error
+
+
+class UnstorableOutputError(EngineError, TypeError):
+    """A query produced an output its sink cannot keep (a value the state codec cannot encode). Only that
+    subscription stops; the message names it and the output's sequence number."""
+
+    def __init__(self, subscription: str, seq: int, error: BaseException) -> None:
+        super().__init__(f"subscription {subscription!r}: output #{seq} cannot be stored: {error}")
+        self.subscription = subscription
+        self.seq = seq
+
+
+class UnstorableStateError(EngineError, TypeError):
+    """A query's state (or one of its inner units') cannot be saved, so a checkpoint could not include it. Only
+    that subscription stops, with its last saved state kept; the message names it and the unit."""
+
+    def __init__(self, subscription: str, unit: str, error: BaseException) -> None:
+        where = "" if unit == subscription else f" (inner subscription {unit!r})"
+        super().__init__(f"subscription {subscription!r}{where}: its state cannot be saved: {error}")
+        self.subscription = subscription
+        self.unit = unit
+
+
+class OutputDivergenceError(EngineError):
+    """A replay after a restart produced, under an id the durable sink already holds, another output than the
+    one stored: the query is not deterministic, or its stored output counter was damaged (new outputs would
+    vanish as duplicates). The subscription stops rather than losing either; the message names both values."""
+
+    def __init__(self, subscription: str, seq: int, stored: object, produced: object) -> None:
+        super().__init__(
+            f"subscription {subscription!r}: the replay produced output #{seq} = {produced!r:.60}, but the durable "
+            f"sink holds #{seq} = {stored!r:.60}"
+        )
+        self.subscription = subscription
+        self.seq = seq
+
+
+class QueryFailedError(EngineError):
+    """An exception escaped a query's operators while the engine delivered an event to it (an operator did not
+    turn it into ``on_error``: a bug, or state that loaded but cannot work). Only that query stops; the cause is
+    ``__cause__``."""
+
+    def __init__(self, subscription: str, unit: str, error: BaseException) -> None:
+        where = "" if unit == subscription else f" (inner subscription {unit!r})"
+        super().__init__(f"subscription {subscription!r}{where} failed: {type(error).__name__}: {error}")
+        self.subscription = subscription
+        self.unit = unit
+        self.__cause__ = error

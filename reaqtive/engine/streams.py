@@ -15,8 +15,12 @@ state belongs to", and stays clean while it stays caught up. So a differential c
 only when one of its operators changed, not because its input moved on. Only a reader that lags behind (its
 query withheld demand) saves its own watermark, and the engine replays from there.
 
-A subscription created while the engine runs starts at the stream's position at that moment (the engine passes
-it in the operator context's settings), so recovering it later does not replay the stream from the beginning.
+A reader starts at the stream's position at the moment it is created: a subscription created while the engine
+runs (the engine also passes that position in the operator context's settings, for a recovery from an older
+checkpoint), and just as much an inner reader that a ``flat_map`` or ``switch_latest`` creates long after its
+query started. So recovering either later does not hand it events from before it existed. The position is the
+engine's delivered watermark of the stream, which never moves back, not even while the engine replays older
+events for a lagging reader.
 """
 
 from __future__ import annotations
@@ -24,23 +28,34 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar
 
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import ReaqtiveError
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.state import StateFormatError, StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["START_WATERMARK_SETTING", "Envelope", "StreamNotFoundError", "StreamReader"]
+__all__ = [
+    "PINNED_WATERMARK_SETTING",
+    "START_WATERMARK_SETTING",
+    "Envelope",
+    "StreamNotFoundError",
+    "StreamReader",
+]
 
 T = TypeVar("T")
 
 START_WATERMARK_SETTING: Final = "reaqtive://engine/settings/start_watermarks"
 """Context setting: a mapping stream URI → the watermark a *new* reader starts from (events after it are read)."""
+
+PINNED_WATERMARK_SETTING: Final = "reaqtive://engine/settings/pinned_watermarks"
+"""Context setting: a mapping stream URI → what "caught up" in the loaded state means, for a query whose state is
+older than the engine's last checkpoint (it was kept without running meanwhile)."""
 
 NO_EVENT: Final = -1
 """The watermark of a reader that has read nothing."""
@@ -72,18 +87,29 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
     name = "reaqtive:stream"
     version: Version = (1,)
 
-    __slots__ = ("_delivered", "_pending_mark", "_requested", "_saved_mark", "_uri", "_watermark")
+    __slots__ = (
+        "_appended_watermark",
+        "_delivered",
+        "_failed",
+        "_pending_mark",
+        "_pinned",
+        "_requested",
+        "_saved_mark",
+        "_uri",
+        "_watermark",
+    )
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        (uri,) = query.args
-        assert isinstance(uri, str)
-        self._uri = uri
+        self._uri = arguments(query, "uri").text(0, non_empty=True)
         self._watermark = NO_EVENT
         self._requested = 0
         self._delivered: Callable[[str], int] | None = None
         self._saved_mark: object = _NEVER
         self._pending_mark: object = _NEVER
+        self._pinned: dict[str, int] = {}
+        self._appended_watermark: Callable[[str], int] | None = None
+        self._failed: Callable[[str, Exception], None] | None = None
 
     @property
     def uri(self) -> str:
@@ -100,11 +126,21 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
+        environment = context.execution_environment
+        self._delivered = getattr(environment, "delivered_watermark", None)
+        self._appended_watermark = getattr(environment, "appended_watermark", None)
+        self._failed = getattr(environment, "reader_failed", None)
+        # A reader starts where the stream is when it is created: an inner reader created long after its query
+        # must not be handed the older events still retained in the log. The query's start (from the settings)
+        # counts too: a query created after the last checkpoint started later than that checkpoint's record.
+        # Loading state overrides both.
         starts = context.get_setting(START_WATERMARK_SETTING)
         if isinstance(starts, dict) and self._uri in starts:
             self._watermark = int(starts[self._uri])
-        environment = context.execution_environment
-        self._delivered = getattr(environment, "delivered_watermark", None)
+        pinned = context.get_setting(PINNED_WATERMARK_SETTING)
+        self._pinned = pinned if isinstance(pinned, dict) else {}
+        if self._delivered is not None:
+            self._watermark = max(self._watermark, self._delivered(self._uri))
         register = getattr(environment, "register_reader", None)
         if register is not None:  # the engine finds the readers' watermarks without walking every query
             register(self)
@@ -143,13 +179,27 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
     def load_state_core(self, reader: StateReader) -> None:
         mark = reader.read()
         if mark is None:
-            # Caught up at the checkpoint: the engine restored its delivered watermarks before binding. A start
-            # watermark from the settings is later when the state was saved at creation, after that checkpoint.
-            delivered = self._delivered(self._uri) if self._delivered is not None else NO_EVENT
-            self._watermark = max(self._watermark, delivered)
+            pinned = self._pinned.get(self._uri)
+            if pinned is not None:
+                # Caught up at a checkpoint older than the engine's last one: the query was kept without running
+                # since (it failed to recover), and the engine pinned where it stood.
+                self._watermark = pinned
+            else:
+                # Caught up at the checkpoint: the engine restored its delivered watermarks before binding. A
+                # start watermark from the settings is later when the state was saved at creation, after that
+                # checkpoint.
+                delivered = self._delivered(self._uri) if self._delivered is not None else NO_EVENT
+                self._watermark = max(self._watermark, delivered)
+        elif isinstance(mark, int) and not isinstance(mark, bool) and NO_EVENT <= mark <= self._appended():
+            self._watermark = mark
         else:
-            self._watermark = int(mark)
+            raise StateFormatError(f"stream reader of {self._uri!r}: a saved watermark must be None or an int from "
+                                   f"-1 to the last appended event #{self._appended()}, got {mark!r:.40}")
         self._saved_mark = self._pending_mark = mark
+
+    def _appended(self) -> int:
+        appended = self._appended_watermark
+        return appended(self._uri) if appended is not None else LONG_MAX
 
     def request(self, n: int) -> None:
         if n > 0:
@@ -166,4 +216,14 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
                     upstream.request(1)
             return
         self._watermark = seq  # no dirty flag: state_changed compares what a save would write
-        self._downstream.on_next(value[1])
+        try:
+            self._downstream.on_next(value[1])
+        except Exception as error:
+            # Operators turn user errors into on_error; what escapes them is a bug or state that cannot work.
+            # Under an engine it stops this query alone (after the event reached the others).
+            failed = self._failed
+            if failed is None:
+                raise
+            self._failed = None  # report once
+            self._requested = LONG_MAX  # no replacement requests from here on
+            failed(self.context.instance_id, error)

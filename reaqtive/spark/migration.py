@@ -154,12 +154,18 @@ class _Recorder(InnerEnvironment):
         self.groups: dict[Any, str] = {}
 
     def subscribe_inner(
-        self, inner_id: str, source: Subscribable[Any], observer: Subscriber[Any], parent: OperatorContext
+        self,
+        inner_id: str,
+        source: Subscribable[Any],
+        observer: Subscriber[Any],
+        parent: OperatorContext,
+        *,
+        restoring: bool = False,
     ) -> SubscriptionHandle:
         group = _group_in(source)
         if group is not None:
             self.groups[group.key] = inner_id
-        return super().subscribe_inner(inner_id, source, observer, parent)
+        return super().subscribe_inner(inner_id, source, observer, parent, restoring=restoring)
 
 
 class _Sink(Subscriber[Any]):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -36,13 +36,17 @@ from reaqtive.state.store import CheckpointStore, CheckpointTransaction
 from reaqtive.state.traversal import CheckpointMode, confirm_saved, save_subscription
 from reaqtive.subscriptions import SubscriptionHandle
 
-__all__ = ["STATE_CATEGORY", "CheckpointResult", "Checkpointer", "Subscriptions"]
+__all__ = ["STATE_CATEGORY", "CheckpointResult", "Checkpointer", "Isolate", "Subscriptions"]
 
 STATE_CATEGORY = "state"
 """The store category under which subscription state blobs are kept (key: the subscription's id)."""
 
 Subscriptions: TypeAlias = Mapping[str, SubscriptionHandle] | Callable[[], Mapping[str, SubscriptionHandle]]
 """The subscriptions to checkpoint by id, or a function returning them (called while the scheduler is paused)."""
+
+Isolate: TypeAlias = Callable[[str, Exception], str]
+"""``isolate(key, error) -> owner``: a subscription's state could not be saved; leave its owner out (see
+:meth:`Checkpointer.checkpoint`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +108,21 @@ class Checkpointer:
         mode: CheckpointMode = CheckpointMode.DIFFERENTIAL,
         removed: Iterable[str] = (),
         collect: Callable[[CheckpointTransaction], object] | None = None,
+        isolate: Isolate | None = None,
+        whole: Collection[str] = (),
     ) -> CheckpointResult:
         """Take one checkpoint (blocking).
 
         ``removed``: ids of subscriptions whose stored state must go. ``collect(transaction)`` runs while the
         scheduler is paused, after the state was serialized, so the host can add what must commit atomically
-        with it (registry changes, ingress watermarks). Raises :class:`CheckpointError` (with ``phase``) when
-        the checkpoint failed; :class:`CheckpointInProgressError` if one is already running.
+        with it (registry changes, ingress watermarks). ``isolate(key, error)``: without it, a subscription whose
+        state cannot be saved fails the whole checkpoint; with it, it is called (before ``collect``) and returns
+        the owner of ``key``, and every subscription of that owner (``isolate(k, ...)`` of its other keys is not
+        called: an owner is the key itself or a prefix ``owner + "/"``) is left out of this checkpoint while the
+        others commit. ``whole``: keys to write in full whatever the mode (units the store has never seen: a
+        differential save of a unit without a dirty node writes nothing). Raises :class:`CheckpointError`
+        (with ``phase``) when the checkpoint failed;
+        :class:`CheckpointInProgressError` if one is already running.
         """
         if not self._busy.acquire(blocking=False):
             raise CheckpointInProgressError()
@@ -121,7 +133,9 @@ class Checkpointer:
                     self._scheduler.pause().result(timeout=self._pause_timeout)
                 except Exception as error:
                     raise CheckpointError(f"pausing the scheduler failed: {error!r}", "pause") from error
-                capture = self._serialize(subscriptions, mode, removed, collect)
+                capture = self._serialize(
+                    subscriptions, mode, removed=removed, collect=collect, isolate=isolate, whole=whole
+                )
             finally:
                 self._scheduler.resume()  # also after a failed or timed-out pause: it cancels the pause
             pause_seconds = self._clock() - started
@@ -137,6 +151,8 @@ class Checkpointer:
         mode: CheckpointMode = CheckpointMode.DIFFERENTIAL,
         removed: Iterable[str] = (),
         collect: Callable[[CheckpointTransaction], object] | None = None,
+        isolate: Isolate | None = None,
+        whole: Collection[str] = (),
     ) -> CheckpointResult:
         """:meth:`checkpoint` for asyncio: awaits the pause, and runs the commit in a worker thread."""
         if not self._busy.acquire(blocking=False):
@@ -148,7 +164,9 @@ class Checkpointer:
                     await asyncio.wait_for(_awaited(self._scheduler.pause_async()), self._pause_timeout)
                 except Exception as error:
                     raise CheckpointError(f"pausing the scheduler failed: {error!r}", "pause") from error
-                capture = self._serialize(subscriptions, mode, removed, collect)
+                capture = self._serialize(
+                    subscriptions, mode, removed=removed, collect=collect, isolate=isolate, whole=whole
+                )
             finally:
                 self._scheduler.resume()  # also after a failed or timed-out pause: it cancels the pause
             pause_seconds = self._clock() - started
@@ -163,8 +181,11 @@ class Checkpointer:
         self,
         subscriptions: Subscriptions,
         mode: CheckpointMode,
+        *,
         removed: Iterable[str],
         collect: Callable[[CheckpointTransaction], object] | None,
+        isolate: Isolate | None,
+        whole: Collection[str],
     ) -> _Capture:
         """Runs while paused: every blob goes into a fresh transaction (memory only)."""
         started = self._clock()
@@ -174,12 +195,11 @@ class Checkpointer:
             deleted = tuple(removed)
             for key in deleted:
                 transaction.delete(self._category, key)
+            blobs = self._save_all(handles, mode, isolate, whole)
             saved: dict[str, SubscriptionHandle] = {}
-            for key, handle in handles.items():
-                blob = save_subscription(handle, mode, self._codec)
-                if blob is not None:
-                    transaction.put(self._category, key, blob)
-                    saved[key] = handle
+            for key, blob in blobs.items():
+                transaction.put(self._category, key, blob)
+                saved[key] = handles[key]
             if collect is not None:
                 collect(transaction)
         except Exception as error:
@@ -189,6 +209,35 @@ class Checkpointer:
             transaction.rollback()
             raise
         return _Capture(transaction, saved, deleted, self._clock() - started)
+
+    def _save_all(
+        self,
+        handles: Mapping[str, SubscriptionHandle],
+        mode: CheckpointMode,
+        isolate: Isolate | None,
+        whole: Collection[str],
+    ) -> dict[str, bytes]:
+        """The blob of every subscription to write; with ``isolate``, the owners of those that cannot be saved are
+        left out whole (their stored state stays as it was: never a part of an owner's units from one checkpoint
+        and the rest from another)."""
+        blobs: dict[str, bytes] = {}
+        failed_owners: list[str] = []
+        whole = whole if isinstance(whole, (set, frozenset, dict)) else set(whole)
+        for key, handle in handles.items():
+            try:
+                blob = save_subscription(handle, CheckpointMode.FULL if key in whole else mode, self._codec)
+            except Exception as error:
+                if isolate is None:
+                    raise
+                failed_owners.append(isolate(key, error))
+                continue
+            if blob is not None:
+                blobs[key] = blob
+        for owner in failed_owners:
+            prefix = owner + "/"
+            for key in [key for key in blobs if key == owner or key.startswith(prefix)]:
+                del blobs[key]
+        return blobs
 
     def _commit(self, transaction: CheckpointTransaction) -> tuple[int, float]:
         started = self._clock()

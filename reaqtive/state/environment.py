@@ -27,6 +27,7 @@ from typing import Any
 
 from reaqtive.context import HigherOrderEnvironment, OperatorContext
 from reaqtive.state.codec import DEFAULT_CODEC, StateCodec
+from reaqtive.state.errors import MissingStateError
 from reaqtive.state.traversal import state_loader
 from reaqtive.streams import Subscriber
 from reaqtive.subjects import MultiSubject, SimpleSubject
@@ -58,6 +59,7 @@ class InnerEnvironment(HigherOrderEnvironment):
         self._counters: dict[str, int] = {}
         self._saved: dict[str, bytes] = {}
         self._removed: set[str] = set()
+        self._load_failures: dict[str, Exception] = {}
         self._subject_factory = subject_factory or (lambda subject_id: SimpleSubject(name=subject_id))
         self._codec = codec
 
@@ -91,16 +93,31 @@ class InnerEnvironment(HigherOrderEnvironment):
         return f"{owner}/{kind}{number}"
 
     def subscribe_inner(
-        self, inner_id: str, source: Subscribable[Any], observer: Subscriber[Any], parent: OperatorContext
+        self,
+        inner_id: str,
+        source: Subscribable[Any],
+        observer: Subscriber[Any],
+        parent: OperatorContext,
+        *,
+        restoring: bool = False,
     ) -> SubscriptionHandle:
         handle = source.subscribe(observer)
         with self._lock:
             if inner_id in self._inner:
                 raise ValueError(f"inner subscription {inner_id!r} already exists (inner ids must be unique)")
             blob = self._saved.pop(inner_id, None)
+            if blob is None and restoring:
+                # Its parent's restored state says it was live at the checkpoint, which saved it in the same
+                # transaction: starting it empty would silently lose its state.
+                error = MissingStateError(
+                    f"inner subscription {inner_id!r}: its parent restores it from the checkpoint, but its saved "
+                    "state is not in the store"
+                )
+                self._load_failures.setdefault(inner_id, error)
+                raise error
             self._inner[inner_id] = handle
             self._removed.discard(inner_id)
-        loader = None if blob is None else state_loader(blob, self._codec, f"inner subscription {inner_id!r}")
+        loader = None if blob is None else self._recording_loader(inner_id, blob)
         try:
             initialize(handle, parent.derive(inner_id), loader)
         except BaseException:
@@ -110,6 +127,31 @@ class InnerEnvironment(HigherOrderEnvironment):
                     self._saved[inner_id] = blob  # a failed recovery never loses stored state
             raise
         return handle
+
+    def _recording_loader(self, inner_id: str, blob: bytes) -> Callable[[SubscriptionHandle], None]:
+        """The load step of an inner subscription, which also notes a failure for the host: the parent turns the
+        error into its own ``on_error``, but a host must handle it as a recovery failure of the query."""
+        load = state_loader(blob, self._codec, f"inner subscription {inner_id!r}")
+
+        def recording(handle: SubscriptionHandle) -> None:
+            try:
+                load(handle)
+            except Exception as error:
+                with self._lock:
+                    self._load_failures.setdefault(inner_id, error)
+                raise
+
+        return recording
+
+    def take_load_failures(self, owner: str) -> dict[str, Exception]:
+        """The inner subscriptions under ``owner/`` whose saved state failed to load (or was missing) since the
+        last call, by id; forgets them."""
+        prefix = owner + "/"
+        with self._lock:
+            failed = {key: error for key, error in self._load_failures.items() if key.startswith(prefix)}
+            for key in failed:
+                del self._load_failures[key]
+        return failed
 
     def release_ids(self, owner: str) -> None:
         """Forget the ids allocated to ``owner`` and to everything under it (``owner/...``): a subscription
@@ -187,6 +229,15 @@ class InnerEnvironment(HigherOrderEnvironment):
             subject.dispose()
         with self._lock:  # disposing may have marked some removed
             self._removed = {key for key in self._removed if not key.startswith(prefix)}
+
+    def discard_saved(self, inner_ids: Iterable[str], *, delete: bool) -> None:
+        """Forget restored inner states, so that no inner subscription created later loads them; with
+        ``delete``, also mark them removed (the next checkpoint deletes them), else the store keeps them."""
+        with self._lock:
+            for inner_id in inner_ids:
+                self._saved.pop(inner_id, None)
+                if delete:
+                    self._removed.add(inner_id)
 
     def collect_orphans(self, keep: Callable[[str], bool] = lambda inner_id: False) -> list[str]:
         """Forget the restored inner states no parent re-created (except those ``keep`` names) and mark them

@@ -53,6 +53,7 @@ LATE_AT = 40_000  # the run-time subscription is created once this many events w
 STREAMS = ("iot://readings", "iot://numbers", "iot://words")
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu")
 SENSORS = 6
+ALLOWED = "tests.engine.crash_worker"  # the module whose functions the queries name (also when run with -m)
 
 # -- the input: a pure function of the event index ---------------------------------------------------------------
 
@@ -252,7 +253,8 @@ class Worker:
 
     def run(self) -> None:
         self.say("opening")
-        self.engine = engine = Engine(self.path, checkpoint_every_events=self.every, synchronous="NORMAL")
+        self.engine = engine = Engine(self.path, allow_modules=[ALLOWED], checkpoint_every_events=self.every,
+                                      synchronous="NORMAL")
         self._install_fault_points()
         self.say(f"ready {self.processed()}")
         self.maybe_pause("recovered")
@@ -311,8 +313,8 @@ class Worker:
         checkpointing: Callable[[], bool] = lambda: engine.status is EngineStatus.CHECKPOINTING  # noqa: E731
         write_outputs, truncate = store.write_outputs, store.truncate_ingress
 
-        def writing_outputs(outputs: Sequence[tuple[str, int, Any]]) -> None:
-            write_outputs(outputs)
+        def writing_outputs(outputs: Sequence[tuple[str, int, Any]], *, encoded: bool = False) -> None:
+            write_outputs(outputs, encoded=encoded)
             if checkpointing():
                 self.maybe_pause("egress")
 

@@ -11,12 +11,13 @@ import pytest
 
 from reaqtive import GroupedStream, Query
 from reaqtive.engine import Engine, EngineStatus, RecoveryError, RecoveryPolicy
+from reaqtive.state.sqlite_store import row_checksum
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def build(path: Path, count: int) -> None:
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         for i in range(count):
             engine.create_subscription(f"q://{i}", Query.stream("raw").scan(0, operator.add))
@@ -49,7 +50,7 @@ def test_a_corrupt_state_blob_fails_only_its_subscription_and_its_bytes_stay(tmp
         failures.append(uri)
         return RecoveryPolicy.KEEP
 
-    with Engine(path, on_recovery_failure=report) as engine:
+    with Engine(path, allow_modules=[__name__], on_recovery_failure=report) as engine:
         assert failures == ["q://1"]
         assert engine.status is EngineStatus.DEGRADED
         assert [f.uri for f in engine.recovery.failures] == ["q://1"]
@@ -67,7 +68,7 @@ def test_the_default_policy_fails_the_recovery_and_changes_nothing(tmp_path: Pat
     build(path, 2)
     damaged = corrupt_state(path, "q://0")
     with pytest.raises(RecoveryError, match="q://0"):
-        Engine(path)
+        Engine(path, allow_modules=[__name__])
     assert stored_state(path, "q://0") == damaged
 
 
@@ -75,14 +76,14 @@ def test_the_remove_policy_deletes_the_broken_artifact(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     build(path, 2)
     corrupt_state(path, "q://0")
-    with Engine(path, recovery_policy=RecoveryPolicy.REMOVE) as engine:
+    with Engine(path, allow_modules=[__name__], recovery_policy=RecoveryPolicy.REMOVE) as engine:
         assert {info.uri for info in engine.artifacts()} == {"raw", "q://1"}
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         assert engine.status is EngineStatus.RUNNING
 
 
 def test_a_differential_checkpoint_writes_only_what_changed(tmp_path: Path) -> None:
-    with Engine(tmp_path / "s.db") as engine:
+    with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:
         for i in range(1000):
             engine.create_stream(f"s://{i}")
             engine.create_subscription(f"q://{i}", Query.stream(f"s://{i}").scan(0, operator.add))
@@ -96,7 +97,7 @@ def test_a_differential_checkpoint_writes_only_what_changed(tmp_path: Path) -> N
 
 def test_the_periodic_policy_checkpoints_every_n_events(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
-    with Engine(path, checkpoint_every_events=10) as engine:
+    with Engine(path, allow_modules=[__name__], checkpoint_every_events=10) as engine:
         engine.create_stream("raw")
         engine.create_subscription("q", Query.stream("raw").scan(0, operator.add))
         engine.append_many("raw", [(1, T0 + timedelta(seconds=i)) for i in range(25)])
@@ -118,7 +119,7 @@ def lambda_free_increment(count: int, _: object) -> int:
 
 
 def build_grouped(path: Path) -> dict[str, bytes]:
-    with Engine(path) as engine:
+    with Engine(path, allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
         engine.create_subscription("grouped", Query.stream("raw").group_by(key_of).flat_map(running_count))
         engine.create_subscription("sum", Query.stream("raw").scan(0, operator.add))
@@ -144,7 +145,7 @@ def test_a_broken_inner_state_fails_its_query_and_every_stored_byte_of_it_stays(
                        (stored["sum"], inner[1]))
     with sqlite3.connect(path) as db:
         before = dict(db.execute("SELECT key, value FROM reaqtive_blobs WHERE category = 'state'").fetchall())
-    with Engine(path, recovery_policy=RecoveryPolicy.KEEP) as engine:
+    with Engine(path, allow_modules=[__name__], recovery_policy=RecoveryPolicy.KEEP) as engine:
         assert [f.uri for f in engine.recovery.failures] == ["grouped"]
         assert inner[1] in str(engine.recovery.failures[0].error)
         engine.append("raw", 100, T0)
@@ -163,7 +164,7 @@ def test_the_remove_policy_deletes_a_broken_query_with_its_inner_states(tmp_path
     stored = build_grouped(path)
     inner = sorted(key for key in stored if key.startswith("grouped/"))
     corrupt_state(path, inner[0])
-    with Engine(path, recovery_policy=RecoveryPolicy.REMOVE) as engine:
+    with Engine(path, allow_modules=[__name__], recovery_policy=RecoveryPolicy.REMOVE) as engine:
         assert [f.uri for f in engine.recovery.failures] == ["grouped"]
         engine.checkpoint()
     with sqlite3.connect(path) as db:
@@ -171,16 +172,34 @@ def test_the_remove_policy_deletes_a_broken_query_with_its_inner_states(tmp_path
     assert keys == ["sum"]
 
 
-def test_inner_states_no_recovered_query_claims_are_deleted_by_the_next_checkpoint(tmp_path: Path) -> None:
+def plant_orphan(path: Path, orphan: str) -> bytes:
+    """A state row no artifact owns, with a valid checksum (as damage, or a bug, could leave behind)."""
+    with sqlite3.connect(path) as db:
+        (value,) = db.execute("SELECT value FROM reaqtive_blobs WHERE category = 'state' AND key = 'sum'").fetchone()
+        db.execute("INSERT INTO reaqtive_blobs (category, key, value, crc) VALUES ('state', ?, ?, ?)",
+                   (orphan, value, row_checksum("state", orphan, bytes(value))))
+    return bytes(value)
+
+
+def state_rows(path: Path) -> dict[str, bytes]:
+    with sqlite3.connect(path) as db:
+        return {key: bytes(value) for key, value in
+                db.execute("SELECT key, value FROM reaqtive_blobs WHERE category = 'state'")}
+
+
+@pytest.mark.parametrize("orphan", ["grouped/group_by0/99", "gone://query"])
+def test_a_state_no_recovered_query_claims_goes_through_the_recovery_policy(tmp_path: Path, orphan: str) -> None:
     path = tmp_path / "s.db"
     stored = build_grouped(path)
-    orphan = "grouped/group_by0/99"  # as if a crash had left it behind
-    with sqlite3.connect(path) as db:
-        db.execute("INSERT INTO reaqtive_blobs (category, key, value, crc) SELECT category, ?, value, crc "
-                   "FROM reaqtive_blobs WHERE category = 'state' AND key = 'sum'", (orphan,))
-    with Engine(path) as engine:
+    blob = plant_orphan(path, orphan)
+    with pytest.raises(RecoveryError, match=orphan):
+        Engine(path, allow_modules=[__name__])
+    with Engine(path, allow_modules=[__name__], recovery_policy=RecoveryPolicy.KEEP) as engine:
+        assert [f.uri for f in engine.recovery.failures] == [orphan] and engine.status is EngineStatus.DEGRADED
+        assert engine.recovery.subscriptions == 2, "the queries themselves recovered and run"
+        engine.checkpoint(full=True)
+    assert state_rows(path)[orphan] == blob, "KEEP kept it, byte for byte"
+    with Engine(path, allow_modules=[__name__], recovery_policy=RecoveryPolicy.REMOVE) as engine:
         assert engine.recovery.orphans == [orphan] and engine.status is EngineStatus.RUNNING
         engine.checkpoint()
-    with sqlite3.connect(path) as db:
-        keys = {key for (key,) in db.execute("SELECT key FROM reaqtive_blobs WHERE category = 'state'")}
-    assert keys == set(stored), "the orphan went; everything else stayed"
+    assert set(state_rows(path)) == set(stored), "REMOVE deleted the orphan; everything else stayed"

@@ -1,0 +1,183 @@
+"""The engine's own rows in the store, read defensively: artifact records, the delivery record, output counters.
+
+Everything here is read from a file that may have been damaged or forged. Each reader checks the shape and the
+types of what it parses and raises :class:`~reaqtive.engine.errors.MalformedRecordError` naming the row and the
+field, so that recovery can hand the failure to the recovery policy instead of failing somewhere later with a
+``KeyError`` or a ``TypeError`` (or, worse, running on with a value of the wrong type).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from reaqtive.engine.errors import MalformedRecordError
+from reaqtive.engine.expressions import MalformedExpressionError, expression_from_json, template_id
+
+__all__ = [
+    "ARTIFACT_KINDS",
+    "DeliveryRecord",
+    "Pin",
+    "delivery_bytes",
+    "parse_artifact",
+    "parse_counter",
+    "parse_delivery",
+    "parse_template",
+]
+
+ARTIFACT_KINDS: Final = frozenset({"stream", "observable", "observer", "subscription"})
+
+
+def _json(blob: bytes, where: str) -> dict[str, Any]:
+    try:
+        return expression_from_json(blob)
+    except MalformedExpressionError as error:
+        raise MalformedRecordError(f"{where}: {error}") from error
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# Microseconds since the epoch that a datetime can hold (years 1 to 9999).
+_MICROS_MIN: Final = (datetime(1, 1, 2, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+_MICROS_MAX: Final = (datetime(9999, 12, 30, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(
+    microseconds=1
+)
+
+
+def _is_micros(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and _MICROS_MIN <= value <= _MICROS_MAX
+
+
+def _is_timestamp(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        return datetime.fromisoformat(value).tzinfo is not None
+    except ValueError:
+        return False
+
+
+def _require(record: Mapping[str, Any], name: str, where: str, check: Any, expected: str) -> Any:
+    if name not in record:
+        raise MalformedRecordError(f"{where}: the field {name!r} is missing")
+    value = record[name]
+    if not check(value):
+        raise MalformedRecordError(f"{where}: the field {name!r} should be {expected}, got {value!r:.60}")
+    return value
+
+
+def _is_str_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def parse_artifact(uri: str, blob: bytes) -> dict[str, Any]:
+    """The JSON record of artifact ``uri``, with the fields its kind needs, of the right types."""
+    where = f"the record of artifact {uri!r}"
+    record = _json(blob, where)
+    kind = _require(record, "kind", where, lambda k: isinstance(k, str) and k in ARTIFACT_KINDS,
+                    f"one of {sorted(ARTIFACT_KINDS)}")
+    _require(record, "created", where, _is_timestamp, "an ISO 8601 timestamp with its offset")
+    if kind == "observable":
+        _require(record, "expression", where, lambda e: isinstance(e, dict), "a query node")
+        _require(record, "refs", where, _is_str_list, "a list of URIs")
+    elif kind == "observer":
+        _require(record, "function", where, lambda f: isinstance(f, (dict, str)), "a function reference")
+    elif kind == "subscription":
+        _require(record, "template", where, lambda t: isinstance(t, str), "a template id")
+        _require(record, "constants", where, lambda c: isinstance(c, list), "a list of constants")
+        _require(record, "observer", where, lambda o: isinstance(o, str), "an observer URI")
+        _require(record, "refs", where, _is_str_list, "a list of URIs")
+        if "start" in record:
+            _require(record, "start", where, _is_watermarks, "a mapping of stream URI to position")
+        if "clock" in record:
+            _require(record, "clock", where, _is_micros, "microseconds since the epoch")
+    return record
+
+
+def parse_template(key: str, blob: bytes) -> dict[str, Any]:
+    """A stored query template: a query node, stored under its content hash (checked: a template replaced by
+    another well-formed query, behind a valid row checksum, would otherwise run silently in its place)."""
+    where = f"query template {key}"
+    template = _json(blob, where)
+    _require(template, "op", where, lambda op: isinstance(op, str), "an operator name")
+    _require(template, "args", where, lambda args: isinstance(args, list), "a list of arguments")
+    if template_id(template) != key:
+        raise MalformedRecordError(f"{where}: its content does not match its id (the row was altered)")
+    return template
+
+
+def _is_watermarks(value: object) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(key, str) and _is_int(mark) and mark >= -1 for key, mark in value.items()
+    )
+
+
+@dataclass(frozen=True)
+class Pin:
+    """Where a query kept without running stands: per stream, what "caught up" in its stored state means (the
+    delivered watermark of the checkpoint its state belongs to), and the floor below which the ingress log may
+    be truncated for it (it may need every event above)."""
+
+    caught_up: dict[str, int]
+    floor: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"caught_up": dict(self.caught_up), "floor": dict(self.floor)}
+
+
+@dataclass(frozen=True)
+class DeliveryRecord:
+    """What the last checkpoint says about delivery: the log position, each stream's delivered watermark, and
+    the clock (microseconds; ``None`` before any checkpoint)."""
+
+    pos: int = 0
+    delivered: dict[str, int] = field(default_factory=dict)
+    now: int | None = None
+    pinned: dict[str, Pin] = field(default_factory=dict)
+    """Per artifact kept without running, its :class:`Pin`."""
+
+
+def parse_delivery(blob: bytes) -> DeliveryRecord:
+    """The delivery record."""
+    where = "the delivery record"
+    record = _json(blob, where)
+    pos = _require(record, "pos", where, lambda p: _is_int(p) and p >= 0, "a log position")
+    delivered = _require(record, "delivered", where, _is_watermarks, "a mapping of stream URI to watermark")
+    now = record.get("now")
+    if now is not None and not _is_micros(now):
+        raise MalformedRecordError(f"{where}: the field 'now' should be microseconds, got {now!r:.60}")
+    pinned = record.get("pinned", {})
+    if not (isinstance(pinned, dict) and all(isinstance(uri, str) and _is_pin(pin) for uri, pin in pinned.items())):
+        raise MalformedRecordError(f"{where}: the field 'pinned' should map URIs to pins, got {pinned!r:.60}")
+    pins = {uri: Pin(dict(pin["caught_up"]), dict(pin["floor"])) for uri, pin in pinned.items()}
+    return DeliveryRecord(pos, dict(delivered), now, pins)
+
+
+def _is_pin(value: object) -> bool:
+    return (isinstance(value, dict) and set(value) == {"caught_up", "floor"}
+            and _is_watermarks(value["caught_up"]) and _is_watermarks(value["floor"]))
+
+
+def delivery_bytes(
+    pos: int, delivered: Mapping[str, int], now: int | None, pinned: Mapping[str, Pin], at: str
+) -> dict[str, Any]:
+    """The delivery record to store (the inverse of :func:`parse_delivery`)."""
+    record: dict[str, Any] = {"pos": pos, "delivered": dict(delivered), "at": at}
+    if now is not None:
+        record["now"] = now
+    if pinned:
+        record["pinned"] = {uri: pin.to_json() for uri, pin in pinned.items()}
+    return record
+
+
+def parse_counter(uri: str, blob: bytes, *, what: str = "output counter", minimum: int = 0) -> int:
+    """An output counter (or cursor) of subscription ``uri``, stored as ASCII digits."""
+    text = blob.decode("ascii", errors="replace")
+    digits = text[1:] if text.startswith("-") else text
+    if not digits.isdigit() or not digits.isascii() or int(text) < minimum:
+        raise MalformedRecordError(f"the {what} of {uri!r} is not a number >= {minimum}: {blob!r:.40}")
+    return int(text)
