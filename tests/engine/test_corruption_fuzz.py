@@ -1,0 +1,214 @@
+"""Corruption fuzz (acceptance of issue 14): a damaged store recovers exactly, or fails with a documented error.
+
+One real store is built once (``corruption_support.build_store``): four durable streams (ints, dict records, ints
+that inner queries read at run time, words), an observable definition, and fifteen subscriptions of different
+shapes: running sums and count buffers in pairs that share a template and differ only in constants, time and
+time-or-count buffers, distinct, ``group_by`` with per-key inner queries (inner units under ``uri/...``),
+``switch_latest`` and ``flat_map(..., max_concurrent=1)`` whose inners read ``Query.stream("s://c")`` (the second
+withholds demand, so its outer reader lags and pins the log), ``skip``/``take`` (one finished, one running) and a
+``take(...).sum()`` that completes only after recovery. It is fed, checkpointed, fed again (part of which is
+processed), and closed without a checkpoint, as a crash leaves it.
+
+**The oracle**: a copy opened unmutated under ``RecoveryPolicy.KEEP``; the engine processes the log, then a fixed
+extra batch; each subscription's durable outputs and status are recorded. **Each case** (``REAQTIVE_FUZZ_CASES``,
+default 1,000; ``REAQTIVE_FUZZ_SEED``; ``REAQTIVE_FUZZ_CASE=n`` runs case ``n`` alone and prints it) damages a
+fresh copy with one mutation drawn from its own seeded RNG, runs the same under a watchdog, and classifies every
+subscription:
+
+* ``exact``: outputs, status and ending equal the oracle's;
+* ``failed-documented``: the subscription is listed in ``engine.recovery.failures`` or ``engine.faults`` (stopped
+  while running), or a step of the engine raised, with a documented error type (a
+  ``reaqtive.errors.ReaqtiveError``: ``StateError``, ``StoreError``, ``EngineError``, ``RecoveryError``, ...);
+  ``open-failed``: the open raised one;
+* ``dead-lettered``: the subscription runs on, its results differ, and the engine quarantined events of a stream
+  it reads (``engine.dead_letters()``): the damaged input was set aside and reported (a time-based subscription
+  counts any quarantined event: every event moves the clock);
+* ``untyped-error``: the same with ``ValueError``, ``KeyError``, ``TypeError``, ``sqlite3.Error``, ...;
+* ``silently-wrong``: running (or finished normally), outputs or status differ;
+* ``silently-ended``: ended by an error that was not reported as a recovery failure, or no longer known to the
+  engine at all;
+* ``harmed-healthy``: a subscription the mutation did not touch is not exact;
+* ``deleted-stored``: under KEEP a failed subscription's rows (artifact, state, inner states, output counter, the
+  ingress events of its streams) are not all in the file byte for byte after the engine checkpointed and closed;
+  or an open that failed changed the file;
+* ``hang``: the run did not finish within ``REAQTIVE_FUZZ_TIMEOUT`` seconds (default 2).
+
+Which damage is in scope: whatever a store could detect in principle.
+
+* **Damage behind a stale checksum**: bit flips and truncation of any blob row (state, artifacts, templates, the
+  engine's delivery record, output counters) and flips of the ``crc`` column itself.
+* **Rows exchanged, copied or deleted** (the crc moving with the value): in scope because a row checksum that
+  covers category and key (``row_crc``; the store's ``row_checksum`` helper when it has one) tells a row in the
+  wrong place; every stored row a subscription has is written at its creation, so a missing one is damage.
+* **Forgeries behind a valid checksum** (the blob's own CRC and the row's recomputed): only values no real run
+  can produce. A state record of a version the operator does not load, another operator name, a path that does
+  not exist, a record dropped, duplicated or moved, an entry missing or inserted in front, a value where a
+  segment was written, a wrong format byte, length or magic; a field whose type the *operator* defines (the
+  disposed flag, counts, inner ids and slots, watermarks, containers, deadlines: ``corruption_support.FIELDS``)
+  holding another type, even one with the same meaning (``1`` for ``True``, ``"7"`` for ``7``); a few impossible
+  values of the right type (``state-range``: negative counts and ids, a watermark beyond the stream's head or
+  below -1, a partial count buffer as long as a full one, a time window's deadline in 1900 or 2226). JSON rows:
+  records, templates and the delivery record with fields of the wrong type, missing or extra constants, unknown
+  operators and functions, and a template changed into *another well-formed query* (its id is its content's
+  hash, so that too is detectable). Output counters that are not numbers, or negative.
+* **The ingress log and the durable sink**: payloads flipped or truncated, times moved to 2226, before 1970 or
+  out of range, or exchanged, sequence numbers beyond the head or negative, an event moved to another or an
+  unknown stream, deleted, duplicated after the head, payloads exchanged, two events of one stream reordered;
+  sink rows flipped, truncated, deleted, exchanged or renumbered. (Detectable once the rows carry a checksum over
+  all their columns and the engine checks that sequence numbers are contiguous.)
+* **The store's own tables and the file**: ``reaqtive_meta`` values, a dropped table, a truncated file, a zeroed
+  page.
+
+Out of scope, because no store can tell them from real state: a right-typed, in-range value that is simply
+another one (a running sum of 41 instead of 42, a watermark a few events back, a counter of 12 instead of 13, a
+disposed flag of ``True`` instead of ``False``); **user data** of any type (accumulators, buffered elements,
+keys, the members of a distinct set: their type is the user's, and a wrong one fails in the user's function);
+a constant of the right type with another value (``buffer(4)`` for ``buffer(3)``: another query); an extra entry
+at the end of a segment (skipped by design, so that layouts can grow); and events a producer could have appended
+(a payload of an unexpected type).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.engine import corruption_support as fuzz
+
+SEED = int(os.environ.get("REAQTIVE_FUZZ_SEED", "14"))
+CASES = int(os.environ.get("REAQTIVE_FUZZ_CASES", "1000"))
+ONLY = os.environ.get("REAQTIVE_FUZZ_CASE")
+TIMEOUT = float(os.environ.get("REAQTIVE_FUZZ_TIMEOUT", "2.0"))
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("fuzz") / "pristine.db"
+    fuzz.build_store(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def store_map(pristine: Path) -> fuzz.StoreMap:
+    return fuzz.StoreMap.read(pristine)
+
+
+@pytest.fixture(scope="module")
+def oracle(pristine: Path, tmp_path_factory: pytest.TempPathFactory) -> fuzz.Run:
+    copy = tmp_path_factory.mktemp("oracle") / "oracle.db"
+    shutil.copyfile(pristine, copy)
+    run = fuzz.observe(copy, timeout=30.0)
+    assert run.open_error is None and run.run_error is None and not run.hang, (run.open_error, run.run_error)
+    return run
+
+
+def test_the_undamaged_store_recovers_exactly(
+    pristine: Path, store_map: fuzz.StoreMap, oracle: fuzz.Run, tmp_path: Path
+) -> None:
+    """The oracle is what the fuzz compares with: recovering the undamaged store must give what an engine that
+    never stopped gives, with no subscription stopped, no event quarantined, nothing deleted."""
+    reference = fuzz.build_store(tmp_path / "never-stopped.db", crash=False)
+    assert reference is not None
+    problems = []
+    for uri, seen in oracle.subscriptions.items():
+        if seen.failure or seen.fault or seen.ended_with:
+            problems.append(f"{uri}: stopped: {fuzz.describe(seen.failure or seen.fault or seen.ended_with)}")
+        if seen.outputs != reference[uri]:
+            got, want = seen.outputs or [], reference[uri]
+            first = next((i for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w),
+                         min(len(got), len(want)))
+            problems.append(f"{uri}: {len(got)} outputs after recovery, {len(want)} without a stop; first "
+                            f"difference at #{first}: {got[first:first + 2]} instead of {want[first:first + 2]}")
+    problems += [f"{uri}: deleted {rows}" for uri, rows in fuzz.deleted_rows(oracle, store_map.needs()).items()]
+    assert not oracle.dead_letters and not oracle.append_errors, (oracle.dead_letters, oracle.append_errors)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_store_has_every_shape_the_fuzz_attacks(store_map: fuzz.StoreMap, oracle: fuzz.Run) -> None:
+    state = store_map.keys("state")
+    assert {"q://group", "q://switch", "q://bounded"} <= {key.rsplit("/", 2)[0] for key in state if
+                                                         key.count("/") > 3}, "inner units under uri/..."
+    assert len(store_map.keys("templates")) < len(fuzz.SUBSCRIPTIONS), "some subscriptions share a template"
+    assert {row["stream"] for row in store_map.ingress} == set(fuzz.STREAMS), "every stream has events in the log"
+    assert min(row["pos"] for row in store_map.ingress) < fuzz.BEFORE_CHECKPOINT, "a lagging reader pins the log"
+    names = {record.name for key in state for record in fuzz.decode_state(store_map.blobs[("state", key)][0])}
+    assert set(fuzz.FIELDS) - {"*"} <= names, sorted(set(fuzz.FIELDS) - names)
+    assert all(seen.outputs for seen in oracle.subscriptions.values()), "every subscription has outputs"
+    assert not any(row["subscription"] == "q://agg" for row in store_map.egress), "it completes after recovery"
+    assert [value for _, _, value in oracle.subscriptions["q://agg"].outputs or []] != []
+
+
+def test_the_forgeries_reencode_real_blobs_to_the_same_bytes_and_checksums(store_map: fuzz.StoreMap) -> None:
+    """The mutators rebuild state blobs and row checksums themselves: they must agree with the store."""
+    for (category, key), (value, crc) in store_map.blobs.items():
+        assert fuzz.row_crc(category, key, value) == crc, f"row_crc disagrees with the store on {category}/{key}"
+        if category == "state":
+            assert fuzz.encode_state(fuzz.decode_state(value)) == value, key
+
+
+def test_the_watchdog_turns_a_run_that_never_ends_into_an_outcome() -> None:
+    with pytest.raises(fuzz.HangError):
+        with fuzz.watchdog(0.2):
+            while True:
+                pass
+
+
+def test_a_damaged_store_recovers_exactly_or_fails_with_a_documented_error(
+    pristine: Path, store_map: fuzz.StoreMap, oracle: fuzz.Run, tmp_path: Path
+) -> None:
+    data = pristine.read_bytes()
+    needs = store_map.needs()
+    cases = [int(ONLY)] if ONLY is not None else range(CASES)
+    table: dict[str, Counter[str]] = defaultdict(Counter)
+    per_subscription: Counter[str] = Counter()
+    examples: dict[tuple[str, str], str] = {}
+    started = time.perf_counter()
+    for case in cases:
+        mutation = fuzz.mutation_for_case(store_map, SEED, case)
+        path = tmp_path / f"case{case}.db"
+        path.write_bytes(data)
+        mutation.damage(path)
+        run = fuzz.observe(path, TIMEOUT)
+        verdict = fuzz.classify(run, oracle, mutation.touched, needs)
+        table[mutation.cls][verdict.worst] += 1
+        per_subscription.update(verdict.outcomes.values())
+        for uri, outcome in verdict.outcomes.items():
+            if outcome in fuzz.BAD and (mutation.cls, outcome) not in examples:
+                examples[(mutation.cls, outcome)] = (f"case {case}: {mutation.what} -> {uri}: "
+                                                     f"{verdict.details[uri]}")
+        if ONLY is not None:
+            print(f"\ncase {case} [{mutation.cls}] {mutation.what}; touched {sorted(mutation.touched)}")
+            for uri, outcome in verdict.outcomes.items():
+                print(f"  {uri:22} {outcome:18} {verdict.details[uri]}")
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+    elapsed = time.perf_counter() - started
+
+    report = render(table, per_subscription, examples, len(cases), elapsed)
+    print(report)
+    bad = {outcome: sum(counts[outcome] for counts in table.values()) for outcome in fuzz.BAD}
+    assert not any(bad.values()), report
+
+
+def render(table: dict[str, Counter[str]], per_subscription: Counter[str], examples: dict[tuple[str, str], str],
+           cases: int, elapsed: float) -> str:
+    """Cases per mutation class and worst outcome, per-subscription totals, one example per bad pair."""
+    columns = fuzz.OUTCOMES
+    width = max(len(name) for name in [*table, "mutation class"]) + 2
+    lines = [f"\n{cases} cases in {elapsed:.1f} s (worst outcome of each case, by mutation class)",
+             "mutation class".ljust(width) + "".join(f"{c:>18}" for c in columns)]
+    totals: Counter[str] = Counter()
+    for name in sorted(table):
+        totals.update(table[name])
+        lines.append(name.ljust(width) + "".join(f"{table[name][c] or '.':>18}" for c in columns))
+    lines.append("total".ljust(width) + "".join(f"{totals[c]:>18}" for c in columns))
+    lines.append("per subscription: " + ", ".join(f"{c} {per_subscription[c]}" for c in columns))
+    if examples:
+        lines.append("first example of each bad outcome:")
+        lines += [f"  [{cls} / {outcome}] {text}" for (cls, outcome), text in sorted(examples.items())]
+    return "\n".join(lines)
