@@ -490,6 +490,10 @@ class Engine:
             return reason
 
         seqs = self._store.append(stream, batch, quarantine=too_far_ahead)
+        if seqs:
+            # A lower bound of the stream's head (a concurrent append may set it lower; delivery then reads
+            # the store's): the delivery checks that no event is numbered past it.
+            self._heads[stream] = max(self._heads.get(stream, 0), seqs[-1] + 1)
         if any(refused):
             with self._lock:  # the delivery must know these numbers are taken, not missing
                 self._dead.update((stream, seq) for seq, out in zip(seqs, refused, strict=True) if out)
@@ -618,6 +622,12 @@ class Engine:
             handle = self._subscriptions.pop(uri, None)
             if handle is not None:
                 self._discard(uri, handle)
+            else:  # kept without running (failed to recover, or stopped by a fault): its outputs go too
+                self._environment.release_ids(uri)
+                self._counters.pop(uri, None)
+                self._outboxes.pop(uri, None)
+                self._observed.pop(uri, None)
+                self._store.delete_outputs(uri)
             self._environment.confirm_removed(inner)
             if (_TEMPLATES, tid) in deletes:
                 self._templates.pop(tid, None)
@@ -625,6 +635,7 @@ class Engine:
             self._broken.discard(uri)
             self._pins.pop(uri, None)
             self._stored_state_keys.difference_update(key for _, key in state_rows)
+            self._settle_status()
 
     def _units_of(self, uri: str, handle: SubscriptionHandle) -> dict[str, SubscriptionHandle]:
         """A subscription and its inner subscriptions: the units its state is saved in."""

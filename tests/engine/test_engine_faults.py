@@ -522,3 +522,25 @@ def test_a_damaged_template_fails_only_the_queries_that_use_it_with_a_typed_erro
         (failure,) = engine.recovery.failures
         assert isinstance(failure.error, DamagedRowError) and key in str(failure.error)
         assert engine.recovery.subscriptions == 1, "the query with the other template runs"
+
+
+def test_deleting_a_query_kept_without_running_deletes_all_of_it(tmp_path: Path) -> None:
+    """A kept (broken) query has no live operators: deleting it must still take its state, inner states, output
+    counter and outputs, and release its pin on the log."""
+    path = tmp_path / "s.db"
+    build(path)
+    incomplete = FunctionRegistry()
+    incomplete.register("add", add)
+    incomplete.register("key_of", key_of)
+    with Engine(path, functions=incomplete, recovery_policy=RecoveryPolicy.KEEP) as engine:
+        assert [f.uri for f in engine.recovery.failures] == ["grouped"]
+        assert engine.outputs("grouped") != []
+        engine.delete_subscription("grouped")
+        assert engine.status is EngineStatus.RUNNING
+        assert engine.outputs("grouped") == []
+        engine.append("raw", 6, at(6))
+        engine.process()
+        engine.checkpoint()
+        assert engine.streams()["raw"].retained == 0, "no pin holds the log any more"
+    assert [key for key in rows(path) if key.startswith("grouped")] == []
+    assert "grouped" not in rows(path, "outputs") and "grouped" not in rows(path, "artifacts")
