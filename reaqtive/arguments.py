@@ -46,6 +46,18 @@ X = TypeVar("X")
 _ZERO: Final = timedelta(0)
 
 
+_SUBSCRIBABLE_CLASSES: dict[type, bool] = {}
+
+
+def _is_subscribable(cls: type) -> bool:
+    """``issubclass(cls, Subscribable)``, remembered per class: an ABC check costs microseconds, and a keyed
+    query binds its stages again for every new key."""
+    known = _SUBSCRIBABLE_CLASSES.get(cls)
+    if known is None:
+        known = _SUBSCRIBABLE_CLASSES[cls] = issubclass(cls, Subscribable)
+    return known
+
+
 def arguments(query: Query[Any], *shape: str | tuple[str, ...]) -> Arguments:
     """The arguments of ``query``, checked to be exactly the ones named in ``shape``.
 
@@ -54,6 +66,10 @@ def arguments(query: Query[Any], *shape: str | tuple[str, ...]) -> Arguments:
     Raises :class:`~reaqtive.errors.OperatorArgumentError` when the number of arguments matches no shape.
     """
     values = query.args
+    if len(shape) == len(values) and (not shape or type(shape[0]) is str):
+        # The common case: one shape (names, not tuples of names), met. No per-name check: a stage passes
+        # either names or tuples of them, never both.
+        return Arguments(query.op, values, shape)  # type: ignore[arg-type]
     if all(isinstance(name, str) for name in shape):
         shapes: tuple[tuple[str, ...], ...] = (tuple(str(name) for name in shape),)
     else:
@@ -127,9 +143,9 @@ class Arguments:
     def source(self, index: int) -> Subscribable[Any]:
         """Argument ``index``, a source: a query or another :class:`~reaqtive.subscribable.Subscribable`."""
         value = self._values[index]
-        if not isinstance(value, Subscribable):
+        if not _is_subscribable(type(value)):
             self.fail(index, "a query (a Subscribable)")
-        return value
+        return value  # type: ignore[return-value]  # checked above
 
     def sources(self, start: int, stop: int) -> list[Subscribable[Any]]:
         """Arguments ``start`` to ``stop`` (excluded), each a source."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, Final, Generic, TypeVar, overload
+from typing import Any, Final, Generic, TypeGuard, TypeVar, overload
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import bind, frames_of, register_operator
@@ -115,7 +115,11 @@ class Query(
             raise TypeError(f"op must be a non-empty str, got {op!r}")
         self._op = op
         self._args = args = tuple(args)
-        self._depth: int = 1 + max((arg._depth for arg in args if isinstance(arg, Query)), default=0)
+        depth = 0
+        for arg in args:
+            if _is_query(arg) and arg._depth > depth:
+                depth = arg._depth
+        self._depth: int = depth + 1
         self._frames: int | None = None  # computed at the first subscribe, when every operator is registered
 
     @property
@@ -331,6 +335,19 @@ def _bind_subscribable(query: Query[Any], subscriber: Subscriber[Any]) -> Subscr
     return arguments(query, "source").source(0).subscribe(subscriber)
 
 
+_QUERY_CLASSES: dict[type, bool] = {}
+
+
+def _is_query(value: object) -> TypeGuard[Query[Any]]:
+    """``isinstance(value, Query)``, remembered per class (``Query`` is an ABC: its checks cost microseconds, and
+    queries are built per key by keyed queries)."""
+    cls = type(value)
+    known = _QUERY_CLASSES.get(cls)
+    if known is None:
+        known = _QUERY_CLASSES[cls] = issubclass(cls, Query)
+    return known
+
+
 def _frames_needed(query: Query[Any]) -> int:
     """:attr:`Query.frames` of ``query``, computed in post-order with a stack (no recursion), reusing what its
     sub-queries computed before."""
@@ -339,7 +356,7 @@ def _frames_needed(query: Query[Any]) -> int:
         node, ready = stack.pop()
         if node._frames is not None:
             continue
-        sources = [arg for arg in node._args if isinstance(arg, Query)]
+        sources = [arg for arg in node._args if _is_query(arg)]
         if ready:
             below = max((source._frames or 0 for source in sources), default=0)
             node._frames = frames_of(node._op) + below

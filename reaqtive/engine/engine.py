@@ -376,10 +376,7 @@ class Engine:
     def _init_runtime(self, tick: timedelta) -> None:
         """The engine's running state, empty until recovery fills it."""
         self._scheduler = VirtualTimeScheduler(tick, name="engine")
-        # Each subscription runs on a child of the engine's scheduler (same clock, same queue, same order), so
-        # that a task which raises is known to be that query's, and stops it alone.
         self._scheduler.unhandled_exception.add(self._task_failed)
-        self._query_schedulers: dict[str, VirtualTimeScheduler] = {}
         self._delivered: dict[str, int] = {}
         self._counters: dict[str, OutputCounter] = {}
         self._heads: dict[str, int] = {}
@@ -1405,35 +1402,25 @@ class Engine:
             started = from_micros(record["clock"])
             settings[STARTED_AT] = started
             settings[SAVED_BY] = max(self._scheduler.now, started)
-        scheduler = self._scheduler.create_child(uri)
-        context = OperatorContext(uri, scheduler, execution_environment=self._environment, settings=settings,
+        context = OperatorContext(uri, self._scheduler, execution_environment=self._environment, settings=settings,
                                   logger=self._log)
         loader = None if blob is None else state_loader(blob, where=f"state of {uri!r}")
-        try:
-            initialize(handle, context, loader)
-        except BaseException:
-            scheduler.dispose()
-            raise
-        self._query_schedulers[uri] = scheduler
+        initialize(handle, context, loader)
         return handle
 
     def _stop(self, uri: str, handle: SubscriptionHandle) -> None:
-        """Dispose a subscription's operators and its scheduler (its timers)."""
+        """Dispose a subscription's operators (their timers are dropped when they fire)."""
         handle.dispose()
-        scheduler = self._query_schedulers.pop(uri, None)
-        if scheduler is not None:
-            scheduler.dispose()
 
     def _task_failed(self, args: UnhandledExceptionArgs) -> None:
-        """A scheduled task of a query raised (a timer's work escaped its operators): stop that query alone."""
-        scheduler: VirtualTimeScheduler | None = args.scheduler  # type: ignore[assignment]
-        while scheduler is not None and scheduler.parent is not self._scheduler:
-            scheduler = scheduler.parent
-        if scheduler is None or not isinstance(args.exception, Exception):
-            return  # the engine's own task, or not an error a query may be stopped for: it propagates
+        """A scheduled task raised (a timer's work escaped its operators): if it is a stage's, stop that stage's
+        query alone. Tasks run an operator's own method, whose context names the query (or its inner unit)."""
+        stage = getattr(getattr(args.task, "action", None), "__self__", None)
+        context = getattr(stage, "_context", None)
+        if not isinstance(context, OperatorContext) or not isinstance(args.exception, Exception):
+            return  # not a query's task, or not an error a query may be stopped for: it propagates
         args.handled = True
-        uri = scheduler.name
-        self._fault_later(uri, QueryFailedError(uri, uri, args.exception))
+        self._unit_failed(context.instance_id, args.exception)
 
     def _expand(self, root: Query[Any]) -> Query[Any]:
         """Replace references to observable definitions by the queries they name. Iterative: a stored query

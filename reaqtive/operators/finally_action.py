@@ -23,10 +23,6 @@ __all__ = ["FinallyAction"]
 T = TypeVar("T")
 
 
-def _reraise(error: BaseException) -> None:
-    raise error
-
-
 @register_operator("finally_action", frames=2)
 class FinallyAction(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of ``Query.finally_action``: elements pass unchanged; ``action`` runs when the stage is
@@ -70,7 +66,10 @@ class FinallyAction(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def _report(self, error: Exception) -> None:
         context = self._context
         if context is not None and context.has_scheduler:
-            context.scheduler.schedule(ActionTask(_reraise, error))
+            context.scheduler.schedule(ActionTask(self._reraise, error))
             return
         logger = context.logger if context is not None else DEFAULT_LOGGER
         logger.error("finally_action: the action raised %r", error, exc_info=error)
+
+    def _reraise(self, error: BaseException) -> None:
+        raise error  # in a task of this stage, so a host knows whose error it is

@@ -62,6 +62,11 @@ class ActionTask:
         self._args = args
         self.priority: int = priority
 
+    @property
+    def action(self) -> Callable[..., object]:
+        """What the task runs (a host may look at whose it is, e.g. to fault its query when it raises)."""
+        return self._action
+
     def execute(self, scheduler: Scheduler) -> bool:
         """Run the action; the task is then done."""
         self._action(*self._args)
@@ -93,6 +98,11 @@ class YieldableActionTask(YieldableSchedulerTask):
         self._action = action
         self._args = args
         self.priority: int = priority
+
+    @property
+    def action(self) -> Callable[..., bool]:
+        """What the task runs (a host may look at whose it is, e.g. to fault its query when it raises)."""
+        return self._action
 
     def execute(self, scheduler: Scheduler, yield_token: YieldToken = YieldToken.NONE) -> bool:
         return bool(self._action(*self._args, yield_token))

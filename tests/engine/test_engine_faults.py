@@ -20,6 +20,7 @@ from reaqtive.engine import (
     FunctionRegistry,
     InnerRecoveryError,
     Output,
+    QueryFailedError,
     RecoveryError,
     RecoveryPolicy,
     UnstorableOutputError,
@@ -544,3 +545,25 @@ def test_deleting_a_query_kept_without_running_deletes_all_of_it(tmp_path: Path)
         assert engine.streams()["raw"].retained == 0, "no pin holds the log any more"
     assert [key for key in rows(path) if key.startswith("grouped")] == []
     assert "grouped" not in rows(path, "outputs") and "grouped" not in rows(path, "artifacts")
+
+
+def explode() -> None:
+    raise RuntimeError("the finally action failed")
+
+
+def test_an_error_raised_in_a_query_task_stops_that_query_alone_not_process(tmp_path: Path) -> None:
+    """A scheduled task that raises (here the report of a failing finally action) used to propagate out of
+    process() for every query; it is the query's fault (DESIGN decision 9)."""
+    functions = registry()
+    functions.register("explode", explode)
+    with Engine(tmp_path / "s.db", functions=functions, start=T0) as engine:
+        engine.create_stream("raw")
+        engine.create_subscription("once", Query.stream("raw").take(1).finally_action(explode))
+        engine.create_subscription("total", Query.stream("raw").scan(0, add))
+        engine.append_many("raw", [(i, at(i)) for i in (1, 2, 3)])
+        assert engine.process() == 3
+        assert values(engine, "total") == [1, 3, 6]
+        assert values(engine, "once") == [1]
+        (fault,) = engine.faults
+        assert fault.uri == "once" and isinstance(fault.error, QueryFailedError)
+        assert "the finally action failed" in str(fault.error)
