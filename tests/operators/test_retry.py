@@ -100,7 +100,9 @@ class Failing:
     def __iter__(self) -> Iterator[int]:
         self.attempts += 1
         if self.failures is None or self.attempts <= self.failures:
-            raise BOOM
+            # Raising one exception object again and again grows its __traceback__ by every raise, keeping each
+            # attempt's frames (and its operators) alive for the rest of the test session: start it afresh.
+            raise BOOM.with_traceback(None)
         return iter([1, 2])
 
 
