@@ -643,7 +643,7 @@ class Engine:
 
     def _discard(self, uri: str, handle: SubscriptionHandle) -> None:
         """Stop a subscription and forget its inner subscriptions and its outputs (durable and pending)."""
-        self._stop(uri, handle)
+        handle.dispose()
         for key in self._environment.inner_subscriptions():
             if key.startswith(uri + "/"):
                 self._environment.delete_inner(key)
@@ -1185,7 +1185,7 @@ class Engine:
         if inner_failures or isinstance(ended, StateError):
             # An inner unit failed to load while the query started: the query turned it into its own on_error,
             # but it is a recovery failure of the query, for the policy (never a silent end).
-            self._stop(uri, handle)
+            handle.dispose()
             self._ended.pop(uri, None)
             self._egress[:] = [row for row in self._egress if row[0] != uri]
             if inner_failures:
@@ -1408,10 +1408,6 @@ class Engine:
         initialize(handle, context, loader)
         return handle
 
-    def _stop(self, uri: str, handle: SubscriptionHandle) -> None:
-        """Dispose a subscription's operators (their timers are dropped when they fire)."""
-        handle.dispose()
-
     def _task_failed(self, args: UnhandledExceptionArgs) -> None:
         """A scheduled task raised (a timer's work escaped its operators): if it is a stage's, stop that stage's
         query alone. Tasks run an operator's own method, whose context names the query (or its inner unit)."""
@@ -1561,7 +1557,7 @@ class Engine:
             outbox = self._outboxes.get(uri)
             if outbox is not None and outbox.pending:
                 self._store.write_outputs(list(outbox.pending))  # kept for the next open to deliver
-            self._stop(uri, self._subscriptions.pop(uri))
+            self._subscriptions.pop(uri).dispose()
             self._environment.abandon(uri)
             # Its outputs so far stay on their way to the durable sink: the replay after the next open produces
             # them again with the same ids, and the sink keeps one copy.
