@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from sortedcontainers import SortedList
 
-__all__ = ["DueQueue"]
+__all__ = ["DueQueue", "TickQueue"]
 
 D = TypeVar("D")
 I = TypeVar("I")  # noqa: E741  (the item type)
@@ -83,3 +83,43 @@ class DueQueue(Generic[D, I]):
 
     def __repr__(self) -> str:
         return f"<DueQueue {len(self._entries)} entries>"
+
+
+class TickQueue(DueQueue[int, I]):
+    """A :class:`DueQueue` on integer ticks that keeps its earliest due tick in :attr:`next_due` (``NO_DUE``
+    when empty), so that a hot loop can ask "is anything due by tick t?" with one comparison, no call."""
+
+    NO_DUE: int = 1 << 63
+
+    __slots__ = ("next_due",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.next_due = self.NO_DUE
+
+    def _refresh(self) -> None:
+        entries = self._entries
+        self.next_due = entries[0][0] if entries else self.NO_DUE
+
+    def add(self, due: int, priority: int, item: I, arrival: int | None = None) -> Entry:
+        entry = super().add(due, priority, item, arrival)
+        self.next_due = min(self.next_due, due)
+        return entry
+
+    def remove(self, entry: Entry) -> None:
+        super().remove(entry)
+        self._refresh()
+
+    def pop(self) -> Entry:
+        entry = super().pop()
+        self._refresh()
+        return entry
+
+    def pop_due(self, now: int) -> list[I]:
+        due = super().pop_due(now)
+        self._refresh()
+        return due
+
+    def clear(self) -> None:
+        super().clear()
+        self.next_due = self.NO_DUE

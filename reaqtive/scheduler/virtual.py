@@ -48,14 +48,14 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from reaqtive.scheduler.clock import EPOCH, to_utc
 from reaqtive.scheduler.logical import PauseAwaitable
 from reaqtive.scheduler.physical import is_yieldable
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
 from reaqtive.scheduler.tasks import HARNESS_PRIORITY, ActionTask
-from reaqtive.scheduler.timers import DueQueue
+from reaqtive.scheduler.timers import TickQueue
 from reaqtive.scheduling import NEVER, PausableScheduler, SchedulerTask, YieldToken
 
 __all__ = ["VirtualTimeScheduler"]
@@ -91,6 +91,15 @@ class _Item:
         self.entry: Any = None
 
 
+class Timeline(Protocol):
+    """See :attr:`VirtualTimeScheduler.timeline`."""
+
+    clock: int
+
+    @property
+    def queue(self) -> TickQueue[Any]: ...
+
+
 class _Core:
     """What a root test scheduler and its children share: the clock and the queue."""
 
@@ -101,7 +110,7 @@ class _Core:
         self.epoch = epoch
         self.clock = 0
         self.end = (NEVER - epoch) // tick  # the last tick whose time is representable: later ones never come
-        self.queue: DueQueue[int, _Item] = DueQueue()
+        self.queue: TickQueue[_Item] = TickQueue()
         self.running: _Item | None = None
         self.in_loop = False
         self.owner = threading.get_ident()
@@ -226,6 +235,14 @@ class VirtualTimeScheduler(PausableScheduler):
         a host that sleeps between batches must wake this clock next."""
         due: int | None = self._core.queue.first_due()
         return due
+
+    @property
+    def timeline(self) -> Timeline:
+        """The clock and the due queue this scheduler tree shares, for a host's per-event delivery loop, which may
+        set ``timeline.clock`` forward to tick ``t`` by assignment when ``timeline.queue.next_due > t`` (nothing
+        would run on the way): a comparison and a store instead of a call to :meth:`advance_to` per event.
+        Otherwise it must call :meth:`advance_to`."""
+        return self._core
 
     # -- scheduling --------------------------------------------------------------------------------------------
 

@@ -1,0 +1,182 @@
+"""Batch delivery is invisible: delivering runs of logged events through the engine's fast path gives the same
+outputs, the same clock and the same checkpoint contents as delivering them one at a time (the engine's general
+path, which checks and delivers each event on its own), on randomized workloads with timers, several streams,
+bounded processing, checkpoints by count, and crashes.
+
+The general path is forced by clearing ``Engine._batch_delivery`` (a switch kept for this test).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reaqtive import GroupedStream, Query
+from reaqtive.engine import Engine, FunctionRegistry
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def add(total: int, value: int) -> int:
+    return total + value
+
+
+def total(values: list[int]) -> int:
+    return sum(values) + 1000 * len(values)  # an empty list is visible too
+
+
+def parity(x: int) -> int:
+    return x % 2
+
+
+def per_key_windows(group: GroupedStream[int]) -> Query[Any]:
+    return group.buffer(timedelta(seconds=3)).map(total)
+
+
+def ticks_until(x: int) -> Query[Any]:
+    """An inner made of time: a timer per element (an inner created mid-run schedules work mid-run)."""
+    return Query.timer(timedelta(milliseconds=x * 300)).map(always_x(x))
+
+
+def always_x(x: int) -> Any:
+    return _Const(x)
+
+
+class _Const:
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+    def __call__(self, _: object) -> int:
+        return self.x
+
+
+def inner_of_b(_: int) -> Query[Any]:
+    return Query.stream("b").take(2)
+
+
+def is_odd(x: int) -> bool:
+    return x % 2 == 1
+
+
+def functions() -> FunctionRegistry:
+    registry = FunctionRegistry()
+    for function in (add, total, parity, per_key_windows, ticks_until, inner_of_b, is_odd):
+        registry.register(function.__name__, function)
+    registry.register("always_x", always_x)
+    return registry
+
+
+QUERIES: dict[str, Query[Any]] = {
+    "sum": Query.stream("a").scan(0, add),
+    "windows": Query.stream("a").buffer(timedelta(seconds=2)).map(total),
+    "debounced": Query.stream("a").debounce(timedelta(milliseconds=1500)),
+    "sampled": Query.stream("b").sample(timedelta(seconds=1)),
+    "keyed": Query.stream("a").group_by(parity).flat_map(per_key_windows),
+    "timers": Query.stream("b").filter(is_odd).flat_map(ticks_until),
+    "switch": Query.stream("a").switch_latest(inner_of_b),
+    "delayed": Query.stream("b").delay_subscription(timedelta(seconds=4)).scan(0, add),
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str  # "append" a batch; "process" up to n (0: all); "checkpoint"; "crash"
+    stream: str = "a"
+    gaps: tuple[int, ...] = ()  # per event, milliseconds after the previous event (0: the same time)
+    n: int = 0
+
+
+appends = st.builds(
+    Step,
+    st.just("append"),
+    st.sampled_from(["a", "b"]),
+    st.lists(st.sampled_from([0, 0, 1, 250, 999, 1000, 1500, 4000]), min_size=1, max_size=30).map(tuple),
+)
+steps = st.lists(
+    st.one_of(
+        appends,
+        appends,
+        st.builds(Step, st.just("process"), n=st.integers(0, 40)),
+        st.builds(Step, st.just("checkpoint")),
+        st.builds(Step, st.just("crash")),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def open_engine(path: Path, batch: bool, every: int | None) -> Engine:
+    engine = Engine(path, functions=functions(), start=T0, checkpoint_every_events=every)
+    engine._batch_delivery = batch
+    return engine
+
+
+def state_rows(path: Path) -> dict[str, bytes]:
+    with sqlite3.connect(path) as db:
+        return {key: bytes(blob) for key, blob in
+                db.execute("SELECT key, value FROM reaqtive_blobs WHERE category = 'state'")}
+
+
+def run(path: Path, script: list[Step], batch: bool, every: int | None) -> dict[str, Any]:
+    engine = open_engine(path, batch, every)
+    engine.create_stream("a")
+    engine.create_stream("b")
+    for uri, query in QUERIES.items():
+        engine.create_subscription(uri, query)
+    clock = T0
+    value = 0
+    seen: dict[str, Any] = {"clocks": [], "states": []}
+    try:
+        for step in script:
+            if step.kind == "append":
+                batch_events = []
+                for gap in step.gaps:
+                    clock += timedelta(milliseconds=gap)
+                    value += 1
+                    batch_events.append((value, clock))
+                engine.append_many(step.stream, batch_events)
+            elif step.kind == "process":
+                engine.process(max_events=step.n or None)
+                seen["clocks"].append(engine.now)
+            elif step.kind == "checkpoint":
+                engine.checkpoint()
+                seen["states"].append(state_rows(path))
+            else:
+                engine.close()
+                engine = open_engine(path, batch, every)
+        engine.process()
+        engine.advance_time(clock + timedelta(seconds=10))
+        seen["clocks"].append(engine.now)
+        engine.checkpoint()
+        seen["states"].append(state_rows(path))
+        seen["outputs"] = {uri: [(o.seq, o.value) for o in engine.outputs(uri)] for uri in QUERIES}
+        return seen
+    finally:
+        engine.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(script=steps, every=st.sampled_from([None, None, 1, 3, 7]))
+def test_batch_delivery_gives_the_outputs_clock_and_checkpoints_of_event_at_a_time_delivery(
+    tmp_path_factory: Any, script: list[Step], every: int | None
+) -> None:
+    directory = tmp_path_factory.mktemp("batch")
+    one_by_one = run(directory / "one.db", script, batch=False, every=every)
+    batched = run(directory / "batch.db", script, batch=True, every=every)
+    assert batched["outputs"] == one_by_one["outputs"]
+    assert batched["clocks"] == one_by_one["clocks"]
+    assert batched["states"] == one_by_one["states"]
+
+
+def test_a_long_run_with_timers_due_inside_it_matches_event_at_a_time(tmp_path: Path) -> None:
+    """One large batch spanning many window ends and debounce deadlines: the fast path must stop for each."""
+    script = [Step("append", "a", tuple([0, 250, 999, 1500, 0, 4000] * 40)),
+              Step("append", "b", tuple([1, 1000, 250] * 40)),
+              Step("process", n=0), Step("checkpoint")]
+    assert run(tmp_path / "one.db", script, False, None) == run(tmp_path / "batch.db", script, True, None)
