@@ -4,15 +4,15 @@ A Spark task hands a :class:`BucketHost` the state of one **bucket** (the keys w
 bucket's events of one micro-batch. For every key that has events, or a timer due by the batch's watermark, the
 host
 
-1. re-creates the key's query instance: a :class:`~reaqtive.scheduler.VirtualTimeScheduler` at the key's clock,
-   an :class:`~reaqtive.state.InnerEnvironment` holding the key's saved inner subscriptions, and the query with
-   its stream ``Query.stream(uri)`` replaced by the key's events (a subject, as a ``group_by`` group is), loaded
-   from the key's saved state (:func:`~reaqtive.state.state_loader`);
+1. re-creates the key's query instance in a :class:`~reaqtive.state.host.QueryHost` of its own (the piece the
+   engine and the test harness run queries with): a :class:`~reaqtive.scheduler.VirtualTimeScheduler` at the
+   key's clock, and the query with its stream ``Query.stream(uri)`` replaced by the key's events (a subject, as a
+   ``group_by`` group is), started from the key's saved state and inner states;
 2. feeds the key's events in (event time, order) order exactly as the engine delivers events: advance the clock
    to the event's time (firing the timers due until then), push the event, run the work due at that instant;
 3. advances the clock to the batch's watermark (``until``), firing the timers due by then;
-4. saves what changed (:func:`~reaqtive.state.save_subscription`, differential: unchanged inner subscriptions keep
-   their saved bytes) and drops the instance. Unloading is not disposing: no ``finally`` action runs.
+4. saves what changed (differential: unchanged inner subscriptions keep their saved bytes) and drops the
+   instance. Unloading is not disposing: no ``finally`` action runs.
 
 Each key has its own clock, so what a key's query sees (the times of its events and of its timers) does not depend
 on the other keys, on the number of buckets or on how the input was cut into micro-batches. Times are integer
@@ -38,11 +38,11 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import cached_property
 from typing import Any, Final, NamedTuple
 
 import msgpack
 
-from reaqtive.context import OperatorContext
 from reaqtive.engine.expressions import (
     FunctionRegistry,
     decode_query,
@@ -53,10 +53,10 @@ from reaqtive.engine.expressions import (
 from reaqtive.errors import ReaqtiveError
 from reaqtive.query import GroupedStream, Query
 from reaqtive.scheduler import VirtualTimeScheduler
-from reaqtive.state import CheckpointMode, InnerEnvironment, StateError, save_subscription, state_loader
+from reaqtive.state import InnerEnvironment, StateError
+from reaqtive.state.host import HostedQuery, QueryHost, QueryState
 from reaqtive.streams import LONG_MAX, Subscription
 from reaqtive.subjects import OverflowPolicy, SimpleSubject
-from reaqtive.visitors import initialize
 
 __all__ = [
     "KEY_INSTANCE",
@@ -133,14 +133,19 @@ class KeyedQuery:
         decode_query(expression, _registry(named, expression))  # a malformed expression fails here, not in a task
         return KeyedQuery(expression, stream_of(expression), named, dict(settings or {}))
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
-        """A short hash of the expression, kept in every bucket's state to refuse another query's checkpoint."""
+        """A short hash of the expression, kept in every bucket's state to refuse another query's checkpoint
+        (computed once per query object: every key of every batch asks for it)."""
         return hashlib.sha256(expression_to_json(self.expression).encode("utf-8")).hexdigest()[:16]
+
+    @cached_property
+    def _decoded_key(self) -> str:
+        return self.fingerprint + ":" + ",".join(sorted(self.functions))
 
     def decoded(self) -> Query[Any]:
         """The query, decoded once per process (Spark reuses its Python workers across tasks and batches)."""
-        cache_key = self.fingerprint + ":" + ",".join(sorted(self.functions))
+        cache_key = self._decoded_key
         with _DECODED_LOCK:
             query = _DECODED.get(cache_key)
             if query is None:
@@ -332,39 +337,33 @@ class OutputRow(NamedTuple):
 
 
 class KeyRun:
-    """One key's query instance for the duration of one micro-batch (also the observer of its outputs).
+    """One key's query instance for the duration of one micro-batch (also the observer of its outputs): a
+    :class:`~reaqtive.state.host.QueryHost` of its own, at the key's clock, hosting the key's query.
 
-    ``loaded``: the record holds saved state (a differential save then writes only what changed).
+    The record's state (``subscription`` and ``inner``) is what the store holds: a save writes the units that
+    changed against it (a differential save) and the units it does not hold whole.
     """
 
-    __slots__ = (
-        "_clock", "_environment", "_events", "_handle", "_key", "_loaded", "_orphans", "_outputs", "_record",
-    )
+    __slots__ = ("_clock", "_events", "_host", "_key", "_outputs", "_query", "_record", "_stored")
 
     def __init__(self, query: KeyedQuery, key: Any, record: KeyRecord, *, where: str) -> None:
         self._key = key
         self._record = record
-        self._loaded = record.subscription is not None
+        self._stored = QueryState(record.subscription, record.inner)
         self._outputs: list[OutputRow] = []
         self._clock = clock = VirtualTimeScheduler(_TICK, name="key")
         clock.advance_to(record.clock)
+        self._host = host = QueryHost(clock, environment=InnerEnvironment(), settings=query.settings)
         self._events: SimpleSubject[Any] = SimpleSubject(
             buffer_size=_EVENT_BUFFER, overflow=OverflowPolicy.ERROR, name=f"{query.stream} [{key!r}]"
         )
-        self._environment = environment = InnerEnvironment()
-        environment.restore(record.inner)
-        context = OperatorContext(record.instance, clock, execution_environment=environment, settings=query.settings)
-        self._handle = query.for_key(key, self._events).subscribe(self)
-        loader = state_loader(record.subscription, where=where) if record.subscription is not None else None
+        self._query: HostedQuery = host.bind(record.instance, query.for_key(key, self._events), self)
         try:
-            initialize(self._handle, context, loader)
+            self._query.start(self._stored, where=where)
         except StateError:
             raise
         except Exception as error:  # a selector or a start action of the user's query failed
             self._fault(error)
-        # Saved inner states no parent re-created while starting belong to nothing any more (the engine
-        # collects such orphans after its recovery the same way).
-        self._orphans = environment.unclaimed_inner_ids()
 
     # -- the observer of the key's outputs --
 
@@ -396,16 +395,15 @@ class KeyRun:
     def feed(self, events: Iterable[tuple[int, Any]]) -> None:
         """Deliver the key's events ``(time µs, payload)``, in order, as the engine does: the clock moves to
         the event's time first (an event older than the key's clock is delivered at the clock)."""
-        record, clock, subject = self._record, self._clock, self._events
+        record, host, subject = self._record, self._host, self._events
         try:
             for when, payload in events:
                 if record.ended is not None:
                     return
-                if when > clock.clock:
-                    clock.advance_to(when)
+                host.advance(when)
                 subject.on_next(payload)
                 record.events += 1
-                clock.advance_to(clock.clock)  # the work this delivery triggered at this instant
+                host.settle()  # the work this delivery triggered at this instant
         except StateError:
             raise
         except Exception as error:  # an unhandled error of a scheduled task faults this key's query only
@@ -413,10 +411,10 @@ class KeyRun:
 
     def advance(self, until: int | None) -> None:
         """Fire the timers due by ``until`` (µs) and move the key's clock there."""
-        if until is None or self._record.ended is not None or until <= self._clock.clock:
+        if until is None or self._record.ended is not None:
             return
         try:
-            self._clock.advance_to(until)
+            self._host.advance(until)
         except StateError:
             raise
         except Exception as error:
@@ -428,31 +426,23 @@ class KeyRun:
             return
         try:
             self._events.on_complete()
-            self._clock.advance_to(self._clock.clock)
+            self._host.settle()
         except StateError:
             raise
         except Exception as error:
             self._fault(error)
 
     def finish(self) -> tuple[KeyRecord, list[OutputRow]]:
-        """Save what changed into the record; return it with the outputs."""
-        record = self._record
-        record.clock = self._clock.clock
+        """Save what changed into the record; return it with the outputs. The key's query is unloaded, not
+        disposed (no ``finally`` action runs): the host is simply dropped."""
+        record, clock = self._record, self._clock
+        record.clock = clock.clock
         if record.ended is not None:
             record.due, record.subscription, record.inner = None, None, {}
             return record, self._outputs
-        mode = CheckpointMode.DIFFERENTIAL if self._loaded else CheckpointMode.FULL
-        blob = save_subscription(self._handle, mode)
-        if blob is not None:
-            record.subscription = blob
-        inner = record.inner
-        for inner_id in (*self._environment.removed_inner_ids(), *self._orphans):
-            inner.pop(inner_id, None)
-        for inner_id, handle in self._environment.inner_subscriptions().items():
-            blob = save_subscription(handle, CheckpointMode.DIFFERENTIAL if inner_id in inner else CheckpointMode.FULL)
-            if blob is not None:
-                inner[inner_id] = blob
-        record.due = self._clock.next_due
+        state = self._query.save(self._stored).state
+        record.subscription, record.inner = state.main, dict(state.inner)
+        record.due = clock.next_due
         return record, self._outputs
 
 

@@ -40,12 +40,12 @@ from reaqtive.query import GroupedStream, Query
 from reaqtive.scheduler import VirtualTimeScheduler
 from reaqtive.spark.embedded import embedded_query
 from reaqtive.spark.host import BucketState, KeyedQuery, KeyRecord, KeyRun
-from reaqtive.state import STATE_CATEGORY, InnerEnvironment, read_blob, state_loader
+from reaqtive.state import STATE_CATEGORY, InnerEnvironment, read_blob
+from reaqtive.state.host import QueryHost, QueryState
 from reaqtive.streams import LONG_MAX, Subscriber, Subscription
 from reaqtive.subjects import SimpleSubject
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import initialize
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -187,13 +187,16 @@ def _key_instances(
 ) -> dict[Any, str]:
     """Re-create the subscription as the engine does (its state loaded) and note each group's inner id."""
     environment = _Recorder(keyed.stream)
-    environment.restore({key: blob for key, blob in states.items() if key != subscription})
-    scheduler = VirtualTimeScheduler(timedelta(microseconds=1), name="migration")
-    scheduler.advance_to(clock)
-    context = OperatorContext(subscription, scheduler, execution_environment=environment, settings=keyed.settings)
-    handle = Query("egress", (embedded, subscription)).subscribe(_Sink())
-    initialize(handle, context, state_loader(states[subscription], where=f"state of {subscription!r}"))
-    handle.dispose()
+    host = QueryHost(
+        VirtualTimeScheduler(timedelta(microseconds=1), name="migration"),
+        environment=environment,
+        settings=keyed.settings,
+    )
+    host.advance(clock)
+    query = host.bind(subscription, Query("egress", (embedded, subscription)), _Sink())
+    inner = {key: blob for key, blob in states.items() if key != subscription}
+    query.start(QueryState(states[subscription], inner), where=f"state of {subscription!r}")
+    query.handle.dispose()
     return environment.groups
 
 

@@ -50,9 +50,10 @@ had emitted but the subscriber had not asked for yet: the subject's per-subscrib
 stream that replays the events after a reader's position. Backlogs go to the new world's subscriptions of that
 source in subscription order. The query factory must be deterministic.
 
-State goes through real bytes (``save_subscription``/``state_loader``), so every value an operator saves is
-also checked to be encodable. Every world has an :class:`~reaqtive.state.environment.InnerEnvironment`, so
-higher-order operators checkpoint their inner subscriptions as separate units, as under the engine.
+Every world is a :class:`~reaqtive.state.host.QueryHost`, the piece the engine and the Spark host run their
+queries with: it binds, starts and loads the query, and saves it as units, so higher-order operators checkpoint
+their inner subscriptions as separate units, as under the engine. State goes through real bytes, so every value
+an operator saves is also checked to be encodable.
 """
 
 from __future__ import annotations
@@ -61,19 +62,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reaqtive.state import (
-    DEFAULT_CODEC,
-    CheckpointMode,
-    StateCodec,
-    confirm_saved,
-    save_subscription,
-    state_loader,
-)
-from reaqtive.state.environment import InnerEnvironment
-from reaqtive.state.fields import SAVED_BY, STARTED_AT
+from reaqtive.state import DEFAULT_CODEC, CheckpointMode, StateCodec
+from reaqtive.state.host import HostedQuery, QueryHost, QueryState
 from reaqtive.streams import LONG_MAX, Subscriber, Subscription, add_demand, require_not_none
 from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.testing.notifications import (
     DISPOSED,
     SUBSCRIBED,
@@ -83,9 +75,8 @@ from reaqtive.testing.notifications import (
     OnNext,
     Recorded,
 )
-from reaqtive.testing.scheduler import TestScheduler
+from reaqtive.testing.scheduler import DEFAULT_INSTANCE_ID, TestScheduler
 from reaqtive.testing.sources import HotSource, TestableQuery
-from reaqtive.visitors import initialize
 
 __all__ = [
     "CheckpointReport",
@@ -312,26 +303,21 @@ class _Runner:
             hot = [HotSource(scheduler, script) for script in self.inputs]
         sources = [TestableQuery(source) for source in hot]
         observer = _Consumer(scheduler, self.demand, None if snapshot is None else snapshot.consumer)
-        environment = InnerEnvironment(codec=self.codec)
-        settings = dict(self.settings or {})
-        if snapshot is not None:  # as a host would say: when the query first started, when its state was saved
-            settings.update({STARTED_AT: scheduler.to_datetime(self.subscribed), SAVED_BY: scheduler.now})
-        context = scheduler.create_context(settings, environment)
-        loader = None
-        if snapshot is not None:
-            environment.restore(snapshot.inner)
-            if snapshot.main is not None:
-                loader = state_loader(snapshot.main, self.codec, f"state saved at tick {start}")
-        handles: list[SubscriptionHandle] = []
+        host = QueryHost(scheduler, settings=self.settings, codec=self.codec)
+        queries: list[HostedQuery] = []
 
         def subscribe() -> None:
-            handle = self.create(*sources).subscribe(observer)
-            handles.append(handle)
-            initialize(handle, context, loader)
+            query = host.bind(DEFAULT_INSTANCE_ID, self.create(*sources), observer)
+            queries.append(query)
+            if snapshot is None:
+                query.start()
+            else:  # as a host would say: when the query first started (its state was saved by now)
+                query.start(snapshot.state, started_at=scheduler.to_datetime(self.subscribed),
+                            where=f"state saved at tick {start}")
 
         def dispose() -> None:
-            for handle in handles:
-                handle.dispose()
+            for query in queries:
+                query.handle.dispose()
 
         scheduler.schedule_absolute(start, subscribe)
         if self.demand is not None:  # after the subscription and the input messages of the same tick
@@ -346,51 +332,24 @@ class _Runner:
                 return observer.messages, snapshot
             scheduler.advance_to(stop)
             observer.check()
-            saved = self._save(handles[0], environment, snapshot, mode)
+            # Each inner subscription is its own unit, as a store keeps them: a differential save that finds a
+            # unit clean keeps its previous blob, a unit the store has never seen is written whole.
+            saving = queries[0].save(None if snapshot is None else snapshot.state, mode)
+            saving.confirm()  # the "commit" succeeded
             backlogs = tuple(source.held() for source in hot)
-            return observer.messages, _Snapshot(saved.main, saved.inner, observer.saved(), backlogs)
+            return observer.messages, _Snapshot(saving.state, observer.saved(), backlogs)
         finally:
             scheduler.dispose()  # the crash: nothing of this world runs again
-            environment.dispose()
-
-    def _save(
-        self,
-        handle: SubscriptionHandle,
-        environment: InnerEnvironment,
-        previous: _Snapshot | None,
-        mode: CheckpointMode,
-    ) -> _Snapshot:
-        """Save the query and each inner subscription as its own unit, as a store would keep them: a
-        differential save that finds a unit clean keeps that unit's previous blob."""
-        main = save_subscription(handle, mode, self.codec)
-        inner = dict(previous.inner) if previous is not None else {}
-        removed = environment.removed_inner_ids()
-        for inner_id in removed:
-            inner.pop(inner_id, None)
-        saved_inner = environment.inner_subscriptions()
-        for inner_id, inner_handle in saved_inner.items():
-            # A unit the store has never seen is written whole, even when none of its nodes is dirty (a window's
-            # subscription without stateful operators): its parent's state says it is live.
-            unit_mode = mode if inner_id in inner else CheckpointMode.FULL
-            blob = save_subscription(inner_handle, unit_mode, self.codec)
-            if blob is not None:
-                inner[inner_id] = blob
-        # the "commit" succeeded
-        confirm_saved(handle)
-        for inner_handle in saved_inner.values():
-            confirm_saved(inner_handle)
-        environment.confirm_removed(removed)
-        return _Snapshot(main if main is not None else (previous.main if previous is not None else None), inner)
+            host.environment.dispose()
 
 
 @dataclass(frozen=True)
 class _Snapshot:
-    """A checkpoint as the harness keeps it: the query's blob and one blob per inner subscription; what the
-    consumer had outstanding (its own state); per source, what each live subscription held for lack of demand
-    (what the source replays to the recovered query)."""
+    """A checkpoint as the harness keeps it: the query's units (its blob and one blob per inner subscription);
+    what the consumer had outstanding (its own state); per source, what each live subscription held for lack
+    of demand (what the source replays to the recovered query)."""
 
-    main: bytes | None
-    inner: dict[str, bytes]
+    state: QueryState
     consumer: tuple[int, int] = (0, 0)
     backlogs: tuple[tuple[tuple[Notification[Any], ...], ...], ...] = ()
 

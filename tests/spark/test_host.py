@@ -188,6 +188,27 @@ def test_keyed_queries_read_exactly_one_stream_and_must_persist() -> None:
     assert KeyedQuery.of(running_sum()).fingerprint == KeyedQuery.of(running_sum()).fingerprint
 
 
+def test_the_fingerprint_is_computed_once_per_query_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    import reaqtive.spark.host as host_module
+
+    query = KeyedQuery.of(running_sum())
+    calls: list[object] = []
+    real = host_module.expression_to_json
+
+    def counting(expression: Any) -> str:
+        calls.append(expression)
+        return real(expression)
+
+    monkeypatch.setattr(host_module, "expression_to_json", counting)
+    events = [(f"k{i}", i * SECOND, i) for i in range(20)]
+    run_batches(query, [events[:10], events[10:]], buckets=3)
+    assert len(calls) == 1, "one hash for every key of every batch and bucket"
+    shipped = pickle.loads(pickle.dumps(query))  # as Spark ships it to a worker
+    assert shipped == query and shipped.fingerprint == query.fingerprint
+
+
 # -- the embedded engine -------------------------------------------------------------------------------------------
 
 
