@@ -1,0 +1,34 @@
+"""bench/peers.py keeps working (a tiny configuration in one process; the figures themselves are not checked)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_peers_benchmark_runs_and_prints_its_table() -> None:
+    # A subprocess, as make bench runs it: bench/ is then sys.path[0], where peers.py finds _workloads.py.
+    command = [sys.executable, str(ROOT / "bench" / "peers.py"), "--events", "2000", "--engine-events", "2000",
+               "--rounds", "1", "--no-subprocess"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "| workload | loop + callbacks | reaqtive library `run()` | reaqtive engine `process()` " in done.stdout
+    for key in "abc":
+        assert f"| ({key}) " in done.stdout
+    assert "issue 15 targets" in done.stdout
+
+
+def test_the_workloads_expected_counts_are_the_plain_loops() -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from _workloads import WORKLOADS, CountingSink
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    for n in (0, 1, 99, 100, 101, 2000):
+        for workload in WORKLOADS:
+            sink = CountingSink()
+            workload.loop(n, sink)
+            assert workload.expected(n) == sink.count, (workload.key, n)
