@@ -27,7 +27,7 @@ __all__ = ["DEFAULT_LOGGER", "ExecutionEnvironment", "HigherOrderEnvironment", "
 DEFAULT_LOGGER: Final = logging.getLogger("reaqtive.operators")
 """Where operators trace when the host gives no logger of its own."""
 
-_EMPTY_SETTINGS: Final[Mapping[str, object]] = MappingProxyType({})
+_EMPTY_SETTINGS: Final[Mapping[str, object]] = {}  # shared, never written
 
 D = TypeVar("D")
 
@@ -110,6 +110,7 @@ class OperatorContext:
     * ``logger``: a :class:`logging.Logger` for tracing.
     * ``execution_environment``: the host's artifact registry, or ``None`` when running standalone.
     * ``settings``: host settings such as size limits, read with :meth:`try_get_element` / :meth:`get_setting`.
+      The context keeps a copy; a ``types.MappingProxyType`` is kept as given (its dict must not change after).
     """
 
     __slots__ = ("_environment", "_instance_id", "_logger", "_scheduler", "_settings")
@@ -129,8 +130,11 @@ class OperatorContext:
         self._scheduler = scheduler
         self._logger = logger if logger is not None else DEFAULT_LOGGER
         self._environment = execution_environment
+        # A private copy, never written: contexts derived from this one share it, and ``settings`` hands out a
+        # read-only view (a view kept per context would cost 48 bytes per subscription). A read-only view given
+        # by the host is kept as it is: the host hands it over (one copy less per subscription).
         self._settings: Mapping[str, object] = (
-            MappingProxyType(dict(settings)) if settings else _EMPTY_SETTINGS
+            settings if type(settings) is MappingProxyType else dict(settings) if settings else _EMPTY_SETTINGS
         )
 
     @property
@@ -167,7 +171,8 @@ class OperatorContext:
     @property
     def settings(self) -> Mapping[str, object]:
         """All settings, read-only."""
-        return self._settings
+        settings = self._settings
+        return settings if type(settings) is MappingProxyType else MappingProxyType(settings)
 
     def try_get_element(self, key: str) -> tuple[bool, object]:
         """Return ``(True, value)`` if the setting ``key`` exists, else ``(False, None)``."""
@@ -187,13 +192,11 @@ class OperatorContext:
 
     def derive(self, instance_id: str) -> OperatorContext:
         """A context for an inner artifact: same scheduler, logger, environment and settings, another id."""
-        return OperatorContext(
-            instance_id,
-            self._scheduler,
-            logger=self._logger,
-            execution_environment=self._environment,
-            settings=self._settings,
+        context = OperatorContext(
+            instance_id, self._scheduler, logger=self._logger, execution_environment=self._environment
         )
+        context._settings = self._settings  # shared: neither context ever writes it
+        return context
 
     def __repr__(self) -> str:
         return f"OperatorContext({self._instance_id!r})"

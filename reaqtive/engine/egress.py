@@ -10,12 +10,17 @@ can drop what it has already seen:
 * the built-in durable sink (a SQLite table keyed by ``(subscription, seq)``) keeps the first copy: its content
   is **effectively-once**;
 * any other observer receives :class:`Output` objects **at least once**, and can deduplicate by ``seq``.
+
+A differential checkpoint writes only the counters that moved since the last one, and finds them without looking
+at every counter: under a host with a dirty registry (:mod:`reaqtive.state.dirty`) the stamp *arms* its counter,
+so that the first output after each checkpoint reports the subscription (``registry.note_moved(uri)``) and later
+ones are plain stores, as with a stateful operator's dirty flag.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
@@ -45,7 +50,7 @@ class Output(NamedTuple):
 class OutputCounter:
     """The next output sequence number of one subscription, and the value the store holds."""
 
-    __slots__ = ("committed", "next", "pending")
+    __slots__ = ("_stamp", "committed", "next", "pending")
 
     def __init__(self, next_seq: int = 0, committed: int | None = None) -> None:
         self.next = next_seq
@@ -53,6 +58,49 @@ class OutputCounter:
         """The value in the store (``None``: not stored yet)."""
         self.pending = next_seq
         """The value a checkpoint in flight writes."""
+        self._stamp: EgressStamp[Any] | None = None
+
+    def arm(self, stamp: EgressStamp[Any] | None = None) -> None:
+        """Report moves through ``stamp`` (the one given before, by default; none ever given: a no-op): at once
+        if the counter is not what the store holds, else at its next move."""
+        if stamp is not None:
+            self._stamp = stamp
+        stamp = self._stamp
+        if stamp is None:
+            return
+        if _NEXT.__get__(self, OutputCounter) != self.committed:
+            self.__class__ = OutputCounter
+            stamp.counter_moved()
+        else:
+            self.__class__ = _ReportingCounter
+
+    def rearm(self) -> None:
+        """A checkpoint wrote (or found unchanged) the counter's value: report the next move again. (If that
+        checkpoint then fails, the host reports the counter again itself.)"""
+        if self._stamp is not None:
+            self.__class__ = _ReportingCounter
+
+
+_NEXT: Final = OutputCounter.__dict__["next"]  # the slot itself, under the reporting property
+
+
+class _ReportingCounter(OutputCounter):
+    """An armed counter: the first store to ``next`` reports its subscription, then the object is a plain
+    :class:`OutputCounter` again (same layout, so the ``__class__`` assignment is allowed)."""
+
+    __slots__ = ()
+
+    def _get_next(self) -> int:
+        return int(_NEXT.__get__(self, OutputCounter))
+
+    def _set_next(self, value: int) -> None:
+        _NEXT.__set__(self, value)
+        self.__class__ = OutputCounter  # type: ignore[assignment]  # later moves: plain slot stores
+        stamp = self._stamp
+        assert stamp is not None  # only armed counters report
+        stamp.counter_moved()
+
+    next = property(_get_next, _set_next)
 
 
 @register_operator("egress")
@@ -87,6 +135,14 @@ class EgressStamp(StatefulUnaryOperatorBase[T, Output], Generic[T]):
         if counter_for is not None:
             self._counter = counter_for(self._uri)
             self._local = False
+            if self.dirty_registry() is not None:
+                self._counter.arm(self)
+
+    def counter_moved(self) -> None:
+        """The engine's counter moved since the last checkpoint took it: report it."""
+        registry = self.dirty_registry()
+        if registry is not None:
+            registry.note_moved(self._uri)
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._counter.next if self._local else None)

@@ -15,6 +15,15 @@ state belongs to", and stays clean while it stays caught up. So a differential c
 only when one of its operators changed, not because its input moved on. Only a reader that lags behind (its
 query withheld demand) saves its own watermark, and the engine replays from there.
 
+Falling behind, or catching up, changes what a reader would save without any event reaching an operator's state,
+so no change reports itself to the engine's dirty registry (:mod:`reaqtive.state.dirty`). A reader therefore
+*watches itself* (the registry asks it at every checkpoint) while that can happen: while its demand is bounded,
+while what it saved (or would save) is a watermark of its own, and until its first save is confirmed. A reader
+with unbounded demand that is caught up and saved "caught up" is not watched: every event the engine delivers
+reaches it at once, so it stays caught up and clean. (That is what an environment promises by saying what it
+delivered: it moves ``delivered_watermark`` just before it hands the event to the stream, as the engine does.)
+The same fact tells the engine which readers can lag: only watched ones (see ``Engine._reader_watermarks``).
+
 A reader starts at the stream's position at the moment it is created: a subscription created while the engine
 runs (the engine also passes that position in the operator context's settings, for a recovery from an older
 checkpoint), and just as much an inner reader that a ``flat_map`` or ``switch_latest`` creates long after its
@@ -25,7 +34,6 @@ events for a lagging reader.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar
 
 from reaqtive.arguments import arguments
@@ -78,7 +86,8 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
     """The running stage of ``Query.stream(uri)``: reads the engine stream ``uri``.
 
     State: ``None`` ("caught up": at the watermark of the checkpoint the state belongs to) or, for a reader
-    that lags behind what the engine delivered, its own watermark. An environment that does not say what it
+    that lags behind what the engine delivered, its own watermark; ``None`` once disposed (it reads nothing more,
+    so what it saves stays the same while its stream moves on). An environment that does not say what it
     delivered (no ``delivered_watermark(uri)`` method) gets the watermark always. Demand: passed to the
     stream's subscription (engine streams are hot subjects: a reader without demand buffers up to the stream's
     bound).
@@ -86,16 +95,17 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
 
     name = "reaqtive:stream"
     version: Version = (1,)
+    watched = False  # it watches itself, only while it may lag (see the module)
 
+    # What it asks of the environment is looked up when needed (never per event), not held as bound methods:
+    # those cost 64 bytes each per reader.
     __slots__ = (
-        "_appended_watermark",
-        "_delivered",
-        "_failed",
+        "_faulted",
         "_pending_mark",
-        "_pinned",
         "_requested",
         "_saved_mark",
         "_uri",
+        "_watching",
         "_watermark",
     )
 
@@ -104,12 +114,10 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         self._uri = arguments(query, "uri").text(0, non_empty=True)
         self._watermark = NO_EVENT
         self._requested = 0
-        self._delivered: Callable[[str], int] | None = None
         self._saved_mark: object = _NEVER
         self._pending_mark: object = _NEVER
-        self._pinned: dict[str, int] = {}
-        self._appended_watermark: Callable[[str], int] | None = None
-        self._failed: Callable[[str, Exception], None] | None = None
+        self._faulted = False  # reported a failure to the environment (once)
+        self._watching = False  # the dirty registry asks this reader at every checkpoint
 
     @property
     def uri(self) -> str:
@@ -127,9 +135,6 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
         environment = context.execution_environment
-        self._delivered = getattr(environment, "delivered_watermark", None)
-        self._appended_watermark = getattr(environment, "appended_watermark", None)
-        self._failed = getattr(environment, "reader_failed", None)
         # A reader starts where the stream is when it is created: an inner reader created long after its query
         # must not be handed the older events still retained in the log. The query's start (from the settings)
         # counts too: a query created after the last checkpoint started later than that checkpoint's record.
@@ -137,13 +142,9 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         starts = context.get_setting(START_WATERMARK_SETTING)
         if isinstance(starts, dict) and self._uri in starts:
             self._watermark = int(starts[self._uri])
-        pinned = context.get_setting(PINNED_WATERMARK_SETTING)
-        self._pinned = pinned if isinstance(pinned, dict) else {}
-        if self._delivered is not None:
-            self._watermark = max(self._watermark, self._delivered(self._uri))
-        register = getattr(environment, "register_reader", None)
-        if register is not None:  # the engine finds the readers' watermarks without walking every query
-            register(self)
+        delivered = self._delivered()
+        if delivered is not None:
+            self._watermark = max(self._watermark, delivered)
         if environment is None:
             raise StreamNotFoundError(f"stream {self._uri!r}: Query.stream needs an engine to resolve it")
         try:
@@ -152,10 +153,22 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
             raise StreamNotFoundError(f"the engine has no stream {self._uri!r}") from error
         self._inputs = (subject.subscribe(self),)
 
+    def _environment(self) -> object:
+        context = self._context
+        return None if context is None else context.execution_environment
+
+    def _delivered(self) -> int | None:
+        """The engine's delivered watermark of the stream (``None``: the environment does not say)."""
+        delivered = getattr(self._environment(), "delivered_watermark", None)
+        return None if delivered is None else int(delivered(self._uri))
+
     def _mark(self) -> int | None:
-        """What a save would write now: ``None`` when caught up with the engine, else the watermark."""
-        delivered = self._delivered
-        if delivered is not None and self._watermark >= delivered(self._uri):
+        """What a save would write now: ``None`` when caught up with the engine (or disposed: it reads nothing
+        more, and what it saves must not change while its stream moves on), else the watermark."""
+        if self.is_disposed:
+            return None
+        delivered = self._delivered()
+        if delivered is not None and self._watermark >= delivered:
             return None
         return self._watermark
 
@@ -165,7 +178,42 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
 
     @state_changed.setter
     def state_changed(self, value: bool) -> None:
-        self._state.changed = value
+        if value:
+            self._state.changed = True
+        else:
+            self._state.cleared()
+
+    # -- watching itself (see the module) ----------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        if not self._watching:
+            registry = self.dirty_registry()
+            if registry is not None:
+                registry.watch(self, self.context.instance_id)
+                self._watching = True
+
+    def _may_change_unseen(self) -> bool:
+        """Whether what a save would write may change, or differ from what the store holds, without an event
+        reaching this reader."""
+        return (
+            self._requested != LONG_MAX  # bounded demand (or none yet): it may fall behind
+            or self._saved_mark is not None  # the store holds a watermark of its own (or nothing yet)
+            or self._pending_mark is not None  # a save of its own watermark (or of nothing) awaits its commit
+            or self._mark() is not None  # behind now (loaded behind, or pinned)
+        )
+
+    def keep_watching(self) -> bool:
+        keep = not self.is_disposed and self._may_change_unseen()
+        self._watching = keep
+        return keep
+
+    def on_start(self) -> None:
+        # The demand of its query arrived while it started: a reader whose demand is not unbounded by now is
+        # watched, and stays so while it is not (``_requested`` only grows), so later requests need no check.
+        if self._may_change_unseen():
+            self._watch()
+
+    # -- state -------------------------------------------------------------------------------------------------
 
     def save_state_core(self, writer: StateWriter) -> None:
         mark = self._mark()
@@ -175,11 +223,14 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
     def on_state_saved(self) -> None:
         super().on_state_saved()
         self._saved_mark = self._pending_mark
+        if self._saved_mark is not None:
+            self._watch()
 
     def load_state_core(self, reader: StateReader) -> None:
         mark = reader.read()
         if mark is None:
-            pinned = self._pinned.get(self._uri)
+            pins = self.context.get_setting(PINNED_WATERMARK_SETTING)
+            pinned = pins.get(self._uri) if isinstance(pins, dict) else None
             if pinned is not None:
                 # Caught up at a checkpoint older than the engine's last one: the query was kept without running
                 # since (it failed to recover), and the engine pinned where it stood.
@@ -188,8 +239,8 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
                 # Caught up at the checkpoint: the engine restored its delivered watermarks before binding. A
                 # start watermark from the settings is later when the state was saved at creation, after that
                 # checkpoint.
-                delivered = self._delivered(self._uri) if self._delivered is not None else NO_EVENT
-                self._watermark = max(self._watermark, delivered)
+                delivered = self._delivered()
+                self._watermark = max(self._watermark, NO_EVENT if delivered is None else delivered)
         elif isinstance(mark, int) and not isinstance(mark, bool) and NO_EVENT <= mark <= self._appended():
             self._watermark = mark
         else:
@@ -198,12 +249,12 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         self._saved_mark = self._pending_mark = mark
 
     def _appended(self) -> int:
-        appended = self._appended_watermark
-        return appended(self._uri) if appended is not None else LONG_MAX
+        appended = getattr(self._environment(), "appended_watermark", None)
+        return int(appended(self._uri)) if appended is not None else LONG_MAX
 
     def request(self, n: int) -> None:
         if n > 0:
-            self._requested = add_demand(self._requested, n)
+            self._requested = add_demand(self._requested, n)  # bounded, it keeps the reader watched (see on_start)
         super().request(n)
 
     def on_next(self, value: Envelope) -> None:
@@ -221,9 +272,9 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         except Exception as error:
             # Operators turn user errors into on_error; what escapes them is a bug or state that cannot work.
             # Under an engine it stops this query alone (after the event reached the others).
-            failed = self._failed
+            failed = None if self._faulted else getattr(self._environment(), "reader_failed", None)
             if failed is None:
                 raise
-            self._failed = None  # report once
+            self._faulted = True  # report once
             self._requested = LONG_MAX  # no replacement requests from here on
             failed(self.context.instance_id, error)

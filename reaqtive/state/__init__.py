@@ -10,7 +10,8 @@ The pieces, bottom to top (``docs/state-format.md`` tells the whole story, with 
   checksummed, one record per stateful node with its path, name and version;
 * **operators** — :class:`StatefulOperatorBase` / :class:`StatefulUnaryOperatorBase`: the disposed flag,
   ``save_state_core``/``load_state_core``, versions and migrations, three-state dirty tracking
-  (:class:`StateChangedTracker`);
+  (:class:`StateChangedTracker`), reported to a host's :class:`DirtyRegistry` so that a differential checkpoint
+  visits only the units that changed;
 * **traversals** — :func:`save_subscription` (full or differential), :func:`load_subscription` /
   :func:`state_loader` (checks the tree's shape), :func:`confirm_saved`;
 * **stores** — :class:`CheckpointStore` with atomic transactions: :class:`InMemoryCheckpointStore` (with fault
@@ -21,6 +22,7 @@ The pieces, bottom to top (``docs/state-format.md`` tells the whole story, with 
 from reaqtive.state.bases import StatefulOperatorBase, StatefulUnaryOperatorBase
 from reaqtive.state.checkpoint import STATE_CATEGORY, Checkpointer, CheckpointResult, Subscriptions
 from reaqtive.state.codec import DEFAULT_CODEC, StateCodec, register_state_type
+from reaqtive.state.dirty import DirtyRegistry
 from reaqtive.state.environment import InnerEnvironment
 from reaqtive.state.errors import (
     CheckpointError,
@@ -82,6 +84,7 @@ __all__ = [
     "checksum",
     "read_blob",
     # operators and dirty tracking
+    "DirtyRegistry",
     "DirtyState",
     "StateChangedTracker",
     "StatefulOperatorBase",

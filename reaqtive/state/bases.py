@@ -33,6 +33,10 @@ What the base does around those hooks:
   A node restored as disposed reports ``is_disposed`` at once, and ``start()`` disposes it (tearing down its
   inputs) instead of starting it, so a finished query stays finished after recovery.
 * Disposing a node (for real) marks it changed, so the fact that it terminated is checkpointed.
+* Under a host with a dirty registry (``context.execution_environment.dirty``, see :mod:`reaqtive.state.dirty`)
+  ``set_context`` binds the node's tracker to its unit, so the first change after each save reports the unit; a
+  new node reports it when it starts; a class that overrides ``state_changed`` (its dirtiness is computed) is
+  watched: the registry asks it at every checkpoint (set ``watched`` to say otherwise).
 * A saved version different from ``version`` is loaded only if it is listed in ``older_versions``; then
   ``load_older_state_core(reader, saved_version)`` reads the old layout (a migration). Otherwise loading
   raises :class:`~reaqtive.state.StateVersionError` naming the operator, its path and both versions.
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Generic, TypeVar
 
+from reaqtive.context import OperatorContext
 from reaqtive.operator import (
     OperatorBase,
     StatefulOperator,
@@ -50,6 +55,7 @@ from reaqtive.operator import (
     UnaryOperatorBase,
     Version,
 )
+from reaqtive.state.dirty import DirtyRegistry
 from reaqtive.state.errors import StateFormatError, StateVersionError
 from reaqtive.state.tracking import DirtyState, StateChangedTracker
 from reaqtive.streams import Subscriber
@@ -71,6 +77,16 @@ class _StatefulCore(OperatorBase[R], StatefulOperator, Generic[R]):
     older_versions: ClassVar[frozenset[Version]] = frozenset()
     """Older state versions this operator still loads, through :meth:`load_older_state_core`."""
 
+    watched: ClassVar[bool] = False
+    """Whether a dirty registry asks this node ``state_changed`` at every checkpoint, for as long as it lives:
+    ``True`` for a class that overrides ``state_changed`` (its dirtiness is computed, so no change reports
+    itself), unless the class says otherwise."""
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "state_changed" in cls.__dict__ and "watched" not in cls.__dict__:
+            cls.watched = True
+
     # The two slots are declared by the concrete bases below (a slotted mixin could not combine with both
     # lifecycle bases), hence the ignores on the assignments.
     def _init_state(self) -> None:
@@ -87,8 +103,11 @@ class _StatefulCore(OperatorBase[R], StatefulOperator, Generic[R]):
     @state_changed.setter
     def state_changed(self, value: bool) -> None:
         # On a per-element path operators write ``self._state.changed = True`` directly: the same flag without
-        # the property call (about 14 ns instead of 50).
-        self._state.changed = value
+        # the property call (about 13 ns instead of 50).
+        if value:
+            self._state.changed = True
+        else:
+            self._state.cleared()
 
     @property
     def state_status(self) -> DirtyState:
@@ -97,6 +116,35 @@ class _StatefulCore(OperatorBase[R], StatefulOperator, Generic[R]):
 
     def on_state_saved(self) -> None:
         self._state.confirmed()
+
+    # -- reporting to the host's dirty registry ----------------------------------------------------------------
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        registry = getattr(context.execution_environment, "dirty", None)
+        if isinstance(registry, DirtyRegistry):
+            self._state.bind(context)
+            if self.watched:
+                registry.watch(self, context.instance_id)
+
+    def start(self) -> None:
+        if not self._started:
+            registry = self.dirty_registry()
+            if registry is not None and self.state_changed:  # new (never saved nor loaded), or changed loading
+                registry.note(self.context.instance_id)
+        super().start()
+
+    def dirty_registry(self) -> DirtyRegistry | None:
+        """The dirty registry this node reports to (``None``: not bound to one)."""
+        unit = self._state.unit
+        if unit is None:
+            return None
+        registry: DirtyRegistry = getattr(unit.execution_environment, "dirty")  # noqa: B009  # bound: it has one
+        return registry
+
+    def keep_watching(self) -> bool:
+        """Whether a dirty registry that watches this node must go on asking it (see ``watched``)."""
+        return not self.is_disposed
 
     # -- disposal ----------------------------------------------------------------------------------------------
 
@@ -110,6 +158,9 @@ class _StatefulCore(OperatorBase[R], StatefulOperator, Generic[R]):
             return
         if not self._disposed_from_state:
             self._state.changed = True  # termination is state: checkpoint it
+        registry = self.dirty_registry()
+        if registry is not None:
+            registry.unwatch(self)
         super().dispose()
 
     # -- save and load -----------------------------------------------------------------------------------------

@@ -13,6 +13,11 @@
   commit stay dirty.
 * Each checkpoint reports how long the scheduler was paused and how long the commit took
   (:class:`CheckpointResult`), for metrics.
+* With a :class:`~reaqtive.state.dirty.DirtyRegistry` (``dirty=``), a differential checkpoint visits only the
+  subscriptions that reported a change since the last checkpoint (and those in ``whole``), so its pause grows
+  with what changed, not with how many subscriptions exist. What it saved but could not commit goes back into
+  the registry. The subscriptions' keys must be their operators' context ids (``instance_id``): that is what the
+  operators report.
 
 It works with any :class:`~reaqtive.scheduling.PausableScheduler` (the engine's logical scheduler, the
 virtual-time test scheduler) and any :class:`~reaqtive.state.CheckpointStore`. Call :meth:`Checkpointer.checkpoint`
@@ -31,6 +36,7 @@ from typing import TypeAlias
 
 from reaqtive.scheduling import PausableScheduler
 from reaqtive.state.codec import DEFAULT_CODEC, StateCodec
+from reaqtive.state.dirty import DirtyRegistry
 from reaqtive.state.errors import CheckpointError, CheckpointInProgressError
 from reaqtive.state.store import CheckpointStore, CheckpointTransaction
 from reaqtive.state.traversal import CheckpointMode, confirm_saved, save_subscription
@@ -110,6 +116,7 @@ class Checkpointer:
         collect: Callable[[CheckpointTransaction], object] | None = None,
         isolate: Isolate | None = None,
         whole: Collection[str] = (),
+        dirty: DirtyRegistry | None = None,
     ) -> CheckpointResult:
         """Take one checkpoint (blocking).
 
@@ -120,8 +127,9 @@ class Checkpointer:
         the owner of ``key``, and every subscription of that owner (``isolate(k, ...)`` of its other keys is not
         called: an owner is the key itself or a prefix ``owner + "/"``) is left out of this checkpoint while the
         others commit. ``whole``: keys to write in full whatever the mode (units the store has never seen: a
-        differential save of a unit without a dirty node writes nothing). Raises :class:`CheckpointError`
-        (with ``phase``) when the checkpoint failed;
+        differential save of a unit without a dirty node writes nothing). ``dirty``: the registry the operators
+        report to; a differential checkpoint then visits only the keys it names (plus ``whole``), and a full one
+        resets it. Raises :class:`CheckpointError` (with ``phase``) when the checkpoint failed;
         :class:`CheckpointInProgressError` if one is already running.
         """
         if not self._busy.acquire(blocking=False):
@@ -134,12 +142,12 @@ class Checkpointer:
                 except Exception as error:
                     raise CheckpointError(f"pausing the scheduler failed: {error!r}", "pause") from error
                 capture = self._serialize(
-                    subscriptions, mode, removed=removed, collect=collect, isolate=isolate, whole=whole
+                    subscriptions, mode, removed=removed, collect=collect, isolate=isolate, whole=whole, dirty=dirty
                 )
             finally:
                 self._scheduler.resume()  # also after a failed or timed-out pause: it cancels the pause
             pause_seconds = self._clock() - started
-            checkpoint_id, commit_seconds = self._commit(capture.transaction)
+            checkpoint_id, commit_seconds = self._commit(capture)
             return self._confirm(capture, checkpoint_id, mode, pause_seconds, commit_seconds)
         finally:
             self._busy.release()
@@ -153,6 +161,7 @@ class Checkpointer:
         collect: Callable[[CheckpointTransaction], object] | None = None,
         isolate: Isolate | None = None,
         whole: Collection[str] = (),
+        dirty: DirtyRegistry | None = None,
     ) -> CheckpointResult:
         """:meth:`checkpoint` for asyncio: awaits the pause, and runs the commit in a worker thread."""
         if not self._busy.acquire(blocking=False):
@@ -165,12 +174,12 @@ class Checkpointer:
                 except Exception as error:
                     raise CheckpointError(f"pausing the scheduler failed: {error!r}", "pause") from error
                 capture = self._serialize(
-                    subscriptions, mode, removed=removed, collect=collect, isolate=isolate, whole=whole
+                    subscriptions, mode, removed=removed, collect=collect, isolate=isolate, whole=whole, dirty=dirty
                 )
             finally:
                 self._scheduler.resume()  # also after a failed or timed-out pause: it cancels the pause
             pause_seconds = self._clock() - started
-            checkpoint_id, commit_seconds = await asyncio.to_thread(self._commit, capture.transaction)
+            checkpoint_id, commit_seconds = await asyncio.to_thread(self._commit, capture)
             return self._confirm(capture, checkpoint_id, mode, pause_seconds, commit_seconds)
         finally:
             self._busy.release()
@@ -186,16 +195,27 @@ class Checkpointer:
         collect: Callable[[CheckpointTransaction], object] | None,
         isolate: Isolate | None,
         whole: Collection[str],
+        dirty: DirtyRegistry | None,
     ) -> _Capture:
         """Runs while paused: every blob goes into a fresh transaction (memory only)."""
         started = self._clock()
         transaction = self._store.begin()
+        visited: Collection[str] = ()
         try:
-            handles = dict(subscriptions() if callable(subscriptions) else subscriptions)
+            handles = subscriptions() if callable(subscriptions) else subscriptions
             deleted = tuple(removed)
             for key in deleted:
                 transaction.delete(self._category, key)
-            blobs = self._save_all(handles, mode, isolate, whole)
+            whole = whole if isinstance(whole, (set, frozenset, dict)) else set(whole)
+            if dirty is None:
+                visited = handles = dict(handles)
+            else:
+                visited = dirty.take().union(whole)  # a full checkpoint takes them too: it saves everything
+                if mode is CheckpointMode.FULL:
+                    visited = handles = dict(handles)
+                else:
+                    handles = {key: handles[key] for key in sorted(visited) if key in handles}
+            blobs, unsaved = self._save_all(handles, mode, isolate, whole)
             saved: dict[str, SubscriptionHandle] = {}
             for key, blob in blobs.items():
                 transaction.put(self._category, key, blob)
@@ -204,11 +224,17 @@ class Checkpointer:
                 collect(transaction)
         except Exception as error:
             transaction.rollback()
+            if dirty is not None:
+                dirty.note_all(visited)  # some may have been saved: dirty until a commit
             raise CheckpointError(f"serializing the checkpoint failed: {error}", "serialize") from error
         except BaseException:
             transaction.rollback()
+            if dirty is not None:
+                dirty.note_all(visited)
             raise
-        return _Capture(transaction, saved, deleted, self._clock() - started)
+        if dirty is not None and unsaved:
+            dirty.note_all(unsaved)  # left out (isolated): their nodes may be half saved, and they changed
+        return _Capture(transaction, saved, deleted, self._clock() - started, dirty)
 
     def _save_all(
         self,
@@ -216,19 +242,20 @@ class Checkpointer:
         mode: CheckpointMode,
         isolate: Isolate | None,
         whole: Collection[str],
-    ) -> dict[str, bytes]:
-        """The blob of every subscription to write; with ``isolate``, the owners of those that cannot be saved are
-        left out whole (their stored state stays as it was: never a part of an owner's units from one checkpoint
-        and the rest from another)."""
+    ) -> tuple[dict[str, bytes], list[str]]:
+        """The blob of every subscription to write, and the keys left out; with ``isolate``, the owners of those
+        that cannot be saved are left out whole (their stored state stays as it was: never a part of an owner's
+        units from one checkpoint and the rest from another)."""
         blobs: dict[str, bytes] = {}
+        failed: list[str] = []
         failed_owners: list[str] = []
-        whole = whole if isinstance(whole, (set, frozenset, dict)) else set(whole)
         for key, handle in handles.items():
             try:
                 blob = save_subscription(handle, CheckpointMode.FULL if key in whole else mode, self._codec)
             except Exception as error:
                 if isolate is None:
                     raise
+                failed.append(key)
                 failed_owners.append(isolate(key, error))
                 continue
             if blob is not None:
@@ -237,15 +264,23 @@ class Checkpointer:
             prefix = owner + "/"
             for key in [key for key in blobs if key == owner or key.startswith(prefix)]:
                 del blobs[key]
-        return blobs
+                failed.append(key)
+        return blobs, failed
 
-    def _commit(self, transaction: CheckpointTransaction) -> tuple[int, float]:
+    def _commit(self, capture: _Capture) -> tuple[int, float]:
         started = self._clock()
+        transaction = capture.transaction
         try:
             checkpoint_id = transaction.commit()
         except Exception as error:
             transaction.rollback()  # a failed commit applied nothing; this only drops the buffered changes
+            if capture.dirty is not None:
+                capture.dirty.note_all(capture.saved)  # saved, not committed: dirty until a commit
             raise CheckpointError(f"committing the checkpoint failed: {error}", "commit") from error
+        except BaseException:
+            if capture.dirty is not None:
+                capture.dirty.note_all(capture.saved)
+            raise
         return checkpoint_id, self._clock() - started
 
     def _confirm(
@@ -274,6 +309,8 @@ class Checkpointer:
             except Exception as confirm_error:
                 failures.append((saved_key, confirm_error))
         if failures:
+            if capture.dirty is not None:
+                capture.dirty.note_all(key for key, _ in failures)  # some nodes may not have been confirmed
             key, error = failures[0]
             raise CheckpointError(
                 f"checkpoint {checkpoint_id} was committed, but on_state_saved failed for {len(failures)} "
@@ -295,3 +332,4 @@ class _Capture:
     saved: dict[str, SubscriptionHandle]
     deleted: tuple[str, ...]
     serialize_seconds: float
+    dirty: DirtyRegistry | None

@@ -16,6 +16,10 @@ subscription then loads its own blob when its parent re-creates it.
     removed = env.removed_inner_ids()     # delete their stored state in the same transaction
     ...                                   # after the commit: env.confirm_removed(removed)
 
+The environment also holds the host's :class:`~reaqtive.state.dirty.DirtyRegistry` (``dirty``): the stateful
+operators of every unit under it report their changes there, so a checkpoint that passes it to the
+:class:`~reaqtive.state.Checkpointer` visits only the units that changed.
+
 The engine builds its environment on this class; ``reaqtive.testing.checkpoint`` uses it directly.
 """
 
@@ -27,6 +31,7 @@ from typing import Any
 
 from reaqtive.context import HigherOrderEnvironment, OperatorContext
 from reaqtive.state.codec import DEFAULT_CODEC, StateCodec
+from reaqtive.state.dirty import DirtyRegistry
 from reaqtive.state.errors import MissingStateError
 from reaqtive.state.traversal import state_loader
 from reaqtive.streams import Subscriber
@@ -62,6 +67,8 @@ class InnerEnvironment(HigherOrderEnvironment):
         self._load_failures: dict[str, Exception] = {}
         self._subject_factory = subject_factory or (lambda subject_id: SimpleSubject(name=subject_id))
         self._codec = codec
+        self.dirty = DirtyRegistry()
+        """Where the stateful operators of every unit under this environment report their changes."""
 
     # -- ExecutionEnvironment ----------------------------------------------------------------------------------
 
@@ -168,6 +175,7 @@ class InnerEnvironment(HigherOrderEnvironment):
             self._removed.add(inner_id)
         if handle is not None:
             handle.dispose()
+        self.dirty.forget(inner_id)
 
     def get_or_create_subject(self, subject_id: str) -> MultiSubject[Any, Any]:
         with self._lock:

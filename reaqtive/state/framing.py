@@ -73,7 +73,7 @@ class SegmentWriter:
     call. A writer is closed once its node's ``save_state`` has returned; writing later is an error.
     """
 
-    __slots__ = ("_closed", "_name", "_nested", "_pack", "_parts", "path")
+    __slots__ = ("_children", "_closed", "_name", "_nested", "_pack", "_parts", "path")
 
     def __init__(
         self, pack: Callable[[object], bytes], name: str, path: Path | None = None, nested: bool = False
@@ -85,6 +85,7 @@ class SegmentWriter:
         """The path of the node whose state this is (for messages), if known."""
         self._parts: list[bytes | SegmentWriter] = []
         self._closed = False
+        self._children = False
 
     @property
     def _where(self) -> str:
@@ -109,11 +110,14 @@ class SegmentWriter:
             raise StateError(f"{self._where}: create_child() after save_state returned (the writer is closed)")
         child = SegmentWriter(self._pack, self._name, self.path, nested=True)
         self._parts.append(child)
+        self._children = True
         return child
 
     def render(self) -> bytes:
         """Close this writer and its children; return the segment's content (without its own header)."""
         self._closed = True
+        if not self._children:
+            return b"".join(self._parts)  # type: ignore[arg-type]  # only values: all bytes
         return b"".join(part if isinstance(part, bytes) else _frame_segment(part.render()) for part in self._parts)
 
 
@@ -148,18 +152,17 @@ class BlobWriter:
         self, path: Path, name: str, version: Version, save: Callable[[SegmentWriter, Version], None]
     ) -> None:
         """Append the record of one node: its header, then the segment ``save(writer, version)`` fills."""
-        header = _header(name, version, path, self._pack)
-        writer = SegmentWriter(self._pack, name, path)
+        pack = self._pack
+        header = _header(name, version, path, pack)
+        writer = SegmentWriter(pack, name, path)
         save(writer, version)
         content = writer.render()
         previous = self._previous
-        common = 0
-        for a, b in zip(previous, path, strict=False):
-            if a != b:
-                break
-            common += 1
-        self._body += (self._pack([common, *path[common:]]), header, _frame_segment(content))
-        self._previous = path
+        step = _STEPS.get((previous, path)) if type(path) is tuple else None
+        if step is None:
+            step = _step(previous, path, pack)
+        self._body += (step, header, _frame_segment(content))
+        self._previous = path if type(path) is tuple else tuple(path)
 
     def finish(self) -> bytes:
         """The blob: header, body, checksum."""
@@ -171,6 +174,24 @@ class BlobWriter:
 
 _HEADERS: dict[tuple[str, Version], bytes] = {}
 _MAX_CACHED_HEADERS: Final = 4096
+_STEPS: dict[tuple[Path, Path], bytes] = {}
+_MAX_CACHED_STEPS: Final = 4096
+
+
+def _step(previous: Path, path: Path, pack: Callable[[object], bytes]) -> bytes:
+    """The packed path of a record, relative to the previous record's (``[common, i, j, ...]``); cached, since
+    the trees of the queries of one host repeat the same few shapes."""
+    common = 0
+    for a, b in zip(previous, path, strict=False):
+        if a != b:
+            break
+        common += 1
+    step = pack([common, *path[common:]])
+    if type(path) is tuple:  # (a path given as a list is packed the same, not cached)
+        if len(_STEPS) >= _MAX_CACHED_STEPS:
+            _STEPS.clear()
+        _STEPS[(previous, path)] = step
+    return step
 
 
 def _header(name: str, version: Version, path: Path, pack: Callable[[object], bytes]) -> bytes:

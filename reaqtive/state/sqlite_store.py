@@ -309,6 +309,7 @@ class SqliteCheckpointStore(CheckpointStore):
                 raise store_error(error, self._where, "reading the checkpoint store") from error
         data: dict[str, dict[str, bytes]] = {}
         damaged: dict[tuple[str, str], Exception] = {}
+        keys: dict[str, str] = {}  # one str object per key across categories (a host keeps several of them)
         for category, key, value, crc in rows:
             if (
                 type(value) is bytes
@@ -316,7 +317,7 @@ class SqliteCheckpointStore(CheckpointStore):
                 and type(key) is str
                 and verifies(crc, row_checksum, category, key, value)
             ):
-                data.setdefault(category, {})[key] = value
+                data.setdefault(category, {})[keys.setdefault(key, key)] = value
                 continue
             row = f"{category}/{key}"
             damage = DamagedRowError(

@@ -113,6 +113,40 @@ def _walk(handle: SubscriptionHandle, kind: type[N]) -> Iterator[tuple[N, Path]]
 _STATEFUL_TYPES: dict[type, bool] = {}
 
 
+def _is_stateful(kind: type) -> bool:
+    stateful = _STATEFUL_TYPES.get(kind)
+    if stateful is None:
+        stateful = _STATEFUL_TYPES[kind] = issubclass(kind, StatefulOperator)
+    return stateful
+
+
+def _stateful_list(handle: SubscriptionHandle) -> list[tuple[StatefulOperator, Path]]:
+    """:func:`stateful_nodes` as a list, for saving (nothing changes the tree meanwhile): the same order and
+    paths, in about half the time (one collector, stateful types cached)."""
+    collector = _Collector()
+    handle.accept(collector)
+    found = collector.found
+    stack: list[tuple[Operator, Path]] = [(found[i], (i,)) for i in range(len(found) - 1, -1, -1)]
+    nodes: list[tuple[StatefulOperator, Path]] = []
+    known = _STATEFUL_TYPES
+    while stack:
+        node, path = stack.pop()
+        kind = type(node)
+        stateful = known.get(kind)
+        if stateful is None:
+            stateful = _is_stateful(kind)
+        if stateful:
+            nodes.append((node, path))  # type: ignore[arg-type]
+        inputs = node.inputs
+        if inputs:
+            found = collector.found = []
+            for child in inputs:
+                child.accept(collector)
+            for i in range(len(found) - 1, -1, -1):
+                stack.append((found[i], (*path, i)))
+    return nodes
+
+
 def has_state_changed(handle: SubscriptionHandle) -> bool:
     """Whether any stateful node under ``handle`` is dirty (stops at the first one).
 
@@ -128,7 +162,7 @@ def has_state_changed(handle: SubscriptionHandle) -> bool:
         kind = type(node)
         stateful = known.get(kind)
         if stateful is None:
-            stateful = known[kind] = issubclass(kind, StatefulOperator)
+            stateful = _is_stateful(kind)
         if stateful and node.state_changed:  # type: ignore[attr-defined]
             return True
         for child in node.inputs:
@@ -150,10 +184,11 @@ def save_subscription(
     if mode is CheckpointMode.DIFFERENTIAL and not has_state_changed(handle):
         return None
     writer = BlobWriter(codec)
-    for node, path in stateful_nodes(handle):
+    write = writer.write_node
+    for node, path in _stateful_list(handle):
         name, version = node.name, node.version
         try:
-            writer.write_node(path, name, version, node.save_state)
+            write(path, name, version, node.save_state)
         except StateError:
             raise
         except Exception as error:

@@ -1,0 +1,63 @@
+"""What an idle subscription keeps, piece by piece: nothing per subscription that a shared object can hold."""
+
+from __future__ import annotations
+
+import operator
+import types
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from reaqtive import OperatorContext, Query
+from reaqtive.engine import DISCARD_SINK, Engine, StreamReader
+from reaqtive.state import InnerEnvironment, SqliteCheckpointStore
+from reaqtive.visitors import walk
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_a_context_keeps_a_read_only_view_it_is_given_and_derived_contexts_share_the_settings() -> None:
+    given = types.MappingProxyType({"limit": 5})
+    context = OperatorContext("sub://1", settings=given)
+    assert context._settings is given
+    assert context.derive("sub://1/inner0")._settings is given
+    copied = {"limit": 5}
+    context = OperatorContext("sub://2", settings=copied)
+    copied["limit"] = 6
+    assert context.get_setting("limit") == 5, "a plain mapping is copied: the caller may change it later"
+    assert context.derive("sub://2/inner0")._settings is context._settings
+    with pytest.raises(TypeError):
+        context.settings["limit"] = 7  # type: ignore[index]
+
+
+def test_a_stream_reader_holds_no_bound_methods_of_its_environment(tmp_path: Path) -> None:
+    with Engine(tmp_path / "s.db", start=T0) as engine:
+        engine.create_stream("s")
+        engine.create_subscription("q", Query.stream("s").scan(0, operator.add), observer=DISCARD_SINK)
+        engine.append("s", 1, T0 + timedelta(seconds=1))
+        engine.process()
+        (reader,) = [node for node in walk(engine._subscriptions["q"]) if isinstance(node, StreamReader)]
+        held = [getattr(reader, slot, None) for cls in type(reader).__mro__ for slot in getattr(cls, "__slots__", ())]
+        assert not [value for value in held if isinstance(value, types.MethodType)]
+        assert reader.watermark == 0
+
+
+def test_reading_a_store_gives_one_key_object_per_key_across_categories(tmp_path: Path) -> None:
+    store = SqliteCheckpointStore(tmp_path / "s.db")
+    try:
+        transaction = store.begin()
+        for category in ("artifacts", "state", "outputs"):
+            transaction.put(category, "sub://one", b"x")
+        transaction.commit()
+        snapshot = store.read()
+        keys = [next(iter(dict(snapshot.items(category)))) for category in ("artifacts", "state", "outputs")]
+        assert keys[0] is keys[1] is keys[2]
+    finally:
+        store.close()
+
+
+def test_an_environment_holds_one_dirty_registry() -> None:
+    environment = InnerEnvironment()
+    assert environment.dirty is environment.dirty
+    assert repr(environment.dirty) == "<DirtyRegistry 0 noted, 0 watched>"
