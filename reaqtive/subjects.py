@@ -341,7 +341,7 @@ class _SubjectSubscription(SubscriptionHandle, Subscription, Generic[T]):
         self._subject: SimpleSubject[T] | None = subject
         self._downstream: Subscriber[T] = downstream
         self._demand = 0
-        self._queue: deque[T] = deque()
+        self._queue: deque[T] | None = None  # made on the first buffered element: most subscribers never buffer
         self._terminal: BaseException | _Completed | None = None
         self._fast = False
         self._wip = False
@@ -359,6 +359,8 @@ class _SubjectSubscription(SubscriptionHandle, Subscription, Generic[T]):
             if self._cancelled or self._terminal is not None:
                 return
             queue = self._queue
+            if queue is None:
+                queue = self._queue = deque()
             if len(queue) >= self._subject_buffer_size():
                 if not self._overflow(value):
                     return
@@ -377,10 +379,12 @@ class _SubjectSubscription(SubscriptionHandle, Subscription, Generic[T]):
         if policy is OverflowPolicy.DROP_NEWEST:
             return False
         if policy is OverflowPolicy.DROP_OLDEST:
-            self._queue.popleft()
-            self._queue.append(value)
+            queue = self._queue
+            assert queue is not None  # full, so made
+            queue.popleft()
+            queue.append(value)
             return True
-        self._queue.clear()
+        self._queue = None
         self._terminal = BufferOverflowError(
             f"subject {subject._name if subject is not None else '?'!r}: a subscriber without demand "
             f"let {self._subject_buffer_size()} elements accumulate (overflow policy ERROR); "
@@ -395,7 +399,7 @@ class _SubjectSubscription(SubscriptionHandle, Subscription, Generic[T]):
             self._terminal = terminal
             self._fast = False
             if not isinstance(terminal, _Completed):
-                self._queue.clear()  # an error cuts ahead of buffered elements (rule 1.4); completion waits
+                self._queue = None  # an error cuts ahead of buffered elements (rule 1.4); completion waits
         self._drain()
 
     # -- Reactive Streams subscription -------------------------------------------------------------------------
@@ -406,7 +410,7 @@ class _SubjectSubscription(SubscriptionHandle, Subscription, Generic[T]):
                 return
             if n <= 0:
                 # rule 3.9: an error signal, serialized through the drain loop; buffered elements are dropped
-                self._queue.clear()
+                self._queue = None
                 self._terminal = non_positive_request_error(n)
                 self._fast = False
             else:
@@ -419,7 +423,7 @@ class _SubjectSubscription(SubscriptionHandle, Subscription, Generic[T]):
                 return
             self._cancelled = True
             self._fast = False
-            self._queue.clear()
+            self._queue = None
             subject, self._subject = self._subject, None
         self._downstream = NOP_SUBSCRIBER  # rule 3.13: drop the reference to the subscriber
         if subject is not None:

@@ -8,6 +8,7 @@ field, so that recovery can hand the failure to the recovery policy instead of f
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -32,9 +33,27 @@ ARTIFACT_KINDS: Final = frozenset({"stream", "observable", "observer", "subscrip
 
 def _json(blob: bytes, where: str) -> dict[str, Any]:
     try:
-        return expression_from_json(blob)
+        return _interned(expression_from_json(blob))
     except MalformedExpressionError as error:
         raise MalformedRecordError(f"{where}: {error}") from error
+
+
+def _interned(record: dict[str, Any]) -> dict[str, Any]:
+    """The record with its keys and short strings interned, two levels deep (a record's fields and the mappings
+    in them; never recursive: a template can be deep): 10,000 records of one query share them (memory per idle
+    subscription)."""
+    return {sys.intern(key): _interned_value(value) for key, value in record.items()}
+
+
+def _interned_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return sys.intern(value) if len(value) <= _INTERN_UP_TO else value
+    if isinstance(value, dict):
+        return {sys.intern(key) if isinstance(key, str) else key: value[key] for key in value}
+    return value
+
+
+_INTERN_UP_TO: Final = 200
 
 
 def _is_int(value: object) -> bool:

@@ -34,6 +34,7 @@ events for a lagging reader.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar
 
 from reaqtive.arguments import arguments
@@ -140,7 +141,7 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         # counts too: a query created after the last checkpoint started later than that checkpoint's record.
         # Loading state overrides both.
         starts = context.get_setting(START_WATERMARK_SETTING)
-        if isinstance(starts, dict) and self._uri in starts:
+        if isinstance(starts, Mapping) and self._uri in starts:
             self._watermark = int(starts[self._uri])
         delivered = self._delivered()
         if delivered is not None:
@@ -230,7 +231,7 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         mark = reader.read()
         if mark is None:
             pins = self.context.get_setting(PINNED_WATERMARK_SETTING)
-            pinned = pins.get(self._uri) if isinstance(pins, dict) else None
+            pinned = pins.get(self._uri) if isinstance(pins, Mapping) else None
             if pinned is not None:
                 # Caught up at a checkpoint older than the engine's last one: the query was kept without running
                 # since (it failed to recover), and the engine pinned where it stood.
