@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
 from reaqtive.operator import Version
+from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber, require_not_none
 from reaqtive.subscribable import Subscribable
@@ -25,12 +25,13 @@ def _ignore(value: object) -> None:
     """The side effect of a callback that was not given."""
 
 
-@register_operator("do", frames=2)
+@fusible("do", frames=2)
 class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of ``Query.do``: calls the side-effect callback first, then passes the signal on.
 
     A callback's exception ends the stage with ``on_error`` (for ``on_error``: the callback's exception replaces
-    the upstream's error). State: none beyond the base. Demand passes straight through.
+    the upstream's error). State: none beyond the base. Demand passes straight through. Fuses with adjacent
+    fusible stages (:mod:`reaqtive.operators._fusion`).
     """
 
     name = "reaqtive:do"
@@ -59,6 +60,18 @@ class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
             self._signal_error(error)
             return
         self._downstream.on_next(value)
+
+    fused_step = FusedStep(
+        "_on_next",
+        """
+        try:
+            {fn}({value})
+        except Exception as error:
+            {stage}._signal_error(error)
+            {stop}
+        """,
+    )
+    """:meth:`on_next` as a step of a fused run."""
 
     def on_error(self, error: BaseException) -> None:
         require_not_none(error, "error", "2.13")

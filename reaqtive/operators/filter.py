@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subscribable import Subscribable
@@ -21,19 +22,21 @@ __all__ = ["Filter", "FilterIndexed"]
 T = TypeVar("T")
 
 
-@register_operator("filter")
+@fusible("filter")
 class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of ``Query.filter``.
 
     Demand: passed upstream; each dropped element is replaced with ``request(1)`` upstream so the downstream's
     outstanding demand stays covered. Once the downstream has requested ``LONG_MAX`` in total, demand is
     effectively unbounded (rule 3.17) and dropping costs nothing more.
+
+    State: none beyond the base. Fuses with adjacent fusible stages (:mod:`reaqtive.operators._fusion`).
     """
 
     name = "reaqtive:filter"
     version: Version = (1,)
 
-    __slots__ = ("_predicate", "_requested", "_source")
+    __slots__ = ("_predicate", "_requested", "_source", "_unbounded")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
@@ -41,13 +44,15 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
         self._source: Subscribable[T] = args.source(0)
         self._predicate: Callable[[T], object] = args.function(1)
         self._requested = 0
+        self._unbounded = False  # self._requested == LONG_MAX, read per dropped element
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
 
     def request(self, n: int) -> None:
         if n > 0:
-            self._requested = add_demand(self._requested, n)
+            self._requested = requested = add_demand(self._requested, n)
+            self._unbounded = requested == LONG_MAX
         super().request(n)
 
     def on_next(self, value: T) -> None:
@@ -58,10 +63,31 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
             return
         if not drop:
             self._downstream.on_next(value)
-        elif self._requested != LONG_MAX:
-            upstream = self._upstream
-            if upstream is not None:
-                upstream.request(1)
+        elif not self._unbounded:
+            self._replace_dropped()
+
+    fused_step = FusedStep(
+        "_predicate",
+        """
+        try:
+            drop = not {fn}({value})
+        except Exception as error:
+            {stage}._signal_error(error)
+            {stop}
+        if drop:
+            if {bounded}:
+                if not {stage}._unbounded:
+                    {stage}._replace_dropped()
+            {stop}
+        """,
+    )
+    """:meth:`on_next` as a step of a fused run."""
+
+    def _replace_dropped(self) -> None:
+        """Ask the upstream for one more element in place of a dropped one (bounded demand only)."""
+        upstream = self._upstream
+        if upstream is not None:
+            upstream.request(1)
 
 
 @register_operator("filter_indexed")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._fusion import SOURCE_DISPOSED, STOPPED_AT_NONE, FusedEntry, emits_batches
 from reaqtive.operators._source import EMIT_BATCH, TERMINATED, PullSource
 from reaqtive.scheduling import YieldToken
 from reaqtive.streams import LONG_MAX, Subscriber
@@ -38,10 +39,11 @@ class FromIterable(PullSource[T], Generic[T]):
     list, a range, a file); a one-shot iterator cannot be resumed.
 
     Demand: exactly what was requested (see :class:`~reaqtive.operators._source.PullSource`). Unbounded demand
-    takes a loop without per-element accounting. When demand runs out the source looks one element ahead, so
-    the end of the iterable is signalled without waiting for another request; the first drain looks even
-    without demand (an empty iterable completes one tick after the start), and a recovered source that had
-    looked already waits for a request, as the original did.
+    takes a loop without per-element accounting, which hands a fused run of stages downstream
+    (:mod:`reaqtive.operators._fusion`) a batch at a time: no call per element passes between them. When demand
+    runs out the source looks one element ahead, so the end of the iterable is signalled without waiting for
+    another request; the first drain looks even without demand (an empty iterable completes one tick after the
+    start), and a recovered source that had looked already waits for a request, as the original did.
     """
 
     name = "reaqtive:from_iterable"
@@ -105,7 +107,11 @@ class FromIterable(PullSource[T], Generic[T]):
             self._downstream.on_next(value)  # type: ignore[arg-type]
             emitted = 1
         if demand == LONG_MAX:
-            result = self._emit_all(iterator, token)
+            downstream = self._downstream
+            if isinstance(downstream, FusedEntry):
+                result = self._emit_batches(iterator, token, downstream)
+            else:
+                result = self._emit_all(iterator, token)
         else:
             result = self._emit_counted(iterator, demand - emitted, token)
         if result == TERMINATED:
@@ -149,6 +155,32 @@ class FromIterable(PullSource[T], Generic[T]):
                 raise
             self._signal_error(error)
             return TERMINATED
+        self._position += emitted
+        self._signal_complete()
+        return TERMINATED
+
+    def _emit_batches(self, iterator: Iterator[T], token: YieldToken, run: FusedEntry) -> int:
+        """:meth:`_emit_all` into a fused run: the run takes each batch in a loop of its own, checking each element
+        as :meth:`_emit_all` does; the batches, the looks at the yield token and the bookkeeping are the same."""
+        emitted = 0
+        while True:
+            batch, end = run.on_next_batch(iterator, EMIT_BATCH, self)
+            if end is None:
+                emitted += batch
+                if batch < EMIT_BATCH:
+                    break  # the iterator ran out
+                if token.is_yield_requested:
+                    return emitted
+            elif end is STOPPED_AT_NONE:
+                self._position += emitted + batch
+                self._signal_none()
+                return TERMINATED
+            elif end is SOURCE_DISPOSED:
+                return TERMINATED
+            else:  # the iterable raised
+                assert isinstance(end, Exception)
+                self._signal_error(end)
+                return TERMINATED
         self._position += emitted
         self._signal_complete()
         return TERMINATED
@@ -202,3 +234,6 @@ class FromIterable(PullSource[T], Generic[T]):
 
     def _signal_none(self) -> None:
         self._signal_error(TypeError("from_iterable: the iterable produced None, which is never a stream element"))
+
+
+emits_batches("from_iterable")

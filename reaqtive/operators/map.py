@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
@@ -22,10 +23,10 @@ S = TypeVar("S")
 R = TypeVar("R")
 
 
-@register_operator("map", frames=2)
+@fusible("map", frames=2)
 class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
     """The running stage of ``Query.map``. State: none beyond the base (disposed). Demand passes straight
-    through: one element in, one out."""
+    through: one element in, one out. Fuses with adjacent fusible stages (:mod:`reaqtive.operators._fusion`)."""
 
     name = "reaqtive:map"
     version: Version = (1,)
@@ -48,9 +49,27 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
             self._signal_error(error)
             return
         if result is None:
-            self._signal_error(TypeError(f"map: the selector returned None for {value!r}; None is never an element"))
+            self._selector_returned_none(value)
             return
         self._downstream.on_next(result)
+
+    fused_step = FusedStep(
+        "_selector",
+        """
+        try:
+            {result} = {fn}({value})
+        except Exception as error:
+            {stage}._signal_error(error)
+            {stop}
+        if {result} is None:
+            {stage}._selector_returned_none({value})
+            {stop}
+        """,
+    )
+    """:meth:`on_next` as a step of a fused run."""
+
+    def _selector_returned_none(self, value: S) -> None:
+        self._signal_error(TypeError(f"map: the selector returned None for {value!r}; None is never an element"))
 
 
 @register_operator("map_indexed", frames=2)

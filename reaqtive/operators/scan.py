@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
@@ -27,7 +27,8 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
     (Rx semantics; Reaqtive's ``Scan(func)`` swallowed it); each later element emits
     ``accumulator(acc, element)``.
 
-    State: whether an accumulator exists, then the accumulator. Demand passes straight through.
+    State: whether an accumulator exists, then the accumulator. Demand passes straight through. Fuses with
+    adjacent fusible stages (:mod:`reaqtive.operators._fusion`): the fused step keeps the state in these fields.
     """
 
     name = "reaqtive:scan"
@@ -62,7 +63,7 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
                 self._signal_error(error)
                 return
             if result is None:
-                self._signal_error(_none_error(value))
+                self._accumulator_returned_none(value)
                 return
         else:
             result = value
@@ -71,12 +72,37 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
         self._state.changed = True
         self._downstream.on_next(result)
 
+    fused_step = FusedStep(
+        "_accumulator",
+        """
+        if {stage}._has_value:
+            try:
+                {result} = {fn}({stage}._value, {value})
+            except Exception as error:
+                {stage}._signal_error(error)
+                {stop}
+            if {result} is None:
+                {stage}._accumulator_returned_none({value})
+                {stop}
+        else:
+            {result} = {value}
+            {stage}._has_value = True
+        {stage}._value = {result}
+        {stage}._state.changed = True
+        """,
+    )
+    """:meth:`on_next` as a step of a fused run."""
+
+    def _accumulator_returned_none(self, value: T) -> None:
+        self._signal_error(_none_error(value))
+
 
 class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
     """``scan(seed, accumulator)``: each element emits ``acc = accumulator(acc, element)``, starting from
     ``seed``; the seed itself is not emitted.
 
-    State: the accumulator. Demand passes straight through.
+    State: the accumulator. Demand passes straight through. Fuses with adjacent fusible stages
+    (:mod:`reaqtive.operators._fusion`): the fused step keeps the state in this field.
     """
 
     name = "reaqtive:scan+seed"
@@ -107,18 +133,38 @@ class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
             self._signal_error(error)
             return
         if result is None:
-            self._signal_error(_none_error(value))
+            self._accumulator_returned_none(value)
             return
         self._value = result
         self._state.changed = True
         self._downstream.on_next(result)
+
+    fused_step = FusedStep(
+        "_accumulator",
+        """
+        try:
+            {result} = {fn}({stage}._value, {value})
+        except Exception as error:
+            {stage}._signal_error(error)
+            {stop}
+        if {result} is None:
+            {stage}._accumulator_returned_none({value})
+            {stop}
+        {stage}._value = {result}
+        {stage}._state.changed = True
+        """,
+    )
+    """:meth:`on_next` as a step of a fused run."""
+
+    def _accumulator_returned_none(self, value: T) -> None:
+        self._signal_error(_none_error(value))
 
 
 def _none_error(value: object) -> TypeError:
     return TypeError(f"scan: the accumulator returned None for {value!r}; None is never an element")
 
 
-@register_operator("scan", frames=2)
+@fusible("scan", frames=2)
 def bind_scan(query: Query[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of ``scan``: ``(source, accumulator)`` without a seed, ``(source, seed, accumulator)`` with."""
     if len(arguments(query, ("source", "accumulator"), ("source", "seed", "accumulator"))) == 2:
