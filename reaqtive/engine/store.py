@@ -5,9 +5,15 @@ logs and the dead letters in tables of their own.
   ``artifacts`` (one JSON record per artifact, by URI), ``templates`` (one JSON template per content hash) and
   ``state`` (one state blob per subscription and per inner subscription). Every create and delete commits there at
   once, in one transaction with the state it adds or removes; a checkpoint commits state there atomically.
-* ``reaqtive_ingress``: the durable input log: ``(pos, stream, seq, time, payload, crc)``. ``pos`` orders all
-  streams together (the order the engine delivers in), ``seq`` numbers each stream's events from 0. Producers
-  append; entries are deleted only after a committed checkpoint covers them.
+* ``reaqtive_ingress``: the durable input log, a row per run of consecutive events of one stream:
+  ``(pos, stream, seq, count, times, payload, crc)``. Every event has a position (``pos`` orders all streams
+  together: the order the engine delivers in) and a sequence number in its stream (from 0); a row holds
+  ``count`` events (at most :data:`ROW_EVENTS`), the first at ``pos``/``seq``, event ``i`` at ``pos + i`` /
+  ``seq + i``. ``times``: their times, a msgpack array of integer microseconds since the epoch, the first
+  absolute and each next one as the difference to the one before; ``payload``: their values, ``count``
+  consecutive msgpack entries. Rows never overlap, and positions are never reused: the last one given is kept in
+  ``reaqtive_meta`` (``ingress_position``), so it survives truncation. Producers append; a row is deleted only
+  after a committed checkpoint covers all its events.
 * ``reaqtive_egress``: the built-in durable sink: ``(subscription, seq, payload, crc)``, primary key
   ``(subscription, seq)``: a replayed output is ignored, so the table holds each output exactly once.
 * ``reaqtive_dead_letters``: events taken out of delivery (quarantined): ``(stream, seq, pos, time, payload,
@@ -16,10 +22,11 @@ logs and the dead letters in tables of their own.
 **Integrity.** Every row carries a checksum of its identifying columns and its content (:func:`ingress_checksum`,
 :func:`egress_checksum`, :func:`dead_letter_checksum`; blobs: :func:`~reaqtive.state.sqlite_store.row_checksum`),
 verified whenever it is read, so a damaged row and a row moved to another row's place are both detected. A
-damaged ingress row (or one whose payload cannot be decoded) is returned as an :class:`IngressEvent` with
-``damage`` set, for the engine to quarantine; a damaged output raises :class:`~reaqtive.state.DamagedRowError`
-naming ``subscription#seq``. Every SQLite error becomes a :class:`~reaqtive.state.StoreError` naming the file and
-the operation (:class:`~reaqtive.state.StoreCorruptError` for a damaged file).
+damaged ingress row (or one whose payload or times cannot be decoded) is returned as an :class:`IngressRun`
+with ``damage`` set, standing for its events, for the engine to quarantine (the rows around it are unaffected);
+a damaged output raises :class:`~reaqtive.state.DamagedRowError` naming ``subscription#seq``. Every SQLite
+error becomes a :class:`~reaqtive.state.StoreError` naming the file and the operation
+(:class:`~reaqtive.state.StoreCorruptError` for a damaged file).
 
 **One writer.** An :class:`EngineStore` holds an exclusive operating-system lock on ``<store>.lock`` from open
 to close (``flock``; ``msvcrt.locking`` on Windows); a second one, in this process or another, is refused with
@@ -28,11 +35,14 @@ dies, even by ``SIGKILL``. The lock file is never deleted (deleting it would rac
 that never write (``reaqtive inspect``) do not take it.
 
 **Versions.** The engine tables have their own layout version (``engine_schema_version`` in ``reaqtive_meta``,
-now 2). A version-1 file is migrated when opened, in the same transaction as the checkpoint store's migration:
-crc columns are added and computed over the rows as they are (version 1 had no checksums on these tables, so
-damage from before the migration cannot be told apart; a row that no writer could have written — text that is
-not UTF-8, a column of the wrong type — gets a checksum that never verifies), and the dead-letter table is
-created. A file of an unknown version is refused untouched (:class:`UnknownEngineVersionError`).
+now 3). Older files are migrated when opened, in the same transaction as the checkpoint store's migration, one
+version after the other. 1 → 2: crc columns are added and computed over the rows as they are (version 1 had no
+checksums on these tables, so damage from before the migration cannot be told apart; a row that no writer could
+have written — text that is not UTF-8, a column of the wrong type — gets a checksum that never verifies), and
+the dead-letter table is created. 2 → 3: the ingress log of a row per event becomes a log of runs, each old row
+a run of one event; a row that verified gets the checksum of its new layout, one that did not keeps a checksum
+that never verifies (damage is never laundered); the position counter continues from the old one. A file of an
+unknown version is refused untouched (:class:`UnknownEngineVersionError`).
 
 Payloads are encoded with the state codec (msgpack; registered user types; never pickle).
 """
@@ -48,8 +58,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import accumulate, pairwise
+from operator import sub as _minus
 from pathlib import Path
 from typing import Any, Final, TypeAlias
+
+import msgpack
 
 from reaqtive.state import (
     DEFAULT_CODEC,
@@ -67,9 +81,12 @@ from reaqtive.state.sqlite_store import columns_checksum, fetchall_lenient, stor
 __all__ = [
     "ENGINE_MIGRATES",
     "ENGINE_SCHEMA_VERSION",
+    "ROW_EVENTS",
     "DeadLetter",
     "EngineStore",
+    "IngressBatch",
     "IngressEvent",
+    "IngressRun",
     "Quarantine",
     "UnknownEngineVersionError",
     "dead_letter_checksum",
@@ -77,12 +94,20 @@ __all__ = [
     "ingress_checksum",
 ]
 
-ENGINE_SCHEMA_VERSION: Final = 2
-ENGINE_MIGRATES: Final = (1,)
+ENGINE_SCHEMA_VERSION: Final = 3
+ENGINE_MIGRATES: Final = (1, 2)
 """Older layout versions of the engine tables that opening migrates in place."""
 
+ROW_EVENTS: Final = 1024
+"""The most events one ingress row holds (a larger append is split into rows of this many)."""
+_ROW_BYTES: Final = 1 << 20  # and rows of large values are cut to about this many payload bytes
+
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND: Final = timedelta(microseconds=1)
+_MIN_MICROS: Final = (datetime.min.replace(tzinfo=UTC) - _EPOCH) // _MICROSECOND
+_MAX_MICROS: Final = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _MICROSECOND
 _CHECKSUM_ERRORS: Final = (TypeError, ValueError, OverflowError)
+_POSITION_KEY: Final = "ingress_position"  # in reaqtive_meta: the last position ever given to an event
 
 # time and payload have no type: a quarantined row keeps what it was stored with, whatever that is
 _DEAD_LETTERS: Final = (
@@ -90,10 +115,14 @@ _DEAD_LETTERS: Final = (
     "pos INTEGER, time, payload, reason TEXT NOT NULL, at INTEGER NOT NULL, crc INTEGER NOT NULL, "
     "PRIMARY KEY (stream, seq)) WITHOUT ROWID"
 )
+# No AUTOINCREMENT: a row's pos is its first event's, and the last position given is kept in reaqtive_meta.
+_INGRESS: Final = (
+    "CREATE TABLE IF NOT EXISTS reaqtive_ingress (pos INTEGER PRIMARY KEY, stream TEXT NOT NULL, "
+    "seq INTEGER NOT NULL, count INTEGER NOT NULL, times BLOB NOT NULL, payload BLOB NOT NULL, "
+    "crc INTEGER NOT NULL, UNIQUE (stream, seq))"
+)
 _TABLES: Final = (
-    "CREATE TABLE IF NOT EXISTS reaqtive_ingress (pos INTEGER PRIMARY KEY AUTOINCREMENT, "
-    "stream TEXT NOT NULL, seq INTEGER NOT NULL, time INTEGER NOT NULL, payload BLOB NOT NULL, "
-    "crc INTEGER NOT NULL, UNIQUE (stream, seq))",
+    _INGRESS,
     "CREATE TABLE IF NOT EXISTS reaqtive_stream_heads (stream TEXT PRIMARY KEY, next_seq INTEGER NOT NULL) "
     "WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS reaqtive_egress (subscription TEXT NOT NULL, seq INTEGER NOT NULL, "
@@ -123,7 +152,9 @@ class IngressEvent:
     cannot be decoded — or ``None`` for a sound event. A damaged event has ``value`` ``None``, and its ``stream``,
     ``seq`` and ``time`` are what the row says, which may be wrong (``time`` is the Unix epoch when the row's time
     is unusable); the engine quarantines it (:meth:`EngineStore.quarantine`) instead of delivering it.
-    ``payload`` and ``micros`` are the row's stored bytes and time, which a quarantine keeps.
+    ``payload`` and ``micros`` are the event's stored bytes and time, which a quarantine keeps. An event of a
+    damaged row whose payload cannot be cut into its events has no bytes of its own: the row's first event
+    carries the row's whole payload (and, if the times cannot be read either, the row's ``times`` column).
     """
 
     pos: int
@@ -134,6 +165,85 @@ class IngressEvent:
     damage: str | None = None
     payload: bytes | None = field(default=None, repr=False, compare=False)
     micros: int | None = field(default=None, repr=False, compare=False)
+    times: object = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class IngressRun:
+    """Consecutive events of one stream, as one ingress row holds them (or the part of it after a position):
+    event ``i`` has position ``pos + i`` and sequence number ``seq + i``; ``micros[i]`` is its time (integer
+    microseconds since the Unix epoch, UTC) and ``values[i]`` its value.
+
+    ``damage``: why the run cannot be delivered — its row does not match its checksum, or its times or payload
+    cannot be decoded — or ``None``. A damaged run stands for ``count`` events (as many as its row says, never
+    more than fit before the next row), its ``values`` are all ``None`` and its ``micros`` are the stored
+    times if they can be read (else empty): do not deliver them; :meth:`events` gives its events marked for
+    quarantine. ``payload``, ``times`` and ``offset`` are the row's stored columns and the index in it of this
+    run's first event, so that a quarantine keeps each event's bytes.
+
+    Example: ``for run in store.read_ingress_runs(after, 4096): deliver(run.stream, run.seq, run.values)``
+    """
+
+    pos: int
+    stream: str
+    seq: int
+    count: int
+    micros: list[int]
+    values: list[Any]
+    damage: str | None = None
+    payload: object = field(default=None, repr=False, compare=False)
+    times: object = field(default=None, repr=False, compare=False)
+    offset: int = field(default=0, repr=False, compare=False)
+
+    def events(self) -> list[IngressEvent]:
+        """The run as one :class:`IngressEvent` per event (the slow path: quarantine, checks per event), each
+        with its own stored bytes."""
+        pieces = _split_entries(self.payload)
+        if pieces is not None and len(pieces) != self.offset + self.count:
+            pieces = None  # a damaged row that does not split into its events: its bytes stay together
+        offset, micros, pos, stream, seq = self.offset, self.micros, self.pos, self.stream, self.seq
+        if self.damage is None:
+            return [
+                IngressEvent(pos + i, stream, seq + i, from_micros(micros[i]), value, None,
+                             pieces[offset + i] if pieces is not None else None, micros[i])
+                for i, value in enumerate(self.values)
+            ]
+        events = []
+        for i in range(self.count):
+            at_row = offset + i  # the event's index in its row: the row's first one keeps what cannot be cut
+            stored = micros[i] if micros else None
+            payload: bytes | None = None
+            if pieces is not None:
+                payload = pieces[at_row]
+            elif at_row == 0:
+                payload = self.payload if type(self.payload) is bytes else _text_bytes(self.payload)
+            events.append(IngressEvent(
+                pos=pos + i,
+                stream=stream,
+                seq=seq + i if seq >= 0 else seq - i,  # a damaged negative number: distinct ones, all negative
+                time=_time_or_none(stored) or _EPOCH,
+                value=None,
+                damage=self.damage,
+                payload=payload,
+                micros=stored,
+                times=self.times if at_row == 0 and not micros else None,
+            ))
+        return events
+
+
+@dataclass(slots=True)
+class IngressBatch:
+    """Events of one stream to append, encoded: ``payloads[i]`` (one codec entry) and ``micros[i]`` (its time
+    in microseconds since the epoch). ``reasons``: per event, why it goes to the dead letters instead of the log
+    (``None``: it is logged), or ``None`` for a batch without any. ``first``: the sequence number the batch must
+    start at (an :class:`~reaqtive.engine.ingress.IngressWriter` that numbered it already), or ``None``: the
+    stream's next."""
+
+    stream: str
+    payloads: list[bytes]
+    micros: list[int]
+    reasons: list[str | None] | None = None
+    first: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,9 +267,47 @@ class DeadLetter:
     payload: bytes | None = field(default=None, repr=False, compare=False)
 
 
-def ingress_checksum(pos: int, stream: str, seq: int, time: int, payload: bytes) -> int:
-    """The ``crc`` of a ``reaqtive_ingress`` row (``time``: microseconds since the epoch)."""
-    return columns_checksum(pos, stream, seq, time, payload)
+def ingress_checksum(pos: int, stream: str, seq: int, count: int, times: bytes, payload: bytes) -> int:  # noqa: PLR0917
+    """The ``crc`` of a ``reaqtive_ingress`` row (its columns, in their order)."""
+    return columns_checksum(pos, stream, seq, count, times, payload)
+
+
+def pack_times(micros: Sequence[int]) -> bytes:
+    """The ``times`` column of a row: the first time, then each one's difference to the one before (small
+    numbers, one to five bytes each for times that are close), as a msgpack array."""
+    if not micros:
+        return msgpack.packb([])  # type: ignore[no-any-return]
+    deltas = [micros[0]]
+    deltas += map(_minus, micros[1:], micros)
+    return msgpack.packb(deltas)  # type: ignore[no-any-return]
+
+
+def unpack_times(times: object, count: int) -> list[int]:
+    """The times of a ``times`` column (see :func:`pack_times`), checked: ``count`` integers within the range
+    of ``datetime``. Raises ``ValueError`` for anything else."""
+    micros = _times(times, count)
+    if min(micros) < _MIN_MICROS or max(micros) > _MAX_MICROS:
+        raise ValueError("times out of the range of datetime")
+    return micros
+
+
+def _times(times: object, count: object) -> list[int]:
+    """``count`` integer times from a ``times`` column, whatever their range; ``ValueError`` otherwise."""
+    if type(times) is not bytes:
+        raise ValueError("the times column is not a blob")
+    try:
+        deltas = msgpack.unpackb(times)
+        if type(deltas) is not list or len(deltas) != count or not deltas:
+            raise ValueError(f"{count} times expected")
+        micros = list(accumulate(deltas))
+        # A float anywhere makes every later sum (the last one included) a float; text or None raise here.
+        if type(micros[-1]) is not int:
+            raise ValueError("times that are not integers")
+    except ValueError:
+        raise
+    except Exception as error:  # any malformed msgpack, or values that cannot be added
+        raise ValueError(f"{type(error).__name__}: {error}") from error
+    return micros
 
 
 def egress_checksum(subscription: str, seq: int, payload: bytes) -> int:
@@ -202,6 +350,7 @@ class EngineStore:
         self._where = str(self._path)
         self._codec = codec
         self._lock = threading.Lock()
+        self._pending: Callable[[bool], None] | None = None
         self._writer = _WriterLock(self._path)
         try:
             # The engine tables are checked, locked, created or migrated in the checkpoint store's opening
@@ -221,6 +370,11 @@ class EngineStore:
     def path(self) -> Path:
         """The database file."""
         return self._path
+
+    @property
+    def codec(self) -> StateCodec:
+        """The codec of the payloads."""
+        return self._codec
 
     @property
     def lock_path(self) -> Path:
@@ -243,8 +397,12 @@ class EngineStore:
                 db.execute(statement)
             db.execute("INSERT INTO reaqtive_meta (key, value) VALUES ('engine_schema_version', ?)",
                        (ENGINE_SCHEMA_VERSION,))
-        elif version == 1:
+            return
+        if version == 1:
             _migrate_from_1(db)
+            version = 2
+        if version == 2:
+            _migrate_from_2(db)
 
     @contextmanager
     def _reading(self, operation: str) -> Iterator[sqlite3.Connection]:
@@ -282,88 +440,179 @@ class EngineStore:
         ``quarantine``: asked for each event before anything is written; an event it gives a reason for goes to
         the dead letters instead of the log, in the same transaction, with its sequence number (the numbers stay
         contiguous) and no log position. The returned list has the numbers of all the events, in order.
+        (The engine appends through :class:`~reaqtive.engine.ingress.IngressWriter`, which batches; this is the
+        same, one call at a time.)
         """
         encode = self._codec.encode
-        rows = [
-            (encode(value), to_micros(time), quarantine(value, time) if quarantine is not None else None)
-            for value, time in events
-        ]
+        payloads: list[bytes] = []
+        micros: list[int] = []
+        reasons: list[str | None] = []
+        for value, time in events:
+            payloads.append(encode(value))
+            micros.append(to_micros(time))
+            reason = quarantine(value, time) if quarantine is not None else None
+            reasons.append(None if reason is None else str(reason))
+        (first,) = self.write_ingress([IngressBatch(stream, payloads, micros, reasons)])
+        return list(range(first, first + len(payloads)))
+
+    def write_ingress(self, batches: Sequence[IngressBatch]) -> list[int]:
+        """Append every batch, in order, in one transaction; returns the first sequence number of each.
+
+        Each batch's events get the next sequence numbers of its stream and, unless a reason sends them to the
+        dead letters, the next log positions. Consecutive events of one stream become one row (a batch is split
+        at its quarantined events and every :data:`ROW_EVENTS` events; consecutive batches of one stream share
+        rows). A batch whose ``first`` is not its stream's next number is refused (:class:`StoreError`), and so
+        is the whole transaction.
+        """
+        if not batches:
+            return []
         at = to_micros(datetime.now(UTC))
-        with self._transaction(f"appending to stream {stream!r}") as db:
-            head = db.execute("SELECT next_seq FROM reaqtive_stream_heads WHERE stream = ?", (stream,)).fetchone()
-            first = _counter(head, self._where, f"the head of stream {stream!r}")
-            pos = _next_position(db, self._where)
-            logged, dead = [], []
-            for seq, (payload, micros, reason) in enumerate(rows, first):
-                if reason is None:
-                    logged.append((pos, stream, seq, micros, payload, ingress_checksum(pos, stream, seq, micros,
-                                                                                          payload)))
-                    pos += 1
-                else:
-                    why = str(reason)
-                    dead.append((stream, seq, None, micros, payload, why, at,
-                                 dead_letter_checksum(stream, seq, None, micros, payload, why, at)))
-            db.executemany(
-                "INSERT INTO reaqtive_ingress (pos, stream, seq, time, payload, crc) VALUES (?, ?, ?, ?, ?, ?)",
-                logged,
-            )
+        names = sorted({batch.stream for batch in batches})
+        operation = f"appending to stream {names[0]!r}" if len(names) == 1 else f"appending to streams {names!r}"
+        with self._transaction(operation) as db:
+            rows = _Rows(_next_position(db, self._where))
+            heads: dict[str, int] = {}
+            firsts: list[int] = []
+            dead: list[tuple[object, ...]] = []
+            for batch in batches:
+                stream = batch.stream
+                head = heads.get(stream)
+                if head is None:
+                    head = self._head(db, stream)
+                if batch.first is not None and batch.first != head:
+                    raise StoreError(f"{self._where}: stream {stream!r} continues at #{head}, not at #{batch.first} "
+                                     "(its events were numbered by another writer)")
+                firsts.append(head)
+                count = len(batch.payloads)
+                heads[stream] = head + count
+                reasons = batch.reasons
+                if reasons is None or all(reason is None for reason in reasons):
+                    rows.add(stream, head, batch.payloads, batch.micros)
+                    continue
+                start = 0  # split around the quarantined events: each row's numbers are contiguous
+                for i, reason in enumerate(reasons):
+                    if reason is None:
+                        continue
+                    if i > start:
+                        rows.add(stream, head + start, batch.payloads[start:i], batch.micros[start:i])
+                    start = i + 1
+                    payload, micros, seq = batch.payloads[i], batch.micros[i], head + i
+                    dead.append((stream, seq, None, micros, payload, reason, at,
+                                 dead_letter_checksum(stream, seq, None, micros, payload, reason, at)))
+                if count > start:
+                    rows.add(stream, head + start, batch.payloads[start:], batch.micros[start:])
+            rows.close()
+            db.executemany(_INSERT_INGRESS, rows.rows)
             if dead:
                 db.executemany(_INSERT_DEAD_LETTER, dead)
-            db.execute(
-                "INSERT INTO reaqtive_stream_heads (stream, next_seq) VALUES (?, ?) "
-                "ON CONFLICT (stream) DO UPDATE SET next_seq = excluded.next_seq",
-                (stream, first + len(rows)),
-            )
-        return list(range(first, first + len(rows)))
+            db.executemany(_SET_HEAD, list(heads.items()))
+            if rows.rows:
+                db.execute(_SET_POSITION, (rows.pos - 1,))
+        return firsts
 
-    def read_ingress(self, after_pos: int, limit: int) -> list[IngressEvent]:
-        """Up to ``limit`` events with ``pos > after_pos``, in ``pos`` order, each verified against its checksum.
+    def _head(self, db: sqlite3.Connection, stream: str) -> int:
+        head = db.execute("SELECT next_seq FROM reaqtive_stream_heads WHERE stream = ?", (stream,)).fetchone()
+        return _counter(head, self._where, f"the head of stream {stream!r}")
 
-        A row that does not verify, or whose payload or time cannot be decoded, comes back as an event with
-        ``damage`` set (and no value) in its place: the rest of the batch is unaffected.
+    def stream_head(self, stream: str) -> int:
+        """The next sequence number of ``stream`` (0 before its first event)."""
+        with self._reading(f"reading the head of stream {stream!r}") as db:
+            return self._head(db, stream)
+
+    def read_ingress_runs(self, after_pos: int, limit: int) -> list[IngressRun]:
+        """The events with ``pos > after_pos``, in ``pos`` order, as runs (a row each; the row that holds
+        ``after_pos`` comes sliced to the events after it): rows that start within ``limit`` positions, so about
+        ``limit`` events (the last row is whole).
+
+        Each row is verified against its checksum and decoded in one go (its times with one unpack, its values
+        with one decode); a row that does not verify, or cannot be decoded, comes back as a run with ``damage``
+        set, in its place: the other rows are unaffected. Times stay integers (microseconds since the epoch).
         """
+        upper = min(after_pos + max(limit, 1), _MAX_INTEGER)
         with self._reading("reading the ingress log") as db:
-            rows = fetchall_lenient(
-                db,
-                "SELECT pos, stream, seq, time, payload, crc FROM reaqtive_ingress WHERE pos > ? ORDER BY pos "
-                "LIMIT ?",
-                (after_pos, limit),
-            )
+            rows = fetchall_lenient(db, _READ_RUNS, (after_pos, upper))
+            if not _reaches_past(rows, after_pos):  # a gap of more than `limit` positions (truncated, deleted)
+                (following,) = db.execute(_FOLLOWING, (after_pos,)).fetchone()
+                if following is None:
+                    return []
+                rows = fetchall_lenient(db, _READ_RUNS, (following - 1, min(following - 1 + max(limit, 1),
+                                                                             _MAX_INTEGER)))
+            # Where the rows read end (for a damaged row's event count): the next row, the last position given.
+            (beyond,) = db.execute(_FOLLOWING, (rows[-1][0],)).fetchone()
+            counter = db.execute("SELECT value FROM reaqtive_meta WHERE key = ?", (_POSITION_KEY,)).fetchone()
+        end = beyond - 1 if beyond is not None else _MAX_INTEGER
+        if counter is not None and type(counter[0]) is int:
+            end = min(end, counter[0])
+        return self._runs(rows, after_pos, end)
+
+    def _runs(self, rows: list[tuple[Any, ...]], after_pos: int, end: int) -> list[IngressRun]:
         decode = self._codec.decode_entries
         checksum = columns_checksum
-        events: list[IngressEvent] = []
-        append = events.append
-        for pos, stream, seq, micros, payload, crc in rows:
+        runs: list[IngressRun] = []
+        append = runs.append
+        last = len(rows) - 1
+        for index, (pos, stream, seq, count, times, payload, crc) in enumerate(rows):
+            following = rows[index + 1][0] if index < last else max(end + 1, pos + 1)
             try:
-                sound = crc == checksum(pos, stream, seq, micros, payload) and type(payload) is bytes
+                sound = (crc == checksum(pos, stream, seq, count, times, payload) and type(payload) is bytes
+                         and type(count) is int and count > 0)
             except _CHECKSUM_ERRORS:
                 sound = False
             if sound:
+                skip = after_pos + 1 - pos if pos <= after_pos else 0
+                if skip >= count:
+                    continue  # wholly at or before after_pos
                 try:
-                    entries = decode(payload, f"ingress {stream}#{seq}")
-                    if len(entries) != 1:
-                        raise StateFormatError(f"ingress {stream}#{seq}: {len(entries)} values in one payload")
-                    append(IngressEvent(pos, stream, seq, from_micros(micros), entries[0], None, payload, micros))
+                    micros = unpack_times(times, count)
+                    values = decode(payload, f"ingress {stream}#{seq}")
+                    if len(values) != count:
+                        raise StateFormatError(f"ingress {stream}#{seq}: {len(values)} values for {count} events")
+                except (StateError, ValueError) as error:
+                    damage = f"its payload or times cannot be decoded ({error})"
+                else:
+                    if skip:
+                        micros, values = micros[skip:], values[skip:]
+                    append(IngressRun(pos + skip, stream, seq + skip, count - skip, micros, values, None, payload,
+                                      times, skip))
                     continue
-                except (StateError, OverflowError) as error:
-                    damage = f"its payload or time cannot be decoded ({error})"
             else:
                 damage = _DAMAGED
-            append(_damaged_event((pos, stream, seq, micros, payload), damage))
+            damaged = _damaged_run(pos, stream, seq, count, times, payload, damage, following, after_pos)
+            if damaged is not None:
+                append(damaged)
+        return runs
+
+    def read_ingress(self, after_pos: int, limit: int) -> list[IngressEvent]:
+        """Up to ``limit`` events with ``pos > after_pos``, in ``pos`` order, one object each (see
+        :meth:`read_ingress_runs`, which this expands): a damaged row's events come back with ``damage`` set
+        (and no value) in their place; the rest of the batch is unaffected."""
+        events: list[IngressEvent] = []
+        for run in self.read_ingress_runs(after_pos, limit):
+            events += run.events()
+            if len(events) >= limit:
+                return events[: max(limit, 0)]
         return events
 
     def last_position(self) -> int:
         """The ``pos`` of the last appended event, also when it was truncated since (0 before any append).
-        Positions never go back: the table is ``AUTOINCREMENT``, so a truncated log never reuses them."""
+        Positions never go back: the last one given is kept apart from the rows, so a truncated log never
+        reuses them."""
         with self._reading("reading the log position") as db:
-            row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'reaqtive_ingress'").fetchone()
-        return _counter(row, self._where, "the ingress log's position counter")
+            return _next_position(db, self._where) - 1
 
     def position_after(self, stream: str, seq: int) -> int | None:
         """The ``pos`` of the first retained event of ``stream`` after sequence number ``seq`` (``None``: none)."""
         with self._reading(f"reading the log position of stream {stream!r}") as db:
+            holding = db.execute(  # the row that may hold seq + 1 (rows of a stream never overlap)
+                "SELECT pos, seq, count FROM reaqtive_ingress WHERE stream = ? AND seq <= ? ORDER BY seq DESC "
+                "LIMIT 1", (stream, seq + 1)
+            ).fetchone()
+            if holding is not None:
+                pos, first, count = holding
+                if type(count) is int and type(first) is int and first + count > seq + 1:
+                    return int(pos) + seq + 1 - first
             row = db.execute(
-                "SELECT MIN(pos) FROM reaqtive_ingress WHERE stream = ? AND seq > ?", (stream, seq)
+                "SELECT MIN(pos) FROM reaqtive_ingress WHERE stream = ? AND seq > ?", (stream, seq + 1)
             ).fetchone()
         return int(row[0]) if row and row[0] is not None else None
 
@@ -373,14 +622,19 @@ class EngineStore:
             return dict(fetchall_lenient(db, "SELECT stream, next_seq FROM reaqtive_stream_heads"))
 
     def truncate_ingress(self, covered: dict[str, int]) -> int:
-        """Delete, per stream, the events at or below the given sequence number (a committed checkpoint covers
-        them). Returns how many were deleted."""
+        """Delete, per stream, the rows whose every event is at or below the given sequence number (a committed
+        checkpoint covers them; a row only partly covered stays whole). Returns how many events were deleted.
+
+        Appends the engine accepted but has not written yet (:meth:`set_pending_ingress`) are written first."""
+        self._write_pending()
         with self._transaction("truncating the ingress log") as db:
             deleted = 0
             for stream, seq in covered.items():
-                deleted += db.execute(
-                    "DELETE FROM reaqtive_ingress WHERE stream = ? AND seq <= ?", (stream, seq)
-                ).rowcount
+                for (count,) in db.execute(
+                    "DELETE FROM reaqtive_ingress WHERE stream = ? AND seq <= ? AND seq + count - 1 <= ? "
+                    "RETURNING count", (stream, seq, seq)
+                ).fetchall():
+                    deleted += count if type(count) is int and count > 0 else 1
         return deleted
 
     def first_retained(self) -> dict[str, int]:
@@ -389,9 +643,20 @@ class EngineStore:
             return dict(fetchall_lenient(db, "SELECT stream, MIN(seq) FROM reaqtive_ingress GROUP BY stream"))
 
     def ingress_counts(self) -> dict[str, int]:
-        """Events still in the log, per stream."""
+        """Events still in the log, per stream (a row only partly covered by a checkpoint counts whole)."""
         with self._reading("counting the ingress log") as db:
-            return dict(fetchall_lenient(db, "SELECT stream, COUNT(*) FROM reaqtive_ingress GROUP BY stream"))
+            return dict(fetchall_lenient(db, f"SELECT stream, SUM({_EVENTS_OF_ROW}) FROM reaqtive_ingress "
+                                             "GROUP BY stream"))
+
+    def set_pending_ingress(self, write: Callable[[bool], None] | None) -> None:
+        """``write(closing)`` writes the appends the engine accepted but has not written yet (group commit, see
+        :mod:`reaqtive.engine.ingress`): the store calls it before it truncates the log (the end of every
+        checkpoint) and, with ``closing`` true, before it closes."""
+        self._pending = write
+
+    def _write_pending(self, *, closing: bool = False) -> None:
+        if self._pending is not None:
+            self._pending(closing)
 
     # -- dead letters ------------------------------------------------------------------------------------------
 
@@ -412,7 +677,7 @@ class EngineStore:
             if event.payload is None and event.damage is None:
                 payload, time = encode(event.value), to_micros(event.time)
             else:
-                payload, time = event.payload, event.micros
+                payload, time = event.payload, event.micros if event.micros is not None else event.times
             stream, why = _text(event.stream), str(reason)
             rows.append((stream, event.seq, event.pos, time, payload, why, when,
                          dead_letter_checksum(stream, event.seq, event.pos, time, payload, why, when)))
@@ -546,14 +811,42 @@ class EngineStore:
     # -- lifetime ----------------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close both connections and release the store."""
+        """Write what the engine accepted but has not written yet (group commit), close both connections and
+        release the store. A failure to write is raised after the store is closed."""
         try:
-            with self._lock:
-                self._db.close()
-            self.checkpoints.close()
+            self._write_pending(closing=True)
         finally:
-            self._writer.release()
+            self._pending = None
+            try:
+                with self._lock:
+                    self._db.close()
+                self.checkpoints.close()
+            finally:
+                self._writer.release()
 
+
+_INSERT_INGRESS: Final = (
+    "INSERT INTO reaqtive_ingress (pos, stream, seq, count, times, payload, crc) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_SET_HEAD: Final = (
+    "INSERT INTO reaqtive_stream_heads (stream, next_seq) VALUES (?, ?) "
+    "ON CONFLICT (stream) DO UPDATE SET next_seq = excluded.next_seq"
+)
+_SET_POSITION: Final = (
+    f"INSERT INTO reaqtive_meta (key, value) VALUES ('{_POSITION_KEY}', ?) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+)
+# The rows that start after ?1, and the one before that may reach past it, up to ?2.
+_FOLLOWING: Final = "SELECT MIN(pos) FROM reaqtive_ingress WHERE pos > ?"
+_READ_RUNS: Final = (
+    "SELECT pos, stream, seq, count, times, payload, crc FROM reaqtive_ingress "
+    "WHERE pos >= IFNULL((SELECT MAX(pos) FROM reaqtive_ingress WHERE pos <= ?1), ?1) AND pos <= ?2 ORDER BY pos"
+)
+# How many events a row stands for, in SQL: a count no writer writes (damage) stands for one.
+_EVENTS_OF_ROW: Final = (
+    f"CASE WHEN typeof(count) = 'integer' AND count BETWEEN 1 AND {ROW_EVENTS} THEN count ELSE 1 END"
+)
+_MAX_INTEGER: Final = 2**63 - 1
 
 _INSERT_DEAD_LETTER: Final = (
     "INSERT OR IGNORE INTO reaqtive_dead_letters (stream, seq, pos, time, payload, reason, at, crc) "
@@ -572,12 +865,116 @@ _MAX_OUTPUT_SEQS: Final = (
 
 
 def _next_position(db: sqlite3.Connection, where: str) -> int:
-    """The ``pos`` the next appended event gets, as ``AUTOINCREMENT`` would give it (explicit here, because the
-    row's checksum covers it)."""
-    row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'reaqtive_ingress'").fetchone()
-    top = db.execute("SELECT MAX(pos) FROM reaqtive_ingress").fetchone()
-    what = "the ingress log's position counter"
-    return max(_counter(row, where, what), _counter(top, where, what)) + 1
+    """The ``pos`` the next appended event gets: after the last one ever given (kept in ``reaqtive_meta``, as
+    ``AUTOINCREMENT`` keeps its counter) and after the last row's events."""
+    row = db.execute("SELECT value FROM reaqtive_meta WHERE key = ?", (_POSITION_KEY,)).fetchone()
+    last = db.execute("SELECT pos, count FROM reaqtive_ingress ORDER BY pos DESC LIMIT 1").fetchone()
+    end = 0 if last is None else last[0] + _events_of_row(last[1]) - 1
+    return max(_counter(row, where, "the ingress log's position counter"), end) + 1
+
+
+def _events_of_row(count: object) -> int:
+    """How many events a row stands for: its count, or one if the count is not one a writer writes (damage)."""
+    return count if type(count) is int and 1 <= count <= ROW_EVENTS else 1
+
+
+class _Rows:
+    """The ingress rows of one append transaction, built run by run: runs of one stream with contiguous numbers
+    share a row, up to :data:`ROW_EVENTS` events (fewer for large values: about ``_ROW_BYTES`` of payload)."""
+
+    __slots__ = ("_micros", "_payloads", "_seq", "_stream", "pos", "rows")
+
+    def __init__(self, pos: int) -> None:
+        self.pos = pos  # the next row's position
+        self.rows: list[tuple[int, str, int, int, bytes, bytes, int]] = []
+        self._stream: str | None = None
+        self._seq = 0
+        self._payloads: list[bytes] = []
+        self._micros: list[int] = []
+
+    def add(self, stream: str, seq: int, payloads: list[bytes], micros: list[int]) -> None:
+        """Events ``seq``, ``seq + 1``, ... of ``stream``, after those added before."""
+        count = len(payloads)
+        size = sum(map(len, payloads))
+        cap = max(1, min(ROW_EVENTS, _ROW_BYTES * count // size)) if size else ROW_EVENTS
+        start = 0
+        while start < count:
+            held = len(self._payloads)
+            if self._stream != stream or self._seq + held != seq + start or held >= cap:
+                self.close()
+                self._stream, self._seq, held = stream, seq + start, 0
+            end = min(count, start + cap - held)
+            self._payloads += payloads[start:end]
+            self._micros += micros[start:end]
+            start = end
+
+    def close(self) -> None:
+        """End the row being built."""
+        stream, count = self._stream, len(self._payloads)
+        if stream is None or not count:
+            return
+        pos, seq = self.pos, self._seq
+        times, payload = pack_times(self._micros), b"".join(self._payloads)
+        self.rows.append((pos, stream, seq, count, times, payload,
+                          ingress_checksum(pos, stream, seq, count, times, payload)))
+        self.pos += count
+        self._stream, self._payloads, self._micros = None, [], []
+
+
+def _reaches_past(rows: list[tuple[Any, ...]], after_pos: int) -> bool:
+    """Whether rows read from ``after_pos`` on hold an event after it (the first may end at or before it)."""
+    if not rows:
+        return False
+    pos, count = rows[-1][0], rows[-1][3]
+    return bool(pos > after_pos or pos + _events_of_row(count) - 1 > after_pos)
+
+
+def _damaged_run(  # noqa: PLR0917  (a row's columns, and where it stands)
+    pos: int, stream: object, seq: object, count: object, times: object, payload: object, damage: str,
+    following: int, after_pos: int,
+) -> IngressRun | None:
+    """The run a damaged row stands for (after ``after_pos``; ``None``: nothing left): its events as the row
+    says, but never more than a writer writes in a row nor than fit before ``following`` (the next row, or the
+    position after the last one given), so that damage never claims positions of events that exist elsewhere or
+    that are yet to come."""
+    span = max(1, min(_events_of_row(count), following - pos))
+    skip = after_pos + 1 - pos if pos <= after_pos else 0
+    if skip >= span:
+        return None
+    try:
+        micros = _times(times, count)[skip:span]
+    except ValueError:
+        micros = []
+    first = seq if type(seq) is int else -1
+    return IngressRun(
+        pos=pos + skip,
+        stream=stream if type(stream) is str else str(stream),
+        seq=first + skip if first >= 0 else first - skip,
+        count=span - skip,
+        micros=micros,
+        values=[None] * (span - skip),
+        damage=damage,
+        payload=payload,
+        times=times,
+        offset=skip,
+    )
+
+
+def _split_entries(payload: object) -> list[bytes] | None:
+    """The bytes of each msgpack entry of ``payload`` (without decoding them), or ``None`` if it does not split
+    cleanly (not bytes, malformed, or bytes left over)."""
+    if type(payload) is not bytes:
+        return None
+    unpacker = msgpack.Unpacker(None, max_buffer_size=max(len(payload), 1))
+    unpacker.feed(payload)
+    bounds = [0]
+    try:
+        while bounds[-1] < len(payload):
+            unpacker.skip()
+            bounds.append(unpacker.tell())
+    except Exception:  # malformed (damaged) bytes: nothing to split
+        return None
+    return [payload[start:end] for start, end in pairwise(bounds)]
 
 
 def _counter(row: tuple[object, ...] | None, where: str, what: str) -> int:
@@ -588,20 +985,6 @@ def _counter(row: tuple[object, ...] | None, where: str, what: str) -> int:
     if type(value) is not int:
         raise StoreCorruptError(f"{where}: {what} is damaged ({value!r})")
     return value
-
-
-def _damaged_event(row: tuple[int, object, object, object, object], damage: str) -> IngressEvent:
-    pos, stream, seq, micros, payload = row
-    return IngressEvent(
-        pos=pos,
-        stream=stream if type(stream) is str else str(stream),
-        seq=seq if type(seq) is int else -1,
-        time=_time_or_none(micros) or _EPOCH,
-        value=None,
-        damage=damage,
-        payload=payload if type(payload) is bytes else _text_bytes(payload),
-        micros=micros if type(micros) is int else None,
-    )
 
 
 def _time_or_none(micros: object) -> datetime | None:
@@ -643,7 +1026,31 @@ def _migrate_from_1(db: sqlite3.Connection) -> None:
     db.execute(f"UPDATE reaqtive_egress SET crc = reaqtive_egress_crc({_AS_TEXT.format('subscription')}, "
                f"{_AS_INT.format('seq')}, {_AS_BLOB.format('payload')})")
     db.execute(_DEAD_LETTERS)
-    db.execute("UPDATE reaqtive_meta SET value = ? WHERE key = 'engine_schema_version'", (ENGINE_SCHEMA_VERSION,))
+    db.execute("UPDATE reaqtive_meta SET value = 2 WHERE key = 'engine_schema_version'")
+
+
+def _migrate_from_2(db: sqlite3.Connection) -> None:
+    """Engine layout 2 → 3, inside the opening transaction: the ingress log of a row per event becomes a log of
+    runs, each old row a run of one event at its old position. A row that verified gets the checksum of its new
+    layout; one that did not (or holds what no writer writes) gets -1, which never verifies, and keeps its
+    columns as they were: its damage stays visible, and the engine quarantines it with its bytes. The position
+    counter continues from ``AUTOINCREMENT``'s, so no position is ever given twice."""
+    counter = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'reaqtive_ingress'").fetchone()
+    top = db.execute("SELECT MAX(pos) FROM reaqtive_ingress").fetchone()
+    last = max(value for value in (0, counter and counter[0], top and top[0]) if type(value) is int)
+    db.create_function("reaqtive_run_times", 1, _migrated_times, deterministic=True)
+    db.create_function("reaqtive_run_crc", 6, _migrated_run_crc, deterministic=True)
+    db.execute("ALTER TABLE reaqtive_ingress RENAME TO reaqtive_ingress_2")
+    db.execute(_INGRESS)
+    db.execute(
+        "INSERT INTO reaqtive_ingress (pos, stream, seq, count, times, payload, crc) "
+        "SELECT pos, stream, seq, 1, reaqtive_run_times(time), payload, "
+        f"reaqtive_run_crc(pos, {_AS_TEXT.format('stream')}, {_AS_INT.format('seq')}, {_AS_INT.format('time')}, "
+        f"{_AS_BLOB.format('payload')}, crc) FROM reaqtive_ingress_2"
+    )
+    db.execute("DROP TABLE reaqtive_ingress_2")
+    db.execute(_SET_POSITION, (last,))
+    db.execute("UPDATE reaqtive_meta SET value = 3 WHERE key = 'engine_schema_version'")
 
 
 # A column handed to a migration function only if it has the type a writer gives it (text as bytes, so that invalid
@@ -653,11 +1060,40 @@ _AS_INT: Final = "CASE WHEN typeof({0}) = 'integer' THEN {0} END"
 _AS_BLOB: Final = "CASE WHEN typeof({0}) = 'blob' THEN {0} END"
 
 
+def _ingress_checksum_2(pos: int, stream: str, seq: int, time: int, payload: bytes) -> int:
+    """The ``crc`` of an ingress row of layout 2 (one event: ``time`` in microseconds since the epoch)."""
+    return columns_checksum(pos, stream, seq, time, payload)
+
+
 def _migrated_ingress_crc(pos: int, stream: bytes | None, seq: int | None, time: int | None,
                           payload: bytes | None) -> int:
     try:
         if stream is not None and seq is not None and time is not None and payload is not None:
-            return ingress_checksum(pos, stream.decode("utf-8"), seq, time, payload)
+            return _ingress_checksum_2(pos, stream.decode("utf-8"), seq, time, payload)
+    except Exception:  # a function SQLite calls must not raise: that would fail the migration
+        pass
+    return -1
+
+
+def _migrated_times(time: int | str | float | bytes | None) -> int | str | float | bytes:
+    """The ``times`` of a run of one event at ``time``; a time no writer writes is kept as it is (its row does
+    not verify)."""
+    if type(time) is int:
+        try:
+            return pack_times([time])
+        except Exception:  # beyond 64 bits: no writer wrote it
+            pass
+    return time if time is not None else b""
+
+
+def _migrated_run_crc(  # noqa: PLR0917  (the old row's columns)
+    pos: int, stream: bytes | None, seq: int | None, time: int | None, payload: bytes | None, crc: object
+) -> int:
+    try:
+        if stream is not None and seq is not None and time is not None and payload is not None:
+            name = stream.decode("utf-8")
+            if crc == _ingress_checksum_2(pos, name, seq, time, payload):  # the row verified in layout 2
+                return ingress_checksum(pos, name, seq, 1, pack_times([time]), payload)
     except Exception:  # a function SQLite calls must not raise: that would fail the migration
         pass
     return -1

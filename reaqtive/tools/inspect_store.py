@@ -156,7 +156,8 @@ def read_store(path: str | os.PathLike[str]) -> StoreSummary:
             ) if engine_version >= 2 else ())
         ]
         heads = dict(db.execute("SELECT stream, next_seq FROM reaqtive_stream_heads").fetchall())
-        retained = dict(db.execute("SELECT stream, COUNT(*) FROM reaqtive_ingress GROUP BY stream").fetchall())
+        events = "SUM(count)" if engine_version >= 3 else "COUNT(*)"  # layout 3: a row per run of events
+        retained = dict(db.execute(f"SELECT stream, {events} FROM reaqtive_ingress GROUP BY stream").fetchall())
         egress = [
             EgressSummary(subscription, rows, last)
             for subscription, rows, last in db.execute(

@@ -34,6 +34,7 @@ import msgpack
 
 from reaqtive import FunctionRegistry, Query
 from reaqtive.engine import Engine, RecoveryPolicy
+from reaqtive.engine.store import pack_times, unpack_times
 from reaqtive.errors import ReaqtiveError
 from reaqtive.state import sqlite_store
 from reaqtive.state.codec import DEFAULT_CODEC, Segment
@@ -327,7 +328,9 @@ def stored_rows(path: Path) -> dict[str, Any] | None:
                 (row[0], row[1]): tuple(bytes(v) if isinstance(v, bytes) else v for v in row)
                 for row in db.execute("SELECT * FROM reaqtive_blobs")
             }
-            ingress = set(db.execute("SELECT stream, seq FROM reaqtive_ingress").fetchall())
+            ingress = {(stream, seq + i) for stream, seq, count in  # a row holds a run of events
+                       db.execute("SELECT stream, seq, count FROM reaqtive_ingress").fetchall()
+                       if type(seq) is int and type(count) is int for i in range(min(count, 4096))}
         finally:
             db.close()
     except sqlite3.Error:
@@ -1124,9 +1127,12 @@ class Generator:
             elif kind == "time-overflow":
                 micros = rng.choice((2**62, -(2**62)))
             else:
-                micros = rng.choice(rows)["time"]
+                other = rng.choice(rows)
+                micros = unpack_times(other["times"], other["count"])[0]
             what += f" -> {micros}"
-            statements.append(("UPDATE reaqtive_ingress SET time = ? WHERE pos = ?", (micros, pos)))
+            times = unpack_times(row["times"], row["count"])  # the row's first event gets that time
+            statements.append(("UPDATE reaqtive_ingress SET times = ? WHERE pos = ?",
+                               (pack_times([micros, *times[1:]]), pos)))
         elif kind == "seq-beyond":
             statements.append(("UPDATE reaqtive_ingress SET seq = ? WHERE pos = ?", (self.store.heads[stream] + 50,
                                                                                        pos)))

@@ -427,7 +427,8 @@ def test_a_damaged_log_row_is_quarantined_and_the_stream_goes_on(tmp_path: Path)
     with Engine(path, functions=registry(), start=T0) as engine:
         engine.create_stream("raw")
         engine.create_subscription("total", Query.stream("raw").scan(0, add))
-        engine.append_many("raw", [(i, at(i)) for i in (1, 2, 4)])
+        for i in (1, 2, 4):
+            engine.append("raw", i, at(i))  # a row each (one append_many would write them as one row)
     with sqlite3.connect(path) as db:
         db.execute("UPDATE reaqtive_ingress SET payload = x'c1' WHERE seq = 1")
     with Engine(path, functions=registry()) as engine:

@@ -1,6 +1,7 @@
 """Integrity of the engine's store (issue 14): checksummed ingress and egress rows bound to their place, damaged
 events returned marked for quarantine, the dead letters, the migration of a layout-1 file, typed errors, one
-writer per store, and the output counters recovery needs."""
+writer per store, and the output counters recovery needs. (The ingress tests damage rows of one event each, as
+the fixture appends them; rows of many events and the migration of layout 2: ``test_ingress_runs.py``.)"""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from reaqtive.engine.store import (
     dead_letter_checksum,
     egress_checksum,
     ingress_checksum,
+    pack_times,
     to_micros,
 )
 from reaqtive.state import (
@@ -66,8 +68,10 @@ def query(path: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[o
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[EngineStore]:
     store = EngineStore(tmp_path / "s.db", synchronous="OFF")
-    store.append("a", [(i * 10, second(i)) for i in range(5)])  # pos 1..5
-    store.append("b", [("b" * i, second(i)) for i in range(3)])  # pos 6..8
+    for i in range(5):
+        store.append("a", [(i * 10, second(i))])  # pos 1..5, a row each
+    for i in range(3):
+        store.append("b", [("b" * i, second(i))])  # pos 6..8
     store.write_outputs([("q", i, i * i) for i in range(4)] + [("r", i, -i) for i in range(3)])
     yield store
     store.close()
@@ -77,10 +81,10 @@ def store(tmp_path: Path) -> Iterator[EngineStore]:
 
 
 def test_ingress_rows_carry_checksums_over_their_place_and_content(store: EngineStore) -> None:
-    rows = query(store.path, "SELECT pos, stream, seq, time, payload, crc FROM reaqtive_ingress ORDER BY pos")
+    rows = query(store.path, "SELECT pos, stream, seq, count, times, payload, crc FROM reaqtive_ingress ORDER BY pos")
     assert [row[0] for row in rows] == list(range(1, 9))
-    for pos, stream, seq, micros, payload, crc in rows:
-        assert crc == ingress_checksum(pos, stream, seq, micros, payload)  # type: ignore[arg-type]
+    for pos, stream, seq, count, times, payload, crc in rows:
+        assert crc == ingress_checksum(pos, stream, seq, count, times, payload)  # type: ignore[arg-type]
     assert store.last_position() == 8
 
 
@@ -107,7 +111,7 @@ def test_two_ingress_events_reordered_in_the_log_are_both_damaged(store: EngineS
 
 
 @pytest.mark.parametrize(("column", "value"), [
-    ("time", to_micros(second(99))), ("seq", 17), ("stream", "c"), ("crc", 12345),
+    ("times", pack_times([to_micros(second(99))])), ("seq", 17), ("stream", "c"), ("crc", 12345), ("count", 2),
 ])
 def test_a_changed_ingress_column_is_detected(store: EngineStore, column: str, value: object) -> None:
     execute(store.path, f"UPDATE reaqtive_ingress SET {column} = ? WHERE pos = 3", (value,))
@@ -117,9 +121,9 @@ def test_a_changed_ingress_column_is_detected(store: EngineStore, column: str, v
 
 def test_a_row_whose_payload_cannot_be_decoded_is_a_marked_event_not_an_exception(store: EngineStore) -> None:
     for pos, payload in ((2, b""), (3, b"\xc1"), (4, DEFAULT_CODEC.encode(1) + DEFAULT_CODEC.encode(2))):
-        (stream, seq, micros) = query(store.path, "SELECT stream, seq, time FROM reaqtive_ingress WHERE pos = ?",
-                                      (pos,))[0]
-        crc = ingress_checksum(pos, stream, seq, micros, payload)  # type: ignore[arg-type]
+        (stream, seq, count, times) = query(
+            store.path, "SELECT stream, seq, count, times FROM reaqtive_ingress WHERE pos = ?", (pos,))[0]
+        crc = ingress_checksum(pos, stream, seq, count, times, payload)  # type: ignore[arg-type]
         execute(store.path, "UPDATE reaqtive_ingress SET payload = ?, crc = ? WHERE pos = ?", (payload, crc, pos))
     events = store.read_ingress(0, 100)
     assert len(events) == 8
@@ -139,7 +143,8 @@ def test_a_stream_name_damaged_into_invalid_utf8_does_not_fail_the_batch(store: 
 
 @st.composite
 def ingress_flips(draw: st.DrawFn) -> tuple[str, int, int]:
-    return draw(st.sampled_from(("pos", "stream", "seq", "time", "payload", "crc"))), draw(st.integers(0, 999)), \
+    return draw(st.sampled_from(("pos", "stream", "seq", "count", "times", "payload", "crc"))), \
+        draw(st.integers(0, 999)), \
         draw(st.integers(1, 255))
 
 
@@ -159,8 +164,9 @@ def test_any_single_byte_changed_in_any_column_of_an_ingress_row_is_detected(
 ) -> None:
     column, index, mask = flip
     path = flip_store.path
-    original = query(path, "SELECT pos, stream, seq, time, payload, crc FROM reaqtive_ingress WHERE pos = 1")[0]
-    row = dict(zip(("pos", "stream", "seq", "time", "payload", "crc"), original, strict=True))
+    original = query(path, "SELECT pos, stream, seq, count, times, payload, crc FROM reaqtive_ingress "
+                           "WHERE pos = 1")[0]
+    row = dict(zip(("pos", "stream", "seq", "count", "times", "payload", "crc"), original, strict=True))
     value = row[column]
     if isinstance(value, int):
         raw = bytearray(value.to_bytes(8, "big", signed=True))
@@ -175,15 +181,22 @@ def test_any_single_byte_changed_in_any_column_of_an_ingress_row_is_detected(
         return  # the other row's place: the primary key refuses it
     execute(path, f"UPDATE reaqtive_ingress SET {column} = {cast} WHERE pos = 1", (changed,))
     try:
-        events = flip_store.read_ingress(-(2**63), 10)
+        events = read_all(flip_store)  # a flipped pos may lie far away: a read takes rows within `limit` positions
         assert len(events) == 2
         assert [e.value for e in events if e.damage is None] == ["next"], f"{column}[{index}] ^ {mask} unnoticed"
     finally:
         db = sqlite3.connect(path)
         with db:
             db.execute("DELETE FROM reaqtive_ingress WHERE pos != 2")
-            db.execute("INSERT INTO reaqtive_ingress VALUES (?, ?, ?, ?, ?, ?)", original)
+            db.execute("INSERT INTO reaqtive_ingress VALUES (?, ?, ?, ?, ?, ?, ?)", original)
         db.close()
+
+
+def read_all(store: EngineStore) -> list[IngressEvent]:
+    events: list[IngressEvent] = []
+    while batch := store.read_ingress(events[-1].pos if events else -(2**63), 10):
+        events += batch
+    return events
 
 
 def flipped(value: object, bit: int) -> tuple[object, str]:
@@ -196,7 +209,7 @@ def flipped(value: object, bit: int) -> tuple[object, str]:
 
 
 TABLE_COLUMNS = {
-    "reaqtive_ingress": ("stream", "seq", "time", "payload", "crc"),  # pos: test_two_ingress_events_reordered...
+    "reaqtive_ingress": ("stream", "seq", "count", "times", "payload", "crc"),  # pos: ..._reordered...
     "reaqtive_egress": ("subscription", "seq", "payload", "crc"),
     "reaqtive_dead_letters": ("stream", "seq", "pos", "time", "payload", "reason", "at", "crc"),
 }
@@ -250,7 +263,7 @@ def test_append_quarantines_what_the_judge_refuses_and_numbers_every_event(store
 
 def test_quarantine_keeps_the_original_bytes_of_a_damaged_event_and_ignores_repeats(store: EngineStore) -> None:
     execute(store.path, "UPDATE reaqtive_ingress SET payload = X'c1c1' WHERE pos = 2")  # behind the old crc
-    execute(store.path, "UPDATE reaqtive_ingress SET time = ? WHERE pos = 3", (2**62,))  # beyond datetime
+    execute(store.path, "UPDATE reaqtive_ingress SET times = ? WHERE pos = 3", (pack_times([2**62]),))  # too late
     events = store.read_ingress(0, 100)
     damaged = [(e, e.damage or "") for e in events if e.damage]
     assert [e.pos for e, _ in damaged] == [2, 3]
@@ -419,7 +432,7 @@ def test_the_migration_is_one_transaction(tmp_path: Path, monkeypatch: pytest.Mo
     assert {table: query(path, f"SELECT * FROM {table}") for table in before} == before
     monkeypatch.undo()
     EngineStore(path).close()  # the failed open released the lock too
-    assert meta(path)["engine_schema_version"] == 2
+    assert meta(path)["engine_schema_version"] == ENGINE_SCHEMA_VERSION
 
 
 def test_a_file_of_an_unknown_engine_layout_is_refused_untouched(tmp_path: Path) -> None:
