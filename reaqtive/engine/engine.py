@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final
 
 from sortedcontainers import SortedList
@@ -57,6 +58,7 @@ from reaqtive.engine.expressions import (
     templatize,
 )
 from reaqtive.engine.gc_policy import GcFreeze
+from reaqtive.engine.ingress import IngressCommit, IngressWriter, chunks
 from reaqtive.engine.outbox import DEFAULT_OBSERVER_BACKOFF, DEFAULT_OBSERVER_RETRIES, Outbox
 from reaqtive.engine.records import (
     DeliveryRecord,
@@ -67,7 +69,7 @@ from reaqtive.engine.records import (
     parse_delivery,
     parse_template,
 )
-from reaqtive.engine.store import DeadLetter, EngineStore, IngressEvent, from_micros, to_micros
+from reaqtive.engine.store import DeadLetter, EngineStore, IngressEvent, IngressRun, from_micros, to_micros
 from reaqtive.engine.streams import PINNED_WATERMARK_SETTING, START_WATERMARK_SETTING, Envelope, StreamReader
 from reaqtive.errors import InvalidSettingError
 from reaqtive.query import Query
@@ -87,13 +89,11 @@ from reaqtive.state import (
     StateError,
     confirm_saved,
     save_subscription,
-    state_loader,
 )
-from reaqtive.state.fields import SAVED_BY, STARTED_AT
+from reaqtive.state.host import HostedQuery, QueryHost, QueryState
 from reaqtive.streams import LONG_MAX, Subscription
 from reaqtive.subjects import OverflowPolicy, SimpleSubject
 from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import initialize
 
 __all__ = [
     "DISCARD_SINK",
@@ -124,6 +124,7 @@ _OBSERVED: Final = "observed"  # per subscription with an observer function, the
 _BUILTIN_OBSERVERS: Final = frozenset({DURABLE_SINK, DISCARD_SINK})
 _STREAM_BUFFER: Final = 1 << 20  # a reader without demand may lag this far behind a stream before it fails
 _DELIVERY_BATCH: Final = 4096
+_NO_WATERMARKS: Final[Mapping[str, int]] = MappingProxyType({})
 _EGRESS_FLUSH_OUTPUTS: Final = 65536  # the durable sink's buffer is written once it holds this many outputs
 
 
@@ -269,11 +270,6 @@ class _EngineEnvironment(InnerEnvironment):
         self._output_counters = counters
         self._heads = heads
         self._failed = failed
-        self.readers: list[StreamReader[Any]] = []
-
-    def register_reader(self, reader: StreamReader[Any]) -> None:
-        """A stream reader of a query (top-level or inner) was bound."""
-        self.readers.append(reader)
 
     def delivered_watermark(self, uri: str) -> int:
         """The sequence number of the last event of stream ``uri`` the engine delivered (-1: none)."""
@@ -315,8 +311,13 @@ class Engine:
     (see :mod:`reaqtive.engine.gc_policy`; process-wide). ``observer_retries`` / ``observer_backoff``: how often
     and how patiently an observer function that raises is tried again before its subscription stops (see
     :mod:`reaqtive.engine.outbox`). ``max_event_time_ahead`` / ``allowed_lateness``: the bounds on event times
-    outside which events are quarantined (see :mod:`reaqtive.engine.event_times`). One engine per store file: a
-    second one is refused with :class:`~reaqtive.state.StoreLockedError`.
+    outside which events are quarantined (see :mod:`reaqtive.engine.event_times`). ``ingress_commit``: when
+    appended events are committed: ``"call"`` (default: each append is durable when it returns; concurrent
+    appends share a commit) or :class:`~reaqtive.engine.ingress.GroupCommit` ``(events=N, seconds=T)`` (appends
+    return at once; events are committed every N events or T seconds and by :meth:`flush_ingress`,
+    :meth:`process`, :meth:`checkpoint` and :meth:`close`; a crash loses those not committed yet; see
+    :mod:`reaqtive.engine.ingress`). One engine per store file: a second one is refused with
+    :class:`~reaqtive.state.StoreLockedError`.
     """
 
     def __init__(
@@ -340,6 +341,7 @@ class Engine:
         observer_backoff: float = DEFAULT_OBSERVER_BACKOFF,
         max_event_time_ahead: timedelta | None = DEFAULT_MAX_EVENT_TIME_AHEAD,
         allowed_lateness: timedelta | None = None,
+        ingress_commit: IngressCommit = "call",
     ) -> None:
         if clock not in ("event", "wall"):
             raise ValueError(f"clock must be 'event' or 'wall', got {clock!r}")
@@ -365,6 +367,7 @@ class Engine:
         self._gc = GcFreeze(gc_freeze)
         self._store = EngineStore(path, synchronous=synchronous)
         try:
+            self._ingress = IngressWriter(self._store, ingress_commit, logger=self._log)
             self._init_runtime(tick)
             self._recover()
             if not self._clock_started and start is not None:
@@ -387,7 +390,9 @@ class Engine:
         self._records = _Records()
         self._templates: dict[str, dict[str, Any]] = {}
         self._streams: dict[str, SimpleSubject[Envelope]] = {}
-        self._subscriptions: dict[str, SubscriptionHandle] = {}
+        self._host = QueryHost(self._scheduler, environment=self._environment, settings=self._settings,
+                               logger=self._log)
+        self._subscriptions: dict[str, HostedQuery] = {}
         self._broken: set[str] = set()  # artifacts kept stored without running (their state stays)
         self._kept_orphans: set[str] = set()  # stored states of no artifact, kept (recovery policy KEEP)
         self._removed_at_recovery: set[str] = set()  # artifacts the policy REMOVE deleted while recovering
@@ -470,41 +475,42 @@ class Engine:
             subject.dispose()
 
     def append(self, stream: str, value: Any, time: datetime | None = None) -> int:
-        """Append one event to ``stream`` (durable when this returns); returns its sequence number. ``time``: its
-        event time (aware; default now)."""
+        """Append one event to ``stream``; returns its sequence number. ``time``: its event time (aware; default
+        now). Durable when this returns (``ingress_commit="call"``: appends from several threads share one
+        commit), or, with :class:`~reaqtive.engine.ingress.GroupCommit`, once the next group is committed."""
         return self.append_many(stream, [(value, time)])[0]
 
     def append_many(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> list[int]:
-        """Append several ``(value, time)`` events in one transaction; returns their sequence numbers."""
+        """Append several ``(value, time)`` events in one transaction (``time`` ``None``: now); returns their
+        sequence numbers. Nothing is appended if one of them is refused (``None``, a naive time, a value the
+        codec cannot save); those dated too far ahead go to the dead letters, numbered (see :meth:`append` for
+        when they are durable)."""
         with self._lock:
             self._check_open()
             self._check_kind(stream, "stream")
-        batch = []
-        for value, when in events:
-            if value is None:
-                raise TypeError("None is never a stream element")
-            stamp = when if when is not None else datetime.now(UTC)
-            if stamp.tzinfo is None:
-                raise ValueError(f"event times must be timezone-aware, got {stamp}")
-            batch.append((value, stamp))
-        reference = max(datetime.now(UTC), self._scheduler.now)
-        bounds = self._event_times
-        refused: list[bool] = []
-
-        def too_far_ahead(_: object, time: datetime) -> str | None:
-            reason = bounds.ahead(time, reference)
-            refused.append(reason is not None)
-            return reason
-
-        seqs = self._store.append(stream, batch, quarantine=too_far_ahead)
-        if seqs:
+        batch = self._ingress.prepare(stream, events, self._event_times, self._scheduler.now)
+        first = self._ingress.append(batch)
+        count = len(batch.payloads)
+        if count:
             # A lower bound of the stream's head (a concurrent append may set it lower; delivery then reads
             # the store's): the delivery checks that no event is numbered past it.
-            self._heads[stream] = max(self._heads.get(stream, 0), seqs[-1] + 1)
-        if any(refused):
+            self._heads[stream] = max(self._heads.get(stream, 0), first + count)
+        if batch.reasons is not None:
             with self._lock:  # the delivery must know these numbers are taken, not missing
-                self._dead.update((stream, seq) for seq, out in zip(seqs, refused, strict=True) if out)
-        return seqs
+                self._dead.update((stream, first + i) for i, reason in enumerate(batch.reasons)
+                                  if reason is not None)
+        return list(range(first, first + count))
+
+    def extend(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> int:
+        """Append ``(value, time)`` events from any iterable (a generator, a file being read), in transactions
+        of 10,000 events (``ingress.EXTEND_CHUNK``), so that memory stays bounded; returns how many were appended.
+        Not atomic as a whole: if one chunk is refused (see :meth:`append_many`), the chunks before it stay."""
+        return sum(len(self.append_many(stream, chunk)) for chunk in chunks(events))
+
+    def flush_ingress(self) -> None:
+        """Commit the appended events still waiting (with :class:`~reaqtive.engine.ingress.GroupCommit`; with
+        ``"call"`` every append is committed when it returns): when this returns they are durable."""
+        self._ingress.flush()
 
     def dead_letters(self, stream: str | None = None) -> list[DeadLetter]:
         """The quarantined events (of ``stream``, or all): dated out of bounds, or damaged in the log; each with
@@ -595,7 +601,7 @@ class Engine:
                 # Its state at creation is committed with its record, so a recovery before the next checkpoint
                 # re-creates it as it was then (windows aligned on its creation time, not on the recovery's),
                 # and the outputs it produced on start reach the durable sink first, as in a checkpoint.
-                units = self._units_of(uri, handle)
+                units = handle.units()
                 puts += [(STATE_CATEGORY, key, _full_state(unit)) for key, unit in units.items()]
                 counter = self._environment.output_counter(uri)
                 puts.append((_OUTPUTS, uri, _counter_bytes(counter.next)))
@@ -644,20 +650,9 @@ class Engine:
             self._stored_state_keys.difference_update(key for _, key in state_rows)
             self._settle_status()
 
-    def _units_of(self, uri: str, handle: SubscriptionHandle) -> dict[str, SubscriptionHandle]:
-        """A subscription and its inner subscriptions: the units its state is saved in."""
-        units = {key: unit for key, unit in self._environment.inner_subscriptions().items()
-                 if key.startswith(uri + "/")}
-        units[uri] = handle
-        return units
-
-    def _discard(self, uri: str, handle: SubscriptionHandle) -> None:
+    def _discard(self, uri: str, hosted: HostedQuery) -> None:
         """Stop a subscription and forget its inner subscriptions and its outputs (durable and pending)."""
-        handle.dispose()
-        for key in self._environment.inner_subscriptions():
-            if key.startswith(uri + "/"):
-                self._environment.delete_inner(key)
-        self._environment.release_ids(uri)
+        hosted.delete()
         self._egress[:] = [row for row in self._egress if row[0] != uri]
         self._counters.pop(uri, None)
         self._outboxes.pop(uri, None)
@@ -669,6 +664,7 @@ class Engine:
     def process(self, max_events: int | None = None) -> int:
         """Deliver pending ingress events (all, or up to ``max_events``) in append order, applying the checkpoint
         policy as it goes; returns how many were delivered."""
+        self.flush_ingress()  # events appended under group commit are delivered once durable, not before
         delivered = 0
         attempted = False  # handed waiting outputs to observer functions (once per batch)
         while max_events is None or delivered < max_events:
@@ -697,13 +693,10 @@ class Engine:
                 self._deliver_outboxes()
         return delivered
 
-    def _read_runs(self, limit: int) -> list[Any]:
-        read = getattr(self._store, "read_ingress_runs", None)
-        if read is not None:
-            return read(self._position, limit)  # type: ignore[no-any-return]
-        return _runs_of(self._store.read_ingress(self._position, limit))
+    def _read_runs(self, limit: int) -> list[IngressRun]:
+        return self._store.read_ingress_runs(self._position, limit)
 
-    def _deliver_run(self, run: Any, wall: datetime, budget: int | None) -> int:
+    def _deliver_run(self, run: IngressRun, wall: datetime, budget: int | None) -> int:
         """Deliver a run of logged events of one stream (up to ``budget``); returns how many were taken."""
         count: int = run.count if budget is None else min(run.count, budget)
         if not self._plain(run, wall, count):
@@ -720,7 +713,7 @@ class Engine:
             self._maybe_checkpoint()
         return count
 
-    def _plain(self, run: Any, wall: datetime, count: int) -> bool:
+    def _plain(self, run: IngressRun, wall: datetime, count: int) -> bool:
         """Whether a run can take the fast path: sound, the next events of a stream the engine has, none of them
         among the dead letters, none dated out of bounds, delivered for the first time, on the event clock."""
         stream, seq = run.stream, run.seq
@@ -755,7 +748,7 @@ class Engine:
         at: int = numbers.bisect_left(first)
         return at < len(numbers) and bool(numbers[at] <= last)
 
-    def _deliver_one_by_one(self, run: Any, wall: datetime, count: int) -> int:
+    def _deliver_one_by_one(self, run: IngressRun, wall: datetime, count: int) -> int:
         for event in run.events()[:count]:
             self._deliver_checked(event, wall)
             self._position = event.pos
@@ -765,7 +758,7 @@ class Engine:
             self._maybe_checkpoint()
         return count
 
-    def _deliver_plain(self, run: Any, start: int, end: int) -> None:
+    def _deliver_plain(self, run: IngressRun, start: int, end: int) -> None:
         """The per-event loop of the fast path: the clock moves to each event's time (running the timers due
         before it first), the stream's delivered watermark moves before the delivery, the work the delivery
         triggered for its instant runs after it, a query that failed is stopped before the next event."""
@@ -979,11 +972,12 @@ class Engine:
         self._apply_faults()
         self._deliver_outboxes()
         egress_seconds = self._flush_egress(with_outboxes=True)
-        handles: dict[str, SubscriptionHandle] = dict(self._subscriptions)
-        handles.update(self._environment.inner_subscriptions())
+        handles = self._host.units()
         removed = self._environment.removed_inner_ids()
         mode = CheckpointMode.FULL if full else CheckpointMode.DIFFERENTIAL
-        moved: list[OutputCounter] = []
+        moved: dict[str, OutputCounter] = {}
+        reported: set[str] = set()  # the output counters that reported a move since the last checkpoint
+        dirty = self._environment.dirty
         unsaved: dict[str, UnstorableStateError] = {}
         observed = {uri: outbox.delivered for uri, outbox in self._outboxes.items()}
 
@@ -999,22 +993,23 @@ class Engine:
             # observer functions got.
             pins = {uri: self._pin_for(uri) for uri in unsaved}
             transaction.put(_ENGINE, _DELIVERY, self._delivery_bytes(extra_pins=pins))
-            for uri, counter in self._counters.items():
-                if uri not in unsaved and (counter.next != counter.committed or full):
-                    counter.pending = counter.next
-                    transaction.put(_OUTPUTS, uri, _counter_bytes(counter.pending))
-                    moved.append(counter)
+            self._put_counters(transaction, full, unsaved, reported, moved)
             for uri, seq in observed.items():
                 if uri not in unsaved and (seq != self._observed.get(uri, -1) or full):
                     transaction.put(_OBSERVED, uri, _counter_bytes(seq))
 
-        result: CheckpointResult = self._checkpointer.checkpoint(
-            handles, mode=mode, removed=removed, collect=collect, isolate=isolate,
-            whole={key for key in handles if key not in self._stored_state_keys},
-        )
+        try:
+            result: CheckpointResult = self._checkpointer.checkpoint(
+                handles, mode=mode, removed=removed, collect=collect, isolate=isolate,
+                whole=handles.keys() - self._stored_state_keys, dirty=dirty,
+            )
+        except BaseException:
+            for uri in reported | moved.keys():  # not committed: they still differ from the store
+                dirty.note_moved(uri)
+            raise
         self._stored_state_keys.update(result.saved)
         self._stored_state_keys.difference_update(removed)
-        for counter in moved:
+        for counter in moved.values():
             counter.committed = counter.pending
         kept = self._broken | self._kept_orphans
         for uri in [uri for uri in self._pins if uri not in kept and uri not in unsaved]:
@@ -1051,6 +1046,32 @@ class Engine:
         )
         return metrics
 
+    def _put_counters(
+        self,
+        transaction: CheckpointTransaction,
+        full: bool,
+        unsaved: Mapping[str, Exception],
+        reported: set[str],
+        moved: dict[str, OutputCounter],
+    ) -> None:
+        """While paused: the output counters that moved since the last checkpoint (every one in a full
+        checkpoint), found through the dirty registry, not by looking at each; ``reported`` gets those that
+        reported a move, ``moved`` those written. Each is re-armed: its next move reports again."""
+        dirty = self._environment.dirty
+        reported.update(dirty.take_moved())
+        counters = self._counters
+        for uri, counter in counters.items() if full else [(uri, counters.get(uri)) for uri in sorted(reported)]:
+            if counter is None:
+                continue  # deleted since
+            if uri in unsaved:
+                dirty.note_moved(uri)  # its owner is left out of this checkpoint
+                continue
+            if counter.next != counter.committed or full:
+                counter.pending = counter.next
+                transaction.put(_OUTPUTS, uri, _counter_bytes(counter.pending))
+                moved[uri] = counter
+            counter.rearm()  # (if the checkpoint fails, _checkpoint reports it again)
+
     def _maybe_checkpoint(self, force_time: bool = False) -> bool:
         due = (self._every_events is not None and self._since_checkpoint >= self._every_events) or (
             self._every_seconds is not None
@@ -1077,13 +1098,15 @@ class Engine:
         return self._streams_read_by({"refs": [{"stream": ref} for ref in record.get("refs", ())]})
 
     def _reader_watermarks(self) -> dict[str, int]:
+        """Per stream, the lowest watermark of a reader that may be behind. Only the readers the dirty registry
+        watches can be (see reaqtive.engine.streams): any other has unbounded demand and was caught up when
+        last asked, and every event delivered since reached it at once, so its watermark is the stream's."""
         marks: dict[str, int] = {}
-        live = [reader for reader in self._environment.readers if not reader.is_disposed]
-        self._environment.readers[:] = live  # forget the readers of deleted or finished queries
-        for reader in live:
-            uri, watermark = reader.uri, reader.watermark
-            if watermark < marks.get(uri, watermark + 1):
-                marks[uri] = watermark
+        for node, _ in self._environment.dirty.watched():
+            if isinstance(node, StreamReader) and not node.is_disposed:
+                uri, watermark = node.uri, node.watermark
+                if watermark < marks.get(uri, watermark + 1):
+                    marks[uri] = watermark
         return marks
 
     # -- metadata ----------------------------------------------------------------------------------------------
@@ -1135,10 +1158,7 @@ class Engine:
             try:
                 self._flush_egress()
             finally:
-                for handle in self._subscriptions.values():
-                    handle.dispose()
-                self._environment.dispose()
-                self._scheduler.dispose()
+                self._host.dispose()  # the queries, then the inner units, then the scheduler
                 self._store.close()
                 self._gc.release()
                 self._status = EngineStatus.CLOSED
@@ -1261,7 +1281,7 @@ class Engine:
         blob: bytes | None,
         damaged_state: dict[str, Exception],
         template_errors: dict[str, Exception],
-    ) -> SubscriptionHandle:
+    ) -> HostedQuery:
         """Bind one stored subscription with its state; raises why it cannot recover, for the policy."""
         prefix = uri + "/"
         for key, error in sorted(damaged_state.items()):  # its own blob, or one of its inner units' blobs
@@ -1293,7 +1313,7 @@ class Engine:
         if inner_failures or isinstance(ended, StateError):
             # An inner unit failed to load while the query started: the query turned it into its own on_error,
             # but it is a recovery failure of the query, for the policy (never a silent end).
-            handle.dispose()
+            handle.abandon()
             self._ended.pop(uri, None)
             self._egress[:] = [row for row in self._egress if row[0] != uri]
             if inner_failures:
@@ -1493,28 +1513,24 @@ class Engine:
 
     # -- binding -----------------------------------------------------------------------------------------------
 
-    def _bind(
-        self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None
-    ) -> SubscriptionHandle:
+    def _bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None) -> HostedQuery:
+        """Bind subscription ``uri`` (its query, then the egress stamp and its observer) on the engine's query
+        host, load ``blob`` if given (its inner units' blobs were handed to the environment before), start it."""
         expression = instantiate(template, record["constants"])
         query = self._expand(decode_query(expression, self.functions))
         observer = _Observer(self, uri, self._sink_for(uri, record["observer"]))
-        handle = Query("egress", (query, uri)).subscribe(observer)
-        settings = dict(self._settings)
-        settings[START_WATERMARK_SETTING] = dict(record.get("start", {}))
+        hosted = self._host.bind(uri, Query("egress", (query, uri)), observer)
         pin = self._pins.get(uri)
-        settings[PINNED_WATERMARK_SETTING] = dict(pin.caught_up) if pin is not None else {}
-        if blob is not None and "clock" in record:
-            # Bounds for the times its operators saved (deadlines): after it started, and no later than the
-            # last clock its state can have been saved at (this checkpoint's, or its creation if later).
-            started = from_micros(record["clock"])
-            settings[STARTED_AT] = started
-            settings[SAVED_BY] = max(self._scheduler.now, started)
-        context = OperatorContext(uri, self._scheduler, execution_environment=self._environment, settings=settings,
-                                  logger=self._log)
-        loader = None if blob is None else state_loader(blob, where=f"state of {uri!r}")
-        initialize(handle, context, loader)
-        return handle
+        settings = {
+            START_WATERMARK_SETTING: MappingProxyType(record.get("start", _NO_WATERMARKS)),
+            PINNED_WATERMARK_SETTING: MappingProxyType(pin.caught_up) if pin is not None else _NO_WATERMARKS,
+        }
+        # Bounds for the times its operators saved (deadlines): after it started, and no later than the last clock
+        # its state can have been saved at (this checkpoint's, or its creation if later).
+        started = from_micros(record["clock"]) if blob is not None and "clock" in record else None
+        hosted.start(None if blob is None else QueryState(blob), settings=settings, started_at=started,
+                     where=f"state of {uri!r}")
+        return hosted
 
     def _task_failed(self, args: UnhandledExceptionArgs) -> None:
         """A scheduled task raised (a timer's work escaped its operators): if it is a stage's, stop that stage's
@@ -1667,8 +1683,7 @@ class Engine:
             outbox = self._outboxes.get(uri)
             if outbox is not None and outbox.pending:
                 self._store.write_outputs(list(outbox.pending))  # kept for the next open to deliver
-            self._subscriptions.pop(uri).dispose()
-            self._environment.abandon(uri)
+            self._subscriptions.pop(uri).abandon()
             # Its outputs so far stay on their way to the durable sink: the replay after the next open produces
             # them again with the same ids, and the sink keeps one copy.
             self._counters.pop(uri, None)
@@ -1745,44 +1760,6 @@ class Engine:
         except BaseException:
             transaction.rollback()
             raise
-
-
-class _EventsRun:
-    """Interim: consecutive per-event rows of one stream seen as a run (until the store reads runs itself)."""
-
-    def __init__(self, events: list[IngressEvent]) -> None:
-        first = events[0]
-        self.pos, self.stream, self.seq = first.pos, first.stream, first.seq
-        self.count = len(events)
-        self.damage = None
-        self.micros = [to_micros(event.time) for event in events]
-        self.values = [event.value for event in events]
-        self._events = events
-
-    def events(self) -> list[IngressEvent]:
-        return self._events
-
-
-def _runs_of(events: list[IngressEvent]) -> list[Any]:
-    runs: list[Any] = []
-    group: list[IngressEvent] = []
-    for event in events:
-        if event.damage is not None:
-            if group:
-                runs.append(_EventsRun(group))
-                group = []
-            broken = _EventsRun([event])
-            broken.damage = event.damage  # type: ignore[assignment]
-            runs.append(broken)
-            continue
-        if group and (event.stream != group[-1].stream or event.seq != group[-1].seq + 1
-                      or event.pos != group[-1].pos + 1):
-            runs.append(_EventsRun(group))
-            group = []
-        group.append(event)
-    if group:
-        runs.append(_EventsRun(group))
-    return runs
 
 
 def _same_value(stored: object, produced: object) -> bool:

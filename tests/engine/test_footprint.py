@@ -37,7 +37,7 @@ def test_a_stream_reader_holds_no_bound_methods_of_its_environment(tmp_path: Pat
         engine.create_subscription("q", Query.stream("s").scan(0, operator.add), observer=DISCARD_SINK)
         engine.append("s", 1, T0 + timedelta(seconds=1))
         engine.process()
-        (reader,) = [node for node in walk(engine._subscriptions["q"]) if isinstance(node, StreamReader)]
+        (reader,) = [node for node in walk(engine._subscriptions["q"].handle) if isinstance(node, StreamReader)]
         held = [getattr(reader, slot, None) for cls in type(reader).__mro__ for slot in getattr(cls, "__slots__", ())]
         assert not [value for value in held if isinstance(value, types.MethodType)]
         assert reader.watermark == 0
