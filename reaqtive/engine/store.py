@@ -121,12 +121,17 @@ _INGRESS: Final = (
     "seq INTEGER NOT NULL, count INTEGER NOT NULL, times BLOB NOT NULL, payload BLOB NOT NULL, "
     "crc INTEGER NOT NULL, UNIQUE (stream, seq))"
 )
+# A row holds consecutive outputs of one subscription and is keyed by its last one: seq - count + 1 .. seq.
+_EGRESS: Final = (
+    "CREATE TABLE IF NOT EXISTS reaqtive_egress (subscription TEXT NOT NULL, seq INTEGER NOT NULL, "
+    "count INTEGER NOT NULL, payload BLOB NOT NULL, crc INTEGER NOT NULL, PRIMARY KEY (subscription, seq)) "
+    "WITHOUT ROWID"
+)
 _TABLES: Final = (
     _INGRESS,
     "CREATE TABLE IF NOT EXISTS reaqtive_stream_heads (stream TEXT PRIMARY KEY, next_seq INTEGER NOT NULL) "
     "WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS reaqtive_egress (subscription TEXT NOT NULL, seq INTEGER NOT NULL, "
-    "payload BLOB NOT NULL, crc INTEGER NOT NULL, PRIMARY KEY (subscription, seq)) WITHOUT ROWID",
+    _EGRESS,
     _DEAD_LETTERS,
 )
 
@@ -310,8 +315,13 @@ def _times(times: object, count: object) -> list[int]:
     return micros
 
 
-def egress_checksum(subscription: str, seq: int, payload: bytes) -> int:
-    """The ``crc`` of a ``reaqtive_egress`` row."""
+def egress_checksum(subscription: str, seq: int, count: int, payload: bytes) -> int:
+    """The ``crc`` of a ``reaqtive_egress`` row (``seq``: its last output; ``count``: how many it holds)."""
+    return columns_checksum(subscription, seq, count, payload)
+
+
+def _egress_checksum_2(subscription: str, seq: int, payload: bytes) -> int:
+    """The ``crc`` of an egress row of layouts 1 and 2 (one output)."""
     return columns_checksum(subscription, seq, payload)
 
 
@@ -728,18 +738,30 @@ class EngineStore:
     # -- egress ------------------------------------------------------------------------------------------------
 
     def write_outputs(self, outputs: Sequence[tuple[str, int, Any]], *, encoded: bool = False) -> None:
-        """Insert ``(subscription, seq, value)`` rows, ignoring those already there (replayed outputs).
-        ``encoded``: the values are payloads the codec already encoded (``bytes``)."""
+        """Store ``(subscription, seq, value)`` outputs, ignoring those at or below what the sink already holds
+        for their subscription (replayed outputs): the sink of a subscription only grows at its end.
+        ``encoded``: the values are payloads the codec already encoded (``bytes``, one value each).
+
+        Consecutive outputs of a subscription share a row (up to :data:`EGRESS_ROW_OUTPUTS`): their payloads
+        concatenated, one checksum, one insert — the per-output cost of the sink is an encode and a join."""
         if not outputs:
             return
         encode = self._codec.encode
-        rows = []
+        by_subscription: dict[str, list[tuple[int, bytes]]] = {}
         for subscription, seq, value in outputs:
             payload = value if encoded else encode(value)
-            rows.append((subscription, seq, payload, egress_checksum(subscription, seq, payload)))
+            by_subscription.setdefault(subscription, []).append((seq, payload))
         with self._transaction("writing outputs to the durable sink") as db:
+            rows = []
+            for subscription, entries in by_subscription.items():
+                top = db.execute("SELECT MAX(seq) FROM reaqtive_egress WHERE subscription = ?",
+                                 (subscription,)).fetchone()[0]
+                highest = top if type(top) is int else -1
+                entries.sort(key=_first)
+                rows.extend(_egress_rows(subscription, entries, highest))
             db.executemany(
-                "INSERT OR IGNORE INTO reaqtive_egress (subscription, seq, payload, crc) VALUES (?, ?, ?, ?)", rows
+                "INSERT OR IGNORE INTO reaqtive_egress (subscription, seq, count, payload, crc) "
+                "VALUES (?, ?, ?, ?, ?)", rows
             )
 
     def read_outputs(
@@ -749,59 +771,73 @@ class EngineStore:
         ``after``/``upto``: only sequence numbers ``after < seq <= upto``.
 
         Each row is verified: a damaged one raises :class:`~reaqtive.state.DamagedRowError` naming
-        ``subscription#seq``. Only the rows asked for are read, so another subscription's damage does not matter.
+        ``subscription#seq`` (its outputs, ``#first-last``, for a row of several). Only the rows holding the
+        outputs asked for are read, so another subscription's damage does not matter.
         """
         conditions, params = [], []
-        for condition, value in (("subscription = ?", subscription), ("seq > ?", after), ("seq <= ?", upto)):
+        # A row is keyed by its last output: it holds outputs after ``after`` if its key is, and outputs up to
+        # ``upto`` if its first one is.
+        for condition, value in (("subscription = ?", subscription), ("seq > ?", after),
+                                 ("seq - count < ?", upto)):
             if value is not None:
                 conditions.append(condition)
                 params.append(value)
-        query = "SELECT subscription, seq, payload, crc FROM reaqtive_egress"
+        query = "SELECT subscription, seq, count, payload, crc FROM reaqtive_egress"
         if conditions:
             query += " WHERE " + " AND ".join(conditions)
         with self._reading("reading the durable sink") as db:
             rows = fetchall_lenient(db, query + " ORDER BY subscription, seq", params)
         decode = self._codec.decode_entries
-        outputs = []
-        for sub, seq, payload, crc in rows:
-            where = f"egress {sub}#{seq}"
-            if type(payload) is not bytes or not verifies(crc, egress_checksum, sub, seq, payload):
+        low = -1 if after is None else after
+        high = upto
+        outputs: list[tuple[str, int, Any]] = []
+        for sub, last, count, payload, crc in rows:
+            sound = type(payload) is bytes and type(count) is int and count >= 1
+            if not sound or not verifies(crc, egress_checksum, sub, last, count, payload):
+                name = f"{sub}#{last}" if count == 1 or not sound else f"{sub}#{last - count + 1}-{last}"
                 raise DamagedRowError(
-                    f"{self._where}: output {sub}#{seq} of the durable sink does not match its checksum (damaged "
+                    f"{self._where}: output {name} of the durable sink does not match its checksum (damaged "
                     "in the file, or moved to another row's place)",
                     "reaqtive_egress",
-                    f"{sub}#{seq}",
+                    name,
                 )
-            entries = decode(payload, where)
-            if len(entries) != 1:
-                raise StateFormatError(f"{self._where}: {where}: {len(entries)} values in one payload")
-            outputs.append((sub, seq, entries[0]))
+            first = last - count + 1
+            entries = decode(payload, f"egress {sub}#{first}")
+            if len(entries) != count:
+                raise StateFormatError(f"{self._where}: egress {sub}#{first}: {len(entries)} values in a row of "
+                                       f"{count}")
+            for seq, entry in enumerate(entries, first):
+                if seq > low and (high is None or seq <= high):
+                    outputs.append((sub, seq, entry))
         return outputs
 
     def max_output_seqs(self) -> dict[str, int]:
         """The highest sequence number in the durable sink, per subscription that has outputs there. Read from
-        the primary key's index (one seek per subscription); the rows themselves are not verified."""
+        the primary key's index (a row is keyed by its last output; one seek per subscription); the rows
+        themselves are not verified."""
         with self._reading("reading the durable sink's sequence numbers") as db:
             return dict(fetchall_lenient(db, _MAX_OUTPUT_SEQS))
 
     def output_extents(self) -> dict[str, tuple[int, int, int]]:
         """Per subscription with outputs in the durable sink: ``(count, lowest seq, highest seq)``. One pass over
-        the primary key's index (a gap means rows were deleted or lost)."""
+        the table (a gap means rows were deleted or lost)."""
         with self._reading("reading the durable sink's sequence numbers") as db:
             rows = fetchall_lenient(
-                db, "SELECT subscription, COUNT(*), MIN(seq), MAX(seq) FROM reaqtive_egress GROUP BY subscription"
+                db, "SELECT subscription, SUM(count), MIN(seq - count + 1), MAX(seq), MIN(count) "
+                    "FROM reaqtive_egress GROUP BY subscription"
             )
         extents: dict[str, tuple[int, int, int]] = {}
-        for sub, count, low, high in rows:
-            if not all(type(value) is int for value in (count, low, high)):
+        for sub, count, low, high, smallest in rows:
+            if not all(type(value) is int for value in (count, low, high, smallest)) or smallest < 1:
                 raise StoreCorruptError(f"{self._where}: the durable sink's rows of {sub!r} cannot be counted "
                                         "(the file is damaged)")
             extents[sub] = (count, low, high)
         return extents
 
     def delete_outputs(self, subscription: str, *, upto: int | None = None) -> None:
-        """Forget the outputs of a deleted subscription (or, with ``upto``, those up to that sequence number:
-        an observer function received them)."""
+        """Forget the outputs of a deleted subscription (or, with ``upto``, the rows whose outputs are all at or
+        below that sequence number: an observer function received them; a row holding later outputs too stays
+        whole, and its delivered outputs are skipped by the reader's cursor)."""
         with self._transaction(f"deleting the outputs of {subscription!r}") as db:
             if upto is None:
                 db.execute("DELETE FROM reaqtive_egress WHERE subscription = ?", (subscription,))
@@ -862,6 +898,39 @@ _MAX_OUTPUT_SEQS: Final = (
     " WHERE name IS NOT NULL) "
     "SELECT name, (SELECT MAX(seq) FROM reaqtive_egress WHERE subscription = name) FROM subs WHERE name IS NOT NULL"
 )
+
+
+EGRESS_ROW_OUTPUTS: Final = 1024
+"""The most outputs of one subscription in one row of the durable sink."""
+
+
+def _first(entry: tuple[int, bytes]) -> int:
+    return entry[0]
+
+
+def _egress_rows(subscription: str, entries: list[tuple[int, bytes]], highest: int) -> list[tuple[Any, ...]]:
+    """Rows of the durable sink for a subscription's outputs sorted by sequence number: those above ``highest``
+    (what the sink holds), cut where the numbers are not consecutive or a row is full."""
+    rows: list[tuple[Any, ...]] = []
+    run: list[bytes] = []
+    last = highest
+    for seq, payload in entries:
+        if seq <= last:
+            continue  # at or below what the sink holds (a replay), or a duplicate in this batch
+        if run and (seq != last + 1 or len(run) == EGRESS_ROW_OUTPUTS):
+            rows.append(_egress_row(subscription, last, run))
+            run = []
+        run.append(payload)
+        last = seq
+    if run:
+        rows.append(_egress_row(subscription, last, run))
+    return rows
+
+
+def _egress_row(subscription: str, last: int, payloads: list[bytes]) -> tuple[Any, ...]:
+    payload = b"".join(payloads)
+    count = len(payloads)
+    return (subscription, last, count, payload, egress_checksum(subscription, last, count, payload))
 
 
 def _next_position(db: sqlite3.Connection, where: str) -> int:
@@ -1050,7 +1119,34 @@ def _migrate_from_2(db: sqlite3.Connection) -> None:
     )
     db.execute("DROP TABLE reaqtive_ingress_2")
     db.execute(_SET_POSITION, (last,))
+    _migrate_egress_from_2(db)
     db.execute("UPDATE reaqtive_meta SET value = 3 WHERE key = 'engine_schema_version'")
+
+
+def _migrate_egress_from_2(db: sqlite3.Connection) -> None:
+    """The durable sink of a row per output becomes rows of runs, each old row a run of one. A row that verified
+    gets the checksum of its new layout; one that did not gets -1, which never verifies (its damage stays
+    visible)."""
+    db.create_function("reaqtive_egress_crc_3", 4, _migrated_egress_crc_3, deterministic=True)
+    db.execute("ALTER TABLE reaqtive_egress RENAME TO reaqtive_egress_2")
+    db.execute(_EGRESS)
+    db.execute(
+        "INSERT INTO reaqtive_egress (subscription, seq, count, payload, crc) "
+        f"SELECT subscription, seq, 1, payload, reaqtive_egress_crc_3({_AS_TEXT.format('subscription')}, "
+        f"{_AS_INT.format('seq')}, {_AS_BLOB.format('payload')}, crc) FROM reaqtive_egress_2"
+    )
+    db.execute("DROP TABLE reaqtive_egress_2")
+
+
+def _migrated_egress_crc_3(subscription: bytes | None, seq: int | None, payload: bytes | None, crc: object) -> int:
+    try:
+        if subscription is not None and seq is not None and payload is not None:
+            text = subscription.decode("utf-8")
+            if crc == _egress_checksum_2(text, seq, payload):
+                return egress_checksum(text, seq, 1, payload)
+    except Exception:  # a function SQLite calls must not raise: that would fail the migration
+        pass
+    return -1
 
 
 # A column handed to a migration function only if it has the type a writer gives it (text as bytes, so that invalid
@@ -1102,7 +1198,7 @@ def _migrated_run_crc(  # noqa: PLR0917  (the old row's columns)
 def _migrated_egress_crc(subscription: bytes | None, seq: int | None, payload: bytes | None) -> int:
     try:
         if subscription is not None and seq is not None and payload is not None:
-            return egress_checksum(subscription.decode("utf-8"), seq, payload)
+            return _egress_checksum_2(subscription.decode("utf-8"), seq, payload)
     except Exception:  # a function SQLite calls must not raise: that would fail the migration
         pass
     return -1

@@ -85,7 +85,7 @@ class StreamSummary:
 
 @dataclass(frozen=True)
 class EgressSummary:
-    """The durable sink's rows of one subscription."""
+    """The durable sink's outputs of one subscription (``rows``: how many outputs it holds)."""
 
     subscription: str
     rows: int
@@ -161,7 +161,7 @@ def read_store(path: str | os.PathLike[str]) -> StoreSummary:
         egress = [
             EgressSummary(subscription, rows, last)
             for subscription, rows, last in db.execute(
-                "SELECT subscription, COUNT(*), MAX(seq) FROM reaqtive_egress GROUP BY subscription ORDER BY 1"
+                f"SELECT subscription, {events}, MAX(seq) FROM reaqtive_egress GROUP BY subscription ORDER BY 1"
             )
         ]
     delivery = _json(blobs.get("engine", {}).get("delivery"), "the delivery record") or {}

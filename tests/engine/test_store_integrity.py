@@ -72,7 +72,9 @@ def store(tmp_path: Path) -> Iterator[EngineStore]:
         store.append("a", [(i * 10, second(i))])  # pos 1..5, a row each
     for i in range(3):
         store.append("b", [("b" * i, second(i))])  # pos 6..8
-    store.write_outputs([("q", i, i * i) for i in range(4)] + [("r", i, -i) for i in range(3)])
+    for i in range(4):
+        store.write_outputs([("q", i, i * i)])  # a row each
+    store.write_outputs([("r", i, -i) for i in range(3)])  # one row of three
     yield store
     store.close()
 
@@ -303,9 +305,35 @@ def test_a_damaged_dead_letter_is_listed_marked(store: EngineStore) -> None:
 # -- egress -----------------------------------------------------------------------------------------------------------
 
 
-def test_egress_rows_carry_checksums_over_subscription_seq_and_payload(store: EngineStore) -> None:
-    for subscription, seq, payload, crc in query(store.path, "SELECT * FROM reaqtive_egress"):
-        assert crc == egress_checksum(subscription, seq, payload)  # type: ignore[arg-type]
+def test_egress_rows_carry_checksums_over_subscription_seq_count_and_payload(store: EngineStore) -> None:
+    rows = query(store.path, "SELECT subscription, seq, count, payload, crc FROM reaqtive_egress")
+    assert [(s, q, n) for s, q, n, _, _ in rows] == [("q", 0, 1), ("q", 1, 1), ("q", 2, 1), ("q", 3, 1), ("r", 2, 3)]
+    for subscription, seq, count, payload, crc in rows:
+        assert crc == egress_checksum(subscription, seq, count, payload)  # type: ignore[arg-type]
+
+
+def test_consecutive_outputs_share_a_row_and_replays_are_ignored(store: EngineStore) -> None:
+    store.write_outputs([("r", i, -i) for i in range(6)])  # 0..2 are there: only 3..5 are new
+    store.write_outputs([("r", 9, "gap"), ("r", 7, "late"), ("r", 8, "ok")])  # sorted, a gap before 7
+    assert store.read_outputs("r") == [("r", 0, 0), ("r", 1, -1), ("r", 2, -2), ("r", 3, -3), ("r", 4, -4),
+                                       ("r", 5, -5), ("r", 7, "late"), ("r", 8, "ok"), ("r", 9, "gap")]
+    assert store.read_outputs("r", after=3, upto=7) == [("r", 4, -4), ("r", 5, -5), ("r", 7, "late")]
+    rows = query(store.path, "SELECT seq, count FROM reaqtive_egress WHERE subscription = 'r'")
+    assert rows == [(2, 3), (5, 3), (9, 3)]
+    assert store.output_extents()["r"] == (9, 0, 9), "a gap shows: 9 outputs from #0 to #9"
+    store.delete_outputs("r", upto=4)  # the row 3..5 holds #5 too: it stays whole
+    assert store.read_outputs("r", after=4)[0] == ("r", 5, -5)
+    assert query(store.path, "SELECT seq FROM reaqtive_egress WHERE subscription = 'r'") == [(5,), (9,)]
+
+
+def test_a_damaged_row_of_several_outputs_names_them_all(store: EngineStore) -> None:
+    execute(store.path, "UPDATE reaqtive_egress SET payload = X'070707' WHERE subscription = 'r'")
+    with pytest.raises(DamagedRowError, match=r"output r#0-2 of the durable sink") as caught:
+        store.read_outputs("r", upto=0)
+    assert caught.value.row == "r#0-2"
+    execute(store.path, "UPDATE reaqtive_egress SET count = 2 WHERE subscription = 'r'")
+    with pytest.raises(DamagedRowError):
+        store.read_outputs("r")
 
 
 def test_outputs_of_a_healthy_subscription_are_readable_beside_a_damaged_one(store: EngineStore) -> None:
@@ -320,9 +348,10 @@ def test_outputs_of_a_healthy_subscription_are_readable_beside_a_damaged_one(sto
 
 
 def test_two_swapped_outputs_are_detected(store: EngineStore) -> None:
-    rows = dict(((s, q), (p, c)) for s, q, p, c in query(store.path, "SELECT * FROM reaqtive_egress"))
+    rows = dict(((s, q), (p, c)) for s, q, p, c in
+                query(store.path, "SELECT subscription, seq, payload, crc FROM reaqtive_egress"))
     execute(store.path, "UPDATE reaqtive_egress SET payload = ?, crc = ? WHERE subscription = 'q' AND seq = 1",
-            rows[("r", 2)])
+            rows[("q", 3)])
     with pytest.raises(DamagedRowError, match="q#1"):
         store.read_outputs("q")
     assert store.read_outputs("q", after=1) == [("q", 2, 4), ("q", 3, 9)]
