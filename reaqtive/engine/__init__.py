@@ -37,8 +37,10 @@ from reaqtive.engine.expressions import (
     decode_query,
     encode_query,
 )
+from reaqtive.engine.environment import EngineEnvironment
+from reaqtive.engine.ingress import GroupCommit
 from reaqtive.engine.outbox import ObserverFailedError
-from reaqtive.engine.store import DeadLetter, EngineStore, IngressEvent, UnknownEngineVersionError
+from reaqtive.engine.store import DeadLetter, EngineStore, IngressEvent, IngressRun, UnknownEngineVersionError
 from reaqtive.engine.streams import Envelope, StreamNotFoundError, StreamReader
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "EgressStamp",
     "Engine",
     "EngineClosedError",
+    "EngineEnvironment",
     "EngineError",
     "EngineStatus",
     "EngineStore",
@@ -60,7 +63,9 @@ __all__ = [
     "ExpressionError",
     "ForbiddenReferenceError",
     "FunctionRegistry",
+    "GroupCommit",
     "IngressEvent",
+    "IngressRun",
     "InnerRecoveryError",
     "MalformedExpressionError",
     "MalformedRecordError",

@@ -19,12 +19,12 @@ ones are plain stores, as with a stateful operator's dirty flag.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
+from reaqtive.engine.environment import EngineEnvironment
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber
@@ -129,11 +129,9 @@ class EgressStamp(StatefulUnaryOperatorBase[T, Output], Generic[T]):
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
-        counter_for: Callable[[str], OutputCounter] | None = getattr(
-            context.execution_environment, "output_counter", None
-        )
-        if counter_for is not None:
-            self._counter = counter_for(self._uri)
+        engine: object = context.execution_environment
+        if isinstance(engine, EngineEnvironment):
+            self._counter = engine.output_counter(self._uri)
             self._local = False
             if self.dirty_registry() is not None:
                 self._counter.arm(self)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
+from reaqtive.engine.environment import EngineEnvironment
 from reaqtive.errors import ReaqtiveError
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StateFormatError, StatefulUnaryOperatorBase
@@ -154,14 +155,16 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
             raise StreamNotFoundError(f"the engine has no stream {self._uri!r}") from error
         self._inputs = (subject.subscribe(self),)
 
-    def _environment(self) -> object:
+    def _environment(self) -> EngineEnvironment | None:
+        """The engine, when this reader runs under one (see :class:`EngineEnvironment`)."""
         context = self._context
-        return None if context is None else context.execution_environment
+        environment = None if context is None else context.execution_environment
+        return environment if isinstance(environment, EngineEnvironment) else None
 
     def _delivered(self) -> int | None:
-        """The engine's delivered watermark of the stream (``None``: the environment does not say)."""
-        delivered = getattr(self._environment(), "delivered_watermark", None)
-        return None if delivered is None else int(delivered(self._uri))
+        """The engine's delivered watermark of the stream (``None``: not under an engine)."""
+        engine = self._environment()
+        return None if engine is None else engine.delivered_watermark(self._uri)
 
     def _mark(self) -> int | None:
         """What a save would write now: ``None`` when caught up with the engine (or disposed: it reads nothing
@@ -250,8 +253,8 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         self._saved_mark = self._pending_mark = mark
 
     def _appended(self) -> int:
-        appended = getattr(self._environment(), "appended_watermark", None)
-        return int(appended(self._uri)) if appended is not None else LONG_MAX
+        engine = self._environment()
+        return engine.appended_watermark(self._uri) if engine is not None else LONG_MAX
 
     def request(self, n: int) -> None:
         if n > 0:
@@ -273,9 +276,9 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         except Exception as error:
             # Operators turn user errors into on_error; what escapes them is a bug or state that cannot work.
             # Under an engine it stops this query alone (after the event reached the others).
-            failed = None if self._faulted else getattr(self._environment(), "reader_failed", None)
-            if failed is None:
+            engine = None if self._faulted else self._environment()
+            if engine is None:
                 raise
             self._faulted = True  # report once
             self._requested = LONG_MAX  # no replacement requests from here on
-            failed(self.context.instance_id, error)
+            engine.reader_failed(self.context.instance_id, error)

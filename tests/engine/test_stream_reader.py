@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from reaqtive import CallbackSubscriber, OperatorContext, Query, SimpleSubject
 from reaqtive.engine import Envelope, StreamReader
+from reaqtive.engine.egress import OutputCounter
+from reaqtive.engine.environment import EngineEnvironment
 from reaqtive.state import InnerEnvironment, has_state_changed, read_blob, save_subscription, state_loader
 from reaqtive.state.traversal import confirm_saved
 from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.visitors import initialize, walk
 
 
-class Environment(InnerEnvironment):
+class Environment(InnerEnvironment, EngineEnvironment):
     """An environment that says what it delivered, as the engine's does."""
 
     def __init__(self) -> None:
@@ -21,6 +23,15 @@ class Environment(InnerEnvironment):
 
     def delivered_watermark(self, uri: str) -> int:
         return self.delivered
+
+    def appended_watermark(self, uri: str) -> int:
+        return 1 << 62
+
+    def reader_failed(self, instance_id: str, error: Exception) -> None:
+        raise error
+
+    def output_counter(self, uri: str) -> OutputCounter:
+        return OutputCounter()
 
     def deliver(self, seq: int) -> None:
         self.subject.on_next(Envelope(seq, seq * 10))

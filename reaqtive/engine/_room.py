@@ -1,0 +1,400 @@
+"""The base of the engine's rooms: shared configuration and running state, and the helpers every room uses.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+from typing import Any, Final
+
+from sortedcontainers import SortedList
+
+from reaqtive.engine.egress import Output, OutputCounter
+from reaqtive.engine.environment import EngineEnvironment
+from reaqtive.engine.errors import (
+    ArtifactNotFoundError,
+    EngineClosedError,
+)
+from reaqtive.engine.event_times import EventTimeBounds
+from reaqtive.engine.expressions import (
+    FunctionRegistry,
+    expression_from_json,
+    expression_to_json,
+)
+from reaqtive.engine.gc_policy import GcFreeze
+from reaqtive.engine.ingress import IngressWriter
+from reaqtive.engine.model import (
+    DISCARD_SINK,
+    DURABLE_SINK,
+    CheckpointMetrics,
+    EngineStatus,
+    RecoveryFailure,
+    RecoveryMetrics,
+    RecoveryPolicy,
+)
+from reaqtive.engine.outbox import Outbox
+from reaqtive.engine.records import (
+    Pin,
+)
+from reaqtive.engine.store import EngineStore, IngressEvent
+from reaqtive.engine.streams import Envelope
+from reaqtive.errors import InvalidSettingError
+from reaqtive.query import Query
+from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
+from reaqtive.state import (
+    Checkpointer,
+    CheckpointMode,
+    InnerEnvironment,
+    save_subscription,
+)
+from reaqtive.state.host import HostedQuery, QueryHost
+from reaqtive.subjects import SimpleSubject
+from reaqtive.subscriptions import SubscriptionHandle
+
+_LOG: Final = logging.getLogger("reaqtive.engine")
+_ARTIFACTS: Final = "artifacts"
+_TEMPLATES: Final = "templates"
+_ENGINE: Final = "engine"
+_DELIVERY: Final = "delivery"
+_OUTPUTS: Final = "outputs"  # per subscription, the next output sequence number (when it moved)
+_OBSERVED: Final = "observed"  # per subscription with an observer function, the last output it received
+_BUILTIN_OBSERVERS: Final = frozenset({DURABLE_SINK, DISCARD_SINK})
+_STREAM_BUFFER: Final = 1 << 20  # a reader without demand may lag this far behind a stream before it fails
+_DELIVERY_BATCH: Final = 4096
+_NO_WATERMARKS: Final[Mapping[str, int]] = MappingProxyType({})
+_EGRESS_FLUSH_OUTPUTS: Final = 65536  # the durable sink's buffer is written once it holds this many outputs
+
+
+class _EngineEnvironment(InnerEnvironment, EngineEnvironment):
+    """The engine's execution environment: its streams, plus inner subscriptions and subjects, plus what its
+    stream readers and egress stamps ask of the engine."""
+
+    def __init__(
+        self,
+        delivered: dict[str, int],
+        counters: dict[str, OutputCounter],
+        heads: dict[str, int],
+        failed: Callable[[str, Exception], None],
+    ) -> None:
+        super().__init__()
+        self._delivered_by_stream = delivered
+        self._output_counters = counters
+        self._heads = heads
+        self._failed = failed
+
+    def delivered_watermark(self, uri: str) -> int:
+        """The sequence number of the last event of stream ``uri`` the engine delivered (-1: none)."""
+        return self._delivered_by_stream.get(uri, -1)
+
+    def appended_watermark(self, uri: str) -> int:
+        """The sequence number of the last event appended to stream ``uri`` (-1: none): no reader can be past it."""
+        return self._heads.get(uri, 0) - 1
+
+    def reader_failed(self, instance_id: str, error: Exception) -> None:
+        """An exception escaped the operators of a query while a reader delivered an event to them (a bug, or
+        state that loaded but cannot work): the engine stops that query alone."""
+        self._failed(instance_id, error)
+
+    def output_counter(self, uri: str) -> OutputCounter:
+        """The output counter of subscription ``uri``."""
+        counter = self._output_counters.get(uri)
+        if counter is None:
+            counter = self._output_counters[uri] = OutputCounter()
+        return counter
+
+
+def _same_value(stored: object, produced: object) -> bool:
+    """Whether a replayed output equals the stored one (NaN equals NaN here: the same computation)."""
+    if stored == produced:
+        return True
+    return isinstance(stored, float) and isinstance(produced, float) and math.isnan(stored) and math.isnan(produced)
+
+
+def _owned_by(key: str, owners: set[str]) -> bool:
+    """Whether state key ``key`` is one of ``owners`` or one of their inner units (``owner/...``)."""
+    if key in owners:
+        return True
+    cut = key.find("/")
+    while cut != -1:
+        if key[:cut] in owners:
+            return True
+        cut = key.find("/", cut + 1)
+    return False
+
+
+def _check_whole(name: str, value: object, *, minimum: int, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InvalidSettingError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+
+
+def _check_seconds(name: str, value: object, *, positive: bool, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+            or value < 0 or (positive and value == 0)):
+        wanted = "a finite number of seconds > 0" if positive else "a finite number of seconds >= 0"
+        raise InvalidSettingError(f"{name} must be {wanted}, got {value!r}")
+
+
+def _references(expression: Any) -> set[str]:
+    """The stream/definition URIs an encoded expression reads."""
+    found: set[str] = set()
+    stack = [expression]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "stream" in node and len(node) == 1:
+                found.add(node["stream"])
+            else:
+                stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def _full_state(handle: SubscriptionHandle) -> bytes:
+    blob = save_subscription(handle, CheckpointMode.FULL)
+    assert blob is not None  # a full save always returns a blob
+    return blob
+
+
+def _counter_bytes(value: int) -> bytes:
+    return str(value).encode("ascii")
+
+
+def _to_bytes(record: Mapping[str, Any]) -> bytes:
+    return expression_to_json(record).encode("utf-8")
+
+
+def _from_bytes(blob: bytes, where: str) -> dict[str, Any]:
+    try:
+        return expression_from_json(blob)
+    except Exception as error:
+        raise ValueError(f"{where}: {error}") from error
+
+
+def _now_text() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class _Records(dict[str, dict[str, Any]]):
+    """The artifacts' records by URI, with the subscription URIs kept sorted, so that a URI nested with a
+    subscription's (``a`` and ``a/b``) is found without scanning them all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._subscriptions: SortedList = SortedList()
+
+    def __setitem__(self, uri: str, record: dict[str, Any]) -> None:
+        if uri in self:
+            self._forget(uri)
+        super().__setitem__(uri, record)
+        if record.get("kind") == "subscription":
+            self._subscriptions.add(uri)
+
+    def __delitem__(self, uri: str) -> None:
+        self._forget(uri)
+        super().__delitem__(uri)
+
+    def pop(self, uri: str, *default: Any) -> Any:
+        if uri in self:
+            self._forget(uri)
+        return super().pop(uri, *default)
+
+    def _forget(self, uri: str) -> None:
+        if self[uri].get("kind") == "subscription":
+            self._subscriptions.discard(uri)
+
+    def subscription_nested_with(self, uri: str) -> str | None:
+        """A subscription URI that ``uri`` starts with, followed by ``/``, or one that starts with ``uri/``."""
+        for cut in range(len(uri) - 1, 0, -1):
+            if uri[cut] == "/" and self._is_subscription(uri[:cut]):
+                return uri[:cut]
+        prefix = uri + "/"
+        index = self._subscriptions.bisect_left(prefix)
+        if index < len(self._subscriptions) and self._subscriptions[index].startswith(prefix):
+            return str(self._subscriptions[index])
+        return None
+
+    def _is_subscription(self, uri: str) -> bool:
+        record = self.get(uri)
+        return record is not None and record.get("kind") == "subscription"
+
+
+
+class EngineRoom:
+    """What every room of the engine shares: its configuration and its running state (made by
+    :meth:`_init_runtime`), the store helpers, and the methods rooms call across (each defined in the
+    room named beside it)."""
+
+    # Configuration, set by Engine.__init__.
+    functions: FunctionRegistry
+    _observer_retries: int
+    _observer_backoff: float
+    _event_times: EventTimeBounds
+    _lock: threading.RLock
+    _clock_mode: str
+    _settings: dict[str, object]
+    _policy: RecoveryPolicy
+    _on_failure: Callable[[str, BaseException], RecoveryPolicy | None] | None
+    _every_events: int | None
+    _every_seconds: float | None
+    _log: logging.Logger
+    _status: EngineStatus
+    _gc: GcFreeze
+    _store: EngineStore
+    _ingress: IngressWriter
+
+    def _init_runtime(self, tick: timedelta) -> None:
+        """The engine's running state, empty until recovery fills it."""
+        self._scheduler = VirtualTimeScheduler(tick, name="engine")
+        self._scheduler.unhandled_exception.add(self._task_failed)
+        self._delivered: dict[str, int] = {}
+        self._counters: dict[str, OutputCounter] = {}
+        self._heads: dict[str, int] = {}
+        self._expected: dict[str, int] = {}  # per stream, the next event the log must hold (see _deliver_checked)
+        self._environment = _EngineEnvironment(self._delivered, self._counters, self._heads, self._unit_failed)
+        self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
+        self._records = _Records()
+        self._templates: dict[str, dict[str, Any]] = {}
+        self._streams: dict[str, SimpleSubject[Envelope]] = {}
+        self._host = QueryHost(self._scheduler, environment=self._environment, settings=self._settings,
+                               logger=self._log)
+        self._subscriptions: dict[str, HostedQuery] = {}
+        self._broken: set[str] = set()  # artifacts kept stored without running (their state stays)
+        self._kept_orphans: set[str] = set()  # stored states of no artifact, kept (recovery policy KEEP)
+        self._removed_at_recovery: set[str] = set()  # artifacts the policy REMOVE deleted while recovering
+        self._pins: dict[str, Pin] = {}  # see _pin_broken
+        self._committed_delivered: dict[str, int] = {}  # the delivered watermarks of the last checkpoint
+        self._outboxes: dict[str, Outbox] = {}
+        self._observed: dict[str, int] = {}  # the delivery cursors of the outboxes in the store
+        self._faults_pending: list[tuple[str, Exception]] = []
+        self._quarantine: list[tuple[IngressEvent, str]] = []
+        self._replayed_upto: dict[str, int] = {}  # per durable-sink subscription, the sink's highest id
+        self._dead: set[tuple[str, int]] = self._store.dead_lettered()
+        self._batch_delivery = True  # the fast path of _deliver_run (tests clear it to compare with the general one)
+        self._dead_index: dict[str, SortedList] = {}  # see _any_dead
+        self._dead_index_size = 0
+        tick_micros = tick // timedelta(microseconds=1)
+        # Engine ticks are microseconds since the Unix epoch unless another tick was chosen: then rounded up, as
+        # the scheduler rounds a datetime.
+        self._ticks_of_micros: Callable[[int], int] | None = (
+            None if tick == timedelta(microseconds=1) else lambda micros: -(-micros // tick_micros)
+        )
+        self.faults: list[RecoveryFailure] = []
+        self._stored_state_keys: set[str] = set()  # the state rows in the store (units it has seen whole)
+        self._counter_errors: dict[str, Exception] = {}
+        self._output_extents: dict[str, tuple[int, int, int]] = {}
+        self._ended: dict[str, BaseException | None] = {}
+        self._egress: list[tuple[str, int, bytes]] = []  # the durable sink's new outputs, encoded
+        self._position = 0
+        self._since_checkpoint = 0
+        self._last_checkpoint_time = time.monotonic()
+        self.last_checkpoint: CheckpointMetrics | None = None
+        self.recovery = RecoveryMetrics()
+        self._clock_started = False
+
+    def _settle_status(self) -> None:
+        """RUNNING, or DEGRADED while something is kept in the store without running."""
+        if self._status in (EngineStatus.RUNNING, EngineStatus.DEGRADED):
+            degraded = bool(self._broken or self._kept_orphans)
+            self._status = EngineStatus.DEGRADED if degraded else EngineStatus.RUNNING
+
+    def _check_open(self) -> None:
+        if self._status is EngineStatus.CLOSED:
+            raise EngineClosedError(f"the engine on {str(self._store.path)!r} is closed")
+
+    def _require(self, uri: str) -> dict[str, Any]:
+        record = self._records.get(uri)
+        if record is None:
+            raise ArtifactNotFoundError(f"no artifact {uri!r}")
+        return record
+
+    def _check_kind(self, uri: str, kind: str) -> dict[str, Any]:
+        record = self._require(uri)
+        if record["kind"] != kind:
+            raise ArtifactNotFoundError(f"{uri!r} is a {record['kind']}, not a {kind}")
+        return record
+
+    def _commit_changes(
+        self, puts: Iterable[tuple[str, str, bytes]] = (), deletes: Iterable[tuple[str, str]] = ()
+    ) -> None:
+        transaction = self._store.checkpoints.begin()
+        try:
+            for category, key, blob in puts:
+                transaction.put(category, key, blob)
+            for category, key in deletes:
+                transaction.delete(category, key)
+            transaction.commit()
+        except BaseException:
+            transaction.rollback()
+            raise
+
+    # -- defined in other rooms ------------------------------------------------------------------------------------
+
+    def _apply_faults(self) -> None:
+        raise NotImplementedError  # Running
+
+    def _bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None) -> HostedQuery:
+        raise NotImplementedError  # Running
+
+    def _deliver_outboxes(self) -> None:
+        raise NotImplementedError  # Egress
+
+    def _delivery_bytes(self, extra_pins: Mapping[str, Pin] | None = None) -> bytes:
+        raise NotImplementedError  # Checkpointing
+
+    def _expand(self, root: Query[Any]) -> Query[Any]:
+        raise NotImplementedError  # ArtifactRegistry
+
+    def _fault(self, uri: str, error: Exception) -> None:
+        raise NotImplementedError  # Running
+
+    def _flush_egress(self, *, with_outboxes: bool = False) -> float:
+        raise NotImplementedError  # Egress
+
+    def _flush_quarantine(self) -> None:
+        raise NotImplementedError  # Delivery
+
+    def _maybe_checkpoint(self, force_time: bool = False) -> bool:
+        raise NotImplementedError  # Checkpointing
+
+    def _observer_function(self, uri: str, record: dict[str, Any]) -> Callable[[Output], object]:
+        raise NotImplementedError  # Egress
+
+    def _open_stream(self, uri: str) -> None:
+        raise NotImplementedError  # ArtifactRegistry
+
+    def _pin_for(self, uri: str) -> Pin:
+        raise NotImplementedError  # Checkpointing
+
+    def _reader_watermarks(self) -> dict[str, int]:
+        raise NotImplementedError  # Checkpointing
+
+    def _recover(self) -> None:
+        raise NotImplementedError  # Recovery
+
+    def _sink_for(self, uri: str, observer: str) -> Callable[[Output], object] | None:
+        raise NotImplementedError  # Egress
+
+    def _start_clock(self, at: datetime) -> None:
+        raise NotImplementedError  # Delivery
+
+    def _stored_state_of(self, uri: str) -> list[tuple[str, str]]:
+        raise NotImplementedError  # Recovery
+
+    def _task_failed(self, args: UnhandledExceptionArgs) -> None:
+        raise NotImplementedError  # Running
+
+    def _unit_failed(self, instance_id: str, error: Exception) -> None:
+        raise NotImplementedError  # Running
+
+    def delete_subscription(self, uri: str) -> None:
+        raise NotImplementedError  # ArtifactRegistry

@@ -1,0 +1,223 @@
+"""Checkpoints: the changed state of every query, the output counters and the delivery record in one transaction, then
+the ingress log truncated to what it covers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from reaqtive.engine._room import (
+    _DELIVERY,
+    _ENGINE,
+    _OBSERVED,
+    _OUTPUTS,
+    EngineRoom,
+    _counter_bytes,
+    _now_text,
+    _to_bytes,
+)
+from reaqtive.engine.egress import OutputCounter
+from reaqtive.engine.errors import (
+    UnstorableStateError,
+)
+from reaqtive.engine.model import (
+    CheckpointMetrics,
+    EngineStatus,
+)
+from reaqtive.engine.records import (
+    Pin,
+    delivery_bytes,
+)
+from reaqtive.engine.store import to_micros
+from reaqtive.engine.streams import StreamReader
+from reaqtive.state import (
+    CheckpointMode,
+    CheckpointResult,
+    CheckpointTransaction,
+)
+
+
+class Checkpointing(EngineRoom):
+    """See the module docstring."""
+
+    def checkpoint(self, *, full: bool = False) -> CheckpointMetrics:
+        """Take a checkpoint (differential by default): durable sink first, then every changed subscription's
+        state in one transaction, then the ingress log is truncated up to what the commit covers."""
+        with self._lock:
+            self._check_open()
+            return self._checkpoint_reporting(full)
+
+    async def checkpoint_async(self, *, full: bool = False) -> CheckpointMetrics:
+        """:meth:`checkpoint`, awaitable: the work runs in a worker thread."""
+        import asyncio
+
+        return await asyncio.to_thread(self.checkpoint, full=full)
+
+    def _checkpoint_reporting(self, full: bool) -> CheckpointMetrics:
+        self._status = EngineStatus.CHECKPOINTING
+        try:
+            return self._checkpoint(full)
+        finally:
+            self._status = EngineStatus.RUNNING
+            self._settle_status()
+
+    def _checkpoint(self, full: bool) -> CheckpointMetrics:
+        self._flush_quarantine()  # before the checkpoint covers the events: the log may then drop them
+        self._apply_faults()
+        self._deliver_outboxes()
+        egress_seconds = self._flush_egress(with_outboxes=True)
+        handles = self._host.units()
+        removed = self._environment.removed_inner_ids()
+        mode = CheckpointMode.FULL if full else CheckpointMode.DIFFERENTIAL
+        moved: dict[str, OutputCounter] = {}
+        reported: set[str] = set()  # the output counters that reported a move since the last checkpoint
+        dirty = self._environment.dirty
+        unsaved: dict[str, UnstorableStateError] = {}
+        observed = {uri: outbox.delivered for uri, outbox in self._outboxes.items()}
+
+        def isolate(key: str, error: Exception) -> str:
+            # A state that cannot be saved stops its subscription alone (after the commit), as of its last
+            # checkpoint: none of its units is written now, and its pin goes into this delivery record.
+            owner = key if key in self._subscriptions else (self._records.subscription_nested_with(key) or key)
+            unsaved.setdefault(owner, UnstorableStateError(owner, key, error))
+            return owner
+
+        def collect(transaction: CheckpointTransaction) -> None:
+            # While paused, with the state: the delivery record, the output counters that moved, how far the
+            # observer functions got.
+            pins = {uri: self._pin_for(uri) for uri in unsaved}
+            transaction.put(_ENGINE, _DELIVERY, self._delivery_bytes(extra_pins=pins))
+            self._put_counters(transaction, full, unsaved, reported, moved)
+            for uri, seq in observed.items():
+                if uri not in unsaved and (seq != self._observed.get(uri, -1) or full):
+                    transaction.put(_OBSERVED, uri, _counter_bytes(seq))
+
+        try:
+            result: CheckpointResult = self._checkpointer.checkpoint(
+                handles, mode=mode, removed=removed, collect=collect, isolate=isolate,
+                whole=handles.keys() - self._stored_state_keys, dirty=dirty,
+            )
+        except BaseException:
+            for uri in reported | moved.keys():  # not committed: they still differ from the store
+                dirty.note_moved(uri)
+            raise
+        self._stored_state_keys.update(result.saved)
+        self._stored_state_keys.difference_update(removed)
+        for counter in moved.values():
+            counter.committed = counter.pending
+        kept = self._broken | self._kept_orphans
+        for uri in [uri for uri in self._pins if uri not in kept and uri not in unsaved]:
+            del self._pins[uri]  # recovered since: this checkpoint's record says where its state stands
+        self._committed_delivered = dict(self._delivered)
+        self._environment.confirm_removed(removed)
+        for uri, seq in observed.items():
+            if uri not in unsaved and seq != self._observed.get(uri, -1):
+                self._observed[uri] = seq
+                self._store.delete_outputs(uri, upto=seq)  # delivered: the outbox's rows up to it can go
+        for uri, unsaved_error in unsaved.items():
+            self._fault(uri, unsaved_error)
+        truncated = self._store.truncate_ingress(self._covered_by_checkpoint())
+        metrics = CheckpointMetrics(
+            checkpoint_id=result.checkpoint_id,
+            full=full,
+            pause_seconds=result.pause_seconds,
+            serialize_seconds=result.serialize_seconds,
+            commit_seconds=result.commit_seconds,
+            egress_seconds=egress_seconds,
+            bytes_written=result.bytes_written,
+            dirty_subscriptions=len(result.saved),
+            ingress_truncated=truncated,
+            at=datetime.now(UTC),
+        )
+        self.last_checkpoint = metrics
+        self._gc.after_checkpoint()
+        self._since_checkpoint = 0
+        self._last_checkpoint_time = time.monotonic()
+        self._log.info(
+            "checkpoint %d: paused %.2f ms, commit %.2f ms, %d bytes, %d dirty subscriptions",
+            metrics.checkpoint_id, metrics.pause_seconds * 1e3, metrics.commit_seconds * 1e3,
+            metrics.bytes_written, metrics.dirty_subscriptions,
+        )
+        return metrics
+
+    def _put_counters(
+        self,
+        transaction: CheckpointTransaction,
+        full: bool,
+        unsaved: Mapping[str, Exception],
+        reported: set[str],
+        moved: dict[str, OutputCounter],
+    ) -> None:
+        """While paused: the output counters that moved since the last checkpoint (every one in a full
+        checkpoint), found through the dirty registry, not by looking at each; ``reported`` gets those that
+        reported a move, ``moved`` those written. Each is re-armed: its next move reports again."""
+        dirty = self._environment.dirty
+        reported.update(dirty.take_moved())
+        counters = self._counters
+        for uri, counter in counters.items() if full else [(uri, counters.get(uri)) for uri in sorted(reported)]:
+            if counter is None:
+                continue  # deleted since
+            if uri in unsaved:
+                dirty.note_moved(uri)  # its owner is left out of this checkpoint
+                continue
+            if counter.next != counter.committed or full:
+                counter.pending = counter.next
+                transaction.put(_OUTPUTS, uri, _counter_bytes(counter.pending))
+                moved[uri] = counter
+            counter.rearm()  # (if the checkpoint fails, _checkpoint reports it again)
+
+    def _maybe_checkpoint(self, force_time: bool = False) -> bool:
+        due = (self._every_events is not None and self._since_checkpoint >= self._every_events) or (
+            self._every_seconds is not None
+            and (self._since_checkpoint or force_time)
+            and time.monotonic() - self._last_checkpoint_time >= self._every_seconds
+        )
+        if due and self._since_checkpoint:
+            self._checkpoint_reporting(full=False)
+            return True
+        return False
+
+    def _covered_by_checkpoint(self) -> dict[str, int]:
+        """Per stream, the last event every reader has processed (all are in the committed state now)."""
+        covered = dict(self._delivered)
+        for stream, watermark in self._reader_watermarks().items():
+            covered[stream] = min(covered.get(stream, watermark), watermark)
+        for pin in self._pins.values():  # an artifact kept without running may need the events above its floor
+            for stream, floor in pin.floor.items():
+                covered[stream] = min(covered.get(stream, floor), floor)
+        return covered
+
+    def _reader_watermarks(self) -> dict[str, int]:
+        """Per stream, the lowest watermark of a reader that may be behind. Only the readers the dirty registry
+        watches can be (see reaqtive.engine.streams): any other has unbounded demand and was caught up when
+        last asked, and every event delivered since reached it at once, so its watermark is the stream's."""
+        marks: dict[str, int] = {}
+        for node, _ in self._environment.dirty.watched():
+            if isinstance(node, StreamReader) and not node.is_disposed:
+                uri, watermark = node.uri, node.watermark
+                if watermark < marks.get(uri, watermark + 1):
+                    marks[uri] = watermark
+        return marks
+
+    def _delivery_bytes(self, extra_pins: Mapping[str, Pin] | None = None) -> bytes:
+        now = to_micros(self._scheduler.now) if self._clock_started else None
+        pinned = {uri: pin for uri, pin in self._pins.items() if uri in self._broken or uri in self._kept_orphans}
+        pinned.update(extra_pins or {})
+        return _to_bytes(delivery_bytes(self._position, self._delivered, now, pinned, _now_text()))
+
+    def _pin_for(self, uri: str) -> Pin:
+        """Where an artifact about to be kept without running stands (see _pin_broken), over every stream (its
+        inner queries may read any): "caught up" as of the last committed checkpoint, or its start if it was
+        created after it; and the floor of the log as it is now, which holds everything its readers still need
+        (a lagging one included: the last truncation respected it)."""
+        record = self._records.get(uri, {})
+        start = record.get("start", {})
+        retained = self._store.first_retained()
+        streams = set(self._streams) | set(self._delivered) | set(retained)
+        caught_up = {stream: max(start.get(stream, -1), self._committed_delivered.get(stream, -1))
+                     for stream in streams}
+        floor = {stream: retained[stream] - 1 if stream in retained else self._delivered.get(stream, -1)
+                 for stream in streams}
+        return Pin(caught_up, floor)

@@ -1,0 +1,294 @@
+"""Ingress and delivery: appends go to the durable log; process() reads it in runs and delivers them in order, moving
+the clock, quarantining what cannot be delivered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from reaqtive.engine._room import (
+    _DELIVERY_BATCH,
+    _EGRESS_FLUSH_OUTPUTS,
+    EngineRoom,
+)
+from reaqtive.engine.ingress import chunks
+from reaqtive.engine.store import DeadLetter, IngressEvent, IngressRun, from_micros, to_micros
+from reaqtive.engine.streams import Envelope
+
+
+class Delivery(EngineRoom):
+    """See the module docstring."""
+
+    def append(self, stream: str, value: Any, time: datetime | None = None) -> int:
+        """Append one event to ``stream``; returns its sequence number. ``time``: its event time (aware; default
+        now). Durable when this returns (``ingress_commit="call"``: appends from several threads share one
+        commit), or, with :class:`~reaqtive.engine.ingress.GroupCommit`, once the next group is committed."""
+        return self.append_many(stream, [(value, time)])[0]
+
+    def append_many(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> list[int]:
+        """Append several ``(value, time)`` events in one transaction (``time`` ``None``: now); returns their
+        sequence numbers. Nothing is appended if one of them is refused (``None``, a naive time, a value the
+        codec cannot save); those dated too far ahead go to the dead letters, numbered (see :meth:`append` for
+        when they are durable)."""
+        with self._lock:
+            self._check_open()
+            self._check_kind(stream, "stream")
+        batch = self._ingress.prepare(stream, events, self._event_times, self._scheduler.now)
+        first = self._ingress.append(batch)
+        count = len(batch.payloads)
+        if count:
+            # A lower bound of the stream's head (a concurrent append may set it lower; delivery then reads
+            # the store's): the delivery checks that no event is numbered past it.
+            self._heads[stream] = max(self._heads.get(stream, 0), first + count)
+        if batch.reasons is not None:
+            with self._lock:  # the delivery must know these numbers are taken, not missing
+                self._dead.update((stream, first + i) for i, reason in enumerate(batch.reasons)
+                                  if reason is not None)
+        return list(range(first, first + count))
+
+    def extend(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> int:
+        """Append ``(value, time)`` events from any iterable (a generator, a file being read), in transactions
+        of 10,000 events (``ingress.EXTEND_CHUNK``), so that memory stays bounded; returns how many were appended.
+        Not atomic as a whole: if one chunk is refused (see :meth:`append_many`), the chunks before it stay."""
+        return sum(len(self.append_many(stream, chunk)) for chunk in chunks(events))
+
+    def flush_ingress(self) -> None:
+        """Commit the appended events still waiting (with :class:`~reaqtive.engine.ingress.GroupCommit`; with
+        ``"call"`` every append is committed when it returns): when this returns they are durable."""
+        self._ingress.flush()
+
+    def dead_letters(self, stream: str | None = None) -> list[DeadLetter]:
+        """The quarantined events (of ``stream``, or all): dated out of bounds, or damaged in the log; each with
+        its reason (see :mod:`reaqtive.engine.event_times`). They are kept, never delivered."""
+        with self._lock:
+            self._check_open()
+            self._flush_quarantine()
+            return self._store.dead_letters(stream)
+
+    def process(self, max_events: int | None = None) -> int:
+        """Deliver pending ingress events (all, or up to ``max_events``) in append order, applying the checkpoint
+        policy as it goes; returns how many were delivered."""
+        self.flush_ingress()  # events appended under group commit are delivered once durable, not before
+        delivered = 0
+        attempted = False  # handed waiting outputs to observer functions (once per batch)
+        while max_events is None or delivered < max_events:
+            with self._lock:
+                self._check_open()
+                limit = _DELIVERY_BATCH if max_events is None else min(_DELIVERY_BATCH, max_events - delivered)
+                runs = self._read_runs(limit)
+                if not runs:
+                    self._advance_wall_clock()
+                    self._maybe_checkpoint(force_time=True)
+                    break
+                wall = datetime.now(UTC)  # the wall clock of this batch (the engine's own clock is read per event)
+                for run in runs:
+                    budget = None if max_events is None else max_events - delivered
+                    if budget == 0:
+                        break
+                    delivered += self._deliver_run(run, wall, budget)
+                self._flush_quarantine()
+                if len(self._egress) >= _EGRESS_FLUSH_OUTPUTS:
+                    self._flush_egress()  # bounded memory between checkpoints (the sink keeps the first copy)
+                self._deliver_outboxes()
+                attempted = True
+        if not attempted:
+            with self._lock:
+                self._check_open()
+                self._deliver_outboxes()
+        return delivered
+
+    def _read_runs(self, limit: int) -> list[IngressRun]:
+        return self._store.read_ingress_runs(self._position, limit)
+
+    def _deliver_run(self, run: IngressRun, wall: datetime, budget: int | None) -> int:
+        """Deliver a run of logged events of one stream (up to ``budget``); returns how many were taken."""
+        count: int = run.count if budget is None else min(run.count, budget)
+        if not self._plain(run, wall, count):
+            return self._deliver_one_by_one(run, wall, count)
+        taken = 0
+        while taken < count:
+            upto = count
+            every = self._every_events
+            if every is not None:  # the checkpoint positions of event-at-a-time delivery
+                upto = min(upto, taken + max(every - self._since_checkpoint, 1))
+            self._deliver_plain(run, taken, upto)
+            self._since_checkpoint += upto - taken
+            taken = upto
+            self._maybe_checkpoint()
+        return count
+
+    def _plain(self, run: IngressRun, wall: datetime, count: int) -> bool:
+        """Whether a run can take the fast path: sound, the next events of a stream the engine has, none of them
+        among the dead letters, none dated out of bounds, delivered for the first time, on the event clock."""
+        stream, seq = run.stream, run.seq
+        if not self._batch_delivery or run.damage is not None or self._clock_mode != "event" \
+                or stream not in self._streams:
+            return False
+        if seq != self._expected.get(stream, 0) or seq <= self._delivered.get(stream, -1):
+            return False
+        last = seq + count - 1
+        if last >= self._heads.get(stream, 0):
+            self._heads.update(self._store.stream_heads())
+            if last >= self._heads.get(stream, 0):
+                return False
+        if self._dead and self._any_dead(stream, seq, last):
+            return False
+        bounds = self._event_times
+        if bounds.allowed_lateness is not None:
+            return False
+        return not (bounds.max_ahead is not None and max(run.micros[:count]) > to_micros(wall))
+
+    def _any_dead(self, stream: str, first: int, last: int) -> bool:
+        """Whether an event from ``first`` to ``last`` of ``stream`` is among the dead letters (an index per
+        stream, rebuilt when the set grew)."""
+        if self._dead_index_size != len(self._dead):
+            index: dict[str, SortedList] = {}
+            for name, number in self._dead:
+                index.setdefault(name, SortedList()).add(number)
+            self._dead_index, self._dead_index_size = index, len(self._dead)
+        numbers = self._dead_index.get(stream)
+        if not numbers:
+            return False
+        at: int = numbers.bisect_left(first)
+        return at < len(numbers) and bool(numbers[at] <= last)
+
+    def _deliver_one_by_one(self, run: IngressRun, wall: datetime, count: int) -> int:
+        for event in run.events()[:count]:
+            self._deliver_checked(event, wall)
+            self._position = event.pos
+            self._since_checkpoint += 1
+            if self._faults_pending:
+                self._apply_faults()
+            self._maybe_checkpoint()
+        return count
+
+    def _deliver_plain(self, run: IngressRun, start: int, end: int) -> None:
+        """The per-event loop of the fast path: the clock moves to each event's time (running the timers due
+        before it first), the stream's delivered watermark moves before the delivery, the work the delivery
+        triggered for its instant runs after it, a query that failed is stopped before the next event."""
+        stream, seq0, values, micros = run.stream, run.seq, run.values, run.micros
+        scheduler = self._scheduler
+        timeline = scheduler.timeline
+        queue = timeline.queue
+        subject = self._streams[stream]
+        delivered = self._delivered
+        faults = self._faults_pending
+        to_ticks = self._ticks_of_micros
+        self._clock_started = True
+        self._expected[stream] = seq0 + end
+        for i in range(start, end):
+            ticks = to_ticks(micros[i]) if to_ticks is not None else micros[i]
+            if ticks > timeline.clock:
+                if queue.next_due <= ticks:
+                    scheduler.advance_to(ticks)
+                else:
+                    timeline.clock = ticks
+            seq = seq0 + i
+            delivered[stream] = seq
+            subject.on_next(Envelope(seq, values[i]))
+            if queue.next_due <= ticks:
+                scheduler.advance_to(timeline.clock)  # work the delivery triggered for this instant
+            if faults:
+                self._position = run.pos + i
+                self._apply_faults()
+        self._position = run.pos + end - 1
+
+    def advance_time(self, to: datetime) -> None:
+        """Move the engine's clock forward to ``to`` (aware), firing the timers due until then."""
+        with self._lock:
+            self._check_open()
+            self._clock_started = True
+            if to > self._scheduler.now:
+                self._scheduler.advance_to(to)
+            self._apply_faults()
+
+    def _start_clock(self, at: datetime) -> None:
+        """Set the clock of a store that never had one (it is at the Unix epoch until then)."""
+        if at > self._scheduler.now:
+            self._scheduler.advance_to(at)
+        self._clock_started = True
+
+    def _deliver_checked(self, event: IngressEvent, wall: datetime) -> None:
+        """Deliver one logged event, or quarantine it: damaged, misplaced, or dated out of bounds (decided once:
+        a replay finds it among the dead letters)."""
+        key = (event.stream, event.seq)
+        stream, seq = key
+        expected = self._expected.get(stream, 0)
+        if seq >= expected:
+            self._expected[stream] = seq + 1
+        if key in self._dead:
+            return
+        reason = event.damage or self._misplaced(event)
+        if reason is None and seq > expected:
+            self._note_missing(stream, expected, seq)
+        if reason is None:
+            reason = self._out_of_bounds(event.time, wall)
+        if reason is not None:
+            self._dead.add(key)
+            self._quarantine.append((event, reason))
+            self._log.warning("event %s#%d quarantined: %s", event.stream, event.seq, reason)
+            return
+        self._deliver(event.stream, event.seq, event.value, event.time)
+
+    def _out_of_bounds(self, time: datetime, wall: datetime) -> str | None:
+        bounds = self._event_times
+        if bounds.max_ahead is not None and time > wall:  # the common case (an event not ahead) stops here
+            reason = bounds.ahead(time, max(wall, self._scheduler.now))
+            if reason is not None:
+                return reason
+        if bounds.allowed_lateness is not None and self._clock_mode == "event" and self._clock_started:
+            return bounds.late(time, self._scheduler.now)
+        return None
+
+    def _misplaced(self, event: IngressEvent) -> str | None:
+        """Why a sound-looking log row cannot be an event of its stream (its stream or number was altered)."""
+        if event.stream not in self._streams:
+            return f"there is no stream {event.stream!r} (deleted, or the row was altered)"
+        if event.seq >= self._heads.get(event.stream, 0):
+            self._heads.update(self._store.stream_heads())
+            if event.seq >= self._heads.get(event.stream, 0):
+                return f"#{event.seq} is beyond what was appended to {event.stream!r} (the row was altered)"
+        return None
+
+    def _note_missing(self, stream: str, first: int, seq: int) -> None:
+        """Events ``first`` to ``seq - 1`` of ``stream`` are neither in the log nor among the dead letters: rows
+        deleted or lost from the file. Nothing can bring them back; each is recorded as a dead letter without
+        content, so that the loss is visible (``dead_letters()``, ``reaqtive inspect``) rather than silent."""
+        missing = [number for number in range(first, seq) if (stream, number) not in self._dead]
+        for number in missing:
+            self._dead.add((stream, number))
+            gap = IngressEvent(-1, stream, number, from_micros(0), None, damage="missing", payload=None, micros=None)
+            self._quarantine.append((gap, "missing from the log: its row was deleted or lost"))
+        if missing:
+            self._log.error("stream %r: %d event(s) missing from the log before #%d", stream, len(missing), seq)
+
+    def _flush_quarantine(self) -> None:
+        if self._quarantine:
+            pending, self._quarantine = self._quarantine, []
+            self._store.quarantine(pending)
+
+    def _deliver(self, stream: str, seq: int, value: Any, when: datetime) -> None:
+        scheduler = self._scheduler
+        self._clock_started = True
+        target = when if self._clock_mode == "event" else max(when, datetime.now(UTC))
+        if target > scheduler.now:
+            scheduler.advance_to(target)
+        if seq > self._delivered.get(stream, -1):
+            # Before the delivery: a reader created while this event is delivered (an inner query it starts)
+            # starts after it. And never back: a replay rewound for a lagging reader re-delivers older events,
+            # and the stream's delivered watermark is what "caught up" means in every reader's saved state.
+            self._delivered[stream] = seq
+        subject = self._streams.get(stream)
+        if subject is not None:
+            subject.on_next(Envelope(seq, value))
+        scheduler.advance_to(scheduler.now)  # work the delivery triggered for this instant
+
+    def _advance_wall_clock(self) -> None:
+        if self._clock_mode == "wall":
+            wall = datetime.now(UTC)
+            if wall > self._scheduler.now:
+                self._scheduler.advance_to(wall)

@@ -1,0 +1,118 @@
+"""The engine's public records: its status, recovery policies and failures, artifact and stream information, checkpoint
+and recovery metrics, the built-in observers.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+__all__ = [
+    "DURABLE_SINK",
+    "DISCARD_SINK",
+    "EngineStatus",
+    "RecoveryPolicy",
+    "RecoveryFailure",
+    "ArtifactInfo",
+    "StreamStatus",
+    "CheckpointMetrics",
+    "RecoveryMetrics",
+]
+
+DURABLE_SINK: Final = "reaqtive://sinks/durable"
+"""The built-in observer that writes outputs to the store's egress table (effectively-once)."""
+DISCARD_SINK: Final = "reaqtive://sinks/discard"
+"""The built-in observer that drops outputs."""
+
+
+class EngineStatus(enum.Enum):
+    """What the engine is doing."""
+
+    RECOVERING = "recovering"
+    RUNNING = "running"
+    CHECKPOINTING = "checkpointing"
+    DEGRADED = "degraded"
+    """Running, but some artifacts failed to recover and are kept in the store without running."""
+    CLOSED = "closed"
+
+
+class RecoveryPolicy(enum.Enum):
+    """What to do with an artifact that fails to recover."""
+
+    FAIL = "fail"
+    """Stop: opening the engine raises :class:`~reaqtive.engine.errors.RecoveryError`; the store is untouched."""
+    KEEP = "keep"
+    """Keep the artifact (and its state) in the store without running it; the engine runs degraded and reports it."""
+    REMOVE = "remove"
+    """Delete the artifact and its state from the store."""
+
+
+@dataclass(frozen=True)
+class RecoveryFailure:
+    """An artifact that did not recover: its URI, its kind, the error, and what was done about it."""
+
+    uri: str
+    kind: str
+    error: BaseException
+    policy: RecoveryPolicy
+
+
+@dataclass(frozen=True)
+class ArtifactInfo:
+    """What the engine knows about one artifact."""
+
+    uri: str
+    kind: str
+    created: datetime
+    expression: dict[str, Any] | None
+    observer: str | None
+    references: tuple[str, ...]
+    state_bytes: int
+    running: bool
+
+
+@dataclass(frozen=True)
+class StreamStatus:
+    """One durable stream: how far producers and the engine got, and what the ingress log still holds."""
+
+    uri: str
+    appended: int
+    """Events appended so far (the next event's sequence number)."""
+    delivered: int
+    """The sequence number of the last event delivered to the queries (-1: none yet)."""
+    retained: int
+    """Events still in the ingress log (not yet covered by a committed checkpoint)."""
+
+
+@dataclass(frozen=True)
+class CheckpointMetrics:
+    """One checkpoint: how long the engine paused, how long the commit took, what it wrote."""
+
+    checkpoint_id: int
+    full: bool
+    pause_seconds: float
+    serialize_seconds: float
+    commit_seconds: float
+    egress_seconds: float
+    bytes_written: int
+    dirty_subscriptions: int
+    ingress_truncated: int
+    at: datetime
+
+
+@dataclass
+class RecoveryMetrics:
+    """One recovery: the time per phase, what was recovered, what failed."""
+
+    phases: dict[str, float] = field(default_factory=dict)
+    streams: int = 0
+    definitions: int = 0
+    subscriptions: int = 0
+    inner_subscriptions: int = 0
+    failures: list[RecoveryFailure] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    """Stored states no artifact claimed that the policy REMOVE deleted (at the next checkpoint). Under FAIL and
+    KEEP such a state is a failure like any other (see ``failures``)."""
+

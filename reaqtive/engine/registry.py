@@ -1,0 +1,334 @@
+"""Artifacts by URI: streams, definitions and subscriptions, created and deleted in the store at once; their records
+and the checks on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from reaqtive.engine._room import (
+    _ARTIFACTS,
+    _BUILTIN_OBSERVERS,
+    _OBSERVED,
+    _OUTPUTS,
+    _STREAM_BUFFER,
+    _TEMPLATES,
+    EngineRoom,
+    _counter_bytes,
+    _full_state,
+    _now_text,
+    _references,
+    _to_bytes,
+)
+from reaqtive.engine.egress import Output
+from reaqtive.engine.errors import (
+    ArtifactExistsError,
+    ArtifactInUseError,
+    ArtifactNotFoundError,
+    MalformedRecordError,
+)
+from reaqtive.engine.expressions import (
+    decode_query,
+    encode_query,
+    instantiate,
+    template_id,
+    templatize,
+)
+from reaqtive.engine.model import (
+    DURABLE_SINK,
+    ArtifactInfo,
+    StreamStatus,
+)
+from reaqtive.engine.store import to_micros
+from reaqtive.query import Query
+from reaqtive.state import (
+    STATE_CATEGORY,
+    confirm_saved,
+)
+from reaqtive.state.host import HostedQuery
+from reaqtive.subjects import OverflowPolicy, SimpleSubject
+
+
+class ArtifactRegistry(EngineRoom):
+    """See the module docstring."""
+
+    def register_function(self, name: str, function: Callable[..., Any]) -> None:
+        """Make ``function`` usable in persisted queries as ``@name`` (register it again before recovery)."""
+        self.functions.register(name, function)
+
+    def create_stream(self, uri: str) -> None:
+        """Create the durable stream ``uri``."""
+        with self._lock:
+            self._check_new(uri)
+            record = {"kind": "stream", "created": _now_text()}
+            self._commit_record(uri, record)
+            self._open_stream(uri)
+
+    def delete_stream(self, uri: str) -> None:
+        """Delete the stream ``uri``; refused while a query reads it."""
+        with self._lock:
+            self._check_kind(uri, "stream")
+            self._check_unused(uri)
+            self._commit_changes(deletes=[(_ARTIFACTS, uri)])
+            del self._records[uri]
+            subject = self._streams.pop(uri)
+            subject.dispose()
+
+    def streams(self) -> dict[str, StreamStatus]:
+        """Every stream with its ingress watermarks."""
+        with self._lock:
+            self._check_open()
+            heads, retained = self._store.stream_heads(), self._store.ingress_counts()
+            return {
+                uri: StreamStatus(uri, heads.get(uri, 0), self._delivered.get(uri, -1), retained.get(uri, 0))
+                for uri in sorted(self._streams)
+            }
+
+    def define_observable(self, uri: str, query: Query[Any]) -> None:
+        """Name a query: other queries read it with ``Query.stream(uri)`` (it is expanded where it is used)."""
+        with self._lock:
+            self._check_new(uri)
+            expression = encode_query(query, self.functions)
+            references = sorted(_references(expression))
+            self._check_references(uri, references)
+            record = {"kind": "observable", "created": _now_text(), "expression": expression, "refs": references}
+            self._commit_record(uri, record)
+
+    def define_observer(self, uri: str, function: Callable[[Output], object]) -> None:
+        """Name a function that receives the outputs of subscriptions (at least once, with their ids). It is
+        persisted by reference: a module-level function, or one registered with :meth:`register_function`."""
+        with self._lock:
+            self._check_new(uri)
+            encoded = encode_query(Query("observer", (function,)), self.functions)
+            record = {"kind": "observer", "created": _now_text(), "function": encoded["args"][0]}
+            self._commit_record(uri, record)
+
+    def undefine(self, uri: str) -> None:
+        """Remove an observable or observer definition; refused while an artifact uses it."""
+        with self._lock:
+            record = self._require(uri)
+            if record["kind"] not in ("observable", "observer"):
+                raise ArtifactNotFoundError(f"{uri!r} is a {record['kind']}, not a definition")
+            self._check_unused(uri)
+            self._commit_changes(deletes=[(_ARTIFACTS, uri)])
+            del self._records[uri]
+
+    def create_subscription(self, uri: str, query: Query[Any], observer: str = DURABLE_SINK) -> None:
+        """Start the standing query ``query`` as ``uri``, its outputs going to the observer ``observer``.
+
+        Fails (changing nothing) if the query cannot be persisted (the message names the argument), reads an
+        unknown stream or definition, or the URI exists.
+        """
+        with self._lock:
+            self._check_open()
+            self._check_new(uri)
+            self._check_not_nested(uri)
+            if not self._clock_started:
+                # A fresh store's clock is at the epoch: a query's timers would fire for every period since 1970.
+                self._start_clock(datetime.now(UTC))
+            expression = encode_query(query, self.functions)
+            references = sorted(_references(expression) | {observer} - _BUILTIN_OBSERVERS)
+            self._check_references(uri, references)
+            template, constants = templatize(expression)
+            tid = template_id(template)
+            streams = self._streams_read_by(expression)
+            record = {
+                "kind": "subscription",
+                "created": _now_text(),
+                "template": tid,
+                "constants": constants,
+                "observer": observer,
+                "refs": references,
+                "start": {stream: self._delivered.get(stream, -1) for stream in streams},
+                "clock": to_micros(self._scheduler.now),
+            }
+            puts = [(_ARTIFACTS, uri, _to_bytes(record))]
+            if tid not in self._templates:
+                puts.append((_TEMPLATES, tid, _to_bytes(template)))
+            self._store.delete_outputs(uri)  # a crash may have left a deleted namesake's outputs behind
+            handle = self._bind(uri, record, template, None)  # bind first: a query that cannot run is not stored
+            try:
+                # Its state at creation is committed with its record, so a recovery before the next checkpoint
+                # re-creates it as it was then (windows aligned on its creation time, not on the recovery's),
+                # and the outputs it produced on start reach the durable sink first, as in a checkpoint.
+                units = handle.units()
+                puts += [(STATE_CATEGORY, key, _full_state(unit)) for key, unit in units.items()]
+                counter = self._environment.output_counter(uri)
+                puts.append((_OUTPUTS, uri, _counter_bytes(counter.next)))
+                self._flush_egress()
+                self._commit_changes(puts=puts)
+            except BaseException:
+                self._discard(uri, handle)
+                raise
+            for unit in units.values():
+                confirm_saved(unit)
+            self._stored_state_keys.update(units)
+            counter.committed = counter.next
+            self._templates.setdefault(tid, template)
+            self._records[uri] = record
+            self._subscriptions[uri] = handle
+
+    def delete_subscription(self, uri: str) -> None:
+        """Stop and delete the subscription ``uri`` with its state (and its template when no one else uses it)."""
+        with self._lock:
+            record = self._check_kind(uri, "subscription")
+            # Every state row it may have: also those of inner units that ended since the last checkpoint, and
+            # those of a query kept without running (not live, so not in the environment).
+            state_rows = self._stored_state_of(uri)
+            deletes = [(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), *state_rows]
+            inner = [key for _, key in state_rows if key != uri]
+            tid = record["template"]
+            if not any(r.get("template") == tid for u, r in self._records.items() if u != uri):
+                deletes.append((_TEMPLATES, tid))
+            self._commit_changes(deletes=deletes)
+            del self._records[uri]
+            handle = self._subscriptions.pop(uri, None)
+            if handle is not None:
+                self._discard(uri, handle)
+            else:  # kept without running (failed to recover, or stopped by a fault): its outputs go too
+                self._environment.release_ids(uri)
+                self._counters.pop(uri, None)
+                self._outboxes.pop(uri, None)
+                self._observed.pop(uri, None)
+                self._store.delete_outputs(uri)
+            self._environment.confirm_removed(inner)
+            if (_TEMPLATES, tid) in deletes:
+                self._templates.pop(tid, None)
+            self._ended.pop(uri, None)
+            self._broken.discard(uri)
+            self._pins.pop(uri, None)
+            self._stored_state_keys.difference_update(key for _, key in state_rows)
+            self._settle_status()
+
+    def _discard(self, uri: str, hosted: HostedQuery) -> None:
+        """Stop a subscription and forget its inner subscriptions and its outputs (durable and pending)."""
+        hosted.delete()
+        self._egress[:] = [row for row in self._egress if row[0] != uri]
+        self._counters.pop(uri, None)
+        self._outboxes.pop(uri, None)
+        self._observed.pop(uri, None)
+        self._store.delete_outputs(uri)
+
+    def artifacts(self) -> list[ArtifactInfo]:
+        """Every artifact, by URI."""
+        with self._lock:
+            snapshot = self._store.checkpoints.read(strict=False)
+            sizes = {key: len(blob) for key, blob in snapshot.items(STATE_CATEGORY)}
+            return [self._info(uri, record, sizes) for uri, record in sorted(self._records.items())]
+
+    def info(self, uri: str) -> ArtifactInfo:
+        """What the engine knows about ``uri``."""
+        with self._lock:
+            record = self._require(uri)
+            snapshot = self._store.checkpoints.read(strict=False)
+            sizes = {key: len(blob) for key, blob in snapshot.items(STATE_CATEGORY)}
+            return self._info(uri, record, sizes)
+
+    def _info(self, uri: str, record: dict[str, Any], sizes: dict[str, int]) -> ArtifactInfo:
+        kind = record["kind"]
+        expression: dict[str, Any] | None = record.get("expression")
+        if kind == "subscription":
+            expression = instantiate(self._templates.get(record["template"], {"op": "?", "args": []}),
+                                     record["constants"]) if record["template"] in self._templates else None
+        state = sizes.get(uri, 0) + sum(size for key, size in sizes.items() if key.startswith(uri + "/"))
+        return ArtifactInfo(
+            uri=uri,
+            kind=kind,
+            created=datetime.fromisoformat(record["created"]),
+            expression=expression,
+            observer=record.get("observer"),
+            references=tuple(record.get("refs", ())),
+            state_bytes=state,
+            running=uri in self._subscriptions or kind != "subscription",
+        )
+
+    def subscription_error(self, uri: str) -> BaseException | None:
+        """The error that ended subscription ``uri`` (``None`` if it is running or completed normally)."""
+        return self._ended.get(uri)
+
+    def _expand(self, root: Query[Any]) -> Query[Any]:
+        """Replace references to observable definitions by the queries they name. Iterative: a stored query
+        may be thousands of operators deep."""
+        built: list[Query[Any]] = []  # each visited node leaves exactly one query here
+        tasks: list[tuple[Query[Any], frozenset[str], int]] = [(root, frozenset(), -1)]  # -1: visit; n: build
+        while tasks:
+            query, seen, children = tasks.pop()
+            if children >= 0:
+                rebuilt = iter(built[len(built) - children:])
+                del built[len(built) - children:]
+                built.append(Query(query.op, tuple(next(rebuilt) if isinstance(arg, Query) else arg
+                                                   for arg in query.args)))
+                continue
+            if query.op == "stream":
+                uri = query.args[0]
+                record = self._records.get(uri) if isinstance(uri, str) else None
+                if record is not None and isinstance(uri, str) and record["kind"] == "observable":
+                    if uri in seen:
+                        raise MalformedRecordError(f"observable definition {uri!r} refers to itself")
+                    tasks.append((decode_query(record["expression"], self.functions), seen | {uri}, -1))
+                else:
+                    built.append(query)
+                continue
+            sources = [arg for arg in query.args if isinstance(arg, Query)]
+            tasks.append((query, seen, len(sources)))
+            tasks.extend((source, seen, -1) for source in reversed(sources))
+        return built[0]
+
+    def _streams_read_by(self, expression: dict[str, Any]) -> set[str]:
+        streams: set[str] = set()
+        pending = set(_references(expression))
+        seen: set[str] = set()
+        while pending:
+            uri = pending.pop()
+            seen.add(uri)
+            record = self._records.get(uri)
+            if record is None:
+                continue
+            if record["kind"] == "stream":
+                streams.add(uri)
+            elif record["kind"] == "observable":
+                pending |= _references(record["expression"]) - seen
+        return streams
+
+    def _streams_read_by_record(self, record: dict[str, Any]) -> set[str]:
+        """The streams a stored subscription reads, directly or through definitions (from its references)."""
+        return self._streams_read_by({"refs": [{"stream": ref} for ref in record.get("refs", ())]})
+
+    def _open_stream(self, uri: str) -> None:
+        self._streams[uri] = SimpleSubject(buffer_size=_STREAM_BUFFER, overflow=OverflowPolicy.ERROR, name=uri)
+        self._environment.add_stream(uri, self._streams[uri])
+
+    def _check_new(self, uri: str) -> None:
+        self._check_open()
+        if not isinstance(uri, str) or not uri:
+            raise TypeError(f"an artifact URI must be a non-empty str, got {uri!r}")
+        if uri in self._records or uri in _BUILTIN_OBSERVERS:
+            kind = self._records[uri]["kind"] if uri in self._records else "built-in observer"
+            raise ArtifactExistsError(f"{uri!r} already exists (a {kind})")
+
+    def _check_not_nested(self, uri: str) -> None:
+        """A subscription's inner states are stored under ``uri/...``: a subscription URI may neither start with
+        another's ``uri/`` nor be the ``uri/`` of another, or deleting one would take the other's state."""
+        nested = self._records.subscription_nested_with(uri)
+        if nested is not None:
+            raise ArtifactExistsError(
+                f"subscription {uri!r} would nest with subscription {nested!r}: the inner state of a subscription "
+                f"is stored under its URI followed by '/', so one subscription URI must not start with another "
+                f"followed by '/'"
+            )
+
+    def _check_references(self, uri: str, references: Iterable[str]) -> None:
+        missing = [ref for ref in references if ref not in self._records]
+        if missing:
+            raise ArtifactNotFoundError(f"{uri!r} refers to {', '.join(map(repr, missing))}, which do(es) not exist")
+
+    def _check_unused(self, uri: str) -> None:
+        users = sorted(other for other, record in self._records.items() if uri in record.get("refs", ()))
+        if users:
+            raise ArtifactInUseError(f"{uri!r} is used by {', '.join(map(repr, users))}; delete those first")
+
+    def _commit_record(self, uri: str, record: dict[str, Any]) -> None:
+        self._commit_changes(puts=[(_ARTIFACTS, uri, _to_bytes(record))])
+        self._records[uri] = record

@@ -1,0 +1,142 @@
+"""Egress: the durable sink's buffer and its writes, the replayed-output check after a recovery, observer functions and
+their outboxes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from reaqtive.engine._room import (
+    EngineRoom,
+    _same_value,
+)
+from reaqtive.engine.egress import Output
+from reaqtive.engine.errors import (
+    ArtifactNotFoundError,
+    MalformedRecordError,
+    OutputDivergenceError,
+    UnstorableOutputError,
+)
+from reaqtive.engine.expressions import (
+    decode_query,
+)
+from reaqtive.engine.model import (
+    DISCARD_SINK,
+    DURABLE_SINK,
+)
+from reaqtive.engine.outbox import Outbox
+from reaqtive.state import (
+    DEFAULT_CODEC,
+    DamagedRowError,
+    StateEncodeError,
+)
+
+
+class Egress(EngineRoom):
+    """See the module docstring."""
+
+    def outputs(self, subscription: str | None = None) -> list[Output]:
+        """The durable sink's content (flushed first), in subscription and sequence order."""
+        with self._lock:
+            self._flush_egress()
+        return [Output(*row) for row in self._store.read_outputs(subscription)]
+
+    def _flush_egress(self, *, with_outboxes: bool = False) -> float:
+        """Write the durable sink's new outputs; at a checkpoint also the outputs still waiting for an observer
+        function (the checkpoint's state is past them, so a restart could not produce them again)."""
+        started = time.perf_counter()
+        if self._egress:
+            if self._replayed_upto:
+                self._check_replayed_outputs()
+            # The sinks of running subscriptions hold this list's bound ``append``: empty it, never replace it.
+            self._store.write_outputs(self._egress, encoded=True)
+            self._egress.clear()
+        if with_outboxes:
+            waiting = [output for outbox in self._outboxes.values() for output in outbox.pending]
+            if waiting:
+                self._store.write_outputs(waiting)
+        return time.perf_counter() - started
+
+    def _check_replayed_outputs(self) -> None:
+        """After a recovery, a replay produces again the outputs the durable sink got after the checkpoint, with
+        the same ids, and the sink keeps the first copy. That is only right if they are the same outputs: a
+        query whose replay diverges (it is not deterministic, or its stored output counter was damaged, which
+        would make new outputs vanish as "duplicates") is stopped instead, under the failure policy."""
+        by_subscription: dict[str, list[Output]] = {}
+        decode = DEFAULT_CODEC.decode_entries
+        for uri, seq, payload in self._egress:
+            upto = self._replayed_upto.get(uri)
+            if upto is not None and seq <= upto:
+                by_subscription.setdefault(uri, []).append(Output(uri, seq, decode(payload, "an output")[0]))
+        for uri, outputs in by_subscription.items():
+            try:
+                stored = {seq: value for _, seq, value in
+                          self._store.read_outputs(uri, after=outputs[0].seq - 1, upto=outputs[-1].seq)}
+            except DamagedRowError as error:  # its sink rows are damaged: that subscription, not the others
+                self._egress[:] = [row for row in self._egress if row[0] != uri]
+                self._fault(uri, error)
+                continue
+            for output in outputs:
+                if output.seq in stored and not _same_value(stored[output.seq], output.value):
+                    self._egress[:] = [row for row in self._egress if row[0] != uri]
+                    self._fault(uri, OutputDivergenceError(uri, output.seq, stored[output.seq], output.value))
+                    break
+        for uri, upto in list(self._replayed_upto.items()):
+            counter = self._counters.get(uri)
+            if counter is None or counter.next > upto:
+                del self._replayed_upto[uri]  # past what the sink held: nothing left to compare
+
+    def _sink_for(self, uri: str, observer: str) -> Callable[[Output], object] | None:
+        """Where subscription ``uri``'s outputs go: the egress table, nowhere, or the outbox of an observer
+        function. Every kept output must be storable (the egress table and a checkpoint of an outbox hold it)."""
+        if observer == DISCARD_SINK:
+            return None
+        encode = DEFAULT_CODEC.encode
+        if observer == DURABLE_SINK:
+            # Encoded once, here: an output the sink cannot hold stops this subscription at once, alone.
+            append = self._egress.append
+
+            def durable(output: Output) -> None:
+                try:
+                    payload = encode(output.value)
+                except StateEncodeError as error:
+                    raise UnstorableOutputError(uri, output.seq, error) from error
+                append((uri, output.seq, payload))
+
+            return durable
+        record = self._require(observer)
+        if record["kind"] != "observer":
+            raise ArtifactNotFoundError(f"{observer!r} is a {record['kind']}, not an observer")
+        outbox = Outbox(uri, observer, self._observer_function(observer, record),
+                        retries=self._observer_retries, backoff=self._observer_backoff,
+                        delivered=self._observed.get(uri, -1))
+        outbox.restore(Output(*row) for row in self._store.read_outputs(uri))
+        self._outboxes[uri] = outbox
+        keep = outbox.add
+
+        def sink(output: Output) -> None:
+            try:
+                encode(output.value)  # a checkpoint may have to store it while it waits
+            except StateEncodeError as error:
+                raise UnstorableOutputError(uri, output.seq, error) from error
+            keep(output)
+
+        return sink
+
+    def _observer_function(self, uri: str, record: dict[str, Any]) -> Callable[[Output], object]:
+        """The function of observer definition ``uri`` (resolved like the functions of queries)."""
+        decoded = decode_query({"op": "observer", "args": [record["function"]]}, self.functions)
+        function = decoded.args[0]
+        if not callable(function):
+            raise MalformedRecordError(f"observer definition {uri!r}: its function is not callable")
+        return function
+
+    def _deliver_outboxes(self) -> None:
+        """Hand waiting outputs to their observer functions; stop the subscriptions whose observer gave up."""
+        for uri, outbox in list(self._outboxes.items()):
+            if outbox.waiting:
+                failure = outbox.deliver()
+                if failure is not None:
+                    self._fault(uri, failure)
