@@ -14,6 +14,7 @@ from reaqtive.engine.engine import (
     RecoveryPolicy,
     StreamStatus,
 )
+from reaqtive.engine.environment import EngineEnvironment
 from reaqtive.engine.errors import (
     ArtifactExistsError,
     ArtifactInUseError,
@@ -37,7 +38,6 @@ from reaqtive.engine.expressions import (
     decode_query,
     encode_query,
 )
-from reaqtive.engine.environment import EngineEnvironment
 from reaqtive.engine.ingress import GroupCommit
 from reaqtive.engine.outbox import ObserverFailedError
 from reaqtive.engine.store import DeadLetter, EngineStore, IngressEvent, IngressRun, UnknownEngineVersionError
