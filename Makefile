@@ -7,6 +7,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SPARK_STAMP := $(VENV)/.installed-spark
+PEERS_STAMP := $(VENV)/.installed-peers
 # Spark's Python workers must run the interpreter that has reaqtive installed.
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
@@ -35,7 +36,12 @@ typecheck: $(SPARK_STAMP)
 test: lint typecheck $(SPARK_STAMP)
 	$(BIN)/pytest
 
-bench: $(SPARK_STAMP)
+# The peers (Bytewax, RxPY) are only for the benchmarks, never a dependency: bench/peers.py runs them when present.
+$(PEERS_STAMP): $(SPARK_STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark,peers]' || echo "the peers extra could not be installed: benchmarks run without Bytewax/RxPY"
+	@touch $(PEERS_STAMP)
+
+bench: $(PEERS_STAMP)
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
 clean:
