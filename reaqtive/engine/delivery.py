@@ -17,7 +17,7 @@ from reaqtive.engine._room import (
 )
 from reaqtive.engine.ingress import chunks
 from reaqtive.engine.store import DeadLetter, IngressEvent, IngressRun, from_micros, to_micros
-from reaqtive.engine.streams import Envelope
+from reaqtive.engine.streams import Envelope, StreamReader
 
 
 class Delivery(EngineRoom):
@@ -180,7 +180,25 @@ class Delivery(EngineRoom):
         to_ticks = self._ticks_of_micros
         self._clock_started = True
         self._expected[stream] = seq0 + end
-        for i in range(start, end):
+        i = start
+        while i < end:
+            subscriptions = subject._subscriptions
+            if to_ticks is None and len(subscriptions) == 1:
+                # The stream's only subscriber takes everything: hand it the run, it loops over it itself (and
+                # stops where the engine must act).
+                subscription = subscriptions[0]
+                reader: object = subscription._downstream
+                if subscription._fast and isinstance(reader, StreamReader):
+                    taken = reader.read_run(seq0, values, micros, i, end, timeline, delivered, faults, subject,
+                                            subscriptions, subscription)
+                    if taken > i:
+                        i = taken
+                        if queue.next_due <= micros[i - 1]:
+                            scheduler.advance_to(timeline.clock)  # work the last delivery triggered
+                        if faults:
+                            self._position = run.pos + i - 1
+                            self._apply_faults()
+                        continue
             ticks = to_ticks(micros[i]) if to_ticks is not None else micros[i]
             if ticks > timeline.clock:
                 if queue.next_due <= ticks:
@@ -195,6 +213,7 @@ class Delivery(EngineRoom):
             if faults:
                 self._position = run.pos + i
                 self._apply_faults()
+            i += 1
         self._position = run.pos + end - 1
 
     def advance_time(self, to: datetime) -> None:

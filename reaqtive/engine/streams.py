@@ -34,7 +34,7 @@ events for a lagging reader.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar
 
 from reaqtive.arguments import arguments
@@ -49,6 +49,8 @@ from reaqtive.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 
 if TYPE_CHECKING:
     from reaqtive.query import Query
+    from reaqtive.scheduler.virtual import Timeline
+    from reaqtive.subjects import SimpleSubject
 
 __all__ = [
     "PINNED_WATERMARK_SETTING",
@@ -274,11 +276,64 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         try:
             self._downstream.on_next(value[1])
         except Exception as error:
-            # Operators turn user errors into on_error; what escapes them is a bug or state that cannot work.
-            # Under an engine it stops this query alone (after the event reached the others).
-            engine = None if self._faulted else self._environment()
-            if engine is None:
-                raise
-            self._faulted = True  # report once
-            self._requested = LONG_MAX  # no replacement requests from here on
-            engine.reader_failed(self.context.instance_id, error)
+            self._escaped(error)
+
+    def _escaped(self, error: Exception) -> None:
+        """Operators turn user errors into on_error; what escapes them is a bug or state that cannot work. Under
+        an engine it stops this query alone (after the event reached the others)."""
+        engine = None if self._faulted else self._environment()
+        if engine is None:
+            raise error
+        self._faulted = True  # report once
+        self._requested = LONG_MAX  # no replacement requests from here on
+        engine.reader_failed(self.context.instance_id, error)
+
+    def read_run(  # noqa: PLR0917  (the loop's state, bound once per run)
+        self,
+        seq0: int,
+        values: Sequence[Any],
+        ticks: Sequence[int],
+        start: int,
+        end: int,
+        timeline: Timeline,
+        delivered: dict[str, int],
+        faults: list[Any],
+        subject: SimpleSubject[Envelope],
+        subscriptions: tuple[object, ...],
+        subscription: Any,
+    ) -> int:
+        """Read events ``start`` to ``end - 1`` of a run of this reader's stream, handed over by the engine while
+        this reader is the stream's only subscriber and takes everything (its subscription is on the subject's
+        fast path): per event, exactly what the engine's delivery loop and :meth:`on_next` do, in one frame (the
+        clock set to the event's tick, the stream's delivered watermark, the watermark, the element downstream).
+
+        Returns the index of the first event not read. It stops *before* an event when a timer is due by then
+        (the engine runs it first), and *after* an event when work became due at its instant, a query failed,
+        or the stream's subscribers changed (an inner reader subscribed, a demand became bounded): the engine
+        takes over from there, as it would have after that event.
+        """
+        queue = timeline.queue
+        uri = self._uri
+        on_next = self._downstream.on_next
+        watermark = self._watermark
+        i = start
+        while i < end:
+            t = ticks[i]
+            if t > timeline.clock:
+                if queue.next_due <= t:
+                    return i
+                timeline.clock = t
+            seq = seq0 + i
+            delivered[uri] = seq
+            i += 1
+            if seq > watermark:  # always, on the engine's fast path (it never hands over a replay)
+                self._watermark = watermark = seq
+                try:
+                    on_next(values[i - 1])
+                except Exception as error:
+                    self._escaped(error)
+                    return i
+            # The subject's own fields: its subscriber set is replaced, never changed in place.
+            if queue.next_due <= t or faults or subject._subscriptions is not subscriptions or not subscription._fast:
+                return i
+        return i
