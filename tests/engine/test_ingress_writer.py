@@ -296,16 +296,21 @@ def contiguous(log: dict[tuple[str, int], Any]) -> None:
         assert seqs == list(range(len(seqs))), f"{stream}: the log holds a gap"
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
-def test_a_kill_during_single_appends_loses_no_event_whose_append_returned(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
-    printed = kill_producer(path, "call", 3000)
+def logged_after_kill(path: Path, mode: str, events: int) -> tuple[list[str], dict[tuple[str, int], Any]]:
+    """Kill a producer appending in ``mode``; what it printed, and the log the store holds after (no gap)."""
+    printed = kill_producer(path, mode, events)
     store = EngineStore(path)
     try:
         log = logged(store)
     finally:
         store.close()
     contiguous(log)
+    return printed, log
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_a_kill_during_single_appends_loses_no_event_whose_append_returned(tmp_path: Path) -> None:
+    printed, log = logged_after_kill(tmp_path / "s.db", "call", 3000)
     for line in printed:  # each printed after its append returned
         k, i, stream, seq = line.split()
         assert log[(stream, int(seq))] == [int(k), int(i)], line
@@ -313,14 +318,7 @@ def test_a_kill_during_single_appends_loses_no_event_whose_append_returned(tmp_p
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 def test_a_kill_with_group_commit_loses_only_events_not_flushed(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
-    printed = kill_producer(path, "group", 6000)
-    store = EngineStore(path)
-    try:
-        log = logged(store)
-    finally:
-        store.close()
-    contiguous(log)
+    printed, log = logged_after_kill(tmp_path / "s.db", "group", 6000)
     flushed: dict[int, int] = {}
     appended: dict[tuple[str, int], list[int]] = {}
     for line in printed:
