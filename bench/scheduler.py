@@ -37,7 +37,7 @@ from reaqtive.scheduler import (
     PhysicalScheduler,
     YieldableActionTask,
 )
-from reaqtive.scheduling import YieldToken
+from reaqtive.scheduler_interface import YieldToken
 
 WAIT = 60.0
 

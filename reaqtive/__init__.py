@@ -58,7 +58,7 @@ from reaqtive.query import (
     throw,
     timer,
 )
-from reaqtive.scheduling import Scheduler, SchedulerTask, YieldableSchedulerTask, YieldToken
+from reaqtive.scheduler_interface import Scheduler, SchedulerTask, YieldableSchedulerTask, YieldToken
 from reaqtive.streams import LONG_MAX, Processor, Publisher, Subscriber, Subscription
 from reaqtive.subjects import MultiSubject, OverflowPolicy, SimpleSubject, UntypedMultiSubject, to_typed
 from reaqtive.subscribable import Subscribable

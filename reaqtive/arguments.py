@@ -37,9 +37,20 @@ from reaqtive.errors import OperatorArgumentError
 from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.expression import Expression
 
-__all__ = ["Arguments", "arguments", "variadic_arguments"]
+__all__ = [
+    "Arguments",
+    "arguments",
+    "require_callable",
+    "require_duration",
+    "require_int",
+    "require_non_negative_int",
+    "require_positive_duration",
+    "require_positive_int",
+    "require_time",
+    "variadic_arguments",
+]
 
 X = TypeVar("X")
 
@@ -58,7 +69,7 @@ def _is_subscribable(cls: type) -> bool:
     return known
 
 
-def arguments(query: Query[Any], *shape: str | tuple[str, ...]) -> Arguments:
+def arguments(query: Expression[Any], *shape: str | tuple[str, ...]) -> Arguments:
     """The arguments of ``query``, checked to be exactly the ones named in ``shape``.
 
     ``arguments(query, "source", "selector")``: exactly two. Several shapes, as tuples, allow alternative
@@ -84,7 +95,7 @@ def arguments(query: Query[Any], *shape: str | tuple[str, ...]) -> Arguments:
 
 
 def variadic_arguments(
-    query: Query[Any], name: str, *, minimum: int = 1, trailing: tuple[str, ...] = ()
+    query: Expression[Any], name: str, *, minimum: int = 1, trailing: tuple[str, ...] = ()
 ) -> Arguments:
     """The arguments of ``query``: at least ``minimum`` named ``name`` (``"source 0"``, ``"source 1"``, ...),
     then the ones named in ``trailing`` (``merge``: sources; ``combine_latest``: sources, then the selector)."""
@@ -255,3 +266,58 @@ def _describe(value: object) -> str:
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{type(value).__name__} {text}"
+
+
+# -- checks of the builders: where a query is written, TypeError / ValueError naming the operator --------------------
+
+def require_callable(value: object, op: str, name: str) -> None:
+    """Raise :class:`TypeError` unless ``value`` is callable."""
+    if not callable(value):
+        raise TypeError(f"{op}: {name} must be callable, got {type(value).__name__}")
+
+
+def require_int(value: object, op: str, name: str) -> int:
+    """Return ``value`` if it is an ``int`` (not a ``bool``), else raise :class:`TypeError`."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{op}: {name} must be an int, got {type(value).__name__}")
+    return value
+
+
+def require_non_negative_int(value: object, op: str, name: str) -> int:
+    """Return ``value`` if it is an ``int >= 0``; raise :class:`TypeError` / :class:`ValueError` otherwise."""
+    number = require_int(value, op, name)
+    if number < 0:
+        raise ValueError(f"{op}: {name} must be >= 0, got {number}")
+    return number
+
+
+def require_positive_int(value: object, op: str, name: str) -> int:
+    """Return ``value`` if it is an ``int > 0``; raise :class:`TypeError` / :class:`ValueError` otherwise."""
+    number = require_int(value, op, name)
+    if number <= 0:
+        raise ValueError(f"{op}: {name} must be > 0, got {number}")
+    return number
+
+
+def require_duration(value: object, op: str, name: str) -> timedelta:
+    """Return ``value`` if it is a :class:`~datetime.timedelta`, else raise :class:`TypeError`."""
+    if not isinstance(value, timedelta):
+        raise TypeError(f"{op}: {name} must be a timedelta, got {type(value).__name__}")
+    return value
+
+
+def require_positive_duration(value: object, op: str, name: str) -> timedelta:
+    """Return ``value`` if it is a positive :class:`~datetime.timedelta`."""
+    duration = require_duration(value, op, name)
+    if duration <= timedelta(0):
+        raise ValueError(f"{op}: {name} must be positive, got {duration}")
+    return duration
+
+
+def require_time(value: object, op: str, name: str) -> datetime:
+    """Return ``value`` if it is an aware :class:`~datetime.datetime` (all times are aware, UTC-comparable)."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"{op}: {name} must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{op}: {name} must be timezone-aware (e.g. datetime.now(timezone.utc)), got {value}")
+    return value

@@ -1,65 +1,144 @@
 """The operator registry: binding turns a query expression node into a running operator.
 
-Each operator module registers a *binder* under the operator name used in query expressions (``"map"``,
-``"filter"``, ...). A binder is any callable ``(query, subscriber) -> SubscriptionHandle``; an operator class
-whose constructor takes ``(query, subscriber)`` is one. The engine re-creates persisted queries through the same
-registry, which is why an expression holds names, not classes.
+Each operator module registers its stage under the operator name used in query expressions (``"map"``,
+``"filter"``, ...), together with what makes the operator one unit: its **builder** (the function that checks
+the arguments where a query is written and returns an :class:`~reaqtive.expression.OperatorCall`; the fluent
+method ``Query.<builder name>`` delegates to it), its **argument record** (a ``NamedTuple`` whose ``read(query)``
+checks a node's arguments when it is bound), and the **frames** one stage adds to the deepest per-element path.
+A binder is any callable ``(query, subscriber) -> SubscriptionHandle``; a stage class whose constructor takes
+``(query, subscriber)`` is one. The engine re-creates persisted queries through the same registry, which is why an
+expression holds names, not classes.
 
-A registration also states how many nested Python frames one stage of the operator adds to the deepest path an
-element, a completion or a request takes through a query (``frames``, :data:`DEFAULT_FRAMES` unless given):
-:meth:`reaqtive.query.Query.subscribe` adds them up along the query and refuses, with
+**Operators of other packages.** Names without a namespace belong to reaqtive. Any other package registers its
+operators under its own namespace, ``"<namespace>:<name>"`` (``"signals:ewma"``), either by calling
+:func:`register_operator` when its module is imported, or by declaring the module in the entry point group
+:data:`ENTRY_POINT_GROUP` so that a stored query finds it without being imported first::
+
+    [project.entry-points."reaqtive.operators"]
+    signals = "reaqtive_signals"
+
+A query that names an operator nobody registered raises :class:`~reaqtive.errors.UnknownOperatorError`, after
+the entry points were loaded; it names the namespace whose package is missing.
+
+**Frames.** :meth:`reaqtive.expression.Expression.subscribe` adds them up along the query and refuses, with
 :class:`~reaqtive.errors.QueryTooDeepError`, a query that could not run within Python's recursion limit.
 """
 
 from __future__ import annotations
 
+import re
+import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from dataclasses import dataclass
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
-from reaqtive.errors import UnknownOperatorError
+from reaqtive.errors import OperatorPluginError, UnknownOperatorError
 from reaqtive.streams import Subscriber
 from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.expression import Expression
 
 __all__ = [
     "DEFAULT_FRAMES",
+    "ENTRY_POINT_GROUP",
     "Binder",
+    "OperatorSpec",
     "bind",
     "frames_of",
     "is_registered",
+    "load_operator_plugins",
+    "operator_spec",
+    "operator_specs",
     "register_operator",
     "registered_operators",
 ]
 
-Binder: TypeAlias = "Callable[[Query[Any], Subscriber[Any]], SubscriptionHandle]"
+Binder: TypeAlias = "Callable[[Expression[Any], Subscriber[Any]], SubscriptionHandle]"
 
 B = TypeVar("B", bound=Callable[..., SubscriptionHandle])
 
-_BINDERS: dict[str, Callable[..., SubscriptionHandle]] = {}
-_FRAMES: dict[str, int] = {}
-
-DEFAULT_FRAMES = 3
+DEFAULT_FRAMES: Final = 3
 """The frames of a stage that passes an element down in one call and a request up in two (its own ``request``,
 then the base's): most one-input stages. Stages that only pass both through (``map``) take 2; stages that hand
 elements through a queue, a subject or an inner subscription take more."""
 
+ENTRY_POINT_GROUP: Final = "reaqtive.operators"
+"""The entry point group through which installed packages declare the modules that register their operators."""
 
-def register_operator(op: str, *, frames: int = DEFAULT_FRAMES) -> Callable[[B], B]:
-    """Class or function decorator: register a binder for the expression operator ``op``.
+_NAME: Final = re.compile(r"[a-z][a-z0-9_]*")
+_NAMESPACED: Final = re.compile(r"([a-z][a-z0-9_]*):([a-z][a-z0-9_]*)")
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    """Everything the registry knows about one expression operator."""
+
+    op: str
+    """The name in query expressions: ``"take"``, or ``"<namespace>:<name>"`` for another package's."""
+    binder: Callable[..., SubscriptionHandle]
+    """Makes the running stage: ``binder(query, subscriber)`` (usually the stage class)."""
+    frames: int
+    """Nested Python frames one stage adds to the deepest per-element path."""
+    builder: Callable[..., Any] | None
+    """The function a query is written with (the fluent method ``Query.<builder.__name__>`` delegates to it)."""
+    args: type | None
+    """The argument record: a ``NamedTuple`` with a ``read(query)`` class method."""
+    internal: bool
+    """Made by reaqtive itself (an inner stream's source, an engine stream), never written by users."""
+
+    @property
+    def namespace(self) -> str:
+        """``""`` for reaqtive's operators, else the part before ``:``."""
+        return self.op.partition(":")[0] if ":" in self.op else ""
+
+    @property
+    def method(self) -> str | None:
+        """The fluent method (or static constructor) of ``Query`` that writes this operator."""
+        return None if self.builder is None or self.namespace else self.builder.__name__
+
+
+_SPECS: dict[str, OperatorSpec] = {}
+_BINDERS: dict[str, Callable[..., SubscriptionHandle]] = {}
+_FRAMES: dict[str, int] = {}
+_PLUGINS_LOCK = threading.Lock()
+_PLUGINS_LOADED: list[bool] = []  # one True once the entry points were loaded
+
+
+def register_operator(
+    op: str,
+    *,
+    frames: int = DEFAULT_FRAMES,
+    builder: Callable[..., Any] | None = None,
+    args: type | None = None,
+    internal: bool = False,
+) -> Callable[[B], B]:
+    """Class or function decorator: register a binder (usually the stage class) for the expression operator ``op``.
 
     ``frames``: the nested Python frames one stage adds to the deepest per-element path (measure it: the
-    deepest chain of the stage that runs at a given recursion limit). Registering a name twice is a
-    programming error and raises :class:`ValueError`.
+    deepest chain of the stage that runs at a given recursion limit). ``builder``: the function users write the
+    operator with. ``args``: its argument record. Names without a ``namespace:`` prefix are reaqtive's; another
+    package's operator must be named ``"<namespace>:<name>"`` (lower case letters, digits, ``_``). Registering a
+    name twice is a programming error and raises :class:`ValueError`.
     """
     if not isinstance(frames, int) or frames < 1:
         raise ValueError(f"operator {op!r}: frames must be an int >= 1, got {frames!r}")
+    if not isinstance(op, str) or not (_NAME.fullmatch(op) or _NAMESPACED.fullmatch(op)):
+        raise ValueError(f"operator name {op!r} must be 'name' (reaqtive's) or 'namespace:name' (lower case letters, "
+                         "digits and '_', starting with a letter)")
+    if args is not None and not callable(getattr(args, "read", None)):
+        raise TypeError(f"operator {op!r}: the argument record {args!r} needs a read(query) class method")
 
     def decorate(binder: B) -> B:
         existing = _BINDERS.get(op)
         if existing is not None and existing is not binder:
             raise ValueError(f"operator {op!r} is already registered by {existing!r}")
+        module = getattr(binder, "__module__", "") or ""
+        if ":" not in op and not module.startswith("reaqtive."):
+            raise ValueError(f"operator {op!r} registered by {module}: an operator outside reaqtive must be named "
+                             f"'<namespace>:{op}' (its package's namespace), so that its name never collides")
+        _SPECS[op] = OperatorSpec(op, binder, frames, builder, args, internal)
         _BINDERS[op] = binder
         _FRAMES[op] = frames
         return binder
@@ -72,12 +151,48 @@ def frames_of(op: str) -> int:
     return _FRAMES.get(op, DEFAULT_FRAMES)
 
 
-def bind(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+def bind(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """Create the operator for ``query``'s top node, subscribed by ``subscriber`` (not started)."""
     binder = _BINDERS.get(query.op)
     if binder is None:
-        raise UnknownOperatorError(query.op, list(_BINDERS))
+        binder = _binder_of_plugin(query.op)
     return binder(query, subscriber)
+
+
+def _binder_of_plugin(op: str) -> Callable[..., SubscriptionHandle]:
+    """The binder of an operator not registered yet: load the installed packages' entry points, then look again."""
+    load_operator_plugins()
+    binder = _BINDERS.get(op)
+    if binder is not None:
+        return binder
+    namespace = op.partition(":")[0] if ":" in op else ""
+    if namespace:
+        known = sorted(name for name in _BINDERS if name.startswith(f"{namespace}:"))
+        if known:
+            hint = f"; namespace {namespace!r} has {', '.join(known)} (is the installed package older?)"
+        else:
+            hint = (f"; no installed package registers namespace {namespace!r}: install the package that provides "
+                    f"it (it declares the entry point group {ENTRY_POINT_GROUP!r}) or import its module first")
+        raise UnknownOperatorError(op, hint=hint)
+    raise UnknownOperatorError(op, list(_BINDERS))
+
+
+def load_operator_plugins() -> list[str]:
+    """Import every module declared in the entry point group :data:`ENTRY_POINT_GROUP` (once per process), so
+    that their operators are registered; returns the entry point names loaded. A module that fails to import
+    raises :class:`~reaqtive.errors.OperatorPluginError` naming it (and is tried again on the next call)."""
+    with _PLUGINS_LOCK:
+        if _PLUGINS_LOADED:
+            return []
+        loaded: list[str] = []
+        for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                entry.load()
+            except Exception as error:
+                raise OperatorPluginError(entry.name, entry.value, error) from error
+            loaded.append(entry.name)
+        _PLUGINS_LOADED.append(True)
+        return loaded
 
 
 def is_registered(op: str) -> bool:
@@ -88,3 +203,17 @@ def is_registered(op: str) -> bool:
 def registered_operators() -> list[str]:
     """All registered expression operator names, sorted."""
     return sorted(_BINDERS)
+
+
+def operator_spec(op: str) -> OperatorSpec:
+    """The registration of ``op``; :class:`~reaqtive.errors.UnknownOperatorError` if there is none."""
+    spec = _SPECS.get(op)
+    if spec is None:
+        _binder_of_plugin(op)
+        spec = _SPECS[op]
+    return spec
+
+
+def operator_specs() -> list[OperatorSpec]:
+    """Every registration, sorted by operator name."""
+    return [_SPECS[op] for op in sorted(_SPECS)]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 from reaqtive.errors import MissingSchedulerError
 
 if TYPE_CHECKING:
-    from reaqtive.scheduling import Scheduler
+    from reaqtive.scheduler_interface import Scheduler
     from reaqtive.streams import Subscriber
     from reaqtive.subjects import MultiSubject
     from reaqtive.subscribable import Subscribable
@@ -87,7 +87,7 @@ class HigherOrderEnvironment(ExecutionEnvironment):
 
         ``restoring``: the parent re-creates an inner subscription that its own restored state says was live at
         the checkpoint, so its saved state must be there: if it is not, this raises
-        :class:`~reaqtive.state.errors.MissingStateError` rather than starting it empty."""
+        :class:`~reaqtive.state.state_errors.MissingStateError` rather than starting it empty."""
 
     @abstractmethod
     def delete_inner(self, inner_id: str) -> None:
@@ -106,7 +106,7 @@ class OperatorContext:
     """Everything an operator may use from its host.
 
     * ``instance_id``: the URI of the owning subscription or stream (for tracing and for deriving inner ids).
-    * ``scheduler``: the only clock and the only way to run work later (see :mod:`reaqtive.scheduling`).
+    * ``scheduler``: the only clock and the only way to run work later (see :mod:`reaqtive.scheduler_interface`).
     * ``logger``: a :class:`logging.Logger` for tracing.
     * ``execution_environment``: the host's artifact registry, or ``None`` when running standalone.
     * ``settings``: host settings such as size limits, read with :meth:`try_get_element` / :meth:`get_setting`.

@@ -18,6 +18,7 @@ __all__ = [
     "QueryTooDeepError",
     "ReaqtiveError",
     "SubscriptionAssignedError",
+    "OperatorPluginError",
     "UnknownOperatorError",
 ]
 
@@ -29,10 +30,21 @@ class ReaqtiveError(Exception):
 class UnknownOperatorError(ReaqtiveError, LookupError):
     """A query names an operator that no module has registered."""
 
-    def __init__(self, op: str, known: list[str] | None = None) -> None:
-        hint = f"; known operators: {', '.join(sorted(known))}" if known else ""
+    def __init__(self, op: str, known: list[str] | None = None, *, hint: str = "") -> None:
+        if not hint and known:
+            hint = f"; known operators: {', '.join(sorted(known))}"
         super().__init__(f"unknown operator {op!r}{hint}")
         self.op = op
+
+
+class OperatorPluginError(ReaqtiveError, ImportError):
+    """A module declared in the ``reaqtive.operators`` entry point group failed to import."""
+
+    def __init__(self, name: str, target: str, cause: BaseException) -> None:
+        super().__init__(f"the operator package entry point {name!r} ({target}) failed to load: "
+                         f"{type(cause).__name__}: {cause}")
+        self.entry_point = name
+        self.target = target
 
 
 class OperatorArgumentError(ReaqtiveError, TypeError, ValueError):

@@ -9,7 +9,7 @@ import threading
 from typing import Generic, TypeVar
 
 from reaqtive.context import OperatorContext
-from reaqtive.query import DEFAULT_INSTANCE_ID
+from reaqtive.expression import DEFAULT_INSTANCE_ID
 from reaqtive.streams import Publisher, Subscriber, Subscription, require_not_none
 from reaqtive.subscribable import Subscribable
 from reaqtive.visitors import set_context_all, start_all, subscribe_all

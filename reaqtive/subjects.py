@@ -237,9 +237,9 @@ class SimpleSubject(MultiSubject[T, T], UntypedMultiSubject, Subscriber[T], Gene
 
     def as_query(self) -> Any:
         """This subject as the source of a query (see :class:`reaqtive.query.Query`)."""
-        from reaqtive.query import Query  # the query layer sits above subjects
+        from reaqtive.expression import new_node  # the expression layer sits above subjects
 
-        return Query.from_subscribable(self)
+        return new_node("subscribable", (self,))
 
     # -- input side --------------------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """The query engine: standing queries by URI, persisted query expressions, checkpoints to SQLite, recovery after
 a crash with no loss and no duplicates. See ``docs/engine.md``."""
 
+from reaqtive.engine.database import DeadLetter, EngineStore, IngressEvent, IngressRun, UnknownEngineVersionError
 from reaqtive.engine.egress import EgressStamp, Output
 from reaqtive.engine.engine import (
     DISCARD_SINK,
@@ -14,8 +15,7 @@ from reaqtive.engine.engine import (
     RecoveryPolicy,
     StreamStatus,
 )
-from reaqtive.engine.environment import EngineEnvironment
-from reaqtive.engine.errors import (
+from reaqtive.engine.engine_errors import (
     ArtifactExistsError,
     ArtifactInUseError,
     ArtifactNotFoundError,
@@ -29,6 +29,7 @@ from reaqtive.engine.errors import (
     UnstorableOutputError,
     UnstorableStateError,
 )
+from reaqtive.engine.environment import EngineEnvironment
 from reaqtive.engine.expressions import (
     ExpressionError,
     ForbiddenReferenceError,
@@ -40,8 +41,7 @@ from reaqtive.engine.expressions import (
 )
 from reaqtive.engine.ingress import GroupCommit
 from reaqtive.engine.outbox import ObserverFailedError
-from reaqtive.engine.store import DeadLetter, EngineStore, IngressEvent, IngressRun, UnknownEngineVersionError
-from reaqtive.engine.streams import Envelope, StreamNotFoundError, StreamReader
+from reaqtive.engine.readers import Envelope, StreamNotFoundError, StreamReader
 
 __all__ = [
     "DISCARD_SINK",

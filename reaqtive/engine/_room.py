@@ -14,12 +14,13 @@ from typing import Any, Final
 
 from sortedcontainers import SortedList
 
+from reaqtive.engine.database import EngineStore, IngressEvent
 from reaqtive.engine.egress import Output, OutputCounter
-from reaqtive.engine.environment import EngineEnvironment
-from reaqtive.engine.errors import (
+from reaqtive.engine.engine_errors import (
     ArtifactNotFoundError,
     EngineClosedError,
 )
+from reaqtive.engine.environment import EngineEnvironment
 from reaqtive.engine.event_times import EventTimeBounds
 from reaqtive.engine.expressions import (
     FunctionRegistry,
@@ -38,11 +39,10 @@ from reaqtive.engine.model import (
     RecoveryPolicy,
 )
 from reaqtive.engine.outbox import Outbox
+from reaqtive.engine.readers import Envelope
 from reaqtive.engine.records import (
     Pin,
 )
-from reaqtive.engine.store import EngineStore, IngressEvent
-from reaqtive.engine.streams import Envelope
 from reaqtive.errors import InvalidSettingError
 from reaqtive.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler

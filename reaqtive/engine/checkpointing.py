@@ -18,20 +18,20 @@ from reaqtive.engine._room import (
     _now_text,
     _to_bytes,
 )
+from reaqtive.engine.database import to_micros
 from reaqtive.engine.egress import OutputCounter
-from reaqtive.engine.errors import (
+from reaqtive.engine.engine_errors import (
     UnstorableStateError,
 )
 from reaqtive.engine.model import (
     CheckpointMetrics,
     EngineStatus,
 )
+from reaqtive.engine.readers import StreamReader
 from reaqtive.engine.records import (
     Pin,
     delivery_bytes,
 )
-from reaqtive.engine.store import to_micros
-from reaqtive.engine.streams import StreamReader
 from reaqtive.state import (
     CheckpointMode,
     CheckpointResult,
@@ -191,7 +191,7 @@ class Checkpointing(EngineRoom):
 
     def _reader_watermarks(self) -> dict[str, int]:
         """Per stream, the lowest watermark of a reader that may be behind. Only the readers the dirty registry
-        watches can be (see reaqtive.engine.streams): any other has unbounded demand and was caught up when
+        watches can be (see reaqtive.engine.readers): any other has unbounded demand and was caught up when
         last asked, and every event delivered since reached it at once, so its watermark is the stream's."""
         marks: dict[str, int] = {}
         for node, _ in self._environment.dirty.watched():

@@ -15,9 +15,9 @@ from reaqtive.engine._room import (
     _EGRESS_FLUSH_OUTPUTS,
     EngineRoom,
 )
+from reaqtive.engine.database import DeadLetter, IngressEvent, IngressRun, from_micros, to_micros
 from reaqtive.engine.ingress import chunks
-from reaqtive.engine.store import DeadLetter, IngressEvent, IngressRun, from_micros, to_micros
-from reaqtive.engine.streams import Envelope, StreamReader
+from reaqtive.engine.readers import Envelope, StreamReader
 
 
 class Delivery(EngineRoom):

@@ -30,6 +30,7 @@ from reaqtive.engine._room import (
     _check_whole,
 )
 from reaqtive.engine.checkpointing import Checkpointing
+from reaqtive.engine.database import EngineStore
 from reaqtive.engine.delivery import Delivery
 from reaqtive.engine.event_times import DEFAULT_MAX_EVENT_TIME_AHEAD, EventTimeBounds
 from reaqtive.engine.expressions import (
@@ -53,7 +54,6 @@ from reaqtive.engine.recovery import Recovery
 from reaqtive.engine.registry import ArtifactRegistry
 from reaqtive.engine.running import Running
 from reaqtive.engine.sinks import Egress
-from reaqtive.engine.store import EngineStore
 from reaqtive.scheduler import VirtualTimeScheduler
 
 __all__ = [

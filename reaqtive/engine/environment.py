@@ -1,7 +1,7 @@
 """What the engine's own stages ask of the environment they run in: the contract between the engine and the
 stream readers and egress stamps it binds, stated once instead of looked up by attribute name.
 
-A :class:`~reaqtive.engine.streams.StreamReader` or :class:`~reaqtive.engine.egress.EgressStamp` bound outside an
+A :class:`~reaqtive.engine.readers.StreamReader` or :class:`~reaqtive.engine.egress.EgressStamp` bound outside an
 engine (a test host, the checkpoint harness) finds another environment, or none, and falls back to keeping what it
 needs itself: its own watermark, its own output counter, and errors raised rather than reported.
 """

@@ -151,9 +151,16 @@ Not ``eval``, ``open``, ``getattr`` or anything else that reaches beyond its arg
 _STANDARD_PATHS: Final[dict[int, str]] = {id(fn): path for path, fn in reversed(list(STANDARD_FUNCTIONS.items()))}
 
 _REAQTIVE_ERROR_MODULES: Final = (
-    "reaqtive.errors", "reaqtive.state.errors", "reaqtive.engine.errors", "reaqtive.engine.streams",
-    "reaqtive.engine.store", "reaqtive.engine.outbox", __name__,
+    "reaqtive.errors", "reaqtive.state.state_errors", "reaqtive.engine.engine_errors", "reaqtive.engine.readers",
+    "reaqtive.engine.database", "reaqtive.engine.outbox", __name__,
 )
+_RENAMED_ERROR_MODULES: Final = {
+    # modules renamed after stores were written with their import paths: the old path still reads
+    "reaqtive.state.state_errors": "reaqtive.state.errors",
+    "reaqtive.engine.engine_errors": "reaqtive.engine.errors",
+    "reaqtive.engine.readers": "reaqtive.engine.streams",
+    "reaqtive.engine.database": "reaqtive.engine.store",
+}
 
 
 @functools.cache
@@ -180,6 +187,8 @@ def _standard_errors() -> tuple[dict[str, type[BaseException]], dict[type[BaseEx
                     raise RuntimeError(f"two reaqtive error types are named {value.__qualname__}")
                 by_name[stable] = value
                 by_name[f"{module_name}:{value.__qualname__}"] = value
+                if module_name in _RENAMED_ERROR_MODULES:
+                    by_name[f"{_RENAMED_ERROR_MODULES[module_name]}:{value.__qualname__}"] = value
                 names[value] = stable
     return by_name, names
 

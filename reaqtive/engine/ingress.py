@@ -40,8 +40,8 @@ from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any, Final, TypeAlias
 
+from reaqtive.engine.database import EngineStore, IngressBatch, from_micros
 from reaqtive.engine.event_times import EventTimeBounds
-from reaqtive.engine.store import EngineStore, IngressBatch, from_micros
 from reaqtive.errors import InvalidSettingError
 from reaqtive.state import StoreError
 

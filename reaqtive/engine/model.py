@@ -42,7 +42,7 @@ class RecoveryPolicy(enum.Enum):
     """What to do with an artifact that fails to recover."""
 
     FAIL = "fail"
-    """Stop: opening the engine raises :class:`~reaqtive.engine.errors.RecoveryError`; the store is untouched."""
+    """Stop: opening the engine raises :class:`~reaqtive.engine.engine_errors.RecoveryError`; the store is untouched."""
     KEEP = "keep"
     """Keep the artifact (and its state) in the store without running it; the engine runs degraded and reports it."""
     REMOVE = "remove"

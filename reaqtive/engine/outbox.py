@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 from reaqtive.engine.egress import Output
-from reaqtive.engine.errors import EngineError
+from reaqtive.engine.engine_errors import EngineError
 
 __all__ = ["DEFAULT_OBSERVER_BACKOFF", "DEFAULT_OBSERVER_RETRIES", "ObserverFailedError", "Outbox"]
 

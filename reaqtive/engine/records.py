@@ -1,7 +1,7 @@
 """The engine's own rows in the store, read defensively: artifact records, the delivery record, output counters.
 
 Everything here is read from a file that may have been damaged or forged. Each reader checks the shape and the
-types of what it parses and raises :class:`~reaqtive.engine.errors.MalformedRecordError` naming the row and the
+types of what it parses and raises :class:`~reaqtive.engine.engine_errors.MalformedRecordError` naming the row and the
 field, so that recovery can hand the failure to the recovery policy instead of failing somewhere later with a
 ``KeyError`` or a ``TypeError`` (or, worse, running on with a value of the wrong type).
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from reaqtive.engine.errors import MalformedRecordError
+from reaqtive.engine.engine_errors import MalformedRecordError
 from reaqtive.engine.expressions import MalformedExpressionError, expression_from_json, template_id
 
 __all__ = [

@@ -17,8 +17,9 @@ from reaqtive.engine._room import (
     EngineRoom,
     _owned_by,
 )
+from reaqtive.engine.database import from_micros
 from reaqtive.engine.egress import OutputCounter
-from reaqtive.engine.errors import (
+from reaqtive.engine.engine_errors import (
     InnerRecoveryError,
     MalformedRecordError,
     RecoveryError,
@@ -40,7 +41,6 @@ from reaqtive.engine.records import (
     parse_delivery,
     parse_template,
 )
-from reaqtive.engine.store import from_micros
 from reaqtive.state import (
     STATE_CATEGORY,
     CheckpointSnapshot,

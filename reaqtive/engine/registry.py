@@ -22,8 +22,9 @@ from reaqtive.engine._room import (
     _references,
     _to_bytes,
 )
+from reaqtive.engine.database import to_micros
 from reaqtive.engine.egress import Output
-from reaqtive.engine.errors import (
+from reaqtive.engine.engine_errors import (
     ArtifactExistsError,
     ArtifactInUseError,
     ArtifactNotFoundError,
@@ -41,7 +42,6 @@ from reaqtive.engine.model import (
     ArtifactInfo,
     StreamStatus,
 )
-from reaqtive.engine.store import to_micros
 from reaqtive.query import Query
 from reaqtive.state import (
     STATE_CATEGORY,

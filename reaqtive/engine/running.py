@@ -13,8 +13,9 @@ from reaqtive.engine._room import (
     _NO_WATERMARKS,
     EngineRoom,
 )
+from reaqtive.engine.database import from_micros
 from reaqtive.engine.egress import Output
-from reaqtive.engine.errors import (
+from reaqtive.engine.engine_errors import (
     QueryFailedError,
     UnstorableOutputError,
 )
@@ -26,8 +27,7 @@ from reaqtive.engine.model import (
     RecoveryFailure,
     RecoveryPolicy,
 )
-from reaqtive.engine.store import from_micros
-from reaqtive.engine.streams import PINNED_WATERMARK_SETTING, START_WATERMARK_SETTING
+from reaqtive.engine.readers import PINNED_WATERMARK_SETTING, START_WATERMARK_SETTING
 from reaqtive.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs
 from reaqtive.state.host import HostedQuery, QueryState

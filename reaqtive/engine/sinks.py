@@ -13,7 +13,7 @@ from reaqtive.engine._room import (
     _same_value,
 )
 from reaqtive.engine.egress import Output
-from reaqtive.engine.errors import (
+from reaqtive.engine.engine_errors import (
     ArtifactNotFoundError,
     MalformedRecordError,
     OutputDivergenceError,

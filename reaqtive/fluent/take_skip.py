@@ -16,7 +16,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from reaqtive.fluent._base import derive, new_query, require_callable, require_non_negative_int, require_time
+from reaqtive.fluent._base import Fluent, derive, new_query, require_callable, require_non_negative_int, require_time
+from reaqtive.operators import take
 from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def _other_or_time(value: object, op: str) -> tuple[str, object]:
     raise TypeError(f"{op}: other must be a query (or another Subscribable) or a datetime, got {type(value).__name__}")
 
 
-class TakeSkipMixin(Generic[T]):
+class TakeSkipMixin(Fluent[T], Generic[T]):
     """Operators that pass or drop a prefix of the stream: by count, by time, by predicate, or by a signal."""
 
     __slots__ = ()
@@ -61,33 +62,7 @@ class TakeSkipMixin(Generic[T]):
     def take(self, duration: timedelta, /) -> Query[T]: ...
 
     def take(self, count: int | timedelta, /) -> Query[T]:
-        """The first ``count`` elements (an ``int``), or the elements of the first ``duration`` after the
-        subscription started (a ``timedelta``); then complete and unsubscribe from the source.
-
-        >>> from_iterable(range(10)).take(3).run(print)  # doctest: +ELLIPSIS
-        0
-        1
-        2
-        <...>
-
-        By time, on the virtual-time scheduler (one tick is one second):
-
-        >>> from datetime import timedelta
-        >>> from reaqtive.testing import TestScheduler, on_next
-        >>> scheduler = TestScheduler()
-        >>> xs = scheduler.create_hot_observable(on_next(210, "a"), on_next(240, "b"), on_next(260, "c"))
-        >>> scheduler.start(lambda: xs.take(timedelta(seconds=50))).messages
-        [OnNext('a')@210, OnNext('b')@240, OnCompleted()@250]
-
-        The count completes together with the last element; ``take(0)`` completes at once, at the start, without
-        subscribing to the source (Reaqtive returns ``Empty``, which completes one scheduler step later). The
-        duration is measured from the start (``take(timedelta(0))`` completes at once). State: count: how many
-        are still to pass; duration: the absolute end time (so a recovered query ends when the original would
-        have). Demand: count: never more upstream than still needed, ``min(n, remaining)``; duration: passed
-        upstream unchanged. Reaqtive: Take (its duration form is composed from TakeUntil and Timer).
-        """
-        op, argument = _count_or_duration(count, "take")
-        return derive(self, op, argument)
+        return self.pipe(take.take(count))
 
     @overload
     def skip(self, count: int, /) -> Query[T]: ...

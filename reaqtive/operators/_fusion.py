@@ -67,8 +67,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Protocol, TypeVar, cast
 
 from reaqtive.binding import DEFAULT_FRAMES, register_operator
+from reaqtive.expression import Expression
 from reaqtive.operator import OperatorBase
-from reaqtive.query import Query
 from reaqtive.streams import Subscriber, Subscription
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
@@ -182,7 +182,7 @@ class FusibleStage(Protocol):
     _disposed: bool
     _downstream: Subscriber[Any]
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None: ...
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None: ...
 
     def on_subscribe(self, subscription: Subscription) -> None: ...
 
@@ -193,7 +193,7 @@ class FusibleStage(Protocol):
 
 B = TypeVar("B", bound=Callable[..., Any])
 
-_STAGES: dict[str, Callable[[Query[Any], Subscriber[Any]], Any]] = {}
+_STAGES: dict[str, Callable[[Expression[Any], Subscriber[Any]], Any]] = {}
 """The fusible operators: how each creates its stage (a stage class, or a binder choosing one)."""
 
 _BATCH_SOURCES: set[str] = set()
@@ -221,7 +221,7 @@ def fusible(op: str, *, frames: int = DEFAULT_FRAMES) -> Callable[[B], B]:
         if isinstance(create, type) and not isinstance(create.__dict__.get("fused_step"), FusedStep):
             raise TypeError(f"fusible({op!r}): {create.__qualname__} must declare fused_step = FusedStep(...)")
 
-        def bind(query: Query[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
+        def bind(query: Expression[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
             if _enabled:
                 return _bind_run(query, downstream)
             return cast("SubscriptionHandle", create(query, downstream))
@@ -240,18 +240,19 @@ def fusible(op: str, *, frames: int = DEFAULT_FRAMES) -> Callable[[B], B]:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _fusible_source(query: Query[Any]) -> Query[Any] | None:
+def _fusible_source(query: Expression[Any]) -> Expression[Any] | None:
     """The first argument of ``query`` when it is a plain query node of a fusible operator, else ``None``."""
     args = query.args
     if not args:
         return None
     source = args[0]
-    if isinstance(source, Query) and source.op in _STAGES and type(source).subscribe_core is Query.subscribe_core:
+    if (isinstance(source, Expression) and source.op in _STAGES
+            and type(source).subscribe_core is Expression.subscribe_core):
         return source
     return None
 
 
-def _bind_run(query: Query[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
+def _bind_run(query: Expression[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
     """Bind ``query`` (a fusible operator) and the fusible stages below it as one run. Only the top stage is
     created now; each of the others when the stage above it subscribes its input, as unfused binding does, so
     every stage checks its arguments at the same point either way."""
@@ -271,7 +272,7 @@ class _Run:
 
     __slots__ = ("_queries", "_sources", "_stages")
 
-    def __init__(self, queries: list[Query[Any]]) -> None:
+    def __init__(self, queries: list[Expression[Any]]) -> None:
         self._queries = queries
         self._stages: list[FusibleStage] = []
         self._sources: list[Subscribable[Any]] = []
@@ -296,7 +297,7 @@ class _Run:
         for stage, original in zip(stages, self._sources, strict=True):
             stage._source = original
         self._stages, self._sources = [], []
-        if len(stages) == 1 and not (isinstance(source, Query) and source.op in _BATCH_SOURCES):
+        if len(stages) == 1 and not (isinstance(source, Expression) and source.op in _BATCH_SOURCES):
             return source.subscribe(observer)
         stages.reverse()  # in the order elements meet them
         return source.subscribe(_entry_class(tuple(type(stage) for stage in stages))(stages))

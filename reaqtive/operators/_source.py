@@ -30,7 +30,7 @@ from typing import Final, Generic, TypeVar
 
 from reaqtive.context import OperatorContext
 from reaqtive.scheduler import DEFAULT_BATCH_SIZE, YieldableActionTask
-from reaqtive.scheduling import Scheduler, YieldToken
+from reaqtive.scheduler_interface import Scheduler, YieldToken
 from reaqtive.state import StatefulOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
 

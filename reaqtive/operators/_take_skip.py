@@ -10,19 +10,52 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
+from reaqtive.arguments import require_non_negative_int, require_time
 from reaqtive.context import OperatorContext
 from reaqtive.errors import MissingSchedulerError
+from reaqtive.expression import as_expression
 from reaqtive.operators._timing import MAX_TIME
 from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, Subscription, add_demand, require_not_none
+from reaqtive.subscribable import Subscribable
 
-__all__ = ["DeadlineStage", "DroppingStage", "OpenAtDeadline", "TakeUntilDeadline", "UntilObserver"]
+__all__ = [
+    "DeadlineStage",
+    "DroppingStage",
+    "OpenAtDeadline",
+    "TakeUntilDeadline",
+    "UntilObserver",
+    "count_or_duration",
+    "other_or_time",
+]
 
 T = TypeVar("T")
+
+
+def count_or_duration(value: object, op: str) -> tuple[str, int | timedelta]:
+    """The builders' check of ``take``/``skip``: ``(op, count)`` for an int, ``(op + "_duration", duration)`` for a
+    timedelta; both must be >= 0."""
+    if isinstance(value, timedelta):
+        if value < timedelta(0):
+            raise ValueError(f"{op}: duration must be >= 0, got {value}")
+        return f"{op}_duration", value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return op, require_non_negative_int(value, op, "count")
+    raise TypeError(f"{op}: count must be an int or a timedelta, got {type(value).__name__}")
+
+
+def other_or_time(value: object, op: str) -> tuple[str, object]:
+    """The builders' check of ``take_until``/``skip_until``: ``(op, query)`` for a stream (any subscribable, made
+    a query), ``(op + "_time", datetime)`` for an aware datetime."""
+    if isinstance(value, datetime):
+        return f"{op}_time", require_time(value, op, "time")
+    if isinstance(value, Subscribable):
+        return op, as_expression(value)
+    raise TypeError(f"{op}: other must be a query (or another Subscribable) or a datetime, got {type(value).__name__}")
 
 
 class DroppingStage(StatefulUnaryOperatorBase[T, T], Generic[T]):

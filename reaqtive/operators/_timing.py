@@ -1,6 +1,6 @@
 """Due-time arithmetic shared by the time-based sources and operators: absolute due times computed from
 ``scheduler.now`` that never overflow. A deadline past ``datetime.max`` is :data:`MAX_TIME`
-(:data:`reaqtive.scheduling.NEVER`): it never comes (see :mod:`reaqtive.scheduling`)."""
+(:data:`reaqtive.scheduler_interface.NEVER`): it never comes (see :mod:`reaqtive.scheduler_interface`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from reaqtive.context import OperatorContext
-from reaqtive.scheduling import EARLIEST, NEVER, deadline, earlier, utc
+from reaqtive.scheduler_interface import EARLIEST, NEVER, deadline, earlier, utc
 from reaqtive.state.fields import time_bounds
 
 __all__ = [
@@ -33,7 +33,7 @@ MAX_SPAN: Final = datetime.max - datetime.min
 ``window`` longer than it could never open a second list or window, and is refused at bind."""
 
 add_safe: Final = deadline
-"""``time + delta`` clamped to :data:`MIN_TIME` / :data:`MAX_TIME`: :func:`reaqtive.scheduling.deadline`."""
+"""``time + delta`` clamped to :data:`MIN_TIME` / :data:`MAX_TIME`: :func:`reaqtive.scheduler_interface.deadline`."""
 
 
 def multiply_safe(period: timedelta, count: int) -> timedelta:

@@ -57,7 +57,7 @@ from reaqtive.operators.settings import (
     read_limit,
 )
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduling import Scheduler
+from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.state.fields import time_bounds
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error

@@ -7,7 +7,8 @@ Two stages, chosen by the argument:
   the new due time.
 * :class:`DebounceSelector` — ``debounce(duration_selector)``: the pending element's duration is the query
   ``duration_selector(element)``; its first element or its completion ends the wait. That query is an inner
-  subscription, hosted by the environment when there is one (:mod:`reaqtive.operators._inner`), so its own state
+  subscription, hosted by the environment when there is one (:mod:`reaqtive.operators._inner_subscriptions`), so
+  its own state
   (a timer's due time, say) is checkpointed as a unit of its own and restored when the stage re-creates it.
 
 Both: a newer element replaces the pending one. The source's completion emits the pending element, then
@@ -26,10 +27,10 @@ from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._inner import InnerHost, needs_environment_error, selected_source
+from reaqtive.operators._inner_subscriptions import InnerHost, needs_environment_error, selected_source
 from reaqtive.operators._timing import add_safe
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduling import Scheduler
+from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.state.fields import time_bounds
 from reaqtive.streams import (

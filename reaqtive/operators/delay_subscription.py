@@ -11,7 +11,7 @@ from reaqtive.context import OperatorContext
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._timing import due_bounds, due_time
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduling import Scheduler
+from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable

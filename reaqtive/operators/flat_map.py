@@ -1,7 +1,8 @@
 """``flat_map`` and ``merge_all``: every outer element selects an inner stream; the result merges them all.
 
 The machinery (inner subscriptions hosted by the environment, saved outer elements, bounded queues that drain
-in turns) is shared with ``switch_latest`` in :mod:`reaqtive.operators._inner`; this module decides what an outer
+in turns) is shared with ``switch_latest`` in :mod:`reaqtive.operators._inner_subscriptions`; this module decides
+what an outer
 element does: it opens one more inner subscription, up to the bound on live inners.
 """
 
@@ -15,7 +16,7 @@ from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
 from reaqtive.operator import Version
-from reaqtive.operators._inner import InnerMergeBase, InnerSlot, selected_source
+from reaqtive.operators._inner_subscriptions import InnerMergeBase, InnerSlot, selected_source
 from reaqtive.operators.settings import MAX_CONCURRENT_INNER, read_limit
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable

@@ -11,7 +11,7 @@ from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._fusion import SOURCE_DISPOSED, STOPPED_AT_NONE, FusedEntry, emits_batches
 from reaqtive.operators._source import EMIT_BATCH, TERMINATED, PullSource
-from reaqtive.scheduling import YieldToken
+from reaqtive.scheduler_interface import YieldToken
 from reaqtive.streams import LONG_MAX, Subscriber
 
 if TYPE_CHECKING:

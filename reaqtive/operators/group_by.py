@@ -9,7 +9,7 @@ Two stages, chosen by the binder from the query's arguments
   id. It saves the time of each group's latest element, so its state changes with every element.
 
 The shared rules (inner subjects and their ids, demand across the boundary, termination, serialization, the
-state of the inner streams) are in :mod:`reaqtive.operators._inner_streams`.
+state of the inner streams) are in :mod:`reaqtive.operators._inner_subjects`.
 
 **Keys** are any hashable value, ``None`` included (a key, not an element: it is a group like any other). They
 are saved in checkpoints, so a checkpointed ``group_by`` needs keys the state codec can write (plain data, or
@@ -31,12 +31,13 @@ from reaqtive.arguments import Arguments, arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError, ObjectDisposedError
+from reaqtive.expression import new_grouped_stream
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._inner_streams import Inner, InnerStreamOperator
+from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators._timing import add_safe
 from reaqtive.operators.settings import MAX_GROUP_COUNT, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduling import Scheduler
+from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state.fields import time_bounds
 from reaqtive.streams import LONG_MAX, Subscriber
 from reaqtive.subjects import MultiSubject
@@ -232,13 +233,11 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
     # -- the shared machinery's hooks --------------------------------------------------------------------------
 
     def _make_stream(self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None) -> GroupedStream[Any]:
-        from reaqtive.query import GroupedStream  # the query layer builds on the operators' registry
-
         if not inner.closed:
             sink = inner.sink
             assert sink is not None
             self._sinks[inner.key] = self._sink_of(sink)
-        return GroupedStream(subject, stream_id, inner.key)
+        return new_grouped_stream(subject, stream_id, inner.key)
 
     def _close_all(self) -> None:
         groups = list(self._groups.values())

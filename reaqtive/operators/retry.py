@@ -10,7 +10,7 @@ from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduling import Scheduler
+from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state import StatefulOperatorBase
 from reaqtive.streams import (
     LONG_MAX,

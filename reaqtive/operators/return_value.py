@@ -8,7 +8,7 @@ from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import Version
 from reaqtive.operators._source import TERMINATED, PullSource
-from reaqtive.scheduling import YieldToken
+from reaqtive.scheduler_interface import YieldToken
 from reaqtive.streams import Subscriber
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.scheduler import ITEM_PROCESSING_PRIORITY, ActionTask
-from reaqtive.scheduling import Scheduler
+from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state import StatefulOperatorBase
 from reaqtive.streams import (
     LONG_MAX,

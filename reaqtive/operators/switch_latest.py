@@ -1,6 +1,7 @@
 """``switch_latest``: every outer element selects an inner stream; only the latest one's elements pass.
 
-The machinery is shared with ``flat_map`` (:mod:`reaqtive.operators._inner`): the stage keeps at most one inner
+The machinery is shared with ``flat_map`` (:mod:`reaqtive.operators._inner_subscriptions`): the stage keeps at most
+one inner
 slot, and a new outer element ends the current inner subscription (hosted: deletes it from the environment) and
 drops what it had queued before subscribing to the new one.
 """
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.operator import StateReader, Version
-from reaqtive.operators._inner import InnerMergeBase, InnerSlot, selected_source
+from reaqtive.operators._inner_subscriptions import InnerMergeBase, InnerSlot, selected_source
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._take_skip import TakeUntilDeadline
+from reaqtive.operators._take_skip import TakeUntilDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.state.fields import time_bounds
@@ -19,22 +21,81 @@ from reaqtive.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Take", "TakeDuration"]
+__all__ = ["Take", "TakeArgs", "TakeDuration", "TakeDurationArgs", "take"]
 
 T = TypeVar("T")
 
 
-@register_operator("take")
+def take(count: int | timedelta, /) -> OperatorCall[Any]:
+    """The first ``count`` elements (an ``int``), or the elements of the first ``duration`` after the
+    subscription started (a ``timedelta``); then complete and unsubscribe from the source.
+
+    >>> from_iterable(range(10)).take(3).run(print)  # doctest: +ELLIPSIS
+    0
+    1
+    2
+    <...>
+
+    By time, on the virtual-time scheduler (one tick is one second):
+
+    >>> from datetime import timedelta
+    >>> from reaqtive.testing import TestScheduler, on_next
+    >>> scheduler = TestScheduler()
+    >>> xs = scheduler.create_hot_observable(on_next(210, "a"), on_next(240, "b"), on_next(260, "c"))
+    >>> scheduler.start(lambda: xs.take(timedelta(seconds=50))).messages
+    [OnNext('a')@210, OnNext('b')@240, OnCompleted()@250]
+
+    The count completes together with the last element; ``take(0)`` completes at once, at the start, without
+    subscribing to the source (Reaqtive returns ``Empty``, which completes one scheduler step later). The
+    duration is measured from the start (``take(timedelta(0))`` completes at once); it needs a scheduler.
+
+    **State.** Count: how many are still to pass. Duration: the absolute end time, set at the first start (so a
+    recovered query ends when the original would have, or at once if that time has passed).
+
+    **Demand.** Count: never more upstream than still needed, ``min(n, remaining)``, so a source is never asked
+    for an element the result would not deliver. Duration: passed upstream unchanged.
+
+    Reaqtive: Take (its duration form is composed from TakeUntil and Timer).
+    """
+    op, argument = count_or_duration(count, "take")
+    return OperatorCall(op, (argument,))
+
+
+@dataclass(frozen=True, slots=True)
+class TakeArgs:
+    """The arguments of a ``take`` node: ``(source, count)``."""
+
+    source: Subscribable[Any]
+    count: int
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> TakeArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "count")
+        return cls(args.source(0), args.integer(1))
+
+
+@dataclass(frozen=True, slots=True)
+class TakeDurationArgs:
+    """The arguments of a ``take_duration`` node: ``(source, duration)``."""
+
+    source: Subscribable[Any]
+    duration: timedelta
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> TakeDurationArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "duration")
+        return cls(args.source(0), args.duration(1))
+
+
+@register_operator("take", builder=take, args=TakeArgs)
 class Take(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.take(count)``.
+    """The running stage of :func:`take` by count.
 
-    State: ``remaining``, how many elements are still to pass. Completes together with the last one and
-    unsubscribes from the source; ``take(0)`` never subscribes to the source and completes at start.
-
-    Demand: never more upstream than it still needs: ``request(n)`` asks ``min(n, remaining - requested so far)``
-    upstream, so a source is never asked for an element the result would not deliver. ``_can_request`` (how many
-    may still be requested upstream) belongs to the demand path and ``_remaining`` to the element path, so the
-    two need no lock; a recovered stage starts with ``_can_request = remaining`` (its new upstream owes nothing).
+    ``_can_request`` (how many may still be requested upstream) belongs to the demand path and ``_remaining`` to
+    the element path, so the two need no lock; a recovered stage starts with ``_can_request = remaining`` (its new
+    upstream owes nothing).
     """
 
     name = "reaqtive:take"
@@ -44,10 +105,9 @@ class Take(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "count")
-        self._source: Subscribable[T] = args.source(0)
-        self._remaining = count = args.integer(1)
-        self._can_request = count
+        args = TakeArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._remaining = self._can_request = args.count
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._remaining)
@@ -83,15 +143,10 @@ class Take(StatefulUnaryOperatorBase[T, T], Generic[T]):
             self._signal_complete()
 
 
-@register_operator("take_duration", frames=2)
+@register_operator("take_duration", frames=2, builder=take, args=TakeDurationArgs)
 class TakeDuration(TakeUntilDeadline[T], Generic[T]):
-    """The running stage of ``Query.take(duration)``: the elements of the first ``duration`` after it started,
-    then completion (and unsubscription from the source).
-
-    State: ``end``, the absolute time it completes (set at the first start, ``None`` before), so a recovered
-    stage completes when the original would have, or at once if that time has passed. Time-based: needs a
-    scheduler. Demand passes straight through; a lock serializes the timer's completion with the elements.
-    """
+    """The running stage of :func:`take` by duration: a lock (of :class:`TakeUntilDeadline`) serializes the
+    timer's completion with the elements."""
 
     name = "reaqtive:take+duration"
     version: Version = (1,)
@@ -100,9 +155,9 @@ class TakeDuration(TakeUntilDeadline[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "duration")
-        self._source: Subscribable[T] = args.source(0)
-        self._duration = args.duration(1)
+        args = TakeDurationArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._duration = args.duration
         self._end: datetime | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:

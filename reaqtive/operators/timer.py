@@ -35,7 +35,7 @@ from reaqtive.operators._source import EMIT_BATCH, TERMINATED, PullSource
 from reaqtive.operators._timing import MAX_TIME, add_safe, due_bounds, due_time, multiply_safe
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
 from reaqtive.scheduler import YieldableActionTask
-from reaqtive.scheduling import Scheduler, YieldToken, utc
+from reaqtive.scheduler_interface import Scheduler, YieldToken, utc
 from reaqtive.state.fields import time_bounds
 from reaqtive.streams import Subscriber, add_demand
 

@@ -12,7 +12,7 @@ list, is already out when it is known to stay empty). When the source completes,
 (oldest first), then the output.
 
 The shared rules (inner subjects and their ids, demand across the boundary, termination, state of the inner
-streams) are in :mod:`reaqtive.operators._inner_streams`.
+streams) are in :mod:`reaqtive.operators._inner_subjects`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
+from reaqtive.expression import new_inner_stream
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._inner_streams import Inner, InnerStreamOperator
+from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators.settings import MAX_WINDOW_COUNT, UNLIMITED, read_limit
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subjects import MultiSubject
@@ -190,9 +191,7 @@ class WindowCount(InnerStreamOperator[T], Generic[T]):
         self._windows.clear()
 
     def _make_stream(self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None) -> InnerStream[Any]:
-        from reaqtive.query import InnerStream  # the query layer builds on the operators' registry
-
-        return InnerStream(subject, stream_id)
+        return new_inner_stream(subject, stream_id)
 
 
 class WindowCountSkip(WindowCount[T], Generic[T]):

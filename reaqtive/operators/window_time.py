@@ -19,7 +19,7 @@ Times are absolute (``datetime``) and saved, so a recovered window closes when i
 past due when it runs (after a pause, or a restart after downtime) catches up with every close it missed.
 
 **Demand.** The clock does not wait for demand: windows that open without outer demand wait, with their
-elements, bounded by ``MAX_QUEUE_SIZE`` (see :mod:`reaqtive.operators._inner_streams`). ``window(duration)`` and
+elements, bounded by ``MAX_QUEUE_SIZE`` (see :mod:`reaqtive.operators._inner_subjects`). ``window(duration)`` and
 ``window(duration, shift)`` ask the upstream for everything (``LONG_MAX``) once the downstream has asked for
 anything; ``window(duration, count)`` asks for ``n * count`` elements per ``n`` windows requested. Inside a
 window, the subject's per-subscriber demand and bounded buffer apply.
@@ -27,7 +27,7 @@ window, the subject's per-subscriber demand and bounded buffer apply.
 **Demand and recovery.** A recovered downstream asks again for the windows it had requested and not received,
 and for nothing else; a window closed by time takes one window of demand but fewer than ``count`` elements, so
 what the upstream had been asked for does not follow from that. ``window(duration)`` and
-``window(duration, shift)`` save whether they asked for everything (see :mod:`reaqtive.operators._inner_streams`);
+``window(duration, shift)`` save whether they asked for everything (see :mod:`reaqtive.operators._inner_subjects`);
 ``window(duration, count)`` saves the elements requested upstream and not yet received and the windows the
 downstream had outstanding, asks the upstream for the former again when it starts, and takes the first windows
 the recovered downstream asks for as the ones already translated.
@@ -43,12 +43,13 @@ from reaqtive.arguments import Arguments, arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
+from reaqtive.expression import new_inner_stream
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._inner_streams import Inner, InnerStreamOperator
+from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators._timing import MAX_SPAN, add_safe, earlier, multiply_safe
 from reaqtive.operators.settings import MAX_WINDOW_COUNT, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduling import Scheduler
+from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state.fields import time_bounds
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subjects import MultiSubject
@@ -180,9 +181,7 @@ class _TimeWindow(InnerStreamOperator[T], Generic[T]):
         self._windows.clear()
 
     def _make_stream(self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None) -> InnerStream[Any]:
-        from reaqtive.query import InnerStream  # the query layer builds on the operators' registry
-
-        return InnerStream(subject, stream_id)
+        return new_inner_stream(subject, stream_id)
 
 
 class WindowTime(_TimeWindow[T], Generic[T]):

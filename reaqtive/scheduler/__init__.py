@@ -1,7 +1,7 @@
 """The scheduler: worker threads, hierarchical pausable logical schedulers, tasks, timers and clocks.
 
 * :class:`PhysicalScheduler`: a fixed pool of worker threads.
-* :class:`LogicalScheduler`: a task group on it (implements :class:`reaqtive.scheduling.PausableScheduler`);
+* :class:`LogicalScheduler`: a task group on it (implements :class:`reaqtive.scheduler_interface.PausableScheduler`);
   children pause, resume and dispose with their parent.
 * Tasks: :class:`ActionTask` (priority 1), :class:`YieldableActionTask` (priority 1, cooperative),
   :class:`ItemProcessingTask` (priority 2, drains an :class:`ItemProcessor` such as :class:`QueueProcessor`).
@@ -9,7 +9,7 @@
 * :class:`DueQueue`: the (due, priority, arrival) queue behind timers.
 * Clocks: :class:`WallClock` (follows freezegun) and :class:`VirtualClock`.
 
-This package knows nothing of operators: it depends on :mod:`reaqtive.scheduling`, the standard library and
+This package knows nothing of operators: it depends on :mod:`reaqtive.scheduler_interface`, the standard library and
 sortedcontainers only. See ``docs/scheduler.md``.
 """
 
@@ -30,7 +30,7 @@ from reaqtive.scheduler.tasks import (
 )
 from reaqtive.scheduler.timers import DueQueue
 from reaqtive.scheduler.virtual import VirtualTimeScheduler
-from reaqtive.scheduling import PausableScheduler, Scheduler, SchedulerTask, YieldableSchedulerTask, YieldToken
+from reaqtive.scheduler_interface import PausableScheduler, Scheduler, SchedulerTask, YieldableSchedulerTask, YieldToken
 
 __all__ = [
     # schedulers

@@ -29,7 +29,7 @@ from reaqtive.scheduler.physical import (
     is_yieldable,
 )
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
-from reaqtive.scheduling import NEVER, PausableScheduler, SchedulerTask, YieldToken, deadline
+from reaqtive.scheduler_interface import NEVER, PausableScheduler, SchedulerTask, YieldToken, deadline
 
 __all__ = ["LogicalScheduler", "PauseAwaitable"]
 
@@ -201,7 +201,8 @@ class LogicalScheduler(PausableScheduler):
         """Run ``task`` now, after a delay (``timedelta``) or at a time (aware ``datetime``).
 
         A delay of zero or less, or a time not after ``now``, means as soon as possible. A task due at or after
-        :data:`~reaqtive.scheduling.NEVER` (a delay past ``datetime.max``) never runs and is not queued. Ignored
+        :data:`~reaqtive.scheduler_interface.NEVER` (a delay past ``datetime.max``) never runs and is not queued.
+        Ignored
         once disposed.
         """
         if task is None:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Final
 from reaqtive.scheduler.clock import Clock, WallClock
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
 from reaqtive.scheduler.timers import DueQueue, Entry
-from reaqtive.scheduling import SchedulerTask, YieldableSchedulerTask
+from reaqtive.scheduler_interface import SchedulerTask, YieldableSchedulerTask
 
 if TYPE_CHECKING:
     from reaqtive.scheduler.logical import LogicalScheduler

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from pyspark.sql import functions as F  # noqa: N812  (Spark's idiom)
 
+from reaqtive.engine.database import to_micros
 from reaqtive.engine.expressions import FunctionRegistry
-from reaqtive.engine.store import to_micros
 from reaqtive.query import Query
 from reaqtive.spark._columns import key_type, prepare
 from reaqtive.spark.host import KeyedQuery, OutputRow, run_key

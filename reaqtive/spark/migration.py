@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from reaqtive.context import OperatorContext
+from reaqtive.engine.database import EngineStore, from_micros
 from reaqtive.engine.engine import DURABLE_SINK
 from reaqtive.engine.expressions import (
     FunctionRegistry,
@@ -34,7 +35,6 @@ from reaqtive.engine.expressions import (
     expression_to_json,
     instantiate,
 )
-from reaqtive.engine.store import EngineStore, from_micros
 from reaqtive.errors import ReaqtiveError
 from reaqtive.query import GroupedStream, Query
 from reaqtive.scheduler import VirtualTimeScheduler

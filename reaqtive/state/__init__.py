@@ -24,7 +24,19 @@ from reaqtive.state.checkpoint import STATE_CATEGORY, Checkpointer, CheckpointRe
 from reaqtive.state.codec import DEFAULT_CODEC, StateCodec, register_state_type
 from reaqtive.state.dirty import DirtyRegistry
 from reaqtive.state.environment import InnerEnvironment
-from reaqtive.state.errors import (
+from reaqtive.state.framing import (
+    BLOB_FORMAT_VERSION,
+    BlobWriter,
+    NodeState,
+    Path,
+    SegmentReader,
+    SegmentWriter,
+    checksum,
+    read_blob,
+)
+from reaqtive.state.memory_store import InMemoryCheckpointStore
+from reaqtive.state.sqlite_store import SCHEMA_VERSION, SqliteCheckpointStore
+from reaqtive.state.state_errors import (
     CheckpointError,
     CheckpointInProgressError,
     DamagedRowError,
@@ -43,18 +55,6 @@ from reaqtive.state.errors import (
     StoreLockedError,
     UnknownStoreVersionError,
 )
-from reaqtive.state.framing import (
-    BLOB_FORMAT_VERSION,
-    BlobWriter,
-    NodeState,
-    Path,
-    SegmentReader,
-    SegmentWriter,
-    checksum,
-    read_blob,
-)
-from reaqtive.state.memory_store import InMemoryCheckpointStore
-from reaqtive.state.sqlite_store import SCHEMA_VERSION, SqliteCheckpointStore
 from reaqtive.state.store import CheckpointSnapshot, CheckpointStore, CheckpointTransaction, StoreChanges
 from reaqtive.state.tracking import DirtyState, StateChangedTracker
 from reaqtive.state.traversal import (

@@ -56,7 +56,7 @@ from reaqtive.operator import (
     Version,
 )
 from reaqtive.state.dirty import DirtyRegistry
-from reaqtive.state.errors import StateFormatError, StateVersionError
+from reaqtive.state.state_errors import StateFormatError, StateVersionError
 from reaqtive.state.tracking import DirtyState, StateChangedTracker
 from reaqtive.streams import Subscriber
 

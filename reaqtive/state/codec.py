@@ -25,7 +25,7 @@ from typing import Any, Final, TypeVar
 
 import msgpack
 
-from reaqtive.state.errors import StateEncodeError, StateError, StateFormatError
+from reaqtive.state.state_errors import StateEncodeError, StateError, StateFormatError
 
 __all__ = ["DEFAULT_CODEC", "StateCodec", "register_state_type"]
 

@@ -32,7 +32,7 @@ from typing import Any
 from reaqtive.context import HigherOrderEnvironment, OperatorContext
 from reaqtive.state.codec import DEFAULT_CODEC, StateCodec
 from reaqtive.state.dirty import DirtyRegistry
-from reaqtive.state.errors import MissingStateError
+from reaqtive.state.state_errors import MissingStateError
 from reaqtive.state.traversal import state_loader
 from reaqtive.streams import Subscriber
 from reaqtive.subjects import MultiSubject, SimpleSubject

@@ -40,8 +40,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from reaqtive.errors import InvalidSettingError
-from reaqtive.scheduling import deadline
-from reaqtive.state.errors import StateFormatError
+from reaqtive.scheduler_interface import deadline
+from reaqtive.state.state_errors import StateFormatError
 from reaqtive.streams import LONG_MAX
 
 if TYPE_CHECKING:

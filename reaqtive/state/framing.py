@@ -26,14 +26,14 @@ from typing import Any, Final
 
 from reaqtive.operator import Version
 from reaqtive.state.codec import DEFAULT_CODEC, EXT_SEGMENT, Segment, StateCodec
-from reaqtive.state.errors import (
+from reaqtive.state.fields import CheckedReader
+from reaqtive.state.state_errors import (
     StateChecksumError,
     StateEncodeError,
     StateError,
     StateFormatError,
     format_path,
 )
-from reaqtive.state.fields import CheckedReader
 
 __all__ = [
     "BLOB_FORMAT_VERSION",

@@ -66,7 +66,7 @@ from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
 from reaqtive.context import OperatorContext
-from reaqtive.scheduling import Scheduler
+from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state.codec import DEFAULT_CODEC, StateCodec
 from reaqtive.state.environment import InnerEnvironment
 from reaqtive.state.fields import SAVED_BY, STARTED_AT

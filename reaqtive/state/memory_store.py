@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from reaqtive.state.errors import InjectedFaultError
+from reaqtive.state.state_errors import InjectedFaultError
 from reaqtive.state.store import CheckpointSnapshot, CheckpointStore, CheckpointTransaction, StoreChanges
 
 __all__ = ["InMemoryCheckpointStore"]

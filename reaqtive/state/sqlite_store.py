@@ -42,14 +42,14 @@ from typing import Any, Final
 
 import msgpack
 
-from reaqtive.state.errors import (
+from reaqtive.state.framing import checksum
+from reaqtive.state.state_errors import (
     DamagedRowError,
     NotAStoreError,
     StoreCorruptError,
     StoreError,
     UnknownStoreVersionError,
 )
-from reaqtive.state.framing import checksum
 from reaqtive.state.store import CheckpointSnapshot, CheckpointStore, CheckpointTransaction, StoreChanges
 
 __all__ = [

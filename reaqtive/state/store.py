@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Final
 
-from reaqtive.state.errors import StoreError
+from reaqtive.state.state_errors import StoreError
 
 __all__ = [
     "CheckpointSnapshot",

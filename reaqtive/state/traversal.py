@@ -28,14 +28,14 @@ from typing import TypeVar
 
 from reaqtive.operator import Operator, StatefulOperator
 from reaqtive.state.codec import DEFAULT_CODEC, StateCodec
-from reaqtive.state.errors import (
+from reaqtive.state.framing import BlobWriter, NodeState, Path, read_blob
+from reaqtive.state.state_errors import (
     OperatorStateError,
     StateError,
     StateShapeError,
     StateVersionError,
     format_path,
 )
-from reaqtive.state.framing import BlobWriter, NodeState, Path, read_blob
 from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.visitors import SubscriptionVisitor
 

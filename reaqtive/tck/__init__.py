@@ -18,7 +18,7 @@ See ``docs/tck.md`` for outcomes, timeouts and the Python mapping of Java's null
 """
 
 from reaqtive.tck.env import TestEnvironment
-from reaqtive.tck.errors import (
+from reaqtive.tck.failures import (
     ILLEGAL_ARGUMENT_ERRORS,
     NULL_ERRORS,
     SubscriberBufferOverflowError,

@@ -12,7 +12,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import ClassVar, NoReturn
 
 from reaqtive.tck.env import TestEnvironment
-from reaqtive.tck.errors import ILLEGAL_ARGUMENT_ERRORS, NULL_ERRORS
+from reaqtive.tck.failures import ILLEGAL_ARGUMENT_ERRORS, NULL_ERRORS
 from reaqtive.tck.outcomes import NotVerified
 
 __all__ = ["VerificationBase"]

@@ -20,7 +20,7 @@ from typing import Generic, TypeVar
 from reaqtive.streams import LONG_MAX, Publisher, Subscriber
 from reaqtive.tck.base import VerificationBase
 from reaqtive.tck.env import TestEnvironment
-from reaqtive.tck.errors import TestException
+from reaqtive.tck.failures import TestException
 from reaqtive.tck.helper_publisher import create_helper_publisher
 from reaqtive.tck.manual_publisher import ManualPublisher
 from reaqtive.tck.outcomes import NOT_VERIFIED_SUBSCRIBER

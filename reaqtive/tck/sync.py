@@ -12,7 +12,7 @@ import threading
 from typing import Generic, TypeVar
 
 from reaqtive.tck.env import TestEnvironment, deadline_after, remaining_ms
-from reaqtive.tck.errors import ExpectedClosedLatchError, ExpectedOpenLatchError, SubscriberBufferOverflowError
+from reaqtive.tck.failures import ExpectedClosedLatchError, ExpectedOpenLatchError, SubscriberBufferOverflowError
 
 __all__ = ["BUFFER_SIZE", "END_OF_STREAM", "EndOfStream", "Latch", "Promise", "Receptacle"]
 

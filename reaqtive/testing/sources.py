@@ -33,7 +33,7 @@ from reaqtive.testing.notifications import (
 )
 
 if TYPE_CHECKING:
-    from reaqtive.scheduling import Scheduler
+    from reaqtive.scheduler_interface import Scheduler
     from reaqtive.testing.scheduler import TestScheduler
 
 __all__ = ["ColdSource", "HotSource", "TestSource", "TestableQuery"]

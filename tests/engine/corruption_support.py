@@ -34,7 +34,7 @@ import msgpack
 
 from reaqtive import FunctionRegistry, Query
 from reaqtive.engine import Engine, RecoveryPolicy
-from reaqtive.engine.store import pack_times, unpack_times
+from reaqtive.engine.database import pack_times, unpack_times
 from reaqtive.errors import ReaqtiveError
 from reaqtive.state import sqlite_store
 from reaqtive.state.codec import DEFAULT_CODEC, Segment

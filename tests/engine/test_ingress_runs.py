@@ -15,8 +15,8 @@ import pytest
 
 from reaqtive import Query
 from reaqtive.engine import Engine, EngineStore, IngressEvent, UnknownEngineVersionError
-from reaqtive.engine import store as engine_store
-from reaqtive.engine.store import (
+from reaqtive.engine import database as engine_store
+from reaqtive.engine.database import (
     ENGINE_SCHEMA_VERSION,
     ROW_EVENTS,
     IngressRun,
@@ -272,7 +272,7 @@ def test_a_row_whose_times_or_values_do_not_match_its_count_is_damaged_not_an_ex
 
 # -- migration from layout 2 (the previous release) -------------------------------------------------------------------
 
-# The previous release's ingress table and writer, copied on purpose (reaqtive/engine/store.py of layout 2): the
+# The previous release's ingress table and writer, copied on purpose (reaqtive/engine/database.py of layout 2): the
 # table, its AUTOINCREMENT position counter, one row per event, the checksum of its five columns.
 V2_INGRESS = (
     "CREATE TABLE IF NOT EXISTS reaqtive_ingress (pos INTEGER PRIMARY KEY AUTOINCREMENT, "

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reaqtive.engine import DeadLetter, EngineStore, IngressEvent, UnknownEngineVersionError
-from reaqtive.engine import store as engine_store
-from reaqtive.engine.store import (
+from reaqtive.engine import database as engine_store
+from reaqtive.engine.database import (
     ENGINE_SCHEMA_VERSION,
     dead_letter_checksum,
     egress_checksum,
@@ -29,6 +29,7 @@ from reaqtive.engine.store import (
     pack_times,
     to_micros,
 )
+from reaqtive.engine.inspection import read_store
 from reaqtive.state import (
     DEFAULT_CODEC,
     DamagedRowError,
@@ -38,7 +39,6 @@ from reaqtive.state import (
     checksum,
 )
 from reaqtive.state.sqlite_store import row_checksum
-from reaqtive.tools.inspect_store import read_store
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -286,7 +286,7 @@ def test_quarantine_keeps_the_original_bytes_of_a_damaged_event_and_ignores_repe
 
 
 def test_the_inspector_shows_the_dead_letters(store: EngineStore) -> None:
-    from reaqtive.tools.inspect_store import format_summary, summary_to_json
+    from reaqtive.engine.inspection import format_summary, summary_to_json
 
     store.append("a", [(1, second(10**6))], quarantine=far_future)
     summary = read_store(store.path)
@@ -503,7 +503,7 @@ def test_a_second_store_on_the_same_file_is_refused_in_the_same_process(tmp_path
 
 HOLDER = """
 import sys, time
-from reaqtive.engine.store import EngineStore
+from reaqtive.engine.database import EngineStore
 store = EngineStore(sys.argv[1])
 store.append("a", [(1, __import__("datetime").datetime(2026, 1, 1, tzinfo=__import__("datetime").UTC))])
 print("holding", flush=True)

@@ -16,7 +16,7 @@ from reaqtive.scheduler import (
     VirtualClock,
     YieldableActionTask,
 )
-from reaqtive.scheduling import PausableScheduler, YieldToken
+from reaqtive.scheduler_interface import PausableScheduler, YieldToken
 
 from .conftest import WAIT, barrier
 

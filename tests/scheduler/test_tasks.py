@@ -14,7 +14,7 @@ from reaqtive.scheduler import (
     QueueProcessor,
     YieldableActionTask,
 )
-from reaqtive.scheduling import SchedulerTask, YieldableSchedulerTask, YieldToken
+from reaqtive.scheduler_interface import SchedulerTask, YieldableSchedulerTask, YieldToken
 
 from .conftest import WAIT, barrier
 

@@ -14,8 +14,8 @@ import pytest
 
 from reaqtive import Query
 from reaqtive.engine import Engine
+from reaqtive.engine.database import to_micros
 from reaqtive.engine.expressions import FunctionRegistry, UnpersistableQueryError
-from reaqtive.engine.store import to_micros
 from reaqtive.spark.embedded import embedded_query, final_watermark, per_key_outputs
 from reaqtive.spark.host import (
     BucketHost,

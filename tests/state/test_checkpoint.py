@@ -12,7 +12,7 @@ import pytest
 
 from reaqtive import OperatorContext, SimpleSubject
 from reaqtive.operator import StateWriter
-from reaqtive.scheduling import PausableScheduler, Scheduler, SchedulerTask
+from reaqtive.scheduler_interface import PausableScheduler, Scheduler, SchedulerTask
 from reaqtive.state import (
     STATE_CATEGORY,
     Checkpointer,

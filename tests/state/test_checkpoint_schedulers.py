@@ -9,7 +9,7 @@ from typing import Any
 from reaqtive import OperatorContext, SimpleSubject
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.scheduler import LogicalScheduler, PhysicalScheduler, YieldableActionTask
-from reaqtive.scheduling import YieldToken
+from reaqtive.scheduler_interface import YieldToken
 from reaqtive.state import (
     STATE_CATEGORY,
     Checkpointer,

@@ -18,7 +18,7 @@ from reaqtive.scheduler import (
     UnhandledExceptionArgs,
     YieldableActionTask,
 )
-from reaqtive.scheduling import PausableScheduler, Scheduler, YieldToken
+from reaqtive.scheduler_interface import PausableScheduler, Scheduler, YieldToken
 from reaqtive.testing import TestScheduler
 
 

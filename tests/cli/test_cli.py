@@ -16,8 +16,8 @@ import pytest
 from reaqtive import Query
 from reaqtive.cli import main
 from reaqtive.engine import Engine
+from reaqtive.engine.inspection import describe_expression, read_store
 from reaqtive.state import SqliteCheckpointStore
-from reaqtive.tools.inspect_store import describe_expression, read_store
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -40,11 +40,11 @@ class _UsageError(Exception):
 
 def _demo(args: argparse.Namespace) -> int:
     if args.backpressure:
-        from reaqtive.demos import backpressure
+        from reaqtive.cli.demos import backpressure
 
         backpressure.run()
         return EXIT_OK
-    from reaqtive.demos import iot
+    from reaqtive.cli.demos import iot
 
     if args.events < 4 * args.every:
         raise _UsageError(f"--events must be at least 4 x --every ({4 * args.every:,})")
@@ -58,7 +58,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from reaqtive.tools.inspect_store import format_summary, read_store, summary_to_json
+    from reaqtive.engine.inspection import format_summary, read_store, summary_to_json
 
     if args.store.is_dir():
         return _inspect_spark(args)
@@ -100,7 +100,7 @@ def _inspect_spark(args: argparse.Namespace) -> int:
 
 def _checkpoint(args: argparse.Namespace) -> int:
     from reaqtive.engine import Engine, FunctionRegistry, RecoveryError, RecoveryPolicy
-    from reaqtive.tools.inspect_store import read_store
+    from reaqtive.engine.inspection import read_store
 
     read_store(args.store)  # refuse a missing or foreign file before the engine could create or touch it
     allowed = list(args.allow_module or ())

@@ -43,6 +43,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from reaqtive.context import HigherOrderEnvironment, OperatorContext
 from reaqtive.errors import LimitExceededError
+from reaqtive.expression import InnerStreamNode, inner_stream_from_reference
 from reaqtive.operator import FieldReader, StateReader, StateWriter, Version
 from reaqtive.operators.merge import (
     _TERMINATED,
@@ -52,7 +53,6 @@ from reaqtive.operators.merge import (
     replenish_batch,
 )
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED
-from reaqtive.query import InnerStream
 from reaqtive.state import OperatorStateError, StatefulUnaryOperatorBase
 from reaqtive.streams import (
     LONG_MAX,
@@ -175,7 +175,7 @@ class InnerHost:
 
 def save_outer_element(element: object, label: str) -> list[object]:
     """What to save of the outer element that created a live inner subscription (see the module)."""
-    if isinstance(element, InnerStream):
+    if isinstance(element, InnerStreamNode):
         if element.stream_id is None:
             raise OperatorStateError(
                 f"{label}: the inner stream {element!r} was created without an environment and cannot be saved"
@@ -197,7 +197,7 @@ def restore_outer_element(saved: list[Any], environment: HigherOrderEnvironment 
     if kind == _REFERENCE:
         if environment is None:
             raise OperatorStateError("an inner stream saved by reference needs a HigherOrderEnvironment to restore")
-        return InnerStream.from_reference(tuple(payload), environment)
+        return inner_stream_from_reference(tuple(payload), environment)
     return payload
 
 

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
+from reaqtive.engine.database import ENGINE_MIGRATES, ENGINE_SCHEMA_VERSION, UnknownEngineVersionError, from_micros
 from reaqtive.engine.expressions import MalformedExpressionError, expression_from_json, instantiate
-from reaqtive.engine.store import ENGINE_MIGRATES, ENGINE_SCHEMA_VERSION, UnknownEngineVersionError, from_micros
 from reaqtive.state import SCHEMA_VERSION, STATE_CATEGORY, NotAStoreError, StoreError, UnknownStoreVersionError
 from reaqtive.state import checksum as blob_checksum
 from reaqtive.state.sqlite_store import MIGRATES, row_checksum, verifies

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reaqtive.cli import main
-from reaqtive.demos import iot
+from reaqtive.cli.demos import iot
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the demo kills its worker with SIGKILL")
 

@@ -7,7 +7,7 @@ five-minute windows (``window`` + ``aggregate``), an alert per critical reading,
 minutes. The engine's clock is event time, so the time windows close at the same instants whenever the input is
 replayed.
 
-The demo runs the engine in a **child process** (``python -m reaqtive.demos.iot worker STORE``), twice:
+The demo runs the engine in a **child process** (``python -m reaqtive.cli.demos.iot worker STORE``), twice:
 
 1. a reference run that is never disturbed;
 2. a run that the demo kills with ``SIGKILL`` partway (after some periodic checkpoints, while events flow), then
@@ -191,7 +191,7 @@ class Worker:
         """Open (recovering), set up what is missing, produce and process to the end, close."""
         opened = time.perf_counter()
         # The queries name this module's functions by import path: the engine must allow the module to load them.
-        engine = Engine(self.store, allow_modules=["reaqtive.demos.iot"], checkpoint_every_events=self.every,
+        engine = Engine(self.store, allow_modules=["reaqtive.cli.demos.iot"], checkpoint_every_events=self.every,
                         synchronous="NORMAL")
         try:
             uris = {info.uri for info in engine.artifacts()}
@@ -316,7 +316,7 @@ Say = Callable[[str], object]
 @contextmanager
 def _worker(store: Path, config: DemoConfig) -> Iterator[subprocess.Popen[str]]:
     """A worker process on ``store`` (killed if it still runs when the block ends)."""
-    command = [sys.executable, "-m", "reaqtive.demos.iot", "worker", str(store),
+    command = [sys.executable, "-m", "reaqtive.cli.demos.iot", "worker", str(store),
                "--events", str(config.events), "--every", str(config.every)]
     # stderr goes to a file, not a pipe: a worker that logs a lot must never block on a pipe nobody reads
     with tempfile.TemporaryFile("w+") as errors:
@@ -513,8 +513,8 @@ def report_lines(report: DemoReport) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m reaqtive.demos.iot worker STORE [--events N] [--every N]``: one engine process of the demo."""
-    parser = argparse.ArgumentParser(prog="python -m reaqtive.demos.iot")
+    """``python -m reaqtive.cli.demos.iot worker STORE [--events N] [--every N]``: one engine process of the demo."""
+    parser = argparse.ArgumentParser(prog="python -m reaqtive.cli.demos.iot")
     commands = parser.add_subparsers(dest="command", required=True)
     worker = commands.add_parser("worker", help="run one engine process on STORE (the demo starts these)")
     worker.add_argument("store", type=Path)
@@ -527,7 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     # Run with ``-m``, this module is ``__main__``: re-import it under its package name, so that the functions
-    # the queries use are persisted as ``reaqtive.demos.iot:...``, the path a restarted process imports.
-    from reaqtive.demos import iot  # noqa: PLW0406
+    # the queries use are persisted as ``reaqtive.cli.demos.iot:...``, the path a restarted process imports.
+    from reaqtive.cli.demos import iot  # noqa: PLW0406
 
     sys.exit(iot.main())

@@ -1,1 +1,0 @@
-"""Tools around the engine's store that work without opening an engine (``reaqtive inspect``)."""
