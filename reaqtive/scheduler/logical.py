@@ -4,7 +4,10 @@ A query engine owns one root logical scheduler; each query (or operator group) m
 root quiesces everything below it, which is what makes a checkpoint consistent; disposing a child drops its
 pending work only.
 
-All bookkeeping happens under the physical scheduler's lock (see :mod:`reaqtive.scheduler.physical`).
+All bookkeeping happens under the physical scheduler's lock (see :mod:`reaqtive.scheduler.physical`). What the
+physical scheduler reads and writes of a logical one (status, running count, pending and parked tasks, the pauses
+waiting for it) lives in the scheduler's :class:`~reaqtive.scheduler._contract.TaskGroup`; that module states
+the whole contract between the two. This module uses only the physical scheduler's public methods.
 """
 
 from __future__ import annotations
@@ -16,19 +19,11 @@ from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from reaqtive.scheduler._contract import DONE, PARKED, QUEUED, RUNNING, TIMER, TaskGroup, WorkItem, complete_futures
 from reaqtive.scheduler.clock import to_utc
-from reaqtive.scheduler.physical import (
-    DONE,
-    PARKED,
-    QUEUED,
-    RUNNING,
-    TIMER,
-    PhysicalScheduler,
-    WorkItem,
-    complete_futures,
-    is_yieldable,
-)
+from reaqtive.scheduler.physical import PhysicalScheduler
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
+from reaqtive.scheduler.tasks import is_yieldable
 from reaqtive.scheduler_interface import NEVER, PausableScheduler, SchedulerTask, YieldToken, deadline
 
 __all__ = ["LogicalScheduler", "PauseAwaitable"]
@@ -43,7 +38,8 @@ _names = itertools.count(1)
 
 
 class _PauseWaiter:
-    """A pause in progress: completes when the last busy scheduler of the subtree has no running task."""
+    """A pause in progress (a :class:`~reaqtive.scheduler._contract.PendingPause`): completes when the last busy
+    scheduler of the subtree has no running task."""
 
     __slots__ = ("busy", "cancelled", "future", "root")
 
@@ -52,6 +48,18 @@ class _PauseWaiter:
         self.future = future
         self.busy = busy
         self.cancelled = False
+
+    def count_off(self) -> Future[None] | None:
+        """A busy scheduler of the subtree has no running task any more: the future, when it was the last one."""
+        if self.cancelled:
+            return None
+        self.busy -= 1
+        if self.busy:
+            return None
+        root = self.root
+        root._pauses.remove(self)
+        _mark_paused(root._subtree())
+        return self.future
 
 
 class PauseAwaitable:
@@ -103,29 +111,21 @@ class LogicalScheduler(PausableScheduler):
         if not isinstance(physical, PhysicalScheduler):
             raise TypeError(f"LogicalScheduler needs a PhysicalScheduler, got {type(physical).__name__}")
         self._setup(physical, None, name or f"scheduler-{next(_names)}")
-        with physical._lock:
-            if physical._stopping:
+        with self._lock:
+            if not physical.attach(self):
                 self._mark_disposed()
-            else:
-                physical._roots[self] = None
 
     def _setup(self, physical: PhysicalScheduler, parent: LogicalScheduler | None, name: str) -> None:
         self._physical = physical
-        self._clock = physical._clock
+        self._lock = physical.lock
+        self._clock = physical.clock
         self._parent = parent
         self._name = name
         self._children: dict[LogicalScheduler, None] = {}
-        self._items: set[WorkItem] = set()
-        self._parked: dict[WorkItem, None] = {}
-        self._running = 0
-        self._waiters: list[_PauseWaiter] = []  # pauses waiting for this scheduler's running tasks
         self._pauses: list[_PauseWaiter] = []  # pauses of this scheduler still in progress
         self._own_paused = False
-        self._status = _RUNNING
-        self._disposed = False
-        self._fault_error: BaseException | None = None
-        self._token = YieldToken(self)
         self.unhandled_exception: Event[UnhandledExceptionArgs] = Event(f"{name}.unhandled_exception")
+        self._group = TaskGroup(self)  # status, tasks and waiting pauses: shared with the physical scheduler
 
     # -- properties --------------------------------------------------------------------------------------------
 
@@ -137,17 +137,17 @@ class LogicalScheduler(PausableScheduler):
     @property
     def status(self) -> SchedulerStatus:
         """Running, pausing, paused or disposed."""
-        return self._status
+        return self._group.status
 
     @property
     def is_yield_requested(self) -> bool:
         """The yield-token source: true while pausing, paused or disposed."""
-        return self._status is not _RUNNING
+        return self._group.status is not _RUNNING
 
     @property
     def yield_token(self) -> YieldToken:
         """The token handed to this scheduler's yieldable tasks."""
-        return self._token
+        return self._group.token
 
     @property
     def parent(self) -> LogicalScheduler | None:
@@ -167,19 +167,19 @@ class LogicalScheduler(PausableScheduler):
     @property
     def fault(self) -> BaseException | None:
         """The unhandled error that faulted (disposed) this scheduler, if any."""
-        return self._fault_error
+        return self._group.fault
 
     @property
     def pending_count(self) -> int:
         """Tasks of this scheduler (not its children) not yet done: queued, timed, parked or running."""
-        with self._physical._lock:
+        with self._lock:
             self._physical.drain_inbox()
-            return len(self._items)
+            return len(self._group.items)
 
     @property
     def children(self) -> tuple[LogicalScheduler, ...]:
         """The live children."""
-        with self._physical._lock:
+        with self._lock:
             return tuple(self._children)
 
     # -- scheduling --------------------------------------------------------------------------------------------
@@ -187,13 +187,12 @@ class LogicalScheduler(PausableScheduler):
     def create_child(self, name: str | None = None) -> LogicalScheduler:
         """A child task group; it starts in this scheduler's status (a child of a paused scheduler is paused)."""
         child = LogicalScheduler.__new__(LogicalScheduler)
-        physical = self._physical
-        with physical._lock:
-            child._setup(physical, self, name or f"{self._name}/{len(self._children) + 1}")
-            if self._disposed:
+        with self._lock:
+            child._setup(self._physical, self, name or f"{self._name}/{len(self._children) + 1}")
+            if self._group.disposed:
                 child._mark_disposed()
             else:
-                child._status = self._status
+                child._group.status = self._group.status
                 self._children[child] = None
         return child
 
@@ -210,16 +209,17 @@ class LogicalScheduler(PausableScheduler):
         due_at = None if due is None else self._due_time(due)
         if due_at is not None and due_at >= NEVER:
             return  # due after the end of time (a delay past datetime.max): it never runs, so it is not queued
-        item = WorkItem(task, self, task.priority, is_yieldable(task))
+        group = self._group
+        item = WorkItem(task, group, task.priority, is_yieldable(task))
         physical = self._physical
         if due_at is None:
-            if not self._disposed:
+            if not group.disposed:
                 physical.submit(item)  # no lock: a worker files it (or parks or drops it) under the lock
             return
-        with physical._lock:
-            if self._disposed:
+        with self._lock:
+            if group.disposed:
                 return
-            self._items.add(item)
+            group.items.add(item)
             if physical.add_timer(due_at, item):
                 physical.notify_one()  # an idle worker must shorten its wait
 
@@ -240,12 +240,13 @@ class LogicalScheduler(PausableScheduler):
         calling thread, outside the scheduler's lock.
         """
         physical = self._physical
-        with physical._lock:
-            if self._disposed:
+        group = self._group
+        with self._lock:
+            if group.disposed:
                 return
             physical.drain_inbox()  # so that tasks scheduled a moment ago are recalculated too
             waiting = []
-            for item in self._items:
+            for item in group.items:
                 if item.state in (QUEUED, PARKED):
                     waiting.append((item, item.entry))
                 elif item.state == RUNNING:
@@ -255,15 +256,15 @@ class LogicalScheduler(PausableScheduler):
             task = item.task
             task.recalculate_priority()
             updates.append((item, entry, task.priority, task.is_runnable))
-        with physical._lock:
+        with self._lock:
             woken = False
             for item, entry, priority, runnable in updates:
                 if item.state == QUEUED and item.entry is entry:
                     if priority != item.priority:
                         item.priority = priority
                         physical.push(item)  # the old lane entry is now stale
-                elif item.state == PARKED and runnable and self._status is _RUNNING and item in self._parked:
-                    del self._parked[item]
+                elif item.state == PARKED and runnable and group.status is _RUNNING and item in group.parked:
+                    del group.parked[item]
                     item.priority = priority
                     physical.push(item)
                     woken = True
@@ -279,18 +280,18 @@ class LogicalScheduler(PausableScheduler):
         Waiting for the future from inside a task of the subtree deadlocks.
         """
         future: Future[None] = Future()
-        physical = self._physical
-        with physical._lock:
-            if self._disposed:
+        with self._lock:
+            if self._group.disposed:
                 done = True
             else:
                 self._own_paused = True
                 nodes = self._subtree()
                 busy = 0
                 for node in nodes:
-                    if node._status is _RUNNING:
-                        node._status = _PAUSING
-                    if node._running:
+                    group = node._group
+                    if group.status is _RUNNING:
+                        group.status = _PAUSING
+                    if group.running:
                         busy += 1
                 done = busy == 0
                 if done:
@@ -299,8 +300,8 @@ class LogicalScheduler(PausableScheduler):
                     waiter = _PauseWaiter(self, future, busy)
                     self._pauses.append(waiter)
                     for node in nodes:
-                        if node._running:
-                            node._waiters.append(waiter)
+                        if node._group.running:
+                            node._group.waiters.append(waiter)
         if done:
             complete_futures([future])
         return future
@@ -313,18 +314,19 @@ class LogicalScheduler(PausableScheduler):
         """Resume this scheduler and its descendants (they stay paused while an ancestor is paused)."""
         cancelled: list[Future[None]] = []
         physical = self._physical
-        with physical._lock:
-            if self._disposed:
+        with self._lock:
+            if self._group.disposed:
                 return
             nodes = self._subtree()
             for node in nodes:
                 node._own_paused = False
             parent = self._parent
-            if parent is not None and parent._status is not _RUNNING:
+            if parent is not None and parent._group.status is not _RUNNING:
                 return  # an ancestor still holds the subtree paused
             for node in nodes:
-                node._status = _RUNNING
-                parked = node._parked
+                group = node._group
+                group.status = _RUNNING
+                parked = group.parked
                 if parked:
                     items = list(parked)
                     parked.clear()
@@ -348,36 +350,32 @@ class LogicalScheduler(PausableScheduler):
         Running tasks finish. Idempotent.
         """
         physical = self._physical
-        with physical._lock:
-            if self._disposed:
+        with self._lock:
+            if self._group.disposed:
                 return
             nodes = self._subtree()
             for node in nodes:
-                for item in node._items:
+                group = node._group
+                for item in group.items:
                     if item.state == TIMER:
                         physical.remove_timer(item)
                     if item.state != RUNNING:
                         item.state = DONE
                     item.entry = None
-                node._items.clear()
-                node._parked.clear()
+                group.items.clear()
+                group.parked.clear()
                 node._children.clear()
                 node._mark_disposed()
             parent = self._parent
             if parent is None:
-                physical._roots.pop(self, None)
+                physical.detach(self)
             else:
                 parent._children.pop(self, None)
 
     def _mark_disposed(self) -> None:
-        self._disposed = True
-        self._status = _DISPOSED
-
-    def _fault(self, error: BaseException) -> None:
-        """An unhandled task error: remember it and dispose (called by the physical scheduler)."""
-        if self._fault_error is None:
-            self._fault_error = error
-        self.dispose()
+        group = self._group
+        group.disposed = True
+        group.status = _DISPOSED
 
     # -- access ------------------------------------------------------------------------------------------------
 
@@ -402,26 +400,12 @@ class LogicalScheduler(PausableScheduler):
             stack.extend(node._children)
         return nodes
 
-    def _release_waiters(self) -> list[Future[None]]:
-        """This scheduler's last running task ended: count it off every pause waiting for it."""
-        completed: list[Future[None]] = []
-        for waiter in self._waiters:
-            if waiter.cancelled:
-                continue
-            waiter.busy -= 1
-            if waiter.busy == 0:
-                root = waiter.root
-                root._pauses.remove(waiter)
-                _mark_paused(root._subtree())
-                completed.append(waiter.future)
-        self._waiters.clear()
-        return completed
-
     def __repr__(self) -> str:
-        return f"<LogicalScheduler {self._name!r} {self._status.name.lower()}>"
+        return f"<LogicalScheduler {self._name!r} {self._group.status.name.lower()}>"
 
 
 def _mark_paused(nodes: list[LogicalScheduler]) -> None:
     for node in nodes:
-        if node._status is _PAUSING:
-            node._status = _PAUSED
+        group = node._group
+        if group.status is _PAUSING:
+            group.status = _PAUSED

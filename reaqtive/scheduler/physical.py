@@ -8,8 +8,10 @@ priority value, lowest value first: O(1) where a heap costs O(log n) tuple compa
 due-time queue (:class:`~reaqtive.scheduler.timers.DueQueue`). A worker takes the lock once per task: it
 settles the task it just ran and takes the next one in the same critical section, then runs the task outside
 the lock; when another thread holds the lock it yields the GIL rather than blocking (``_acquire_contended``).
-The logical schedulers (:mod:`reaqtive.scheduler.logical`) keep their own bookkeeping (status, running
-count, parked tasks) in fields this module reads and writes under the same lock; the two modules are one unit.
+The logical schedulers (:mod:`reaqtive.scheduler.logical`) share their bookkeeping (status, running count,
+parked tasks) with this module through the internal contract in :mod:`reaqtive.scheduler._contract`: a
+:class:`~reaqtive.scheduler._contract.TaskGroup` per logical scheduler, read and written under the same lock, and
+the methods below marked "lock held". This module does not import the logical one.
 
 Why a shared queue rather than per-worker queues as in the original: under the GIL only one worker runs Python
 at a time, so a shared queue costs no parallelism, gives a global priority-then-FIFO order, and lets a pause
@@ -33,69 +35,32 @@ from contextlib import suppress
 from datetime import datetime
 from queue import Empty, SimpleQueue
 from time import sleep
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
+from reaqtive.scheduler._contract import (
+    DONE,
+    PARKED,
+    QUEUED,
+    RUNNING,
+    TIMER,
+    GroupOwner,
+    LaneEntry,
+    WorkItem,
+    complete_futures,
+)
 from reaqtive.scheduler.clock import Clock, WallClock
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
-from reaqtive.scheduler.timers import DueQueue, Entry
-from reaqtive.scheduler_interface import SchedulerTask, YieldableSchedulerTask
-
-if TYPE_CHECKING:
-    from reaqtive.scheduler.logical import LogicalScheduler
+from reaqtive.scheduler.timers import DueQueue
 
 __all__ = ["PhysicalScheduler"]
 
 _LOG: Final = logging.getLogger("reaqtive.scheduler")
-
-# Work item states.
-QUEUED: Final = 0  # in a ready lane, through the entry held in ``item.entry``
-TIMER: Final = 1  # in the due-time queue, through ``item.entry``
-PARKED: Final = 2  # in its scheduler's ``_parked`` (paused, or not runnable)
-RUNNING: Final = 3  # taken by a worker
-DONE: Final = 4  # completed, failed or dropped
 
 _CONTENDED_SPINS: Final = 50
 """GIL yields a worker tries before it blocks on a held lock (see ``_acquire_contended``)."""
 
 _RUNNING_STATUS: Final = SchedulerStatus.RUNNING
 _DISPOSED_STATUS: Final = SchedulerStatus.DISPOSED
-
-LaneEntry = tuple["WorkItem"]
-
-
-class WorkItem:
-    """One scheduled task on its logical scheduler. ``entry`` is the item's live queue entry: a lane entry
-    that is not ``item.entry`` any more is stale and skipped (lazy deletion keeps dispose and re-prioritising
-    cheap). ``front``: parked from the head of its lane, so it goes back there on resume. ``recheck``: a
-    ``recalculate_priority`` came while the task ran, so it must not be parked on what it said before."""
-
-    __slots__ = ("entry", "front", "priority", "recheck", "runnable", "scheduler", "state", "task", "yieldable")
-
-    def __init__(self, task: SchedulerTask, scheduler: LogicalScheduler, priority: int, yieldable: bool) -> None:
-        self.task = task
-        self.scheduler = scheduler
-        self.priority = priority
-        self.yieldable = yieldable
-        self.state = DONE
-        self.runnable = True
-        self.front = False
-        self.recheck = False
-        self.entry: LaneEntry | Entry | None = None
-
-    def __repr__(self) -> str:
-        return f"<WorkItem {self.task!r} state={self.state} priority={self.priority}>"
-
-
-_YIELDABLE: dict[type, bool] = {}
-
-
-def is_yieldable(task: object) -> bool:
-    """Whether ``task`` takes a yield token; cached per type because ABC checks are slow on the hot path."""
-    kind = type(task)
-    flag = _YIELDABLE.get(kind)
-    if flag is None:
-        flag = _YIELDABLE[kind] = isinstance(task, YieldableSchedulerTask)
-    return flag
 
 
 class PhysicalScheduler:
@@ -129,7 +94,7 @@ class PhysicalScheduler:
         # it waits and nobody signalled it yet, so a burst of schedules signals each idle worker once.
         self._idle: list[SimpleQueue[None]] = []
         self._stopping = False
-        self._roots: dict[LogicalScheduler, None] = {}
+        self._roots: dict[GroupOwner, None] = {}
         self._clock: Clock = clock if clock is not None else WallClock()
         self._name = name
         self.unhandled_exception: Event[UnhandledExceptionArgs] = Event(f"{name}.unhandled_exception")
@@ -147,6 +112,12 @@ class PhysicalScheduler:
     def clock(self) -> Clock:
         """Where ``now`` comes from."""
         return self._clock
+
+    @property
+    def lock(self) -> threading.Lock:
+        """The lock that guards the queues and the :class:`~reaqtive.scheduler._contract.TaskGroup` of every logical
+        scheduler on this one; the methods marked "lock held" need it."""
+        return self._lock
 
     @property
     def now(self) -> datetime:
@@ -201,7 +172,18 @@ class PhysicalScheduler:
         state = "disposed" if self._stopping else f"{len(self._threads)} workers"
         return f"<PhysicalScheduler {self._name!r} {state}>"
 
-    # -- queues (callers hold the lock) ---------------------------------------------------------------------------
+    # -- the contract with logical schedulers: queues and roots (callers hold the lock) -------------------------
+
+    def attach(self, root: GroupOwner) -> bool:
+        """Register a root logical scheduler, which :meth:`dispose` disposes; ``False`` once disposed. Lock held."""
+        if self._stopping:
+            return False
+        self._roots[root] = None
+        return True
+
+    def detach(self, root: GroupOwner) -> None:
+        """Forget a disposed root logical scheduler. Lock held."""
+        self._roots.pop(root, None)
 
     def push(self, item: WorkItem) -> None:
         """Queue ``item`` at the back of its priority's lane."""
@@ -327,14 +309,14 @@ class PhysicalScheduler:
                     if item.entry is not entry:
                         continue  # stale: re-prioritised or dropped
                     item.entry = None
-                    scheduler = item.scheduler
-                    if scheduler._status is _RUNNING_STATUS:
+                    group = item.group
+                    if group.status is _RUNNING_STATUS:
                         item.state = RUNNING
-                        scheduler._running += 1
+                        group.running += 1
                         return item
                     item.state = PARKED  # pausing or paused: back to the head of the lane on resume()
                     item.front = True
-                    scheduler._parked[item] = None
+                    group.parked[item] = None
             self._wait(wake)
         return None
 
@@ -343,15 +325,15 @@ class PhysicalScheduler:
         inbox = self._inbox
         while inbox:
             item = inbox.popleft()
-            scheduler = item.scheduler
-            if scheduler._disposed:
+            group = item.group
+            if group.disposed:
                 continue  # disposed after it was submitted
-            scheduler._items.add(item)
-            if scheduler._status is _RUNNING_STATUS:
+            group.items.add(item)
+            if group.status is _RUNNING_STATUS:
                 self.push(item)
             else:
                 item.state = PARKED  # scheduled while pausing or paused: ready after resume()
-                scheduler._parked[item] = None
+                group.parked[item] = None
 
     def _wait(self, wake: SimpleQueue[None]) -> None:
         """Sleep until woken or until the next timer may be due. Lock held on entry and on return."""
@@ -381,25 +363,25 @@ class PhysicalScheduler:
         due = self._timers.pop_due(self._clock.now())
         self._timer_count -= len(due)
         for item in due:
-            scheduler = item.scheduler
-            if scheduler._status is _RUNNING_STATUS:
+            group = item.group
+            if group.status is _RUNNING_STATUS:
                 self.push(item)
             else:
                 item.entry = None
                 item.state = PARKED
-                scheduler._parked[item] = None
+                group.parked[item] = None
 
     def _execute(self, item: WorkItem) -> bool:
         """Run the task outside the lock; ``True`` when it is done (or failed)."""
         task = item.task
-        scheduler = item.scheduler
+        group = item.group
         try:
             if not task.is_runnable:
                 done = False
             elif item.yieldable:
-                done = task.execute(scheduler, scheduler._token)  # type: ignore[call-arg]
+                done = task.execute(group.owner, group.token)  # type: ignore[call-arg]
             else:
-                done = task.execute(scheduler)
+                done = task.execute(group.owner)
             if not done:
                 task.recalculate_priority()
                 item.priority = task.priority
@@ -411,12 +393,12 @@ class PhysicalScheduler:
 
     def _settle(self, item: WorkItem, done: bool) -> list[Future[None]] | None:
         """Book the end of a run: drop, re-queue or park the item; release pause waiters. Lock held."""
-        scheduler = item.scheduler
-        scheduler._running -= 1
-        status = scheduler._status
+        group = item.group
+        group.running -= 1
+        status = group.status
         if done or status is _DISPOSED_STATUS:
             item.state = DONE
-            scheduler._items.discard(item)
+            group.items.discard(item)
         elif status is _RUNNING_STATUS and (item.runnable or item.recheck):
             # A task that runs again goes behind the work already waiting. One that said "not runnable" but was
             # asked to recalculate while it ran (a producer fed its queue meanwhile) is queued to look again.
@@ -425,17 +407,18 @@ class PhysicalScheduler:
         else:
             item.recheck = False
             item.state = PARKED
-            scheduler._parked[item] = None
-        if scheduler._running == 0 and scheduler._waiters:
-            return scheduler._release_waiters()
+            group.parked[item] = None
+        if group.running == 0 and group.waiters:
+            return group.release_waiters()
         return None
 
     def _on_task_error(self, item: WorkItem, error: BaseException) -> None:
         """Raise ``unhandled_exception`` from the task's scheduler up to the root, then here; unhandled, log the
         error and fault the task's scheduler (other logical schedulers keep running)."""
-        scheduler = item.scheduler
+        group = item.group
+        scheduler = group.owner
         args = UnhandledExceptionArgs(scheduler, item.task, error)
-        level: LogicalScheduler | None = scheduler
+        level: GroupOwner | None = scheduler
         while level is not None:
             level.unhandled_exception.emit(args)
             if args.handled:
@@ -450,12 +433,4 @@ class PhysicalScheduler:
             scheduler,
             exc_info=error,
         )
-        scheduler._fault(error)
-
-
-def complete_futures(futures: list[Future[None]]) -> None:
-    """Complete pause futures outside the lock: their callbacks may call back into the scheduler."""
-    for future in futures:
-        if future.set_running_or_notify_cancel():
-            future.set_result(None)
-
+        group.fail(error)

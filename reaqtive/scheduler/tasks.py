@@ -39,6 +39,18 @@ ITEM_PROCESSING_PRIORITY: Final = 2
 DEFAULT_BATCH_SIZE: Final = 128
 """Items an :class:`ItemProcessingTask` processes per run before it yields the worker."""
 
+_YIELDABLE: dict[type, bool] = {}
+
+
+def is_yieldable(task: object) -> bool:
+    """Whether ``task`` takes a yield token (for the schedulers; not exported): cached per type, because ABC checks
+    are slow on the hot path."""
+    kind = type(task)
+    flag = _YIELDABLE.get(kind)
+    if flag is None:
+        flag = _YIELDABLE[kind] = isinstance(task, YieldableSchedulerTask)
+    return flag
+
 
 class ActionTask:
     """Run ``action(*args)`` once.

@@ -53,9 +53,8 @@ from typing import Any, Final, Protocol
 
 from reaqtive.scheduler.clock import EPOCH, to_utc
 from reaqtive.scheduler.logical import PauseAwaitable
-from reaqtive.scheduler.physical import is_yieldable
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
-from reaqtive.scheduler.tasks import HARNESS_PRIORITY, ActionTask
+from reaqtive.scheduler.tasks import HARNESS_PRIORITY, ActionTask, is_yieldable
 from reaqtive.scheduler.timers import TickQueue
 from reaqtive.scheduler_interface import NEVER, PausableScheduler, SchedulerTask, YieldToken
 

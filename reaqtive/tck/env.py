@@ -14,20 +14,17 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from reaqtive.streams import Publisher
-
-if TYPE_CHECKING:
-    from reaqtive.tck.subscribers import (
-        BlackholeSubscriberWithSubscriptionSupport,
-        ManualSubscriberWithSubscriptionSupport,
-        TestSubscriber,
-    )
+from reaqtive.tck.subscribers import (
+    BlackholeSubscriberWithSubscriptionSupport,
+    ManualSubscriberWithSubscriptionSupport,
+    TestSubscriber,
+)
 
 __all__ = [
     "DEFAULT_NO_SIGNALS_TIMEOUT_MILLIS",
@@ -241,16 +238,12 @@ class TestEnvironment:
         self, publisher: Publisher[T], timeout_ms: int | None = None
     ) -> ManualSubscriberWithSubscriptionSupport[T]:
         """Subscribe a fresh :class:`ManualSubscriberWithSubscriptionSupport` to ``publisher``."""
-        from reaqtive.tck.subscribers import ManualSubscriberWithSubscriptionSupport
-
         subscriber: ManualSubscriberWithSubscriptionSupport[T] = ManualSubscriberWithSubscriptionSupport(self)
         self.subscribe(publisher, subscriber, timeout_ms)
         return subscriber
 
     def new_blackhole_subscriber(self, publisher: Publisher[T]) -> BlackholeSubscriberWithSubscriptionSupport[T]:
         """Subscribe a fresh subscriber that checks signal order but stores nothing."""
-        from reaqtive.tck.subscribers import BlackholeSubscriberWithSubscriptionSupport
-
         subscriber: BlackholeSubscriberWithSubscriptionSupport[T] = BlackholeSubscriberWithSubscriptionSupport(self)
         self.subscribe(publisher, subscriber)
         return subscriber
@@ -285,13 +278,3 @@ class TestEnvironment:
 def _type_names(error_type: type[BaseException] | tuple[type[BaseException], ...]) -> str:
     types = error_type if isinstance(error_type, tuple) else (error_type,)
     return " or ".join(t.__name__ for t in types)
-
-
-def deadline_after(millis: float) -> float:
-    """A ``time.monotonic()`` deadline ``millis`` from now."""
-    return time.monotonic() + millis / 1000
-
-
-def remaining_ms(deadline: float) -> float:
-    """Milliseconds left until ``deadline`` (never negative)."""
-    return max(0.0, (deadline - time.monotonic()) * 1000)

@@ -24,7 +24,7 @@ from typing import ClassVar, Generic, TypeVar
 
 from reaqtive.streams import LONG_MAX, Publisher, Subscription
 from reaqtive.tck.base import VerificationBase
-from reaqtive.tck.env import TestEnvironment, deadline_after, remaining_ms
+from reaqtive.tck.env import TestEnvironment
 from reaqtive.tck.helper_publisher import INT_MAX
 from reaqtive.tck.outcomes import (
     NO_ERROR_PUBLISHER,
@@ -38,7 +38,7 @@ from reaqtive.tck.subscribers import (
     ManualSubscriberWithSubscriptionSupport,
     TestSubscriber,
 )
-from reaqtive.tck.sync import EndOfStream, Latch
+from reaqtive.tck.sync import EndOfStream, Latch, deadline_after, remaining_ms
 
 __all__ = ["PublisherVerification"]
 

@@ -6,11 +6,13 @@ recording the rest as failures. All of them are safe to call from any thread.
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from reaqtive.streams import Subscription
-from reaqtive.tck.env import TestEnvironment
 from reaqtive.tck.sync import EndOfStream, Promise, Receptacle
+
+if TYPE_CHECKING:  # annotations only: env imports this module (its new_*_subscriber factories)
+    from reaqtive.tck.env import TestEnvironment
 
 __all__ = [
     "BlackholeSubscriberWithSubscriptionSupport",

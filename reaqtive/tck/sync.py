@@ -1,4 +1,4 @@
-"""Thread-safe synchronisation primitives the kit's subscribers and publishers are built from.
+"""Thread-safe synchronisation primitives the kit's subscribers and publishers are built from, and deadlines.
 
 Each one reports what went wrong to the :class:`TestEnvironment` rather than raising on the signalling thread;
 the waits (``expect_*``) run on the test thread and wake as soon as the awaited signal arrives.
@@ -9,17 +9,39 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from typing import Generic, TypeVar
+import time
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-from reaqtive.tck.env import TestEnvironment, deadline_after, remaining_ms
 from reaqtive.tck.failures import ExpectedClosedLatchError, ExpectedOpenLatchError, SubscriberBufferOverflowError
 
-__all__ = ["BUFFER_SIZE", "END_OF_STREAM", "EndOfStream", "Latch", "Promise", "Receptacle"]
+if TYPE_CHECKING:  # annotations only: env imports the subscribers, which import this module
+    from reaqtive.tck.env import TestEnvironment
+
+__all__ = [
+    "BUFFER_SIZE",
+    "END_OF_STREAM",
+    "EndOfStream",
+    "Latch",
+    "Promise",
+    "Receptacle",
+    "deadline_after",
+    "remaining_ms",
+]
 
 T = TypeVar("T")
 
 BUFFER_SIZE = 32
 """How many unconsumed ``on_next`` signals a kit subscriber holds (2 x the JVM kit's ``TEST_BUFFER_SIZE``)."""
+
+
+def deadline_after(millis: float) -> float:
+    """A ``time.monotonic()`` deadline ``millis`` from now."""
+    return time.monotonic() + millis / 1000
+
+
+def remaining_ms(deadline: float) -> float:
+    """Milliseconds left until ``deadline`` (never negative)."""
+    return max(0.0, (deadline - time.monotonic()) * 1000)
 
 
 class EndOfStream:
