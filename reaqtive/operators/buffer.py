@@ -1,26 +1,19 @@
-"""``buffer`` by count: lists of ``count`` consecutive elements, non-overlapping or every ``skip`` elements.
-
-Two stages, chosen by the binder from the query's arguments ``(source, count, skip)``:
-
-* :class:`BufferCount` (``skip == count``): consecutive, non-overlapping lists. The per-element path is an
-  append and a length check.
-* :class:`BufferCountSkip` (``skip != count``): a list opens every ``skip`` elements and closes when it holds
-  ``count``; lists overlap when ``skip < count`` and leave gaps (dropped elements) when ``skip > count``.
-
-The time-driven overloads live in :mod:`reaqtive.operators.buffer_time`.
-"""
+"""``buffer``: lists of elements, closed by count (here) or on the clock (:mod:`reaqtive.operators.buffer_time`)."""
 
 from __future__ import annotations
 
-import threading
 from collections import deque
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_positive_duration, require_positive_int
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._emitter import COMPLETE, IDLE, UnaryEmitterBase
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
 from reaqtive.state import DirtyState, StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
@@ -30,9 +23,113 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["BufferCount", "BufferCountSkip", "bind_buffer"]
+__all__ = ["BufferArgs", "BufferCount", "BufferCountSkip", "bind_buffer", "buffer"]
 
 T = TypeVar("T")
+
+
+def buffer(first: int | timedelta, second: int | timedelta | None = None, /) -> OperatorCall[list[Any]]:
+    """Collect elements into lists, by count, by time, or by whichever of the two comes first.
+
+    * ``buffer(count)``: consecutive lists of ``count`` elements; at completion the last, shorter list
+      (if not empty).
+    * ``buffer(count, skip)``: a list opens every ``skip`` elements and closes at ``count`` elements: they
+      overlap when ``skip < count`` and leave out elements when ``skip > count``. At completion the open
+      lists are emitted.
+    * ``buffer(duration)``: a list every ``duration``, from the subscription on, **empty lists included**
+      (as in Rx); at completion the current list, even if empty.
+    * ``buffer(duration, shift)``: a list opens every ``shift`` and closes ``duration`` after it opened;
+      when a close and an open fall on the same instant, the close comes first.
+    * ``buffer(duration, count)``: a list closes when it holds ``count`` elements or ``duration`` after it
+      opened, whichever comes first; a close by count restarts the timer (Rx's ``Buffer(timeSpan, count)``).
+
+    >>> from_iterable(range(7)).buffer(3).run(print)  # doctest: +ELLIPSIS
+    [0, 1, 2]
+    [3, 4, 5]
+    [6]
+    <...>
+    >>> from_iterable(range(5)).buffer(3, 2).run(print)  # doctest: +ELLIPSIS
+    [0, 1, 2]
+    [2, 3, 4]
+    [4]
+    <...>
+
+    On virtual time (one tick is a second), a list every 50 seconds from the subscription at 200:
+
+    >>> from datetime import timedelta
+    >>> from reaqtive.testing import TestScheduler, on_next, on_completed
+    >>> scheduler = TestScheduler()
+    >>> xs = scheduler.create_hot_observable(on_next(210, 1), on_next(240, 2), on_next(280, 3), on_completed(320))
+    >>> scheduler.start(lambda: xs.buffer(timedelta(seconds=50))).messages
+    [OnNext([1, 2])@250, OnNext([3])@300, OnNext([])@320, OnCompleted()@320]
+
+    An element that arrives at the very instant a list closes is still in that list (sources run before
+    timers at equal times). An error from the source drops the open lists. The time-driven forms need a
+    scheduler in the operator context.
+
+    **State.** The open list(s); by count also the number of elements received (with ``skip``), and whether the
+    source completed (the lists open then wait for demand); by time also the absolute time of the next
+    close/open (a recovered buffer closes when it would have, and catches up on closes it missed while the
+    process was down), the closed lists waiting for demand, whether the source completed, and the upstream
+    demand (below).
+
+    **Demand.** By count, translated: ``n`` lists ask the upstream for ``n * count`` elements (``LONG_MAX``
+    stays unbounded), minus the elements of a partial list restored from a checkpoint, so a partial list at
+    completion always has demand; with ``skip``, exactly the elements that close ``n`` more lists, and the gap
+    after them (so a source that ends in a gap completes); the lists open at completion wait for demand. By
+    time, lists close on the clock whatever the demand: the upstream is asked for everything (``LONG_MAX``)
+    once the downstream has asked for anything (how many elements fit in a time span is not the buffer's to
+    know), closed lists wait for demand in a queue of at most ``MAX_QUEUE_SIZE`` lists beyond the outstanding
+    demand (256 when the host sets none) and one more fails the query with ``LimitExceededError`` (the
+    specification's "buffer up to a bound, then error"). Duration-or-count asks the upstream for ``n * count``
+    elements per ``n`` lists (a list closed by time takes one list of demand too), and queues as the time
+    forms do. A recovered downstream asks again only for the lists it had requested and not received, so the
+    time forms save their upstream demand (whether everything was asked for; for duration-or-count the
+    elements requested and not received and the downstream's outstanding lists), ask the upstream for it again
+    when they start, and take the first lists the recovered downstream asks for as the ones already translated.
+
+    **Limits.** ``MAX_BUFFER_SIZE`` (elements in one list; a ``count`` above it fails at the element that
+    exceeds it), ``MAX_BUFFER_COUNT`` (lists open at once, with ``skip``/``shift``: at most
+    ``ceil(count / skip)``, ``ceil(duration / shift)``); exceeding one is a ``LimitExceededError`` through
+    ``on_error``.
+
+    Reaqtive: Buffer.
+    """
+    if isinstance(first, timedelta):
+        duration = require_positive_duration(first, "buffer", "duration")
+        if second is None:
+            return OperatorCall("buffer_time", (duration, duration))
+        if isinstance(second, timedelta):
+            shift = require_positive_duration(second, "buffer", "shift")
+            return OperatorCall("buffer_time", (duration, shift))
+        count = require_positive_int(second, "buffer", "count")
+        return OperatorCall("buffer_time_or_count", (duration, count))
+    if isinstance(first, int) and not isinstance(first, bool):
+        count = require_positive_int(first, "buffer", "count")
+        if second is None:
+            return OperatorCall("buffer", (count, count))
+        if isinstance(second, timedelta):
+            raise TypeError("buffer: with a count, the second argument is skip (an int), got a timedelta")
+        skip = require_positive_int(second, "buffer", "skip")
+        return OperatorCall("buffer", (count, skip))
+    raise TypeError(
+        f"buffer: the first argument must be a count (int) or a duration (timedelta), got {type(first).__name__}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BufferArgs:
+    """The arguments of a ``buffer`` node: ``(source, count, skip)``."""
+
+    source: Subscribable[Any]
+    count: int
+    skip: int
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> BufferArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "count", "skip")
+        return cls(args.source(0), args.integer(1, minimum=1), args.integer(2, minimum=1))
 
 
 def _elements_for(buffers: int, count: int, skip: int, first: int) -> int:
@@ -53,27 +150,20 @@ def _closed_before(received: int, count: int, skip: int) -> int:
     return 0 if received < count else (received - count) // skip + 1
 
 
-@register_operator("buffer")
+@register_operator("buffer", builder=buffer, args=BufferArgs)
 def bind_buffer(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
-    """The binder of ``Query.buffer(count[, skip])``: arguments ``(source, count, skip)``."""
-    args = arguments(query, "source", "count", "skip")  # the stages check the values
-    if args.value(2) == args.value(1):
+    """The binder of :func:`buffer` by count: :class:`BufferCount` when ``skip == count``, else
+    :class:`BufferCountSkip`."""
+    args = BufferArgs.read(query)
+    if args.skip == args.count:
         return BufferCount(query, subscriber)
     return BufferCountSkip(query, subscriber)
 
 
 class BufferCount(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
-    """The running stage of ``Query.buffer(count)``: consecutive lists of ``count`` elements; the last, shorter
-    one (if not empty) when the source completes. An error drops the partial list.
-
-    State: the partial list.
-
-    Demand: ``request(n)`` asks the upstream for ``n * count`` elements (``LONG_MAX`` stays unbounded), minus
-    the elements of a partial list restored from a checkpoint, so the upstream is never asked for more than
-    the requested lists need and a partial list at completion always has demand. No per-element accounting.
-
-    Limit: ``MAX_BUFFER_SIZE`` (``count`` larger than it fails at the element that would exceed it).
-    """
+    """The running stage of :func:`buffer` by count with ``skip == count``: consecutive lists. The per-element
+    path is an append and a length check: demand is translated in ``request``, with no per-element accounting,
+    and the list's dirtiness is found out when a checkpoint asks (see ``_note_changes``)."""
 
     name = "reaqtive:buffer/count"
     version: Version = (1,)
@@ -92,10 +182,9 @@ class BufferCount(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "count", "skip")
-        self._source: Subscribable[T] = args.source(0)
-        self._count = count = args.integer(1, minimum=1)
-        args.integer(2, minimum=1)
+        args = BufferArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._count = count = args.count
         self._buffer: list[T] = []
         self._limit = UNLIMITED
         self._threshold = count  # the length at which on_next acts: close the list, or fail the size limit
@@ -175,21 +264,16 @@ class BufferCount(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
         self._signal_complete()
 
 
-class BufferCountSkip(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
-    """The running stage of ``Query.buffer(count, skip)`` with ``skip != count``: a list opens at every
-    ``skip``-th element (the first at the first element) and is emitted once it holds ``count`` elements. When
-    the source completes, the lists still open are emitted (oldest first), then completion. An error drops them.
+class BufferCountSkip(UnaryEmitterBase[T, list[T]], Generic[T]):
+    """The running stage of :func:`buffer` by count with ``skip != count``: a list opens at every ``skip``-th
+    element (the first at the first element) and is emitted once it holds ``count`` elements.
 
-    State: the number of elements received, the open lists, and whether the source has completed (the open
-    lists are then waiting for demand).
-
-    Demand: translated exactly. To close ``d`` more lists the stage needs the elements up to the end of the
-    ``d``-th list (with gaps: up to the start of the list after it, so that a source ending in a gap completes),
-    and asks the upstream for just those (``LONG_MAX`` stays unbounded). The lists left open at completion
-    wait for demand.
-
-    Limits: ``MAX_BUFFER_SIZE`` (elements in one list) and ``MAX_BUFFER_COUNT`` (lists open at once, at most
-    ``ceil(count / skip)``).
+    While the source runs, a list is emitted from ``on_next``: the upstream was asked for exactly the elements
+    that close the lists the downstream requested (``_elements_for``), so a full list always has demand. Once
+    the source completed, the lists still open go out (oldest first) through the serialized emitter of
+    :mod:`reaqtive.operators._emitter` as demand comes, then completion. ``_demanded`` (lists requested in this
+    run, cumulative: the upstream target follows from it) and ``_emitted`` take the place of the emitter's
+    ``_demand``.
     """
 
     name = "reaqtive:buffer/count+skip"
@@ -201,10 +285,7 @@ class BufferCountSkip(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
         "_count",
         "_demanded",
         "_emitted",
-        "_emitting",
-        "_error",
         "_index",
-        "_lock",
         "_max_buffers",
         "_max_size",
         "_overflow",
@@ -217,10 +298,10 @@ class BufferCountSkip(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "count", "skip")
-        self._source: Subscribable[T] = args.source(0)
-        self._count = count = args.integer(1, minimum=1)
-        self._skip = args.integer(2, minimum=1)
+        args = BufferArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._count = count = args.count
+        self._skip = args.skip
         # state
         self._index = 0  # elements received, ever
         self._buffers: deque[list[T]] = deque()
@@ -231,13 +312,11 @@ class BufferCountSkip(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
         self._threshold = count
         self._overflow = False
         # demand (not state: a recovered subscriber requests afresh)
-        self._lock = threading.Lock()
+        self._running = True  # the emitter has work only once the source completed: no need to wait for the start
         self._closed_at_start = 0  # lists closed before this run started (recovery)
         self._requested_to = 0  # the element index up to which the upstream has been asked
         self._demanded = 0  # lists requested by the downstream in this run (LONG_MAX: unbounded)
         self._emitted = 0  # lists emitted in this run
-        self._emitting = False
-        self._error: BaseException | None = None
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
@@ -289,7 +368,7 @@ class BufferCountSkip(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
             if self._source_done:
                 self._fail(non_positive_request_error(n))
             else:
-                super().request(n)
+                self._request_upstream(n)
             return
         with self._lock:
             self._demanded = demanded = add_demand(self._demanded, n)
@@ -301,7 +380,7 @@ class BufferCountSkip(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
                 amount = LONG_MAX if target == LONG_MAX else target - self._requested_to
                 self._requested_to = target
         if amount > 0:
-            super().request(amount)
+            self._request_upstream(amount)
         self._drain()
 
     # -- elements ----------------------------------------------------------------------------------------------
@@ -336,41 +415,16 @@ class BufferCountSkip(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
             self._state.changed = True
         self._drain()
 
-    # -- emitting the lists open at completion, and terminal signals, one thread at a time --------------------
+    # -- emitting the lists open at completion, and terminal signals ---------------------------------------------
 
-    def _fail(self, error: BaseException) -> None:
-        with self._lock:
-            if self._error is None:
-                self._error = error
-        self._drain()
-
-    def _drain(self) -> None:
-        with self._lock:
-            if self._emitting:
-                return
-            self._emitting = True
-        while True:
-            with self._lock:
-                error = self._error
-                buffer = None
-                complete = False
-                if error is None and self._source_done:
-                    buffers = self._buffers
-                    if not buffers:
-                        complete = True
-                    elif self._demanded == LONG_MAX or self._emitted < self._demanded:
-                        buffer = buffers.popleft()
-                        self._emitted += 1
-                        self._state.changed = True
-                if error is None and buffer is None and not complete:
-                    self._emitting = False
-                    return
-            if error is not None:
-                self._signal_error(error)
-                return
-            if complete:
-                self._signal_complete()
-                return
-            assert buffer is not None
-            self._downstream.on_next(buffer)
-
+    def _poll(self) -> Any:
+        if not self._source_done:
+            return IDLE  # on_next emits while the source runs
+        buffers = self._buffers
+        if not buffers:
+            return COMPLETE
+        if self._demanded == LONG_MAX or self._emitted < self._demanded:
+            self._emitted += 1
+            self._state.changed = True
+            return buffers.popleft()
+        return IDLE

@@ -1,64 +1,25 @@
-"""``buffer`` by time: lists closed on the clock (duration, duration and shift), or on the clock or a count.
-
-Three stages over one base:
-
-* :class:`BufferTime` (``buffer(duration)``): a list every ``duration`` from the subscription on;
-* :class:`BufferTimeShift` (``buffer(duration, shift)`` with ``shift != duration``): a list opens every
-  ``shift`` and closes ``duration`` after it opened; at an instant where one closes and one opens, the close
-  comes first;
-* :class:`BufferTimeOrCount` (``buffer(duration, count)``): a list closes at ``count`` elements or ``duration``
-  after it opened, whichever comes first; a close by count restarts the timer.
-
-As in Rx, lists closed by time are emitted even when empty, and the lists open at completion are emitted
-(also when empty) before ``on_complete``. An error from the source drops them.
-
-Times are absolute (``datetime``) and saved, so a recovered buffer closes when it would have; a timer that is
-past due when it runs (after a pause, or a restart after downtime) catches up with every close it missed.
-
-**Demand.** The clock does not wait for demand. Closed lists go to a queue and are emitted as the downstream
-requests them; at most ``MAX_QUEUE_SIZE`` lists (:data:`DEFAULT_MAX_PENDING` when the host sets none) wait
-beyond the outstanding demand, and one more fails the query with
-:class:`~reaqtive.errors.LimitExceededError` (the specification's "buffer up to a bound, then error").
-``buffer(duration)`` and ``buffer(duration, shift)`` ask the upstream for everything (``LONG_MAX``) once the
-downstream has asked for anything: how many elements fit in a time span is not theirs to know.
-``buffer(duration, count)`` asks for ``n * count`` elements per ``n`` lists requested, as the count buffer does.
-
-**Demand and recovery.** A recovered downstream asks again for the lists it had requested and not received,
-and for nothing else. What the upstream had been asked for is not a function of that: once everything was
-asked for, it stays asked for while the downstream has all it wanted; and a list closed by time takes one
-list of demand but fewer than ``count`` elements. So the stages save their upstream demand (whether everything
-was asked for; for ``buffer(duration, count)``, the elements requested and not yet received and the
-downstream's outstanding lists), ask the upstream for it again when they start, and take the first lists the
-recovered downstream asks for as the ones already translated.
-
-All output goes through one drain loop guarded by a lock (timers, the source and ``request`` may run on
-different threads), so signals never overlap.
-"""
+"""``buffer`` on the clock: lists closed by time (duration, duration and shift), or by time or a count (the
+builder, :func:`reaqtive.operators.buffer.buffer`, and the count forms are in :mod:`reaqtive.operators.buffer`)."""
 
 from __future__ import annotations
 
-import threading
 from collections import deque
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import Arguments, arguments
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
+from reaqtive.expression import Expression
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._emitter import COMPLETE, DEFAULT_QUEUE_SIZE, IDLE, UnaryEmitterBase, queue_capacity
 from reaqtive.operators._timing import MAX_SPAN, deadline, earlier, multiply_safe
-from reaqtive.operators.merge import DEFAULT_QUEUE_SIZE
-from reaqtive.operators.settings import (
-    MAX_BUFFER_COUNT,
-    MAX_BUFFER_SIZE,
-    MAX_QUEUE_SIZE,
-    UNLIMITED,
-    read_limit,
-)
+from reaqtive.operators.buffer import buffer
+from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduler_interface import Scheduler
-from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.state.fields import time_bounds
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
 from reaqtive.subscribable import Subscribable
@@ -68,36 +29,72 @@ if TYPE_CHECKING:
     from reaqtive.query import Query
 
 __all__ = [
-    "DEFAULT_MAX_PENDING",
     "BufferTime",
+    "BufferTimeArgs",
     "BufferTimeOrCount",
+    "BufferTimeOrCountArgs",
     "BufferTimeShift",
     "bind_buffer_time",
 ]
 
 T = TypeVar("T")
 
-DEFAULT_MAX_PENDING: Final = DEFAULT_QUEUE_SIZE
-"""Closed lists that may wait for demand when the host sets no ``MAX_QUEUE_SIZE`` (256, the default of the
-setting for every operator of this family)."""
+
+@dataclass(frozen=True, slots=True)
+class BufferTimeArgs:
+    """The arguments of a ``buffer_time`` node: ``(source, duration, shift)`` (``shift == duration``: a list
+    every ``duration``)."""
+
+    source: Subscribable[Any]
+    duration: timedelta
+    shift: timedelta
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> BufferTimeArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "duration", "shift")
+        return cls(args.source(0), args.duration(1, positive=True), args.duration(2, positive=True))
 
 
-@register_operator("buffer_time", frames=4)
+@dataclass(frozen=True, slots=True)
+class BufferTimeOrCountArgs:
+    """The arguments of a ``buffer_time_or_count`` node: ``(source, duration, count)``."""
+
+    source: Subscribable[Any]
+    duration: timedelta
+    count: int
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> BufferTimeOrCountArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "duration", "count")
+        return cls(args.source(0), args.duration(1, positive=True), args.integer(2, minimum=1))
+
+
+@register_operator("buffer_time", frames=4, builder=buffer, args=BufferTimeArgs)
 def bind_buffer_time(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
-    """The binder of ``Query.buffer(duration[, shift])``: arguments ``(source, duration, shift)``."""
-    args = _arguments(query)  # the stages check the values
-    if args.value(2) == args.value(1):
+    """The binder of :func:`~reaqtive.operators.buffer.buffer` by duration (and shift): :class:`BufferTime`
+    when ``shift == duration``, else :class:`BufferTimeShift`."""
+    args = BufferTimeArgs.read(query)
+    if args.shift == args.duration:
         return BufferTime(query, subscriber)
     return BufferTimeShift(query, subscriber)
 
 
-def _arguments(query: Query[Any]) -> Arguments:
-    """``(source, duration, shift)``, or ``(source, duration, count)`` for ``buffer_time_or_count``."""
-    return arguments(query, "source", "duration", "count" if query.op == "buffer_time_or_count" else "shift")
+class _TimeBuffer(UnaryEmitterBase[T, list[T]], Generic[T]):
+    """What the time-driven buffers share: the queue of closed lists, demand, the timer, and output through the
+    serialized emitter of :mod:`reaqtive.operators._emitter` (timers, the source and ``request`` may run on
+    different threads).
 
+    Times are absolute (``datetime``) and saved, so a recovered buffer closes when it would have; a timer that
+    is past due when it runs (after a pause, or a restart after downtime) catches up with every close it missed.
+    Each timer carries the generation it was scheduled in: a close by count reschedules, and the timer of an
+    earlier generation is stale.
 
-class _TimeBuffer(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
-    """What the time-driven buffers share: the queue of closed lists, demand, the drain loop, the timer.
+    The upstream demand is state: what the upstream had been asked for is not a function of what a recovered
+    downstream asks again (once everything was asked for, it stays asked for while the downstream has all it
+    wanted; a list closed by time takes one list of demand but fewer than ``count`` elements). So a stage saves
+    it and asks the upstream for it again when it starts (``_reasked``).
 
     Subclasses keep their open list(s) and times, and implement :meth:`_start_fresh` (the first open, at the
     subscription), :meth:`_advance` (close/open everything due by ``now``; under the lock), :meth:`_next_due`,
@@ -106,17 +103,12 @@ class _TimeBuffer(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
     """
 
     __slots__ = (
-        "_demand",
-        "_emitting",
-        "_error",
         "_generation",
-        "_lock",
         "_max_buffers",
         "_max_pending",
         "_max_size",
         "_pending",
         "_pulled",
-        "_ready",
         "_reasked",
         "_restored",
         "_scheduler",
@@ -124,34 +116,28 @@ class _TimeBuffer(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
         "_source_done",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+    def __init__(self, source: Subscribable[T], downstream: Subscriber[list[T]]) -> None:
         super().__init__(downstream)
-        self._source: Subscribable[T] = _arguments(query).source(0)
-        self._lock = threading.Lock()
+        self._source = source
         # state
         self._pending: deque[list[T]] = deque()  # closed lists waiting for demand
         self._source_done = False  # the source completed: the pending lists are the last ones
         self._restored = False
         self._pulled = False  # the upstream was asked for everything (duration, duration and shift)
         # not state
-        self._demand = 0
         self._reasked = 0  # a loaded upstream request, asked again at the start
-        self._emitting = False
-        self._ready = False
-        self._error: BaseException | None = None
         self._generation = 0  # the current timer; a timer of an earlier generation is stale
         self._scheduler: Scheduler | None = None
         self._max_size = UNLIMITED
         self._max_buffers = UNLIMITED
-        self._max_pending = DEFAULT_MAX_PENDING
+        self._max_pending = DEFAULT_QUEUE_SIZE  # closed lists that may wait beyond the demand (MAX_QUEUE_SIZE)
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
         self._scheduler = context.scheduler  # MissingSchedulerError without one: time needs a clock
         self._max_size = read_limit(context, MAX_BUFFER_SIZE)
         self._max_buffers = read_limit(context, MAX_BUFFER_COUNT)
-        max_pending = read_limit(context, MAX_QUEUE_SIZE)
-        self._max_pending = DEFAULT_MAX_PENDING if max_pending == UNLIMITED else max_pending
+        self._max_pending = queue_capacity(context)
 
     def _save_pending(self, writer: StateWriter) -> None:
         writer.write(list(self._pending))
@@ -203,9 +189,9 @@ class _TimeBuffer(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
                 generation, due = self._generation, self._next_due()
                 again, self._reasked = self._reasked, 0
             if again:
-                super().request(again)  # what the upstream had been asked for at the checkpoint
+                self._request_upstream(again)  # what the upstream had been asked for at the checkpoint
             self._schedule_timer(generation, due)
-        self._ready = True
+        self._running = True
         self._drain()
 
     def _schedule_timer(self, generation: int, due: datetime) -> None:
@@ -233,16 +219,14 @@ class _TimeBuffer(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
         demand is an overflow: the clock outran the downstream."""
         pending = self._pending
         if len(pending) + 1 - self._demand > self._max_pending:
-            if self._error is None:
-                self._error = LimitExceededError(self.name, MAX_QUEUE_SIZE, self._max_pending)
+            self._queue_overflow(self._max_pending)
             return
         pending.append(buffer)
         self._state.changed = True
 
     def _size_exceeded(self) -> None:
         """A list would exceed ``MAX_BUFFER_SIZE`` (lock held)."""
-        if self._error is None:
-            self._error = LimitExceededError(self.name, MAX_BUFFER_SIZE, self._max_size)
+        self._set_error(LimitExceededError(self.name, MAX_BUFFER_SIZE, self._max_size))
 
     # -- demand ------------------------------------------------------------------------------------------------
 
@@ -254,7 +238,7 @@ class _TimeBuffer(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
             self._demand = add_demand(self._demand, n)
             upstream = self._upstream_demand(n)
         if upstream:
-            super().request(upstream)
+            self._request_upstream(upstream)
         self._drain()
 
     def _upstream_demand(self, n: int) -> int:
@@ -287,86 +271,51 @@ class _TimeBuffer(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
                 self._state.changed = True
         self._drain()
 
-    # -- output, one thread at a time --------------------------------------------------------------------------
+    # -- output ------------------------------------------------------------------------------------------------
 
-    def _fail(self, error: BaseException) -> None:
-        with self._lock:
-            if self._error is None:
-                self._error = error
-        self._drain()
-
-    def _drain(self) -> None:
-        with self._lock:
-            if self._emitting or not self._ready:
-                return
-            self._emitting = True
+    def _poll(self) -> Any:
         pending = self._pending
-        while True:
-            with self._lock:
-                error = self._error
-                buffer = None
-                complete = False
-                if error is None:
-                    if pending and self._demand:
-                        buffer = pending.popleft()
-                        if self._demand != LONG_MAX:
-                            self._demand -= 1
-                        self._state.changed = True
-                    elif not pending and self._source_done:
-                        complete = True
-                    else:
-                        self._emitting = False
-                        return
-            if error is not None:
-                self._signal_error(error)
-                return
-            if complete:
-                self._signal_complete()
-                return
-            assert buffer is not None
-            self._downstream.on_next(buffer)
+        if pending and self._demand:
+            if self._demand != LONG_MAX:
+                self._demand -= 1
+            self._state.changed = True
+            return pending.popleft()
+        if not pending and self._source_done:
+            return COMPLETE
+        return IDLE
 
 
-class BufferTime(_TimeBuffer[T], Generic[T]):
-    """The running stage of ``Query.buffer(duration)``: a list every ``duration``, from the subscription on.
+class _TickBuffer(_TimeBuffer[T], Generic[T]):
+    """One open list, closed every ``duration`` (by :class:`BufferTime`, and by :class:`BufferTimeOrCount` also
+    at ``count``): the fields, their save and load, and the ticks they share.
 
-    State: the open list, the absolute time it closes, the closed lists waiting for demand, whether the source
-    completed, whether the upstream was asked for everything (version 2; version 1 still loads, as "not asked").
-    Demand: see :mod:`reaqtive.operators.buffer_time`. Limits: ``MAX_BUFFER_SIZE``, ``MAX_QUEUE_SIZE``.
+    The saved fields are the open list, the absolute time it closes (``next tick``), then the base's; the
+    subclasses write their own after them.
     """
-
-    name = "reaqtive:buffer/time"
-    version: Version = (2,)
-    older_versions = frozenset({(1,)})
 
     __slots__ = ("_buffer", "_duration", "_next_tick")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
-        super().__init__(query, downstream)
-        args = _arguments(query)
-        self._duration = args.duration(1, positive=True)
-        args.duration(2, positive=True)
+    def __init__(self, source: Subscribable[T], duration: timedelta, downstream: Subscriber[list[T]]) -> None:
+        super().__init__(source, downstream)
+        self._duration = duration
         self._buffer: list[T] = []
         self._next_tick: datetime | None = None
 
-    def save_state_core(self, writer: StateWriter) -> None:
+    def _save_tick(self, writer: StateWriter) -> None:
         writer.write(self._buffer)
         writer.write(self._next_tick)
         self._save_pending(writer)
-        self._save_pulled(writer)
 
-    def load_state_core(self, reader: StateReader) -> None:
-        self.load_older_state_core(reader, (1,))
-        self._load_pulled(reader)
-
-    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
-        # (1,) is (2,) without the last field
+    def _load_tick(self, reader: StateReader, below: int | None = None) -> None:
+        """Read what :meth:`_save_tick` wrote; ``below``: the open list must be shorter (it closes at that)."""
         self._buffer = reader.read_list("buffer")  # the user's elements
+        if below is not None and len(self._buffer) >= below:
+            raise reader.invalid("buffer", f"a partial list: fewer than {below} elements", self._buffer)
         self._next_tick = reader.read_optional_datetime("next tick", *time_bounds(self.context, self._duration))
         self._load_pending(reader, self._next_tick)
 
     def _start_fresh(self, now: datetime) -> None:
-        self._next_tick = deadline(now, self._duration)  # NEVER past datetime.max: closed only at completion
+        self._next_tick = deadline(now, self._duration)  # NEVER past datetime.max: no close by time
 
     def _next_due(self) -> datetime:
         assert self._next_tick is not None
@@ -386,6 +335,34 @@ class BufferTime(_TimeBuffer[T], Generic[T]):
         self._close(self._buffer)
         self._buffer = []
 
+
+class BufferTime(_TickBuffer[T], Generic[T]):
+    """The running stage of :func:`~reaqtive.operators.buffer.buffer` by duration: a list every ``duration``,
+    from the subscription on. State version 2 adds whether the upstream was asked for everything; version 1
+    still loads, as "not asked".
+    """
+
+    name = "reaqtive:buffer/time"
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
+
+    __slots__ = ()
+
+    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+        args = BufferTimeArgs.read(query)
+        super().__init__(args.source, args.duration, downstream)
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        self._save_tick(writer)
+        self._save_pulled(writer)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._load_tick(reader)
+        self._load_pulled(reader)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        self._load_tick(reader)  # (1,) is (2,) without the last field
+
     def on_next(self, value: T) -> None:
         lock = self._lock
         lock.acquire()  # acquire/release: a third of the cost of ``with`` on CPython 3.11
@@ -402,16 +379,14 @@ class BufferTime(_TimeBuffer[T], Generic[T]):
 
 
 class BufferTimeShift(_TimeBuffer[T], Generic[T]):
-    """The running stage of ``Query.buffer(duration, shift)``: a list opens every ``shift`` (the first at the
-    subscription) and closes ``duration`` after it opened; a close comes before an open at the same instant.
-    Lists overlap when ``shift < duration`` and leave gaps (elements in no list are dropped) when
-    ``shift > duration``.
+    """The running stage of :func:`~reaqtive.operators.buffer.buffer` by duration and shift (``shift !=
+    duration``): a list opens every ``shift`` (the first at the subscription) and closes ``duration`` after it
+    opened; a close comes before an open at the same instant. Lists overlap when ``shift < duration`` and leave
+    gaps (elements in no list are dropped) when ``shift > duration``.
 
-    State: the open lists (oldest first), the absolute time the next list opens (the oldest list's close time
-    follows from it: lists open ``shift`` apart and all last ``duration``), the closed lists waiting for demand,
-    whether the source completed, whether the upstream was asked for everything (version 2; version 1 still
-    loads, as "not asked"). Limits: ``MAX_BUFFER_SIZE``, ``MAX_BUFFER_COUNT`` (at most ``ceil(duration / shift)``
-    lists are open at once), ``MAX_QUEUE_SIZE``.
+    Only the time the next list opens is saved: the oldest list's close time follows from it (lists open
+    ``shift`` apart and all last ``duration``). State version 2 adds whether the upstream was asked for
+    everything; version 1 still loads, as "not asked".
     """
 
     name = "reaqtive:buffer/time+shift"
@@ -421,12 +396,14 @@ class BufferTimeShift(_TimeBuffer[T], Generic[T]):
     __slots__ = ("_buffers", "_duration", "_next_open", "_shift")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
-        super().__init__(query, downstream)
-        args = _arguments(query)
-        self._duration = args.duration(1, positive=True)
-        self._shift = args.duration(2, positive=True)
+        args = BufferTimeArgs.read(query)
+        super().__init__(args.source, downstream)
+        self._duration = args.duration
+        self._shift = args.shift
         if self._shift > MAX_SPAN:
-            args.fail(2, f"at most {MAX_SPAN.days} days (a longer shift never opens a second list)")
+            arguments(query, "source", "duration", "shift").fail(
+                2, f"at most {MAX_SPAN.days} days (a longer shift never opens a second list)"
+            )
         self._buffers: deque[list[T]] = deque()
         self._next_open: datetime | None = None
 
@@ -478,7 +455,7 @@ class BufferTimeShift(_TimeBuffer[T], Generic[T]):
                 self._close(buffers.popleft())
             elif next_open <= now:
                 if len(buffers) >= self._max_buffers:
-                    self._error = LimitExceededError(self.name, MAX_BUFFER_COUNT, self._max_buffers)
+                    self._set_error(LimitExceededError(self.name, MAX_BUFFER_COUNT, self._max_buffers))
                     return
                 buffers.append([])
                 self._next_open = deadline(next_open, self._shift)
@@ -509,78 +486,42 @@ class BufferTimeShift(_TimeBuffer[T], Generic[T]):
         self._drain()
 
 
-@register_operator("buffer_time_or_count", frames=4)
-class BufferTimeOrCount(_TimeBuffer[T], Generic[T]):
-    """The running stage of ``Query.buffer(duration, count)``: a list closes when it holds ``count`` elements or
-    ``duration`` after it opened, whichever comes first; a close by count opens the next list and restarts the
-    timer from that instant.
+@register_operator("buffer_time_or_count", frames=4, builder=buffer, args=BufferTimeOrCountArgs)
+class BufferTimeOrCount(_TickBuffer[T], Generic[T]):
+    """The running stage of :func:`~reaqtive.operators.buffer.buffer` by duration or count: a list closes when
+    it holds ``count`` elements or ``duration`` after it opened, whichever comes first; a close by count opens
+    the next list and restarts the timer from that instant (a new timer generation).
 
-    State: the open list, the absolute time it closes by time, the closed lists waiting for demand, whether the
-    source completed; the elements requested upstream and not yet received, and the lists the downstream had
-    requested and not yet received (version 2; version 1 still loads, as nothing outstanding). Demand: ``n``
-    lists ask the upstream for ``n * count`` elements (``LONG_MAX`` stays unbounded); lists closed by time take
-    demand too and wait in the queue when there is none. A recovered stage asks the upstream again for what was
-    outstanding, and the first lists the recovered downstream asks for (its outstanding demand, asked again) ask
-    the upstream for nothing more. Limits: ``MAX_BUFFER_SIZE`` (a ``count`` above it fails at the element that
-    exceeds it), ``MAX_QUEUE_SIZE``.
+    State version 2 adds the elements requested upstream and not yet received, and the lists the downstream had
+    requested and not yet received (``_credit``: the first lists a recovered downstream asks for again ask the
+    upstream for nothing more); version 1 still loads, as nothing outstanding.
     """
 
     name = "reaqtive:buffer/time_or_count"
     version: Version = (2,)
     older_versions = frozenset({(1,)})
 
-    __slots__ = ("_buffer", "_count", "_credit", "_duration", "_next_tick", "_requested")
+    __slots__ = ("_count", "_credit", "_requested")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
-        super().__init__(query, downstream)
-        args = _arguments(query)
-        self._duration = args.duration(1, positive=True)
-        self._count = args.integer(2, minimum=1)
-        self._buffer: list[T] = []
-        self._next_tick: datetime | None = None
+        args = BufferTimeOrCountArgs.read(query)
+        super().__init__(args.source, args.duration, downstream)
+        self._count = args.count
         self._requested = 0  # elements requested upstream and not yet received
         self._credit = 0  # loaded downstream demand: lists the recovered downstream asks for again
 
     def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._buffer)
-        writer.write(self._next_tick)
-        self._save_pending(writer)
+        self._save_tick(writer)
         writer.write(self._requested)
         writer.write(add_demand(self._demand, self._credit))  # what the downstream will ask for again
 
     def load_state_core(self, reader: StateReader) -> None:
-        self.load_older_state_core(reader, (1,))
+        self._load_tick(reader, self._count)
         self._requested = self._reasked = reader.read_int("requested")
         self._credit = reader.read_int("demand")
 
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
-        # (1,) is (2,) without the last two fields
-        self._buffer = reader.read_list("buffer")  # the user's elements
-        if len(self._buffer) >= self._count:
-            raise reader.invalid("buffer", f"a partial list: fewer than {self._count} elements", self._buffer)
-        self._next_tick = reader.read_optional_datetime("next tick", *time_bounds(self.context, self._duration))
-        self._load_pending(reader, self._next_tick)
-
-    def _start_fresh(self, now: datetime) -> None:
-        self._next_tick = deadline(now, self._duration)  # NEVER past datetime.max: closed by count only
-
-    def _next_due(self) -> datetime:
-        assert self._next_tick is not None
-        return self._next_tick
-
-    def _advance(self, now: datetime) -> None:
-        next_tick = self._next_tick
-        assert next_tick is not None
-        while next_tick <= now and self._error is None:
-            self._close(self._buffer)
-            self._buffer = []
-            next_tick = deadline(next_tick, self._duration)
-        self._next_tick = next_tick
-        self._state.changed = True
-
-    def _close_all(self) -> None:
-        self._close(self._buffer)
-        self._buffer = []
+        self._load_tick(reader, self._count)  # (1,) is (2,) without the last two fields
 
     def _upstream_demand(self, n: int) -> int:
         credit = self._credit

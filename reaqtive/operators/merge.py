@@ -1,111 +1,91 @@
-"""``merge``: the elements of several sources, interleaved as they arrive.
-
-Each source is an input of its own: a :class:`_MergeInput` subscribes to it, and the input handles the sources
-return are this operator's ``inputs`` (so visitors, state and disposal reach every source, in order). The
-number of inputs never changes, so the saved state always has the same shape.
-
-Demand and queues. Each input has a bounded queue of ``MAX_QUEUE_SIZE`` elements (:data:`DEFAULT_QUEUE_SIZE`
-when the host sets none) and asks its source for no more than the queue can hold: ``request(capacity)`` at the
-start, then more as its elements leave (in batches of three quarters of the capacity). An element that finds
-downstream demand, nothing queued and nobody emitting goes straight through (the fast path: no queue, no state
-change); otherwise it is queued. Queues drain round-robin, one element per input in turn, so a fast source
-cannot starve a slow one. Unbounded downstream demand keeps the queues empty except while another input is
-emitting.
-
-Signals are serialized by one lock and an ``emitting`` flag: whichever thread finds nobody emitting delivers,
-the others leave their element in the queue for it. An error from any input is delivered at once (ahead of
-queued elements, which are dropped); completion once every input has completed and the queues are empty.
-
-How the emitter leaves the fast path without taking the lock again: every other thread makes its change (an
-element queued, an error, a completion) under the lock *before* it reads ``emitting``; the emitter clears
-``emitting`` *before* it reads those fields. Under the GIL attribute reads and writes are sequentially
-consistent, so at least one of the two sees the other: the emitter finds the work, or the other thread finds
-nobody emitting; if both do, the lock decides who emits. This saves one lock round trip per element.
-"""
+"""``merge``: the elements of several sources, interleaved as they arrive."""
 
 from __future__ import annotations
 
-import threading
 from collections import deque
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import variadic_arguments
 from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.errors import LimitExceededError
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
-from reaqtive.state import StatefulOperatorBase, StateShapeError
-from reaqtive.streams import (
-    LONG_MAX,
-    Subscriber,
-    Subscription,
-    add_demand,
-    non_positive_request_error,
-    require_not_none,
-)
+from reaqtive.operators._emitter import COMPLETE, IDLE, EmitterInput, MultiInputEmitter, input_source
+from reaqtive.state import StateShapeError
+from reaqtive.streams import LONG_MAX, Subscriber
 from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from reaqtive.query import Query
 
-__all__ = ["DEFAULT_QUEUE_SIZE", "Merge", "queue_capacity", "replenish_batch"]
+__all__ = ["Merge", "MergeArgs", "merge"]
 
 T = TypeVar("T")
 
-DEFAULT_QUEUE_SIZE: Final = 256
-"""The per-input queue of multi-input operators when the host sets no ``MAX_QUEUE_SIZE``."""
+
+def merge(*others: Subscribable[T]) -> OperatorCall[T]:
+    """The elements of this source and of ``others``, interleaved as they arrive (Rx ``Merge``).
+
+    >>> from_iterable([1, 2]).merge(from_iterable([10, 20])).run(print)  # doctest: +ELLIPSIS
+    1
+    2
+    10
+    20
+    <...>
+    >>> Query.merge(from_iterable("a"), from_iterable("b"), from_iterable("c")).run(print)  # doctest: +ELLIPSIS
+    a
+    b
+    c
+    <...>
+
+    Completes when every source has completed; an error from any source is delivered at once (queued
+    elements are dropped) and unsubscribes the others. A single source (``xs.merge()``) is allowed: it passes
+    its elements through. (The merge of a stream of streams is ``flat_map``'s business.)
+
+    **State.** Per source, whether it completed and the elements queued for lack of demand; the round-robin
+    cursor (the source whose queue drains next), so a recovered merge delivers its queues in the original order.
+
+    **Demand.** Each source has a bounded queue of ``MAX_QUEUE_SIZE`` elements (256 when the host sets none) and
+    is asked for no more than its queue can hold, then for more as its elements go downstream (in batches of
+    three quarters of the queue). Elements go straight through when there is demand and nothing queued; queues
+    drain round-robin, one element per source in turn, so one fast source cannot starve the others. Unbounded
+    downstream demand keeps the queues empty except while another source's element is being delivered.
+
+    Reaqtive: Merge.
+    """
+    return OperatorCall("merge", tuple(input_source(other, "merge", i) for i, other in enumerate(others, 1)))
 
 
-def queue_capacity(context: OperatorContext) -> int:
-    """The per-input queue capacity of a multi-input operator: ``MAX_QUEUE_SIZE``, or the default."""
-    limit = read_limit(context, MAX_QUEUE_SIZE)
-    return DEFAULT_QUEUE_SIZE if limit == UNLIMITED else limit
+@dataclass(frozen=True, slots=True)
+class MergeArgs:
+    """The arguments of a ``merge`` node: ``(source, *others)``."""
+
+    source: Subscribable[Any]
+    others: tuple[Subscribable[Any], ...]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> MergeArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = variadic_arguments(query, "source")
+        return cls(args.source(0), tuple(args.sources(1, len(args))))
 
 
-def replenish_batch(capacity: int) -> int:
-    """After how many consumed elements an input asks its source for that many more."""
-    return max(1, capacity - capacity // 4)
+class _MergeInput(EmitterInput, Generic[T]):
+    """The subscriber of one source, with its queue."""
 
+    __slots__ = ("queue",)
 
-class _Terminated:
-    """The upstream slot of an input whose source ended the subscription itself (it must not be cancelled from
-    inside its own terminal signal, rule 2.3)."""
-
-    __slots__ = ()
-
-    def request(self, n: int) -> None:
-        pass
-
-    def cancel(self) -> None:
-        pass
-
-
-_TERMINATED: Final = _Terminated()
-
-
-class _MergeInput(Subscriber[T], Generic[T]):
-    """The subscriber of one source: its queue, its done flag and its demand towards the source."""
-
-    __slots__ = ("consumed", "done", "index", "parent", "queue", "upstream")
+    parent: Merge[T]
 
     def __init__(self, parent: Merge[T], index: int) -> None:
-        self.parent = parent
-        self.index = index
+        super().__init__(parent, index)
         self.queue: deque[T] = deque()
-        self.done = False
-        self.upstream: Subscription | _Terminated | None = None
-        self.consumed = 0  # elements taken since the last replenishing request
 
-    def on_subscribe(self, subscription: Subscription) -> None:
-        require_not_none(subscription, "subscription", "2.13")
-        self.parent._input_subscribed(self, subscription)
+    def backlog(self) -> int:
+        return len(self.queue)
 
     def on_next(self, value: T) -> None:
-        # The per-element path, written out here to save a call; the protocol is in the module docstring.
+        # The per-element path, written out here to save a call: the fast path of reaqtive.operators._emitter.
         # acquire/release rather than ``with``: a third of the cost on CPython 3.11, and nothing between them
         # can raise.
         parent = self.parent
@@ -131,74 +111,32 @@ class _MergeInput(Subscriber[T], Generic[T]):
         if parent._queued or parent._error is not None or parent._done == parent._count:
             parent._drain()
 
-    def on_error(self, error: BaseException) -> None:
-        require_not_none(error, "error", "2.13")
-        self.parent._input_error(self, error)
-
-    def on_complete(self) -> None:
-        self.parent._input_complete(self)
-
     def __repr__(self) -> str:
         return f"<merge input {self.index}: {len(self.queue)} queued{', done' if self.done else ''}>"
 
 
-@register_operator("merge", frames=6)
-class Merge(StatefulOperatorBase[T], Generic[T]):
-    """The running stage of ``Query.merge``.
-
-    State: per input, whether it completed and the elements queued for lack of demand; the round-robin cursor
-    (the input whose queue drains next), so a recovered merge delivers its queues in the original order.
-    Version 1 (without the cursor) still loads, with the cursor at the first input.
-    Demand: bounded queues per input, ``request`` upstream only what they can hold (see the module).
+@register_operator("merge", frames=6, builder=merge, args=MergeArgs)
+class Merge(MultiInputEmitter[T], Generic[T]):
+    """The running stage of :func:`merge`: one input per source, each with its own queue (so the state always
+    has the same shape), drained round-robin by the serialized emitter of :mod:`reaqtive.operators._emitter`.
+    Version 1 of the state (without the cursor) still loads, with the cursor at the first input.
     """
 
     name = "reaqtive:merge"
     version: Version = (2,)
     older_versions = frozenset({(1,)})
 
-    __slots__ = (
-        "_batch",
-        "_capacity",
-        "_count",
-        "_cursor",
-        "_demand",
-        "_done",
-        "_emitting",
-        "_error",
-        "_lock",
-        "_merge_inputs",
-        "_queued",
-        "_ready",
-        "_sources",
-    )
+    __slots__ = ("_cursor", "_from", "_merge_inputs", "_queued")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = variadic_arguments(query, "source")
-        sources = args.sources(0, len(args))
-        self._sources: tuple[Subscribable[T], ...] = tuple(sources)
+        args = MergeArgs.read(query)
+        sources = (args.source, *args.others)
         self._merge_inputs = tuple(_MergeInput(self, index) for index in range(len(sources)))
-        self._count = len(sources)
-        self._lock = threading.Lock()
-        self._capacity = DEFAULT_QUEUE_SIZE
-        self._batch = replenish_batch(DEFAULT_QUEUE_SIZE)
-        self._demand = 0  # outstanding downstream demand; LONG_MAX is unbounded
+        self._init_inputs(sources, self._merge_inputs)
         self._queued = 0  # elements in all queues
-        self._done = 0  # inputs that completed
         self._cursor = 0  # the input whose queue drains next
-        self._emitting = False
-        self._ready = False
-        self._error: BaseException | None = None
-
-    def subscribe_inputs(self) -> Iterable[SubscriptionHandle]:
-        return [
-            source.subscribe(merge_input) for source, merge_input in zip(self._sources, self._merge_inputs, strict=True)
-        ]
-
-    def set_context(self, context: OperatorContext) -> None:
-        super().set_context(context)
-        self._capacity = queue_capacity(context)
-        self._batch = replenish_batch(self._capacity)
+        self._from = self._merge_inputs[0]  # the input of the element being delivered
 
     def save_state_core(self, writer: StateWriter) -> None:
         with self._lock:
@@ -230,152 +168,48 @@ class Merge(StatefulOperatorBase[T], Generic[T]):
         self._done = sum(1 for merge_input in self._merge_inputs if merge_input.done)
         self._queued = sum(len(merge_input.queue) for merge_input in self._merge_inputs)
 
-    def on_start(self) -> None:
-        # Sources that offered their subscription before the start (a hot subject does so at subscribe time,
-        # before the settings and the state are known) are asked for elements now, or let go if they completed.
-        with self._lock:
-            self._ready = True
-            early = [each for each in self._merge_inputs if each.upstream is not None]
-        for each in early:
-            self._prime(each)
-        self._drain()
-
-    def on_dispose(self) -> None:
-        for merge_input in self._merge_inputs:
-            upstream, merge_input.upstream = merge_input.upstream, _TERMINATED
-            if upstream is not None:
-                upstream.cancel()  # the subscription may not be the input handle (an adapted publisher)
-
-    # -- demand from downstream --------------------------------------------------------------------------------
-
-    def request(self, n: int) -> None:
-        with self._lock:
-            if n <= 0:
-                if self._error is None:
-                    self._error = non_positive_request_error(n)
-            else:
-                self._demand = add_demand(self._demand, n)
-        self._drain()
-
-    # -- the inputs' signals -----------------------------------------------------------------------------------
-
-    def _input_subscribed(self, merge_input: _MergeInput[T], subscription: Subscription) -> None:
-        with self._lock:
-            accepted = merge_input.upstream is None and not merge_input.done and not self._disposed
-            if accepted:
-                merge_input.upstream = subscription
-                ready = self._ready
-        if not accepted:
-            subscription.cancel()  # a second subscription (rule 2.5), a completed input, or after dispose
-        elif ready:
-            self._prime(merge_input)
-
-    def _prime(self, merge_input: _MergeInput[T]) -> None:
-        """The first request to an input's source: what its queue can hold (or cancel it if it completed)."""
-        with self._lock:
-            upstream = merge_input.upstream
-            if merge_input.done:
-                merge_input.upstream = _TERMINATED
-            merge_input.consumed = 0  # what went out before counts in what the queue can take now
-            wanted = self._capacity - len(merge_input.queue)
-        if upstream is None or isinstance(upstream, _Terminated):
-            return
-        if merge_input.done:
-            upstream.cancel()
-        elif wanted > 0:
-            upstream.request(wanted)
-
     def _input_next_queued(self, merge_input: _MergeInput[T], value: T) -> None:
-        """An element that cannot go straight through (``_MergeInput.on_next`` found the lock taken by it held):
+        """An element that cannot go straight through (``_MergeInput.on_next`` holds the lock; released here):
         queue it, and deliver if nobody else is emitting."""
         try:
-            self._enqueue(merge_input, value)
-            if self._emitting or not self._ready:
+            queue = merge_input.queue
+            if len(queue) >= self._capacity:
+                self._queue_overflow(self._capacity)
+            else:
+                queue.append(value)
+                self._queued += 1
+                self._state.changed = True
+            if self._emitting or not self._running:
                 return
             self._emitting = True
         finally:
             self._lock.release()
         self._emit_loop()
 
-    def _enqueue(self, merge_input: _MergeInput[T], value: T) -> None:
-        """Queue an element that cannot go straight through (lock held)."""
-        queue = merge_input.queue
-        if len(queue) >= self._capacity:
-            if self._error is None:  # the source sent more than it was asked for (rule 1.1)
-                self._error = LimitExceededError(self.name, MAX_QUEUE_SIZE, self._capacity)
-            return
-        queue.append(value)
-        self._queued += 1
-        self._state.changed = True
+    def _poll(self) -> Any:
+        if self._queued and self._demand:
+            inputs = self._merge_inputs
+            count = self._count
+            cursor = self._cursor
+            while not inputs[cursor].queue:
+                cursor = (cursor + 1) % count
+            source = self._from = inputs[cursor]
+            self._cursor = (cursor + 1) % count  # round-robin: the next input goes first next time
+            self._queued -= 1
+            if self._demand != LONG_MAX:
+                self._demand -= 1
+            self._state.changed = True
+            return source.queue.popleft()
+        if not self._queued and self._done == self._count:
+            return COMPLETE
+        return IDLE
 
-    def _input_error(self, merge_input: _MergeInput[T], error: BaseException) -> None:
-        with self._lock:
-            merge_input.upstream = _TERMINATED
-            if self._error is None:
-                self._error = error
-        self._drain()
+    def _deliver(self, item: Any) -> None:
+        self._downstream.on_next(item)
+        source = self._from
+        consumed = source.consumed + 1
+        if consumed < self._batch:
+            source.consumed = consumed
+        else:
+            self._replenish(source, consumed)
 
-    def _input_complete(self, merge_input: _MergeInput[T]) -> None:
-        with self._lock:
-            merge_input.upstream = _TERMINATED
-            if not merge_input.done:
-                merge_input.done = True
-                self._done += 1
-                self._state.changed = True
-        self._drain()
-
-    def _replenish(self, merge_input: _MergeInput[T], consumed: int) -> None:
-        """``consumed`` of ``merge_input``'s elements went downstream: ask its source for as many more."""
-        merge_input.consumed = 0
-        upstream = merge_input.upstream
-        if upstream is not None:
-            upstream.request(consumed)
-
-    # -- delivery, one thread at a time ------------------------------------------------------------------------
-
-    def _drain(self) -> None:
-        with self._lock:
-            if self._emitting or not self._ready:
-                return
-            self._emitting = True
-        self._emit_loop()
-
-    def _emit_loop(self) -> None:
-        """Deliver queued elements and terminal signals while there is something to do (``emitting`` held)."""
-        inputs = self._merge_inputs
-        count = self._count
-        while True:
-            with self._lock:
-                if self._disposed:
-                    return
-                error = self._error
-                source: _MergeInput[T] | None = None
-                if error is None:
-                    if self._queued and self._demand:
-                        cursor = self._cursor
-                        while not inputs[cursor].queue:
-                            cursor = (cursor + 1) % count
-                        source = inputs[cursor]
-                        value = source.queue.popleft()
-                        self._cursor = (cursor + 1) % count  # round-robin: the next input goes first next time
-                        self._queued -= 1
-                        if self._demand != LONG_MAX:
-                            self._demand -= 1
-                        self._state.changed = True
-                    elif not self._queued and self._done == count:
-                        pass  # complete, below
-                    else:
-                        self._emitting = False
-                        return
-            if error is not None:
-                self._signal_error(error)
-                return
-            if source is None:
-                self._signal_complete()
-                return
-            self._downstream.on_next(value)
-            consumed = source.consumed + 1
-            if consumed < self._batch:
-                source.consumed = consumed
-            else:
-                self._replenish(source, consumed)
