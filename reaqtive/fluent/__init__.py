@@ -1,6 +1,6 @@
-"""The fluent query API, one mixin per operator family; :class:`reaqtive.query.Query` combines them.
+"""The fluent facade: one mixin per operator family; :class:`reaqtive.query.Query` combines them.
 
-Each method validates its arguments (so a bad argument fails where the query is written) and returns a new
-:class:`~reaqtive.query.Query` node; it never runs anything. The running stages live in
-:mod:`reaqtive.operators`, registered under the same operator names.
+Each method is one typed line delegating to the operator's builder in :mod:`reaqtive.operators` (which checks
+the arguments, holds the operator's docstring and returns the call that ``pipe`` turns into a node); it never
+runs anything. ``tests/test_operator_units.py`` checks the facade against the operator registry.
 """

@@ -1,51 +1,18 @@
-"""What the fluent mixins share: building a node, and argument checks with clear messages."""
+"""What the fluent mixins share: the base that declares ``pipe`` for the type checker."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from reaqtive.arguments import (
-    require_callable,
-    require_duration,
-    require_int,
-    require_non_negative_int,
-    require_positive_duration,
-    require_positive_int,
-    require_time,
-)
-
 if TYPE_CHECKING:
     from reaqtive.expression import OperatorCall
     from reaqtive.query import Query
 
+__all__ = ["Fluent"]
+
 R = TypeVar("R")
 X = TypeVar("X")
-
-__all__ = [
-    "Fluent",
-    "derive",
-    "new_query",
-    "require_callable",
-    "require_duration",
-    "require_int",
-    "require_non_negative_int",
-    "require_positive_duration",
-    "require_positive_int",
-    "require_time",
-]
-
-
-def new_query(op: str, args: tuple[object, ...]) -> Query[Any]:
-    """A query node ``op(*args)``."""
-    from reaqtive.query import Query  # the mixins are Query's bases, so Query is imported late
-
-    return Query(op, args)
-
-
-def derive(source: object, op: str, *args: object) -> Query[Any]:
-    """A query node ``op(source, *args)``: the usual shape of a fluent method's result."""
-    return new_query(op, (source, *args))
 
 
 class Fluent(Generic[R]):

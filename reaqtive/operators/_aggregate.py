@@ -1,5 +1,5 @@
-"""What the aggregates share: their demand policy, holding the one result until the downstream may have it, and
-the state of a held result.
+"""What the aggregates share: their demand policy, holding the one result until the downstream may have it, the
+state of a held result, their errors, and their builders' checks.
 
 An aggregate (``count``, ``to_list``, ``first``, ...) reduces its source to exactly one element, then completes.
 
@@ -13,7 +13,12 @@ no demand and are signalled at once.
 **State** of every aggregate begins with ``held: bool`` and, when true, ``result``; the operator's own fields
 follow. Held results and accumulations are the operator's values, so a checkpoint needs them to be state values
 (``docs/state-format.md``); :class:`~decimal.Decimal` and :class:`~fractions.Fraction` are registered here, so
-``sum``/``average`` over them checkpoint too.
+``sum``/``average`` over them checkpoint too; other types are registered with
+:func:`reaqtive.state.register_state_type`.
+
+**Errors.** An exception from a user function becomes ``on_error`` and ends the subscription. A source without the
+element an operator needs signals ``ValueError`` (as Python's ``min([])``); ``element_at`` past the end signals
+``IndexError``. ``None`` is never an element, so the ``_or_default`` forms take an explicit default.
 """
 
 from __future__ import annotations
@@ -25,13 +30,14 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Final, Generic, TypeVar
 
+from reaqtive.arguments import require_callable
 from reaqtive.operator import StateReader, StateWriter
 from reaqtive.state import StatefulUnaryOperatorBase, register_state_type
 from reaqtive.streams import LONG_MAX, Subscriber, non_positive_request_error
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 
-__all__ = ["AggregateStage", "no_elements_error"]
+__all__ = ["AggregateStage", "no_elements_error", "optional_callable", "require_element"]
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -40,6 +46,18 @@ R = TypeVar("R")
 # side). Each stage takes it at most a few times in its life, never per element, so one lock for all of them
 # costs no memory per stage and is uncontended.
 _HANDOFF: Final = threading.Lock()
+
+
+def optional_callable(value: object, op: str, name: str) -> None:
+    """The builders' check of an optional function: ``None``, or a callable."""
+    if value is not None:
+        require_callable(value, op, name)
+
+
+def require_element(value: object, op: str, name: str) -> None:
+    """The builders' check of a value that stands in for an element (a default, a start): never ``None``."""
+    if value is None:
+        raise TypeError(f"{op}: {name} must not be None (None is never a stream element)")
 
 
 def no_elements_error(op: str, predicate: bool = False) -> ValueError:

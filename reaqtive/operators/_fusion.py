@@ -207,10 +207,12 @@ def emits_batches(op: str) -> None:
     _BATCH_SOURCES.add(op)
 
 
-def fusible(op: str, *, frames: int = DEFAULT_FRAMES) -> Callable[[B], B]:
+def fusible(
+    op: str, *, frames: int = DEFAULT_FRAMES, builder: Callable[..., Any] | None = None, args: type | None = None
+) -> Callable[[B], B]:
     """Decorator of a stage class, or of a function ``(query, downstream) -> stage`` that chooses one: register
-    it as the binder of ``op`` (as :func:`~reaqtive.binding.register_operator` does, with the same ``frames``),
-    bound fused with the fusible stages next to it.
+    it as the binder of ``op`` (as :func:`~reaqtive.binding.register_operator` does, with the same ``frames``,
+    ``builder`` and ``args``), bound fused with the fusible stages next to it.
 
     Each stage class it creates declares ``fused_step`` (a :class:`FusedStep`), takes ``(query, downstream)``,
     and subscribes its input as ``self._source.subscribe(self)``; a stage with state keeps it in its own fields,
@@ -228,7 +230,7 @@ def fusible(op: str, *, frames: int = DEFAULT_FRAMES) -> Callable[[B], B]:
 
         bind.__name__ = bind.__qualname__ = f"bind_{op}"
         bind.__doc__ = f"The binder of ``{op}``: {create.__qualname__}, fused with its fusible neighbours."
-        register_operator(op, frames=frames)(bind)
+        register_operator(op, frames=frames, builder=builder, args=args)(bind)
         _STAGES[op] = create
         return create
 

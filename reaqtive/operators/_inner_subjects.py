@@ -36,8 +36,10 @@ restart nor release the source reliably when a whole query is torn down.)
 **Serialized signals.** ``on_next``/``on_complete``/``on_error`` from upstream, ``request`` from downstream and
 timers may run on different threads. Every change runs as an *action* through :meth:`_serialize`: the thread
 that finds nobody running runs it, and then whatever other threads queued meanwhile; nobody holds a lock while
-calling out. ``group_by`` adds a lock-free path for elements of groups already emitted, taken only while
-nothing else can change (unbounded demand, nothing waiting, no expiry timer).
+calling out. (A mailbox of actions rather than the emitter of :mod:`reaqtive.operators._emitter`, which stops at
+dispose and delivers one error downstream: here the disposal's own action still ends the inner streams, and an
+error goes to every emitted inner stream first.) ``group_by`` adds a lock-free path for elements of groups
+already emitted, taken only while nothing else can change (unbounded demand, nothing waiting, no expiry timer).
 
 **State** (written by :meth:`InnerStreamOperator._save_inners`): the counter of inner streams, whether the
 source completed, whether the upstream was asked for everything (demand is not state, but a recovered
@@ -58,8 +60,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar
 from reaqtive.context import HigherOrderEnvironment, OperatorContext
 from reaqtive.errors import LimitExceededError
 from reaqtive.operator import StateReader, StateWriter, UnaryOperatorBase
-from reaqtive.operators.merge import DEFAULT_QUEUE_SIZE
-from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
+from reaqtive.operators._emitter import DEFAULT_QUEUE_SIZE, queue_capacity
+from reaqtive.operators.settings import MAX_QUEUE_SIZE
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, Subscription, add_demand, non_positive_request_error
 from reaqtive.subjects import MultiSubject, SimpleSubject
@@ -199,8 +201,7 @@ class InnerStreamOperator(StatefulUnaryOperatorBase[T, "InnerStream[Any]"], Gene
         if isinstance(environment, HigherOrderEnvironment):
             self._environment = environment
             self._prefix = environment.allocate_id(context.instance_id, self.kind)
-        limit = read_limit(context, MAX_QUEUE_SIZE)
-        self._max_waiting = DEFAULT_MAX_WAITING if limit == UNLIMITED else limit
+        self._max_waiting = queue_capacity(context)
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

@@ -25,18 +25,17 @@ the stage saves, so a replay after a restart delivers in the same order). While 
 each inner is asked for what its queue can hold; once it is unbounded, for everything (so inner subjects take
 their own fast path), and elements then queue only while another thread is delivering.
 
-Signals are serialized as in ``merge``, with one difference: the ``emitting`` flag is a *token* that the
-emitting thread takes (:func:`_take`: ``list.pop()`` on a one-element list is one indivisible operation, a
-test-and-set that costs a third of a lock's ``acquire(False)`` + ``release()``), so under unbounded demand an
-element with nothing queued goes straight through without the state lock or any lock. Every other thread makes its
-change (an element queued, an error, a completion) under the state lock *before* it tries to take the token; the
-emitter puts the token back *before* it looks for such changes. Under the GIL one of the two sees the other (see
-:mod:`reaqtive.operators.merge`).
+Signals are serialized by the emitter (:mod:`reaqtive.operators._emitter`), with one difference: the drainer's
+flag is a *token* that the emitting thread takes (:func:`_take`: ``list.pop()`` on a one-element list is one
+indivisible operation, a test-and-set that costs a third of a lock's ``acquire(False)`` + ``release()``), so under
+unbounded demand an element with nothing queued goes straight through without the state lock or any lock. Every
+other thread makes its change (an element queued, an error, a completion) under the state lock *before* it tries to
+take the token; the emitter puts the token back *before* it looks for such changes. Under the GIL one of the two
+sees the other (the emitter's fast path, see :mod:`reaqtive.operators._emitter`).
 """
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar
@@ -45,15 +44,18 @@ from reaqtive.context import HigherOrderEnvironment, OperatorContext
 from reaqtive.errors import LimitExceededError
 from reaqtive.expression import InnerStreamNode, inner_stream_from_reference
 from reaqtive.operator import FieldReader, StateReader, StateWriter, Version
-from reaqtive.operators.merge import (
-    _TERMINATED,
+from reaqtive.operators._emitter import (
+    COMPLETE,
     DEFAULT_QUEUE_SIZE,
-    _Terminated,
+    IDLE,
+    TERMINATED,
+    Terminated,
+    UnaryEmitterBase,
     queue_capacity,
     replenish_batch,
 )
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED
-from reaqtive.state import OperatorStateError, StatefulUnaryOperatorBase
+from reaqtive.state import OperatorStateError
 from reaqtive.streams import (
     LONG_MAX,
     Subscriber,
@@ -245,7 +247,7 @@ class InnerSlot(Subscriber[Any]):
         self.saved: list[Any] | None = None  # the saved element of a restored slot, until it is re-created
         self.queue: deque[Any] = deque()
         self.done = False
-        self.upstream: Subscription | _Terminated | None = None
+        self.upstream: Subscription | Terminated | None = None
         self.consumed = 0  # elements delivered since the last replenishing request
         self.unbounded = False  # asked for LONG_MAX (downstream demand is unbounded)
 
@@ -254,7 +256,7 @@ class InnerSlot(Subscriber[Any]):
         self.parent._slot_subscribed(self, subscription)
 
     def on_next(self, value: Any) -> None:
-        # The per-element path, written out here to save calls (the protocol is merge's, see the module).
+        # The per-element path, written out here to save calls (the emitter's fast path, see the module).
         parent = self.parent
         token = parent._token
         if parent._direct and token and not self.done and not parent._queued:
@@ -319,7 +321,7 @@ class InnerSlot(Subscriber[Any]):
         return f"<inner {self.number}: {len(self.queue)} queued{', done' if self.done else ''}>"
 
 
-class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
+class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
     """The stage of an operator that merges the inner streams its outer elements select.
 
     The outer source is the stage's only input; inner subscriptions are not inputs (each is a checkpoint unit
@@ -347,18 +349,15 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
         "_bound",
         "_capacity",
         "_counter",
-        "_demand",
         "_direct",
-        "_error",
         "_host",
         "_live",
-        "_lock",
         "_outer_done",
         "_outstanding",
+        "_polled",
         "_queued",
         "_reasked",
         "_result_selector",
-        "_running",
         "_slots",
         "_source",
         "_token",
@@ -370,21 +369,18 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
         super().__init__(downstream)
         self._source = source
         self._result_selector: Callable[[Any, Any], Any] | None = None
-        self._lock = threading.Lock()
         self._slots: dict[int, InnerSlot] = {}  # by number: creation order
         self._turns: deque[InnerSlot] = deque()  # slots with queued elements, in the order they take turns
         self._counter = 0  # outer elements seen: the number of the next inner
         self._live = 0  # slots whose inner subscription is live
         self._queued = 0  # elements in all queues
-        self._demand = 0  # outstanding downstream demand; LONG_MAX is unbounded
         self._outstanding = 0  # outer elements requested and not yet received
         self._reasked = 0  # a loaded outstanding outer request, asked again at the start
         self._outer_done = False
         self._token = [True]  # taken (emptied) by the one thread delivering downstream (rule 1.3): see _take
         self._direct = False  # unbounded demand and no result selector: InnerSlot.on_next's shortest path
         self._unbounded = False  # downstream demand reached LONG_MAX (it stays there)
-        self._running = False  # started: signals may go downstream
-        self._error: BaseException | None = None
+        self._polled: InnerSlot | None = None  # the slot of the element _poll handed out, for _deliver
         self._capacity = DEFAULT_QUEUE_SIZE
         self._batch = replenish_batch(DEFAULT_QUEUE_SIZE)
         self._bound = UNLIMITED  # live inners allowed at once
@@ -502,7 +498,7 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
                 again = 0
             self._outstanding = add_demand(self._outstanding, again)
         if again:
-            super().request(again)  # the outer request the original had outstanding (see the class)
+            self._request_upstream(again)  # the outer request the original had outstanding (see the class)
         self._request_outer()
         self._drain()
 
@@ -521,10 +517,10 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
         """Dispose (and, hosted, delete) the inner subscriptions of ``slots`` (marked done under the lock)."""
         host = self._host
         for slot in slots:
-            upstream, slot.upstream = slot.upstream, _TERMINATED
+            upstream, slot.upstream = slot.upstream, TERMINATED
             if host is not None:
                 host.delete(slot.number)
-            if upstream is not None and not isinstance(upstream, _Terminated):
+            if upstream is not None and not isinstance(upstream, Terminated):
                 upstream.cancel()  # may not be the handle (an adapted publisher); cancelling twice is a no-op
 
     # -- the outer source ----------------------------------------------------------------------------------------
@@ -597,7 +593,7 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
             count = LONG_MAX if wanted == LONG_MAX else wanted - outstanding
             self._outstanding = add_demand(outstanding, count)
             self._state.changed = True
-        super().request(count)  # UnaryOperatorBase: handed over when the outer's subscription arrives
+        self._request_upstream(count)  # handed over when the outer's subscription arrives
 
     # -- downstream demand ---------------------------------------------------------------------------------------
 
@@ -617,7 +613,7 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
                     for slot in self._slots.values():
                         upstream = slot.upstream
                         # (not isinstance(upstream, Subscription): a protocol check costs microseconds per slot)
-                        if slot.done or slot.unbounded or upstream is None or isinstance(upstream, _Terminated):
+                        if slot.done or slot.unbounded or upstream is None or isinstance(upstream, Terminated):
                             continue
                         slot.unbounded = True
                         unbounded.append((slot, upstream))
@@ -671,7 +667,7 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
     def _slot_error(self, slot: InnerSlot, error: BaseException) -> None:
         with self._lock:
             stale = slot.done
-            slot.upstream = _TERMINATED
+            slot.upstream = TERMINATED
             if not stale and self._error is None:
                 self._error = error
         if not stale:  # a switched-away inner's error is ignored
@@ -679,7 +675,7 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
 
     def _slot_complete(self, slot: InnerSlot) -> None:
         with self._lock:
-            slot.upstream = _TERMINATED
+            slot.upstream = TERMINATED
             if slot.done:
                 return  # switched away, or the stage ended
             slot.done = True
@@ -710,14 +706,7 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
         self._slots.pop(slot.number, None)
         return dropped
 
-    def _fail(self, error: BaseException) -> None:
-        """End the stage with ``error`` (delivered ahead of queued elements)."""
-        with self._lock:
-            if self._error is None:
-                self._error = error
-        self._drain()
-
-    # -- delivery, one thread at a time --------------------------------------------------------------------------
+    # -- delivery, one thread at a time: the emitter, its flag a token -----------------------------------------
 
     def _drain(self) -> None:
         with self._lock:
@@ -725,41 +714,34 @@ class InnerMergeBase(StatefulUnaryOperatorBase[Any, R], Generic[R]):
                 return
         self._emit_loop()
 
-    def _emit_loop(self) -> None:
-        """Deliver queued elements and terminal signals while there is something to do (the token taken)."""
-        lock = self._lock
-        while True:
-            with lock:
-                if self._disposed:
-                    return
-                error = self._error
-                slot: InnerSlot | None = None
-                if error is None:
-                    if self._queued and self._demand:
-                        turns = self._turns
-                        slot = turns.popleft()
-                        value = slot.queue.popleft()
-                        if slot.queue:
-                            turns.append(slot)  # round-robin: the next slot goes first next time
-                        elif slot.done:
-                            del self._slots[slot.number]  # its inner ended and its last element is out
-                        self._queued -= 1
-                        if self._demand != LONG_MAX:
-                            self._demand -= 1
-                        self._state.changed = True
-                    elif not (self._outer_done and not self._slots):
-                        self._token.append(True)  # under the state lock: whoever changes the state next sees it
-                        return
-            if error is not None:
-                self._signal_error(error)
-                return
-            if slot is None:
-                self._signal_complete()
-                return
-            self._downstream.on_next(value)
-            if not slot.done and not slot.unbounded:
-                consumed = slot.consumed + 1
-                if consumed < self._batch:
-                    slot.consumed = consumed
-                else:
-                    self._replenish(slot, consumed)
+    def _leave(self) -> None:
+        self._polled = None  # keeps no ended slot (and its outer element) alive between drains
+        self._token.append(True)  # under the state lock: whoever changes the state next sees it
+
+    def _poll(self) -> Any:
+        if self._queued and self._demand:
+            turns = self._turns
+            slot = self._polled = turns.popleft()
+            value = slot.queue.popleft()
+            if slot.queue:
+                turns.append(slot)  # round-robin: the next slot goes first next time
+            elif slot.done:
+                del self._slots[slot.number]  # its inner ended and its last element is out
+            self._queued -= 1
+            if self._demand != LONG_MAX:
+                self._demand -= 1
+            self._state.changed = True
+            return value
+        if self._outer_done and not self._slots:
+            return COMPLETE
+        return IDLE
+
+    def _deliver(self, item: Any) -> None:
+        slot: InnerSlot = self._polled  # type: ignore[assignment]  # set by the _poll that handed out item
+        self._downstream.on_next(item)
+        if not slot.done and not slot.unbounded:
+            consumed = slot.consumed + 1
+            if consumed < self._batch:
+                slot.consumed = consumed
+            else:
+                self._replenish(slot, consumed)

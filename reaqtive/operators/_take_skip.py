@@ -1,6 +1,6 @@
-"""Building blocks shared by the take and skip family: a stage with a timer at an absolute time, the two gates
-built on it (end the stage at a deadline; open at a deadline), the observer of a second "until" stream, and the
-replacement demand of stages that drop elements.
+"""Building blocks shared by the take and skip family: the builders' checks of an argument that picks the op, a
+stage with a timer at an absolute time, the two gates built on it (end the stage at a deadline; open at a
+deadline), the observer of a second "until" stream, and the replacement demand of stages that drop elements.
 
 Module-private (its name starts with ``_``): the operators themselves live in ``take.py``, ``skip.py``,
 ``take_until.py`` and ``skip_until.py``.

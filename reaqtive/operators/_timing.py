@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Final
 
+from reaqtive.arguments import require_time
 from reaqtive.context import OperatorContext
 from reaqtive.scheduler_interface import EARLIEST, NEVER, deadline, earlier, utc
 from reaqtive.state.fields import time_bounds
@@ -21,6 +22,7 @@ __all__ = [
     "due_time",
     "earlier",
     "multiply_safe",
+    "require_due",
 ]
 
 MAX_TIME: Final = NEVER
@@ -59,3 +61,13 @@ def due_bounds(context: OperatorContext, due: timedelta | datetime) -> tuple[dat
         return when, when
     return time_bounds(context, due)
 
+
+
+def require_due(value: object, op: str, name: str) -> timedelta | datetime:
+    """A builder's check of a due time: a ``timedelta`` (from the start; negative means at once) or an aware
+    ``datetime``; :class:`TypeError` / :class:`ValueError` naming the operator otherwise."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, datetime):
+        return require_time(value, op, name)
+    raise TypeError(f"{op}: {name} must be a timedelta or a datetime, got {type(value).__name__}")

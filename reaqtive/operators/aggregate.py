@@ -3,48 +3,127 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._aggregate import AggregateStage, no_elements_error
+from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable
 from reaqtive.streams import Subscriber
+from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 
-if TYPE_CHECKING:
-    from reaqtive.query import Query
-
-__all__ = ["Aggregate", "AggregateSeed"]
+__all__ = ["NO_SEED", "Aggregate", "AggregateArgs", "AggregateSeed", "AggregateSeedArgs", "aggregate"]
 
 T = TypeVar("T")
 A = TypeVar("A")
-R = TypeVar("R")
 
 
-@register_operator("aggregate", frames=4)
-def _bind_aggregate(query: Query[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
-    """``(source, accumulator, result_selector)`` folds without a seed; ``(..., seed)`` with one."""
-    shapes = ("source", "accumulator", "result_selector"), ("source", "accumulator", "result_selector", "seed")
-    if len(arguments(query, *shapes)) == 4:  # the stages check the values
-        return AggregateSeed(query, downstream)
-    return Aggregate(query, downstream)
+class _NoSeed:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<no seed>"
+
+
+NO_SEED: Final = _NoSeed()
+"""The default of ``seed``: no seed was given (any value, ``None`` too, may be a seed)."""
+
+
+def aggregate(
+    accumulator: Callable[[Any, Any], Any],
+    seed: object = NO_SEED,
+    result_selector: Callable[[Any], Any] | None = None,
+) -> OperatorCall[Any]:
+    """Fold the elements with ``accumulator(accumulation, element)`` and emit the final accumulation (passed
+    through ``result_selector``, if given) when the source completes, as ``functools.reduce``.
+
+    >>> from_iterable([1, 2, 3, 4]).aggregate(lambda acc, x: acc + x).run(print)  # doctest: +ELLIPSIS
+    10
+    <...>
+    >>> from_iterable("abc").aggregate(lambda acc, x: acc + [x], [], len).run(print)  # doctest: +ELLIPSIS
+    3
+    <...>
+
+    Without ``seed`` the first element starts the accumulation, and an empty source is a ``ValueError``; with
+    ``seed``, an empty source gives the seed (through the result selector, if any).
+
+    **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``has_value: bool,
+    accumulation`` (``reaqtive:aggregate``) or ``accumulation`` (``reaqtive:aggregate+seed``).
+
+    **Demand.** Everything once asked; the result is held until demanded.
+
+    Reaqtive: Aggregate (``Aggregate(seed, accumulator, selector)``; the accumulator comes first here, as in
+    ``functools.reduce``).
+    """
+    require_callable(accumulator, "aggregate", "accumulator")
+    optional_callable(result_selector, "aggregate", "result_selector")
+    if seed is NO_SEED:
+        return OperatorCall("aggregate", (accumulator, result_selector))
+    return OperatorCall("aggregate", (accumulator, result_selector, seed))
+
+
+@dataclass(frozen=True, slots=True)
+class AggregateArgs:
+    """The arguments of an ``aggregate`` node without a seed: ``(source, accumulator, result_selector)``."""
+
+    source: Subscribable[Any]
+    accumulator: Callable[[Any, Any], Any]
+    result_selector: Callable[[Any], Any] | None
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> AggregateArgs | AggregateSeedArgs:
+        """The checked arguments of ``query``: an :class:`AggregateSeedArgs` when the node has a seed (one op,
+        two shapes)."""
+        args = arguments(
+            query, ("source", "accumulator", "result_selector"), ("source", "accumulator", "result_selector", "seed")
+        )
+        source, accumulator, result_selector = args.source(0), args.function(1), args.optional_function(2)
+        if len(args) == 4:
+            return AggregateSeedArgs(source, accumulator, result_selector, args.value(3))
+        return cls(source, accumulator, result_selector)
+
+
+@dataclass(frozen=True, slots=True)
+class AggregateSeedArgs:
+    """The arguments of an ``aggregate`` node with a seed: ``(source, accumulator, result_selector, seed)``."""
+
+    source: Subscribable[Any]
+    accumulator: Callable[[Any, Any], Any]
+    result_selector: Callable[[Any], Any] | None
+    seed: object
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> AggregateSeedArgs:
+        """The checked arguments of ``query`` (which must have a seed)."""
+        args = arguments(query, "source", "accumulator", "result_selector", "seed")
+        return cls(args.source(0), args.function(1), args.optional_function(2), args.value(3))
+
+
+@register_operator("aggregate", frames=4, builder=aggregate, args=AggregateArgs)
+def _bind_aggregate(query: Expression[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
+    """One op, two stages (persisted under different names): the number of arguments picks the stage."""
+    args = AggregateArgs.read(query)
+    if isinstance(args, AggregateSeedArgs):
+        return AggregateSeed(args, downstream)
+    return Aggregate(args, downstream)
 
 
 class Aggregate(AggregateStage[T, Any], Generic[T]):
-    """``aggregate(accumulator)``: the first element starts the accumulation. State: the held result (see
-    :mod:`~reaqtive.operators._aggregate`), then ``has_value: bool, accumulation``. An empty source is an error."""
+    """The running stage of :func:`aggregate` without a seed. It is made from its checked arguments (the op's
+    binder reads them to pick the stage); ``has_value`` tells a first element from an accumulation."""
 
     name = "reaqtive:aggregate"
     version: Version = (1,)
 
     __slots__ = ("_accumulation", "_accumulator", "_has_value", "_result_selector")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
-        args = arguments(query, "source", "accumulator", "result_selector")
-        super().__init__(args.source(0), downstream)
-        self._accumulator: Callable[[Any, T], Any] = args.function(1)
-        self._result_selector: Callable[[Any], Any] | None = args.optional_function(2)
+    def __init__(self, args: AggregateArgs, downstream: Subscriber[Any]) -> None:
+        super().__init__(args.source, downstream)
+        self._accumulator: Callable[[Any, T], Any] = args.accumulator
+        self._result_selector = args.result_selector
         self._has_value = False
         self._accumulation: Any = None
 
@@ -78,20 +157,19 @@ class Aggregate(AggregateStage[T, Any], Generic[T]):
 
 
 class AggregateSeed(AggregateStage[T, Any], Generic[T, A]):
-    """``aggregate(accumulator, seed)``: the accumulation starts at ``seed``; an empty source gives ``seed``
-    (through the result selector, if any). State: the held result, then ``accumulation``."""
+    """The running stage of :func:`aggregate` with a seed, made from its checked arguments (see
+    :class:`Aggregate`)."""
 
     name = "reaqtive:aggregate+seed"
     version: Version = (1,)
 
     __slots__ = ("_accumulation", "_accumulator", "_result_selector")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
-        args = arguments(query, "source", "accumulator", "result_selector", "seed")
-        super().__init__(args.source(0), downstream)
-        self._accumulator: Callable[[A, T], A] = args.function(1)
-        self._result_selector: Callable[[A], Any] | None = args.optional_function(2)
-        self._accumulation: A = args.value(3)  # type: ignore[assignment]
+    def __init__(self, args: AggregateSeedArgs, downstream: Subscriber[Any]) -> None:
+        super().__init__(args.source, downstream)
+        self._accumulator: Callable[[A, T], A] = args.accumulator
+        self._result_selector: Callable[[A], Any] | None = args.result_selector
+        self._accumulation: A = args.seed  # type: ignore[assignment]
 
     def save_state_core(self, writer: StateWriter) -> None:
         super().save_state_core(writer)

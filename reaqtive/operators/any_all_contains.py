@@ -2,26 +2,170 @@
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, Version
-from reaqtive.operators._aggregate import AggregateStage
+from reaqtive.operators._aggregate import AggregateStage, optional_callable, require_element
 from reaqtive.streams import Subscriber
+from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["All", "Any", "Contains", "IsEmpty"]
+__all__ = [
+    "All",
+    "AllArgs",
+    "Any",
+    "AnyArgs",
+    "Contains",
+    "ContainsArgs",
+    "IsEmpty",
+    "IsEmptyArgs",
+    "all",
+    "any",
+    "contains",
+    "is_empty",
+]
 
 T = TypeVar("T")
+
+# The stage class Any hides typing.Any (hence typing.Any below), and the builders any and all hide the
+# built-ins, which this module does not use.
+
+
+def any(predicate: Callable[[typing.Any], object] | None = None) -> OperatorCall[bool]:
+    """``True`` as soon as an element (satisfying ``predicate``, if given) arrives, then the source is
+    cancelled; ``False`` if the source completes without one.
+
+    >>> from_iterable(range(10)).any(lambda x: x > 5).run(print)  # doctest: +ELLIPSIS
+    True
+    <...>
+
+    **State.** Only the held result (see :mod:`reaqtive.operators._aggregate`).
+
+    **Demand.** Everything once asked; the source is cancelled at the answer.
+
+    Reaqtive: Any.
+    """
+    optional_callable(predicate, "any", "predicate")
+    return OperatorCall("any", (predicate,))
+
+
+def all(predicate: Callable[[typing.Any], object]) -> OperatorCall[bool]:
+    """``False`` as soon as an element does not satisfy ``predicate``; ``True`` if the source completes
+    (an empty source: ``True``, as Python's ``all``).
+
+    >>> from_iterable([2, 4, 5]).all(lambda x: x % 2 == 0).run(print)  # doctest: +ELLIPSIS
+    False
+    <...>
+
+    **State.** Only the held result.
+
+    **Demand.** Everything once asked; the source is cancelled at the answer.
+
+    Reaqtive: All.
+    """
+    require_callable(predicate, "all", "predicate")
+    return OperatorCall("all", (predicate,))
+
+
+def contains(value: object) -> OperatorCall[bool]:
+    """``True`` as soon as an element equal (``==``) to ``value`` arrives; ``False`` if the source completes
+    without one.
+
+    >>> from_iterable("abc").contains("b").run(print)  # doctest: +ELLIPSIS
+    True
+    <...>
+
+    **State.** Only the held result.
+
+    **Demand.** Everything once asked; the source is cancelled at the answer.
+
+    Reaqtive: Contains (its comparer overload is ``any(lambda x: same(x, value))`` here).
+    """
+    require_element(value, "contains", "value")
+    return OperatorCall("contains", (value,))
+
+
+def is_empty() -> OperatorCall[bool]:
+    """``False`` as soon as an element arrives; ``True`` if the source completes without one.
+
+    >>> from_iterable([]).is_empty().run(print)  # doctest: +ELLIPSIS
+    True
+    <...>
+
+    **State.** Only the held result.
+
+    **Demand.** Everything once asked; the source is cancelled at the answer.
+
+    Reaqtive: IsEmpty (composed as ``Any().Select(not)``; here it is one stage, ``reaqtive:is_empty``).
+    """
+    return OperatorCall("is_empty")
+
+
+@dataclass(frozen=True, slots=True)
+class AnyArgs:
+    """The arguments of an ``any`` node: ``(source, predicate)``, the predicate ``None`` for any element."""
+
+    source: Subscribable[typing.Any]
+    predicate: Callable[[typing.Any], object] | None
+
+    @classmethod
+    def read(cls, query: Expression[typing.Any]) -> AnyArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "predicate")
+        return cls(args.source(0), args.optional_function(1))
+
+
+@dataclass(frozen=True, slots=True)
+class AllArgs:
+    """The arguments of an ``all`` node: ``(source, predicate)``."""
+
+    source: Subscribable[typing.Any]
+    predicate: Callable[[typing.Any], object]
+
+    @classmethod
+    def read(cls, query: Expression[typing.Any]) -> AllArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "predicate")
+        return cls(args.source(0), args.function(1))
+
+
+@dataclass(frozen=True, slots=True)
+class ContainsArgs:
+    """The arguments of a ``contains`` node: ``(source, value)``."""
+
+    source: Subscribable[typing.Any]
+    value: object
+
+    @classmethod
+    def read(cls, query: Expression[typing.Any]) -> ContainsArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "value")
+        return cls(args.source(0), args.element(1))
+
+
+@dataclass(frozen=True, slots=True)
+class IsEmptyArgs:
+    """The arguments of an ``is_empty`` node: ``(source,)``."""
+
+    source: Subscribable[typing.Any]
+
+    @classmethod
+    def read(cls, query: Expression[typing.Any]) -> IsEmptyArgs:
+        """The checked arguments of ``query``."""
+        return cls(arguments(query, "source").source(0))
 
 
 class _Quantifier(AggregateStage[T, bool], Generic[T]):
     """An answer that one element can decide; ``when_completed`` is the answer if none did. When an element
-    decides, the answer goes downstream at once and the source is cancelled. State: only the held result."""
+    decides, the answer goes downstream at once and the source is cancelled."""
 
     when_completed: ClassVar[bool]
 
@@ -34,9 +178,9 @@ class _Quantifier(AggregateStage[T, bool], Generic[T]):
         return reader.read_bool("result")
 
 
-@register_operator("any")
+@register_operator("any", builder=any, args=AnyArgs)
 class Any(_Quantifier[T], Generic[T]):
-    """The running stage of ``Query.any``: ``True`` at the first element (satisfying the predicate)."""
+    """The running stage of :func:`any`."""
 
     name = "reaqtive:any"
     version: Version = (1,)
@@ -45,10 +189,9 @@ class Any(_Quantifier[T], Generic[T]):
     __slots__ = ("_predicate",)
 
     def __init__(self, query: Query[object], downstream: Subscriber[bool]) -> None:
-        args = arguments(query, "source", "predicate")
-        super().__init__(args.source(0), downstream)
-        predicate = args.optional_function(1)
-        self._predicate: Callable[[T], object] | None = predicate
+        args = AnyArgs.read(query)
+        super().__init__(args.source, downstream)
+        self._predicate: Callable[[T], object] | None = args.predicate
 
     def on_next(self, value: T) -> None:
         predicate = self._predicate
@@ -62,9 +205,9 @@ class Any(_Quantifier[T], Generic[T]):
         self._finish(True)
 
 
-@register_operator("all")
+@register_operator("all", builder=all, args=AllArgs)
 class All(_Quantifier[T], Generic[T]):
-    """The running stage of ``Query.all``: ``False`` at the first element not satisfying the predicate."""
+    """The running stage of :func:`all`."""
 
     name = "reaqtive:all"
     version: Version = (1,)
@@ -73,10 +216,9 @@ class All(_Quantifier[T], Generic[T]):
     __slots__ = ("_predicate",)
 
     def __init__(self, query: Query[object], downstream: Subscriber[bool]) -> None:
-        args = arguments(query, "source", "predicate")
-        super().__init__(args.source(0), downstream)
-        predicate = args.function(1)
-        self._predicate: Callable[[T], object] = predicate
+        args = AllArgs.read(query)
+        super().__init__(args.source, downstream)
+        self._predicate: Callable[[T], object] = args.predicate
 
     def on_next(self, value: T) -> None:
         try:
@@ -88,9 +230,9 @@ class All(_Quantifier[T], Generic[T]):
         self._finish(False)
 
 
-@register_operator("contains")
+@register_operator("contains", builder=contains, args=ContainsArgs)
 class Contains(_Quantifier[T], Generic[T]):
-    """The running stage of ``Query.contains``: ``True`` at the first element equal (``==``) to the value."""
+    """The running stage of :func:`contains`."""
 
     name = "reaqtive:contains"
     version: Version = (1,)
@@ -99,9 +241,9 @@ class Contains(_Quantifier[T], Generic[T]):
     __slots__ = ("_value",)
 
     def __init__(self, query: Query[object], downstream: Subscriber[bool]) -> None:
-        args = arguments(query, "source", "value")
-        super().__init__(args.source(0), downstream)
-        self._value: object = args.element(1)
+        args = ContainsArgs.read(query)
+        super().__init__(args.source, downstream)
+        self._value: object = args.value
 
     def on_next(self, value: T) -> None:
         try:
@@ -113,9 +255,9 @@ class Contains(_Quantifier[T], Generic[T]):
             self._finish(True)
 
 
-@register_operator("is_empty")
+@register_operator("is_empty", builder=is_empty, args=IsEmptyArgs)
 class IsEmpty(_Quantifier[T], Generic[T]):
-    """The running stage of ``Query.is_empty``: ``False`` at the first element."""
+    """The running stage of :func:`is_empty`."""
 
     name = "reaqtive:is_empty"
     version: Version = (1,)
@@ -124,7 +266,7 @@ class IsEmpty(_Quantifier[T], Generic[T]):
     __slots__ = ()
 
     def __init__(self, query: Query[object], downstream: Subscriber[bool]) -> None:
-        super().__init__(arguments(query, "source").source(0), downstream)
+        super().__init__(IsEmptyArgs.read(query).source, downstream)
 
     def on_next(self, value: T) -> None:
         self._finish(False)

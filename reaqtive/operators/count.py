@@ -3,25 +3,62 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._aggregate import AggregateStage
+from reaqtive.operators._aggregate import AggregateStage, optional_callable
 from reaqtive.streams import Subscriber
+from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Count"]
+__all__ = ["Count", "CountArgs", "count"]
 
 T = TypeVar("T")
 
 
-@register_operator("count", frames=4)
+def count(predicate: Callable[[Any], object] | None = None) -> OperatorCall[int]:
+    """How many elements the source had (that satisfy ``predicate``, if given), when it completes.
+
+    >>> from_iterable("hello").count().run(print)  # doctest: +ELLIPSIS
+    5
+    <...>
+    >>> from_iterable(range(10)).count(lambda x: x % 3 == 0).run(print)  # doctest: +ELLIPSIS
+    4
+    <...>
+
+    **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``count: int``.
+
+    **Demand.** Everything once asked; the result is held until demanded.
+
+    Reaqtive: Count.
+    """
+    optional_callable(predicate, "count", "predicate")
+    return OperatorCall("count", (predicate,))
+
+
+@dataclass(frozen=True, slots=True)
+class CountArgs:
+    """The arguments of a ``count`` node: ``(source, predicate)``, the predicate ``None`` to count every element."""
+
+    source: Subscribable[Any]
+    predicate: Callable[[Any], object] | None
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> CountArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "predicate")
+        return cls(args.source(0), args.optional_function(1))
+
+
+@register_operator("count", frames=4, builder=count, args=CountArgs)
 class Count(AggregateStage[T, int], Generic[T]):
-    """The running stage of ``Query.count``. State: the held result, then ``count: int``."""
+    """The running stage of :func:`count`."""
 
     name = "reaqtive:count"
     version: Version = (1,)
@@ -29,10 +66,9 @@ class Count(AggregateStage[T, int], Generic[T]):
     __slots__ = ("_count", "_predicate")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
-        args = arguments(query, "source", "predicate")
-        super().__init__(args.source(0), downstream)
-        predicate = args.optional_function(1)
-        self._predicate: Callable[[T], object] | None = predicate
+        args = CountArgs.read(query)
+        super().__init__(args.source, downstream)
+        self._predicate: Callable[[T], object] | None = args.predicate
         self._count = 0
 
     def save_state_core(self, writer: StateWriter) -> None:

@@ -1,101 +1,131 @@
-"""``debounce``: emit an element only once a quiet period followed it (Reaqtive ``Throttle``).
-
-Two stages, chosen by the argument:
-
-* :class:`Debounce` — ``debounce(duration)``: a scheduler timer, no inner subscription. One timer is armed per
-  quiet period, not one per element: when it fires early (a newer element moved the due time), it re-arms for
-  the new due time.
-* :class:`DebounceSelector` — ``debounce(duration_selector)``: the pending element's duration is the query
-  ``duration_selector(element)``; its first element or its completion ends the wait. That query is an inner
-  subscription, hosted by the environment when there is one (:mod:`reaqtive.operators._inner_subscriptions`), so
-  its own state
-  (a timer's due time, say) is checkpointed as a unit of its own and restored when the stage re-creates it.
-
-Both: a newer element replaces the pending one. The source's completion emits the pending element, then
-completes; its error drops it and is delivered at once. Downstream, at most one debounced element waits for
-demand; a newer one replaces it (latest wins, as ``sample``). Signals are serialized by a lock and a
-work-in-progress flag: the thread that finds nobody delivering delivers.
-"""
+"""``debounce``: emit an element only once a quiet period followed it."""
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_duration
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._emitter import COMPLETE, IDLE, UnaryEmitterBase
 from reaqtive.operators._inner_subscriptions import InnerHost, needs_environment_error, selected_source
 from reaqtive.operators._timing import add_safe
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduler_interface import Scheduler
-from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.state.fields import time_bounds
-from reaqtive.streams import (
-    LONG_MAX,
-    Subscriber,
-    Subscription,
-    add_demand,
-    non_positive_request_error,
-    require_not_none,
-)
+from reaqtive.streams import LONG_MAX, Subscriber, Subscription, require_not_none
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from reaqtive.query import Query
 
-__all__ = ["Debounce", "DebounceSelector"]
+__all__ = ["Debounce", "DebounceArgs", "DebounceSelector", "debounce"]
 
 T = TypeVar("T")
 
+_NOT_A_DURATION = "a timedelta >= 0, or a function returning a query"
 
-@register_operator("debounce", frames=20)
+
+def debounce(duration: timedelta | Callable[[Any], Subscribable[Any]]) -> OperatorCall[Any]:
+    """Emit an element only once ``duration`` passed without a newer one (Rx ``Throttle``/``debounce``); or,
+    with a function, once the query ``duration(element)`` emits or completes.
+
+    >>> from datetime import timedelta
+    >>> from reaqtive.testing import TestScheduler, on_next, on_completed
+    >>> scheduler = TestScheduler()
+    >>> xs = scheduler.create_hot_observable(on_next(210, 1), on_next(215, 2), on_next(240, 3),
+    ...                                      on_completed(245))
+    >>> scheduler.start(lambda: xs.debounce(timedelta(seconds=10))).messages
+    [OnNext(2)@225, OnNext(3)@245, OnCompleted()@245]
+    >>> scheduler = TestScheduler()
+    >>> xs = scheduler.create_hot_observable(on_next(210, 5), on_next(212, 20), on_next(240, 3))
+    >>> scheduler.start(lambda: xs.debounce(lambda x: Query.timer(timedelta(seconds=x))), disposed=300).messages
+    [OnNext(20)@232, OnNext(3)@243]
+
+    A newer element replaces the pending one (and its duration query). This source's completion emits the
+    pending element, then completes; its error drops it and goes downstream at once. A ``timedelta`` needs a
+    scheduler (a timer of the scheduler, no inner subscription); ``duration(element)`` is an inner
+    subscription, hosted by the environment when there is one: its first element or its completion ends the
+    wait, its error ends the result, and a stale duration query's signals are ignored. A negative duration is
+    refused.
+
+    **State.** The pending element, its absolute due time (a recovered query re-arms its timer for it, so the
+    element goes out when it would have) or its number (the id of its duration query) and whether that query
+    is live, an element waiting for demand, and whether this source completed. Hosted, the duration query's own
+    state (a timer's due time, say) is a unit of the environment under the id ``<prefix>/<n>`` (the n-th
+    element), restored when the recovered query re-creates it from the saved pending element; standalone,
+    checkpointing while a duration query is live is an error.
+
+    **Demand.** This source is asked without bound (debouncing must see every element to know which is the
+    last). At most one debounced element waits for downstream demand; a newer one replaces it (as
+    ``sample``). The duration query is asked for one element.
+
+    Reaqtive: Throttle.
+    """
+    if isinstance(duration, timedelta):
+        duration = require_duration(duration, "debounce", "duration")
+        if duration < timedelta(0):
+            raise ValueError(f"debounce: duration must not be negative, got {duration}")
+        return OperatorCall("debounce", (duration,))
+    if not callable(duration):
+        raise TypeError(
+            f"debounce: duration must be a timedelta or a function returning a query, got {type(duration).__name__}"
+        )
+    return OperatorCall("debounce", (duration,))
+
+
+@dataclass(frozen=True, slots=True)
+class DebounceArgs:
+    """The arguments of a ``debounce`` node: ``(source, duration)``, a ``timedelta`` or a function."""
+
+    source: Subscribable[Any]
+    duration: timedelta | Callable[[Any], Any]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> DebounceArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "duration")
+        source = args.source(0)
+        duration = args.value(1)
+        if isinstance(duration, timedelta):
+            return cls(source, args.duration(1))
+        if not callable(duration):
+            args.fail(1, _NOT_A_DURATION)
+        return cls(source, duration)
+
+
+@register_operator("debounce", frames=20, builder=debounce, args=DebounceArgs)
 def _bind_debounce(query: Query[Any], downstream: Subscriber[Any]) -> _DebounceBase[Any]:
     """``debounce(duration)`` or ``debounce(duration_selector)``: one expression operator, two stages."""
-    if isinstance(arguments(query, "source", "duration").value(1), timedelta):  # the stages check the rest
+    if isinstance(DebounceArgs.read(query).duration, timedelta):
         return Debounce(query, downstream)
     return DebounceSelector(query, downstream)
 
 
-class _DebounceBase(StatefulUnaryOperatorBase[T, T], Generic[T]):
+class _DebounceBase(UnaryEmitterBase[T, T], Generic[T]):
     """What both forms share: the pending element, the element waiting for demand, completion and delivery.
 
-    State (written first by both): whether an element is pending and which, whether a debounced element waits
-    for demand and which, whether the source completed.
+    Signals are serialized by the emitter (:mod:`reaqtive.operators._emitter`): the one waiting element is its
+    queue. Both forms write this state first: whether an element is pending and which, whether a debounced
+    element waits for demand and which, whether the source completed.
     """
 
-    __slots__ = (
-        "_demand",
-        "_error",
-        "_has_pending",
-        "_has_ready",
-        "_lock",
-        "_pending",
-        "_ready",
-        "_running",
-        "_source",
-        "_source_done",
-        "_wip",
-    )
+    __slots__ = ("_has_pending", "_has_ready", "_pending", "_ready", "_source", "_source_done")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, args: DebounceArgs, downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        self._source: Subscribable[T] = arguments(query, "source", "duration").source(0)
-        self._lock = threading.Lock()
+        self._source: Subscribable[T] = args.source
         self._pending: T | None = None
         self._has_pending = False
         self._ready: T | None = None  # debounced, waiting for demand
         self._has_ready = False
         self._source_done = False
-        self._error: BaseException | None = None
-        self._demand = 0
-        self._wip = False
-        self._running = False
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._has_pending)
@@ -120,19 +150,8 @@ class _DebounceBase(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def on_start(self) -> None:
         with self._lock:
             self._running = True
-        super().request(LONG_MAX)  # the source, without bound: handed over when its subscription arrives
-        self._work()
-
-    # -- downstream demand ---------------------------------------------------------------------------------------
-
-    def request(self, n: int) -> None:
-        with self._lock:
-            if n <= 0:
-                if self._error is None:
-                    self._error = non_positive_request_error(n)
-            else:
-                self._demand = add_demand(self._demand, n)
-        self._work()
+        self._request_upstream(LONG_MAX)  # the source, without bound: handed over when its subscription arrives
+        self._drain()
 
     # -- the source ----------------------------------------------------------------------------------------------
 
@@ -150,7 +169,7 @@ class _DebounceBase(StatefulUnaryOperatorBase[T, T], Generic[T]):
             self._flush()
         self._state.changed = True
         self._stop_waiting()
-        self._work()
+        self._drain()
 
     def _flush(self) -> None:
         """The pending element is debounced (lock held): it waits for demand, replacing an older one."""
@@ -161,57 +180,29 @@ class _DebounceBase(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def _stop_waiting(self) -> None:
         """The source completed: stop waiting for the quiet period (the pending element went out)."""
 
-    def _fail(self, error: BaseException) -> None:
-        with self._lock:
-            if self._error is None:
-                self._error = error
-        self._work()
+    # -- delivery: the emitter's hooks -------------------------------------------------------------------------
 
-    # -- delivery, one thread at a time --------------------------------------------------------------------------
+    def _poll(self) -> Any:
+        if self._has_ready and self._demand:
+            value, self._ready, self._has_ready = self._ready, None, False
+            if self._demand != LONG_MAX:
+                self._demand -= 1
+            return value
+        if self._source_done and not self._has_ready:
+            return COMPLETE
+        return IDLE
 
-    def _work(self) -> None:
-        with self._lock:
-            if self._wip or not self._running:
-                return
-            self._wip = True
-        while True:
-            error: BaseException | None = None
-            emit = complete = False
-            value: Any = None
-            with self._lock:
-                if self._disposed:
-                    return
-                if self._error is not None:
-                    error = self._error
-                elif self._has_ready and self._demand:
-                    value, self._ready, self._has_ready = self._ready, None, False
-                    if self._demand != LONG_MAX:
-                        self._demand -= 1
-                    emit = True
-                elif self._source_done and not self._has_ready:
-                    complete = True
-                else:
-                    self._wip = False
-                    return
-            if error is not None:
-                self._signal_error(error)
-                return
-            if complete:
-                self._signal_complete()
-                return
-            if emit:
-                self._state.changed = True
-                self._downstream.on_next(value)
+    def _deliver(self, item: Any) -> None:
+        self._state.changed = True
+        self._downstream.on_next(item)
 
 
 class Debounce(_DebounceBase[T], Generic[T]):
-    """The running stage of ``Query.debounce(duration)``.
+    """The running stage of :func:`debounce` by time: a scheduler timer, no inner subscription.
 
-    Each element becomes the pending one, due ``duration`` later (an absolute time from ``scheduler.now``); when
-    the due time passes without a newer element, it is debounced. Needs a scheduler.
-
-    State: as the base, plus the pending element's absolute due time (a recovered stage re-arms its timer for
-    it, so the element goes out when it would have). Time-based.
+    Each element becomes the pending one, due ``duration`` later (an absolute time from ``scheduler.now``). One
+    timer is armed per quiet period, not one per element: when it fires early (a newer element moved the due
+    time), it re-arms for the new due time.
     """
 
     name = "reaqtive:debounce"
@@ -220,8 +211,12 @@ class Debounce(_DebounceBase[T], Generic[T]):
     __slots__ = ("_armed", "_due", "_duration", "_scheduler")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(query, downstream)
-        self._duration = arguments(query, "source", "duration").duration(1)
+        args = DebounceArgs.read(query)
+        super().__init__(args, downstream)
+        duration = args.duration
+        if not isinstance(duration, timedelta):  # a query bound to the wrong stage
+            arguments(query, "source", "duration").fail(1, "a timedelta >= 0")
+        self._duration = duration
         self._due: datetime | None = None
         self._armed = False  # a timer task is scheduled
         self._scheduler: Scheduler | None = None
@@ -288,7 +283,7 @@ class Debounce(_DebounceBase[T], Generic[T]):
             self._arm(due)
             return
         self._state.changed = True
-        self._work()
+        self._drain()
 
     def _stop_waiting(self) -> None:
         with self._lock:
@@ -296,17 +291,12 @@ class Debounce(_DebounceBase[T], Generic[T]):
 
 
 class DebounceSelector(_DebounceBase[T], Generic[T]):
-    """The running stage of ``Query.debounce(duration_selector)``.
+    """The running stage of :func:`debounce` by a duration query.
 
     Each element becomes the pending one and opens its duration query, ``duration_selector(element)``, as the
-    inner subscription number ``n`` (the n-th element; hosted, the id ``<prefix>/<n>``), disposing (deleting)
-    the previous one. The duration query's first element or its completion debounces the pending element and
-    ends the inner subscription; its error ends the result. A stale duration query's signals are ignored.
-
-    State: as the base, plus the number of elements seen (the pending element's number is one less) and
-    whether its duration query is live. Hosted, the duration query's own state is a unit of the environment,
-    restored when the recovered stage re-creates it from the saved pending element; standalone, checkpointing
-    while a duration query is live is an error. Demand: the duration query is asked for one element.
+    inner subscription number ``n`` (the n-th element), through :class:`InnerHost`
+    (:mod:`reaqtive.operators._inner_subscriptions`), disposing (deleting) the previous one. The pending
+    element's number is one less than the count of elements seen, so the count is all the state needs.
     """
 
     name = "reaqtive:debounce+selector"
@@ -315,11 +305,11 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
     __slots__ = ("_count", "_has_inner", "_host", "_selector")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(query, downstream)
-        args = arguments(query, "source", "duration")
-        selector = args.value(1)
-        if not callable(selector):
-            args.fail(1, "a timedelta >= 0, or a function returning a query")
+        args = DebounceArgs.read(query)
+        super().__init__(args, downstream)
+        selector = args.duration
+        if isinstance(selector, timedelta):  # a query bound to the wrong stage
+            arguments(query, "source", "duration").fail(1, _NOT_A_DURATION)
         self._selector: Callable[[T], Any] = selector
         self._count = 0  # elements seen: the pending element is number count - 1
         self._has_inner = False  # the pending element's duration query is live
@@ -414,7 +404,7 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
         host = self._host
         assert host is not None
         host.delete(number)
-        self._work()
+        self._drain()
 
     def _duration_error(self, number: int, error: BaseException) -> None:
         with self._lock:

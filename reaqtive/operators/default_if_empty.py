@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber, non_positive_request_error
@@ -16,22 +18,53 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["DefaultIfEmpty"]
+__all__ = ["DefaultIfEmpty", "DefaultIfEmptyArgs", "default_if_empty"]
 
 T = TypeVar("T")
 
 
-@register_operator("default_if_empty")
-class DefaultIfEmpty(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.default_if_empty``.
+def default_if_empty(default_value: T) -> OperatorCall[T]:
+    """Pass the elements through; if the source completes without any, emit ``default_value``, then
+    complete.
 
-    Elements pass unchanged. If the upstream completes without any, the default value is emitted, then
-    ``on_complete``; when the downstream has not requested anything yet, the default waits for its first
-    ``request`` (one value held, never more).
+    >>> from_iterable([]).default_if_empty(0).run(print)  # doctest: +ELLIPSIS
+    0
+    <...>
 
-    State: whether an element was seen; whether the upstream completed empty and the default still waits for
-    demand (so a query recovered in that state emits it without its upstream). Demand passes straight through.
+    ``default_value`` is required and must not be ``None`` (``None`` is never an element; Reaqtive's
+    one-argument overload emits ``default(T)``, which has no Python equivalent).
+
+    **State.** Whether an element was seen, and whether the upstream completed empty and the default still waits
+    for demand (so a query recovered in that state emits it without its upstream).
+
+    **Demand.** Passed upstream unchanged; a default with no demand yet waits for the first ``request`` (one
+    value held, never more).
+
+    Reaqtive: DefaultIfEmpty.
     """
+    if default_value is None:
+        raise TypeError("default_if_empty: default_value must not be None (None is never an element)")
+    return OperatorCall("default_if_empty", (default_value,))
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultIfEmptyArgs:
+    """The arguments of a ``default_if_empty`` node: ``(source, default)``."""
+
+    source: Subscribable[Any]
+    default: object
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> DefaultIfEmptyArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "default")
+        return cls(args.source(0), args.element(1))
+
+
+@register_operator("default_if_empty", builder=default_if_empty, args=DefaultIfEmptyArgs)
+class DefaultIfEmpty(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The running stage of :func:`default_if_empty`: ``_lock`` serializes the first ``request`` with an empty
+    completion, so that the default is emitted exactly once, by whichever of the two comes second."""
 
     name = "reaqtive:default_if_empty"
     version: Version = (1,)
@@ -40,9 +73,9 @@ class DefaultIfEmpty(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "default")
-        self._source: Subscribable[T] = args.source(0)
-        self._default: T = args.element(1)  # type: ignore[assignment]
+        args = DefaultIfEmptyArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._default: T = args.default  # type: ignore[assignment]
         self._not_empty = False
         self._pending = False
         self._requested = False  # the downstream requested something (guarded by _lock)

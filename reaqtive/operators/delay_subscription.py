@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._timing import due_bounds, due_time
+from reaqtive.operators._timing import due_bounds, due_time, require_due
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -21,25 +23,61 @@ from reaqtive.visitors import set_context_all, start_all, subscribe_all
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["DelaySubscription"]
+__all__ = ["DelaySubscription", "DelaySubscriptionArgs", "delay_subscription"]
 
 T = TypeVar("T")
 
 
-@register_operator("delay_subscription", frames=2)
+def delay_subscription(due: timedelta | datetime) -> OperatorCall[Any]:
+    """Subscribe to this source only at ``due``: a delay from the start (``timedelta``) or an absolute,
+    timezone-aware ``datetime``. Needs a scheduler.
+
+    >>> from datetime import timedelta
+    >>> from reaqtive.testing import TestScheduler, on_next, on_completed
+    >>> scheduler = TestScheduler()
+    >>> xs = scheduler.create_cold_observable(on_next(10, "a"), on_completed(20))
+    >>> scheduler.start(lambda: xs.delay_subscription(timedelta(seconds=50))).messages
+    [OnNext('a')@260, OnCompleted()@270]
+    >>> xs.subscriptions
+    [Subscribe(250, 270)]
+
+    A zero or negative delay, or a time already past, subscribes at once (as Rx, which treats a negative
+    delay as zero; Reaqtive rejects a negative delay). If subscribing fails, the error goes downstream. After
+    the due time, elements pass straight through.
+
+    **State.** The absolute due time (computed at the start for a delay) and whether the source was subscribed:
+    a recovered query re-creates the subscription, and its subtree's state is saved with the query's.
+
+    **Demand.** Passed upstream unchanged; demand signalled before the source is subscribed is handed over at
+    once when it is.
+
+    Reaqtive: DelaySubscription.
+    """
+    return OperatorCall("delay_subscription", (require_due(due, "delay_subscription", "due"),))
+
+
+@dataclass(frozen=True, slots=True)
+class DelaySubscriptionArgs:
+    """The arguments of a ``delay_subscription`` node: ``(source, due)``."""
+
+    source: Subscribable[Any]
+    due: timedelta | datetime
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> DelaySubscriptionArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "due")
+        return cls(args.source(0), args.due(1))
+
+
+@register_operator("delay_subscription", frames=2, builder=delay_subscription, args=DelaySubscriptionArgs)
 class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.delay_subscription``.
+    """The running stage of :func:`delay_subscription`.
 
     Until the due time the source is not subscribed at all (its subtree does not exist); at the due time the
     stage subscribes and initializes it (subscribe, set the context, start), in a single-assignment holder that
-    visitors reach, so the subtree's state is saved with the query's. After that, elements pass straight through.
-
-    State: the absolute due time (computed at the start from ``scheduler.now`` for a delay) and whether the
-    source was subscribed. A recovered stage that had subscribed re-creates the subtree while loading, so the
-    load traversal loads it and the start traversal starts it.
-
-    Demand: passed upstream unchanged; demand signalled before the source is subscribed is handed over at once
-    when it is.
+    visitors reach, so the subtree's state is saved with the query's. A recovered stage that had subscribed
+    re-creates the subtree while loading, so the load traversal loads it and the start traversal starts it.
     """
 
     name = "reaqtive:delay_subscription"
@@ -49,9 +87,9 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "due")
-        self._source: Subscribable[T] = args.source(0)
-        self._due = args.due(1)
+        args = DelaySubscriptionArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._due = args.due
         self._next_due: datetime | None = None
         self._subscribed = False
         self._holder = SingleAssignmentSubscription()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators.settings import MAX_DISTINCT_ELEMENTS, read_limit
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -19,9 +21,57 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Distinct", "DistinctComparer", "bind_distinct"]
+__all__ = ["Distinct", "DistinctArgs", "DistinctComparer", "bind_distinct", "distinct"]
 
 T = TypeVar("T")
+
+
+def distinct(
+    key_selector: Callable[[T], object] | None = None,
+    comparer: Callable[[Any, Any], object] | None = None,
+) -> OperatorCall[T]:
+    """Keep only the elements whose key (the element, or ``key_selector(element)``) was not seen before.
+
+    >>> from_iterable([1, 2, 1, 3, 2]).distinct().run(print)  # doctest: +ELLIPSIS
+    1
+    2
+    3
+    <...>
+
+    In Python, a *comparer* is best a key: ``key_selector`` maps elements to hashable keys (``str.lower``
+    for case-insensitive text), kept in a ``set``, O(1) per element. ``comparer(seen_key, key) -> bool``
+    (true: equal) is for keys that cannot be hashed: every new key is compared with all keys seen so far, in
+    the order they were first seen, O(n) per element and O(n²) in all; prefer a key when you can.
+    An exception from ``key_selector`` or ``comparer``, or an unhashable key, becomes ``on_error``.
+
+    **State.** The keys seen (a set; with a comparer, a list): they must be values the state codec can write.
+    Setting ``MAX_DISTINCT_ELEMENTS`` bounds their number (``LimitExceededError`` through ``on_error``).
+
+    **Demand.** As :meth:`filter` (a ``request(1)`` upstream per dropped element, unless demand is unbounded).
+
+    Reaqtive: Distinct.
+    """
+    if key_selector is not None:
+        require_callable(key_selector, "distinct", "key_selector")
+    if comparer is not None:
+        require_callable(comparer, "distinct", "comparer")
+    return OperatorCall("distinct", (key_selector, comparer))
+
+
+@dataclass(frozen=True, slots=True)
+class DistinctArgs:
+    """The arguments of a ``distinct`` node: ``(source, key_selector, comparer)``, both functions optional."""
+
+    source: Subscribable[Any]
+    key_selector: Callable[[Any], object] | None
+    comparer: Callable[[Any, Any], object] | None
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> DistinctArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "key_selector", "comparer")
+        comparer = None if args.value(2) is None else args.function(2)
+        return cls(args.source(0), args.optional_function(1), comparer)
 
 
 class _DistinctBase(StatefulUnaryOperatorBase[T, T], Generic[T]):
@@ -29,11 +79,10 @@ class _DistinctBase(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_key_selector", "_limit", "_requested", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, args: DistinctArgs, downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "key_selector", "comparer")
-        self._source: Subscribable[T] = args.source(0)
-        self._key_selector: Callable[[T], object] | None = args.optional_function(1)
+        self._source: Subscribable[T] = args.source
+        self._key_selector: Callable[[T], object] | None = args.key_selector
         self._requested = 0
         self._limit = LONG_MAX
 
@@ -60,11 +109,7 @@ class _DistinctBase(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
 
 class Distinct(_DistinctBase[T], Generic[T]):
-    """``distinct()`` / ``distinct(key_selector)``: the keys seen so far in a ``set`` (keys must be hashable).
-
-    State: the set of keys. Demand: as ``filter`` (a ``request(1)`` upstream per dropped element, unless
-    demand is unbounded). Limit: ``MAX_DISTINCT_ELEMENTS`` keys.
-    """
+    """The running stage of :func:`distinct` without a comparer: the keys seen so far in a ``set``."""
 
     name = "reaqtive:distinct"
     version: Version = (1,)
@@ -72,7 +117,7 @@ class Distinct(_DistinctBase[T], Generic[T]):
     __slots__ = ("_keys",)
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(query, downstream)
+        super().__init__(DistinctArgs.read(query), downstream)
         self._keys: set[object] = set()
 
     def save_state_core(self, writer: StateWriter) -> None:
@@ -101,12 +146,8 @@ class Distinct(_DistinctBase[T], Generic[T]):
 
 
 class DistinctComparer(_DistinctBase[T], Generic[T]):
-    """``distinct(comparer=...)`` (with or without a key selector): the keys seen so far in a list, in the
-    order they were first seen, each new key compared with ``comparer(seen, key)`` against all of them: O(n)
-    per element, O(n²) in all. For keys that can be hashed, a key selector (the Pythonic comparer) is faster.
-
-    State: the list of keys. Demand: as ``filter``. Limit: ``MAX_DISTINCT_ELEMENTS`` keys.
-    """
+    """The running stage of :func:`distinct` with a comparer: the keys seen so far in a list (they need not be
+    hashable), each new key compared with all of them."""
 
     name = "reaqtive:distinct+comparer"
     version: Version = (1,)
@@ -114,10 +155,12 @@ class DistinctComparer(_DistinctBase[T], Generic[T]):
     __slots__ = ("_comparer", "_keys")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(query, downstream)
-        self._comparer: Callable[[object, object], object] = arguments(
-            query, "source", "key_selector", "comparer"
-        ).function(2)
+        args = DistinctArgs.read(query)
+        super().__init__(args, downstream)
+        comparer = args.comparer
+        if comparer is None:  # bind_distinct binds a node without a comparer to Distinct, never here
+            arguments(query, "source", "key_selector", "comparer").fail(2, "callable")
+        self._comparer: Callable[[object, object], object] = comparer
         self._keys: list[object] = []
 
     def save_state_core(self, writer: StateWriter) -> None:
@@ -146,7 +189,7 @@ class DistinctComparer(_DistinctBase[T], Generic[T]):
         self._downstream.on_next(value)
 
 
-@register_operator("distinct")
+@register_operator("distinct", builder=distinct, args=DistinctArgs)
 def bind_distinct(query: Query[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of ``distinct``: args ``(source, key_selector | None, comparer | None)``."""
     if arguments(query, "source", "key_selector", "comparer").value(2) is None:  # the stages check the rest

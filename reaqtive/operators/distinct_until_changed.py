@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
@@ -16,20 +18,60 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["DistinctUntilChanged"]
+__all__ = ["DistinctUntilChanged", "DistinctUntilChangedArgs", "distinct_until_changed"]
 
 T = TypeVar("T")
 
 
-@register_operator("distinct_until_changed")
-class DistinctUntilChanged(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.distinct_until_changed``: emits an element when its key (the element, or
-    ``key_selector(element)``) differs from the current key, by ``==`` or by ``comparer(current, key)``
-    (true: equal); the first element is always emitted. The current key changes only when an element is emitted.
+def distinct_until_changed(
+    key_selector: Callable[[T], object] | None = None,
+    comparer: Callable[[Any, Any], object] | None = None,
+) -> OperatorCall[T]:
+    """Drop the elements whose key (the element, or ``key_selector(element)``) equals the key of the last
+    element emitted.
 
-    State: whether there is a current key, then the key (written only when it changes). Demand: as ``filter``
-    (a ``request(1)`` upstream per dropped element, unless demand is unbounded).
+    >>> from_iterable([1, 1, 2, 2, 1]).distinct_until_changed().run(print)  # doctest: +ELLIPSIS
+    1
+    2
+    1
+    <...>
+
+    Keys are compared with ``==``, or with ``comparer(current_key, key) -> bool`` (true: equal). The first
+    element is always emitted. An exception from ``key_selector`` or ``comparer`` becomes ``on_error``.
+
+    **State.** Whether there is a current key, then the key, which changes only when an element is emitted (so
+    it is marked changed only then); it must be a value the state codec can write.
+
+    **Demand.** As :meth:`filter` (a ``request(1)`` upstream per dropped element, unless demand is unbounded).
+
+    Reaqtive: DistinctUntilChanged.
     """
+    if key_selector is not None:
+        require_callable(key_selector, "distinct_until_changed", "key_selector")
+    if comparer is not None:
+        require_callable(comparer, "distinct_until_changed", "comparer")
+    return OperatorCall("distinct_until_changed", (key_selector, comparer))
+
+
+@dataclass(frozen=True, slots=True)
+class DistinctUntilChangedArgs:
+    """The arguments of a ``distinct_until_changed`` node: ``(source, key_selector, comparer)``, both functions
+    optional."""
+
+    source: Subscribable[Any]
+    key_selector: Callable[[Any], object] | None
+    comparer: Callable[[Any, Any], object] | None
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> DistinctUntilChangedArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "key_selector", "comparer")
+        return cls(args.source(0), args.optional_function(1), args.optional_function(2))
+
+
+@register_operator("distinct_until_changed", builder=distinct_until_changed, args=DistinctUntilChangedArgs)
+class DistinctUntilChanged(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The running stage of :func:`distinct_until_changed`."""
 
     name = "reaqtive:distinct_until_changed"
     version: Version = (1,)
@@ -38,10 +80,10 @@ class DistinctUntilChanged(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "key_selector", "comparer")
-        self._source: Subscribable[T] = args.source(0)
-        self._key_selector: Callable[[T], object] | None = args.optional_function(1)
-        self._comparer: Callable[[object, object], object] | None = args.optional_function(2)
+        args = DistinctUntilChangedArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._key_selector: Callable[[T], object] | None = args.key_selector
+        self._comparer: Callable[[object, object], object] | None = args.comparer
         self._requested = 0
         self._has_key = False
         self._key: object = None

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_callable
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import Version
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -16,23 +18,89 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Do"]
+__all__ = ["Do", "DoArgs", "do"]
 
 T = TypeVar("T")
+
+
+def do(
+    on_next: Callable[[T], object] | Any = None,
+    on_error: Callable[[BaseException], object] | None = None,
+    on_complete: Callable[[], object] | None = None,
+) -> OperatorCall[T]:
+    """Run side effects for the signals passing this point; the signals pass unchanged.
+
+    Give callbacks (any of ``on_next``, ``on_error``, ``on_complete``), or one observer: an object with
+    ``on_next``, ``on_error`` and ``on_complete`` methods (an ``on_subscribe`` it may have is not called).
+
+    >>> from_iterable([1, 2]).do(lambda x: print("saw", x)).run(lambda x: None)  # doctest: +ELLIPSIS
+    saw 1
+    saw 2
+    <...>
+
+    The callback runs first, then the signal goes downstream. An exception from a callback becomes
+    ``on_error`` and ends the subscription; one from ``on_error`` replaces the upstream's error (as in Rx).
+    A callback not given does nothing (Reaqtive's default ``on_error`` also ignores the error).
+
+    **State.** None beyond the base.
+
+    **Demand.** Passed upstream unchanged.
+
+    Reaqtive: Do.
+    """
+    if _is_observer(on_next):
+        if on_error is not None or on_complete is not None:
+            raise TypeError("do: give either an observer or callbacks, not both")
+        observer: Any = on_next
+        return OperatorCall("do", (observer.on_next, observer.on_error, observer.on_complete))
+    _require_optional_callable(on_next, "on_next")
+    _require_optional_callable(on_error, "on_error")
+    _require_optional_callable(on_complete, "on_complete")
+    if on_next is None and on_error is None and on_complete is None:
+        raise TypeError("do: give at least one callback (on_next, on_error, on_complete) or an observer")
+    return OperatorCall("do", (on_next, on_error, on_complete))
+
+
+def _require_optional_callable(value: object, name: str) -> None:
+    if value is not None:
+        require_callable(value, "do", name)
+
+
+def _is_observer(value: object) -> bool:
+    return all(callable(getattr(value, method, None)) for method in ("on_next", "on_error", "on_complete"))
+
+
+@dataclass(frozen=True, slots=True)
+class DoArgs:
+    """The arguments of a ``do`` node: ``(source, on_next, on_error, on_complete)``, at least one callback."""
+
+    source: Subscribable[Any]
+    on_next: Callable[[Any], object] | None
+    on_error: Callable[[BaseException], object] | None
+    on_complete: Callable[[], object] | None
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> DoArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "on_next", "on_error", "on_complete")
+        source = args.source(0)
+        on_next = args.optional_function(1)
+        on_error = args.optional_function(2)
+        on_complete = args.optional_function(3)
+        if on_next is None and on_error is None and on_complete is None:
+            args.fail(1, "callable when on_error and on_complete are None (do needs at least one callback)")
+        return cls(source, on_next, on_error, on_complete)
 
 
 def _ignore(value: object) -> None:
     """The side effect of a callback that was not given."""
 
 
-@fusible("do", frames=2)
+@fusible("do", frames=2, builder=do, args=DoArgs)
 class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.do``: calls the side-effect callback first, then passes the signal on.
-
-    A callback's exception ends the stage with ``on_error`` (for ``on_error``: the callback's exception replaces
-    the upstream's error). State: none beyond the base. Demand passes straight through. Fuses with adjacent
-    fusible stages (:mod:`reaqtive.operators._fusion`).
-    """
+    """The running stage of :func:`do`: an ``on_next`` not given is a function that does nothing, so that the
+    element path (and the fused step) needs no test. Fuses with adjacent fusible stages
+    (:mod:`reaqtive.operators._fusion`)."""
 
     name = "reaqtive:do"
     version: Version = (1,)
@@ -41,14 +109,11 @@ class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "on_next", "on_error", "on_complete")
-        self._source: Subscribable[T] = args.source(0)
-        on_next = args.optional_function(1)
-        self._on_error: Callable[[BaseException], object] | None = args.optional_function(2)
-        self._on_complete: Callable[[], object] | None = args.optional_function(3)
-        if on_next is None and self._on_error is None and self._on_complete is None:
-            args.fail(1, "callable when on_error and on_complete are None (do needs at least one callback)")
-        self._on_next: Callable[[T], object] = on_next if on_next is not None else _ignore
+        args = DoArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._on_error = args.on_error
+        self._on_complete = args.on_complete
+        self._on_next: Callable[[T], object] = args.on_next if args.on_next is not None else _ignore
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

@@ -2,28 +2,96 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_non_negative_int
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._aggregate import AggregateStage
+from reaqtive.operators._aggregate import AggregateStage, require_element
 from reaqtive.streams import Subscriber
+from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["ElementAt"]
+__all__ = ["ElementAt", "ElementAtArgs", "ElementAtOrDefaultArgs", "element_at", "element_at_or_default"]
 
 T = TypeVar("T")
 
 
-@register_operator("element_at")
-@register_operator("element_at_or_default")
+def element_at(index: int) -> OperatorCall[Any]:
+    """The element at ``index`` (0-based), at once; then the source is cancelled. A source that ends
+    before it is an ``IndexError``.
+
+    >>> from_iterable("abcd").element_at(2).run(print)  # doctest: +ELLIPSIS
+    c
+    <...>
+
+    **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``remaining: int``, the
+    elements still to skip (``reaqtive:element_at``).
+
+    **Demand.** Everything once asked.
+
+    Reaqtive: ElementAt.
+    """
+    require_non_negative_int(index, "element_at", "index")
+    return OperatorCall("element_at", (index,))
+
+
+def element_at_or_default(index: int, default: Any) -> OperatorCall[Any]:
+    """As :meth:`element_at`, but ``default`` when the source ends before ``index``.
+
+    >>> from_iterable("ab").element_at_or_default(5, "?").run(print)  # doctest: +ELLIPSIS
+    ?
+    <...>
+
+    **State.** The held result, then ``remaining: int`` (``reaqtive:element_at``).
+
+    **Demand.** Everything once asked; the result is held until demanded.
+
+    Reaqtive: ElementAtOrDefault.
+    """
+    require_non_negative_int(index, "element_at_or_default", "index")
+    require_element(default, "element_at_or_default", "default")
+    return OperatorCall("element_at_or_default", (index, default))
+
+
+@dataclass(frozen=True, slots=True)
+class ElementAtArgs:
+    """The arguments of an ``element_at`` node: ``(source, index)``."""
+
+    source: Subscribable[Any]
+    index: int
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> ElementAtArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "index")
+        return cls(args.source(0), args.integer(1))
+
+
+@dataclass(frozen=True, slots=True)
+class ElementAtOrDefaultArgs:
+    """The arguments of an ``element_at_or_default`` node: ``(source, index, default)``."""
+
+    source: Subscribable[Any]
+    index: int
+    default: object
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> ElementAtOrDefaultArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "index", "default")
+        return cls(args.source(0), args.integer(1), args.element(2))
+
+
+@register_operator("element_at", builder=element_at, args=ElementAtArgs)
+@register_operator("element_at_or_default", builder=element_at_or_default, args=ElementAtOrDefaultArgs)
 class ElementAt(AggregateStage[T, T], Generic[T]):
-    """The running stage of ``Query.element_at`` (``(source, index)``) and ``element_at_or_default``
-    (``(source, index, default)``): the element at ``index``, at once. A source that ends before it is an
-    ``IndexError``, or the default. State: the held result, then ``remaining: int`` (elements still to skip)."""
+    """The running stage of :func:`element_at` and :func:`element_at_or_default` (one persisted name: the
+    default is part of the query, not of the state)."""
 
     name = "reaqtive:element_at"
     version: Version = (1,)
@@ -31,18 +99,18 @@ class ElementAt(AggregateStage[T, T], Generic[T]):
     __slots__ = ("_default", "_index", "_op", "_remaining")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+        args: ElementAtArgs | ElementAtOrDefaultArgs
         default: object = None
         if query.op == "element_at_or_default":
-            args = arguments(query, "source", "index", "default")
-            default = args.element(2)
+            args = ElementAtOrDefaultArgs.read(query)
+            default = args.default
         else:
-            args = arguments(query, "source", "index")
-        super().__init__(args.source(0), downstream)
-        index = args.integer(1)
+            args = ElementAtArgs.read(query)
+        super().__init__(args.source, downstream)
         self._op = query.op
-        self._index = index
+        self._index = args.index
         self._default: T | None = default  # type: ignore[assignment]
-        self._remaining = index
+        self._remaining = args.index
 
     def save_state_core(self, writer: StateWriter) -> None:
         super().save_state_core(writer)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, source_node
 from reaqtive.operator import Version
 from reaqtive.operators._source import TERMINATED, PullSource
 from reaqtive.scheduler_interface import YieldToken
@@ -14,18 +16,44 @@ from reaqtive.streams import Subscriber
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Empty"]
+__all__ = ["Empty", "EmptyArgs", "empty"]
 
 T = TypeVar("T")
 
 
-@register_operator("empty")
-class Empty(PullSource[Any]):
-    """The running source of ``Query.empty``: completes at once (no demand needed, rule 1.2).
+def empty() -> Query[Any]:
+    """A source that completes at once, without elements.
 
-    State: none beyond the base (a completed source is restored as disposed). Hosted, the completion goes out
-    on the scheduler (one tick after the start under the test scheduler); standalone, inside ``start``.
+    >>> Query.empty().run(print, on_complete=lambda: print("done"))  # doctest: +ELLIPSIS
+    done
+    <...>
+
+    Hosted, it completes on the scheduler (one tick after the start under the test scheduler); standalone, inside
+    ``start``.
+
+    **State.** None (a completed source is restored as disposed).
+
+    **Demand.** None needed (rule 1.2).
+
+    Reaqtive: Empty.
     """
+    return source_node("empty", ())
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyArgs:
+    """The arguments of an ``empty`` node: none."""
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> EmptyArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if there are any)."""
+        arguments(query)
+        return cls()
+
+
+@register_operator("empty", builder=empty, args=EmptyArgs)
+class Empty(PullSource[Any]):
+    """The running source of :func:`empty`: its first drain completes."""
 
     name = "reaqtive:empty"
     version: Version = (1,)
@@ -33,7 +61,7 @@ class Empty(PullSource[Any]):
     __slots__ = ()
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
-        arguments(query)  # none
+        EmptyArgs.read(query)
         super().__init__(downstream)
 
     def emit(self, demand: int, token: YieldToken) -> int:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -17,21 +19,89 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Filter", "FilterIndexed"]
+__all__ = ["Filter", "FilterArgs", "FilterIndexed", "FilterIndexedArgs", "filter", "filter_indexed"]
 
 T = TypeVar("T")
 
 
-@fusible("filter")
-class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.filter``.
+def filter(predicate: Callable[[T], object]) -> OperatorCall[T]:
+    """Keep the elements for which ``predicate`` is true.
 
-    Demand: passed upstream; each dropped element is replaced with ``request(1)`` upstream so the downstream's
-    outstanding demand stays covered. Once the downstream has requested ``LONG_MAX`` in total, demand is
-    effectively unbounded (rule 3.17) and dropping costs nothing more.
+    >>> from_iterable(range(6)).filter(lambda x: x % 2 == 0).run(print)  # doctest: +ELLIPSIS
+    0
+    2
+    4
+    <...>
 
-    State: none beyond the base. Fuses with adjacent fusible stages (:mod:`reaqtive.operators._fusion`).
+    An exception from ``predicate`` becomes ``on_error``.
+
+    **State.** None beyond the base.
+
+    **Demand.** Passed upstream; each dropped element is replaced by a ``request(1)`` upstream, so the
+    downstream's outstanding demand stays covered, unless demand is unbounded (once the downstream has requested
+    ``LONG_MAX`` in total, rule 3.17, dropping costs nothing more).
+
+    Reaqtive: Where.
     """
+    require_callable(predicate, "filter", "predicate")
+    return OperatorCall("filter", (predicate,))
+
+
+def filter_indexed(predicate: Callable[[T, int], object]) -> OperatorCall[T]:
+    """Keep the elements for which ``predicate(element, index)`` is true; the index counts every element
+    received, kept or not, from 0.
+
+    >>> from_iterable("abcde").filter_indexed(lambda x, i: i % 2 == 0).run(print)  # doctest: +ELLIPSIS
+    a
+    c
+    e
+    <...>
+
+    An exception from ``predicate`` becomes ``on_error``.
+
+    **State.** The index of the next element.
+
+    **Demand.** As :meth:`filter` (a ``request(1)`` upstream for each dropped element, unless demand is
+    unbounded).
+
+    Reaqtive: Where+Index.
+    """
+    require_callable(predicate, "filter_indexed", "predicate")
+    return OperatorCall("filter_indexed", (predicate,))
+
+
+@dataclass(frozen=True, slots=True)
+class FilterArgs:
+    """The arguments of a ``filter`` node: ``(source, predicate)``."""
+
+    source: Subscribable[Any]
+    predicate: Callable[[Any], object]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> FilterArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "predicate")
+        return cls(args.source(0), args.function(1))
+
+
+@dataclass(frozen=True, slots=True)
+class FilterIndexedArgs:
+    """The arguments of a ``filter_indexed`` node: ``(source, predicate)``."""
+
+    source: Subscribable[Any]
+    predicate: Callable[[Any, int], object]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> FilterIndexedArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "predicate")
+        return cls(args.source(0), args.function(1))
+
+
+@fusible("filter", builder=filter, args=FilterArgs)
+class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The running stage of :func:`filter`: ``_unbounded`` caches ``_requested == LONG_MAX``, read per dropped
+    element. Fuses with adjacent fusible stages (:mod:`reaqtive.operators._fusion`)."""
 
     name = "reaqtive:filter"
     version: Version = (1,)
@@ -40,9 +110,9 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "predicate")
-        self._source: Subscribable[T] = args.source(0)
-        self._predicate: Callable[[T], object] = args.function(1)
+        args = FilterArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._predicate: Callable[[T], object] = args.predicate
         self._requested = 0
         self._unbounded = False  # self._requested == LONG_MAX, read per dropped element
 
@@ -90,14 +160,9 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
             upstream.request(1)
 
 
-@register_operator("filter_indexed")
+@register_operator("filter_indexed", builder=filter_indexed, args=FilterIndexedArgs)
 class FilterIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.filter_indexed``: keeps ``element`` when ``predicate(element, index)`` is
-    true; the index counts every element received (kept or dropped), from 0.
-
-    State: the index of the next element. Demand: as :class:`Filter` (a ``request(1)`` upstream for each dropped
-    element, unless demand is unbounded).
-    """
+    """The running stage of :func:`filter_indexed`."""
 
     name = "reaqtive:filter+index"
     version: Version = (1,)
@@ -106,9 +171,9 @@ class FilterIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "predicate")
-        self._source: Subscribable[T] = args.source(0)
-        self._predicate: Callable[[T, int], object] = args.function(1)
+        args = FilterIndexedArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._predicate: Callable[[T, int], object] = args.predicate
         self._requested = 0
         self._index = 0
 

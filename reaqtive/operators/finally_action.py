@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
 from reaqtive.context import DEFAULT_LOGGER
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import Version
 from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -18,25 +20,54 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["FinallyAction"]
+__all__ = ["FinallyAction", "FinallyActionArgs", "finally_action"]
 
 T = TypeVar("T")
 
 
-@register_operator("finally_action", frames=2)
-class FinallyAction(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.finally_action``: elements pass unchanged; ``action`` runs when the stage is
-    disposed (after ``on_complete``/``on_error`` went downstream, or on cancel/dispose), exactly once.
+def finally_action(action: Callable[[], object]) -> OperatorCall[Any]:
+    """Run ``action()`` exactly once when the subscription ends: after ``on_complete`` or ``on_error`` went
+    downstream, or when it is cancelled or disposed.
 
-    A node restored as disposed does not run the action again: it ran before that checkpoint was taken.
+    >>> from_iterable([1]).finally_action(lambda: print("done")).run(print)  # doctest: +ELLIPSIS
+    1
+    done
+    <...>
 
-    The action's exception cannot go downstream (the subscription is over) and is not raised into the caller
-    (``cancel`` returns normally, rule 3.15; a terminal signal must not throw back upstream, rule 2.13): with a
-    scheduler it is raised in a task, so it reaches the scheduler's ``unhandled_exception`` chain (logged, and
-    the query's scheduler faulted unless a handler handles it); standalone, it is logged on the context's logger.
+    A query recovered from a checkpoint taken after it ended does not run the action again. An exception
+    from ``action`` cannot reach the (finished) downstream and ``cancel`` must return normally (rule 3.15; a
+    terminal signal must not throw back upstream either, rule 2.13): with a scheduler it is raised in a task of
+    the stage, so it goes to the scheduler's ``unhandled_exception`` chain (logged, and the query's scheduler
+    faulted unless a handler handles it); standalone it is logged on the context's logger.
 
-    State: none beyond the base. Demand passes straight through.
+    **State.** None beyond the base.
+
+    **Demand.** Passed upstream unchanged.
+
+    Reaqtive: Finally.
     """
+    require_callable(action, "finally_action", "action")
+    return OperatorCall("finally_action", (action,))
+
+
+@dataclass(frozen=True, slots=True)
+class FinallyActionArgs:
+    """The arguments of a ``finally_action`` node: ``(source, action)``."""
+
+    source: Subscribable[Any]
+    action: Callable[[], object]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> FinallyActionArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "action")
+        return cls(args.source(0), args.function(1))
+
+
+@register_operator("finally_action", frames=2, builder=finally_action, args=FinallyActionArgs)
+class FinallyAction(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The running stage of :func:`finally_action`: the action runs in ``on_dispose``, which the base calls once
+    however the subscription ends; a node restored as disposed skips it (it ran before that checkpoint)."""
 
     name = "reaqtive:finally_action"
     version: Version = (1,)
@@ -45,9 +76,9 @@ class FinallyAction(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "action")
-        self._source: Subscribable[T] = args.source(0)
-        self._action: Callable[[], object] = args.function(1)
+        args = FinallyActionArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._action: Callable[[], object] = args.action
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

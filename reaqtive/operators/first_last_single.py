@@ -3,38 +3,195 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._aggregate import AggregateStage, no_elements_error
+from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable, require_element
 from reaqtive.streams import Subscriber
+from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["First", "Last", "Single"]
+__all__ = [
+    "First",
+    "Last",
+    "PickArgs",
+    "PickOrDefaultArgs",
+    "Single",
+    "first",
+    "first_or_default",
+    "last",
+    "last_or_default",
+    "single",
+    "single_or_default",
+]
 
 T = TypeVar("T")
 
 
+def first(predicate: Callable[[Any], object] | None = None) -> OperatorCall[Any]:
+    """The first element (satisfying ``predicate``, if given), at once; then the source is cancelled. None
+    found is a ``ValueError``.
+
+    >>> from_iterable([5, 6, 7]).first(lambda x: x % 2 == 0).run(print)  # doctest: +ELLIPSIS
+    6
+    <...>
+
+    **State.** Only the held result (see :mod:`reaqtive.operators._aggregate`; ``reaqtive:first``).
+
+    **Demand.** Everything once asked.
+
+    Reaqtive: FirstAsync.
+    """
+    optional_callable(predicate, "first", "predicate")
+    return OperatorCall("first", (predicate,))
+
+
+def first_or_default(default: Any, predicate: Callable[[Any], object] | None = None) -> OperatorCall[Any]:
+    """As :meth:`first`, but ``default`` when none is found.
+
+    >>> from_iterable([]).first_or_default(-1).run(print)  # doctest: +ELLIPSIS
+    -1
+    <...>
+
+    **State.** Only the held result (``reaqtive:first``).
+
+    **Demand.** Everything once asked; the result is held until demanded.
+
+    Reaqtive: FirstOrDefaultAsync.
+    """
+    require_element(default, "first_or_default", "default")
+    optional_callable(predicate, "first_or_default", "predicate")
+    return OperatorCall("first_or_default", (default, predicate))
+
+
+def last(predicate: Callable[[Any], object] | None = None) -> OperatorCall[Any]:
+    """The last element (satisfying ``predicate``, if given) when the source completes. None found is a
+    ``ValueError``.
+
+    >>> from_iterable([5, 6, 7]).last().run(print)  # doctest: +ELLIPSIS
+    7
+    <...>
+
+    **State.** The held result, then ``last`` (``None`` until a (matching) element arrived: ``None`` is never
+    an element; ``reaqtive:last``).
+
+    **Demand.** Everything once asked; the result is held until demanded.
+
+    Reaqtive: LastAsync.
+    """
+    optional_callable(predicate, "last", "predicate")
+    return OperatorCall("last", (predicate,))
+
+
+def last_or_default(default: Any, predicate: Callable[[Any], object] | None = None) -> OperatorCall[Any]:
+    """As :meth:`last`, but ``default`` when none is found.
+
+    >>> from_iterable([1, 3]).last_or_default(0, lambda x: x % 2 == 0).run(print)  # doctest: +ELLIPSIS
+    0
+    <...>
+
+    **State.** The held result, then ``last`` (``reaqtive:last``).
+
+    **Demand.** Everything once asked; the result is held until demanded.
+
+    Reaqtive: LastOrDefaultAsync.
+    """
+    require_element(default, "last_or_default", "default")
+    optional_callable(predicate, "last_or_default", "predicate")
+    return OperatorCall("last_or_default", (default, predicate))
+
+
+def single(predicate: Callable[[Any], object] | None = None) -> OperatorCall[Any]:
+    """The only element (satisfying ``predicate``, if given) when the source completes. None found is a
+    ``ValueError``; a second one is a ``ValueError`` at once (the source is cancelled).
+
+    >>> from_iterable([4]).single().run(print)  # doctest: +ELLIPSIS
+    4
+    <...>
+
+    **State.** The held result, then ``found`` (``None`` until a (matching) element arrived;
+    ``reaqtive:single``).
+
+    **Demand.** Everything once asked; the result is held until demanded.
+
+    Reaqtive: SingleAsync.
+    """
+    optional_callable(predicate, "single", "predicate")
+    return OperatorCall("single", (predicate,))
+
+
+def single_or_default(default: Any, predicate: Callable[[Any], object] | None = None) -> OperatorCall[Any]:
+    """As :meth:`single`, but ``default`` when none is found (a second one is still an error, as in Rx).
+
+    >>> from_iterable([]).single_or_default(0).run(print)  # doctest: +ELLIPSIS
+    0
+    <...>
+
+    **State.** The held result, then ``found`` (``reaqtive:single``).
+
+    **Demand.** Everything once asked; the result is held until demanded.
+
+    Reaqtive: SingleOrDefaultAsync.
+    """
+    require_element(default, "single_or_default", "default")
+    optional_callable(predicate, "single_or_default", "predicate")
+    return OperatorCall("single_or_default", (default, predicate))
+
+
+@dataclass(frozen=True, slots=True)
+class PickArgs:
+    """The arguments of a ``first``, ``last`` or ``single`` node: ``(source, predicate)``, the predicate ``None``
+    for any element."""
+
+    source: Subscribable[Any]
+    predicate: Callable[[Any], object] | None
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> PickArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "predicate")
+        return cls(args.source(0), args.optional_function(1))
+
+
+@dataclass(frozen=True, slots=True)
+class PickOrDefaultArgs:
+    """The arguments of a ``first_or_default``, ``last_or_default`` or ``single_or_default`` node: ``(source,
+    default, predicate)``."""
+
+    source: Subscribable[Any]
+    default: object
+    predicate: Callable[[Any], object] | None
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> PickOrDefaultArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "default", "predicate")
+        return cls(args.source(0), args.element(1), args.optional_function(2))
+
+
 class _Pick(AggregateStage[T, T], Generic[T]):
-    """What the three share: the arguments. ``op(source, predicate)`` and ``op_or_default(source, default,
-    predicate)``; the predicate may be ``None``. Without a default, finding no element is an error."""
+    """What the three share: the arguments (``op`` reads :class:`PickArgs`, ``op_or_default``
+    :class:`PickOrDefaultArgs`). Without a default, finding no element is an error."""
 
     __slots__ = ("_default", "_op", "_predicate")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+        args: PickArgs | PickOrDefaultArgs
         default: object = None
         if query.op.endswith("_or_default"):
-            args = arguments(query, "source", "default", "predicate")
-            default = args.element(1)
+            args = PickOrDefaultArgs.read(query)
+            default = args.default
         else:
-            args = arguments(query, "source", "predicate")
-        super().__init__(args.source(0), downstream)
+            args = PickArgs.read(query)
+        super().__init__(args.source, downstream)
         self._op = query.op
-        self._predicate: Callable[[T], object] | None = args.optional_function(len(args) - 1)
+        self._predicate: Callable[[T], object] | None = args.predicate
         self._default: T | None = default  # type: ignore[assignment]
 
     def _no_element(self) -> T:
@@ -44,11 +201,11 @@ class _Pick(AggregateStage[T, T], Generic[T]):
         return self._default
 
 
-@register_operator("first")
-@register_operator("first_or_default")
+@register_operator("first", builder=first, args=PickArgs)
+@register_operator("first_or_default", builder=first_or_default, args=PickOrDefaultArgs)
 class First(_Pick[T], Generic[T]):
-    """The running stage of ``Query.first`` and ``first_or_default``: the first (matching) element, at once.
-    State: only the held result."""
+    """The running stage of :func:`first` and :func:`first_or_default` (one persisted name: the default is
+    part of the query, not of the state)."""
 
     name = "reaqtive:first"
     version: Version = (1,)
@@ -70,11 +227,10 @@ class First(_Pick[T], Generic[T]):
         return self._no_element()
 
 
-@register_operator("last", frames=4)
-@register_operator("last_or_default", frames=4)
+@register_operator("last", frames=4, builder=last, args=PickArgs)
+@register_operator("last_or_default", frames=4, builder=last_or_default, args=PickOrDefaultArgs)
 class Last(_Pick[T], Generic[T]):
-    """The running stage of ``Query.last`` and ``last_or_default``. State: the held result, then ``last``
-    (``None`` until a (matching) element arrived: ``None`` is never an element)."""
+    """The running stage of :func:`last` and :func:`last_or_default`."""
 
     name = "reaqtive:last"
     version: Version = (1,)
@@ -110,12 +266,10 @@ class Last(_Pick[T], Generic[T]):
         return self._no_element() if last is None else last
 
 
-@register_operator("single", frames=4)
-@register_operator("single_or_default", frames=4)
+@register_operator("single", frames=4, builder=single, args=PickArgs)
+@register_operator("single_or_default", frames=4, builder=single_or_default, args=PickOrDefaultArgs)
 class Single(_Pick[T], Generic[T]):
-    """The running stage of ``Query.single`` and ``single_or_default``: a second (matching) element is an error
-    at once, also with a default. State: the held result, then ``found`` (``None`` until a (matching) element
-    arrived)."""
+    """The running stage of :func:`single` and :func:`single_or_default`."""
 
     name = "reaqtive:single"
     version: Version = (1,)

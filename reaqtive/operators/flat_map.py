@@ -1,20 +1,16 @@
-"""``flat_map`` and ``merge_all``: every outer element selects an inner stream; the result merges them all.
-
-The machinery (inner subscriptions hosted by the environment, saved outer elements, bounded queues that drain
-in turns) is shared with ``switch_latest`` in :mod:`reaqtive.operators._inner_subscriptions`; this module decides
-what an outer
-element does: it opens one more inner subscription, up to the bound on live inners.
-"""
+"""``flat_map`` and ``merge_all``: every outer element selects an inner stream; the result merges them all."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_callable, require_positive_int
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import Version
 from reaqtive.operators._inner_subscriptions import InnerMergeBase, InnerSlot, selected_source
 from reaqtive.operators.settings import MAX_CONCURRENT_INNER, read_limit
@@ -24,29 +20,130 @@ from reaqtive.subscribable import Subscribable
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["FlatMap", "MergeAll"]
+__all__ = ["FlatMap", "FlatMapArgs", "MergeAll", "MergeAllArgs", "flat_map", "merge_all"]
 
 R = TypeVar("R")
 
 
-@register_operator("flat_map", frames=20)
+def flat_map(
+    selector: Callable[[Any], Subscribable[Any]],
+    result_selector: Callable[[Any, Any], Any] | None = None,
+    *,
+    max_concurrent: int | None = None,
+) -> OperatorCall[Any]:
+    """Each element selects an inner stream (``selector(element)``, a query); the result is the elements of
+    every inner stream, merged as they arrive (Rx ``SelectMany``/``flatMap``).
+
+    >>> from_iterable([1, 2]).flat_map(lambda x: from_iterable([x, x * 10])).run(print)  # doctest: +ELLIPSIS
+    1
+    10
+    2
+    20
+    <...>
+    >>> from_iterable("ab").flat_map(lambda x: from_iterable([1, 2]), lambda x, n: x * n).run(print)
+    ... # doctest: +ELLIPSIS
+    a
+    aa
+    b
+    bb
+    <...>
+
+    With ``result_selector`` each inner element ``y`` of element ``x`` becomes ``result_selector(x, y)``. At
+    most ``max_concurrent`` inner subscriptions are live at once (no bound by default; the host's
+    ``MAX_CONCURRENT_INNER`` bounds it too; an outer source that sends more than it was asked for ends the
+    result with ``LimitExceededError``). Completes when this source and every inner stream completed, in either
+    order; the first error (of this source, an inner stream or a selector) ends the result at once and disposes
+    every inner subscription (hosted, deleting them from the environment).
+
+    **State.** The number of elements seen, whether this source completed, the elements requested from it and
+    not yet received (asked for again when a recovered query starts) and, per live inner stream, its number,
+    whether it ended, its queued elements and the element that selected it, which must be a value the state
+    codec can save, or a group or window (saved by reference): after a restart ``selector`` is called again on
+    it, so it must be deterministic. Hosted (the engine, or an ``InnerEnvironment``), each inner subscription is
+    checkpointed as a unit of its own under the id ``<prefix>/<n>`` (the n-th element); standalone,
+    checkpointing with live inners is an error.
+
+    **Demand.** The outer source is asked for elements only as inner slots allow: without bound when downstream
+    demand is unbounded and ``max_concurrent`` is not set, as many as there are free slots when it is, and
+    one at a time while a bounded downstream waits for more than is queued. Each inner stream is asked for
+    what its queue (``MAX_QUEUE_SIZE``, 256 by default) can hold, or without bound once downstream demand is
+    unbounded; queues drain in turns, one element per inner, in a deterministic order.
+
+    Reaqtive: SelectMany.
+    """
+    require_callable(selector, "flat_map", "selector")
+    if result_selector is not None:
+        require_callable(result_selector, "flat_map", "result_selector")
+    if max_concurrent is not None:
+        max_concurrent = require_positive_int(max_concurrent, "flat_map", "max_concurrent")
+    return OperatorCall("flat_map", (selector, result_selector, max_concurrent))
+
+
+def merge_all(max_concurrent: int | None = None) -> OperatorCall[Any]:
+    """The elements of the inner streams this source emits (its elements are queries: groups, windows,
+    any query), merged as they arrive (RxPY ``merge_all``).
+
+    >>> inner = [from_iterable([1, 2]), from_iterable([3])]
+    >>> from_iterable(inner).merge_all().run(print)  # doctest: +ELLIPSIS
+    1
+    2
+    3
+    <...>
+
+    ``flat_map`` with the identity: the same completion, errors, bound and demand.
+
+    **State.** As ``flat_map``; groups and windows are saved by reference, but a plain query cannot be saved, so
+    checkpointing a live inner of ``xs.map(f).merge_all()`` is an error: write ``xs.flat_map(f)``, which saves
+    the element.
+
+    **Demand.** As ``flat_map``.
+
+    Reaqtive: Merge (of a stream of streams).
+    """
+    if max_concurrent is not None:
+        max_concurrent = require_positive_int(max_concurrent, "merge_all", "max_concurrent")
+    return OperatorCall("merge_all", (max_concurrent,))
+
+
+@dataclass(frozen=True, slots=True)
+class FlatMapArgs:
+    """The arguments of a ``flat_map`` node: ``(source, selector, result_selector, max_concurrent)``."""
+
+    source: Subscribable[Any]
+    selector: Callable[[Any], Any]
+    result_selector: Callable[[Any, Any], Any] | None
+    max_concurrent: int | None
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> FlatMapArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "selector", "result_selector", "max_concurrent")
+        return cls(args.source(0), args.function(1), args.optional_function(2), args.optional_integer(3, minimum=1))
+
+
+@dataclass(frozen=True, slots=True)
+class MergeAllArgs:
+    """The arguments of a ``merge_all`` node: ``(source, max_concurrent)``."""
+
+    source: Subscribable[Any]
+    max_concurrent: int | None
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> MergeAllArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "max_concurrent")
+        return cls(args.source(0), args.optional_integer(1, minimum=1))
+
+
+@register_operator("flat_map", frames=20, builder=flat_map, args=FlatMapArgs)
 class FlatMap(InnerMergeBase[R], Generic[R]):
-    """The running stage of ``Query.flat_map``.
+    """The running stage of :func:`flat_map`: an outer element opens one more inner subscription, up to the
+    bound on live inners.
 
-    Each outer element opens an inner subscription, to ``selector(element)``. Elements of every inner stream go
-    downstream, through ``result_selector(element, inner)`` if there is one. Completes once the outer and every
-    inner completed and the queues are empty; the first error of the outer, of an inner or of a selector is
-    delivered at once and disposes everything (the inners hosted by an environment are deleted from it).
-
-    At most ``min(max_concurrent, MAX_CONCURRENT_INNER)`` inner subscriptions are live at once: the outer is
-    asked for no more elements than that (see :meth:`InnerMergeBase._request_outer`); an outer source that sends
-    more anyway ends the stage with :class:`~reaqtive.errors.LimitExceededError`.
-
-    State: the number of outer elements seen (the next inner id), whether the outer completed, and per inner:
-    its number, whether it ended, the outer element that created it (while live: a value, or a group or window by
-    reference) and the elements queued for lack of demand; the outer elements requested and not yet received
-    (asked for again when a recovered stage starts: version 2; version 1 still loads). Hosted, each inner
-    subscription's own state is a separate unit of the environment.
+    The machinery (inner subscriptions hosted by the environment, saved outer elements, bounded queues that
+    drain in turns) is shared with ``switch_latest`` in :mod:`reaqtive.operators._inner_subscriptions`. The
+    outer is asked for no more elements than there are free slots (see :meth:`InnerMergeBase._request_outer`).
+    Its state is version 2 (version 1, without the outer demand, still loads).
     """
 
     name = "reaqtive:flat_map"
@@ -56,11 +153,11 @@ class FlatMap(InnerMergeBase[R], Generic[R]):
     __slots__ = ("_max_concurrent", "_selector")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
-        args = arguments(query, "source", "selector", "result_selector", "max_concurrent")
-        super().__init__(args.source(0), downstream)
-        self._selector: Callable[[Any], Any] | None = args.function(1)
-        self._result_selector = args.optional_function(2)
-        self._max_concurrent: int | None = args.optional_integer(3, minimum=1)
+        args = FlatMapArgs.read(query)
+        super().__init__(args.source, downstream)
+        self._selector: Callable[[Any], Any] | None = args.selector
+        self._result_selector = args.result_selector
+        self._max_concurrent: int | None = args.max_concurrent
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
@@ -91,12 +188,12 @@ class FlatMap(InnerMergeBase[R], Generic[R]):
             self._request_outer()
 
 
-@register_operator("merge_all", frames=20)
+@register_operator("merge_all", frames=20, builder=merge_all, args=MergeAllArgs)
 class MergeAll(FlatMap[R], Generic[R]):
-    """The running stage of ``Query.merge_all``: :class:`FlatMap` whose outer elements are the inner streams.
+    """The running stage of :func:`merge_all`: :class:`FlatMap` whose outer elements are the inner streams.
 
     Its own persisted name, so that a query changed from ``merge_all()`` to ``flat_map(f)`` (or back) is a
-    shape error on recovery rather than one reading the other's state. State and demand as :class:`FlatMap`.
+    shape error on recovery rather than one reading the other's state.
     """
 
     name = "reaqtive:merge_all"
@@ -108,7 +205,7 @@ class MergeAll(FlatMap[R], Generic[R]):
     __slots__ = ()
 
     def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
-        args = arguments(query, "source", "max_concurrent")
-        InnerMergeBase.__init__(self, args.source(0), downstream)
+        args = MergeAllArgs.read(query)
+        InnerMergeBase.__init__(self, args.source, downstream)
         self._selector = None
-        self._max_concurrent = args.optional_integer(1, minimum=1)
+        self._max_concurrent = args.max_concurrent

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sized
+from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, source_node
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._fusion import SOURCE_DISPOSED, STOPPED_AT_NONE, FusedEntry, emits_batches
 from reaqtive.operators._source import EMIT_BATCH, TERMINATED, PullSource
@@ -17,9 +19,48 @@ from reaqtive.streams import LONG_MAX, Subscriber
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["FromIterable"]
+__all__ = ["FromIterable", "FromIterableArgs", "from_iterable"]
 
 T = TypeVar("T")
+R = TypeVar("R")
+
+
+def from_iterable(iterable: Iterable[R]) -> Query[R]:
+    """A cold source that emits the elements of ``iterable`` as they are requested, then completes.
+
+    >>> from_iterable([1, 2, 3]).run(print)  # doctest: +ELLIPSIS
+    1
+    2
+    3
+    <...>
+
+    A ``None`` element or an exception raised by the iterator becomes ``on_error``.
+
+    **State.** How many elements were emitted, and whether it has looked for the end yet. A recovered source
+    iterates its iterable afresh and skips that many, so it resumes where it was for any iterable that yields the
+    same elements each time (a list, a range, a file); a one-shot iterator cannot be resumed.
+
+    **Demand.** Emits only what was requested, from a drain loop (a ``request`` made inside ``on_next`` adds to
+    the demand instead of recursing, rule 3.3); unbounded demand emits with no per-element accounting. When
+    demand runs out the source looks one element ahead, so the end of the iterable is signalled without waiting
+    for another request; the first drain looks even without demand (an empty iterable completes one tick after
+    the start), and a recovered source that had looked already waits for a request, as the original did.
+    """
+    if not isinstance(iterable, Iterable):
+        raise TypeError(f"from_iterable needs an iterable, got {type(iterable).__name__}")
+    return source_node("from_iterable", (iterable,))
+
+
+@dataclass(frozen=True, slots=True)
+class FromIterableArgs:
+    """The arguments of a ``from_iterable`` node: ``(iterable,)``."""
+
+    iterable: Iterable[Any]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> FromIterableArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        return cls(arguments(query, "iterable").iterable(0))
 
 
 class _Nothing:
@@ -29,21 +70,14 @@ class _Nothing:
 _NOTHING: Final = _Nothing()
 
 
-@register_operator("from_iterable")
+@register_operator("from_iterable", builder=from_iterable, args=FromIterableArgs)
 class FromIterable(PullSource[T], Generic[T]):
-    """The running source of ``Query.from_iterable``.
+    """The running source of :func:`from_iterable`, on the drain of
+    :class:`~reaqtive.operators._source.PullSource`.
 
-    State: how many elements were emitted, and whether it has looked for the end yet (version 2; version 1
-    still loads, as "looked" once an element went out). A recovered source iterates its iterable afresh and
-    skips that many, so it resumes where it was for any iterable that yields the same elements each time (a
-    list, a range, a file); a one-shot iterator cannot be resumed.
-
-    Demand: exactly what was requested (see :class:`~reaqtive.operators._source.PullSource`). Unbounded demand
-    takes a loop without per-element accounting, which hands a fused run of stages downstream
-    (:mod:`reaqtive.operators._fusion`) a batch at a time: no call per element passes between them. When demand
-    runs out the source looks one element ahead, so the end of the iterable is signalled without waiting for
-    another request; the first drain looks even without demand (an empty iterable completes one tick after the
-    start), and a recovered source that had looked already waits for a request, as the original did.
+    Its state is version 2 (version 1, the position only, loads as "looked" once an element went out). Unbounded
+    demand hands a fused run of stages downstream (:mod:`reaqtive.operators._fusion`) a batch at a time, so no
+    call per element passes between them.
     """
 
     name = "reaqtive:from_iterable"
@@ -54,7 +88,7 @@ class FromIterable(PullSource[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        self._iterable: Iterable[T] = arguments(query, "iterable").iterable(0)
+        self._iterable: Iterable[T] = FromIterableArgs.read(query).iterable
         self._iterator: Iterator[T] | None = None
         self._peeked: T | _Nothing = _NOTHING
         self._position = 0

@@ -1,37 +1,17 @@
-"""``group_by``: split a stream into one inner stream (a *group*) per key.
-
-Two stages, chosen by the binder from the query's arguments
-``(source, key_selector, element_selector, max_groups, expire_after)``:
-
-* :class:`GroupBy`: groups live until the source ends;
-* :class:`GroupByExpiring` (``expire_after`` given): a group that received no element for ``expire_after``
-  completes and is forgotten (its subject deleted); a later element with its key opens a new group, with a new
-  id. It saves the time of each group's latest element, so its state changes with every element.
-
-The shared rules (inner subjects and their ids, demand across the boundary, termination, serialization, the
-state of the inner streams) are in :mod:`reaqtive.operators._inner_subjects`.
-
-**Keys** are any hashable value, ``None`` included (a key, not an element: it is a group like any other). They
-are saved in checkpoints, so a checkpointed ``group_by`` needs keys the state codec can write (plain data, or
-a type registered with ``register_state_type``); any other key fails the checkpoint with ``StateEncodeError``.
-
-**Order of user code** (as in Rx): the key selector runs first, then (for a new key) the group is created and
-emitted, then the element selector runs, and the element goes into its group. A selector that raises, a key
-that cannot be hashed, or an element selector returning ``None`` fails the operator: the error goes to every
-group, then downstream.
-"""
+"""``group_by``: split a stream into one inner stream (a *group*) per key."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import Arguments, arguments
+from reaqtive.arguments import Arguments, arguments, require_callable, require_duration, require_positive_int
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError, ObjectDisposedError
-from reaqtive.expression import new_grouped_stream
+from reaqtive.expression import Expression, OperatorCall, new_grouped_stream
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators._timing import add_safe
@@ -41,27 +21,112 @@ from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state.fields import time_bounds
 from reaqtive.streams import LONG_MAX, Subscriber
 from reaqtive.subjects import MultiSubject
+from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
     from reaqtive.query import GroupedStream, InnerStream, Query
 
-__all__ = ["GroupBy", "GroupByExpiring", "bind_group_by"]
+__all__ = ["GroupBy", "GroupByArgs", "GroupByExpiring", "bind_group_by", "group_by"]
 
 T = TypeVar("T")
 
 
-@register_operator("group_by", frames=8)
-def bind_group_by(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
-    """The binder of ``Query.group_by``: arguments ``(source, key_selector, element_selector, max_groups,
+def group_by(
+    key_selector: Callable[[Any], object],
+    element_selector: Callable[[Any], Any] | None = None,
+    *,
+    max_groups: int | None = None,
+    expire_after: timedelta | None = None,
+) -> OperatorCall[Any]:
+    """Split the elements into one inner stream per key: each new key emits a
+    :class:`~reaqtive.query.GroupedStream` (a query, with ``.key``), and each element goes into the group of
+    ``key_selector(element)``, as ``element_selector(element)`` if given.
+
+    >>> from_iterable(range(7)).group_by(lambda x: x % 3).flat_map(
+    ...     lambda g: g.to_list().map(lambda xs: (g.key, xs))).run(print)  # doctest: +ELLIPSIS
+    (0, [0, 3, 6])
+    (1, [1, 4])
+    (2, [2, 5])
+    <...>
+
+    Subscribe to a group while it is being emitted (``flat_map`` does): its first element is pushed right
+    after, and a group keeps no elements for late subscribers. The source's completion completes every
+    group, then the result; an error (of the source, a selector, a limit) goes to every group, then to the
+    result. Disposing the result completes the live groups.
+
+    Keys are any hashable value, ``None`` included (a key, not an element: it is a group like any other), and
+    are saved in checkpoints, so a checkpointed ``group_by`` needs keys the state codec can write (plain data,
+    or a type registered with ``register_state_type``); any other key fails the checkpoint with
+    ``StateEncodeError``. User code runs in this order (as in Rx): the key selector, then (for a new key) the
+    group is created and emitted, then the element selector, and the element goes into its group. A selector
+    that raises, a key that cannot be hashed, or an element selector returning ``None`` fails the operator.
+
+    ``max_groups`` bounds the open groups (so does the host's ``MAX_GROUP_COUNT``); one more is a
+    ``LimitExceededError``. With ``expire_after`` a group that received no element for that long completes
+    and is forgotten (its subject deleted); a later element with its key opens a new group, with a new id. An
+    element that arrives at the very instant its group would expire keeps it alive (on virtual time, sources
+    run before timers at equal times). Expiry needs a scheduler.
+
+    **State.** The group counter, whether the source completed and, per open group, its number and key (its
+    subject's id is ``<prefix>/<number>`` under an environment; elements into emitted groups change nothing, so
+    a differential checkpoint writes only the groups' own consumers that changed); with ``expire_after``, the
+    time of each group's latest element, which changes with every element (a recovered group expires when it
+    would have); groups waiting for demand, with their elements.
+
+    **Demand.** Everything upstream once the result was asked for anything. A new group goes out only on
+    demand; until then it waits with its elements (at most ``MAX_QUEUE_SIZE`` in all, 256 by default, then
+    ``LimitExceededError``). Inside a group, each subscriber has its own demand and the bounded buffer of
+    the group's subject (1024 elements, then ``BufferOverflowError``).
+
+    Reaqtive: GroupBy.
+    """
+    require_callable(key_selector, "group_by", "key_selector")
+    if element_selector is not None:
+        require_callable(element_selector, "group_by", "element_selector")
+    if max_groups is not None:
+        max_groups = require_positive_int(max_groups, "group_by", "max_groups")
+    if expire_after is not None:
+        expire_after = require_duration(expire_after, "group_by", "expire_after")
+        if expire_after <= timedelta(0):
+            raise ValueError(f"group_by: expire_after must be positive, got {expire_after}")
+    return OperatorCall("group_by", (key_selector, element_selector, max_groups, expire_after))
+
+
+@dataclass(frozen=True, slots=True)
+class GroupByArgs:
+    """The arguments of a ``group_by`` node: ``(source, key_selector, element_selector, max_groups,
     expire_after)``."""
-    if _arguments(query).value(4) is None:  # the stages check the rest
+
+    source: Subscribable[Any]
+    key_selector: Callable[[Any], object]
+    element_selector: Callable[[Any], object] | None
+    max_groups: int | None
+    expire_after: timedelta | None
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> GroupByArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = _arguments(query)
+        return cls(
+            args.source(0),
+            args.function(1),
+            args.optional_function(2),
+            args.optional_integer(3, minimum=1),
+            args.optional_duration(4, positive=True),
+        )
+
+
+def _arguments(query: Expression[Any]) -> Arguments:
+    return arguments(query, "source", "key_selector", "element_selector", "max_groups", "expire_after")
+
+
+@register_operator("group_by", frames=8, builder=group_by, args=GroupByArgs)
+def bind_group_by(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+    """The binder of :func:`group_by`: :class:`GroupBy`, or :class:`GroupByExpiring` with ``expire_after``."""
+    if GroupByArgs.read(query).expire_after is None:
         return GroupBy(query, subscriber)
     return GroupByExpiring(query, subscriber)
-
-
-def _arguments(query: Query[Any]) -> Arguments:
-    return arguments(query, "source", "key_selector", "element_selector", "max_groups", "expire_after")
 
 
 def _none_element_error() -> TypeError:
@@ -97,21 +162,12 @@ def _unhashable_key_error(key: object, error: TypeError) -> TypeError:
 
 
 class GroupBy(InnerStreamOperator[T], Generic[T]):
-    """The running stage of ``Query.group_by(key_selector, element_selector=None, max_groups=None)``: for each
-    new key a :class:`~reaqtive.query.GroupedStream` goes downstream (before the element that opened it goes
-    into it); the source's completion completes every group, then the output; an error goes to every group,
-    then downstream.
+    """The running stage of :func:`group_by` without expiry; the shared rules of inner subjects (their ids,
+    demand across the boundary, termination, serialization, their state) are in
+    :mod:`reaqtive.operators._inner_subjects`.
 
-    State: the group counter, whether the source completed, one record per open group (number, key; for a
-    group still waiting for outer demand, its elements). Elements into emitted groups change no state, so a
-    differential checkpoint of a quiet ``group_by`` with many groups writes nothing for it.
-
-    Demand: everything upstream (``LONG_MAX``) once the downstream has asked for anything; groups wait for
-    outer demand with their elements, at most ``MAX_QUEUE_SIZE`` in all; inside a group the subject's
-    per-subscriber demand and bounded buffer apply. With unbounded outer demand, elements of emitted groups
-    take a lock-free path (a key lookup and a push into the subject).
-
-    Limits: ``max_groups`` (argument) and ``MAX_GROUP_COUNT`` (setting): open groups; ``MAX_QUEUE_SIZE``.
+    With unbounded outer demand and nothing waiting, elements of emitted groups take a lock-free path (a key
+    lookup and a push into the subject): only the source's thread changes anything then.
     """
 
     name = "reaqtive:group_by"
@@ -128,13 +184,12 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
     )
 
     def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
-        args = _arguments(query)
-        super().__init__(args.source(0), downstream)
-        self._key_selector: Callable[[T], object] = args.function(1)
-        self._element_selector: Callable[[T], object] | None = args.optional_function(2)
-        max_groups = args.optional_integer(3, minimum=1)
+        args = GroupByArgs.read(query)
+        super().__init__(args.source, downstream)
+        self._key_selector: Callable[[T], object] = args.key_selector
+        self._element_selector: Callable[[T], object] | None = args.element_selector
+        max_groups = args.max_groups
         self._max_groups: int = max_groups if max_groups is not None else UNLIMITED
-        args.optional_duration(4, positive=True)
         self._limit_name = "max_groups"
         self._groups: dict[object, Inner] = {}  # the open groups by key (emitted or waiting)
         # The emitted open groups: where an element goes (the subject's input, through the element selector)
@@ -261,17 +316,11 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
 
 
 class GroupByExpiring(GroupBy[T], Generic[T]):
-    """The running stage of ``Query.group_by(..., expire_after=duration)``: as :class:`GroupBy`, and a group
-    that received no element for ``expire_after`` completes and is forgotten; a later element with its key
-    opens a new group (a new stream id).
+    """The running stage of :func:`group_by` with ``expire_after``: as :class:`GroupBy`, plus expiry.
 
-    An element that arrives at the very instant its group would expire keeps it alive (on virtual time,
-    sources run before timers at equal times). One timer is pending at a time, for the group idle the
-    longest; groups are kept in the order of their latest element, so each element costs a dictionary
-    re-insertion and a read of the clock.
-
-    State: as :class:`GroupBy`, plus the absolute time of each open group's latest element, in that order
-    (a recovered group expires when it would have). It changes with every element.
+    One timer is pending at a time, for the group idle the longest; groups are kept in the order of their
+    latest element (and saved in it), so each element costs a dictionary re-insertion and a read of the clock.
+    Every element goes through a serialized action, since the timer changes groups too.
     """
 
     name = "reaqtive:group_by+expiry"
@@ -281,7 +330,10 @@ class GroupByExpiring(GroupBy[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
         super().__init__(query, downstream)
-        self._expire_after = _arguments(query).duration(4, positive=True)
+        expire_after = GroupByArgs.read(query).expire_after
+        if expire_after is None:  # a query bound to the wrong stage
+            _arguments(query).fail(4, "a positive timedelta")
+        self._expire_after = expire_after
         self._scheduler: Scheduler | None = None
         self._timer_due: datetime | None = None
 

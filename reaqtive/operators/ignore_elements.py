@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import Version
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, Subscription
@@ -15,22 +17,45 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["IgnoreElements"]
+__all__ = ["IgnoreElements", "IgnoreElementsArgs", "ignore_elements"]
 
 T = TypeVar("T")
 
 
-@register_operator("ignore_elements", frames=2)
-class IgnoreElements(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.ignore_elements``: drops every element, forwards ``on_complete`` and
-    ``on_error``.
+def ignore_elements() -> OperatorCall[Any]:
+    """Drop every element; only ``on_complete`` or ``on_error`` pass.
 
-    Demand: it never emits an element, so downstream demand does not limit anything: it requests ``LONG_MAX``
-    upstream as soon as the upstream subscribes (the fast path, nothing held), whether or not the downstream has
-    requested. A downstream ``request(n <= 0)`` goes upstream, which signals the rule 3.9 error.
+    >>> from_iterable([1, 2]).ignore_elements().run(print, on_complete=lambda: print("done"))  # doctest: +ELLIPSIS
+    done
+    <...>
 
-    State: none beyond the base.
+    **State.** None beyond the base.
+
+    **Demand.** It never emits an element, so downstream demand limits nothing: it requests everything upstream
+    (``LONG_MAX``) as soon as the upstream subscribes, whatever the downstream requested; nothing is held. A
+    downstream ``request(n <= 0)`` goes upstream, which signals the rule 3.9 error.
+
+    Reaqtive: IgnoreElements.
     """
+    return OperatorCall("ignore_elements")
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoreElementsArgs:
+    """The arguments of an ``ignore_elements`` node: ``(source,)``."""
+
+    source: Subscribable[Any]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> IgnoreElementsArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        return cls(arguments(query, "source").source(0))
+
+
+@register_operator("ignore_elements", frames=2, builder=ignore_elements, args=IgnoreElementsArgs)
+class IgnoreElements(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The running stage of :func:`ignore_elements`: unbounded demand is the upstream's fast path, and the
+    rule 3.9 error for a bad request is the upstream's to signal, serialized with its other signals."""
 
     name = "reaqtive:ignore_elements"
     version: Version = (1,)
@@ -39,7 +64,7 @@ class IgnoreElements(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        self._source: Subscribable[T] = arguments(query, "source").source(0)
+        self._source: Subscribable[T] = IgnoreElementsArgs.read(query).source
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -17,16 +19,84 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Map", "MapIndexed"]
+__all__ = ["Map", "MapArgs", "MapIndexed", "MapIndexedArgs", "map", "map_indexed"]
 
 S = TypeVar("S")
+T = TypeVar("T")
 R = TypeVar("R")
 
 
-@fusible("map", frames=2)
+def map(selector: Callable[[T], R]) -> OperatorCall[R]:
+    """Apply ``selector`` to each element.
+
+    >>> from_iterable([1, 2]).map(lambda x: x * 10).run(print)  # doctest: +ELLIPSIS
+    10
+    20
+    <...>
+
+    An exception from ``selector`` (or a ``None`` result) becomes ``on_error`` and ends the subscription.
+
+    **State.** None beyond the base (disposed).
+
+    **Demand.** Passed upstream unchanged: one element in, one out.
+
+    Reaqtive: Select.
+    """
+    require_callable(selector, "map", "selector")
+    return OperatorCall("map", (selector,))
+
+
+def map_indexed(selector: Callable[[T, int], R]) -> OperatorCall[R]:
+    """Apply ``selector(element, index)`` to each element; the index counts from 0.
+
+    >>> from_iterable("ab").map_indexed(lambda x, i: f"{i}:{x}").run(print)  # doctest: +ELLIPSIS
+    0:a
+    1:b
+    <...>
+
+    An exception from ``selector`` (or a ``None`` result) becomes ``on_error`` and ends the subscription.
+
+    **State.** The index of the next element.
+
+    **Demand.** Passed upstream unchanged: one element in, one out.
+
+    Reaqtive: Select with index (``rc:Select+Index``).
+    """
+    require_callable(selector, "map_indexed", "selector")
+    return OperatorCall("map_indexed", (selector,))
+
+
+@dataclass(frozen=True, slots=True)
+class MapArgs:
+    """The arguments of a ``map`` node: ``(source, selector)``."""
+
+    source: Subscribable[Any]
+    selector: Callable[[Any], Any]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> MapArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "selector")
+        return cls(args.source(0), args.function(1))
+
+
+@dataclass(frozen=True, slots=True)
+class MapIndexedArgs:
+    """The arguments of a ``map_indexed`` node: ``(source, selector)``."""
+
+    source: Subscribable[Any]
+    selector: Callable[[Any, int], Any]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> MapIndexedArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "selector")
+        return cls(args.source(0), args.function(1))
+
+
+@fusible("map", frames=2, builder=map, args=MapArgs)
 class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
-    """The running stage of ``Query.map``. State: none beyond the base (disposed). Demand passes straight
-    through: one element in, one out. Fuses with adjacent fusible stages (:mod:`reaqtive.operators._fusion`)."""
+    """The running stage of :func:`map`. Fuses with adjacent fusible stages (:mod:`reaqtive.operators._fusion`)."""
 
     name = "reaqtive:map"
     version: Version = (1,)
@@ -35,9 +105,9 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "selector")
-        self._source: Subscribable[S] = args.source(0)
-        self._selector: Callable[[S], R] = args.function(1)
+        args = MapArgs.read(query)
+        self._source: Subscribable[S] = args.source
+        self._selector: Callable[[S], R] = args.selector
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
@@ -72,12 +142,9 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
         self._signal_error(TypeError(f"map: the selector returned None for {value!r}; None is never an element"))
 
 
-@register_operator("map_indexed", frames=2)
+@register_operator("map_indexed", frames=2, builder=map_indexed, args=MapIndexedArgs)
 class MapIndexed(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
-    """The running stage of ``Query.map_indexed``: ``selector(element, index)``, the index counting from 0.
-
-    State: the index of the next element. Demand passes straight through: one element in, one out.
-    """
+    """The running stage of :func:`map_indexed`."""
 
     name = "reaqtive:map+index"
     version: Version = (1,)
@@ -86,9 +153,9 @@ class MapIndexed(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "selector")
-        self._source: Subscribable[S] = args.source(0)
-        self._selector: Callable[[S, int], R] = args.function(1)
+        args = MapIndexedArgs.read(query)
+        self._source: Subscribable[S] = args.source
+        self._selector: Callable[[S, int], R] = args.selector
         self._index = 0
 
     def save_state_core(self, writer: StateWriter) -> None:

@@ -3,31 +3,95 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._aggregate import AggregateStage, no_elements_error
+from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable
 from reaqtive.streams import Subscriber
+from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Max", "Min"]
+__all__ = ["Max", "Min", "MinMaxArgs", "max", "min"]
 
 T = TypeVar("T")
+
+
+# The builders min and max hide the built-ins, which this module does not use.
+def min(key: Callable[[Any], Any] | None = None) -> OperatorCall[Any]:
+    """The smallest element (by ``key``, if given) when the source completes, as Python's ``min``: of equal
+    elements the first one wins.
+
+    >>> from_iterable([3, 1, 2]).min().run(print)  # doctest: +ELLIPSIS
+    1
+    <...>
+    >>> from_iterable(["bb", "a", "ccc"]).min(key=len).run(print)  # doctest: +ELLIPSIS
+    a
+    <...>
+
+    A comparer ``cmp(a, b) -> int`` becomes a key with ``functools.cmp_to_key(cmp)``. With a key, the
+    *element* is emitted (Reaqtive's ``Min(selector)`` emitted the smallest selected value: use
+    ``map(selector).min()`` for that). An empty source is a ``ValueError``; elements that do not compare
+    become ``on_error``.
+
+    **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``best`` (``None`` until the
+    first element: ``None`` is never an element). The key of ``best`` is not saved (a key may be any object):
+    after a restart it is computed again, once.
+
+    **Demand.** Everything once asked; the result is held until demanded.
+
+    Reaqtive: Min.
+    """
+    optional_callable(key, "min", "key")
+    return OperatorCall("min", (key,))
+
+
+def max(key: Callable[[Any], Any] | None = None) -> OperatorCall[Any]:
+    """The largest element (by ``key``, if given) when the source completes, as Python's ``max``: of equal
+    elements the first one wins.
+
+    >>> from_iterable([3, 1, 2]).max().run(print)  # doctest: +ELLIPSIS
+    3
+    <...>
+
+    As :meth:`min` otherwise.
+
+    **State.** The held result, then ``best`` (its key is recomputed after a restart).
+
+    **Demand.** Everything once asked; the result is held until demanded.
+
+    Reaqtive: Max.
+    """
+    optional_callable(key, "max", "key")
+    return OperatorCall("max", (key,))
+
+
+@dataclass(frozen=True, slots=True)
+class MinMaxArgs:
+    """The arguments of a ``min`` or ``max`` node: ``(source, key)``, the key ``None`` to compare elements."""
+
+    source: Subscribable[Any]
+    key: Callable[[Any], Any] | None
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> MinMaxArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "key")
+        return cls(args.source(0), args.optional_function(1))
+
 
 _UNKNOWN: Final[Any] = object()
 """The key of the best element is not known yet (after a restart: keys are not state, they are recomputed)."""
 
 
 class _Extremum(AggregateStage[T, T], Generic[T]):
-    """Keeps the best element so far; with equal keys, the first one stays (as Python's ``min``/``max``).
-
-    State: the held result, then ``best`` (``None`` until the first element: ``None`` is never an element). The
-    key of ``best`` is not saved (a key may be any object); after a restart it is computed again, once.
-    """
+    """Keeps the best element so far and its key (computed once per element); with equal keys, the first one
+    stays (a strict comparison, as Python's ``min``/``max``)."""
 
     smallest: ClassVar[bool]
     """``True`` for ``min``."""
@@ -35,10 +99,9 @@ class _Extremum(AggregateStage[T, T], Generic[T]):
     __slots__ = ("_best", "_best_key", "_key")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
-        args = arguments(query, "source", "key")
-        super().__init__(args.source(0), downstream)
-        key = args.optional_function(1)
-        self._key: Callable[[T], Any] | None = key
+        args = MinMaxArgs.read(query)
+        super().__init__(args.source, downstream)
+        self._key: Callable[[T], Any] | None = args.key
         self._best: T | None = None
         self._best_key: Any = _UNKNOWN
 
@@ -76,9 +139,9 @@ class _Extremum(AggregateStage[T, T], Generic[T]):
         return best
 
 
-@register_operator("min", frames=4)
+@register_operator("min", frames=4, builder=min, args=MinMaxArgs)
 class Min(_Extremum[T], Generic[T]):
-    """The running stage of ``Query.min``."""
+    """The running stage of :func:`min`."""
 
     name = "reaqtive:min"
     version: Version = (1,)
@@ -87,9 +150,9 @@ class Min(_Extremum[T], Generic[T]):
     __slots__ = ()
 
 
-@register_operator("max", frames=4)
+@register_operator("max", frames=4, builder=max, args=MinMaxArgs)
 class Max(_Extremum[T], Generic[T]):
-    """The running stage of ``Query.max``."""
+    """The running stage of :func:`max`."""
 
     name = "reaqtive:max"
     version: Version = (1,)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, source_node
 from reaqtive.operator import Version
 from reaqtive.operators._source import PullSource
 from reaqtive.scheduler_interface import YieldToken
@@ -14,16 +16,39 @@ from reaqtive.streams import Subscriber
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Never"]
+__all__ = ["Never", "NeverArgs", "never"]
 
 
-@register_operator("never")
-class Never(PullSource[Any]):
-    """The running source of ``Query.never``: no element, no completion, ever; it ends only when disposed.
+def never() -> Query[Any]:
+    """A source that never signals anything: no element, no completion; it ends only when disposed.
 
-    State: none beyond the base. Demand is accepted and never used; a non-positive ``request`` still signals
-    the rule 3.9 ``ValueError`` (through the pull-source drain, so on the scheduler when hosted).
+    >>> handle = Query.never().run(print)   # nothing is printed, ever
+    >>> handle.dispose()
+
+    **State.** None.
+
+    **Demand.** Accepted and never used (a non-positive ``request`` still signals the rule 3.9 ``ValueError``,
+    through the pull-source drain, so on the scheduler when hosted).
+
+    Reaqtive: Never.
     """
+    return source_node("never", ())
+
+
+@dataclass(frozen=True, slots=True)
+class NeverArgs:
+    """The arguments of a ``never`` node: none."""
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> NeverArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if there are any)."""
+        arguments(query)
+        return cls()
+
+
+@register_operator("never", builder=never, args=NeverArgs)
+class Never(PullSource[Any]):
+    """The running source of :func:`never`: a pull source whose drain has nothing to emit."""
 
     name = "reaqtive:never"
     version: Version = (1,)
@@ -31,7 +56,7 @@ class Never(PullSource[Any]):
     __slots__ = ()
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
-        arguments(query)  # none
+        NeverArgs.read(query)
         super().__init__(downstream)
 
     def drain_on_start(self) -> bool:

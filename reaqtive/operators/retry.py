@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_positive_int
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduler_interface import Scheduler
@@ -29,38 +31,71 @@ if TYPE_CHECKING:
 
     from reaqtive.query import Query
 
-__all__ = ["Retry", "RetryCount"]
+__all__ = ["Retry", "RetryArgs", "RetryCount", "retry"]
 
 T = TypeVar("T")
 
 
-@register_operator("retry", frames=4)
+def retry(count: int | None = None) -> OperatorCall[Any]:
+    """On an error, subscribe to this source again: forever, or up to ``count`` attempts in all (the first
+    included), after which the last error goes downstream.
+
+    >>> from reaqtive.testing import TestScheduler, on_next, on_error
+    >>> scheduler = TestScheduler()
+    >>> xs = scheduler.create_cold_observable(on_next(5, 1), on_error(10, ValueError("flaky")))
+    >>> scheduler.start(lambda: xs.retry(2)).messages
+    [OnNext(1)@205, OnNext(1)@215, OnError(ValueError('flaky'))@220]
+    >>> xs.subscriptions
+    [Subscribe(200, 210), Subscribe(210, 220)]
+
+    The new attempt starts inside the failed one's ``on_error`` (a cold source restarts in the same tick, as
+    Rx). An attempt that fails again while it starts is not re-subscribed recursively: hosted, the next one
+    is scheduled; standalone, a loop takes it. A failure to subscribe to the source at all (binding or context
+    errors) is not retried: it ends the subscription with that error. ``count`` must be at least 1 (Rx's
+    ``retry(0)`` completes without subscribing, Reaqtive's subscribes once: both surprise, so it is refused).
+
+    **State.** The attempts left, the current one included (counted form); none forever.
+
+    **Demand.** Passed upstream; what was requested and not yet received is requested from each new attempt. A
+    non-positive ``request`` goes to the current attempt too, and the rule 3.9 error it answers with is not
+    retried.
+
+    Reaqtive: Retry.
+    """
+    if count is not None:
+        count = require_positive_int(count, "retry", "count")
+    return OperatorCall("retry", (count,))
+
+
+@dataclass(frozen=True, slots=True)
+class RetryArgs:
+    """The arguments of a ``retry`` node: ``(source, count)``, ``count`` ``None`` for ever."""
+
+    source: Subscribable[Any]
+    count: int | None
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> RetryArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "count")
+        return cls(args.source(0), args.optional_integer(1, minimum=1))
+
+
+@register_operator("retry", frames=4, builder=retry, args=RetryArgs)
 def _bind_retry(query: Query[Any], downstream: Subscriber[Any]) -> Retry[Any]:
     """``retry()`` or ``retry(count)``: one expression operator, two stages (their state differs)."""
-    count = arguments(query, "source", "count").value(1)  # the stage checks the values
-    return Retry(query, downstream) if count is None else RetryCount(query, downstream)
+    return Retry(query, downstream) if RetryArgs.read(query).count is None else RetryCount(query, downstream)
 
 
 class Retry(StatefulOperatorBase[T], Generic[T]):
-    """The running stage of ``Query.retry()``: re-subscribes to the source after every error, forever.
+    """The running stage of :func:`retry` without a count: re-subscribes to the source after every error.
 
     Each attempt is a fresh subscription to the source, fully initialized (subscribe, context, start), held as
     this stage's single input, so visitors reach the current attempt's subtree (also after the stage ended:
-    the saved state keeps its shape). Elements pass through; completion ends the stage.
-
-    Re-subscription happens inside the failed attempt's ``on_error``, so a cold source restarts in the same
-    tick (as Rx). An attempt that fails again *while it is being started* is not re-subscribed recursively:
-    standalone, a trampoline loop takes the next attempt; hosted, the next attempt is scheduled, so a source
-    that always fails at once never blocks the scheduler (and a checkpoint can pause in between).
-
-    A failure to subscribe to the source at all (binding or context errors) is not retried: it ends the
-    subscription with that error.
-
-    State: none beyond the base (see :class:`RetryCount` for the counted form).
-
-    Demand: what downstream requested and did not receive yet is requested from each new attempt; otherwise
-    ``request(n)`` passes straight through. A non-positive ``request`` goes to the current attempt too, and the
-    rule 3.9 error it answers with is not retried.
+    the saved state keeps its shape). An attempt that fails again *while it is being started* is not
+    re-subscribed recursively: standalone, a trampoline loop takes the next attempt; hosted, the next attempt is
+    scheduled, so a source that always fails at once never blocks the scheduler (and a checkpoint can pause in
+    between).
     """
 
     name = "reaqtive:retry"
@@ -81,9 +116,9 @@ class Retry(StatefulOperatorBase[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "count")
-        self._source: Subscribable[T] = args.source(0)
-        self._remaining: int | None = args.optional_integer(1, minimum=1)  # attempts left, the current included
+        args = RetryArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._remaining: int | None = args.count  # attempts left, the current included
         self._lock = threading.Lock()
         self._attempt: _Attempt[T] | None = None
         self._upstream: Subscription | None = None
@@ -213,11 +248,7 @@ class Retry(StatefulOperatorBase[T], Generic[T]):
 
 
 class RetryCount(Retry[T], Generic[T]):
-    """The running stage of ``Query.retry(count)``: at most ``count`` attempts in all (the first included),
-    then the last error goes downstream.
-
-    State: how many attempts are left, the current one included.
-    """
+    """The running stage of :func:`retry` with a count: it saves the attempts left."""
 
     name = "reaqtive:retry+count"
     version: Version = (1,)

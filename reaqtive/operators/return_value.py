@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, source_node
 from reaqtive.operator import Version
 from reaqtive.operators._source import TERMINATED, PullSource
 from reaqtive.scheduler_interface import YieldToken
@@ -14,22 +16,51 @@ from reaqtive.streams import Subscriber
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["ReturnValue"]
+__all__ = ["ReturnValue", "ReturnValueArgs", "return_value"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
-@register_operator("return_value")
-class ReturnValue(PullSource[T], Generic[T]):
-    """The running source of ``Query.return_value``: emits its value once there is demand, then completes.
+def return_value(value: R) -> Query[R]:
+    """A source of exactly one element, ``value``, then completion.
 
-    State: none beyond the base. The element and the completion go out together, and the disposed flag that
-    follows records that they did; before that there is nothing to remember.
+    >>> Query.return_value(42).run(print)  # doctest: +ELLIPSIS
+    42
+    <...>
 
-    Demand: the element waits for ``request``; hosted, it goes out on the scheduler (one tick after the request
-    under the test scheduler, or after the start when the subscriber asked in ``on_subscribe``), standalone
-    inside ``start``/``request``.
+    ``None`` is never an element (``TypeError``).
+
+    **State.** None: the element and the completion go out together, and the disposed flag that follows records
+    that they did.
+
+    **Demand.** The element waits for a ``request``; completion follows it at once. Hosted on a scheduler it
+    goes out there (one tick after the request under the test scheduler, or after the start when the subscriber
+    asked in ``on_subscribe``); standalone, inside ``start`` or ``request``.
+
+    Reaqtive: Return.
     """
+    if value is None:
+        raise TypeError("return_value: value must not be None (None is never a stream element)")
+    return source_node("return_value", (value,))
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnValueArgs:
+    """The arguments of a ``return_value`` node: ``(value,)``."""
+
+    value: object
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> ReturnValueArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        return cls(arguments(query, "value").element(0))
+
+
+@register_operator("return_value", builder=return_value, args=ReturnValueArgs)
+class ReturnValue(PullSource[T], Generic[T]):
+    """The running source of :func:`return_value`; it does not drain at the start, as its completion follows the
+    value, which waits for demand."""
 
     name = "reaqtive:return_value"
     version: Version = (1,)
@@ -38,7 +69,7 @@ class ReturnValue(PullSource[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        self._value: T = arguments(query, "value").element(0)  # type: ignore[assignment]
+        self._value: T = ReturnValueArgs.read(query).value  # type: ignore[assignment]
 
     def drain_on_start(self) -> bool:
         return False  # the completion follows the value, which waits for demand

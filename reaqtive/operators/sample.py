@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_positive_duration
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
+from reaqtive.expression import Expression, OperatorCall, as_expression, source_node
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._emitter import COMPLETE, IDLE, EmitterBase
 from reaqtive.scheduler import ITEM_PROCESSING_PRIORITY, ActionTask
 from reaqtive.scheduler_interface import Scheduler
-from reaqtive.state import StatefulOperatorBase
 from reaqtive.streams import (
     LONG_MAX,
     Subscriber,
@@ -27,30 +29,72 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Sample"]
+__all__ = ["Sample", "SampleArgs", "sample"]
 
 T = TypeVar("T")
 
+_BAD_REQUEST: Final = object()
+"""What :meth:`Sample._poll` hands out for a non-positive request: an input's error, even a later one, goes first."""
 
-@register_operator("sample", frames=6)
-class Sample(StatefulOperatorBase[T], Generic[T]):
-    """The running stage of ``Query.sample``. Two inputs: the source and the sampler.
 
-    * A source element replaces the latest value. A sampler element is a *sample moment*: the latest value, if
-      a new one came since the previous moment, becomes the sample, which goes downstream as soon as there is
-      demand. The sampler's completion is a last sample moment.
-    * The result completes at the first sample moment after the source completed (a value that came before
-      then is emitted first), or when the source completes after the sampler did (as Rx.NET; values the
-      sampler can no longer sample are dropped). An error of either input goes downstream at once.
+def sample(sampler: Subscribable[Any] | timedelta) -> OperatorCall[Any]:
+    """At each element of ``sampler`` (or every ``sampler`` period, a ``timedelta``), emit the latest element
+    of this source if a new one arrived since the previous sample.
 
-    State: the latest value (and whether there is one), the sample waiting for demand (and whether there is
-    one), whether the source and the sampler ended, and whether the result is completing.
+    >>> from reaqtive.testing import TestScheduler, on_next, on_completed
+    >>> scheduler = TestScheduler()
+    >>> xs = scheduler.create_hot_observable(on_next(210, 1), on_next(220, 2), on_next(260, 3),
+    ...                                      on_completed(270))
+    >>> ticks = scheduler.create_hot_observable(on_next(230, "s"), on_next(250, "s"), on_next(280, "s"))
+    >>> scheduler.start(lambda: xs.sample(ticks)).messages
+    [OnNext(2)@230, OnNext(3)@280, OnCompleted()@280]
 
-    Demand: both inputs are requested without bound (sampling consumes the source continuously and keeps only
-    the latest value). Downstream, at most one sample waits for demand; a sample moment that finds the previous
-    sample still undelivered replaces it with the newer one (latest wins: the older sample is dropped). Hosted,
-    a ``request`` that releases a waiting sample delivers it on the scheduler, in the next instant after the
-    timers of that instant (so a period's sample moment due then comes first, also after a restart).
+    The sampler's completion is a last sample. The result completes at the first sample after this source
+    completed (a value that came before then is emitted first, as Rx), or when this source completes after the
+    sampler did (as Rx.NET, dropping the values the sampler can no longer sample; Reaqtive would never complete
+    then). ``sample(period)`` is ``sample(interval(period))``: the period starts with the query. Errors of
+    either stream go downstream at once.
+
+    **State.** The latest value, the sample waiting for demand, whether each input ended, and whether the
+    result is completing.
+
+    **Demand.** Both inputs are requested without bound (only the latest value is kept). At most one sample
+    waits for downstream demand; a newer sample replaces it (the older one is dropped). Hosted, a ``request``
+    that releases a waiting sample delivers it on the scheduler, in the next instant after the timers of that
+    instant (so a period's sample due then comes first, also after a restart).
+
+    Reaqtive: Sample.
+    """
+    if isinstance(sampler, timedelta):
+        period = require_positive_duration(sampler, "sample", "period")
+        return OperatorCall("sample", (source_node("interval", (period,)),))
+    if not isinstance(sampler, Subscribable):
+        raise TypeError(f"sample: sampler must be a query (or a timedelta period), got {type(sampler).__name__}")
+    return OperatorCall("sample", (as_expression(sampler),))
+
+
+@dataclass(frozen=True, slots=True)
+class SampleArgs:
+    """The arguments of a ``sample`` node: ``(source, sampler)``."""
+
+    source: Subscribable[Any]
+    sampler: Subscribable[Any]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> SampleArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "sampler")
+        return cls(args.source(0), args.source(1))
+
+
+@register_operator("sample", frames=6, builder=sample, args=SampleArgs)
+class Sample(EmitterBase[T], Generic[T]):
+    """The running stage of :func:`sample`, with two inputs: a source element replaces the latest value, a
+    sampler element moves it to the waiting sample.
+
+    The emitter (:mod:`reaqtive.operators._emitter`) signals downstream; the one waiting sample is its queue. A
+    ``request`` drains on the scheduler at item-processing priority, after the timers of the same instant: a
+    recovered query schedules both anew, so their order must not depend on which came first.
     """
 
     name = "reaqtive:sample"
@@ -59,11 +103,8 @@ class Sample(StatefulOperatorBase[T], Generic[T]):
     __slots__ = (
         "_bad_request",
         "_completing",
-        "_error",
         "_has_sample",
         "_has_value",
-        "_lock",
-        "_requested",
         "_sample",
         "_sampler",
         "_sampler_done",
@@ -71,15 +112,14 @@ class Sample(StatefulOperatorBase[T], Generic[T]):
         "_source",
         "_source_done",
         "_value",
-        "_wip",
     )
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "sampler")
-        self._source: Subscribable[T] = args.source(0)
-        self._sampler: Subscribable[Any] = args.source(1)
-        self._lock = threading.Lock()
+        args = SampleArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._sampler: Subscribable[Any] = args.sampler
+        self._running = True  # a sample goes out whenever it can, before the start too (see on_start)
         self._value: T | None = None
         self._has_value = False
         self._sample: T | None = None
@@ -87,10 +127,7 @@ class Sample(StatefulOperatorBase[T], Generic[T]):
         self._source_done = False
         self._sampler_done = False
         self._completing = False
-        self._error: BaseException | None = None
-        self._requested = 0
         self._bad_request: int | None = None
-        self._wip = False
         self._scheduler: Scheduler | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:
@@ -143,7 +180,7 @@ class Sample(StatefulOperatorBase[T], Generic[T]):
                 if self._bad_request is None:
                     self._bad_request = n
             else:
-                self._requested = add_demand(self._requested, n)
+                self._demand = add_demand(self._demand, n)
             if not (self._has_sample or self._completing or self._bad_request is not None):
                 return
         self._work(inline=False)
@@ -180,62 +217,51 @@ class Sample(StatefulOperatorBase[T], Generic[T]):
 
     def _on_input_error(self, error: BaseException) -> None:
         with self._lock:
-            if self._error is None:
-                self._error = error
+            self._set_error(error)
         self._work(inline=True)
 
     # -- the drain: the one place that signals downstream, never two at once ---------------------------------
 
     def _work(self, inline: bool) -> None:
         with self._lock:
-            if self._wip:
+            if self._emitting:
                 return  # the running drain re-reads the state before it stops
-            self._wip = True
+            self._emitting = True
         scheduler = self._scheduler
         if inline or scheduler is None:
-            self._drain()
+            self._run_drain()
         else:
             # Queue draining runs after the timers of the same instant (a period sampler's tick): a recovered
             # query schedules both anew, so their order must not depend on which was scheduled first.
-            scheduler.schedule(ActionTask(self._drain, priority=ITEM_PROCESSING_PRIORITY))
+            scheduler.schedule(ActionTask(self._run_drain, priority=ITEM_PROCESSING_PRIORITY))
 
-    def _drain(self) -> None:
-        """Each round reads the whole state under the lock and stops in that same locked block when there is
-        nothing to do, so a change made by another thread is either seen by this drain or starts a new one."""
+    def _run_drain(self) -> None:
         try:
-            while True:
-                error: BaseException | None = None
-                emit = complete = False
-                value: Any = None
-                with self._lock:
-                    if self._disposed:
-                        return
-                    if self._error is not None:
-                        error = self._error
-                    elif self._bad_request is not None:
-                        error = non_positive_request_error(self._bad_request)
-                    elif self._has_sample and self._requested:
-                        value, self._sample, self._has_sample = self._sample, None, False
-                        if self._requested != LONG_MAX:
-                            self._requested -= 1
-                        emit = True
-                    elif self._completing and not self._has_sample:
-                        complete = True
-                    else:
-                        self._wip = False
-                        return
-                if error is not None:
-                    self._signal_error(error)
-                    return
-                if complete:
-                    self._signal_complete()
-                    return
-                if emit:
-                    self._state.changed = True
-                    self._downstream.on_next(value)
+            self._emit_loop()
         except BaseException:
             self.dispose()  # the subscriber raised out of a signal (rule 2.13): the subscription cannot go on
             raise
+
+    def _poll(self) -> Any:
+        if self._bad_request is not None:
+            return _BAD_REQUEST
+        if self._has_sample and self._demand:
+            value, self._sample, self._has_sample = self._sample, None, False
+            if self._demand != LONG_MAX:
+                self._demand -= 1
+            return value
+        if self._completing and not self._has_sample:
+            return COMPLETE
+        return IDLE
+
+    def _deliver(self, item: Any) -> None:
+        if item is _BAD_REQUEST:
+            bad_request = self._bad_request
+            assert bad_request is not None
+            self._signal_error(non_positive_request_error(bad_request))
+            return
+        self._state.changed = True
+        self._downstream.on_next(item)
 
 
 class _InputObserver(Subscriber[Any]):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, overload
 
 from reaqtive.arguments import arguments
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -16,20 +18,124 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Scan", "ScanSeed", "bind_scan"]
+__all__ = ["NO_SEED", "Scan", "ScanArgs", "ScanSeed", "ScanSeedArgs", "bind_scan", "scan"]
 
 T = TypeVar("T")
 A = TypeVar("A")
 
 
-class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """``scan(accumulator)``, without a seed: the first element becomes the accumulator and is emitted as it is
-    (Rx semantics; Reaqtive's ``Scan(func)`` swallowed it); each later element emits
-    ``accumulator(acc, element)``.
+class _NoSeed:
+    __slots__ = ()
 
-    State: whether an accumulator exists, then the accumulator. Demand passes straight through. Fuses with
-    adjacent fusible stages (:mod:`reaqtive.operators._fusion`): the fused step keeps the state in these fields.
+    def __repr__(self) -> str:
+        return "<no seed>"
+
+
+NO_SEED: Final[Any] = _NoSeed()
+"""The default of :func:`scan`'s ``seed``: none was given (``None`` is refused, so it cannot mean "none")."""
+
+
+@overload
+def scan(accumulator: Callable[[T, T], T], /) -> OperatorCall[T]: ...
+
+
+@overload
+def scan(seed: A, accumulator: Callable[[A, T], A], /) -> OperatorCall[A]: ...
+
+
+@overload
+def scan(accumulator: Callable[[A, T], A], /, *, seed: A) -> OperatorCall[A]: ...
+
+
+def scan(*args: Any, seed: Any = NO_SEED) -> OperatorCall[Any]:
+    """A running accumulation: emit each intermediate result of ``acc = accumulator(acc, element)``.
+
+    Three forms: ``scan(accumulator)`` (no seed), ``scan(seed, accumulator)`` (the order of Reaqtive's
+    ``Scan(seed, func)``), and ``scan(accumulator, seed=seed)`` (RxPY's keyword).
+
+    >>> import operator
+    >>> from_iterable([1, 2, 3]).scan(operator.add).run(print)  # doctest: +ELLIPSIS
+    1
+    3
+    6
+    <...>
+    >>> from_iterable([1, 2, 3]).scan(10, operator.add).run(print)  # doctest: +ELLIPSIS
+    11
+    13
+    16
+    <...>
+
+    Without a seed the first element becomes the accumulator and **is emitted** (Rx semantics; Reaqtive's
+    ``Scan(func)`` does not emit it, a deviation we do not copy). With a seed, every element emits
+    ``accumulator(acc, element)`` and the seed itself is not emitted. An exception from ``accumulator`` (or a
+    ``None`` result) becomes ``on_error``.
+
+    **State.** The accumulator (and, without a seed, whether there is one yet); it must be a value the state
+    codec can write (plain data, or a type registered with ``register_state_type``).
+
+    **Demand.** Passed upstream unchanged.
+
+    Reaqtive: Scan.
     """
+    if len(args) == 1:
+        (accumulator,) = args
+        has_seed = seed is not NO_SEED
+    elif len(args) == 2:
+        if seed is not NO_SEED:
+            raise TypeError("scan: give the seed once, either scan(seed, accumulator) or scan(accumulator, seed=)")
+        seed, accumulator = args
+        has_seed = True
+    else:
+        raise TypeError(f"scan: takes (accumulator) or (seed, accumulator), got {len(args)} arguments")
+    if not callable(accumulator):
+        raise TypeError(
+            f"scan: accumulator must be callable, got {type(accumulator).__name__} (the seed comes first: "
+            "scan(seed, accumulator), or scan(accumulator, seed=seed))"
+        )
+    if not has_seed:
+        return OperatorCall("scan", (accumulator,))
+    if seed is None:
+        raise TypeError("scan: the seed must not be None (None is never an element)")
+    return OperatorCall("scan", (seed, accumulator))
+
+
+@dataclass(frozen=True, slots=True)
+class ScanArgs:
+    """The arguments of a ``scan`` node without a seed: ``(source, accumulator)``. :meth:`read` reads either
+    form of the node (the one record the registry knows for ``scan``)."""
+
+    source: Subscribable[Any]
+    accumulator: Callable[[Any, Any], Any]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> ScanArgs | ScanSeedArgs:
+        """The checked arguments of ``query``: a :class:`ScanSeedArgs` when it has a seed
+        (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        if len(query.args) == 3:
+            return ScanSeedArgs.read(query)
+        args = arguments(query, ("source", "accumulator"), ("source", "seed", "accumulator"))
+        return cls(args.source(0), args.function(1))
+
+
+@dataclass(frozen=True, slots=True)
+class ScanSeedArgs:
+    """The arguments of a ``scan`` node with a seed: ``(source, seed, accumulator)``."""
+
+    source: Subscribable[Any]
+    seed: object
+    accumulator: Callable[[Any, Any], Any]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> ScanSeedArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "seed", "accumulator")
+        return cls(args.source(0), args.element(1), args.function(2))
+
+
+class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The running stage of :func:`scan` without a seed (state: whether an accumulator exists, then the
+    accumulator). Fuses with adjacent fusible stages (:mod:`reaqtive.operators._fusion`): the fused step keeps
+    the state in these fields, where a checkpoint finds them."""
 
     name = "reaqtive:scan"
     version: Version = (1,)
@@ -38,9 +144,12 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "accumulator")
-        self._source: Subscribable[T] = args.source(0)
-        self._accumulator: Callable[[T, T], T] = args.function(1)
+        args = ScanArgs.read(query)
+        if not isinstance(args, ScanArgs):  # a node with a seed: bind_scan binds it to ScanSeed
+            arguments(query, "source", "accumulator")  # raises: the wrong number of arguments for this stage
+        assert isinstance(args, ScanArgs)
+        self._source: Subscribable[T] = args.source
+        self._accumulator: Callable[[T, T], T] = args.accumulator
         self._has_value = False
         self._value: T | None = None
 
@@ -98,12 +207,8 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
 
 class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
-    """``scan(seed, accumulator)``: each element emits ``acc = accumulator(acc, element)``, starting from
-    ``seed``; the seed itself is not emitted.
-
-    State: the accumulator. Demand passes straight through. Fuses with adjacent fusible stages
-    (:mod:`reaqtive.operators._fusion`): the fused step keeps the state in this field.
-    """
+    """The running stage of :func:`scan` with a seed (state: the accumulator). Fuses with adjacent fusible
+    stages (:mod:`reaqtive.operators._fusion`): the fused step keeps the state in this field."""
 
     name = "reaqtive:scan+seed"
     version: Version = (1,)
@@ -112,10 +217,10 @@ class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[A]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "seed", "accumulator")
-        self._source: Subscribable[T] = args.source(0)
-        self._accumulator: Callable[[A, T], A] = args.function(2)
-        self._value: A = args.element(1)  # type: ignore[assignment]
+        args = ScanSeedArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._accumulator: Callable[[A, T], A] = args.accumulator
+        self._value: A = args.seed  # type: ignore[assignment]
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._value)
@@ -164,7 +269,7 @@ def _none_error(value: object) -> TypeError:
     return TypeError(f"scan: the accumulator returned None for {value!r}; None is never an element")
 
 
-@fusible("scan", frames=2)
+@fusible("scan", frames=2, builder=scan, args=ScanArgs)
 def bind_scan(query: Query[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of ``scan``: ``(source, accumulator)`` without a seed, ``(source, seed, accumulator)`` with."""
     if len(arguments(query, ("source", "accumulator"), ("source", "seed", "accumulator"))) == 2:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._aggregate import optional_callable
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
 from reaqtive.state import StatefulOperatorBase
 from reaqtive.streams import (
@@ -28,9 +31,58 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["SequenceEqual"]
+__all__ = ["SequenceEqual", "SequenceEqualArgs", "sequence_equal"]
 
 T = TypeVar("T")
+
+
+def sequence_equal(
+    other: Subscribable[Any], comparer: Callable[[Any, Any], object] | None = None
+) -> OperatorCall[bool]:
+    """Whether this source and ``other`` have equal elements (``==``, or ``comparer(mine, theirs)``) in the
+    same order and as many: ``False`` at the first difference (both sources are then cancelled), ``True``
+    when both complete together.
+
+    >>> from_iterable([1, 2]).sequence_equal(from_iterable([1, 2])).run(print)  # doctest: +ELLIPSIS
+    True
+    <...>
+
+    The answer is ``False`` as soon as a pair differs or one source ends while the other has an element more.
+
+    Queues: the elements one source delivered ahead of the other wait in a queue. With the host setting
+    ``MAX_QUEUE_SIZE = q`` each source is asked for at most what its queue can still hold (``q`` at first,
+    topped up as pairs match), so the faster source is slowed to the slower one's pace and the queue never
+    exceeds ``q`` (a source sending more than asked gets ``LimitExceededError``); without the setting both
+    are asked for everything and the queue is unbounded, as in Reaqtive.
+
+    **State.** ``held: bool``, [``result: bool``], then for each source ``done: bool, queue: list``. Queued
+    elements must be state values.
+
+    **Demand.** Nothing before the downstream asks; a result decided without demand (two empty sources) is
+    held until demanded.
+
+    Reaqtive: SequenceEqual.
+    """
+    if not isinstance(other, Subscribable):
+        raise TypeError(f"sequence_equal: other must be a query (a Subscribable), got {type(other).__name__}")
+    optional_callable(comparer, "sequence_equal", "comparer")
+    return OperatorCall("sequence_equal", (other, comparer))
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceEqualArgs:
+    """The arguments of a ``sequence_equal`` node: ``(source, other, comparer)``, the comparer ``None`` for
+    ``==``."""
+
+    source: Subscribable[Any]
+    other: Subscribable[Any]
+    comparer: Callable[[Any, Any], object] | None
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> SequenceEqualArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "other", "comparer")
+        return cls(args.source(0), args.source(1), args.optional_function(2))
 
 
 class _Side(Subscriber[T], Generic[T]):
@@ -84,23 +136,14 @@ class _Side(Subscriber[T], Generic[T]):
         subscription.request(n)
 
 
-@register_operator("sequence_equal", frames=8)
+@register_operator("sequence_equal", frames=8, builder=sequence_equal, args=SequenceEqualArgs)
 class SequenceEqual(StatefulOperatorBase[bool], Generic[T]):
-    """The running stage of ``Query.sequence_equal``: ``(first, second, comparer)``, the comparer ``None`` for
-    ``==``.
+    """The running stage of :func:`sequence_equal`. One lock guards both inputs' queues and the answer, since
+    the two inputs may signal on different threads; nothing is signalled downstream under it.
 
-    The answer is ``False`` as soon as a pair differs or one input ends while the other has an element more,
-    ``True`` when both end together. Until the downstream asks, nothing is requested; a result decided
-    without demand (two empty inputs) is held until it asks.
-
-    Demand and queues: without ``MAX_QUEUE_SIZE`` each input is asked for everything and the faster one's
-    surplus waits in its queue (unbounded, as in Reaqtive). With ``MAX_QUEUE_SIZE = q`` each input is asked for
-    at most what its queue can still hold (``q`` at first, topped up as pairs are matched), so a conforming
-    input never fills it and the faster input is slowed to the pace of the slower; an input that sends more
-    than it was asked for gets ``LimitExceededError``.
-
-    State: ``held: bool``, [``result: bool``], then for each input ``done: bool, queue: list``. Queued elements
-    must be state values.
+    In windowed mode (``MAX_QUEUE_SIZE`` set) each input's ``outstanding`` (requested and not yet delivered)
+    counts against its queue, so a conforming input never overfills it; top-ups wait until at least half the
+    queue is free (``_refill``), so matching pairs do not cost a request each.
     """
 
     name = "reaqtive:sequence_equal"
@@ -122,10 +165,10 @@ class SequenceEqual(StatefulOperatorBase[bool], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[bool]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "other", "comparer")
-        self._first: Subscribable[T] = args.source(0)
-        self._second: Subscribable[T] = args.source(1)
-        self._comparer: Callable[[T, T], object] | None = args.optional_function(2)
+        args = SequenceEqualArgs.read(query)
+        self._first: Subscribable[T] = args.source
+        self._second: Subscribable[T] = args.other
+        self._comparer: Callable[[T, T], object] | None = args.comparer
         self._lock = threading.Lock()
         self._sides: tuple[_Side[T], _Side[T]] = (_Side(self, 0), _Side(self, 1))
         self._limit = UNLIMITED

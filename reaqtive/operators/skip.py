@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._take_skip import OpenAtDeadline
+from reaqtive.operators._take_skip import OpenAtDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.state.fields import time_bounds
@@ -19,22 +21,78 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Skip", "SkipDuration"]
+__all__ = ["Skip", "SkipArgs", "SkipDuration", "SkipDurationArgs", "skip"]
 
 T = TypeVar("T")
 
 
-@register_operator("skip")
-class Skip(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.skip(count)``.
+def skip(count: int | timedelta, /) -> OperatorCall[Any]:
+    """Drop the first ``count`` elements (an ``int``), or the elements of the first ``duration`` after the
+    subscription started (a ``timedelta``); pass the rest.
 
-    State: ``remaining``, how many elements are still to drop.
+    >>> from_iterable(range(5)).skip(3).run(print)  # doctest: +ELLIPSIS
+    3
+    4
+    <...>
 
-    Demand: the elements to drop are requested together with the downstream's first demand (``n + remaining``
-    upstream, once), after which demand passes straight through: the dropped elements are paid for up front
-    instead of one ``request(1)`` each, and the upstream is never asked for more than it takes to deliver what
-    the downstream requested. A recovered stage adds its restored ``remaining`` to its first request again.
+    By time, on the virtual-time scheduler (one tick is one second; an element at the very end of the
+    duration is still dropped):
+
+    >>> from datetime import timedelta
+    >>> from reaqtive.testing import TestScheduler, on_next
+    >>> scheduler = TestScheduler()
+    >>> xs = scheduler.create_hot_observable(on_next(210, "a"), on_next(250, "b"), on_next(260, "c"))
+    >>> scheduler.start(lambda: xs.skip(timedelta(seconds=50))).messages
+    [OnNext('c')@260]
+
+    Completion and errors pass at any time. The duration is measured from the start; it needs a scheduler.
+
+    **State.** Count: how many are still to drop. Duration: the absolute end time (set at the first start, so
+    a recovered query opens when the original would have) and whether it was reached.
+
+    **Demand.** Count: the elements to drop are requested together with the downstream's first demand
+    (``n + count`` upstream, once; a recovered stage adds its restored count again), then demand passes
+    unchanged: the dropped elements are paid for up front instead of one ``request(1)`` each. Duration: each
+    dropped element is replaced by ``request(1)`` upstream, unless demand is unbounded.
+
+    Reaqtive: Skip (its duration form is composed from SkipUntil and Timer).
     """
+    op, argument = count_or_duration(count, "skip")
+    return OperatorCall(op, (argument,))
+
+
+@dataclass(frozen=True, slots=True)
+class SkipArgs:
+    """The arguments of a ``skip`` node: ``(source, count)``."""
+
+    source: Subscribable[Any]
+    count: int
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> SkipArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "count")
+        return cls(args.source(0), args.integer(1))
+
+
+@dataclass(frozen=True, slots=True)
+class SkipDurationArgs:
+    """The arguments of a ``skip_duration`` node: ``(source, duration)``."""
+
+    source: Subscribable[Any]
+    duration: timedelta
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> SkipDurationArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "duration")
+        return cls(args.source(0), args.duration(1))
+
+
+@register_operator("skip", builder=skip, args=SkipArgs)
+class Skip(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The running stage of :func:`skip` by count: the first request carries the elements to drop, so the
+    upstream is never asked for more than it takes to deliver what the downstream requested."""
 
     name = "reaqtive:skip"
     version: Version = (1,)
@@ -43,9 +101,9 @@ class Skip(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "count")
-        self._source: Subscribable[T] = args.source(0)
-        self._remaining = args.integer(1)
+        args = SkipArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._remaining = args.count
         self._asked_for_skipped = False
 
     def save_state_core(self, writer: StateWriter) -> None:
@@ -72,15 +130,10 @@ class Skip(StatefulUnaryOperatorBase[T, T], Generic[T]):
         self._downstream.on_next(value)
 
 
-@register_operator("skip_duration", frames=2)
+@register_operator("skip_duration", frames=2, builder=skip, args=SkipDurationArgs)
 class SkipDuration(OpenAtDeadline[T], Generic[T]):
-    """The running stage of ``Query.skip(duration)``: drops the elements of the first ``duration`` after it
-    started, then passes every element. Completion and errors pass at any time.
-
-    State: ``end`` (the absolute time the gate opens, set at the first start, ``None`` before) and ``open``.
-    Time-based: needs a scheduler. Demand: each element dropped before ``end`` is replaced with ``request(1)``
-    upstream, unless demand is unbounded.
-    """
+    """The running stage of :func:`skip` by duration: the timer only opens the gate (see
+    :class:`OpenAtDeadline`), so it needs no lock."""
 
     name = "reaqtive:skip+duration"
     version: Version = (1,)
@@ -89,9 +142,9 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "duration")
-        self._source: Subscribable[T] = args.source(0)
-        self._duration = args.duration(1)
+        args = SkipDurationArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._duration = args.duration
         self._end: datetime | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._take_skip import DroppingStage, OpenAtDeadline, UntilObserver
+from reaqtive.operators._take_skip import DroppingStage, OpenAtDeadline, UntilObserver, other_or_time
 from reaqtive.streams import Subscriber, require_not_none
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
@@ -17,31 +19,75 @@ from reaqtive.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["SkipUntil", "SkipUntilTime"]
+__all__ = ["SkipUntil", "SkipUntilArgs", "SkipUntilTime", "SkipUntilTimeArgs", "skip_until"]
 
 T = TypeVar("T")
 
 
-@register_operator("skip_until")
+def skip_until(other: Subscribable[Any] | datetime, /) -> OperatorCall[Any]:
+    """Drop elements until ``other`` emits its first element, or until the aware ``datetime``
+    ``start_time``; then pass every element.
+
+    >>> source, start = SimpleSubject(), SimpleSubject()
+    >>> handle = source.as_query().skip_until(start.as_query()).run(print)
+    >>> source.on_next(1); start.on_next("go"); source.on_next(2); source.on_next(3)
+    2
+    3
+
+    With a stream, as in Rx: ``other`` is subscribed before the source, so one that signals at once opens the
+    gate before the source emits; its first element opens the gate for good and unsubscribes it; its error
+    (before its first element) is the result's error; ``other`` completing without an element keeps the gate
+    shut; the source's error passes at any time, and its completion once the gate is open: the source
+    completing while the gate is shut is dropped like its elements, so the result does not complete (``other``
+    may still fail it). With a time, completion and errors pass at any time, and a ``start_time`` in the past
+    drops nothing; a time needs a scheduler.
+
+    **State.** Stream: ``open``, ``other_done`` (``other`` ended: it signalled or completed) and
+    ``source_done`` (the source completed while the gate was shut); a recovered query does not listen again to
+    the inputs that had ended. Time: ``open``.
+
+    **Demand.** Each dropped element is replaced by ``request(1)`` upstream, unless demand is unbounded;
+    ``other`` is asked for one element.
+
+    Reaqtive: SkipUntil (its time form is composed with Timer).
+    """
+    op, argument = other_or_time(other, "skip_until")
+    return OperatorCall(op, (argument,))
+
+
+@dataclass(frozen=True, slots=True)
+class SkipUntilArgs:
+    """The arguments of a ``skip_until`` node: ``(source, other)``."""
+
+    source: Subscribable[Any]
+    other: Subscribable[Any]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> SkipUntilArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "other")
+        return cls(args.source(0), args.source(1))
+
+
+@dataclass(frozen=True, slots=True)
+class SkipUntilTimeArgs:
+    """The arguments of a ``skip_until_time`` node: ``(source, start_time)``."""
+
+    source: Subscribable[Any]
+    start_time: datetime
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> SkipUntilTimeArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "start_time")
+        return cls(args.source(0), args.time(1))
+
+
+@register_operator("skip_until", builder=skip_until, args=SkipUntilArgs)
 class SkipUntil(DroppingStage[T], Generic[T]):
-    """The running stage of ``Query.skip_until(other)``.
-
-    Two inputs, visited in this order: ``other`` (input 0) and the source (input 1). The other is subscribed and
-    started first, so an other that signals at once opens the gate before the source emits (as in Rx.NET).
-
-    * the source's elements are dropped until the other's first element, which opens the gate for good and
-      unsubscribes the other;
-    * the other's error (before its first element) is the result's error;
-    * the other completing without an element unsubscribes it: the gate stays shut;
-    * the source's error passes at any time; its completion passes once the gate is open, and before that it
-      is dropped like the elements (as in Rx: the result then never completes, but an error of the other still
-      reaches it).
-
-    State: ``open``, ``other_done`` (the other ended: it signalled or completed) and ``source_done`` (the source
-    completed while the gate was shut). A recovered stage disposes the inputs that had ended instead of
-    listening to them again. Demand: each element dropped while the gate is shut is replaced with
-    ``request(1)`` upstream, unless demand is unbounded; the other is asked for one element. Only terminal
-    signals can race (the other never emits an element downstream), so only they take the lock.
+    """The running stage of :func:`skip_until` with a stream. Two inputs, visited in this order: ``other``
+    (input 0) and the source (input 1). Only terminal signals can race (the other never emits an element
+    downstream), so only they take the lock.
     """
 
     name = "reaqtive:skip_until"
@@ -51,9 +97,9 @@ class SkipUntil(DroppingStage[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "other")
-        self._source: Subscribable[T] = args.source(0)
-        self._other: Subscribable[Any] = args.source(1)
+        args = SkipUntilArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._other: Subscribable[Any] = args.other
         self._open = False
         self._other_done = False
         self._source_done = False
@@ -141,15 +187,10 @@ class SkipUntil(DroppingStage[T], Generic[T]):
                 self._state.changed = True
 
 
-@register_operator("skip_until_time", frames=2)
+@register_operator("skip_until_time", frames=2, builder=skip_until, args=SkipUntilTimeArgs)
 class SkipUntilTime(OpenAtDeadline[T], Generic[T]):
-    """The running stage of ``Query.skip_until(start_time)``: drops the elements before ``start_time``, then
-    passes every element (all of them if ``start_time`` has passed when it starts). Completion and errors pass at
-    any time.
-
-    State: ``open``. Time-based: needs a scheduler. Demand: each element dropped before ``start_time`` is
-    replaced with ``request(1)`` upstream, unless demand is unbounded.
-    """
+    """The running stage of :func:`skip_until` with a time: the timer only opens the gate (see
+    :class:`OpenAtDeadline`), so it needs no lock."""
 
     name = "reaqtive:skip_until+time"
     version: Version = (1,)
@@ -158,9 +199,9 @@ class SkipUntilTime(OpenAtDeadline[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "start_time")
-        self._source: Subscribable[T] = args.source(0)
-        self._start_time = args.time(1)
+        args = SkipUntilTimeArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._start_time = args.start_time
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._open)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._take_skip import DroppingStage
 from reaqtive.streams import Subscriber
@@ -16,19 +18,68 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["SkipWhile", "SkipWhileIndexed"]
+__all__ = ["SkipWhile", "SkipWhileArgs", "SkipWhileIndexed", "skip_while", "skip_while_indexed"]
 
 T = TypeVar("T")
 
 
-@register_operator("skip_while")
-class SkipWhile(DroppingStage[T], Generic[T]):
-    """The running stage of ``Query.skip_while(predicate)``.
+def skip_while(predicate: Callable[[Any], object]) -> OperatorCall[Any]:
+    """Drop elements while ``predicate`` is true; from the first false one on, pass every element (the
+    predicate is not called again).
 
-    State: ``running``, latched once the predicate was false for an element; from then on every element passes
-    and the predicate is no longer called. Demand: each dropped element is replaced with ``request(1)``
-    upstream, unless demand is unbounded.
+    >>> from_iterable([1, 2, 5, 1]).skip_while(lambda x: x < 3).run(print)  # doctest: +ELLIPSIS
+    5
+    1
+    <...>
+
+    An exception from ``predicate`` becomes ``on_error``.
+
+    **State.** ``running``: whether the predicate has been false yet.
+
+    **Demand.** Each dropped element is replaced by ``request(1)`` upstream, unless demand is unbounded.
+
+    Reaqtive: SkipWhile.
     """
+    require_callable(predicate, "skip_while", "predicate")
+    return OperatorCall("skip_while", (predicate,))
+
+
+def skip_while_indexed(predicate: Callable[[Any, int], object]) -> OperatorCall[Any]:
+    """``skip_while`` with the element's index (0, 1, ...) as the predicate's second argument.
+
+    >>> from_iterable("abcd").skip_while_indexed(lambda x, i: i < 2).run(print)  # doctest: +ELLIPSIS
+    c
+    d
+    <...>
+
+    **State.** ``running`` (whether the predicate has been false yet), then ``index``, the index of the next
+    element (it stops counting once running).
+
+    **Demand.** As ``skip_while``.
+
+    Reaqtive: SkipWhile+Index.
+    """
+    require_callable(predicate, "skip_while_indexed", "predicate")
+    return OperatorCall("skip_while_indexed", (predicate,))
+
+
+@dataclass(frozen=True, slots=True)
+class SkipWhileArgs:
+    """The arguments of a ``skip_while`` or ``skip_while_indexed`` node: ``(source, predicate)``."""
+
+    source: Subscribable[Any]
+    predicate: Callable[..., object]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> SkipWhileArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "predicate")
+        return cls(args.source(0), args.function(1))
+
+
+@register_operator("skip_while", builder=skip_while, args=SkipWhileArgs)
+class SkipWhile(DroppingStage[T], Generic[T]):
+    """The running stage of :func:`skip_while`."""
 
     name = "reaqtive:skip_while"
     version: Version = (1,)
@@ -37,9 +88,9 @@ class SkipWhile(DroppingStage[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "predicate")
-        self._source: Subscribable[T] = args.source(0)
-        self._predicate: Callable[[T], object] = args.function(1)
+        args = SkipWhileArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._predicate: Callable[[T], object] = args.predicate
         self._running = False
 
     def save_state_core(self, writer: StateWriter) -> None:
@@ -68,14 +119,9 @@ class SkipWhile(DroppingStage[T], Generic[T]):
         self._downstream.on_next(value)
 
 
-@register_operator("skip_while_indexed")
+@register_operator("skip_while_indexed", builder=skip_while_indexed, args=SkipWhileArgs)
 class SkipWhileIndexed(DroppingStage[T], Generic[T]):
-    """The running stage of ``Query.skip_while_indexed(predicate)``: as ``skip_while``, with the element's
-    index (0, 1, ...) as the predicate's second argument.
-
-    State: ``running``, then ``index`` (the index of the next element; it stops counting once running).
-    Demand: each dropped element is replaced with ``request(1)`` upstream, unless demand is unbounded.
-    """
+    """The running stage of :func:`skip_while_indexed`."""
 
     name = "reaqtive:skip_while+indexed"
     version: Version = (1,)
@@ -84,9 +130,9 @@ class SkipWhileIndexed(DroppingStage[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "predicate")
-        self._source: Subscribable[T] = args.source(0)
-        self._predicate: Callable[[T, int], object] = args.function(1)
+        args = SkipWhileArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._predicate: Callable[[T, int], object] = args.predicate
         self._running = False
         self._index = 0
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduler_interface import Scheduler
@@ -20,30 +22,62 @@ from reaqtive.visitors import initialize, set_context_all, subscribe_all
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["StartWith"]
+__all__ = ["StartWith", "StartWithArgs", "start_with"]
 
 T = TypeVar("T")
 
 
-@register_operator("start_with", frames=16)
-class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.start_with``: emits ``values``, then subscribes to the source (only then:
-    a hot source's elements during the values are not seen, as in Rx's ``concat``).
+def start_with(*values: T) -> OperatorCall[T]:
+    """Emit ``values`` first, then subscribe to this query and pass its elements.
 
-    Hosted (the context has a scheduler): each value is emitted by its own task, one after the other (under
-    the test scheduler: one tick apart, the first one tick after the start, or after the request that asks for
-    it when the subscriber asked for nothing in ``on_subscribe``), and the task that emits the last value
-    also subscribes to the source; with no values, the first task subscribes. Standalone: the values are emitted
-    on the caller's thread, from a drain loop (a ``request`` inside ``on_next`` adds demand, rule 3.3).
+    >>> from_iterable([3]).start_with(1, 2).run(print)  # doctest: +ELLIPSIS
+    1
+    2
+    3
+    <...>
 
-    State: how many values were emitted, and whether the source is subscribed. A recovered stage whose source
-    was subscribed re-subscribes while its state loads (the load traversal then loads the source's state); one
-    that was still emitting values continues with the next value.
+    The source is subscribed only after the last value (as Rx's ``concat``): a hot source's elements
+    during the values are not seen. With a scheduler each value is emitted by its own task, one after the
+    other (under the test scheduler one tick apart, the first one tick after the start, or after the request
+    that asks for it when the subscriber asked for nothing in ``on_subscribe``, as Reaqtive), and the task that
+    emits the last value also subscribes to the source; with no values, the first task subscribes. Standalone,
+    the values are emitted on the caller's thread.
 
-    Demand: values are emitted only as requested (nothing is buffered: they are parameters of the query). What
-    the values did not use is handed to the source when it subscribes; from then on demand passes straight
+    **State.** How many values were emitted, and whether the source is subscribed. A recovered query whose
+    source was subscribed subscribes it again; one that was still emitting values continues with the next value.
+
+    **Demand.** Values are emitted only as requested (nothing is buffered: they are parameters of the query).
+    What the values did not use is handed to the source when it subscribes; from then on demand passes straight
     through.
+
+    Reaqtive: StartWith.
     """
+    for value in values:
+        if value is None:
+            raise TypeError("start_with: a value must not be None (None is never an element)")
+    return OperatorCall("start_with", (values,))
+
+
+@dataclass(frozen=True, slots=True)
+class StartWithArgs:
+    """The arguments of a ``start_with`` node: ``(source, values)``, ``values`` a tuple of elements."""
+
+    source: Subscribable[Any]
+    values: tuple[object, ...]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> StartWithArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "values")
+        return cls(args.source(0), args.elements(1))
+
+
+@register_operator("start_with", frames=16, builder=start_with, args=StartWithArgs)
+class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The running stage of :func:`start_with`. Standalone, the values are emitted from a drain loop (``_wip``,
+    under ``_lock``), so that a ``request`` inside ``on_next`` adds demand instead of recursing (rule 3.3).
+    A recovered stage whose source was subscribed re-subscribes while its state loads, so that the load
+    traversal then finds the source and loads its state."""
 
     name = "reaqtive:start_with"
     version: Version = (1,)
@@ -63,9 +97,9 @@ class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "values")
-        self._source: Subscribable[T] = args.source(0)
-        self._values: tuple[T, ...] = args.elements(1)  # type: ignore[assignment]
+        args = StartWithArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._values: tuple[T, ...] = args.values  # type: ignore[assignment]
         self._index = 0
         self._subscribed = False
         self._holder = SingleAssignmentSubscription()

@@ -2,26 +2,99 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._aggregate import AggregateStage, no_elements_error
+from reaqtive.operators._aggregate import AggregateStage, no_elements_error, require_element
 from reaqtive.streams import Subscriber
+from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Average", "Sum"]
+__all__ = ["Average", "AverageArgs", "Sum", "SumArgs", "average", "sum"]
 
 T = TypeVar("T")
 
 
-@register_operator("sum", frames=4)
+# The builder sum hides the built-in, which this module does not use.
+def sum(start: object = 0) -> OperatorCall[Any]:
+    """``start`` plus every element, when the source completes, as Python's ``sum`` (empty: ``start``).
+
+    >>> from_iterable([1, 2, 3.5]).sum().run(print)  # doctest: +ELLIPSIS
+    6.5
+    <...>
+    >>> from datetime import timedelta
+    >>> from_iterable([timedelta(seconds=1)] * 3).sum(timedelta(0)).run(print)  # doctest: +ELLIPSIS
+    0:00:03
+    <...>
+
+    Works with anything that adds: ints (exact, any size), floats (plain addition), ``Decimal``,
+    ``Fraction``, ``timedelta`` (with a ``timedelta`` start). An element that does not add (a ``str`` among
+    numbers) becomes ``on_error``.
+
+    **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``total``.
+
+    **Demand.** Everything once asked; the result is held until demanded.
+
+    Reaqtive: Sum (it has one operator per numeric type; one suffices here).
+    """
+    require_element(start, "sum", "start")
+    return OperatorCall("sum", (start,))
+
+
+def average() -> OperatorCall[Any]:
+    """The mean of the elements, ``sum / count`` with true division, when the source completes.
+
+    >>> from_iterable([1, 2, 3, 4]).average().run(print)  # doctest: +ELLIPSIS
+    2.5
+    <...>
+
+    ints and floats give a float; ``Decimal``, ``Fraction`` and ``timedelta`` keep their type (the first
+    element starts the total). An empty source is a ``ValueError``.
+
+    **State.** The held result, then ``count: int, total`` (``total`` is ``None`` until the first element).
+
+    **Demand.** Everything once asked; the result is held until demanded.
+
+    Reaqtive: Average.
+    """
+    return OperatorCall("average")
+
+
+@dataclass(frozen=True, slots=True)
+class SumArgs:
+    """The arguments of a ``sum`` node: ``(source, start)``."""
+
+    source: Subscribable[Any]
+    start: object
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> SumArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "start")
+        return cls(args.source(0), args.element(1))
+
+
+@dataclass(frozen=True, slots=True)
+class AverageArgs:
+    """The arguments of an ``average`` node: ``(source,)``."""
+
+    source: Subscribable[Any]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> AverageArgs:
+        """The checked arguments of ``query``."""
+        return cls(arguments(query, "source").source(0))
+
+
+@register_operator("sum", frames=4, builder=sum, args=SumArgs)
 class Sum(AggregateStage[T, Any], Generic[T]):
-    """The running stage of ``Query.sum``: ``start + x1 + x2 + ...``, as Python's ``sum``. State: the held
-    result, then ``total``."""
+    """The running stage of :func:`sum`: ``start + x1 + x2 + ...``, in that order (``start`` on the left)."""
 
     name = "reaqtive:sum"
     version: Version = (1,)
@@ -29,9 +102,9 @@ class Sum(AggregateStage[T, Any], Generic[T]):
     __slots__ = ("_total",)
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
-        args = arguments(query, "source", "start")
-        super().__init__(args.source(0), downstream)
-        self._total: Any = args.element(1)
+        args = SumArgs.read(query)
+        super().__init__(args.source, downstream)
+        self._total: Any = args.start
 
     def save_state_core(self, writer: StateWriter) -> None:
         super().save_state_core(writer)
@@ -53,10 +126,10 @@ class Sum(AggregateStage[T, Any], Generic[T]):
         return self._total
 
 
-@register_operator("average", frames=4)
+@register_operator("average", frames=4, builder=average, args=AverageArgs)
 class Average(AggregateStage[T, Any], Generic[T]):
-    """The running stage of ``Query.average``: ``(x1 + ... + xn) / n`` with true division. State: the held
-    result, then ``count: int, total`` (``total`` is ``None`` until the first element)."""
+    """The running stage of :func:`average`: ``(x1 + ... + xn) / n``; the first element starts the total, so
+    that ``timedelta``, ``Decimal`` and ``Fraction`` keep their type."""
 
     name = "reaqtive:average"
     version: Version = (1,)
@@ -64,7 +137,7 @@ class Average(AggregateStage[T, Any], Generic[T]):
     __slots__ = ("_count", "_total")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
-        super().__init__(arguments(query, "source").source(0), downstream)
+        super().__init__(AverageArgs.read(query).source, downstream)
         self._count = 0
         self._total: Any = None
 

@@ -1,18 +1,14 @@
-"""``switch_latest``: every outer element selects an inner stream; only the latest one's elements pass.
-
-The machinery is shared with ``flat_map`` (:mod:`reaqtive.operators._inner_subscriptions`): the stage keeps at most
-one inner
-slot, and a new outer element ends the current inner subscription (hosted: deletes it from the environment) and
-drops what it had queued before subscribing to the new one.
-"""
+"""``switch_latest``: every outer element selects an inner stream; only the latest one's elements pass."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, Version
 from reaqtive.operators._inner_subscriptions import InnerMergeBase, InnerSlot, selected_source
 from reaqtive.streams import Subscriber
@@ -21,28 +17,64 @@ from reaqtive.subscribable import Subscribable
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["SwitchLatest"]
+__all__ = ["SwitchLatest", "SwitchLatestArgs", "switch_latest"]
 
 R = TypeVar("R")
 
 
-@register_operator("switch_latest", frames=20)
+def switch_latest(selector: Callable[[Any], Subscribable[Any]] | None = None) -> OperatorCall[Any]:
+    """The elements of the latest inner stream: each element of this source (a query, or with ``selector``
+    the query ``selector(element)``) replaces the current inner subscription (with a selector, RxJS/RxPY
+    ``switch_map``).
+
+    >>> from reaqtive.testing import TestScheduler, on_next, on_completed
+    >>> scheduler = TestScheduler()
+    >>> ys = scheduler.create_hot_observable(on_next(215, "a"), on_next(235, "b"), on_completed(250))
+    >>> zs = scheduler.create_hot_observable(on_next(225, "c"), on_next(240, "d"), on_completed(260))
+    >>> xs = scheduler.create_hot_observable(on_next(210, ys), on_next(230, zs), on_completed(245))
+    >>> scheduler.start(lambda: xs.switch_latest()).messages
+    [OnNext('a')@215, OnNext('d')@240, OnCompleted()@260]
+
+    The previous inner subscription is disposed (hosted: deleted from the environment) and what it had queued is
+    dropped. Completes when this source and the latest inner stream completed; the latest inner's error ends the
+    result, a stale inner's signals are ignored; an error of this source or of ``selector`` ends it at once.
+
+    **State.** The number of elements seen, whether this source completed, the elements requested from it and
+    not yet received, and the latest inner: whether it ended, its queued elements and the element that selected
+    it (as for ``flat_map``: a value, or a group or window by reference; a plain query cannot be saved, so use
+    ``switch_latest(selector)`` to checkpoint).
+
+    **Demand.** As ``flat_map`` with at most one inner: this source is asked without bound when downstream
+    demand is unbounded, else for one element at a time while downstream waits for more than is queued, so a
+    slow subscriber switches when it catches up rather than losing what it asked for.
+
+    Reaqtive: Switch.
+    """
+    if selector is not None:
+        require_callable(selector, "switch_latest", "selector")
+    return OperatorCall("switch_latest", (selector,))
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchLatestArgs:
+    """The arguments of a ``switch_latest`` node: ``(source, selector)``, ``selector`` ``None`` or a function."""
+
+    source: Subscribable[Any]
+    selector: Callable[[Any], Any] | None
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> SwitchLatestArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "selector")
+        return cls(args.source(0), args.optional_function(1))
+
+
+@register_operator("switch_latest", frames=20, builder=switch_latest, args=SwitchLatestArgs)
 class SwitchLatest(InnerMergeBase[R], Generic[R]):
-    """The running stage of ``Query.switch_latest()`` and ``Query.switch_latest(selector)``.
-
-    Each outer element is the new inner stream (or selects it: ``selector(element)``). The current inner
-    subscription is disposed (hosted: deleted from the environment) and its queued elements are dropped, then
-    the new one is subscribed. Only the latest inner's elements pass; its error ends the result, a stale
-    inner's signals are ignored. Completes once the outer completed and the latest inner completed and its
-    queue is empty. An error of the outer or of the selector ends the result at once.
-
-    State: the number of outer elements seen (the next inner id), whether the outer completed, and the latest
-    inner: its number, whether it ended, the outer element that created it (while live) and its queued
-    elements; the outer elements requested and not yet received (asked for again when a recovered stage starts:
-    version 2; version 1 still loads). Demand: as ``flat_map`` without a bound on live inners (there is at most
-    one): the outer is asked without bound when the downstream demand is unbounded, else for one element at a
-    time while the downstream asked for more than is queued, so a slow subscriber switches when it catches up
-    rather than losing what it asked for.
+    """The running stage of :func:`switch_latest`, on the machinery of ``flat_map``
+    (:mod:`reaqtive.operators._inner_subscriptions`) with at most one inner slot: a new outer element ends the
+    current inner subscription and drops its queue before subscribing to the new one. Its state is version 2
+    (version 1, without the outer demand, still loads).
     """
 
     name = "reaqtive:switch_latest"
@@ -54,9 +86,9 @@ class SwitchLatest(InnerMergeBase[R], Generic[R]):
     __slots__ = ("_current", "_selector")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
-        args = arguments(query, "source", "selector")
-        super().__init__(args.source(0), downstream)
-        self._selector: Callable[[Any], Any] | None = args.optional_function(1)
+        args = SwitchLatestArgs.read(query)
+        super().__init__(args.source, downstream)
+        self._selector: Callable[[Any], Any] | None = args.selector
         self._current: InnerSlot | None = None
 
     def load_state_core(self, reader: StateReader) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._take_skip import TakeUntilDeadline, UntilObserver
+from reaqtive.operators._take_skip import TakeUntilDeadline, UntilObserver, other_or_time
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber, require_not_none
 from reaqtive.subscribable import Subscribable
@@ -18,27 +20,74 @@ from reaqtive.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["TakeUntil", "TakeUntilTime"]
+__all__ = ["TakeUntil", "TakeUntilArgs", "TakeUntilTime", "TakeUntilTimeArgs", "take_until"]
 
 T = TypeVar("T")
 
 
-@register_operator("take_until", frames=2)
+def take_until(other: Subscribable[Any] | datetime, /) -> OperatorCall[Any]:
+    """Pass elements until ``other`` emits its first element, or until the aware ``datetime`` ``end_time``;
+    then complete and unsubscribe.
+
+    >>> source, stop = SimpleSubject(), SimpleSubject()
+    >>> handle = source.as_query().take_until(stop.as_query()).run(print, on_complete=lambda: print("done"))
+    >>> source.on_next(1); source.on_next(2); stop.on_next("stop"); source.on_next(3)
+    1
+    2
+    done
+
+    ``other``'s error is the result's error; ``other`` completing without an element lets every element
+    pass (as in Rx). ``other`` is subscribed before the source, so one that signals at once ends the result
+    before the source emits (as in Rx.NET). The source's elements, completion and error pass through. An
+    ``end_time`` in the past completes at once; a time needs a scheduler.
+
+    **State.** Stream: ``other_done``, whether ``other`` completed without an element (a recovered query
+    does not listen to it again). Time: nothing (the time is part of the query; a stage past it has completed).
+
+    **Demand.** Passed upstream unchanged; ``other`` is asked for one element.
+
+    Reaqtive: TakeUntil (its time form is composed with Timer).
+    """
+    op, argument = other_or_time(other, "take_until")
+    return OperatorCall(op, (argument,))
+
+
+@dataclass(frozen=True, slots=True)
+class TakeUntilArgs:
+    """The arguments of a ``take_until`` node: ``(source, other)``."""
+
+    source: Subscribable[Any]
+    other: Subscribable[Any]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> TakeUntilArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "other")
+        return cls(args.source(0), args.source(1))
+
+
+@dataclass(frozen=True, slots=True)
+class TakeUntilTimeArgs:
+    """The arguments of a ``take_until_time`` node: ``(source, end_time)``."""
+
+    source: Subscribable[Any]
+    end_time: datetime
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> TakeUntilTimeArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "end_time")
+        return cls(args.source(0), args.time(1))
+
+
+@register_operator("take_until", frames=2, builder=take_until, args=TakeUntilArgs)
 class TakeUntil(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.take_until(other)``.
+    """The running stage of :func:`take_until` with a stream. Two inputs, visited in this order: ``other``
+    (input 0) and the source (input 1).
 
-    Two inputs, visited in this order: ``other`` (input 0) and the source (input 1). The other is subscribed and
-    started first, so an other that signals at once ends the result before the source emits (as in Rx.NET).
-
-    * the other's first element completes the result and unsubscribes both inputs;
-    * the other's error is the result's error;
-    * the other completing without an element can never end the result: every element passes from then on;
-    * the source's elements, completion and error pass through.
-
-    State: ``other_done`` (the other completed without an element). A recovered stage with it set disposes its
-    other input at start instead of listening again. Demand: passes straight through to the source; the other
-    is asked for one element. A lock serializes the two inputs' signals downstream (rule 1.3) for as long as
-    the other can still end the result; after ``other_done`` elements pass without it.
+    A lock serializes the two inputs' signals downstream (rule 1.3) for as long as the other can still end the
+    result; after ``other_done`` elements pass without it. A recovered stage with ``other_done`` set disposes
+    its other input at start.
     """
 
     name = "reaqtive:take_until"
@@ -48,9 +97,9 @@ class TakeUntil(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "other")
-        self._source: Subscribable[T] = args.source(0)
-        self._other: Subscribable[Any] = args.source(1)
+        args = TakeUntilArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._other: Subscribable[Any] = args.other
         self._other_done = False
         self._other_observer = UntilObserver(self)
         self._lock = threading.RLock()  # re-entrant: a downstream may cancel or feed the other from a signal
@@ -121,15 +170,10 @@ class TakeUntil(StatefulUnaryOperatorBase[T, T], Generic[T]):
                 self._state.changed = True
 
 
-@register_operator("take_until_time", frames=2)
+@register_operator("take_until_time", frames=2, builder=take_until, args=TakeUntilTimeArgs)
 class TakeUntilTime(TakeUntilDeadline[T], Generic[T]):
-    """The running stage of ``Query.take_until(end_time)``: the elements before ``end_time``, then completion
-    (and unsubscription from the source); at once if ``end_time`` has passed when it starts.
-
-    State: none beyond the base (the time is part of the query; a stage past it has completed). Time-based:
-    needs a scheduler. Demand passes straight through; a lock serializes the timer's completion with the
-    elements.
-    """
+    """The running stage of :func:`take_until` with a time: a lock (of :class:`TakeUntilDeadline`) serializes
+    the timer's completion with the elements."""
 
     name = "reaqtive:take_until+time"
     version: Version = (1,)
@@ -138,9 +182,9 @@ class TakeUntilTime(TakeUntilDeadline[T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "end_time")
-        self._source: Subscribable[T] = args.source(0)
-        self._end_time = args.time(1)
+        args = TakeUntilTimeArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._end_time = args.end_time
 
     @property
     def operator_label(self) -> str:

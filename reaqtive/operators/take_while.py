@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber
@@ -16,19 +18,74 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["TakeWhile", "TakeWhileIndexed"]
+__all__ = ["TakeWhile", "TakeWhileArgs", "TakeWhileIndexed", "take_while", "take_while_indexed"]
 
 T = TypeVar("T")
 
 
-@register_operator("take_while", frames=2)
-class TakeWhile(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.take_while(predicate)``.
+def take_while(predicate: Callable[[Any], object], *, inclusive: bool = False) -> OperatorCall[Any]:
+    """Pass elements while ``predicate`` is true; at the first false one, complete and unsubscribe from the
+    source (emitting that element first when ``inclusive``, as RxPY does).
 
-    State: none beyond the base (a stage that saw the first false predicate has completed: it is disposed).
-    On the first element for which the predicate is false it completes (emitting that element first when
-    ``inclusive``) and unsubscribes from the source. Demand passes straight through.
+    >>> from_iterable([1, 2, 5, 1]).take_while(lambda x: x < 3).run(print)  # doctest: +ELLIPSIS
+    1
+    2
+    <...>
+
+    An exception from ``predicate`` becomes ``on_error``.
+
+    **State.** Nothing (a stage past the first false element has completed).
+
+    **Demand.** Passed upstream unchanged.
+
+    Reaqtive: TakeWhile.
     """
+    return OperatorCall("take_while", _checked("take_while", predicate, inclusive))
+
+
+def take_while_indexed(predicate: Callable[[Any, int], object], *, inclusive: bool = False) -> OperatorCall[Any]:
+    """``take_while`` with the element's index (0, 1, ...) as the predicate's second argument.
+
+    >>> from_iterable("abcd").take_while_indexed(lambda x, i: i < 2).run(print)  # doctest: +ELLIPSIS
+    a
+    b
+    <...>
+
+    **State.** ``index``, the index of the next element.
+
+    **Demand.** Passed upstream unchanged.
+
+    Reaqtive: TakeWhile+Index.
+    """
+    return OperatorCall("take_while_indexed", _checked("take_while_indexed", predicate, inclusive))
+
+
+def _checked(op: str, predicate: object, inclusive: object) -> tuple[object, bool]:
+    """The builders' checks: ``(predicate, inclusive)``."""
+    require_callable(predicate, op, "predicate")
+    if not isinstance(inclusive, bool):
+        raise TypeError(f"{op}: inclusive must be a bool, got {type(inclusive).__name__}")
+    return predicate, inclusive
+
+
+@dataclass(frozen=True, slots=True)
+class TakeWhileArgs:
+    """The arguments of a ``take_while`` or ``take_while_indexed`` node: ``(source, predicate, inclusive)``."""
+
+    source: Subscribable[Any]
+    predicate: Callable[..., object]
+    inclusive: bool
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> TakeWhileArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "predicate", "inclusive")
+        return cls(args.source(0), args.function(1), args.flag(2))
+
+
+@register_operator("take_while", frames=2, builder=take_while, args=TakeWhileArgs)
+class TakeWhile(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The running stage of :func:`take_while`."""
 
     name = "reaqtive:take_while"
     version: Version = (1,)
@@ -37,10 +94,10 @@ class TakeWhile(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "predicate", "inclusive")
-        self._source: Subscribable[T] = args.source(0)
-        self._predicate: Callable[[T], object] = args.function(1)
-        self._inclusive = args.flag(2)
+        args = TakeWhileArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._predicate: Callable[[T], object] = args.predicate
+        self._inclusive = args.inclusive
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
@@ -59,13 +116,9 @@ class TakeWhile(StatefulUnaryOperatorBase[T, T], Generic[T]):
         self._signal_complete()
 
 
-@register_operator("take_while_indexed", frames=2)
+@register_operator("take_while_indexed", frames=2, builder=take_while_indexed, args=TakeWhileArgs)
 class TakeWhileIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.take_while_indexed(predicate)``: as ``take_while``, with the element's
-    index (0, 1, ...) as the predicate's second argument.
-
-    State: ``index``, the index of the next element. Demand passes straight through.
-    """
+    """The running stage of :func:`take_while_indexed`."""
 
     name = "reaqtive:take_while+indexed"
     version: Version = (1,)
@@ -74,10 +127,10 @@ class TakeWhileIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "predicate", "inclusive")
-        self._source: Subscribable[T] = args.source(0)
-        self._predicate: Callable[[T, int], object] = args.function(1)
-        self._inclusive = args.flag(2)
+        args = TakeWhileArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._predicate: Callable[[T, int], object] = args.predicate
+        self._inclusive = args.inclusive
         self._index = 0
 
     def save_state_core(self, writer: StateWriter) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, source_node
 from reaqtive.operator import Version
 from reaqtive.operators._source import TERMINATED, PullSource
 from reaqtive.scheduler_interface import YieldToken
@@ -14,16 +16,45 @@ from reaqtive.streams import Subscriber
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Throw"]
+__all__ = ["Throw", "ThrowArgs", "throw"]
 
 
-@register_operator("throw")
-class Throw(PullSource[Any]):
-    """The running source of ``Query.throw``: signals ``on_error(error)`` at once (no demand needed, rule 1.4).
+def throw(error: BaseException) -> Query[Any]:
+    """A source that fails at once with ``error``.
 
-    State: none beyond the base (a failed source is restored as disposed). Hosted, the error goes out on the
-    scheduler (one tick after the start under the test scheduler); standalone, inside ``start``.
+    >>> Query.throw(ValueError("boom")).run(print, on_error=lambda e: print("error:", e))  # doctest: +ELLIPSIS
+    error: boom
+    <...>
+
+    ``error`` is an exception instance. Hosted, it is signalled on the scheduler (one tick after the start under
+    the test scheduler); standalone, inside ``start``.
+
+    **State.** None (a failed source is restored as disposed).
+
+    **Demand.** None needed (rule 1.4).
+
+    Reaqtive: Throw.
     """
+    if not isinstance(error, BaseException):
+        raise TypeError(f"throw: error must be an exception instance, got {type(error).__name__}")
+    return source_node("throw", (error,))
+
+
+@dataclass(frozen=True, slots=True)
+class ThrowArgs:
+    """The arguments of a ``throw`` node: ``(error,)``."""
+
+    error: BaseException
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> ThrowArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        return cls(arguments(query, "error").instance(0, BaseException, "an exception instance"))
+
+
+@register_operator("throw", builder=throw, args=ThrowArgs)
+class Throw(PullSource[Any]):
+    """The running source of :func:`throw`: its first drain signals the error."""
 
     name = "reaqtive:throw"
     version: Version = (1,)
@@ -32,7 +63,7 @@ class Throw(PullSource[Any]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
         super().__init__(downstream)
-        self._error = arguments(query, "error").instance(0, BaseException, "an exception instance")
+        self._error = ThrowArgs.read(query).error
 
     def emit(self, demand: int, token: YieldToken) -> int:
         self._signal_error(self._error)

@@ -1,38 +1,19 @@
-"""``timer`` and ``interval``: sources that emit on the scheduler's clock.
-
-* ``timer(due)``: ``0`` at ``due`` (a delay from the start, or an absolute time), then completes.
-* ``timer(due, period)``: ``0`` at ``due``, ``1`` at ``due + period``, ... never completes.
-* ``interval(period)``: ``timer(period, period)``.
-
-The first due time is computed when the source starts (``scheduler.now`` + delay) and saved as an absolute
-``datetime``, so a recovered timer fires when the original would have. A periodic timer saves how many ticks
-came due and how many were delivered, and the next due time; after a pause or a recovery the ticks that came
-due meanwhile fire back to back, each with its own number.
-
-Time cannot be slowed, so a tick that finds no demand is *held*: the pending ticks are consecutive numbers, so
-holding them is two counters, not a buffer. At most ``MAX_QUEUE_SIZE`` ticks are held (setting, unlimited by
-default); one more signals :class:`~reaqtive.errors.LimitExceededError` and ends the subscription. Held ticks go
-out as soon as demand arrives (on the scheduler: one tick after the request under the test scheduler); a tick
-that fires while there is demand goes out at once.
-
-**Recovery and timing.** A drain is pending between two instants exactly when ticks are held and there is
-demand for them (a request with nothing held only adds demand). A recovered timer re-creates that: when the
-downstream asks again, in ``on_subscribe``, for what it had outstanding and ticks are held, they go out in the
-next instant, as the original's pending drain would have delivered them, not in the starting instant.
-"""
+"""``timer`` and ``interval``: sources that emit on the scheduler's clock."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_positive_duration
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
+from reaqtive.expression import Expression, source_node
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._source import EMIT_BATCH, TERMINATED, PullSource
-from reaqtive.operators._timing import MAX_TIME, add_safe, due_bounds, due_time, multiply_safe
+from reaqtive.operators._timing import MAX_TIME, add_safe, due_bounds, due_time, multiply_safe, require_due
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
 from reaqtive.scheduler import YieldableActionTask
 from reaqtive.scheduler_interface import Scheduler, YieldToken, utc
@@ -42,19 +23,131 @@ from reaqtive.streams import Subscriber, add_demand
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["PeriodicTimer", "SingleTimer"]
+__all__ = [
+    "IntervalArgs",
+    "PeriodicTimer",
+    "SingleTimer",
+    "TimerArgs",
+    "TimerPeriodArgs",
+    "interval",
+    "timer",
+]
 
 _ZERO = timedelta(0)
+
+
+def timer(due: timedelta | datetime, period: timedelta | None = None) -> Query[int]:
+    """``0`` at ``due``, then completion; with ``period``: ``0, 1, 2, ...`` from ``due``, one per period,
+    never completing.
+
+    ``due`` is a delay from the moment the query starts (a ``timedelta``; zero or negative: at once, in the
+    starting tick) or an absolute, timezone-aware ``datetime`` (in the past: at once). ``period`` must be
+    positive. Needs a scheduler in the operator context.
+
+    >>> from datetime import timedelta
+    >>> from reaqtive.testing import TestScheduler
+    >>> scheduler = TestScheduler()
+    >>> scheduler.start(lambda: Query.timer(timedelta(seconds=30))).messages
+    [OnNext(0)@230, OnCompleted()@230]
+    >>> scheduler = TestScheduler()
+    >>> scheduler.start(lambda: Query.timer(timedelta(seconds=5), timedelta(seconds=10)), disposed=230).messages
+    [OnNext(0)@205, OnNext(1)@215, OnNext(2)@225]
+
+    The first due time is computed at the start and saved as an absolute time, so a recovered timer fires
+    when it would have; ticks that came due during a pause or before a recovery fire back to back, each with
+    its own number. An absolute first due time in the past is caught up by whole periods, so at most one past
+    tick fires at once and the phase is kept (Reaqtive's rule; Rx would restart the phase now). A negative
+    delay with a period fires at once and then every period (as Rx).
+
+    **State.** With a period: the next absolute due time, how many ticks came due, how many were delivered.
+    Without: the absolute due time, and whether it came.
+
+    **Demand.** Time cannot be slowed, so ticks that find no demand are held (as a count: they are consecutive
+    numbers) and go out, each with its number, as soon as demand arrives (on the scheduler: one tick after the
+    request under the test scheduler); a tick that fires while there is demand goes out at once. More than
+    ``MAX_QUEUE_SIZE`` held ticks (setting, unlimited by default) is ``LimitExceededError`` through
+    ``on_error``, which ends the subscription.
+
+    Reaqtive: Timer.
+    """
+    due = require_due(due, "timer", "due")
+    if period is None:
+        return source_node("timer", (due,))
+    return source_node("timer", (due, require_positive_duration(period, "timer", "period")))
+
+
+def interval(period: timedelta) -> Query[int]:
+    """``0, 1, 2, ...``, one per ``period``, the first one ``period`` after the start; never completes. Needs a
+    scheduler in the operator context.
+
+    >>> from datetime import timedelta
+    >>> from reaqtive.testing import TestScheduler
+    >>> scheduler = TestScheduler()
+    >>> scheduler.start(lambda: Query.interval(timedelta(seconds=10)), disposed=235).messages
+    [OnNext(0)@210, OnNext(1)@220, OnNext(2)@230]
+
+    ``period`` must be positive (a zero period would fire without end at one instant).
+
+    **State and demand.** As :func:`timer` with a period (the same stage, ``reaqtive:timer+period``).
+
+    Reaqtive: Timer(period, period).
+    """
+    return source_node("interval", (require_positive_duration(period, "interval", "period"),))
+
+
+@dataclass(frozen=True, slots=True)
+class TimerArgs:
+    """The arguments of a ``timer`` node: ``(due,)``, or ``(due, period)`` (read as a :class:`TimerPeriodArgs`)."""
+
+    due: timedelta | datetime
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> TimerArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, ("due",), ("due", "period"))
+        if len(args) == 1:
+            return TimerArgs(args.due(0))
+        return TimerPeriodArgs(args.due(0), args.duration(1, positive=True))
+
+
+@dataclass(frozen=True, slots=True)
+class TimerPeriodArgs(TimerArgs):
+    """The arguments of a periodic ``timer`` node: ``(due, period)``."""
+
+    period: timedelta
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> TimerPeriodArgs:
+        """The checked arguments of ``query``, which must have the period."""
+        args = arguments(query, "due", "period")
+        return cls(args.due(0), args.duration(1, positive=True))
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalArgs:
+    """The arguments of an ``interval`` node: ``(period,)``."""
+
+    period: timedelta
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> IntervalArgs:
+        """The checked arguments of ``query``."""
+        return cls(arguments(query, "period").duration(0, positive=True))
 
 
 class _TimerSource(PullSource[int]):
     """What both timers share: the due time, the tick counters and the drain that delivers held ticks.
 
-    ``_fired`` ticks came due, ``_delivered`` of them went downstream; the rest are held for demand. Ticks come
-    due in a scheduler task (:meth:`_fire`), which delivers at once when the drain is free; ``request`` goes
-    through the pull-source drain (on the scheduler when hosted). The timer task joins the pull source's drain
-    protocol (``_lock``, ``_wip``, ``_missed``, ``_drain``): it either takes the drain and runs it inline, or
-    marks it missed so that the running drain delivers the new ticks.
+    ``_fired`` ticks came due, ``_delivered`` of them went downstream; the rest are held for demand (consecutive
+    numbers: two counters, not a buffer). Ticks come due in a scheduler task (:meth:`_fire`), which delivers at
+    once when the drain is free; ``request`` goes through the pull-source drain (on the scheduler when hosted).
+    The timer task joins the pull source's drain protocol: it either takes the drain and runs it inline, or marks
+    it missed so that the running drain delivers the new ticks.
+
+    **Recovery and timing.** A drain is pending between two instants exactly when ticks are held and there is
+    demand for them (a request with nothing held only adds demand). A recovered timer re-creates that: when the
+    downstream asks again, in ``on_subscribe``, for what it had outstanding and ticks are held, they go out in
+    the next instant, as the original's pending drain would have delivered them, not in the starting instant.
     """
 
     periodic: ClassVar[bool] = False
@@ -164,19 +257,17 @@ class _TimerSource(PullSource[int]):
         return emitted
 
 
-@register_operator("timer")
+@register_operator("timer", builder=timer, args=TimerArgs)
 def _bind_timer(query: Query[Any], downstream: Subscriber[int]) -> _TimerSource:
     """``timer(due)`` or ``timer(due, period)``: one expression operator, two stages (their state differs)."""
-    single = len(arguments(query, ("due",), ("due", "period"))) == 1  # the stages check the values
-    return SingleTimer(query, downstream) if single else PeriodicTimer(query, downstream)
+    if isinstance(TimerArgs.read(query), TimerPeriodArgs):
+        return PeriodicTimer(query, downstream)
+    return SingleTimer(query, downstream)
 
 
 class SingleTimer(_TimerSource):
-    """The running source of ``Query.timer(due)``: ``0`` at the due time, then completes.
-
-    State: the absolute due time, and whether it came (the tick is held until there is demand). A due time in
-    the past (a negative delay, an absolute time already gone) fires at once, in the starting tick.
-    """
+    """The running source of :func:`timer` without a period: one tick, held until there is demand, then the
+    completion."""
 
     name = "reaqtive:timer"
     version: Version = (1,)
@@ -184,7 +275,7 @@ class SingleTimer(_TimerSource):
     __slots__ = ()
 
     def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
-        super().__init__(arguments(query, "due").due(0), downstream)
+        super().__init__(TimerArgs.read(query).due, downstream)
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._next_due)
@@ -198,16 +289,10 @@ class SingleTimer(_TimerSource):
         self._fired = 1 if fired else 0
 
 
-@register_operator("interval")
+@register_operator("interval", builder=interval, args=IntervalArgs)
 class PeriodicTimer(_TimerSource):
-    """The running source of ``Query.timer(due, period)`` and ``Query.interval(period)``: ``0, 1, 2, ...``, one
-    per period from the first due time; never completes.
-
-    State: the next absolute due time, how many ticks came due, and how many were delivered (the rest are held,
-    up to ``MAX_QUEUE_SIZE``, for lack of demand). After a pause or a recovery, the ticks that came due meanwhile
-    fire back to back. An absolute first due time in the past is caught up: it moves forward by whole periods
-    so that at most one past tick fires at once, keeping the phase. A negative delay fires at once (as in Rx).
-    """
+    """The running source of :func:`timer` with a period and of :func:`interval`: each firing counts every
+    period that passed (:meth:`_due_ticks`), so missed ticks fire back to back."""
 
     name = "reaqtive:timer+period"
     version: Version = (1,)
@@ -218,10 +303,10 @@ class PeriodicTimer(_TimerSource):
     def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
         due: timedelta | datetime
         if query.op == "interval":
-            due = period = arguments(query, "period").duration(0, positive=True)
+            due = period = IntervalArgs.read(query).period
         else:
-            args = arguments(query, "due", "period")
-            due, period = args.due(0), args.duration(1, positive=True)
+            args = TimerPeriodArgs.read(query)
+            due, period = args.due, args.period
         super().__init__(due, downstream)
         self._period = period
 

@@ -2,29 +2,63 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage
 from reaqtive.operators.settings import MAX_LIST_SIZE, UNLIMITED, read_limit
 from reaqtive.streams import Subscriber
+from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["ToList"]
+__all__ = ["ToList", "ToListArgs", "to_list"]
 
 T = TypeVar("T")
 
 
-@register_operator("to_list", frames=4)
+def to_list() -> OperatorCall[list[Any]]:
+    """All the elements as one list, when the source completes.
+
+    >>> from_iterable(range(3)).to_list().run(print)  # doctest: +ELLIPSIS
+    [0, 1, 2]
+    <...>
+
+    The host setting ``MAX_LIST_SIZE`` (``reaqtive.operators.settings``) bounds the list: one element more
+    is a ``LimitExceededError``.
+
+    **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``items: list``.
+
+    **Demand.** Everything once asked; the list is held until demanded.
+
+    Reaqtive: ToList.
+    """
+    return OperatorCall("to_list")
+
+
+@dataclass(frozen=True, slots=True)
+class ToListArgs:
+    """The arguments of a ``to_list`` node: ``(source,)``."""
+
+    source: Subscribable[Any]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> ToListArgs:
+        """The checked arguments of ``query``."""
+        return cls(arguments(query, "source").source(0))
+
+
+@register_operator("to_list", frames=4, builder=to_list, args=ToListArgs)
 class ToList(AggregateStage[T, list[T]], Generic[T]):
-    """The running stage of ``Query.to_list``. State: the held result, then ``items: list``. The setting
-    ``MAX_LIST_SIZE`` bounds the list: one element more is a ``LimitExceededError``."""
+    """The running stage of :func:`to_list`: the limit is read from the context, which arrives after the
+    constructor."""
 
     name = "reaqtive:to_list"
     version: Version = (1,)
@@ -32,7 +66,7 @@ class ToList(AggregateStage[T, list[T]], Generic[T]):
     __slots__ = ("_items", "_limit")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
-        super().__init__(arguments(query, "source").source(0), downstream)
+        super().__init__(ToListArgs.read(query).source, downstream)
         self._items: list[T] = []
         self._limit = UNLIMITED
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import Version
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber, Subscription
@@ -16,15 +18,53 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["Trace"]
+__all__ = ["Trace", "TraceArgs", "trace"]
 
 T = TypeVar("T")
 
 
-@register_operator("trace")
+def trace(label: str, emit: Callable[[str], object] = print) -> OperatorCall[Any]:
+    """Report every signal crossing this point, including ``request(n)`` from downstream, as text lines
+    ``"[label] on_next(3)"`` passed to ``emit`` (``print`` by default). Elements pass through unchanged.
+
+    >>> from_iterable([7]).trace("src").run(lambda x: None)  # doctest: +ELLIPSIS
+    [src] request(9223372036854775807)
+    [src] on_subscribe
+    [src] on_next(7)
+    [src] on_complete
+    <...>
+
+    (The request comes first: stages start from the subscriber side, and demand waits for the upstream.)
+
+    **State.** None beyond the base.
+
+    **Demand.** Passed upstream unchanged.
+    """
+    if not isinstance(label, str):
+        raise TypeError(f"trace: label must be a str, got {type(label).__name__}")
+    require_callable(emit, "trace", "emit")
+    return OperatorCall("trace", (label, emit))
+
+
+@dataclass(frozen=True, slots=True)
+class TraceArgs:
+    """The arguments of a ``trace`` node: ``(source, label, emit)``."""
+
+    source: Subscribable[Any]
+    label: str
+    emit: Callable[[str], object]
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> TraceArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "label", "emit")
+        return cls(args.source(0), args.text(1), args.function(2))
+
+
+@register_operator("trace", builder=trace, args=TraceArgs)
 class Trace(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of ``Query.trace``: passes everything through unchanged and reports each signal,
-    including the ``request(n)`` coming up from downstream, as one line of text."""
+    """The running stage of :func:`trace`: each signal is reported before it is passed on, so the lines come
+    in the order the signals cross this point."""
 
     name = "reaqtive:trace"
     version: Version = (1,)
@@ -33,10 +73,10 @@ class Trace(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = arguments(query, "source", "label", "emit")
-        self._source: Subscribable[T] = args.source(0)
-        self._label = args.text(1)
-        self._emit: Callable[[str], object] = args.function(2)
+        args = TraceArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._label = args.label
+        self._emit = args.emit
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)

@@ -1,43 +1,128 @@
-"""``window`` by count: inner streams of ``count`` consecutive elements, a new one every ``skip`` elements.
+"""``window``: split a stream into inner streams (windows) by count, by time, or by whichever comes first.
 
-One stage, :class:`WindowCount`, registered under two persisted names (they save the same fields, but a count
-window and a count-and-skip window are different queries): ``reaqtive:window/count`` (``skip == count``,
-consecutive windows) and ``reaqtive:window/count+skip`` (overlapping when ``skip < count``, with gaps of
-dropped elements when ``skip > count``). The time-driven overloads live in :mod:`reaqtive.operators.window_time`.
-
-**Windows open eagerly, as in Rx:** the first at the subscription, the next right after the element that
-completes a multiple of ``skip`` — so ``window(n)`` over a source whose length is a multiple of ``n`` ends
-with an empty window, completed with the source (``buffer(n)`` emits no empty list there; a window, unlike a
-list, is already out when it is known to stay empty). When the source completes, every open window completes
-(oldest first), then the output.
-
-The shared rules (inner subjects and their ids, demand across the boundary, termination, state of the inner
-streams) are in :mod:`reaqtive.operators._inner_subjects`.
+The count form runs here; the time forms (``window_time``, ``window_time_or_count``) in
+:mod:`reaqtive.operators.window_time`.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
+from reaqtive.arguments import arguments, require_positive_duration, require_positive_int
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
-from reaqtive.expression import new_inner_stream
+from reaqtive.expression import Expression, OperatorCall, new_inner_stream
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators.settings import MAX_WINDOW_COUNT, UNLIMITED, read_limit
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subjects import MultiSubject
+from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
     from reaqtive.query import InnerStream, Query
 
-__all__ = ["WindowCount", "WindowCountSkip", "bind_window", "elements_for"]
+__all__ = ["WindowArgs", "WindowCount", "WindowCountSkip", "bind_window", "elements_for", "window"]
 
 T = TypeVar("T")
+
+
+def window(first: int | timedelta, second: int | timedelta | None = None, /) -> OperatorCall[Any]:
+    """Split the elements into inner streams (windows) by count, by time, or by whichever comes first: the
+    inner-stream cousin of ``buffer``. Each window is an :class:`~reaqtive.query.InnerStream` (a query).
+
+    * ``window(count)``: consecutive windows of ``count`` elements;
+    * ``window(count, skip)``: a window opens every ``skip`` elements and completes at ``count`` (windows
+      overlap when ``skip < count``; elements between windows are dropped when ``skip > count``);
+    * ``window(duration)``: a window every ``duration``;
+    * ``window(duration, shift)``: a window opens every ``shift`` and completes ``duration`` after it
+      opened (a completion before an opening at the same instant);
+    * ``window(duration, count)``: a window completes at ``count`` elements or ``duration`` after it
+      opened, whichever comes first; a completion by count restarts the timer.
+
+    As in Rx, windows open eagerly (the first at the subscription, the next as soon as the previous one
+    completes or its time comes) and are emitted even if they stay empty, so ``window(n)`` over a multiple
+    of ``n`` elements ends with an empty window (``buffer(n)`` emits no empty list there: a window, unlike a
+    list, is already out when it is known to stay empty):
+
+    >>> from_iterable(range(5)).window(2).flat_map(lambda w: w.to_list()).run(print)  # doctest: +ELLIPSIS
+    [0, 1]
+    [2, 3]
+    [4]
+    <...>
+    >>> from_iterable(range(4)).window(2).flat_map(lambda w: w.to_list()).run(print)  # doctest: +ELLIPSIS
+    [0, 1]
+    [2, 3]
+    []
+    <...>
+
+    Subscribe to a window while it is being emitted (``flat_map`` does). The source's completion completes
+    the open windows (oldest first), then the result; an error goes to every window, then to the result.
+    Disposing the result completes the open windows. The time forms need a scheduler; an element that arrives
+    at the very instant a window closes is still in that window (on virtual time, sources run before timers at
+    equal times).
+
+    **State.** The window counter, the open windows (by number; under an environment the subject of window
+    ``n`` is ``<prefix>/<n>``), the windows waiting for demand with their elements; by count also the
+    elements received, by time the absolute time of the next close/open (a recovered window closes when it
+    would have, and missed closes are caught up); ``window(duration, count)`` also the elements in the open
+    window, the elements requested upstream and not yet received, and the windows requested and not yet
+    received.
+
+    **Demand.** By count, translated: ``n`` windows ask the upstream for the elements that complete them (with
+    overlap, up to the last element of the ``n``-th window; with gaps, up to the start of the window after it).
+    By time, windows open on the clock: everything upstream once the result was asked for anything
+    (``window(duration, count)``: ``n * count`` elements per ``n`` windows). A window goes out only on
+    demand; until then it waits with its elements (at most ``MAX_QUEUE_SIZE`` in all, then
+    ``LimitExceededError``; so do elements of windows not yet requested). Inside a window, each subscriber has
+    its own demand and the bounded buffer of the window's subject. A recovered query asks the upstream again
+    for what it had asked for and not received, and nothing more for the windows the recovered downstream asks
+    for again.
+
+    Limits: ``MAX_WINDOW_COUNT`` (windows open at once, with ``skip``/``shift``), ``MAX_QUEUE_SIZE``.
+
+    Reaqtive: Window.
+    """
+    if isinstance(first, timedelta):
+        duration = require_positive_duration(first, "window", "duration")
+        if second is None:
+            return OperatorCall("window_time", (duration, duration))
+        if isinstance(second, timedelta):
+            shift = require_positive_duration(second, "window", "shift")
+            return OperatorCall("window_time", (duration, shift))
+        count = require_positive_int(second, "window", "count")
+        return OperatorCall("window_time_or_count", (duration, count))
+    if isinstance(first, int) and not isinstance(first, bool):
+        count = require_positive_int(first, "window", "count")
+        if second is None:
+            return OperatorCall("window", (count, count))
+        if isinstance(second, timedelta):
+            raise TypeError("window: with a count, the second argument is skip (an int), got a timedelta")
+        skip = require_positive_int(second, "window", "skip")
+        return OperatorCall("window", (count, skip))
+    raise TypeError(
+        f"window: the first argument must be a count (int) or a duration (timedelta), got {type(first).__name__}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WindowArgs:
+    """The arguments of a ``window`` node: ``(source, count, skip)``."""
+
+    source: Subscribable[Any]
+    count: int
+    skip: int
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> WindowArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "count", "skip")
+        return cls(args.source(0), args.integer(1, minimum=1), args.integer(2, minimum=1))
 
 
 def elements_for(windows: int, count: int, skip: int, first: int) -> int:
@@ -52,27 +137,23 @@ def elements_for(windows: int, count: int, skip: int, first: int) -> int:
     return min(needed, LONG_MAX)
 
 
-@register_operator("window", frames=8)
+@register_operator("window", frames=8, builder=window, args=WindowArgs)
 def bind_window(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
-    """The binder of ``Query.window(count[, skip])``: arguments ``(source, count, skip)``."""
-    args = arguments(query, "source", "count", "skip")  # the stages check the values
-    if args.value(2) == args.value(1):
+    """The binder of :func:`window` by count: :class:`WindowCount`, or :class:`WindowCountSkip` with a skip."""
+    args = WindowArgs.read(query)
+    if args.skip == args.count:
         return WindowCount(query, subscriber)
     return WindowCountSkip(query, subscriber)
 
 
 class WindowCount(InnerStreamOperator[T], Generic[T]):
-    """The running stage of ``Query.window(count)``: consecutive windows of ``count`` elements.
+    """The running stage of :func:`window` by count, consecutive windows (``skip == count``); the shared rules of
+    inner subjects (their ids, demand across the boundary, termination, their state) are in
+    :mod:`reaqtive.operators._inner_subjects`.
 
-    State: as every inner-stream operator (the window counter, the open windows, the elements of windows still
-    waiting for outer demand), plus the number of elements received.
-
-    Demand: translated exactly. ``d`` windows requested ask the upstream for the elements that complete them
-    (with overlap: up to the last element of the ``d``-th window; with gaps: up to the start of the window
-    after it). Elements that also belong to windows not yet requested are held for them (bounded by
-    ``MAX_QUEUE_SIZE``). Inside a window, the subject's per-subscriber demand and bounded buffer apply.
-
-    Limits: ``MAX_WINDOW_COUNT`` (windows open at once: ``ceil(count / skip)``), ``MAX_QUEUE_SIZE``.
+    The open windows follow from the number of elements received (window ``n`` opens at element ``n * skip``),
+    which is all it saves beyond the inner streams, and downstream demand translates exactly into upstream
+    demand (:func:`elements_for`); that demand is not state, a recovered subscriber requests afresh.
     """
 
     name = "reaqtive:window/count"
@@ -91,10 +172,10 @@ class WindowCount(InnerStreamOperator[T], Generic[T]):
     )
 
     def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
-        args = arguments(query, "source", "count", "skip")
-        super().__init__(args.source(0), downstream)
-        self._count = args.integer(1, minimum=1)
-        self._skip = args.integer(2, minimum=1)
+        args = WindowArgs.read(query)
+        super().__init__(args.source, downstream)
+        self._count = args.count
+        self._skip = args.skip
         # state
         self._index = 0  # elements received, ever
         self._windows: deque[Inner] = deque()  # the open windows, oldest first
@@ -195,10 +276,8 @@ class WindowCount(InnerStreamOperator[T], Generic[T]):
 
 
 class WindowCountSkip(WindowCount[T], Generic[T]):
-    """The running stage of ``Query.window(count, skip)`` with ``skip != count``: a window opens every ``skip``
-    elements (the first at the subscription) and completes once it holds ``count`` elements; windows overlap
-    when ``skip < count``, and elements between windows are dropped when ``skip > count``. State, demand and
-    limits: see :class:`WindowCount`."""
+    """The running stage of :func:`window` by count with ``skip != count``: :class:`WindowCount` under its own
+    persisted name, since a count window and a count-and-skip window are different queries."""
 
     name = "reaqtive:window/count+skip"
     version: Version = (1,)

@@ -1,84 +1,96 @@
 """``window`` by time: inner streams closed on the clock (duration, duration and shift), or on the clock or a
-count.
-
-Three stages over one base, mirroring the time buffers (:mod:`reaqtive.operators.buffer_time`):
-
-* :class:`WindowTime` (``window(duration)``): a window every ``duration``, the first at the subscription;
-* :class:`WindowTimeShift` (``window(duration, shift)`` with ``shift != duration``): a window opens every
-  ``shift`` (the first at the subscription) and completes ``duration`` after it opened; at an instant where one
-  completes and one opens, the completion comes first;
-* :class:`WindowTimeOrCount` (``window(duration, count)``): a window completes when it holds ``count`` elements
-  or ``duration`` after it opened, whichever comes first; the next opens at once, and a completion by count
-  restarts the timer from that instant.
-
-As in Rx, windows open eagerly and are emitted even if they stay empty; when the source completes, the open
-windows complete (oldest first), then the output. An element that arrives at the very instant a window closes
-is still in that window (on virtual time, sources run before timers at equal times).
-
-Times are absolute (``datetime``) and saved, so a recovered window closes when it would have; a timer that is
-past due when it runs (after a pause, or a restart after downtime) catches up with every close it missed.
-
-**Demand.** The clock does not wait for demand: windows that open without outer demand wait, with their
-elements, bounded by ``MAX_QUEUE_SIZE`` (see :mod:`reaqtive.operators._inner_subjects`). ``window(duration)`` and
-``window(duration, shift)`` ask the upstream for everything (``LONG_MAX``) once the downstream has asked for
-anything; ``window(duration, count)`` asks for ``n * count`` elements per ``n`` windows requested. Inside a
-window, the subject's per-subscriber demand and bounded buffer apply.
-
-**Demand and recovery.** A recovered downstream asks again for the windows it had requested and not received,
-and for nothing else; a window closed by time takes one window of demand but fewer than ``count`` elements, so
-what the upstream had been asked for does not follow from that. ``window(duration)`` and
-``window(duration, shift)`` save whether they asked for everything (see :mod:`reaqtive.operators._inner_subjects`);
-``window(duration, count)`` saves the elements requested upstream and not yet received and the windows the
-downstream had outstanding, asks the upstream for the former again when it starts, and takes the first windows
-the recovered downstream asks for as the ones already translated.
-"""
+count; the builder and the count form are in :mod:`reaqtive.operators.window`."""
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import Arguments, arguments
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
-from reaqtive.expression import new_inner_stream
+from reaqtive.expression import Expression, new_inner_stream
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators._timing import MAX_SPAN, add_safe, earlier, multiply_safe
 from reaqtive.operators.settings import MAX_WINDOW_COUNT, UNLIMITED, read_limit
+from reaqtive.operators.window import window
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state.fields import time_bounds
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subjects import MultiSubject
+from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
     from reaqtive.query import InnerStream, Query
 
-__all__ = ["WindowTime", "WindowTimeOrCount", "WindowTimeShift", "bind_window_time"]
+__all__ = [
+    "WindowTime",
+    "WindowTimeArgs",
+    "WindowTimeOrCount",
+    "WindowTimeOrCountArgs",
+    "WindowTimeShift",
+    "bind_window_time",
+]
 
 T = TypeVar("T")
 
 
-@register_operator("window_time", frames=8)
+@dataclass(frozen=True, slots=True)
+class WindowTimeArgs:
+    """The arguments of a ``window_time`` node: ``(source, duration, shift)``."""
+
+    source: Subscribable[Any]
+    duration: timedelta
+    shift: timedelta
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> WindowTimeArgs:
+        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        args = arguments(query, "source", "duration", "shift")
+        source, duration, shift = args.source(0), args.duration(1, positive=True), args.duration(2, positive=True)
+        if shift != duration and shift > MAX_SPAN:
+            args.fail(2, f"at most {MAX_SPAN.days} days (a longer shift never opens a second window)")
+        return cls(source, duration, shift)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowTimeOrCountArgs:
+    """The arguments of a ``window_time_or_count`` node: ``(source, duration, count)``."""
+
+    source: Subscribable[Any]
+    duration: timedelta
+    count: int
+
+    @classmethod
+    def read(cls, query: Expression[Any]) -> WindowTimeOrCountArgs:
+        """The checked arguments of ``query``."""
+        args = arguments(query, "source", "duration", "count")
+        return cls(args.source(0), args.duration(1, positive=True), args.integer(2, minimum=1))
+
+
+@register_operator("window_time", frames=8, builder=window, args=WindowTimeArgs)
 def bind_window_time(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
-    """The binder of ``Query.window(duration[, shift])``: arguments ``(source, duration, shift)``."""
-    args = _arguments(query)  # the stages check the values
-    if args.value(2) == args.value(1):
+    """The binder of :func:`~reaqtive.operators.window.window` by time: :class:`WindowTime`, or
+    :class:`WindowTimeShift` with a shift."""
+    args = WindowTimeArgs.read(query)
+    if args.shift == args.duration:
         return WindowTime(query, subscriber)
     return WindowTimeShift(query, subscriber)
 
 
-def _arguments(query: Query[Any]) -> Arguments:
-    """``(source, duration, shift)``, or ``(source, duration, count)`` for ``window_time_or_count``."""
-    return arguments(query, "source", "duration", "count" if query.op == "window_time_or_count" else "shift")
-
-
 class _TimeWindow(InnerStreamOperator[T], Generic[T]):
-    """What the time-driven windows share: the open windows, the timer and its generations.
+    """What the time-driven windows share: the open windows, the timer and its generations; the shared rules of
+    inner subjects are in :mod:`reaqtive.operators._inner_subjects`.
+
+    Times are absolute and saved, so a recovered window closes when it would have; a timer that is past due
+    when it runs (after a pause, or a restart after downtime) catches up with every close it missed. The clock
+    does not wait for demand: windows that open without outer demand wait, with their elements.
 
     Subclasses implement :meth:`_start_fresh` (the first windows, at the subscription), :meth:`_advance`
     (close and open everything due by ``now``), :meth:`_next_due`, :meth:`_element`, and save/load their times
@@ -89,8 +101,8 @@ class _TimeWindow(InnerStreamOperator[T], Generic[T]):
 
     __slots__ = ("_generation", "_max_windows", "_scheduler", "_windows")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
-        super().__init__(_arguments(query).source(0), downstream)
+    def __init__(self, source: Subscribable[T], downstream: Subscriber[InnerStream[Any]]) -> None:
+        super().__init__(source, downstream)
         self._windows: deque[Inner] = deque()  # the open windows, oldest first
         self._generation = 0  # the current timer; a timer of an earlier generation is stale
         self._scheduler: Scheduler | None = None
@@ -168,9 +180,9 @@ class _TimeWindow(InnerStreamOperator[T], Generic[T]):
         if len(windows) >= self._max_windows:
             self._fail(LimitExceededError(self.name, MAX_WINDOW_COUNT, self._max_windows))
             return False
-        window = self._new_inner(None)
-        windows.append(window)
-        return self._open(window)
+        inner = self._new_inner(None)
+        windows.append(inner)
+        return self._open(inner)
 
     def _close_all(self) -> None:
         windows = self._windows
@@ -185,12 +197,9 @@ class _TimeWindow(InnerStreamOperator[T], Generic[T]):
 
 
 class WindowTime(_TimeWindow[T], Generic[T]):
-    """The running stage of ``Query.window(duration)``: a window every ``duration``, from the subscription on.
-
-    State: the inner streams (counter, the open window, windows waiting for demand with their elements), the
-    absolute time the open window closes. Demand: see :mod:`reaqtive.operators.window_time`. Limits:
-    ``MAX_QUEUE_SIZE``.
-    """
+    """The running stage of ``window(duration)``: a window every ``duration``, from the subscription on; it
+    saves the absolute time the open window closes, and whether it asked the upstream for everything (see
+    :mod:`reaqtive.operators._inner_subjects`)."""
 
     name = "reaqtive:window/time"
     version: Version = (1,)
@@ -198,10 +207,9 @@ class WindowTime(_TimeWindow[T], Generic[T]):
     __slots__ = ("_duration", "_next_tick")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
-        super().__init__(query, downstream)
-        args = _arguments(query)
-        self._duration = args.duration(1, positive=True)
-        args.duration(2, positive=True)
+        args = WindowTimeArgs.read(query)
+        super().__init__(args.source, downstream)
+        self._duration = args.duration
         self._next_tick: datetime | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:
@@ -243,15 +251,10 @@ class WindowTime(_TimeWindow[T], Generic[T]):
 
 
 class WindowTimeShift(_TimeWindow[T], Generic[T]):
-    """The running stage of ``Query.window(duration, shift)`` with ``shift != duration``: a window opens every
-    ``shift`` (the first at the subscription) and completes ``duration`` after it opened; a completion comes
-    before an opening at the same instant. Windows overlap when ``shift < duration`` and leave gaps (elements
-    in no window are dropped) when ``shift > duration``.
+    """The running stage of ``window(duration, shift)`` with ``shift != duration``.
 
-    State: the inner streams (counter, the open windows, windows waiting for demand with their elements), the
-    absolute time the next window opens (the oldest window's close follows from it: windows open ``shift``
-    apart and all last ``duration``). Limits: ``MAX_WINDOW_COUNT`` (at most ``ceil(duration / shift)`` windows
-    are open at once), ``MAX_QUEUE_SIZE``.
+    It saves only the absolute time the next window opens: the oldest window's close follows from it, since
+    windows open ``shift`` apart and all last ``duration`` (so at most ``ceil(duration / shift)`` are open).
     """
 
     name = "reaqtive:window/time+shift"
@@ -260,12 +263,10 @@ class WindowTimeShift(_TimeWindow[T], Generic[T]):
     __slots__ = ("_duration", "_next_open", "_shift")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
-        super().__init__(query, downstream)
-        args = _arguments(query)
-        self._duration = args.duration(1, positive=True)
-        self._shift = args.duration(2, positive=True)
-        if self._shift > MAX_SPAN:
-            args.fail(2, f"at most {MAX_SPAN.days} days (a longer shift never opens a second window)")
+        args = WindowTimeArgs.read(query)
+        super().__init__(args.source, downstream)
+        self._duration = args.duration
+        self._shift = args.shift
         self._next_open: datetime | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:
@@ -314,25 +315,21 @@ class WindowTimeShift(_TimeWindow[T], Generic[T]):
     def _element(self, value: T) -> None:
         if self._terminated:
             return
-        for window in self._windows:
-            if not self._push(window, value):
+        for inner in self._windows:
+            if not self._push(inner, value):
                 return
 
 
-@register_operator("window_time_or_count", frames=8)
+@register_operator("window_time_or_count", frames=8, builder=window, args=WindowTimeOrCountArgs)
 class WindowTimeOrCount(_TimeWindow[T], Generic[T]):
-    """The running stage of ``Query.window(duration, count)``: a window completes when it holds ``count``
-    elements or ``duration`` after it opened, whichever comes first; the next window opens at once, and a
-    completion by count restarts the timer from that instant.
+    """The running stage of ``window(duration, count)``.
 
-    State: the inner streams (counter, the open window, windows waiting for demand with their elements), the
-    elements in the open window, the absolute time it closes by time; the elements requested upstream and not
-    yet received, and the windows the downstream had requested and not yet received (version 2; version 1
-    still loads, and then asks again for what the open window can still take if it was emitted, as version 1
-    did). Demand: ``n`` windows ask the upstream for ``n * count`` elements (``LONG_MAX`` stays unbounded);
-    windows closed by time wait for demand like the others. A recovered stage asks the upstream again for
-    what was outstanding, and the first windows the recovered downstream asks for (its outstanding demand,
-    asked again) ask the upstream for nothing more. Limits: ``MAX_QUEUE_SIZE``.
+    A window closed by time takes one window of demand but fewer than ``count`` elements, so what the upstream
+    had been asked for does not follow from the windows: the stage saves the elements requested upstream and
+    not yet received and the windows the downstream had outstanding, asks the upstream for the former again
+    when it starts, and takes the first windows the recovered downstream asks for as the ones already
+    translated. Its state is version 2; version 1 (without the demand) still loads, and then asks again for
+    what the open window can still take if it was emitted, as version 1 did.
     """
 
     name = "reaqtive:window/time_or_count"
@@ -342,10 +339,10 @@ class WindowTimeOrCount(_TimeWindow[T], Generic[T]):
     __slots__ = ("_count", "_credit", "_duration", "_filled", "_next_tick", "_reask", "_requested")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
-        super().__init__(query, downstream)
-        args = _arguments(query)
-        self._duration = args.duration(1, positive=True)
-        self._count = args.integer(2, minimum=1)
+        args = WindowTimeOrCountArgs.read(query)
+        super().__init__(args.source, downstream)
+        self._duration = args.duration
+        self._count = args.count
         self._filled = 0  # elements in the open window
         self._next_tick: datetime | None = None
         self._requested = 0  # elements requested upstream and not yet received
