@@ -5,7 +5,15 @@ The public API is re-exported here; see ``docs/architecture.md`` for how the lay
 """
 
 from reaqtive import operators as _operators  # registers every operator's binder
-from reaqtive.binding import register_operator, registered_operators
+from reaqtive.binding import (
+    ENTRY_POINT_GROUP,
+    OperatorSpec,
+    load_operator_plugins,
+    operator_spec,
+    operator_specs,
+    register_operator,
+    registered_operators,
+)
 from reaqtive.context import ExecutionEnvironment, HigherOrderEnvironment, OperatorContext
 from reaqtive.engine import (
     DURABLE_SINK,
@@ -25,11 +33,13 @@ from reaqtive.errors import (
     MissingSchedulerError,
     ObjectDisposedError,
     OperatorArgumentError,
+    OperatorPluginError,
     QueryTooDeepError,
     ReaqtiveError,
     SubscriptionAssignedError,
     UnknownOperatorError,
 )
+from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import (
     Operator,
     OperatorBase,
@@ -120,8 +130,15 @@ __all__ = [
     "as_publisher",
     "as_processor",
     "QueryProcessor",
+    "Expression",
+    "OperatorCall",
     "register_operator",
     "registered_operators",
+    "operator_spec",
+    "operator_specs",
+    "OperatorSpec",
+    "load_operator_plugins",
+    "ENTRY_POINT_GROUP",
     # subscribers and subjects
     "CallbackSubscriber",
     "NopSubscriber",
@@ -169,6 +186,7 @@ __all__ = [
     # errors
     "ReaqtiveError",
     "UnknownOperatorError",
+    "OperatorPluginError",
     "ObjectDisposedError",
     "OperatorArgumentError",
     "QueryTooDeepError",

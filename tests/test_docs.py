@@ -14,20 +14,24 @@ import pytest
 
 import reaqtive
 import reaqtive.fluent
+import reaqtive.operators
 
 ROOT = Path(__file__).resolve().parent.parent
 
 DOCTESTED_MODULES = [
     "reaqtive.arguments",
     "reaqtive.query",
+    "reaqtive.expression",
     "reaqtive.subscribers",
     "reaqtive.subjects",
     "reaqtive.publisher",
     "reaqtive.processor",
-    # every fluent family that has examples (found, so new families are covered without editing this file)
+    # every operator module and fluent family that has examples (found, so new ones are covered without editing
+    # this file); an operator's examples live in its builder's docstring
     *(
         info.name
-        for info in pkgutil.iter_modules(reaqtive.fluent.__path__, "reaqtive.fluent.")
+        for package in (reaqtive.operators, reaqtive.fluent)
+        for info in pkgutil.iter_modules(package.__path__, f"{package.__name__}.")
         if ">>>" in (importlib.util.find_spec(info.name).loader.get_source(info.name) or "")  # type: ignore[union-attr]
     ),
 ]

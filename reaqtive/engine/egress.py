@@ -103,7 +103,7 @@ class _ReportingCounter(OutputCounter):
     next = property(_get_next, _set_next)
 
 
-@register_operator("egress")
+@register_operator("egress", internal=True)
 class EgressStamp(StatefulUnaryOperatorBase[T, Output], Generic[T]):
     """Stamps each output with the subscription URI and the next sequence number. Demand passes straight through.
 

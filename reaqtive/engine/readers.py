@@ -85,7 +85,7 @@ class StreamNotFoundError(ReaqtiveError, LookupError):
     """A query reads a stream the engine does not have."""
 
 
-@register_operator("stream")
+@register_operator("stream", internal=True)
 class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
     """The running stage of ``Query.stream(uri)``: reads the engine stream ``uri``.
 

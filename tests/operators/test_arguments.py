@@ -22,6 +22,14 @@ from reaqtive.binding import registered_operators
 from reaqtive.subscribers import CallbackSubscriber
 
 SOURCE = from_iterable([1, 2])
+
+
+def reaqtive_operators() -> list[str]:
+    """reaqtive's own operators (another package's, under a namespace, may be registered too: they test
+    themselves)."""
+    return [op for op in registered_operators() if ":" not in op]
+
+
 SECOND = timedelta(seconds=1)
 AT = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -43,6 +51,7 @@ VALID: dict[str, Query[Any]] = {
     "buffer_time+shift": SOURCE.buffer(SECOND, 2 * SECOND),
     "buffer_time_or_count": SOURCE.buffer(SECOND, 3),
     "combine_latest": SOURCE.combine_latest(SOURCE, _fn),
+    "combine_latest+3": SOURCE.combine_latest(SOURCE, SOURCE, _fn),
     "contains": SOURCE.contains(1),
     "count": SOURCE.count(),
     "debounce": SOURCE.debounce(SECOND),
@@ -75,6 +84,7 @@ VALID: dict[str, Query[Any]] = {
     "map_indexed": SOURCE.map_indexed(_fn),
     "max": SOURCE.max(),
     "merge": SOURCE.merge(SOURCE),
+    "merge+3": SOURCE.merge(SOURCE, SOURCE),
     "merge_all": SOURCE.map(lambda x: SOURCE).merge_all(2),
     "min": SOURCE.min(),
     "never": Query.never(),
@@ -146,7 +156,7 @@ def _ops_and_positions() -> list[tuple[str, int]]:
 
 
 def test_the_examples_cover_every_registered_operator_and_bind() -> None:
-    assert {query.op for query in VALID.values()} == set(registered_operators())
+    assert {query.op for query in VALID.values()} == set(reaqtive_operators())
     for query in VALID.values():
         _bind(query)
 
@@ -192,7 +202,7 @@ _ANYTHING = st.one_of(
 
 
 @settings(max_examples=300, deadline=None)
-@given(op=st.sampled_from(sorted(registered_operators())), args=st.lists(_ANYTHING, max_size=6))
+@given(op=st.sampled_from(sorted(reaqtive_operators())), args=st.lists(_ANYTHING, max_size=6))
 def test_any_forged_expression_binds_or_gets_the_typed_error(op: str, args: list[object]) -> None:
     try:
         _bind(Query(op, tuple(args)))
