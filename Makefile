@@ -8,6 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 SPARK_STAMP := $(VENV)/.installed-spark
 PEERS_STAMP := $(VENV)/.installed-peers
+EXAMPLES_STAMP := $(VENV)/.installed-examples
 # Spark's Python workers must run the interpreter that has reaqtive installed.
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
@@ -24,16 +25,22 @@ $(SPARK_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	@touch $(SPARK_STAMP)
 
+# The example operator package (a user's own package of operators, found through its entry point): its tests
+# run with the suite.
+$(EXAMPLES_STAMP): $(STAMP) examples/reaqtive-signals/pyproject.toml
+	$(BIN)/python -m pip install --quiet --no-deps -e examples/reaqtive-signals
+	@touch $(EXAMPLES_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/reaqtive demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check reaqtive tests bench examples
 
-typecheck: $(SPARK_STAMP)
-	$(BIN)/mypy --strict reaqtive
+typecheck: $(SPARK_STAMP) $(EXAMPLES_STAMP)
+	$(BIN)/mypy --strict reaqtive examples/reaqtive-signals/reaqtive_signals
 
-test: lint typecheck $(SPARK_STAMP)
+test: lint typecheck $(SPARK_STAMP) $(EXAMPLES_STAMP)
 	$(BIN)/pytest
 
 # The peers (Bytewax, RxPY) are only for the benchmarks, never a dependency: bench/peers.py runs them when present.

@@ -1,5 +1,7 @@
-"""Testing support: a virtual-time scheduler, scripted hot and cold sources, a recording subscriber, and the
-ReactiveTest-style helpers tests are written in.
+"""Testing support: a virtual-time scheduler, scripted hot and cold sources, a recording subscriber, the
+ReactiveTest-style helpers tests are written in, the checkpoint-anywhere harness
+(:mod:`reaqtive.testing.checkpoint`) and the Reactive Streams conformance bases
+(:mod:`reaqtive.testing.conformance`): the kit for testing an operator, reaqtive's or another package's.
 
 >>> from reaqtive.testing import TestScheduler, on_next, on_completed, subscribe
 >>> scheduler = TestScheduler()
@@ -12,6 +14,19 @@ Tick length and the order of work at equal virtual times are documented in :mod:
 and ``docs/scheduler.md``.
 """
 
+from reaqtive.testing.checkpoint import (
+    CheckpointReport,
+    Demand,
+    RestartOutcome,
+    assert_checkpoint_anywhere,
+    check_checkpoint_anywhere,
+)
+from reaqtive.testing.conformance import (
+    OperatorProcessorVerification,
+    OperatorPublisherVerification,
+    QueryPublisherVerification,
+    failing_source,
+)
 from reaqtive.testing.notifications import (
     CREATED,
     DISPOSED,
@@ -64,4 +79,15 @@ __all__ = [
     "SUBSCRIBED",
     "DISPOSED",
     "INFINITE",
+    # checkpoint anywhere
+    "assert_checkpoint_anywhere",
+    "check_checkpoint_anywhere",
+    "Demand",
+    "CheckpointReport",
+    "RestartOutcome",
+    # Reactive Streams conformance
+    "OperatorPublisherVerification",
+    "OperatorProcessorVerification",
+    "QueryPublisherVerification",
+    "failing_source",
 ]

@@ -15,8 +15,7 @@ Given a query factory, scripted hot inputs on virtual time and a consumer's dema
 
 ::
 
-    from reaqtive.testing import on_next, on_completed
-    from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
+    from reaqtive.testing import Demand, assert_checkpoint_anywhere, on_completed, on_next
 
     assert_checkpoint_anywhere(
         lambda xs: xs.scan(0, operator.add),
@@ -49,6 +48,12 @@ re-subscribed, which a recovered query does not want. A recovered world's source
 had emitted but the subscriber had not asked for yet: the subject's per-subscriber buffer), like a durable
 stream that replays the events after a reader's position. Backlogs go to the new world's subscriptions of that
 source in subscription order. The query factory must be deterministic.
+
+**Upgrades** (``recover_with``): every recovered world is built by another factory, so a run starts on one
+release of an operator and recovers on the next. ``create`` writes the query with the old stage (the stage as
+released, kept in the tests under a test-only operator name, with the same persisted ``name`` and its old
+``version``), ``recover_with`` with the new one; the new stage must load every state the old one saved, at every
+tick, and go on to the same output. The oracle is ``create``'s uninterrupted run.
 
 Every world is a :class:`~reaqtive.state.host.QueryHost`, the piece the engine and the Spark host run their
 queries with: it binds, starts and loads the query, and saves it as units, so higher-order operators checkpoint
@@ -181,6 +186,7 @@ def check_checkpoint_anywhere(
     codec: StateCodec = DEFAULT_CODEC,
     demand: Demand | None = None,
     runs: Iterable[Sequence[int]] = (),
+    recover_with: QueryFactory | None = None,
 ) -> CheckpointReport:
     """Run ``create(*sources)`` uninterrupted and restarted at each tick, and report (see the module).
 
@@ -188,7 +194,8 @@ def check_checkpoint_anywhere(
     to restart (default: the subscription tick and every tick with an input message, a scripted request or an
     output, between ``subscribed`` and ``disposed``). ``settings``: the operator context's settings.
     ``demand``: the consumer's (default: unbounded). ``runs``: more runs, each restarted at every tick of its
-    sequence (with differential saves).
+    sequence (with differential saves). ``recover_with``: the factory of every recovered world (default:
+    ``create``), to check that a new release of an operator loads what the old one saved (see the module).
     """
     if demand is not None and any(t < subscribed for t, _ in demand.requests):
         raise ValueError(f"scripted requests must come at or after the subscription (tick {subscribed}): {demand}")
@@ -201,6 +208,7 @@ def check_checkpoint_anywhere(
         scheduler_factory=scheduler_factory,
         codec=codec,
         demand=demand,
+        recover=create if recover_with is None else recover_with,
     )
     expected = runner.run(())
     if expected.error is not None:
@@ -232,6 +240,7 @@ def assert_checkpoint_anywhere(
     codec: StateCodec = DEFAULT_CODEC,
     demand: Demand | None = None,
     runs: Iterable[Sequence[int]] = (),
+    recover_with: QueryFactory | None = None,
 ) -> CheckpointReport:
     """:func:`check_checkpoint_anywhere`, raising :class:`AssertionError` if any restarted run differs."""
     report = check_checkpoint_anywhere(
@@ -246,6 +255,7 @@ def assert_checkpoint_anywhere(
         codec=codec,
         demand=demand,
         runs=runs,
+        recover_with=recover_with,
     )
     report.raise_on_failure()
     return report
@@ -271,6 +281,7 @@ class _Runner:
     scheduler_factory: Callable[[], TestScheduler]
     codec: StateCodec
     demand: Demand | None
+    recover: QueryFactory
 
     def run(self, restarts: tuple[int, ...], mode: CheckpointMode = CheckpointMode.FULL) -> RestartOutcome:
         messages: list[Recorded[Notification[Any]]] = []
@@ -305,9 +316,10 @@ class _Runner:
         observer = _Consumer(scheduler, self.demand, None if snapshot is None else snapshot.consumer)
         host = QueryHost(scheduler, settings=self.settings, codec=self.codec)
         queries: list[HostedQuery] = []
+        create = self.create if snapshot is None else self.recover
 
         def subscribe() -> None:
-            query = host.bind(DEFAULT_INSTANCE_ID, self.create(*sources), observer)
+            query = host.bind(DEFAULT_INSTANCE_ID, create(*sources), observer)
             queries.append(query)
             if snapshot is None:
                 query.start()

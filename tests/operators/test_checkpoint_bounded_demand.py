@@ -178,7 +178,8 @@ def test_every_registered_operator_has_a_case_or_a_reason() -> None:
         scheduler = TestScheduler()
         sources = [scheduler.create_hot_observable(*script) for script in case.inputs]
         operators_of(case.create(*sources), covered)
-    missing = set(registered_operators()) - covered - set(EXCLUDED)
+    # reaqtive's own operators; another package's (under a namespace) test themselves
+    missing = {op for op in registered_operators() if ":" not in op} - covered - set(EXCLUDED)
     assert not missing, f"no bounded-demand checkpoint case for {sorted(missing)}"
     assert not covered & set(EXCLUDED)
 

@@ -30,7 +30,7 @@ def covered_operators() -> set[str]:
 
 
 def test_every_registered_operator_has_a_conformance_class() -> None:
-    missing = sorted(set(registered_operators()) - covered_operators() - set(EXEMPT))
+    missing = sorted({op for op in registered_operators() if ":" not in op} - covered_operators() - set(EXEMPT))
     assert not missing, (
         f"operators without a Reactive Streams conformance class: {missing}. Add a Test* class naming them in "
         "`operators` to tests/tck/test_conformance_operators.py (bases in tests/tck/conformance.py, see "
@@ -39,4 +39,4 @@ def test_every_registered_operator_has_a_conformance_class() -> None:
 
 
 def test_exemptions_are_still_registered() -> None:
-    assert set(EXEMPT) <= set(registered_operators())
+    assert set(EXEMPT) <= {op for op in registered_operators() if ":" not in op}
