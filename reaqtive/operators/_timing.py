@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Final
 
-from reaqtive.arguments import require_time
+from reaqtive.arguments import require_positive_duration, require_positive_int, require_time
 from reaqtive.context import OperatorContext
 from reaqtive.scheduler_interface import EARLIEST, NEVER, deadline, earlier, utc
 from reaqtive.state.fields import time_bounds
@@ -23,6 +23,7 @@ __all__ = [
     "earlier",
     "multiply_safe",
     "require_due",
+    "span_arguments",
 ]
 
 MAX_TIME: Final = NEVER
@@ -71,3 +72,26 @@ def require_due(value: object, op: str, name: str) -> timedelta | datetime:
     if isinstance(value, datetime):
         return require_time(value, op, name)
     raise TypeError(f"{op}: {name} must be a timedelta or a datetime, got {type(value).__name__}")
+
+
+def span_arguments(op: str, first: object, second: object) -> tuple[str, tuple[object, ...]]:
+    """The builders' check of ``buffer`` and ``window``, which share their overloads: ``(op, (count, skip))``,
+    ``(op + "_time", (duration, shift))`` or ``(op + "_time_or_count", (duration, count))``; ``second`` is
+    ``None`` when not given (then ``skip`` = ``count``, ``shift`` = ``duration``)."""
+    if isinstance(first, timedelta):
+        duration = require_positive_duration(first, op, "duration")
+        if second is None:
+            return f"{op}_time", (duration, duration)
+        if isinstance(second, timedelta):
+            return f"{op}_time", (duration, require_positive_duration(second, op, "shift"))
+        return f"{op}_time_or_count", (duration, require_positive_int(second, op, "count"))
+    if isinstance(first, int) and not isinstance(first, bool):
+        count = require_positive_int(first, op, "count")
+        if second is None:
+            return op, (count, count)
+        if isinstance(second, timedelta):
+            raise TypeError(f"{op}: with a count, the second argument is skip (an int), got a timedelta")
+        return op, (count, require_positive_int(second, op, "skip"))
+    raise TypeError(
+        f"{op}: the first argument must be a count (int) or a duration (timedelta), got {type(first).__name__}"
+    )

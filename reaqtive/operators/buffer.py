@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_positive_duration, require_positive_int
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._emitter import COMPLETE, IDLE, UnaryEmitterBase
+from reaqtive.operators._timing import span_arguments
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
 from reaqtive.state import DirtyState, StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
@@ -95,26 +96,8 @@ def buffer(first: int | timedelta, second: int | timedelta | None = None, /) -> 
 
     Reaqtive: Buffer.
     """
-    if isinstance(first, timedelta):
-        duration = require_positive_duration(first, "buffer", "duration")
-        if second is None:
-            return OperatorCall("buffer_time", (duration, duration))
-        if isinstance(second, timedelta):
-            shift = require_positive_duration(second, "buffer", "shift")
-            return OperatorCall("buffer_time", (duration, shift))
-        count = require_positive_int(second, "buffer", "count")
-        return OperatorCall("buffer_time_or_count", (duration, count))
-    if isinstance(first, int) and not isinstance(first, bool):
-        count = require_positive_int(first, "buffer", "count")
-        if second is None:
-            return OperatorCall("buffer", (count, count))
-        if isinstance(second, timedelta):
-            raise TypeError("buffer: with a count, the second argument is skip (an int), got a timedelta")
-        skip = require_positive_int(second, "buffer", "skip")
-        return OperatorCall("buffer", (count, skip))
-    raise TypeError(
-        f"buffer: the first argument must be a count (int) or a duration (timedelta), got {type(first).__name__}"
-    )
+    name, args = span_arguments("buffer", first, second)
+    return OperatorCall(name, args)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_positive_duration, require_positive_int
+from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression, OperatorCall, new_inner_stream
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
+from reaqtive.operators._timing import span_arguments
 from reaqtive.operators.settings import MAX_WINDOW_COUNT, UNLIMITED, read_limit
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subjects import MultiSubject
@@ -88,26 +89,8 @@ def window(first: int | timedelta, second: int | timedelta | None = None, /) -> 
 
     Reaqtive: Window.
     """
-    if isinstance(first, timedelta):
-        duration = require_positive_duration(first, "window", "duration")
-        if second is None:
-            return OperatorCall("window_time", (duration, duration))
-        if isinstance(second, timedelta):
-            shift = require_positive_duration(second, "window", "shift")
-            return OperatorCall("window_time", (duration, shift))
-        count = require_positive_int(second, "window", "count")
-        return OperatorCall("window_time_or_count", (duration, count))
-    if isinstance(first, int) and not isinstance(first, bool):
-        count = require_positive_int(first, "window", "count")
-        if second is None:
-            return OperatorCall("window", (count, count))
-        if isinstance(second, timedelta):
-            raise TypeError("window: with a count, the second argument is skip (an int), got a timedelta")
-        skip = require_positive_int(second, "window", "skip")
-        return OperatorCall("window", (count, skip))
-    raise TypeError(
-        f"window: the first argument must be a count (int) or a duration (timedelta), got {type(first).__name__}"
-    )
+    name, args = span_arguments("window", first, second)
+    return OperatorCall(name, args)
 
 
 @dataclass(frozen=True, slots=True)
