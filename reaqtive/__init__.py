@@ -52,6 +52,7 @@ from reaqtive.operator import (
     Version,
     Versioned,
 )
+from reaqtive.operators.keyed_window import Fold, Hopping, Session, Tumbling
 from reaqtive.processor import QueryProcessor, as_processor
 from reaqtive.publisher import as_publisher
 from reaqtive.query import (
@@ -127,6 +128,10 @@ __all__ = [
     "interval",
     "merge",
     "combine_latest",
+    "Tumbling",
+    "Hopping",
+    "Session",
+    "Fold",
     "as_publisher",
     "as_processor",
     "QueryProcessor",

@@ -9,6 +9,7 @@ one element an aggregate ever buffers) and saved with a checkpoint.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from reaqtive.fluent._base import Fluent
@@ -18,12 +19,14 @@ from reaqtive.operators import (
     count,
     element_at,
     first_last_single,
+    keyed_window,
     min_max,
     sequence_equal,
     sum_average,
     to_list,
 )
 from reaqtive.operators.aggregate import NO_SEED
+from reaqtive.operators.keyed_window import EPOCH, AggregateName, Fold, Hopping, Session, Tumbling, WindowRow
 from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
@@ -80,6 +83,19 @@ class AggregateMixin(Fluent[T], Generic[T]):
 
     def to_list(self) -> Query[list[T]]:
         return self.pipe(to_list.to_list())
+
+    # -- per key and time window (many rows, not one: see the builder) -----------------------------------------
+
+    def aggregate_by_key(
+        self,
+        key_selector: Callable[[T], Any],
+        window: Tumbling | Hopping | Session,
+        aggregate: AggregateName | Fold = "count",
+        value_selector: Callable[[T], Any] | None = None,
+        *,
+        origin: datetime = EPOCH,
+    ) -> Query[WindowRow]:
+        return self.pipe(keyed_window.aggregate_by_key(key_selector, window, aggregate, value_selector, origin=origin))
 
     # -- quantifiers: decided by one element -------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import reaqtive.engine  # noqa: F401  (registers "stream" and "egress")
 from reaqtive import OperatorArgumentError, Query, from_iterable
 from reaqtive.binding import registered_operators
+from reaqtive.operators.keyed_window import Fold, Hopping, Session, Tumbling
 from reaqtive.subscribers import CallbackSubscriber
 
 SOURCE = from_iterable([1, 2])
@@ -42,6 +43,9 @@ def _fn(*args: object) -> object:
 VALID: dict[str, Query[Any]] = {
     "aggregate": SOURCE.aggregate(operator.add),
     "aggregate+seed": SOURCE.aggregate(operator.add, 0),
+    "aggregate_by_key": SOURCE.aggregate_by_key(_fn, Tumbling(SECOND)),
+    "aggregate_by_key+hopping": SOURCE.aggregate_by_key(_fn, Hopping(2 * SECOND, SECOND), Fold(0, operator.add), _fn),
+    "aggregate_by_key+session": SOURCE.aggregate_by_key(_fn, Session(SECOND), "average", origin=AT),
     "all": SOURCE.all(bool),
     "any": SOURCE.any(),
     "average": SOURCE.average(),

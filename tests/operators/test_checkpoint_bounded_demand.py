@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from reaqtive import Query
 from reaqtive.binding import registered_operators
+from reaqtive.operators.keyed_window import Fold, Hopping, Session, Tumbling
 from reaqtive.scheduler.clock import EPOCH
 from reaqtive.testing import Notification, Recorded, TestScheduler, on_completed, on_error, on_next
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
@@ -70,6 +71,9 @@ def at(tick: int) -> Any:
 
 CASES = [
     Case("aggregate", lambda xs: xs.aggregate(operator.add, 0), XS),
+    Case("aggregate_by_key(tumbling)", lambda xs: xs.aggregate_by_key(odd, Tumbling(10 * S), "sum"), XS),
+    Case("aggregate_by_key(hopping)", lambda xs: xs.aggregate_by_key(odd, Hopping(10 * S, 4 * S), "average"), XS),
+    Case("aggregate_by_key(session)", lambda xs: xs.aggregate_by_key(odd, Session(6 * S), Fold(0, operator.add)), XS),
     Case("all", lambda xs: xs.all(lambda x: x < 5), XS),
     Case("any", lambda xs: xs.any(lambda x: x > 4), XS),
     Case("average", lambda xs: xs.average(), XS),

@@ -84,6 +84,16 @@ INNER_STREAMS: Final = {  # group_by, window: [.., inners [[number, key, held, c
     (4, "*", 2, "*"): USER,
 }
 TIME_BUFFER: Final = {(1, "*"): USER, (3, "*", "*"): USER}  # the open list's elements, the closed lists'
+KEYED_ROWS: Final = {(4, "*", 0): USER, (4, "*", 3): USER}  # aggregate_by_key's rows waiting: their keys and values
+
+
+def keyed_page(values: list[Any]) -> Spec:
+    """A page of a keyed state table: ``[disposed, keys, records]``. The keys are the user's, and so is the last
+    field of each record (``aggregate_by_key``'s accumulator); the owner checks the others when it loads, naming
+    the page."""
+    records = values[2] if type(values[2]) is list else []
+    return {(1, "*"): USER} | {(2, index, len(record) - 1): USER for index, record in enumerate(records) if record}
+
 
 LENIENT: Final[dict[str, Callable[[list[Any]], Spec]]] = {
     "reaqtive:aggregate": held(1),
@@ -129,6 +139,10 @@ LENIENT: Final[dict[str, Callable[[list[Any]], Spec]]] = {
     "reaqtive:window/time+shift": fixed(INNER_STREAMS),
     "reaqtive:window/time_or_count": fixed(INNER_STREAMS),
     "reaqtive:group_by+expiry": fixed(INNER_STREAMS),
+    "reaqtive:aggregate_by_key": fixed(KEYED_ROWS),
+    "reaqtive:aggregate_by_key+hopping": fixed(KEYED_ROWS),
+    "reaqtive:aggregate_by_key+session": fixed(KEYED_ROWS),
+    "reaqtive:keyed_page": keyed_page,
 }
 
 WHEN: Final = datetime(2026, 1, 1, tzinfo=UTC)

@@ -16,16 +16,23 @@ depend on the element count — 3.9 (non-positive requests), 3.6 (requests after
 ``LONG_MAX``), 1.1 (nothing unrequested) — are checked for every class below, in
 ``test_rules_that_need_no_more_than_one_element``. No aggregate can be an identity processor, so there are no
 processor verifications here.
+
+``aggregate_by_key`` is the exception: one element per key and window, not one in all. Over ``range(n)`` with each
+element its own key and one long window, it is a publisher of exactly ``n`` rows, all closed when the source
+completes; it runs on a real scheduler (its windows need a clock), like the time buffers.
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from reaqtive import OperatorContext, Query, as_publisher, from_iterable
+from reaqtive.operators.keyed_window import Tumbling
 from reaqtive.operators.settings import MAX_QUEUE_SIZE
+from reaqtive.scheduler import LogicalScheduler, PhysicalScheduler
 from reaqtive.streams import LONG_MAX, Publisher
 from tests.support import Recorder
 from tests.tck.conformance import OperatorPublisherVerification, failing_source
@@ -219,6 +226,34 @@ class TestSequenceEqualWindowedPublisher(AggregatePublisherVerification):
     @staticmethod
     def _context() -> OperatorContext:
         return OperatorContext("tck://sequence_equal", settings={MAX_QUEUE_SIZE: 2})
+
+
+class TestAggregateByKeyPublisher(OperatorPublisherVerification):
+    """Each element its own key, in one window of a thousand years: ``n`` rows, in the order the keys came, when
+    the source completes (no timer fires during the test)."""
+
+    operators = ("aggregate_by_key",)
+
+    def max_elements_from_publisher(self) -> int:
+        return 100  # rows closed at completion wait for demand in a queue of 256
+
+    def setup_method(self, method: object = None) -> None:
+        super().setup_method(method)
+        self.physical = PhysicalScheduler(workers=2, name="tck-aggregate-by-key")
+        self.context = OperatorContext("test://tck/aggregate_by_key", LogicalScheduler(self.physical))
+
+    def teardown_method(self, method: object = None) -> None:
+        super().teardown_method(method)
+        self.physical.dispose()
+
+    def apply(self, source: Query[int]) -> Query[Any]:
+        return source.aggregate_by_key(str, Tumbling(timedelta(days=365_250)), "sum")
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return as_publisher(self.create_query(elements), self.context)
+
+    def create_failed_publisher(self) -> Publisher[Any] | None:
+        return as_publisher(self.apply(failing_source()), self.context)
 
 
 VERIFICATIONS = [
