@@ -9,8 +9,10 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
+import msgpack
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reaqtive.state import (
     DEFAULT_CODEC,
@@ -20,6 +22,7 @@ from reaqtive.state import (
     StateFormatError,
     register_state_type,
 )
+from reaqtive.state.codec import EXT_DATETIME, EXT_TUPLE
 from reaqtive.state.framing import SegmentWriter
 from tests.state.strategies import VALUES, assert_same
 
@@ -217,3 +220,52 @@ def test_register_state_type_uses_the_default_codec() -> None:
     register_state_type(Local, "tests.state:Local", lambda o: o.v, Local)
     [back] = round_trip([Local(7)])
     assert isinstance(back, Local) and back.v == 7
+
+
+# -- the encoder's fast paths write the same bytes as the plain construction -------------------------------------
+
+def _reference_default(value: object) -> object:
+    """The encoding as first written: a fresh packer per nested value, datetime fields by arithmetic."""
+
+    def nested(inner: object) -> bytes:
+        return msgpack.packb(inner, default=_reference_default, strict_types=True, use_bin_type=True)  # type: ignore[no-any-return]
+
+    kind = type(value)
+    if kind is tuple:
+        return msgpack.ExtType(EXT_TUPLE, nested(list(value)))  # type: ignore[call-overload]
+    if kind is datetime:
+        moment: datetime = value  # type: ignore[assignment]
+        wall = moment.replace(tzinfo=None) - datetime(1970, 1, 1)
+        offset = moment.utcoffset()
+        offset_us = None if offset is None else offset // timedelta(microseconds=1)
+        return msgpack.ExtType(EXT_DATETIME, nested([wall.days, wall.seconds, wall.microseconds, offset_us]))
+    raise TypeError(kind)
+
+
+
+_moments = st.datetimes(
+    timezones=st.sampled_from([UTC, timezone(timedelta(hours=-5, minutes=-30)), ZoneInfo("Europe/Paris")])
+)
+_naive = st.datetimes()
+_nested_values = st.recursive(
+    st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=5), _moments, _naive, st.none()),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.lists(inner, max_size=4).map(tuple)),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400)
+@given(_nested_values)
+def test_nested_tuples_and_datetimes_encode_to_the_same_bytes_as_the_plain_construction(value: Any) -> None:
+    expected = msgpack.packb(value, default=_reference_default, strict_types=True, use_bin_type=True)
+    assert DEFAULT_CODEC.encode(value) == expected  # so stored state and outputs are unchanged
+
+
+def test_a_failed_nested_encode_leaves_the_encoder_sound() -> None:
+    class Unsupported:
+        pass
+
+    for _ in range(3):
+        with pytest.raises(StateEncodeError):
+            DEFAULT_CODEC.encode((1, (2, [Unsupported()])))
+        assert round_trip([(1, (2, [3]))]) == [(1, (2, [3]))]
