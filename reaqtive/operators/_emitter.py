@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
+from collections import deque
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from reaqtive.errors import LimitExceededError
@@ -53,7 +54,14 @@ from reaqtive.expression import Expression, as_expression
 from reaqtive.operator import OperatorBase, UnaryOperatorBase
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
 from reaqtive.state import StatefulOperatorBase, StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber, Subscription, add_demand, non_positive_request_error, require_not_none
+from reaqtive.streams import (
+    LONG_MAX,
+    Subscriber,
+    Subscription,
+    add_demand,
+    non_positive_request_error,
+    require_not_none,
+)
 from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
@@ -71,6 +79,7 @@ __all__ = [
     "EmitterBase",
     "EmitterInput",
     "MultiInputEmitter",
+    "PendingEmitterBase",
     "Terminated",
     "UnaryEmitterBase",
     "input_source",
@@ -262,6 +271,36 @@ class UnaryEmitterBase(Emitter[R], StatefulUnaryOperatorBase[S, R], Generic[S, R
     def _request_upstream(self, n: int) -> None:
         """Ask the source for ``n`` (handed over when its subscription arrives)."""
         UnaryOperatorBase.request(self, n)
+
+
+class PendingEmitterBase(UnaryEmitterBase[S, R], Generic[S, R]):
+    """A one-input stage whose results wait in ``_pending`` (a deque, saved by the stage) for demand, and which
+    completes once ``_source_done`` and nothing is pending (time buffers, keyed windows). At most
+    ``_max_pending`` results may wait beyond the outstanding demand (``MAX_QUEUE_SIZE``): the stage checks it when
+    it adds results (:meth:`Emitter._queue_overflow`)."""
+
+    __slots__ = ("_max_pending", "_pending", "_source_done")
+
+    def __init__(self, downstream: Subscriber[R]) -> None:
+        super().__init__(downstream)
+        self._pending: deque[R] = deque()  # results waiting for demand (state)
+        self._source_done = False  # the source completed: the pending results are the last ones (state)
+        self._max_pending = DEFAULT_QUEUE_SIZE
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._max_pending = queue_capacity(context)
+
+    def _poll(self) -> Any:
+        pending = self._pending
+        if pending and self._demand:
+            if self._demand != LONG_MAX:
+                self._demand -= 1
+            self._state.changed = True
+            return pending.popleft()
+        if not pending and self._source_done:
+            return COMPLETE
+        return IDLE
 
 
 class EmitterInput(Subscriber[Any]):

@@ -14,7 +14,9 @@ from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._emitter import COMPLETE, DEFAULT_QUEUE_SIZE, IDLE, UnaryEmitterBase, queue_capacity
+from reaqtive.operators._emitter import (
+    PendingEmitterBase,
+)
 from reaqtive.operators._timing import MAX_SPAN, deadline, earlier, multiply_safe
 from reaqtive.operators.buffer import buffer
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
@@ -81,7 +83,7 @@ def bind_buffer_time(query: Query[Any], subscriber: Subscriber[Any]) -> Subscrip
     return BufferTimeShift(query, subscriber)
 
 
-class _TimeBuffer(UnaryEmitterBase[T, list[T]], Generic[T]):
+class _TimeBuffer(PendingEmitterBase[T, list[T]], Generic[T]):
     """What the time-driven buffers share: the queue of closed lists, demand, the timer, and output through the
     serialized emitter of :mod:`reaqtive.operators._emitter` (timers, the source and ``request`` may run on
     different threads).
@@ -105,23 +107,18 @@ class _TimeBuffer(UnaryEmitterBase[T, list[T]], Generic[T]):
     __slots__ = (
         "_generation",
         "_max_buffers",
-        "_max_pending",
         "_max_size",
-        "_pending",
         "_pulled",
         "_reasked",
         "_restored",
         "_scheduler",
         "_source",
-        "_source_done",
     )
 
     def __init__(self, source: Subscribable[T], downstream: Subscriber[list[T]]) -> None:
         super().__init__(downstream)
         self._source = source
         # state
-        self._pending: deque[list[T]] = deque()  # closed lists waiting for demand
-        self._source_done = False  # the source completed: the pending lists are the last ones
         self._restored = False
         self._pulled = False  # the upstream was asked for everything (duration, duration and shift)
         # not state
@@ -130,14 +127,12 @@ class _TimeBuffer(UnaryEmitterBase[T, list[T]], Generic[T]):
         self._scheduler: Scheduler | None = None
         self._max_size = UNLIMITED
         self._max_buffers = UNLIMITED
-        self._max_pending = DEFAULT_QUEUE_SIZE  # closed lists that may wait beyond the demand (MAX_QUEUE_SIZE)
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
         self._scheduler = context.scheduler  # MissingSchedulerError without one: time needs a clock
         self._max_size = read_limit(context, MAX_BUFFER_SIZE)
         self._max_buffers = read_limit(context, MAX_BUFFER_COUNT)
-        self._max_pending = queue_capacity(context)
 
     def _save_pending(self, writer: StateWriter) -> None:
         writer.write(list(self._pending))
@@ -273,16 +268,6 @@ class _TimeBuffer(UnaryEmitterBase[T, list[T]], Generic[T]):
 
     # -- output ------------------------------------------------------------------------------------------------
 
-    def _poll(self) -> Any:
-        pending = self._pending
-        if pending and self._demand:
-            if self._demand != LONG_MAX:
-                self._demand -= 1
-            self._state.changed = True
-            return pending.popleft()
-        if not pending and self._source_done:
-            return COMPLETE
-        return IDLE
 
 
 class _TickBuffer(_TimeBuffer[T], Generic[T]):

@@ -14,7 +14,9 @@ from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._emitter import COMPLETE, DEFAULT_QUEUE_SIZE, IDLE, UnaryEmitterBase, queue_capacity
+from reaqtive.operators._emitter import (
+    PendingEmitterBase,
+)
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduler.clock import EPOCH  # the default origin of window boundaries (as in Spark, Flink, Bytewax)
 from reaqtive.scheduler_interface import EARLIEST, NEVER, Scheduler, utc
@@ -302,7 +304,7 @@ def bind_aggregate_by_key(query: Query[Any], subscriber: Subscriber[Any]) -> Sub
 # -- the stages ------------------------------------------------------------------------------------------------
 
 
-class _KeyedWindows(UnaryEmitterBase[T, WindowRow], Generic[T]):
+class _KeyedWindows(PendingEmitterBase[T, WindowRow], Generic[T]):
     """What the three stages share: the table, the index of window ends, the shared timer, the rows waiting for
     demand, completion and state. Subclasses implement ``on_next`` and the record layout.
 
@@ -329,16 +331,13 @@ class _KeyedWindows(UnaryEmitterBase[T, WindowRow], Generic[T]):
         "_ends",
         "_key_selector",
         "_kind",
-        "_max_pending",
         "_origin",
-        "_pending",
         "_pulled",
         "_reasked",
         "_result_selector",
         "_scheduler",
         "_seed",
         "_source",
-        "_source_done",
         "_span",
         "_table",
         "_timer_due",
@@ -363,8 +362,6 @@ class _KeyedWindows(UnaryEmitterBase[T, WindowRow], Generic[T]):
             _, self._seed, self._accumulator, self._result_selector = aggregate
         # state
         self._table: KeyedStateTable[Any] = KeyedStateTable()
-        self._pending: deque[WindowRow] = deque()  # closed windows' rows waiting for demand
-        self._source_done = False
         self._pulled = False  # the source was asked for everything
         # not state
         self._ends: deque[int] = deque()  # pending window ends, earliest first
@@ -372,12 +369,10 @@ class _KeyedWindows(UnaryEmitterBase[T, WindowRow], Generic[T]):
         self._timer_due: int | None = None  # the end the outstanding timer is for
         self._reasked = False  # loaded "pulled": ask the new source again at the start
         self._scheduler: Scheduler | None = None
-        self._max_pending = DEFAULT_QUEUE_SIZE
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
         self._scheduler = context.scheduler  # MissingSchedulerError without one: windows need a clock
-        self._max_pending = queue_capacity(context)
         self._table.attach(self, context)
 
     def subscribe_input(self) -> SubscriptionHandle:
@@ -600,16 +595,6 @@ class _KeyedWindows(UnaryEmitterBase[T, WindowRow], Generic[T]):
                 self._state.changed = True
         self._drain()
 
-    def _poll(self) -> Any:
-        pending = self._pending
-        if pending and self._demand:
-            if self._demand != LONG_MAX:
-                self._demand -= 1
-            self._state.changed = True
-            return pending.popleft()
-        if not pending and self._source_done:
-            return COMPLETE
-        return IDLE
 
     def _failed(self, error: BaseException) -> None:
         """A user function or a key failed on the element path (lock held)."""
