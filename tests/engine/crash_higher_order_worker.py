@@ -12,6 +12,8 @@ workload, chosen to be hard to recover:
   its own watermark, while the other readers skip what they had;
 * ``group_by`` with inner aggregates (a running sum per key, and a per-key ``take(4).sum()`` whose inners
   complete);
+* ``aggregate_by_key`` over tumbling and session windows: per-key records in pages of keys (inner units), rows
+  waiting in the state, timers at window ends;
 * plain running sums beside them, on each stream;
 * three streams interleaved in short runs of events.
 
@@ -34,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from reaqtive import FunctionRegistry, Query
+from reaqtive import FunctionRegistry, Query, Session, Tumbling
 from reaqtive.engine import Engine
 from tests.engine import crash_worker
 from tests.engine.crash_worker import _mix
@@ -126,6 +128,9 @@ def queries() -> list[tuple[str, Query[Any]]]:
         ("q://sum-orders", orders.scan(0, add)),
         ("q://sum-ticks", ticks.scan(0, add)),
         ("q://sum-amounts", keys.map(amount_of).scan(0, add)),
+        # keyed windows: records in pages of keys, rows waiting in the state, timers at window ends
+        ("q://keyed-tumbling", keys.aggregate_by_key(key_of, Tumbling(STEP * 40), "sum", amount_of)),
+        ("q://keyed-session", keys.aggregate_by_key(key_of, Session(STEP * 25), "count")),
     ]
 
 
