@@ -52,6 +52,7 @@ from reaqtive.operator import (
     Version,
     Versioned,
 )
+from reaqtive.operators.keyed_groups import keyed_execution, set_keyed_execution
 from reaqtive.operators.keyed_window import Fold, Hopping, Session, Tumbling
 from reaqtive.processor import QueryProcessor, as_processor
 from reaqtive.publisher import as_publisher
@@ -132,6 +133,8 @@ __all__ = [
     "Hopping",
     "Session",
     "Fold",
+    "keyed_execution",
+    "set_keyed_execution",
     "as_publisher",
     "as_processor",
     "QueryProcessor",

@@ -49,6 +49,7 @@ __all__ = [
     "OperatorCall",
     "as_expression",
     "frame_budget",
+    "grouped_stream_class",
     "inner_stream_from_reference",
     "is_expression",
     "new_grouped_stream",
@@ -365,6 +366,11 @@ def new_inner_stream(subject: Subscribable[T], stream_id: str | None) -> InnerSt
 def new_grouped_stream(subject: Subscribable[T], stream_id: str | None, key: object) -> GroupedStream[T]:
     """A group's query over ``subject`` (see :class:`GroupedStreamNode`)."""
     return _Facade.grouped_stream(subject, stream_id, key)  # type: ignore[no-any-return]
+
+
+def grouped_stream_class() -> type[GroupedStreamNode[Any]]:
+    """The class of the groups users hold (:class:`reaqtive.query.GroupedStream` once the facade is loaded)."""
+    return _Facade.grouped_stream  # type: ignore[no-any-return]
 
 
 def inner_stream_from_reference(

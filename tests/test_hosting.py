@@ -190,6 +190,7 @@ def test_advance_never_goes_back_and_settle_runs_what_is_due_now() -> None:
 # -- saving and loading with inner units ------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("general_path")  # the general path's own units
 def test_a_save_has_one_unit_per_inner_subscription_and_a_quiet_unit_keeps_its_bytes() -> None:
     world = World(running_sums)
     world.query.start()
@@ -229,6 +230,7 @@ def test_a_unit_the_previous_state_does_not_hold_is_written_whole() -> None:
     assert world.query.save(None).written == saving.written
 
 
+@pytest.mark.usefixtures("general_path")  # the general path's own units
 def test_ended_inner_units_are_removed_from_the_state_until_confirmed() -> None:
     def until_negative(events: SimpleSubject[Any]) -> Query[Any]:
         return Query.from_subscribable(events).group_by(lambda e: e[0]).flat_map(
@@ -265,6 +267,7 @@ def test_load_re_creates_the_inner_units_from_their_own_blobs() -> None:
     assert later.outputs.seen == [(4, ("b", 15)), (5, ("a", 7)), (6, ("c", 1))]
 
 
+@pytest.mark.usefixtures("general_path")  # the general path's own units
 def test_a_missing_inner_unit_is_a_load_failure_of_the_query() -> None:
     world = World(running_sums)
     world.query.start()
@@ -293,6 +296,7 @@ def test_restored_states_no_parent_re_creates_are_orphans_the_next_save_drops() 
     assert saving.removed == (stray,) and stray not in saving.state.inner
 
 
+@pytest.mark.usefixtures("general_path")  # the general path's own units
 def test_units_are_the_query_and_its_inner_subscriptions_and_the_host_knows_all_of_them() -> None:
     world = World(running_sums)
     other = world.host.bind("r", running_sums(world.events), Outputs(world.scheduler))
@@ -307,6 +311,7 @@ def test_units_are_the_query_and_its_inner_subscriptions_and_the_host_knows_all_
     assert list(world.host.units()) == ["q", "r", "q/flat_map0/0", "r/flat_map0/0"]
 
 
+@pytest.mark.usefixtures("general_path")  # the general path's own units
 def test_delete_removes_the_inner_units_and_releases_the_ids() -> None:
     world = World(running_sums)
     world.query.start()

@@ -37,7 +37,7 @@ from reaqtive.streams import LONG_MAX, Subscriber, non_positive_request_error
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 
-__all__ = ["AggregateStage", "no_elements_error", "optional_callable", "require_element"]
+__all__ = ["AggregateStage", "no_elements_error", "none_result_error", "optional_callable", "require_element"]
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -64,6 +64,11 @@ def no_elements_error(op: str, predicate: bool = False) -> ValueError:
     """The error of an aggregate that needs an element and found none (Python's ``min([])`` is a ValueError)."""
     what = "any element satisfying the predicate" if predicate else "any element"
     return ValueError(f"{op}: the source completed without {what}")
+
+
+def none_result_error(name: str) -> TypeError:
+    """The error of an aggregate (named by its stage's ``name``) whose result is ``None``."""
+    return TypeError(f"{name}: the result is None, which is never an element")
 
 
 class AggregateStage(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
@@ -146,7 +151,7 @@ class AggregateStage(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
         """The result is known: emit it and complete if the downstream asked, else hold it. Once one result is
         held or sent, signals still in flight from a cancelled upstream (rule 2.8) change nothing."""
         if result is None:
-            self._signal_error(TypeError(f"{self.name}: the result is None, which is never an element"))
+            self._signal_error(none_result_error(self.name))
             return
         with _HANDOFF:
             if self._decided or self._disposed:

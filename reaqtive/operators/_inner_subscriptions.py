@@ -54,6 +54,7 @@ from reaqtive.operators._emitter import (
     queue_capacity,
     replenish_batch,
 )
+from reaqtive.operators._keyed_steps import keyed_execution, keyed_execution_enabled
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED
 from reaqtive.state import OperatorStateError
 from reaqtive.streams import (
@@ -113,9 +114,10 @@ class InnerHost:
     Created in the stage's ``set_context``; ``kind`` names the stage in the ids (``"flat_map"``).
     """
 
-    __slots__ = ("_context", "_environment", "_handles", "_prefix")
+    __slots__ = ("_context", "_environment", "_handles", "_keyed", "_prefix")
 
-    def __init__(self, context: OperatorContext, kind: str) -> None:
+    def __init__(self, context: OperatorContext, kind: str, *, keyed: bool = True) -> None:
+        self._keyed = keyed  # the form the stage was bound in: its inner queries are bound in it too
         environment = context.execution_environment
         self._context = context
         self._handles: dict[int, SubscriptionHandle] = {}
@@ -151,6 +153,12 @@ class InnerHost:
         """Subscribe ``observer`` to ``source`` as inner subscription ``number`` and start it (hosted: the
         environment also loads its saved state, if any, and registers it). Elements may flow before it returns.
         ``restoring``: re-created from the stage's restored state (its saved state must exist)."""
+        with keyed_execution(self._keyed):
+            self._subscribe(number, source, observer, restoring=restoring)
+
+    def _subscribe(
+        self, number: int, source: Subscribable[Any], observer: Subscriber[Any], *, restoring: bool
+    ) -> None:
         inner_id = self.inner_id(number)
         environment = self._environment
         if environment is not None:
@@ -351,6 +359,7 @@ class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
         "_counter",
         "_direct",
         "_host",
+        "_keyed",
         "_live",
         "_outer_done",
         "_outstanding",
@@ -385,6 +394,7 @@ class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
         self._batch = replenish_batch(DEFAULT_QUEUE_SIZE)
         self._bound = UNLIMITED  # live inners allowed at once
         self._host: InnerHost | None = None
+        self._keyed = keyed_execution_enabled()  # bound keyed or not: its inner queries are bound the same way
 
     # -- what subclasses decide --------------------------------------------------------------------------------
 
@@ -401,7 +411,7 @@ class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
         super().set_context(context)
         self._capacity = queue_capacity(context)
         self._batch = replenish_batch(self._capacity)
-        self._host = InnerHost(context, self.kind)
+        self._host = InnerHost(context, self.kind, keyed=self._keyed)
 
     @property
     def hosted(self) -> bool:

@@ -10,7 +10,8 @@ from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable
+from reaqtive.operators._aggregate import AggregateStage, no_elements_error, none_result_error, optional_callable
+from reaqtive.operators._keyed_steps import SKIP, KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
@@ -51,7 +52,9 @@ def aggregate(
     ``seed``, an empty source gives the seed (through the result selector, if any).
 
     **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``has_value: bool,
-    accumulation`` (``reaqtive:aggregate``) or ``accumulation`` (``reaqtive:aggregate+seed``).
+    accumulation`` (``reaqtive:aggregate``) or ``accumulation`` (``reaqtive:aggregate+seed``). Inside a keyed
+    ``group_by``, one field per key: ``()`` then ``(accumulation,)`` without a seed, the accumulation with one
+    (a seed that may change in place, such as a list, keeps the general path).
 
     **Demand.** Everything once asked; the result is held until demanded.
 
@@ -190,3 +193,73 @@ class AggregateSeed(AggregateStage[T, Any], Generic[T, A]):
     def result_at_completion(self) -> Any:
         selector = self._result_selector
         return self._accumulation if selector is None else selector(self._accumulation)
+
+
+def _result(name: str, accumulation: Any, selector: Callable[[Any], Any] | None) -> tuple[Any, ...]:
+    result = accumulation if selector is None else selector(accumulation)
+    if result is None:
+        raise none_result_error(name)
+    return (result,)
+
+
+class AggregateStep(KeyedStep):
+    """:class:`Aggregate` for one key of a keyed chain: the field is ``()`` before the first element, then
+    ``(accumulation,)`` (an accumulation may be any value, ``None`` and ``()`` too)."""
+
+    __slots__ = ("_accumulator", "_result_selector")
+
+    initial = ()
+
+    def __init__(self, accumulator: Callable[[Any, Any], Any], result_selector: Callable[[Any], Any] | None) -> None:
+        self._accumulator = accumulator
+        self._result_selector = result_selector
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        if state:
+            return (self._accumulator(state[0], value),), SKIP
+        return (value,), SKIP
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        if not state:
+            raise no_elements_error("aggregate")
+        return _result(Aggregate.name, state[0], self._result_selector)
+
+    def check(self, state: Any) -> bool:
+        return type(state) is tuple and len(state) <= 1
+
+
+class AggregateSeedStep(KeyedStep):
+    """:class:`AggregateSeed` for one key of a keyed chain: the field is the accumulation, the seed at first."""
+
+    __slots__ = ("_accumulator", "_result_selector", "initial")
+
+    # An accumulator may change a (mutable) accumulation in place and return it: the record is then saved again.
+    in_place = True
+
+    def __init__(
+        self, seed: object, accumulator: Callable[[Any, Any], Any], result_selector: Callable[[Any], Any] | None
+    ) -> None:
+        self.initial = seed
+        self._accumulator = accumulator
+        self._result_selector = result_selector
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        return self._accumulator(state, value), SKIP
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        return _result(AggregateSeed.name, state, self._result_selector)
+
+    def check(self, state: Any) -> bool:
+        return True  # the user's accumulation (the seed may be None)
+
+
+@register_keyed_step("aggregate")
+def aggregate_step(query: Expression[Any]) -> KeyedStep | None:
+    """The keyed step of an ``aggregate`` node; ``None`` (the general path) for a seed every group must own
+    (mutable)."""
+    args = AggregateArgs.read(query)
+    if isinstance(args, AggregateSeedArgs):
+        if not is_immutable_value(args.seed):
+            return None
+        return AggregateSeedStep(args.seed, args.accumulator, args.result_selector)
+    return AggregateStep(args.accumulator, args.result_selector)

@@ -12,6 +12,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, Version
 from reaqtive.operators._aggregate import AggregateStage, optional_callable, require_element
+from reaqtive.operators._keyed_steps import DONE, SKIP, StatelessStep, register_keyed_step
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 
@@ -270,3 +271,100 @@ class IsEmpty(_Quantifier[T], Generic[T]):
 
     def on_next(self, value: T) -> None:
         self._finish(False)
+
+
+class _QuantifierStep(StatelessStep):
+    """A :class:`_Quantifier` for one key of a keyed chain: no field; an element that decides ends the key's
+    chain with the answer, a completion without one emits ``when_completed``."""
+
+    __slots__ = ()
+
+    when_completed: ClassVar[bool]
+
+    def complete(self, state: typing.Any) -> tuple[typing.Any, ...]:
+        return (self.when_completed,)
+
+
+class AnyStep(_QuantifierStep):
+    """:class:`Any` for one key of a keyed chain."""
+
+    __slots__ = ("_predicate",)
+
+    when_completed = False
+
+    def __init__(self, predicate: Callable[[typing.Any], object] | None) -> None:
+        self._predicate = predicate
+
+    def next(self, state: typing.Any, value: typing.Any) -> tuple[typing.Any, typing.Any]:
+        predicate = self._predicate
+        if predicate is not None and not predicate(value):
+            return None, SKIP
+        return DONE, True
+
+
+class AllStep(_QuantifierStep):
+    """:class:`All` for one key of a keyed chain."""
+
+    __slots__ = ("_predicate",)
+
+    when_completed = True
+
+    def __init__(self, predicate: Callable[[typing.Any], object]) -> None:
+        self._predicate = predicate
+
+    def next(self, state: typing.Any, value: typing.Any) -> tuple[typing.Any, typing.Any]:
+        if self._predicate(value):
+            return None, SKIP
+        return DONE, False
+
+
+class ContainsStep(_QuantifierStep):
+    """:class:`Contains` for one key of a keyed chain."""
+
+    __slots__ = ("_value",)
+
+    when_completed = False
+
+    def __init__(self, value: object) -> None:
+        self._value = value
+
+    def next(self, state: typing.Any, value: typing.Any) -> tuple[typing.Any, typing.Any]:
+        if value == self._value:
+            return DONE, True
+        return None, SKIP
+
+
+class IsEmptyStep(_QuantifierStep):
+    """:class:`IsEmpty` for one key of a keyed chain."""
+
+    __slots__ = ()
+
+    when_completed = True
+
+    def next(self, state: typing.Any, value: typing.Any) -> tuple[typing.Any, typing.Any]:
+        return DONE, False
+
+
+@register_keyed_step("any")
+def any_step(query: Expression[typing.Any]) -> AnyStep:
+    """The keyed step of an ``any`` node."""
+    return AnyStep(AnyArgs.read(query).predicate)
+
+
+@register_keyed_step("all")
+def all_step(query: Expression[typing.Any]) -> AllStep:
+    """The keyed step of an ``all`` node."""
+    return AllStep(AllArgs.read(query).predicate)
+
+
+@register_keyed_step("contains")
+def contains_step(query: Expression[typing.Any]) -> ContainsStep:
+    """The keyed step of a ``contains`` node."""
+    return ContainsStep(ContainsArgs.read(query).value)
+
+
+@register_keyed_step("is_empty")
+def is_empty_step(query: Expression[typing.Any]) -> IsEmptyStep:
+    """The keyed step of an ``is_empty`` node."""
+    IsEmptyArgs.read(query)  # (checks the node as the stage does)
+    return IsEmptyStep()

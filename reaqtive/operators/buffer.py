@@ -14,6 +14,7 @@ from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._emitter import COMPLETE, IDLE, UnaryEmitterBase
+from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.operators._timing import span_arguments
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
 from reaqtive.state import DirtyState, StatefulUnaryOperatorBase
@@ -72,7 +73,8 @@ def buffer(first: int | timedelta, second: int | timedelta | None = None, /) -> 
     source completed (the lists open then wait for demand); by time also the absolute time of the next
     close/open (a recovered buffer closes when it would have, and catches up on closes it missed while the
     process was down), the closed lists waiting for demand, whether the source completed, and the upstream
-    demand (below).
+    demand (below). Inside a keyed ``group_by``, by count, one field per key: its open list(s) (with ``skip``,
+    after its element count).
 
     **Demand.** By count, translated: ``n`` lists ask the upstream for ``n * count`` elements (``LONG_MAX``
     stays unbounded), minus the elements of a partial list restored from a checkpoint, so a partial list at
@@ -411,3 +413,104 @@ class BufferCountSkip(UnaryEmitterBase[T, list[T]], Generic[T]):
             self._state.changed = True
             return buffers.popleft()
         return IDLE
+
+
+class BufferCountStep(KeyedStep):
+    """:class:`BufferCount` for one key of a keyed chain: the field is the partial list (the key's own, appended
+    to in place), ``None`` when empty."""
+
+    __slots__ = ("_count", "_limit", "_overflow", "_threshold")
+
+    in_place = True
+
+    def __init__(self, count: int) -> None:
+        self._count = self._threshold = count
+        self._limit = UNLIMITED
+        self._overflow = False
+
+    def set_context(self, context: OperatorContext) -> None:
+        self._limit = limit = read_limit(context, MAX_BUFFER_SIZE)
+        self._overflow = self._count > limit
+        self._threshold = limit + 1 if self._overflow else self._count
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        if state is None:
+            buffer = [value]
+        else:
+            buffer = state
+            buffer.append(value)
+        if len(buffer) == self._threshold:
+            if self._overflow:
+                raise LimitExceededError(BufferCount.name, MAX_BUFFER_SIZE, self._limit)
+            return None, buffer
+        return buffer, SKIP
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        return () if state is None else (state,)
+
+    def check(self, state: Any) -> bool:
+        return state is None or (type(state) is list and 0 < len(state) < self._count)
+
+
+class BufferCountSkipStep(KeyedStep):
+    """:class:`BufferCountSkip` for one key of a keyed chain: the field is ``[index, *open lists]`` (elements
+    received, then the lists open, oldest first; the key's own, changed in place), ``None`` before the first
+    element. Lists open every ``skip`` elements and close at ``count``, so at most one closes per element."""
+
+    __slots__ = ("_count", "_max_buffers", "_max_size", "_overflow", "_skip", "_threshold")
+
+    in_place = True
+
+    def __init__(self, count: int, skip: int) -> None:
+        self._count = self._threshold = count
+        self._skip = skip
+        self._max_size = UNLIMITED
+        self._max_buffers = UNLIMITED
+        self._overflow = False
+
+    def set_context(self, context: OperatorContext) -> None:
+        self._max_size = read_limit(context, MAX_BUFFER_SIZE)
+        self._max_buffers = read_limit(context, MAX_BUFFER_COUNT)
+        self._overflow = self._count > self._max_size
+        self._threshold = self._max_size + 1 if self._overflow else self._count
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        field: list[Any] = [0] if state is None else state
+        index = field[0]
+        if index % self._skip == 0:
+            if len(field) - 1 >= self._max_buffers:
+                raise LimitExceededError(BufferCountSkip.name, MAX_BUFFER_COUNT, self._max_buffers)
+            field.append([])
+        for position in range(1, len(field)):
+            field[position].append(value)
+        field[0] = index + 1
+        if len(field) > 1 and len(field[1]) == self._threshold:
+            if self._overflow:
+                raise LimitExceededError(BufferCountSkip.name, MAX_BUFFER_SIZE, self._max_size)
+            return field, field.pop(1)
+        return field, SKIP
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        return () if state is None else tuple(state[1:])
+
+    def check(self, state: Any) -> bool:
+        if state is None:
+            return True
+        if type(state) is not list or not state or type(state[0]) is not int or state[0] < 1:
+            return False
+        index, buffers = state[0], state[1:]
+        if not all(type(buffer) is list for buffer in buffers):
+            return False
+        count, skip = self._count, self._skip
+        opened = range(max(0, (index - count) // skip + 1) * skip, index, skip)
+        return [len(buffer) for buffer in buffers] == [index - start for start in opened]
+
+
+@register_keyed_step("buffer")
+def buffer_step(query: Expression[Any]) -> KeyedStep:
+    """The keyed step of a ``buffer`` node by count (the time forms are other operators and keep the general
+    path)."""
+    args = BufferArgs.read(query)
+    if args.skip == args.count:
+        return BufferCountStep(args.count)
+    return BufferCountSkipStep(args.count, args.skip)

@@ -11,6 +11,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, optional_callable
+from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 
@@ -32,7 +33,8 @@ def count(predicate: Callable[[Any], object] | None = None) -> OperatorCall[int]
     4
     <...>
 
-    **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``count: int``.
+    **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``count: int``. Inside a keyed
+    ``group_by``, one field per key: the count.
 
     **Demand.** Everything once asked; the result is held until demanded.
 
@@ -96,3 +98,32 @@ class Count(AggregateStage[T, int], Generic[T]):
 
     def result_at_completion(self) -> int:
         return self._count
+
+
+class CountStep(KeyedStep):
+    """:class:`Count` for one key of a keyed chain: the field is the count."""
+
+    __slots__ = ("_predicate",)
+
+    initial = 0
+
+    def __init__(self, predicate: Callable[[Any], object] | None) -> None:
+        self._predicate = predicate
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        predicate = self._predicate
+        if predicate is not None and not predicate(value):
+            return state, SKIP
+        return state + 1, SKIP
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        return (state,)
+
+    def check(self, state: Any) -> bool:
+        return type(state) is int and state >= 0
+
+
+@register_keyed_step("count")
+def count_step(query: Expression[Any]) -> CountStep:
+    """The keyed step of a ``count`` node."""
+    return CountStep(CountArgs.read(query).predicate)

@@ -10,6 +10,7 @@ from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._keyed_steps import KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber, non_positive_request_error
 from reaqtive.subscribable import Subscribable
@@ -137,3 +138,31 @@ class DefaultIfEmpty(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def _emit_default(self) -> None:
         self._downstream.on_next(self._default)
         self._signal_complete()
+
+
+class DefaultIfEmptyStep(KeyedStep):
+    """:class:`DefaultIfEmpty` for one key of a keyed chain: the field is whether an element was seen."""
+
+    __slots__ = ("_default",)
+
+    initial = False
+
+    def __init__(self, default: object) -> None:
+        self._default = default
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        return True, value
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        return () if state else (self._default,)
+
+    def check(self, state: Any) -> bool:
+        return type(state) is bool
+
+
+@register_keyed_step("default_if_empty")
+def default_if_empty_step(query: Expression[Any]) -> DefaultIfEmptyStep | None:
+    """The keyed step of a ``default_if_empty`` node; ``None`` (the general path) for a default every group must
+    own (mutable: the general path makes one per group)."""
+    default = DefaultIfEmptyArgs.read(query).default
+    return DefaultIfEmptyStep(default) if is_immutable_value(default) else None

@@ -12,6 +12,7 @@ from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.operators.settings import MAX_DISTINCT_ELEMENTS, read_limit
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
@@ -45,7 +46,8 @@ def distinct(
     An exception from ``key_selector`` or ``comparer``, or an unhashable key, becomes ``on_error``.
 
     **State.** The keys seen (a set; with a comparer, a list): they must be values the state codec can write.
-    Setting ``MAX_DISTINCT_ELEMENTS`` bounds their number (``LimitExceededError`` through ``on_error``).
+    Setting ``MAX_DISTINCT_ELEMENTS`` bounds their number (``LimitExceededError`` through ``on_error``). Inside
+    a keyed ``group_by``, one field per key: its keys seen (the limit bounds each key's).
 
     **Demand.** As :meth:`filter` (a ``request(1)`` upstream per dropped element, unless demand is unbounded).
 
@@ -195,3 +197,72 @@ def bind_distinct(query: Query[Any], downstream: Subscriber[Any]) -> Subscriptio
     if arguments(query, "source", "key_selector", "comparer").value(2) is None:  # the stages check the rest
         return Distinct(query, downstream)
     return DistinctComparer(query, downstream)
+
+
+class DistinctStep(KeyedStep):
+    """:class:`Distinct` for one key of a keyed chain: the field is the ``set`` of keys seen, ``None`` before
+    the first element (the set is the key's own, added to in place)."""
+
+    __slots__ = ("_key_selector", "_limit")
+
+    in_place = True
+
+    def __init__(self, key_selector: Callable[[Any], object] | None) -> None:
+        self._key_selector = key_selector
+        self._limit = LONG_MAX
+
+    def set_context(self, context: OperatorContext) -> None:
+        self._limit = read_limit(context, MAX_DISTINCT_ELEMENTS)
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        keys: set[object] = set() if state is None else state
+        key = value if self._key_selector is None else self._key_selector(value)
+        if key in keys:  # (an unhashable key raises here, even for an empty set, as in the stage)
+            return state, SKIP
+        if len(keys) >= self._limit:
+            raise LimitExceededError(Distinct.name, MAX_DISTINCT_ELEMENTS, self._limit)
+        keys.add(key)
+        return keys, value
+
+    def check(self, state: Any) -> bool:
+        return state is None or (type(state) is set and len(state) > 0)
+
+
+class DistinctComparerStep(KeyedStep):
+    """:class:`DistinctComparer` for one key of a keyed chain: the field is the ``list`` of keys seen, in the
+    order first seen, ``None`` before the first element (the list is the key's own, appended to in place)."""
+
+    __slots__ = ("_comparer", "_key_selector", "_limit")
+
+    in_place = True
+
+    def __init__(self, key_selector: Callable[[Any], object] | None, comparer: Callable[[Any, Any], object]) -> None:
+        self._key_selector = key_selector
+        self._comparer = comparer
+        self._limit = LONG_MAX
+
+    def set_context(self, context: OperatorContext) -> None:
+        self._limit = read_limit(context, MAX_DISTINCT_ELEMENTS)
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        keys: list[object] = [] if state is None else state
+        comparer = self._comparer
+        key = value if self._key_selector is None else self._key_selector(value)
+        if any(comparer(other, key) for other in keys):
+            return state, SKIP
+        if len(keys) >= self._limit:
+            raise LimitExceededError(DistinctComparer.name, MAX_DISTINCT_ELEMENTS, self._limit)
+        keys.append(key)
+        return keys, value
+
+    def check(self, state: Any) -> bool:
+        return state is None or (type(state) is list and len(state) > 0)
+
+
+@register_keyed_step("distinct")
+def distinct_step(query: Expression[Any]) -> KeyedStep:
+    """The keyed step of a ``distinct`` node (every overload: a set of keys, or a list with a comparer)."""
+    args = DistinctArgs.read(query)
+    if args.comparer is None:
+        return DistinctStep(args.key_selector)
+    return DistinctComparerStep(args.key_selector, args.comparer)

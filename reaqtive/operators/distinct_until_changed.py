@@ -10,6 +10,7 @@ from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subscribable import Subscribable
@@ -40,7 +41,8 @@ def distinct_until_changed(
     element is always emitted. An exception from ``key_selector`` or ``comparer`` becomes ``on_error``.
 
     **State.** Whether there is a current key, then the key, which changes only when an element is emitted (so
-    it is marked changed only then); it must be a value the state codec can write.
+    it is marked changed only then); it must be a value the state codec can write. Inside a keyed ``group_by``,
+    one field per key: ``()``, then ``(key,)``.
 
     **Demand.** As :meth:`filter` (a ``request(1)`` upstream per dropped element, unless demand is unbounded).
 
@@ -126,3 +128,40 @@ class DistinctUntilChanged(StatefulUnaryOperatorBase[T, T], Generic[T]):
         self._has_key = True
         self._state.changed = True
         self._downstream.on_next(value)
+
+
+class DistinctUntilChangedStep(KeyedStep):
+    """:class:`DistinctUntilChanged` for one key of a keyed chain: the field is ``()`` before the first element,
+    then ``(key,)`` (a key may be ``None``)."""
+
+    __slots__ = ("_comparer", "_key_selector")
+
+    initial = ()
+
+    def __init__(
+        self, key_selector: Callable[[Any], object] | None, comparer: Callable[[Any, Any], object] | None
+    ) -> None:
+        self._key_selector = key_selector
+        self._comparer = comparer
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        key = value if self._key_selector is None else self._key_selector(value)
+        if not state:
+            same = False
+        elif self._comparer is None:
+            same = bool(key == state[0])
+        else:
+            same = bool(self._comparer(state[0], key))
+        if same:
+            return state, SKIP
+        return (key,), value
+
+    def check(self, state: Any) -> bool:
+        return type(state) is tuple and len(state) <= 1
+
+
+@register_keyed_step("distinct_until_changed")
+def distinct_until_changed_step(query: Expression[Any]) -> DistinctUntilChangedStep:
+    """The keyed step of a ``distinct_until_changed`` node (every overload)."""
+    args = DistinctUntilChangedArgs.read(query)
+    return DistinctUntilChangedStep(args.key_selector, args.comparer)

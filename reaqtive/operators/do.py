@@ -10,6 +10,7 @@ from reaqtive.arguments import arguments, require_callable
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import Version
 from reaqtive.operators._fusion import FusedStep, fusible
+from reaqtive.operators._keyed_steps import NO_OUTPUTS, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber, require_not_none
 from reaqtive.subscribable import Subscribable
@@ -160,3 +161,33 @@ class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
                 self._signal_error(error)
                 return
         self._signal_complete()
+
+
+class DoStep(StatelessStep):
+    """:class:`Do` without ``on_error`` for one key of a keyed chain: ``on_complete`` runs when the key's chain
+    completes (its input completed), not when a later operator ended it."""
+
+    __slots__ = ("_on_complete", "_on_next")
+
+    def __init__(self, on_next: Callable[[Any], object], on_complete: Callable[[], object] | None) -> None:
+        self._on_next = on_next
+        self._on_complete = on_complete
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        self._on_next(value)
+        return None, value
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        if self._on_complete is not None:
+            self._on_complete()
+        return NO_OUTPUTS
+
+
+@register_keyed_step("do")
+def do_step(query: Expression[Any]) -> DoStep | None:
+    """The keyed step of a ``do`` node; ``None`` (the general path) with an ``on_error`` callback: keyed, an
+    error ends the whole result at once, and no key's chain sees it."""
+    args = DoArgs.read(query)
+    if args.on_error is not None:
+        return None
+    return DoStep(args.on_next if args.on_next is not None else _ignore, args.on_complete)

@@ -10,6 +10,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, require_element
+from reaqtive.operators._keyed_steps import DONE, SKIP, KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 
@@ -131,9 +132,52 @@ class ElementAt(AggregateStage[T, T], Generic[T]):
     def result_at_completion(self) -> T:
         default = self._default
         if default is None:
-            seen = self._index - self._remaining
-            raise IndexError(
-                f"{self._op}: index {self._index} is out of range: the source completed after {seen} "
-                f"element{'' if seen == 1 else 's'}"
-            )
+            raise _out_of_range_error(self._op, self._index, self._remaining)
         return default
+
+
+def _out_of_range_error(op: str, index: int, remaining: int) -> IndexError:
+    """The error of ``element_at`` whose source completed with ``remaining`` elements still to skip."""
+    seen = index - remaining
+    return IndexError(
+        f"{op}: index {index} is out of range: the source completed after {seen} element{'' if seen == 1 else 's'}"
+    )
+
+
+class ElementAtStep(KeyedStep):
+    """:class:`ElementAt` for one key of a keyed chain: the field is how many elements are still to skip; the
+    element at the index ends the chain."""
+
+    __slots__ = ("_default", "_op", "initial")
+
+    def __init__(self, op: str, index: int, default: object) -> None:
+        self._op = op
+        self.initial = index
+        self._default = default
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        if state:
+            return state - 1, SKIP
+        return DONE, value
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        default = self._default
+        if default is None:
+            raise _out_of_range_error(self._op, self.initial, state)
+        return (default,)
+
+    def check(self, state: Any) -> bool:
+        return type(state) is int and 0 <= state <= self.initial
+
+
+@register_keyed_step("element_at")
+@register_keyed_step("element_at_or_default")
+def element_at_step(query: Expression[Any]) -> ElementAtStep | None:
+    """The keyed step of an ``element_at`` or ``element_at_or_default`` node; ``None`` (the general path) for a
+    mutable default, which the general path makes anew per group."""
+    if query.op == "element_at_or_default":
+        args = ElementAtOrDefaultArgs.read(query)
+        if not is_immutable_value(args.default):
+            return None
+        return ElementAtStep(query.op, args.index, args.default)
+    return ElementAtStep(query.op, ElementAtArgs.read(query).index, None)

@@ -11,6 +11,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._fusion import FusedStep, fusible
+from reaqtive.operators._keyed_steps import SKIP, KeyedStep, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subscribable import Subscribable
@@ -206,3 +207,44 @@ class FilterIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
             upstream = self._upstream
             if upstream is not None:
                 upstream.request(1)
+
+
+class FilterStep(StatelessStep):
+    """:class:`Filter` for one key of a keyed chain (:mod:`reaqtive.operators._keyed_steps`)."""
+
+    __slots__ = ("_predicate",)
+
+    def __init__(self, predicate: Callable[[Any], object]) -> None:
+        self._predicate = predicate
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        return None, (value if self._predicate(value) else SKIP)
+
+
+@register_keyed_step("filter")
+def filter_step(query: Expression[Any]) -> FilterStep:
+    """The keyed step of a ``filter`` node."""
+    return FilterStep(FilterArgs.read(query).predicate)
+
+
+class FilterIndexedStep(KeyedStep):
+    """:class:`FilterIndexed` for one key of a keyed chain: the field is the index of the key's next element."""
+
+    __slots__ = ("_predicate",)
+
+    initial = 0
+
+    def __init__(self, predicate: Callable[[Any, int], object]) -> None:
+        self._predicate = predicate
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        return state + 1, (value if self._predicate(value, state) else SKIP)
+
+    def check(self, state: Any) -> bool:
+        return type(state) is int and state >= 0
+
+
+@register_keyed_step("filter_indexed")
+def filter_indexed_step(query: Expression[Any]) -> FilterIndexedStep:
+    """The keyed step of a ``filter_indexed`` node."""
+    return FilterIndexedStep(FilterIndexedArgs.read(query).predicate)

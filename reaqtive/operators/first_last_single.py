@@ -11,6 +11,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable, require_element
+from reaqtive.operators._keyed_steps import DONE, SKIP, KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 
@@ -201,6 +202,12 @@ class _Pick(AggregateStage[T, T], Generic[T]):
         return self._default
 
 
+def _more_than_one_error(op: str, predicate: bool) -> ValueError:
+    """The error of ``single`` at a second (matching) element."""
+    matching = " satisfying the predicate" if predicate else ""
+    return ValueError(f"{op}: the source has more than one element{matching}")
+
+
 @register_operator("first", builder=first, args=PickArgs)
 @register_operator("first_or_default", builder=first_or_default, args=PickOrDefaultArgs)
 class First(_Pick[T], Generic[T]):
@@ -298,8 +305,7 @@ class Single(_Pick[T], Generic[T]):
                 self._signal_error(error)
                 return
         if self._found is not None:
-            matching = " satisfying the predicate" if predicate is not None else ""
-            self._signal_error(ValueError(f"{self._op}: the source has more than one element{matching}"))
+            self._signal_error(_more_than_one_error(self._op, predicate is not None))
             return
         self._found = value
         self._state.changed = True
@@ -307,3 +313,96 @@ class Single(_Pick[T], Generic[T]):
     def result_at_completion(self) -> T:
         found = self._found
         return self._no_element() if found is None else found
+
+
+class _PickStep(KeyedStep):
+    """What the keyed steps of the three share: the op (for messages), the predicate and the default (``None``:
+    none, finding no element is the stage's error)."""
+
+    __slots__ = ("_default", "_op", "_predicate")
+
+    def __init__(self, op: str, predicate: Callable[[Any], object] | None, default: object) -> None:
+        self._op = op
+        self._predicate = predicate
+        self._default = default
+
+    def _no_element(self) -> tuple[Any, ...]:
+        """The final output when no element was found: the default, or the error (as :meth:`_Pick._no_element`)."""
+        if self._default is None:
+            raise no_elements_error(self._op, self._predicate is not None)
+        return (self._default,)
+
+
+class FirstStep(_PickStep):
+    """:class:`First` for one key of a keyed chain: no field; the first (matching) element ends the chain."""
+
+    __slots__ = ()
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        predicate = self._predicate
+        if predicate is not None and not predicate(value):
+            return None, SKIP
+        return DONE, value
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        return self._no_element()
+
+
+class LastStep(_PickStep):
+    """:class:`Last` for one key of a keyed chain: the field is the last (matching) element, ``None`` before."""
+
+    __slots__ = ()
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        predicate = self._predicate
+        if predicate is not None and not predicate(value):
+            return state, SKIP
+        return value, SKIP
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        return self._no_element() if state is None else (state,)
+
+    def check(self, state: Any) -> bool:
+        return True  # the user's element, or None before one
+
+
+class SingleStep(_PickStep):
+    """:class:`Single` for one key of a keyed chain: the field is the (matching) element found, ``None`` before;
+    a second one fails."""
+
+    __slots__ = ()
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        predicate = self._predicate
+        if predicate is not None and not predicate(value):
+            return state, SKIP
+        if state is not None:
+            raise _more_than_one_error(self._op, predicate is not None)
+        return value, SKIP
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        return self._no_element() if state is None else (state,)
+
+    def check(self, state: Any) -> bool:
+        return True  # the user's element, or None before one
+
+
+_PICK_STEPS: dict[str, type[_PickStep]] = {"first": FirstStep, "last": LastStep, "single": SingleStep}
+
+
+@register_keyed_step("first")
+@register_keyed_step("first_or_default")
+@register_keyed_step("last")
+@register_keyed_step("last_or_default")
+@register_keyed_step("single")
+@register_keyed_step("single_or_default")
+def pick_step(query: Expression[Any]) -> _PickStep | None:
+    """The keyed step of a ``first``, ``last`` or ``single`` node (or its ``_or_default`` form); ``None`` (the
+    general path) for a mutable default, which the general path makes anew per group."""
+    op = query.op
+    if op.endswith("_or_default"):
+        args = PickOrDefaultArgs.read(query)
+        if not is_immutable_value(args.default):
+            return None
+        return _PICK_STEPS[op.removesuffix("_or_default")](op, args.predicate, args.default)
+    return _PICK_STEPS[op](op, PickArgs.read(query).predicate, None)

@@ -13,14 +13,16 @@ from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import Version
 from reaqtive.operators._inner_subscriptions import InnerMergeBase, InnerSlot, selected_source
+from reaqtive.operators.keyed_groups import bind_keyed_groups
 from reaqtive.operators.settings import MAX_CONCURRENT_INNER, read_limit
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
+from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["FlatMap", "FlatMapArgs", "MergeAll", "MergeAllArgs", "flat_map", "merge_all"]
+__all__ = ["FlatMap", "FlatMapArgs", "MergeAll", "MergeAllArgs", "bind_flat_map", "flat_map", "merge_all"]
 
 R = TypeVar("R")
 
@@ -136,6 +138,14 @@ class MergeAllArgs:
 
 
 @register_operator("flat_map", frames=20, builder=flat_map, args=FlatMapArgs)
+def bind_flat_map(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+    """The binder of :func:`flat_map`: over a ``group_by`` whose groups' query is a chain of operators with keyed
+    steps, the keyed stage (:mod:`reaqtive.operators.keyed_groups`); otherwise :class:`FlatMap`."""
+    args = FlatMapArgs.read(query)
+    keyed = bind_keyed_groups(args.source, args.selector, args.result_selector, args.max_concurrent, subscriber)
+    return keyed if keyed is not None else FlatMap(query, subscriber)
+
+
 class FlatMap(InnerMergeBase[R], Generic[R]):
     """The running stage of :func:`flat_map`: an outer element opens one more inner subscription, up to the
     bound on live inners.

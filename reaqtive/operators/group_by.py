@@ -27,7 +27,15 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import GroupedStream, InnerStream, Query
 
-__all__ = ["GroupBy", "GroupByArgs", "GroupByExpiring", "bind_group_by", "group_by"]
+__all__ = [
+    "GroupBy",
+    "GroupByArgs",
+    "GroupByExpiring",
+    "bind_group_by",
+    "group_by",
+    "none_element_error",
+    "unhashable_key_error",
+]
 
 T = TypeVar("T")
 
@@ -129,7 +137,8 @@ def bind_group_by(query: Query[Any], subscriber: Subscriber[Any]) -> Subscriptio
     return GroupByExpiring(query, subscriber)
 
 
-def _none_element_error() -> TypeError:
+def none_element_error() -> TypeError:
+    """The failure of an element selector that returned ``None`` (shared with the keyed path)."""
     return TypeError("group_by: the element selector returned None (None is never an element)")
 
 
@@ -150,12 +159,13 @@ class _Selecting:
             self._owner._user_error(error)
             return
         if element is None:
-            self._owner._user_error(_none_element_error())
+            self._owner._user_error(none_element_error())
             return
         self._push(element)
 
 
-def _unhashable_key_error(key: object, error: TypeError) -> TypeError:
+def unhashable_key_error(key: object, error: TypeError) -> TypeError:
+    """The failure of a key that cannot be hashed (shared with the keyed path)."""
     failure = TypeError(f"group_by: the key {key!r} cannot be hashed ({error})")
     failure.__cause__ = error
     return failure
@@ -239,7 +249,7 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
             except KeyError:
                 pass  # a new group
             except TypeError as error:
-                self._user_error(_unhashable_key_error(key, error))
+                self._user_error(unhashable_key_error(key, error))
                 return
             else:
                 try:
@@ -258,7 +268,7 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
         try:
             group = self._groups.get(key)
         except TypeError as error:
-            self._fail(_unhashable_key_error(key, error))
+            self._fail(unhashable_key_error(key, error))
             return
         if group is None:
             if len(self._groups) >= self._max_groups:
@@ -277,7 +287,7 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
                 self._fail(error)
                 return
             if element is None:
-                self._fail(_none_element_error())
+                self._fail(none_element_error())
                 return
         self._touch(group)
         self._push(group, element)

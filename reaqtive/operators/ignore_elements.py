@@ -9,6 +9,7 @@ from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import Version
+from reaqtive.operators._keyed_steps import SKIP, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, Subscription
 from reaqtive.subscribable import Subscribable
@@ -80,3 +81,19 @@ class IgnoreElements(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def on_next(self, value: T) -> None:
         pass
+
+
+class IgnoreElementsStep(StatelessStep):
+    """:class:`IgnoreElements` for one key of a keyed chain."""
+
+    __slots__ = ()
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        return None, SKIP
+
+
+@register_keyed_step("ignore_elements")
+def ignore_elements_step(query: Expression[Any]) -> IgnoreElementsStep:
+    """The keyed step of an ``ignore_elements`` node."""
+    IgnoreElementsArgs.read(query)  # (checks the node as the stage does)
+    return IgnoreElementsStep()

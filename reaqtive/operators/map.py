@@ -11,6 +11,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._fusion import FusedStep, fusible
+from reaqtive.operators._keyed_steps import KeyedStep, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
@@ -182,3 +183,50 @@ class MapIndexed(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
         self._index = index + 1
         self._state.changed = True
         self._downstream.on_next(result)
+
+
+class MapStep(StatelessStep):
+    """:class:`Map` for one key of a keyed chain (:mod:`reaqtive.operators._keyed_steps`)."""
+
+    __slots__ = ("_selector",)
+
+    def __init__(self, selector: Callable[[Any], Any]) -> None:
+        self._selector = selector
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        result = self._selector(value)
+        if result is None:
+            raise TypeError(f"map: the selector returned None for {value!r}; None is never an element")
+        return None, result
+
+
+@register_keyed_step("map")
+def map_step(query: Expression[Any]) -> MapStep:
+    """The keyed step of a ``map`` node."""
+    return MapStep(MapArgs.read(query).selector)
+
+
+class MapIndexedStep(KeyedStep):
+    """:class:`MapIndexed` for one key of a keyed chain: the field is the index of the key's next element."""
+
+    __slots__ = ("_selector",)
+
+    initial = 0
+
+    def __init__(self, selector: Callable[[Any, int], Any]) -> None:
+        self._selector = selector
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        result = self._selector(value, state)
+        if result is None:
+            raise TypeError(f"map_indexed: the selector returned None for {value!r}; None is never an element")
+        return state + 1, result
+
+    def check(self, state: Any) -> bool:
+        return type(state) is int and state >= 0
+
+
+@register_keyed_step("map_indexed")
+def map_indexed_step(query: Expression[Any]) -> MapIndexedStep:
+    """The keyed step of a ``map_indexed`` node."""
+    return MapIndexedStep(MapIndexedArgs.read(query).selector)

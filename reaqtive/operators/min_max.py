@@ -11,6 +11,8 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable
+from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
+from reaqtive.state import register_state_type
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 
@@ -41,7 +43,8 @@ def min(key: Callable[[Any], Any] | None = None) -> OperatorCall[Any]:
 
     **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``best`` (``None`` until the
     first element: ``None`` is never an element). The key of ``best`` is not saved (a key may be any object):
-    after a restart it is computed again, once.
+    after a restart it is computed again, once. Inside a keyed ``group_by``, one field per key: ``best`` (with a
+    key, an object holding ``best`` and, in memory only, its key).
 
     **Demand.** Everything once asked; the result is held until demanded.
 
@@ -159,3 +162,90 @@ class Max(_Extremum[T], Generic[T]):
     smallest = False
 
     __slots__ = ()
+
+
+class MinMaxStep(KeyedStep):
+    """:class:`Min` or :class:`Max` without a key, for one key of a keyed chain: the field is the best element,
+    ``None`` before the first one."""
+
+    __slots__ = ("_smallest",)
+
+    def __init__(self, smallest: bool) -> None:
+        self._smallest = smallest
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        if state is None or (value < state if self._smallest else value > state):
+            return value, SKIP
+        return state, SKIP
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        if state is None:
+            raise no_elements_error("min" if self._smallest else "max")
+        return (state,)
+
+    def check(self, state: Any) -> bool:
+        return type(state) is not _Best  # the user's element, or None before the first one
+
+
+class _Best:
+    """The field of a keyed ``min``/``max`` with a key: the best element and its key, which is not saved (as
+    :class:`_Extremum` does not save it: a key may be any object) and so is computed again, once, after a
+    restart. Immutable: a change is a new field."""
+
+    __slots__ = ("element", "key")
+
+    def __init__(self, element: Any, key: Any) -> None:
+        self.element = element
+        self.key = key
+
+
+register_state_type(_Best, "reaqtive:keyed_best", lambda best: best.element, lambda element: _Best(element, _UNKNOWN))
+
+
+class MinMaxKeyStep(KeyedStep):
+    """:class:`Min` or :class:`Max` with a key, for one key of a keyed chain: the field is ``None`` before the
+    first element, then a ``_Best`` (the key is computed once per element, as the stage does)."""
+
+    __slots__ = ("_key", "_smallest")
+
+    def __init__(self, key: Callable[[Any], Any], smallest: bool) -> None:
+        self._key = key
+        self._smallest = smallest
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        key = self._key
+        value_key = key(value)
+        if state is None:
+            return _Best(value, value_key), SKIP
+        best_key = state.key
+        if best_key is _UNKNOWN:  # loaded from a store
+            best_key = key(state.element)
+            state = _Best(state.element, best_key)
+        if value_key < best_key if self._smallest else value_key > best_key:
+            return _Best(value, value_key), SKIP
+        return state, SKIP
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        if state is None:
+            raise no_elements_error("min" if self._smallest else "max")
+        return (state.element,)
+
+    def check(self, state: Any) -> bool:
+        return state is None or (type(state) is _Best and state.element is not None)
+
+
+def _min_max_step(query: Expression[Any], smallest: bool) -> KeyedStep:
+    key = MinMaxArgs.read(query).key
+    return MinMaxStep(smallest) if key is None else MinMaxKeyStep(key, smallest)
+
+
+@register_keyed_step("min")
+def min_step(query: Expression[Any]) -> KeyedStep:
+    """The keyed step of a ``min`` node."""
+    return _min_max_step(query, smallest=True)
+
+
+@register_keyed_step("max")
+def max_step(query: Expression[Any]) -> KeyedStep:
+    """The keyed step of a ``max`` node."""
+    return _min_max_step(query, smallest=False)

@@ -10,6 +10,7 @@ from reaqtive.arguments import arguments
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._fusion import FusedStep, fusible
+from reaqtive.operators._keyed_steps import KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
@@ -275,3 +276,56 @@ def bind_scan(query: Query[Any], downstream: Subscriber[Any]) -> SubscriptionHan
     if len(arguments(query, ("source", "accumulator"), ("source", "seed", "accumulator"))) == 2:
         return Scan(query, downstream)
     return ScanSeed(query, downstream)
+
+
+class ScanStep(KeyedStep):
+    """:class:`Scan` for one key of a keyed chain: the field is the accumulation, ``None`` before the first
+    element (never an element, nor an accumulation)."""
+
+    __slots__ = ("_accumulator",)
+
+    in_place = True  # an accumulator may change the accumulation in place and return it: the record is saved again
+
+    def __init__(self, accumulator: Callable[[Any, Any], Any]) -> None:
+        self._accumulator = accumulator
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        if state is None:
+            return value, value
+        result = self._accumulator(state, value)
+        if result is None:
+            raise _none_error(value)
+        return result, result
+
+    def check(self, state: Any) -> bool:
+        return True  # the user's accumulation, or None before the first element
+
+
+class ScanSeedStep(KeyedStep):
+    """:class:`ScanSeed` for one key of a keyed chain: the field is the accumulation, the seed at first."""
+
+    __slots__ = ("_accumulator", "initial")
+
+    in_place = True  # as ScanStep
+
+    def __init__(self, seed: object, accumulator: Callable[[Any, Any], Any]) -> None:
+        self.initial = seed
+        self._accumulator = accumulator
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        result = self._accumulator(state, value)
+        if result is None:
+            raise _none_error(value)
+        return result, result
+
+    def check(self, state: Any) -> bool:
+        return state is not None
+
+
+@register_keyed_step("scan")
+def scan_step(query: Expression[Any]) -> KeyedStep | None:
+    """The keyed step of a ``scan`` node; ``None`` (the general path) for a seed every group must own (mutable)."""
+    args = ScanArgs.read(query)
+    if isinstance(args, ScanSeedArgs):
+        return ScanSeedStep(args.seed, args.accumulator) if is_immutable_value(args.seed) else None
+    return ScanStep(args.accumulator)

@@ -10,6 +10,7 @@ from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.operators._take_skip import OpenAtDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -48,7 +49,8 @@ def skip(count: int | timedelta, /) -> OperatorCall[Any]:
     Completion and errors pass at any time. The duration is measured from the start; it needs a scheduler.
 
     **State.** Count: how many are still to drop. Duration: the absolute end time (set at the first start, so
-    a recovered query opens when the original would have) and whether it was reached.
+    a recovered query opens when the original would have) and whether it was reached. Inside a keyed
+    ``group_by``, by count, one field per key: how many are still to drop.
 
     **Demand.** Count: the elements to drop are requested together with the downstream's first demand
     (``n + count`` upstream, once; a recovered stage adds its restored count again), then demand passes
@@ -169,3 +171,26 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
             self._end = deadline(now, self._duration)  # NEVER past datetime.max: it drops everything
             self._state.changed = True
         return self._end
+
+
+class SkipStep(KeyedStep):
+    """:class:`Skip` for one key of a keyed chain: the field is how many are still to drop."""
+
+    __slots__ = ("initial",)
+
+    def __init__(self, count: int) -> None:
+        self.initial = count
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        if state:
+            return state - 1, SKIP
+        return state, value
+
+    def check(self, state: Any) -> bool:
+        return type(state) is int and 0 <= state <= self.initial
+
+
+@register_keyed_step("skip")
+def skip_step(query: Expression[Any]) -> SkipStep:
+    """The keyed step of a ``skip`` node (by count; ``skip_duration`` has none: it runs on the scheduler)."""
+    return SkipStep(SkipArgs.read(query).count)

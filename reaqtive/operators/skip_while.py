@@ -10,6 +10,7 @@ from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.operators._take_skip import DroppingStage
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
@@ -53,7 +54,8 @@ def skip_while_indexed(predicate: Callable[[Any, int], object]) -> OperatorCall[
     <...>
 
     **State.** ``running`` (whether the predicate has been false yet), then ``index``, the index of the next
-    element (it stops counting once running).
+    element (it stops counting once running). Inside a keyed ``group_by``, one field per key: ``index`` while
+    dropping, ``None`` once running.
 
     **Demand.** As ``skip_while``.
 
@@ -164,3 +166,54 @@ class SkipWhileIndexed(DroppingStage[T], Generic[T]):
             return
         self._running = True
         self._downstream.on_next(value)
+
+
+class SkipWhileStep(KeyedStep):
+    """:class:`SkipWhile` for one key of a keyed chain: the field is ``running`` (the predicate was false)."""
+
+    __slots__ = ("_predicate",)
+
+    initial = False
+
+    def __init__(self, predicate: Callable[[Any], object]) -> None:
+        self._predicate = predicate
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        if state or not self._predicate(value):
+            return True, value
+        return False, SKIP
+
+    def check(self, state: Any) -> bool:
+        return type(state) is bool
+
+
+class SkipWhileIndexedStep(KeyedStep):
+    """:class:`SkipWhileIndexed` for one key of a keyed chain: the field is the index of the next element while
+    dropping, ``None`` once running (the index stops counting then)."""
+
+    __slots__ = ("_predicate",)
+
+    initial = 0
+
+    def __init__(self, predicate: Callable[[Any, int], object]) -> None:
+        self._predicate = predicate
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        if state is None or not self._predicate(value, state):
+            return None, value
+        return state + 1, SKIP
+
+    def check(self, state: Any) -> bool:
+        return state is None or (type(state) is int and state >= 0)
+
+
+@register_keyed_step("skip_while")
+def skip_while_step(query: Expression[Any]) -> SkipWhileStep:
+    """The keyed step of a ``skip_while`` node."""
+    return SkipWhileStep(SkipWhileArgs.read(query).predicate)
+
+
+@register_keyed_step("skip_while_indexed")
+def skip_while_indexed_step(query: Expression[Any]) -> SkipWhileIndexedStep:
+    """The keyed step of a ``skip_while_indexed`` node."""
+    return SkipWhileIndexedStep(SkipWhileArgs.read(query).predicate)

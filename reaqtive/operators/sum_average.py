@@ -9,7 +9,8 @@ from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._aggregate import AggregateStage, no_elements_error, require_element
+from reaqtive.operators._aggregate import AggregateStage, no_elements_error, none_result_error, require_element
+from reaqtive.operators._keyed_steps import SKIP, KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 
@@ -37,7 +38,9 @@ def sum(start: object = 0) -> OperatorCall[Any]:
     ``Fraction``, ``timedelta`` (with a ``timedelta`` start). An element that does not add (a ``str`` among
     numbers) becomes ``on_error``.
 
-    **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``total``.
+    **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``total``. Inside a keyed
+    ``group_by``, one field per key: the total (a ``start`` that may change in place, such as a list, keeps the
+    general path).
 
     **Demand.** Everything once asked; the result is held until demanded.
 
@@ -58,6 +61,7 @@ def average() -> OperatorCall[Any]:
     element starts the total). An empty source is a ``ValueError``.
 
     **State.** The held result, then ``count: int, total`` (``total`` is ``None`` until the first element).
+    Inside a keyed ``group_by``, one field per key: ``None``, then ``(count, total)``.
 
     **Demand.** Everything once asked; the result is held until demanded.
 
@@ -169,3 +173,64 @@ class Average(AggregateStage[T, Any], Generic[T]):
         if not self._count:
             raise no_elements_error("average")
         return self._total / self._count
+
+
+class SumStep(KeyedStep):
+    """:class:`Sum` for one key of a keyed chain: the field is the total, ``start`` at first."""
+
+    __slots__ = ("initial",)
+
+    def __init__(self, start: object) -> None:
+        self.initial = start
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        return state + value, SKIP
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        if state is None:
+            raise none_result_error(Sum.name)
+        return (state,)
+
+    def check(self, state: Any) -> bool:
+        return True  # the user's elements added up
+
+
+class AverageStep(KeyedStep):
+    """:class:`Average` for one key of a keyed chain: the field is ``None`` before the first element, then
+    ``(count, total)``."""
+
+    __slots__ = ()
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        if state is None:
+            return (1, value), SKIP  # no start value: the first element starts the total
+        count, total = state
+        return (count + 1, total + value), SKIP
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        if state is None:
+            raise no_elements_error("average")
+        count, total = state
+        result = total / count
+        if result is None:
+            raise none_result_error(Average.name)
+        return (result,)
+
+    def check(self, state: Any) -> bool:
+        if state is None:
+            return True
+        return type(state) is tuple and len(state) == 2 and type(state[0]) is int and state[0] >= 1
+
+
+@register_keyed_step("sum")
+def sum_step(query: Expression[Any]) -> SumStep | None:
+    """The keyed step of a ``sum`` node; ``None`` (the general path) for a ``start`` that may change in place."""
+    start = SumArgs.read(query).start
+    return SumStep(start) if is_immutable_value(start) else None
+
+
+@register_keyed_step("average")
+def average_step(query: Expression[Any]) -> AverageStep:
+    """The keyed step of an ``average`` node."""
+    AverageArgs.read(query)  # the stage's checks
+    return AverageStep()

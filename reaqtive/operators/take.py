@@ -10,6 +10,7 @@ from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._keyed_steps import DONE, KeyedStep, register_keyed_step
 from reaqtive.operators._take_skip import TakeUntilDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -50,7 +51,8 @@ def take(count: int | timedelta, /) -> OperatorCall[Any]:
     duration is measured from the start (``take(timedelta(0))`` completes at once); it needs a scheduler.
 
     **State.** Count: how many are still to pass. Duration: the absolute end time, set at the first start (so a
-    recovered query ends when the original would have, or at once if that time has passed).
+    recovered query ends when the original would have, or at once if that time has passed). Inside a keyed
+    ``group_by``, by count (not 0), one field per key: how many are still to pass.
 
     **Demand.** Count: never more upstream than still needed, ``min(n, remaining)``, so a source is never asked
     for an element the result would not deliver. Duration: passed upstream unchanged.
@@ -178,3 +180,27 @@ class TakeDuration(TakeUntilDeadline[T], Generic[T]):
             self._end = deadline(now, self._duration)  # NEVER past datetime.max: it takes everything
             self._state.changed = True
         return self._end
+
+
+class TakeStep(KeyedStep):
+    """:class:`Take` for one key of a keyed chain: the field is how many are still to pass (>= 1; the chain
+    ends with the last one)."""
+
+    __slots__ = ("initial",)
+
+    def __init__(self, count: int) -> None:
+        self.initial = count
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        remaining = state - 1
+        return (DONE if remaining == 0 else remaining), value
+
+    def check(self, state: Any) -> bool:
+        return type(state) is int and 1 <= state <= self.initial
+
+
+@register_keyed_step("take")
+def take_step(query: Expression[Any]) -> TakeStep | None:
+    """The keyed step of a ``take`` node (by count); ``None`` for ``take(0)``, which ends before any element."""
+    count = TakeArgs.read(query).count
+    return TakeStep(count) if count > 0 else None

@@ -10,6 +10,7 @@ from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._keyed_steps import DONE, SKIP, KeyedStep, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
@@ -157,3 +158,52 @@ class TakeWhileIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
         if self._inclusive:
             self._downstream.on_next(value)
         self._signal_complete()
+
+
+class TakeWhileStep(StatelessStep):
+    """:class:`TakeWhile` for one key of a keyed chain: the first false element ends the chain."""
+
+    __slots__ = ("_inclusive", "_predicate")
+
+    def __init__(self, predicate: Callable[[Any], object], inclusive: bool) -> None:
+        self._predicate = predicate
+        self._inclusive = inclusive
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        if self._predicate(value):
+            return None, value
+        return DONE, (value if self._inclusive else SKIP)
+
+
+class TakeWhileIndexedStep(KeyedStep):
+    """:class:`TakeWhileIndexed` for one key of a keyed chain: the field is the index of the next element."""
+
+    __slots__ = ("_inclusive", "_predicate")
+
+    initial = 0
+
+    def __init__(self, predicate: Callable[[Any, int], object], inclusive: bool) -> None:
+        self._predicate = predicate
+        self._inclusive = inclusive
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        if self._predicate(value, state):
+            return state + 1, value
+        return DONE, (value if self._inclusive else SKIP)
+
+    def check(self, state: Any) -> bool:
+        return type(state) is int and state >= 0
+
+
+@register_keyed_step("take_while")
+def take_while_step(query: Expression[Any]) -> TakeWhileStep:
+    """The keyed step of a ``take_while`` node."""
+    args = TakeWhileArgs.read(query)
+    return TakeWhileStep(args.predicate, args.inclusive)
+
+
+@register_keyed_step("take_while_indexed")
+def take_while_indexed_step(query: Expression[Any]) -> TakeWhileIndexedStep:
+    """The keyed step of a ``take_while_indexed`` node."""
+    args = TakeWhileArgs.read(query)
+    return TakeWhileIndexedStep(args.predicate, args.inclusive)

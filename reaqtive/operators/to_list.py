@@ -12,6 +12,7 @@ from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage
+from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.operators.settings import MAX_LIST_SIZE, UNLIMITED, read_limit
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
@@ -34,7 +35,8 @@ def to_list() -> OperatorCall[list[Any]]:
     The host setting ``MAX_LIST_SIZE`` (``reaqtive.operators.settings``) bounds the list: one element more
     is a ``LimitExceededError``.
 
-    **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``items: list``.
+    **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``items: list``. Inside a keyed
+    ``group_by``, one field per key: ``None`` before the first element, then the list.
 
     **Demand.** Everything once asked; the list is held until demanded.
 
@@ -96,3 +98,40 @@ class ToList(AggregateStage[T, list[T]], Generic[T]):
     def result_at_completion(self) -> list[T]:
         items, self._items = self._items, []  # the list moves into the (possibly held) result
         return items
+
+
+class ToListStep(KeyedStep):
+    """:class:`ToList` for one key of a keyed chain: the field is ``None`` before the first element, then the
+    list, which the step owns and appends to (the stage saves the record again after each element)."""
+
+    __slots__ = ("_limit",)
+
+    in_place = True
+
+    def __init__(self) -> None:
+        self._limit = UNLIMITED
+
+    def set_context(self, context: OperatorContext) -> None:
+        self._limit = read_limit(context, MAX_LIST_SIZE)
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        size = 0 if state is None else len(state)
+        if size >= self._limit:
+            raise LimitExceededError(ToList.name, MAX_LIST_SIZE, self._limit)
+        if state is None:
+            return [value], SKIP
+        state.append(value)
+        return state, SKIP
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        return ([] if state is None else state,)
+
+    def check(self, state: Any) -> bool:
+        return state is None or type(state) is list
+
+
+@register_keyed_step("to_list")
+def to_list_step(query: Expression[Any]) -> ToListStep:
+    """The keyed step of a ``to_list`` node."""
+    ToListArgs.read(query)  # the stage's checks
+    return ToListStep()

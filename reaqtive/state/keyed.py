@@ -153,19 +153,21 @@ class KeyedStateTable(Generic[K]):
         "_context",
         "_counter",
         "_environment",
-        "_index",
         "_last",
         "_owner_tracker",
         "_page_size",
         "_pages",
         "_prefix",
+        "index",
     )
 
     def __init__(self, *, page_size: int = 1024) -> None:
         if type(page_size) is not int or page_size < 1:
             raise ValueError(f"KeyedStateTable: page_size must be an int >= 1, got {page_size!r}")
         self._page_size = page_size
-        self._index: dict[K, _Page] = {}
+        # key -> its page. Public for owners' per-element paths: ``page.records[key]`` is the record; an owner that
+        # writes it there directly (an existing key only) sets ``page.tracker.changed = True``, as put does.
+        self.index: dict[K, _Page] = {}
         self._pages: dict[int, _Page] = {}  # by number, in creation (= number) order
         self._last: _Page | None = None  # the newest page: where new keys go
         self._counter = 0  # the number of the next page
@@ -213,23 +215,23 @@ class KeyedStateTable(Generic[K]):
 
     def get(self, key: K) -> Record | None:
         """The record of ``key``, or ``None``."""
-        page = self._index.get(key)
+        page = self.index.get(key)
         return None if page is None else page.records[key]
 
     def put(self, key: K, record: Record) -> None:
         """Set the record of ``key`` (a tuple of storable values); dirties the key's page only."""
-        page = self._index.get(key)
+        page = self.index.get(key)
         if page is None:
             page = self._last
             if page is None or len(page.records) >= self._page_size:
                 page = self._open_page()
-            self._index[key] = page
+            self.index[key] = page
         page.records[key] = record
         page.tracker.changed = True
 
     def pop(self, key: K) -> Record | None:
         """Remove ``key`` and return its record (``None`` if absent); a page that empties is deleted."""
-        page = self._index.pop(key, None)
+        page = self.index.pop(key, None)
         if page is None:
             return None
         records = page.records
@@ -241,10 +243,10 @@ class KeyedStateTable(Generic[K]):
         return record
 
     def __len__(self) -> int:
-        return len(self._index)
+        return len(self.index)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._index
+        return key in self.index
 
     def items(self) -> Iterator[tuple[K, Record]]:
         """``(key, record)`` in first-put order. Each page is copied when reached, so the owner may put and pop
@@ -295,7 +297,7 @@ class KeyedStateTable(Generic[K]):
             writer.write(list(self._pages))
             return
         writer.write(False)
-        writer.write(list(self._index))
+        writer.write(list(self.index))
         writer.write([list(record) for _, record in self.items()])
 
     def load(self, reader: StateReader) -> None:
@@ -311,7 +313,7 @@ class KeyedStateTable(Generic[K]):
         records = reader.read_list("records", length=len(keys), of=list)
         try:
             for key, record in zip(keys, records, strict=True):
-                if key in self._index:
+                if key in self.index:
                     raise reader.invalid("keys", "distinct keys", key)
                 self.put(key, tuple(record))
         except TypeError as error:  # an unhashable key cannot have been saved: a forged store
@@ -331,7 +333,7 @@ class KeyedStateTable(Generic[K]):
                 "HigherOrderEnvironment (the engine, reaqtive.state.InnerEnvironment) can restore"
             )
         self._counter = counter
-        index = self._index
+        index = self.index
         for number in numbers:
             page = _Page(number, self._owner_tracker)
             self._pages[number] = page
@@ -346,16 +348,24 @@ class KeyedStateTable(Generic[K]):
         for page in list(self._pages.values()):
             if self._environment is not None:
                 self._environment.delete_inner(self.page_id(page.number))
-        self._index = {}
+        self.index = {}
         self._pages = {}
         self._last = None
         self._counter = 0
+
+    def clear(self) -> None:
+        """Forget every key (the owner completed): the pages are deleted, their units too (hosted), and the
+        owner is dirtied; the table stays usable."""
+        had_pages = bool(self._pages)
+        self.dispose()
+        if had_pages:
+            self._owner_tracker.changed = True
 
     def dispose(self) -> None:
         """The owner is disposed: delete the page units (hosted, their stored state goes at the next checkpoint)
         and forget every record. Call from the owner's ``on_dispose``."""
         pages, self._pages = list(self._pages.values()), {}
-        self._index = {}
+        self.index = {}
         self._last = None
         environment = self._environment
         if environment is not None:
@@ -363,4 +373,4 @@ class KeyedStateTable(Generic[K]):
                 environment.delete_inner(self.page_id(page.number))
 
     def __repr__(self) -> str:
-        return f"<KeyedStateTable {len(self._index)} keys in {len(self._pages)} pages>"
+        return f"<KeyedStateTable {len(self.index)} keys in {len(self._pages)} pages>"

@@ -111,6 +111,7 @@ def values(engine: Engine, uri: str) -> list[Any]:
 # -- item 4: an inner state that fails to load goes through the policy -------------------------------------------
 
 
+@pytest.mark.usefixtures("general_path")  # the general path's own units
 def test_an_inner_state_of_an_unknown_version_fails_recovery_naming_the_inner_unit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -141,6 +142,7 @@ def test_an_inner_state_of_an_unknown_version_fails_recovery_naming_the_inner_un
     }, "every stored byte of the failed query stays"
 
 
+@pytest.mark.usefixtures("general_path")  # the general path's own units
 def test_an_inner_state_malformed_behind_a_valid_checksum_fails_its_query(tmp_path: Path) -> None:
     """Item 4, the other way an inner state fails to load."""
     path = tmp_path / "s.db"
@@ -213,6 +215,7 @@ def test_a_query_kept_without_running_resumes_exactly_once_it_can_be_recovered(t
     ("category", "key"),
     [("state", "total"), ("state", "grouped/flat_map0/1"), ("outputs", "total"), ("templates", None)],
 )
+@pytest.mark.usefixtures("general_path")  # the general path's own units
 def test_a_missing_row_fails_recovery_instead_of_restarting_from_empty_state(
     tmp_path: Path, category: str, key: str | None
 ) -> None:

@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from reaqtive import GroupedStream, Query
 from reaqtive.engine import Engine
 from reaqtive.state import STATE_CATEGORY, SqliteCheckpointStore
@@ -62,6 +64,7 @@ def test_a_group_by_recovers_its_groups_and_their_counts(tmp_path: Path) -> None
     assert per_key_counts(tmp_path / "crashed.db", range(1000), crash_after=123) == expected
 
 
+@pytest.mark.usefixtures("general_path")  # the general path's own units
 def test_a_differential_checkpoint_writes_only_the_groups_that_changed(tmp_path: Path) -> None:
     with Engine(tmp_path / "s.db", allow_modules=[__name__]) as engine:
         engine.create_stream("raw")
@@ -101,6 +104,7 @@ def test_many_queries_over_one_busy_stream_are_written_only_when_their_state_cha
         assert [o.value for o in engine.outputs("q7")] == [1, 2]
 
 
+@pytest.mark.usefixtures("general_path")  # the general path's own units
 def test_deleting_a_subscription_deletes_the_state_of_its_inner_subscriptions(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with Engine(path, allow_modules=[__name__]) as engine:

@@ -132,6 +132,7 @@ def build_grouped(path: Path) -> dict[str, bytes]:
     return {key: bytes(value) for key, value in rows}
 
 
+@pytest.mark.usefixtures("general_path")  # the general path's own units
 @pytest.mark.parametrize("damage", ["checksum", "shape"])
 def test_a_broken_inner_state_fails_its_query_and_every_stored_byte_of_it_stays(tmp_path: Path, damage: str) -> None:
     path = tmp_path / "s.db"

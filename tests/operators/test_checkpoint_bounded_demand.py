@@ -105,7 +105,15 @@ CASES = [
     Case("flat_map over a hot source", lambda xs, ys: xs.take(3).flat_map(lambda x: ys.map(lambda y: x * y)), XS, YS),
     Case("flat_map(max_concurrent=1)", lambda xs: xs.flat_map(lambda x: Query.timer(x * S), max_concurrent=1), XS),
     Case("from_iterable", lambda: Query.from_iterable(range(6))),
-    Case("group_by", lambda xs: xs.group_by(odd).flat_map(lambda g: g.scan(operator.add)), XS),
+    Case("group_by", lambda xs: xs.group_by(odd).flat_map(lambda g: g.scan(operator.add)), XS),  # runs keyed
+    Case(
+        "group_by, keyed chain",
+        lambda xs: xs.group_by(odd).flat_map(lambda g: g.filter(lambda x: x > 1).take(2).to_list()),
+        XS,
+    ),
+    Case(  # start_with has no keyed step: a subscription per group
+        "group_by, general path", lambda xs: xs.group_by(odd).flat_map(lambda g: g.start_with(0).scan(operator.add)), XS
+    ),
     Case("ignore_elements", lambda xs: xs.ignore_elements(), XS),
     Case("interval", lambda: Query.interval(7 * S).take(12)),
     Case("is_empty", lambda xs: xs.is_empty(), XS),

@@ -133,6 +133,7 @@ LENIENT: Final[dict[str, Callable[[list[Any]], Spec]]] = {
     "reaqtive:merge_all": inner_slots,
     "reaqtive:switch_latest": inner_slots,
     "reaqtive:group_by": fixed(INNER_STREAMS),
+    "reaqtive:group_by+keyed": fixed({(5, "*"): USER}),  # results waiting for demand (records: keyed pages)
     "reaqtive:window/count": fixed(INNER_STREAMS),
     "reaqtive:window/count+skip": fixed(INNER_STREAMS),
     "reaqtive:window/time": fixed(INNER_STREAMS),

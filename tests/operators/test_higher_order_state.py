@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from reaqtive import LONG_MAX, OperatorContext, SimpleSubject
 from reaqtive.query import GroupedStream
 from reaqtive.state import CheckpointMode, InnerEnvironment, confirm_saved, save_subscription
@@ -61,6 +63,7 @@ class _Checkpoints:
         return blobs
 
 
+@pytest.mark.usefixtures("general_path")
 def test_a_differential_checkpoint_of_10000_groups_writes_only_the_10_that_changed() -> None:
     environment = InnerEnvironment()
     source = SimpleSubject[tuple[int, int]]()
@@ -89,3 +92,24 @@ def test_a_differential_checkpoint_of_10000_groups_writes_only_the_10_that_chang
     assert sink.values[-10:] == [2] * 10
 
     assert checkpoints.save(CheckpointMode.DIFFERENTIAL) == {}  # nothing changed since: nothing written
+
+
+def test_keyed_a_differential_checkpoint_of_10000_keys_writes_only_the_pages_that_changed() -> None:
+    environment = InnerEnvironment()
+    source = SimpleSubject[tuple[int, int]]()
+    sink = Recorder(initial=LONG_MAX)
+    handle = source.as_query().group_by(lambda x: x[0]).flat_map(running_count).subscribe(sink)
+    initialize(handle, OperatorContext("sub://keyed", TestScheduler(), execution_environment=environment))
+    for key in range(KEYS):
+        source.on_next((key, 0))
+    checkpoints = _Checkpoints(handle, environment)
+
+    full = checkpoints.save(CheckpointMode.FULL)
+    assert len(full) == 1 + -(-KEYS // 1024)  # the stage, and one unit per page of 1,024 keys
+    changed = range(0, 3000, 1000)  # keys in pages 0, 0 and 1 (1,024 keys a page)
+    for key in changed:
+        source.on_next((key, 1))
+    differential = checkpoints.save(CheckpointMode.DIFFERENTIAL)
+    assert sorted(differential) == ["sub://keyed/keyed0/0", "sub://keyed/keyed0/1"]  # not the stage, no other page
+    assert sink.values[-3:] == [2] * 3
+    assert checkpoints.save(CheckpointMode.DIFFERENTIAL) == {}

@@ -1,0 +1,193 @@
+"""Keyed steps: how a first-order operator runs for one key of a keyed chain, and the switch for keyed execution.
+
+``xs.group_by(k).flat_map(lambda g: g.map(f).scan(acc, 0))`` runs, on the general path, one inner subscription
+per key: a subject, a ``map`` stage and a ``scan`` stage per group, each group a checkpoint unit of its own. When
+every operator of the inner query has a **keyed step**, :mod:`reaqtive.operators.keyed_groups` runs the whole
+``group_by ... flat_map`` as one stage instead, whose per-key state is a record in a keyed state table: one field
+per step. A step is the operator's ``on_next`` and ``on_complete`` for one key, as a function of that key's field:
+
+* ``next(state, value) -> (state, output)``: the new field and what goes on to the next step (:data:`SKIP` for
+  nothing). A new field :data:`DONE` ends the key's chain after ``output`` went on (``take`` reached its count):
+  the steps after it complete, those before it see nothing more, and later elements of the key are dropped, as
+  a completed inner subscription drops them.
+* ``complete(state) -> outputs``: what it emits when its input completes (a tuple, usually empty), or raises.
+* ``check(state) -> bool``: whether a field read from a store can be this step's (a forged store fails the load
+  with a clear error instead of failing later).
+* ``initial``: the field of a new key (immutable: every new key shares it).
+
+Each operator module declares its step next to its stage (:func:`register_keyed_step`), written from the same
+rules and with the same error messages as the stage: the keyed path must give the results of the general path,
+which ``tests/operators/test_keyed_groups.py`` checks against it on random queries. A factory returns ``None``
+when a node's arguments make it unfit (a mutable seed, which the general path re-creates per group by calling
+the selector again): the query then keeps the general path.
+
+**The switch.** Keyed execution is on by default. :func:`set_keyed_execution` turns it off or on for the whole
+process and :func:`keyed_execution` for a block; a query is bound in the form in force when it is bound, and a
+stage that binds inner queries later (``flat_map``) binds them in the form it was bound in, so that a query keeps
+one form for its life. The engine records the form with each subscription and recovers it in that form (stores
+written before keyed execution existed keep the general path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from reaqtive.context import OperatorContext
+    from reaqtive.expression import Expression
+
+__all__ = [
+    "DONE",
+    "NO_OUTPUTS",
+    "SKIP",
+    "KeyedStep",
+    "KeyedStepFactory",
+    "StatelessStep",
+    "is_immutable_value",
+    "keyed_execution",
+    "keyed_execution_enabled",
+    "keyed_step_factory",
+    "register_keyed_step",
+    "set_keyed_execution",
+]
+
+
+class _Marker:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+SKIP: Final[Any] = _Marker("SKIP")
+"""A step's output when nothing goes on to the next step."""
+
+DONE: Final[Any] = _Marker("DONE")
+"""A step's new field when it ended the key's chain (its output, if any, still goes on first)."""
+
+NO_OUTPUTS: Final[tuple[Any, ...]] = ()
+"""``complete`` of a step that emits nothing when its input completes."""
+
+
+class KeyedStep:
+    """One operator of a keyed chain, for one key at a time (see the module). Subclasses set ``initial`` and
+    implement ``next``; ``complete`` emits nothing and ``check`` accepts only ``initial`` unless overridden."""
+
+    __slots__ = ()
+
+    initial: Any = None
+    """The field of a new key."""
+
+    in_place: bool = False
+    """Whether ``next`` may change its field in place (a list it appends to) and return the same object: the
+    stage then writes the key's record back after every element, so that its page is saved at the next
+    checkpoint. A step that returns a new field for every change leaves it ``False``."""
+
+    def set_context(self, context: OperatorContext) -> None:
+        """The stage's context arrived (read the host's limits here, as the stage does in ``set_context``)."""
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        """One element: ``(new field or DONE, output or SKIP)``; raises what the stage would fail with."""
+        raise NotImplementedError
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        """The input completed: what goes on before the completion; raises what the stage would fail with."""
+        return NO_OUTPUTS
+
+    def check(self, state: Any) -> bool:
+        """Whether ``state``, read from a store, can be a field of this step."""
+        return state is None
+
+
+class StatelessStep(KeyedStep):
+    """A step with no field of its own (``None``): ``map``, ``filter``."""
+
+    __slots__ = ()
+
+
+KeyedStepFactory = Callable[["Expression[Any]"], KeyedStep | None]
+"""Makes the step of one node of an inner query, or returns ``None`` when its arguments keep the general path."""
+
+_FACTORIES: dict[str, KeyedStepFactory] = {}
+
+
+def register_keyed_step(op: str) -> Callable[[KeyedStepFactory], KeyedStepFactory]:
+    """Declare the keyed step of operator ``op`` (a decorator on the factory, in the operator's module)."""
+
+    def decorate(factory: KeyedStepFactory) -> KeyedStepFactory:
+        if op in _FACTORIES and _FACTORIES[op] is not factory:
+            raise ValueError(f"a keyed step is already registered for {op!r}")
+        _FACTORIES[op] = factory
+        return factory
+
+    return decorate
+
+
+def keyed_step_factory(op: str) -> KeyedStepFactory | None:
+    """The factory of ``op``'s keyed step, or ``None`` when it has none (the general path runs it)."""
+    return _FACTORIES.get(op)
+
+
+_IMMUTABLE_SCALARS: Final = (int, float, complex, str, bytes, bool, type(None))
+
+
+def is_immutable_value(value: object) -> bool:
+    """Whether ``value`` can be shared by every key (a seed): scalars, dates and times, and tuples and
+    frozensets of such. Anything else may be changed in place by a user's function, and the general path gives
+    each group its own (the selector is called again per group)."""
+    from datetime import date, time, timedelta  # (local: a rare path, at bind time)
+    from decimal import Decimal
+
+    if isinstance(value, (*_IMMUTABLE_SCALARS, date, time, timedelta, Decimal)):
+        return True
+    if type(value) in (tuple, frozenset):
+        return all(is_immutable_value(item) for item in value)  # type: ignore[attr-defined]
+    return False
+
+
+# -- the switch --------------------------------------------------------------------------------------------------
+
+_enabled = True
+_override: ContextVar[bool | None] = ContextVar("reaqtive_keyed_execution", default=None)
+
+
+def keyed_execution_enabled() -> bool:
+    """Whether a keyed chain bound now runs keyed (the block's setting, else the process's)."""
+    override = _override.get()
+    return _enabled if override is None else override
+
+
+def set_keyed_execution(enabled: bool) -> bool:
+    """Run keyed chains bound from now on keyed (``True``, the default) or on the general path (``False``), in
+    the whole process. Returns the previous setting. Queries already bound keep their form."""
+    global _enabled  # the process-wide default, read once per bind
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_keyed_execution: enabled must be a bool, got {enabled!r}")
+    previous, _enabled = _enabled, enabled
+    return previous
+
+
+@contextmanager
+def keyed_execution(enabled: bool) -> Iterator[None]:
+    """Within the block (this thread or task), bind keyed chains keyed (``True``) or on the general path
+    (``False``), whatever the process's setting.
+
+    >>> from reaqtive import from_iterable
+    >>> with keyed_execution(False):
+    ...     handle = from_iterable([1, 2, 3]).group_by(lambda x: x % 2).flat_map(lambda g: g.count()).run(print)
+    2
+    1
+    """
+    if not isinstance(enabled, bool):
+        raise TypeError(f"keyed_execution: enabled must be a bool, got {enabled!r}")
+    token = _override.set(enabled)
+    try:
+        yield
+    finally:
+        _override.reset(token)

@@ -1,0 +1,749 @@
+"""Keyed execution of ``group_by(k).flat_map(lambda g: <first-order chain over g>)``: one stage, one record per key.
+
+On the general path every key of a ``group_by`` is a whole inner subscription: a subject, one stage per operator
+of the inner query, and (hosted) a checkpoint unit of its own. When every operator of the inner query has a
+keyed step (:mod:`reaqtive.operators._keyed_steps`: ``map``, ``filter``, ``scan``, the aggregates, ``take`` ...),
+``flat_map``'s binder runs the ``group_by`` and the ``flat_map`` as one stage, :class:`KeyedGroups`, whose
+per-key state is a record in a :class:`~reaqtive.state.keyed.KeyedStateTable` (a tuple, one field per step),
+checkpointed in pages of keys. The choice is made when the query is bound and cannot be seen in its results:
+
+* the selector is called once, at bind, on a stand-in group (:class:`KeyedGroupProbe`); its ``key`` read inside
+  the chain's functions, while they run, is the key of the element at hand. A selector that reads the key while
+  it builds the inner query (``lambda g: g.take(2) if g.key else g``), raises, returns something other than a
+  chain of operators with keyed steps over the group, or a chain whose arguments hold another stream, keeps the
+  general path; so do ``flat_map``'s ``result_selector`` and ``max_concurrent``. With ``group_by``'s
+  ``expire_after`` the stage is :class:`KeyedGroupsExpiring`.
+* the rules of the general path hold: user code runs in the same order (key selector, element selector, the
+  chain's functions), a new key is a group (``max_groups`` and ``MAX_GROUP_COUNT`` count it, whatever its chain
+  did), a key whose chain ended (``take``) drops its later elements, the source's completion completes every
+  key's chain in the order the keys first came (their final outputs, then the result's completion), and the
+  first error (the source's, a selector's, a step's) ends the result.
+* **Demand.** As ``group_by``: everything upstream once the result was asked for anything. Results beyond the
+  outstanding demand wait, in the order they were produced, in one queue of at most ``MAX_QUEUE_SIZE`` (256 by
+  default) results; one more fails the result with ``LimitExceededError``. On the general path each group has a
+  queue of its own in ``flat_map`` (drained in turns) and a subject buffer, so under bounded demand the order
+  *across* keys may differ between the two paths and the limits are not the same; every key's results, and
+  their order, are the same.
+
+**State.** The chain's operator names (checked on load: a query whose inner chain changed cannot read records
+of another), the table (a key's record is its steps' fields, or ``()`` once its chain ended), the results
+waiting for demand, whether the source completed, whether the source was asked. Its persisted name is its own
+(``reaqtive:group_by+keyed``), so a store holding the general path's state never loads into it: the engine
+records the form each subscription was created in and recovers it in that form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any, Final
+
+from reaqtive.context import OperatorContext
+from reaqtive.errors import LimitExceededError
+from reaqtive.expression import Expression, grouped_stream_class, is_expression
+from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.operators._emitter import PendingEmitterBase
+from reaqtive.operators._keyed_steps import (
+    DONE,
+    SKIP,
+    KeyedStep,
+    keyed_execution,
+    keyed_execution_enabled,
+    keyed_step_factory,
+    set_keyed_execution,
+)
+from reaqtive.operators._timing import add_safe
+from reaqtive.operators.group_by import GroupByArgs, none_element_error, unhashable_key_error
+from reaqtive.operators.settings import MAX_CONCURRENT_INNER, MAX_GROUP_COUNT, UNLIMITED, read_limit
+from reaqtive.scheduler import ActionTask
+from reaqtive.scheduler_interface import Scheduler
+from reaqtive.state.fields import RecordReader, time_bounds
+from reaqtive.state.keyed import KeyedPage, KeyedStateTable
+from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
+from reaqtive.subscribable import Subscribable
+from reaqtive.subscriptions import SubscriptionHandle
+
+if TYPE_CHECKING:
+    from reaqtive.query import GroupedStream
+
+__all__ = [
+    "KeyedGroupProbe",
+    "KeyedGroups",
+    "KeyedGroupsExpiring",
+    "bind_keyed_groups",
+    "keyed_chain",
+    "keyed_execution",
+    "keyed_execution_enabled",
+    "set_keyed_execution",
+]
+
+_FLAT_MAP: Final = "flat_map"
+_PAGE: Final = KeyedPage.name  # named in the errors about a record, which a page unit holds
+
+
+class _NoStream(Subscribable[Any]):
+    """The subject behind the stand-in group: never subscribed (the keyed stage feeds the steps itself)."""
+
+    __slots__ = ()
+
+    def subscribe_core(self, observer: Subscriber[Any]) -> SubscriptionHandle:
+        raise TypeError("the stand-in group of a keyed chain is not a stream")
+
+
+class KeyedGroupProbe:
+    """The stand-in group a keyed ``flat_map`` calls its selector on, once, at bind.
+
+    It is a group like any other for the fluent methods; its ``key`` is the key of the element the keyed stage is
+    running the chain for. Read while the selector builds the inner query, ``key`` marks the query as unfit for
+    keyed execution (it may depend on the key) and returns ``None``.
+    """
+
+    _class: type[Any] | None = None
+
+    @classmethod
+    def new(cls) -> GroupedStream[Any]:
+        """A new stand-in (of a subclass of the facade's group class, made once)."""
+        probe_class = cls._class
+        if probe_class is None:
+            probe_class = cls._class = _make_probe_class(grouped_stream_class())
+        probe: GroupedStream[Any] = probe_class(_NoStream(), None, None)
+        return probe
+
+
+def _make_probe_class(base: type[Any]) -> type[Any]:
+    class KeyedGroupProbeStream(base):  # type: ignore[misc]
+        __slots__ = ("_key_read", "_selecting")
+        __doc__ = KeyedGroupProbe.__doc__
+
+        def __init__(self, subject: Subscribable[Any], stream_id: str | None, key: object) -> None:
+            super().__init__(subject, stream_id, key)
+            self._selecting = False
+            self._key_read = False
+
+        @property
+        def key(self) -> object:
+            """The key of the element at hand (see :class:`KeyedGroupProbe`)."""
+            if self._selecting:
+                self._key_read = True
+                return None
+            return self._key
+
+        def __repr__(self) -> str:
+            return "GroupedStream(<each key>)"
+
+    return KeyedGroupProbeStream
+
+
+def keyed_chain(
+    selector: Callable[[Any], Any], probe: Any
+) -> tuple[tuple[KeyedStep, ...], tuple[str, ...]] | None:
+    """The keyed steps of ``selector``'s inner query, called on ``probe``, with their operator names; ``None``
+    when the query is not a chain of operators with keyed steps over the group (it keeps the general path)."""
+    probe._selecting = True
+    try:
+        result = selector(probe)
+    except Exception:
+        return None  # the general path calls it per group and fails there, as it always did
+    finally:
+        probe._selecting = False
+    if probe._key_read:
+        return None
+    nodes: list[Expression[Any]] = []
+    node: object = result
+    while node is not probe:
+        if not is_expression(node) or not node.args:
+            return None
+        if keyed_step_factory(node.op) is None:
+            return None
+        if any(isinstance(argument, Subscribable) for argument in node.args[1:]):
+            return None  # reads another stream
+        nodes.append(node)
+        node = node.args[0]
+    steps: list[KeyedStep] = []
+    for chain_node in reversed(nodes):
+        factory = keyed_step_factory(chain_node.op)
+        assert factory is not None
+        try:
+            step = factory(chain_node)
+        except Exception:
+            return None  # arguments the stage would refuse: the general path refuses them as it always did
+        if step is None:
+            return None
+        steps.append(step)
+    return tuple(steps), tuple(chain_node.op for chain_node in reversed(nodes))
+
+
+def bind_keyed_groups(
+    source: object,
+    selector: Callable[[Any], Any],
+    result_selector: object,
+    max_concurrent: object,
+    subscriber: Subscriber[Any],
+) -> SubscriptionHandle | None:
+    """The keyed stage for ``source.flat_map(selector)`` when it can run keyed (see the module), else ``None``."""
+    if result_selector is not None or max_concurrent is not None or not keyed_execution_enabled():
+        return None
+    if not is_expression(source) or source.op != "group_by":
+        return None
+    try:
+        group_args = GroupByArgs.read(source)
+    except Exception:
+        return None  # the general path's binder reports it
+    probe = KeyedGroupProbe.new()
+    chain = keyed_chain(selector, probe)
+    if chain is None:
+        return None
+    steps, names = chain
+    if group_args.expire_after is not None:
+        return KeyedGroupsExpiring(group_args, steps, names, probe, subscriber)
+    return KeyedGroups(group_args, steps, names, probe, subscriber)
+
+
+class _Outputs(list[Any]):
+    """Several results of one element (a chain that ended and emitted its final results)."""
+
+    __slots__ = ()
+
+
+class KeyedGroups(PendingEmitterBase[Any, Any]):
+    """The running stage of a keyed ``group_by ... flat_map`` (see the module)."""
+
+    name = "reaqtive:group_by+keyed"
+    version: Version = (1,)
+    group_by_name = "reaqtive:group_by"
+    """The general path's ``group_by`` stage, named by the limit error as there."""
+
+    __slots__ = (
+        "_chain",
+        "_deferred_error",
+        "_element_selector",
+        "_expiring",
+        "_in_place",
+        "_initial",
+        "_key_selector",
+        "_limit_name",
+        "_live",
+        "_live_limit",
+        "_max_groups",
+        "_one_step",
+        "_probe",
+        "_pulled",
+        "_reasked",
+        "_source",
+        "_steps",
+        "_table",
+    )
+
+    def __init__(
+        self,
+        group_args: GroupByArgs,
+        steps: Sequence[KeyedStep],
+        chain: Sequence[str],
+        probe: Any,
+        downstream: Subscriber[Any],
+    ) -> None:
+        super().__init__(downstream)
+        self._source: Subscribable[Any] = group_args.source
+        self._key_selector = group_args.key_selector
+        self._element_selector = group_args.element_selector
+        max_groups = group_args.max_groups
+        self._max_groups = UNLIMITED if max_groups is None else max_groups
+        self._limit_name = "max_groups"
+        self._live_limit = UNLIMITED  # keys whose chain is live at once (the host's MAX_CONCURRENT_INNER)
+        self._steps = tuple(steps)
+        self._chain = tuple(chain)
+        self._initial = tuple(step.initial for step in self._steps) or (None,)
+        self._in_place = any(step.in_place for step in self._steps)
+        # The step of a one-step chain without an element selector: on_next's inlined path
+        self._one_step = self._steps[0] if len(self._steps) == 1 and self._element_selector is None else None
+        self._probe = probe
+        # state
+        self._table: KeyedStateTable[Any] = KeyedStateTable()
+        self._pulled = False
+        # not state
+        self._live = 0  # keys whose chain did not end
+        self._reasked = False
+        self._deferred_error: Exception | None = None  # fails the result once the results before it went out
+        self._expiring = False  # groups expire (KeyedGroupsExpiring): every element touches its key
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        setting = read_limit(context, MAX_GROUP_COUNT)
+        if setting < self._max_groups:
+            self._max_groups, self._limit_name = setting, MAX_GROUP_COUNT
+        self._live_limit = read_limit(context, MAX_CONCURRENT_INNER)
+        for step in self._steps:
+            step.set_context(context)
+        self._table.attach(self, context)
+
+    def subscribe_input(self) -> SubscriptionHandle:
+        return self._source.subscribe(self)
+
+    # -- elements --------------------------------------------------------------------------------------------------
+
+    def on_next(self, value: Any) -> None:  # noqa: PLR0915 (the per-element path, inlined on purpose)
+        try:
+            key = self._key_selector(value)
+        except Exception as error:
+            self._fail(error)
+            return
+        lock = self._lock
+        lock.acquire()  # acquire/release: a third of the cost of ``with``
+        direct = False
+        try:
+            if self._error is not None or self._source_done:
+                return
+            step = self._one_step
+            try:
+                page = self._table.index.get(key) if step is not None else None
+            except TypeError:
+                page = None  # an unhashable key: _element fails the stage
+            if page is not None:
+                # The common case, inlined: one step, a known key, no element selector (see _element).
+                records = page.records
+                record = records[key]
+                if not record:
+                    return  # the key's chain ended
+                self._probe._key = key
+                field = record[0]
+                try:
+                    state, output = step.next(field, value)  # type: ignore[union-attr]
+                except Exception as error:
+                    self._set_error(error)
+                    return
+                if state is not field:
+                    if state is DONE:
+                        output = self._ended(key, [field], 0, output)
+                    else:
+                        records[key] = (state,)
+                        page.tracker.changed = True
+                elif self._in_place:
+                    page.tracker.changed = True
+            else:
+                output = self._element(key, value)
+            if output is SKIP:
+                return
+            if (
+                self._demand == LONG_MAX
+                and not self._pending
+                and not self._emitting
+                and self._running
+                and type(output) is not _Outputs
+            ):
+                self._emitting = True  # the drainer role: deliver without the lock (see _emitter)
+                direct = True
+            else:
+                self._queue(output)
+        finally:
+            lock.release()
+            if not direct and (self._pending or self._error is not None):
+                self._drain()
+            if self._deferred_error is not None:
+                deferred, self._deferred_error = self._deferred_error, None
+                self._fail(deferred)
+        if direct:
+            self._downstream.on_next(output)
+            self._emitting = False
+            if self._pending or self._error is not None or self._source_done:
+                self._drain()
+
+    def _element(self, key: Any, value: Any) -> Any:
+        """Run ``value`` through ``key``'s chain (lock held): its result (``SKIP``, one value or ``_Outputs``);
+        a failure sets the error and returns ``SKIP``."""
+        table = self._table
+        try:
+            record = table.get(key)
+        except TypeError as error:
+            self._set_error(unhashable_key_error(key, error))
+            return SKIP
+        if record is None:
+            if len(table) >= self._max_groups:
+                self._set_error(LimitExceededError(self.group_by_name, self._limit_name, self._max_groups))
+                return SKIP
+            if self._live >= self._live_limit:
+                self._set_error(LimitExceededError(_FLAT_MAP, MAX_CONCURRENT_INNER, self._live_limit))
+                return SKIP
+            record = self._initial
+            table.put(key, record)
+            self._live += 1
+        selector = self._element_selector
+        if selector is not None:  # (also for a key whose chain ended: group_by selects before it pushes)
+            try:
+                value = selector(value)
+            except Exception as error:
+                self._set_error(error)
+                return SKIP
+            if value is None:
+                self._set_error(none_element_error())
+                return SKIP
+        if self._expiring:
+            self._touch(key)  # (the group lives on after its chain ended, as group_by's does)
+        if not record:
+            return SKIP  # the key's chain ended: its later elements are dropped
+        self._probe._key = key
+        steps = self._steps
+        fields: list[Any] | None = None
+        index = 0
+        try:
+            for step in steps:
+                field = record[index] if fields is None else fields[index]
+                state, value = step.next(field, value)
+                if state is not field:
+                    if state is DONE:
+                        if fields is None:
+                            fields = list(record)
+                        return self._ended(key, fields, index, value)
+                    if fields is None:
+                        fields = list(record)
+                    fields[index] = state
+                if value is SKIP:
+                    break
+                index += 1
+        except Exception as error:
+            self._set_error(error)
+            return SKIP
+        if fields is not None:
+            table.put(key, tuple(fields))
+        elif self._in_place:
+            table.put(key, record)  # a field changed in place: its page must be saved
+        return value
+
+    def _ended(self, key: Any, fields: list[Any], index: int, value: Any) -> Any:
+        """Step ``index`` ended ``key``'s chain after emitting ``value``: the steps after it get ``value`` and
+        complete; the key's record becomes ``()`` (its later elements are dropped)."""
+        outputs = _Outputs()
+        try:
+            if value is SKIP or not self._feed(fields, index + 1, value, outputs):
+                self._complete_from(fields, index + 1, outputs)
+        except Exception as error:
+            # The results before the failure go out first, as the general path sends them (see on_next).
+            if outputs:
+                self._queue(outputs)
+            self._deferred_error = error
+            return SKIP
+        self._table.put(key, ())
+        self._live -= 1
+        if not outputs:
+            return SKIP
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _feed(self, fields: list[Any], index: int, value: Any, outputs: list[Any]) -> bool:
+        """Feed ``value`` into the steps from ``index`` (changing ``fields``), appending what leaves the chain to
+        ``outputs``. ``True``: a step ended the chain (it completed the steps after it; those before it are
+        cancelled, as a ``take`` cancels its source)."""
+        steps = self._steps
+        while index < len(steps):
+            state, value = steps[index].next(fields[index], value)
+            if state is DONE:
+                if value is SKIP or not self._feed(fields, index + 1, value, outputs):
+                    self._complete_from(fields, index + 1, outputs)
+                return True
+            fields[index] = state
+            if value is SKIP:
+                return False
+            index += 1
+        outputs.append(value)
+        return False
+
+    def _complete_from(self, fields: list[Any], index: int, outputs: list[Any]) -> None:
+        """Complete the steps from ``index`` in order, each one's final outputs going through the steps after it."""
+        steps = self._steps
+        while index < len(steps):
+            for value in steps[index].complete(fields[index]):
+                if self._feed(fields, index + 1, value, outputs):
+                    return  # a later step ended the chain: it completed the rest
+            index += 1
+
+    def _queue(self, output: Any) -> None:
+        """Queue results for demand (lock held); more than ``MAX_QUEUE_SIZE`` beyond the demand fails."""
+        pending = self._pending
+        count = len(output) if type(output) is _Outputs else 1
+        demand = self._demand
+        if demand != LONG_MAX and len(pending) + count - demand > self._max_pending:
+            self._queue_overflow(self._max_pending)
+            return
+        if type(output) is _Outputs:
+            pending.extend(output)
+        else:
+            pending.append(output)
+        self._state.changed = True
+
+    # -- demand and the end ----------------------------------------------------------------------------------------
+
+    def request(self, n: int) -> None:
+        if n <= 0:
+            self._fail(non_positive_request_error(n))
+            return
+        with self._lock:
+            self._demand = add_demand(self._demand, n)
+            pull = not self._pulled
+            if pull:
+                self._pulled = True
+                self._state.changed = True
+        if pull:
+            self._request_upstream(LONG_MAX)
+        self._drain()
+
+    def on_error(self, error: BaseException) -> None:
+        self._upstream_terminated()
+        self._fail(error)
+
+    def on_complete(self) -> None:
+        self._upstream_terminated()
+        failure: Exception | None = None
+        with self._lock:
+            if self._error is None and not self._source_done:
+                failure = self._complete_keys(self._in_completion_order())
+                if failure is None:
+                    self._source_done = True
+                    self._clear()
+                self._state.changed = True
+        self._drain()  # the final results (as far as demand goes), then the completion or the failure
+        if failure is not None:
+            self._fail(failure)
+
+    def _in_completion_order(self) -> Iterable[tuple[Any, tuple[Any, ...]]]:
+        """``(key, record)`` in the order group_by completes its groups: the order keys first came."""
+        return self._table.items()
+
+    def _clear(self) -> None:
+        """Forget every key (the source completed)."""
+        self._table.clear()
+        self._live = 0
+
+    def _touch(self, key: Any) -> None:
+        """An element of ``key`` passed the selectors (expiry keeps its time)."""
+
+    def _complete_keys(self, keys: Iterable[tuple[Any, tuple[Any, ...]]]) -> Exception | None:
+        """Complete the chains of ``keys`` in order, queueing the final results (lock held); a step that fails
+        stops there and is returned (the results before it go out first, as on the general path)."""
+        probe = self._probe
+        for key, record in keys:
+            if not record:
+                continue
+            probe._key = key
+            outputs = _Outputs()
+            try:
+                self._complete_from(list(record), 0, outputs)
+            except Exception as error:
+                if outputs:
+                    self._queue(outputs)
+                return error
+            if outputs:
+                self._queue(outputs)
+        return None
+
+    def on_start(self) -> None:
+        if self._source_done:  # recovered while emitting the last results: the source is not needed
+            upstream = self._upstream
+            self._upstream_terminated()
+            if upstream is not None:
+                upstream.cancel()
+        else:
+            again, self._reasked = self._reasked, False
+            if again:
+                self._request_upstream(LONG_MAX)  # the source had been asked for everything
+        self._running = True
+        self._drain()
+
+    def on_dispose(self) -> None:
+        self._table.dispose()
+
+    # -- state -----------------------------------------------------------------------------------------------------
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        writer.write(list(self._chain))
+        self._table.save(writer)
+        writer.write(list(self._pending))
+        writer.write(self._source_done)
+        writer.write(self._pulled)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        chain = reader.read_list("chain", of=str)
+        if tuple(chain) != self._chain:
+            raise reader.invalid("chain", f"the inner query's operators {list(self._chain)}", chain)
+        self._table.load(reader)  # hosted, the pages are back when it returns
+        self._check_records(getattr(reader, "where", f"operator {self.name!r}"))
+        self._pending.clear()
+        self._pending.extend(reader.read_list("pending"))
+        self._source_done = reader.read_bool("source done")
+        self._pulled = self._reasked = reader.read_bool("pulled")
+        if self._source_done and len(self._table):
+            raise reader.invalid("source done", "False while keys are held", True)
+
+    def _check_records(self, where: str) -> None:
+        """Every loaded record is the chain's: ``()`` or one field per step that the step accepts (a
+        ``StateFormatError`` naming the key and the page unit otherwise)."""
+        steps = self._steps
+        width = len(self._initial)
+        live = 0
+        for key, record in self._table.items():
+            if not record:
+                continue
+            context = f"{where}: the record of key {key!r:.60} (a {_PAGE!r} unit)"
+            if len(record) != width:
+                raise RecordReader(record, context).invalid("record", f"{width} fields, one per step", record)
+            for index, (step, field) in enumerate(zip(steps, record, strict=False)):
+                if not step.check(field):
+                    raise RecordReader(record, context).invalid(
+                        f"field {index} ({self._chain[index]})", "a field of that step", field
+                    )
+            live += 1
+        self._live = live
+
+
+class KeyedGroupsExpiring(KeyedGroups):
+    """:class:`KeyedGroups` for ``group_by(..., expire_after=)``: a key with no element for ``expire_after``
+    completes its chain (its final results go out) and is forgotten; a later element opens it again, new.
+
+    As on the general path (``GroupByExpiring``): one timer is pending at a time, for the key idle the longest;
+    keys are kept in the order of their latest element, which is also the order the source's completion
+    completes them in; an element at the very instant its key would expire keeps it (sources run before timers
+    at equal times). Each key's latest time and a touch number (its place in that order) are a record of a
+    second keyed table, so an element dirties the pages of its key, never the stage: a checkpoint writes the
+    keys that changed, and recovery rebuilds the order from the touch numbers.
+    """
+
+    name = "reaqtive:group_by+keyed+expiry"
+    version: Version = (1,)
+    group_by_name = "reaqtive:group_by+expiry"
+
+    __slots__ = ("_expire_after", "_order", "_scheduler", "_timer_due", "_times", "_touches")
+
+    def __init__(
+        self,
+        group_args: GroupByArgs,
+        steps: Sequence[KeyedStep],
+        chain: Sequence[str],
+        probe: Any,
+        downstream: Subscriber[Any],
+    ) -> None:
+        super().__init__(group_args, steps, chain, probe, downstream)
+        assert group_args.expire_after is not None
+        self._expire_after: timedelta = group_args.expire_after
+        self._expiring = True
+        self._one_step = None  # every element touches its key: no inlined path
+        # state
+        self._times: KeyedStateTable[Any] = KeyedStateTable()  # key -> (latest element's time, touch number)
+        # not state
+        self._order: dict[Any, None] = {}  # the keys, in the order of their latest element
+        self._touches = 0  # the next touch number
+        self._timer_due: datetime | None = None
+        self._scheduler: Scheduler | None = None
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._scheduler = context.scheduler  # MissingSchedulerError without one: expiry needs a clock
+        self._times.attach(self, context)
+
+    def _touch(self, key: Any) -> None:
+        scheduler = self._scheduler
+        assert scheduler is not None
+        now = scheduler.now
+        touch = self._touches
+        self._touches = touch + 1
+        self._times.put(key, (now, touch))
+        order = self._order
+        order.pop(key, None)
+        order[key] = None  # re-inserted: the keys stay in the order of their latest element
+        if self._timer_due is None:
+            self._timer_due = due = add_safe(now, self._expire_after)
+            scheduler.schedule(ActionTask(self._on_timer), due=due)
+
+    def _in_completion_order(self) -> Iterable[tuple[Any, tuple[Any, ...]]]:
+        table = self._table
+        return [(key, table.get(key) or ()) for key in self._order]
+
+    def _clear(self) -> None:
+        super()._clear()
+        self._times.clear()
+        self._order.clear()
+
+    def _on_timer(self) -> None:
+        if self._disposed:
+            return  # a disposed operator's timer may still run
+        scheduler = self._scheduler
+        assert scheduler is not None
+        failure: Exception | None = None
+        due: datetime | None = None
+        with self._lock:
+            self._timer_due = None
+            if self._error is None and not self._source_done:
+                failure, due = self._expire(scheduler.now)
+                if due is not None:
+                    self._timer_due = due
+        if due is not None:
+            scheduler.schedule(ActionTask(self._on_timer), due=due)
+        self._drain()
+        if failure is not None:
+            self._fail(failure)
+
+    def _expire(self, now: datetime) -> tuple[Exception | None, datetime | None]:
+        """Complete and forget every key idle for ``expire_after`` (lock held): the failure of a chain's
+        completion, if any, and when the next key is due."""
+        order, times, table = self._order, self._times, self._table
+        expire_after = self._expire_after
+        while order:
+            key = next(iter(order))
+            record = times.get(key)
+            assert record is not None
+            due = add_safe(record[0], expire_after)
+            if due > now:
+                return None, due
+            del order[key]
+            times.pop(key)
+            chain = table.pop(key)
+            if chain:
+                self._live -= 1
+                failure = self._complete_keys([(key, chain)])
+                if failure is not None:
+                    return failure, None
+        return None, None
+
+    def on_start(self) -> None:
+        if not self._source_done and self._order and self._timer_due is None:  # recovered with keys
+            scheduler = self._scheduler
+            assert scheduler is not None
+            first = self._times.get(next(iter(self._order)))
+            assert first is not None
+            self._timer_due = due = add_safe(first[0], self._expire_after)
+            scheduler.schedule(ActionTask(self._on_timer), due=due)
+        super().on_start()
+
+    def on_dispose(self) -> None:
+        super().on_dispose()
+        self._times.dispose()
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        super().save_state_core(writer)
+        self._times.save(writer)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        super().load_state_core(reader)
+        self._times.load(reader)
+        earliest, latest = time_bounds(self.context)
+        touches: list[tuple[int, Any]] = []
+        where = getattr(reader, "where", f"operator {self.name!r}")
+        for key, record in self._times.items():
+            if (
+                len(record) != 2
+                or not isinstance(record[0], datetime)
+                or record[0].tzinfo is None
+                or (earliest is not None and record[0] < earliest)
+                or (latest is not None and record[0] > latest)
+                or type(record[1]) is not int
+                or record[1] < 0
+            ):
+                context = f"{where}: the expiry record of key {key!r:.60} (a {_PAGE!r} unit)"
+                raise RecordReader(record, context).invalid(
+                    "record", "(time within the checkpoint's bounds, touch number)", record
+                )
+            touches.append((record[1], key))
+        if len(touches) != len(self._table) or any(key not in self._table for _, key in touches):
+            raise reader.invalid("expiry", "one expiry record per key of the chains' table", len(touches))
+        touches.sort(key=lambda pair: pair[0])
+        if any(a[0] == b[0] for a, b in pairwise(touches)):
+            raise reader.invalid("expiry", "distinct touch numbers", [touch for touch, _ in touches])
+        self._order = {key: None for _, key in touches}
+        self._touches = touches[-1][0] + 1 if touches else 0
