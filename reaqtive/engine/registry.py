@@ -42,6 +42,7 @@ from reaqtive.engine.model import (
     ArtifactInfo,
     StreamStatus,
 )
+from reaqtive.operators.keyed_groups import keyed_execution_enabled
 from reaqtive.query import Query
 from reaqtive.state import (
     STATE_CATEGORY,
@@ -143,6 +144,9 @@ class ArtifactRegistry(EngineRoom):
                 "refs": references,
                 "start": {stream: self._delivered.get(stream, -1) for stream in streams},
                 "clock": to_micros(self._scheduler.now),
+                # The form its keyed chains run in (see reaqtive.operators.keyed_groups): recovered in the same
+                # form; a record without it was written before keyed execution existed (the general path).
+                "keyed": keyed_execution_enabled(),
             }
             puts = [(_ARTIFACTS, uri, _to_bytes(record))]
             if tid not in self._templates:

@@ -28,6 +28,7 @@ from reaqtive.engine.model import (
     RecoveryPolicy,
 )
 from reaqtive.engine.readers import PINNED_WATERMARK_SETTING, START_WATERMARK_SETTING
+from reaqtive.operators.keyed_groups import keyed_execution
 from reaqtive.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs
 from reaqtive.state.host import HostedQuery, QueryState
@@ -78,6 +79,10 @@ class Running(EngineRoom):
         host, load ``blob`` if given (its inner units' blobs were handed to the environment before), start it."""
         expression = instantiate(template, record["constants"])
         query = self._expand(decode_query(expression, self.functions))
+        with keyed_execution(record.get("keyed", False)):
+            return self._bind_in_form(uri, record, query, blob)
+
+    def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None) -> HostedQuery:
         observer = _Observer(self, uri, self._sink_for(uri, record["observer"]))
         hosted = self._host.bind(uri, Query("egress", (query, uri)), observer)
         pin = self._pins.get(uri)

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import msgpack
 
-from reaqtive import FunctionRegistry, Query
+from reaqtive import FunctionRegistry, Query, keyed_execution
 from reaqtive.engine import Engine, RecoveryPolicy
 from reaqtive.engine.database import pack_times, unpack_times
 from reaqtive.errors import ReaqtiveError
@@ -123,6 +123,9 @@ def _subscriptions() -> dict[str, tuple[Query[Any], frozenset[str]]]:
         # keyed: inner units stored under uri/...
         "q://group": (b.group_by(key_of).flat_map(per_key), frozenset({"s://b"})),
         "q://group-pairs": (b.group_by(key_of).flat_map(per_key_pairs), frozenset({"s://b"})),
+        # the same keyed chain run keyed (one stage, records in pages of keys under uri/keyed<n>/...); the two
+        # above are created on the general path (GENERAL): a subscription per group
+        "q://group-keyed": (b.group_by(key_of).flat_map(per_key), frozenset({"s://b"})),
         # inners that read an engine stream, created at run time; one with bounded demand (its outer lags)
         "q://switch": (a.switch_latest(switch_c), frozenset({"s://a", "s://c"})),
         "q://bounded": (a.flat_map(from_c, max_concurrent=1), frozenset({"s://a", "s://c"})),
@@ -130,6 +133,9 @@ def _subscriptions() -> dict[str, tuple[Query[Any], frozenset[str]]]:
         "q://agg": (big.map(val_of).take(45).sum(), frozenset({"s://b"})),
     }
 
+
+GENERAL: Final = frozenset({"q://group", "q://group-pairs"})
+"""Subscriptions created with keyed execution off (their groups are inner subscriptions)."""
 
 SUBSCRIPTIONS: Final = _subscriptions()
 READS: Final = {uri: streams for uri, (_, streams) in SUBSCRIPTIONS.items()}
@@ -215,7 +221,8 @@ def build_store(path: Path, *, crash: bool = True) -> dict[str, list[Any]] | Non
             engine.create_stream(uri)
         engine.define_observable(DEFINITION, Query.stream("s://b").filter(is_big))
         for uri, (query, _) in SUBSCRIPTIONS.items():
-            engine.create_subscription(uri, query)
+            with keyed_execution(uri not in GENERAL):
+                engine.create_subscription(uri, query)
         assert not _append(engine, EVENTS[:BEFORE_CHECKPOINT])
         engine.process()
         engine.checkpoint()
@@ -1329,6 +1336,10 @@ FIELDS: Final[dict[str, list[tuple[tuple[Any, ...], str]]]] = {
     "reaqtive:flat_map": _SLOTS,
     "reaqtive:switch_latest": _SLOTS,
     "reaqtive:group_by": _INNER_STREAMS,
+    # the chain's names, paged, page counter, page numbers, results waiting, source done, pulled
+    "reaqtive:group_by+keyed": [((1,), "list"), ((2,), "bool"), ((3,), "count"), ((4,), "list"),
+                                ((4, "*"), "number"), ((5,), "list"), ((6,), "bool"), ((7,), "bool")],
+    "reaqtive:keyed_page": [((1,), "list"), ((2,), "list"), ((2, "*"), "list")],
 }
 
 

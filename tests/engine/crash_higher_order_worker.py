@@ -11,7 +11,7 @@ workload, chosen to be hard to recover:
   reader **withholds demand**, lags behind what the engine delivered, pins the log and makes recovery replay from
   its own watermark, while the other readers skip what they had;
 * ``group_by`` with inner aggregates (a running sum per key, and a per-key ``take(4).sum()`` whose inners
-  complete);
+  complete), each keyed (one stage, a record per key) and on the general path (a subscription per group);
 * ``aggregate_by_key`` over tumbling and session windows: per-key records in pages of keys (inner units), rows
   waiting in the state, timers at window ends;
 * plain running sums beside them, on each stream;
@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from reaqtive import FunctionRegistry, Query, Session, Tumbling
+from reaqtive import FunctionRegistry, Query, Session, Tumbling, keyed_execution
 from reaqtive.engine import Engine
 from tests.engine import crash_worker
 from tests.engine.crash_worker import _mix
@@ -116,6 +116,11 @@ for _function in (add, key_of, amount_of, ticks_since, next_three_ticks, busy, r
     FUNCTIONS.register(f"hx_{_function.__name__}", _function)
 
 
+GENERAL = frozenset({"q://group-sum-general", "q://group-first4-general"})
+"""Queries created with keyed execution off: their groups are inner subscriptions (the others' keyed chains run as
+one stage with a record per key)."""
+
+
 def queries() -> list[tuple[str, Query[Any]]]:
     """The standing queries, in creation order."""
     orders, ticks, keys = (Query.stream(uri) for uri in STREAMS)
@@ -125,6 +130,9 @@ def queries() -> list[tuple[str, Query[Any]]]:
         ("q://bounded", orders.flat_map(busy, max_concurrent=1)),
         ("q://group-sum", keys.group_by(key_of).flat_map(running_amount)),
         ("q://group-first4", keys.group_by(key_of).flat_map(first_four)),
+        # the same two on the general path (a subscription per group: see GENERAL)
+        ("q://group-sum-general", keys.group_by(key_of).flat_map(running_amount)),
+        ("q://group-first4-general", keys.group_by(key_of).flat_map(first_four)),
         ("q://sum-orders", orders.scan(0, add)),
         ("q://sum-ticks", ticks.scan(0, add)),
         ("q://sum-amounts", keys.map(amount_of).scan(0, add)),
@@ -180,7 +188,8 @@ class Worker(crash_worker.Worker):
                 engine.create_stream(uri)
         for uri, query in queries():
             if uri not in existing:
-                engine.create_subscription(uri, query)
+                with keyed_execution(uri not in GENERAL):
+                    engine.create_subscription(uri, query)
                 self.maybe_pause("setup")
 
     def produce(self, start: int, stop: int) -> None:
