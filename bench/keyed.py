@@ -18,23 +18,26 @@ Columns (every cell checks its output count; a wrong count is marked and the run
   callback per output; (d) keeps one dict ``key -> (count, sum)`` of the current minute and flushes it when an
   event's minute starts (events are in time order).
 * ``library, keyed``: (d) ``aggregate_by_key(key, Tumbling(1 min), "average", value)``, the keyed windowed
-  aggregation of ``reaqtive/operators/keyed_window.py`` (a column says so when it is not there). (e) has no keyed
-  form yet: ``—``.
+  aggregation of ``reaqtive/operators/keyed_window.py`` (a column says so when it is not there). (e) the general
+  form's query, ``group_by(key).flat_map(g -> g.scan(0, increment))``, bound keyed (the default: one stage, a
+  record per key; ``reaqtive/operators/keyed_groups.py``).
 * ``library, general``: (d) ``group_by(key).flat_map(g -> g.window(1 min).flat_map(w -> w.aggregate(tally))
   .filter(non-empty).map(average))`` (an empty window's ``average()`` would raise, so a tally is folded and empty
   windows dropped); its windows are aligned on each group's creation, so it produces *other* windows than the
   aligned forms (its count is checked against that computation). (e) ``group_by(key).flat_map(g -> g.scan(0,
-  increment))``. Library (d): a ``SimpleSubject`` fed by a loop that advances a ``VirtualTimeScheduler`` (one
-  tick = 1 ms) to each event's time first, as an event-time host does; the subject completes at the end, which
-  flushes the open windows. Library (e): ``from_iterable(events)``.
+  increment))`` bound on the general path (``keyed_execution(False)``: a subscription tree per key). Library
+  (d): a ``SimpleSubject`` fed by a loop that advances a ``VirtualTimeScheduler`` (one tick = 1 ms) to each
+  event's time first, as an event-time host does; the subject completes at the end, which flushes the open
+  windows. Library (e): ``from_iterable(events)``.
 * ``engine process()``: an :class:`~reaqtive.engine.Engine` (``synchronous="NORMAL"``) hosting the form over
   ``Query.stream("s")`` into the durable sink; the events are appended first (untimed), only ``process()`` is
   timed.
 * ``engine end to end``: from an empty stream, per chunk of 1,000 events an ``extend`` and a ``process()``, a
   ``checkpoint()`` whenever 0.5 s of processing passed since the last one, and a final checkpoint, all timed. For
-  (e) also ``end to end, final checkpoint only`` (the same without the periodic checkpoints: what a checkpoint every
-  0.5 s costs is the ratio of the two). Engine (d): the windows still open after the last event close only when the
-  clock passes their end, so after the timed part the clock is moved two minutes on (untimed) before counting.
+  (e) also ``end to end, keyed, final checkpoint only`` (the same without the periodic checkpoints: what a
+  checkpoint every 0.5 s costs is the ratio of the two). Engine (d): the windows still open after the last event
+  close only when the clock passes their end, so after the timed part the clock is moved two minutes on (untimed)
+  before counting.
 * ``Bytewax``: ``TestingSource(events, batch_size=1000)``, ``op.key_on(str(key))`` (keys must be strings), run
   with ``bytewax.testing.run_main`` (one worker). (d) ``fold_window`` with ``TumblingWindower(1 min,
   align_to=epoch)`` and ``EventClock(ts, wait 0)`` made a pure event-time clock (a frozen ``now_getter``, a
@@ -75,7 +78,7 @@ from typing import Any
 
 from _workloads import CountingSink, increment, running_count
 
-from reaqtive import GroupedStream, InnerStream, OperatorContext, Query, SimpleSubject, from_iterable
+from reaqtive import GroupedStream, InnerStream, OperatorContext, Query, SimpleSubject, from_iterable, keyed_execution
 from reaqtive.engine import DURABLE_SINK, Engine, FunctionRegistry
 from reaqtive.scheduler import VirtualTimeScheduler
 
@@ -239,8 +242,6 @@ class Variant:
             # The cost of periodic checkpoints is issue 17's (e) target; Bytewax's recovery over 100,000 keys'
             # windows runs at a few hundred events/s, too slow to measure at 1,000,000 events.
             return not workload.windowed
-        if not workload.windowed:
-            return self.form == "general" or self.kind in ("floor", "bytewax", "bytewax-recovery")
         return True
 
 
@@ -252,7 +253,7 @@ VARIANTS = [
     Variant("process-general", "engine process(), general", "general", "process"),
     Variant("e2e-keyed", "engine end to end, keyed", "keyed", "e2e"),
     Variant("e2e-general", "engine end to end, general", "general", "e2e"),
-    Variant("e2e-final", "engine end to end, final checkpoint only", "general", "e2e-final"),
+    Variant("e2e-final", "engine end to end, keyed, final checkpoint only", "keyed", "e2e-final"),
     Variant("bytewax", "Bytewax 0.21 (batch 1000)", "keyed", "bytewax", needs="bytewax"),
     Variant("bytewax-recovery", "Bytewax 0.21 + recovery", "keyed", "bytewax-recovery", needs="bytewax"),
 ]
@@ -306,7 +307,8 @@ def run_library(workload: Workload, variant: Variant, n: int) -> tuple[float, in
     form = pipeline(workload, variant.form)
     if not workload.windowed:
         started = time.perf_counter()
-        form(from_iterable(events)).run(sink)
+        with keyed_execution(variant.form == "keyed"):  # (e): the same query, bound keyed or as a group per key
+            form(from_iterable(events)).run(sink)
         return time.perf_counter() - started, sink.count
     # Event time: advance the virtual clock to each event's time, then deliver it (an event-time host's loop).
     scheduler = VirtualTimeScheduler(STEP, epoch=T0)
@@ -328,8 +330,9 @@ def open_engine(workload: Workload, variant: Variant, folder: Path) -> Engine:
         registry.register(name, function)  # an engine names functions, never imports them
     engine = Engine(folder / "k.db", synchronous="NORMAL", start=T0, functions=registry)
     engine.create_stream(STREAM)
-    engine.create_subscription(SUBSCRIPTION, pipeline(workload, variant.form)(Query.stream(STREAM)),
-                               observer=DURABLE_SINK)
+    with keyed_execution(variant.form == "keyed"):  # recorded with the subscription: it recovers in that form
+        engine.create_subscription(SUBSCRIPTION, pipeline(workload, variant.form)(Query.stream(STREAM)),
+                                   observer=DURABLE_SINK)
     return engine
 
 
@@ -502,7 +505,8 @@ def measure_in_child(variant_key: str, workload_key: str, n: int) -> tuple[float
 
 MEMORY_KINDS = {
     "floor": "(e) dict floor",
-    "library": "(e) library, general (group_by + scan)",
+    "library": "(e) library, general (group_by + scan, a group per key)",
+    "library-keyed": "(e) library, keyed (group_by + scan, run keyed)",
     "floor-window": "(d) dict floor, its open minute",
     "keyed-window": "(d) library, keyed (aggregate_by_key), its open windows",
 }
@@ -535,8 +539,9 @@ def memory_per_key(kind: str, keys: int, n: int) -> tuple[float, int]:
         holder.append(tallies)
     else:
         subject: SimpleSubject[tuple[int, int]] = SimpleSubject()
-        if kind == "library":
-            holder.append(general_running_count(subject.as_query()).run(CountingSink()))
+        if kind in ("library", "library-keyed"):
+            with keyed_execution(kind == "library-keyed"):
+                holder.append(general_running_count(subject.as_query()).run(CountingSink()))
             for event in events:
                 subject.on_next(event)
         else:
@@ -677,7 +682,7 @@ def report_ratios(plan: Plan, say: Callable[[str], None]) -> None:
                 target = 3.0 if v.kind == "library" else 2.0
                 parts.append(f"{v.title} {rate / bytewax:.2f}x ({met(rate / bytewax >= target)})")
         say(f"  {w.key}: " + "; ".join(parts))
-        periodic, final, recovery = (plan.rate(w, k) for k in ("e2e-general", "e2e-final", "bytewax-recovery"))
+        periodic, final, recovery = (plan.rate(w, k) for k in ("e2e-keyed", "e2e-final", "bytewax-recovery"))
         if periodic is not None and final is not None:
             line = (f"  {w.key}: a checkpoint every 0.5 s makes the engine end to end {final / periodic:.2f}x slower "
                     f"than one final checkpoint ({met(final / periodic <= 1.25)})")
@@ -713,14 +718,14 @@ def report_summary(plan: Plan, say: Callable[[str], None]) -> None:
             f"| {cell(w, ('bytewax',), None)} |")
         if not w.windowed:
             recovery = plan.rate(w, "bytewax-recovery")
-            say(f"| {w.title}, a checkpoint every 0.5 s | — | — | — | {cell(w, ('e2e-general',), recovery)} "
+            say(f"| {w.title}, a checkpoint every 0.5 s | — | — | — | {cell(w, ('e2e-keyed',), recovery)} "
                 f"| {cell(w, ('bytewax-recovery',), None)} (recovery on) |")
 
 
 def report_memory(plan: Plan, in_process: bool, say: Callable[[str], None]) -> None:
     kinds = []
     if any(w.key == "e" for w in plan.workloads):
-        kinds += ["floor", "library"]
+        kinds += ["floor", "library-keyed", "library"]
     if any(w.key == "d100k" for w in plan.workloads) and plan.has_keyed:
         kinds += ["floor-window", "keyed-window"]
     if not kinds:

@@ -40,7 +40,8 @@ def test_keyed_benchmark_runs_and_prints_its_table() -> None:
     assert "summary (issue 17's table" in done.stdout
     assert "| (e) running count per key, 100,000 keys, a checkpoint every 0.5 s | — |" in done.stdout
     assert "memory over 100,000 keys" in done.stdout
-    assert "(e) library, general (group_by + scan): " in done.stdout
+    assert "(e) library, general (group_by + scan, a group per key): " in done.stdout
+    assert "(e) library, keyed (group_by + scan, run keyed): " in done.stdout
     assert "ratios, reaqtive's rate / Bytewax's" in done.stdout
 
 
