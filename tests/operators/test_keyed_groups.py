@@ -214,6 +214,27 @@ def test_keyed_survives_a_checkpoint_anywhere(
         assert_checkpoint_anywhere(case.create, script, demand=demand, runs=runs, disposed=DISPOSED)
 
 
+SLOW_DEMAND = Demand(initial=1, requests=((215, 2), (240, 1), (262, 5), (300, 50)))
+
+
+@pytest.mark.parametrize("expire_after", [None, 4], ids=["groups", "expiring"])
+@pytest.mark.parametrize("variant", VARIANTS, ids=repr)
+def test_every_keyed_form_survives_a_checkpoint_anywhere_under_bounded_demand(
+    variant: Variant, expire_after: int | None
+) -> None:
+    values = [3, 4, 7, 1, 9, 0, 5, 2, 6, 8, 4, 10, 11, 16, 15, 20, 12, 14]
+    script: Script = [on_next(201 + 3 * i, x) for i, x in enumerate(values)] + [on_completed(262)]
+    case = KeyedCase("x%3", "no element selector", None, [variant, *variant_tail(variant)], expire_after)
+    assert is_keyed(case)
+    with keyed_execution(True):
+        assert_checkpoint_anywhere(case.create, script, demand=SLOW_DEMAND, disposed=DISPOSED)
+
+
+def variant_tail(variant: Variant) -> list[Variant]:
+    """A second operator after ``variant`` (a count), so that what it emits is folded again at the end."""
+    return [next(v for v in VARIANTS if v.label == "scan(0, count)")]
+
+
 def test_every_operator_with_a_keyed_step_has_variants() -> None:
     from reaqtive.binding import registered_operators
 
