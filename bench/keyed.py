@@ -52,8 +52,10 @@ process (this script with ``--child``). Cells are medians, in events/s; a summar
 ``--general-events`` bounds the events of the general form over 100,000 keys (the ``d100k`` general columns,
 library and engine), which runs at a few thousand events/s: its cells say how many events they ran. Memory, over
 100,000 keys: ``tracemalloc``'s traced memory held by the live state (the query kept open), for (e) after every
-event, per key seen (the dict floor and the library's general form), for (d) after the first minute's events, per
-open window (the dict floor and ``aggregate_by_key``).
+event, per key seen (the dict floor and the library's keyed and general forms), for (d) after the first minute's
+events, per open window (the dict floor and ``aggregate_by_key``). Recovery (with (e); ``--recovery-keys``): an
+engine store holding 1,000,000 keyed running counts (one event per key, checkpointed), the seconds
+``Engine(path)`` takes to open and recover it, and the store's size; one more event then checks a count.
 """
 
 from __future__ import annotations
@@ -325,10 +327,7 @@ def run_library(workload: Workload, variant: Variant, n: int) -> tuple[float, in
 
 
 def open_engine(workload: Workload, variant: Variant, folder: Path) -> Engine:
-    registry = FunctionRegistry()
-    for name, function in FUNCTIONS.items():
-        registry.register(name, function)  # an engine names functions, never imports them
-    engine = Engine(folder / "k.db", synchronous="NORMAL", start=T0, functions=registry)
+    engine = Engine(folder / "k.db", synchronous="NORMAL", start=T0, functions=engine_functions())
     engine.create_stream(STREAM)
     with keyed_execution(variant.form == "keyed"):  # recorded with the subscription: it recovers in that form
         engine.create_subscription(SUBSCRIPTION, pipeline(workload, variant.form)(Query.stream(STREAM)),
@@ -745,6 +744,52 @@ def report_memory(plan: Plan, in_process: bool, say: Callable[[str], None]) -> N
             f"({seen:,} {'windows' if kind.endswith('-window') else 'keys'})")
 
 
+# -- recovery of a million keys -------------------------------------------------------------------------------------
+
+def recovery(keys: int) -> tuple[float, float, int]:
+    """An engine holding ``keys`` running counts of (e)'s query (keyed; one event per key, checkpointed, closed):
+    the seconds to build it, the seconds ``Engine(path)`` takes to open and recover it, and the store's bytes.
+    After the timed open, one more event of key 0 must give its count 2 (the recovered state is the real one)."""
+    with tempfile.TemporaryDirectory(prefix="reaqtive-keyed-") as folder:
+        path = Path(folder)
+        e = next(w for w in WORKLOADS if w.key == "e")
+        started = time.perf_counter()
+        with open_engine(e, next(v for v in VARIANTS if v.key == "process-keyed"), path) as engine:
+            for start in range(0, keys, 100_000):
+                engine.append_many(STREAM, [((k, 0), T0 + STEP * k) for k in range(start, min(keys, start + 100_000))])
+                engine.process()
+            engine.checkpoint()
+        built = time.perf_counter() - started
+        size = sum(f.stat().st_size for f in path.iterdir())
+        gc.collect()
+        started = time.perf_counter()
+        engine = Engine(path / "k.db", synchronous="NORMAL", functions=engine_functions())
+        opened = time.perf_counter() - started
+        with engine:
+            before = len(engine.outputs(SUBSCRIPTION))
+            engine.append_many(STREAM, [((0, 0), T0 + STEP * keys)])
+            engine.process()
+            engine.checkpoint()
+            last = engine.outputs(SUBSCRIPTION)[before:]
+            if [output.value for output in last] != [2]:
+                raise AssertionError(f"after recovery, key 0's next count is {last!r}, not 2")
+        return built, opened, size
+
+
+def engine_functions() -> FunctionRegistry:
+    registry = FunctionRegistry()
+    for name, function in FUNCTIONS.items():
+        registry.register(name, function)  # an engine names functions, never imports them
+    return registry
+
+
+def report_recovery(keys: int, say: Callable[[str], None]) -> None:
+    built, opened, size = recovery(keys)
+    say(f"recovery: an engine holding {keys:,} keyed running counts ((e)'s query, one event per key, built and "
+        f"checkpointed in {built:,.1f} s): store {size / 1e6:,.1f} MB; open + recover {opened:,.2f} s (issue 17 "
+        f"target <= 5 s: {met(opened <= 5.0)})")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/keyed.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -758,6 +803,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="measure in this process (a quick look: warm imports and the other columns' garbage "
                              "colour the figures)")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory per key")
+    parser.add_argument("--recovery-keys", type=int, default=1_000_000,
+                        help="keys of the recovery measurement, with (e) (default 1,000,000; 0 skips it)")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # VARIANT:WORKLOAD, one run, prints seconds and count
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)  # one of MEMORY_KINDS
     args = parser.parse_args(argv)
@@ -798,6 +845,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_memory:
         say("")
         report_memory(plan, args.no_subprocess, say)
+    if args.recovery_keys and any(w.key == "e" for w in workloads):
+        say("")
+        report_recovery(args.recovery_keys, say)
     return 1 if plan.wrong() else 0
 
 

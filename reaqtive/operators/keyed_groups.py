@@ -220,6 +220,7 @@ class KeyedGroups(PendingEmitterBase[Any, Any]):
         "_element_selector",
         "_expiring",
         "_in_place",
+        "_index",
         "_initial",
         "_key_selector",
         "_limit_name",
@@ -230,6 +231,7 @@ class KeyedGroups(PendingEmitterBase[Any, Any]):
         "_probe",
         "_pulled",
         "_reasked",
+        "_silent",
         "_source",
         "_steps",
         "_table",
@@ -255,11 +257,14 @@ class KeyedGroups(PendingEmitterBase[Any, Any]):
         self._chain = tuple(chain)
         self._initial = tuple(step.initial for step in self._steps) or (None,)
         self._in_place = any(step.in_place for step in self._steps)
+        # No step overrides complete: a key's chain emits nothing and runs no user code when it completes
+        self._silent = all(type(step).complete is KeyedStep.complete for step in self._steps)
         # The step of a one-step chain without an element selector: on_next's inlined path
         self._one_step = self._steps[0] if len(self._steps) == 1 and self._element_selector is None else None
         self._probe = probe
         # state
         self._table: KeyedStateTable[Any] = KeyedStateTable()
+        self._index = self._table.index  # key -> page (the table keeps this dict for its life)
         self._pulled = False
         # not state
         self._live = 0  # keys whose chain did not end
@@ -296,7 +301,7 @@ class KeyedGroups(PendingEmitterBase[Any, Any]):
                 return
             step = self._one_step
             try:
-                page = self._table.index.get(key) if step is not None else None
+                page = self._index.get(key) if step is not None else None
             except TypeError:
                 page = None  # an unhashable key: _element fails the stage
             if page is not None:
@@ -518,6 +523,8 @@ class KeyedGroups(PendingEmitterBase[Any, Any]):
     def _complete_keys(self, keys: Iterable[tuple[Any, tuple[Any, ...]]]) -> Exception | None:
         """Complete the chains of ``keys`` in order, queueing the final results (lock held); a step that fails
         stops there and is returned (the results before it go out first, as on the general path)."""
+        if self._silent:
+            return None  # no step does anything at the end (map, filter, scan, take...): nothing to run per key
         probe = self._probe
         for key, record in keys:
             if not record:

@@ -165,8 +165,9 @@ class KeyedStateTable(Generic[K]):
         if type(page_size) is not int or page_size < 1:
             raise ValueError(f"KeyedStateTable: page_size must be an int >= 1, got {page_size!r}")
         self._page_size = page_size
-        # key -> its page. Public for owners' per-element paths: ``page.records[key]`` is the record; an owner that
-        # writes it there directly (an existing key only) sets ``page.tracker.changed = True``, as put does.
+        # key -> its page. Public for owners' per-element paths (the same dict for the table's life, so an owner may
+        # keep it): ``page.records[key]`` is the record; an owner that writes it there directly (an existing key
+        # only) sets ``page.tracker.changed = True``, as put does.
         self.index: dict[K, _Page] = {}
         self._pages: dict[int, _Page] = {}  # by number, in creation (= number) order
         self._last: _Page | None = None  # the newest page: where new keys go
@@ -348,7 +349,7 @@ class KeyedStateTable(Generic[K]):
         for page in list(self._pages.values()):
             if self._environment is not None:
                 self._environment.delete_inner(self.page_id(page.number))
-        self.index = {}
+        self.index.clear()  # the same dict: owners may hold it
         self._pages = {}
         self._last = None
         self._counter = 0
@@ -365,7 +366,7 @@ class KeyedStateTable(Generic[K]):
         """The owner is disposed: delete the page units (hosted, their stored state goes at the next checkpoint)
         and forget every record. Call from the owner's ``on_dispose``."""
         pages, self._pages = list(self._pages.values()), {}
-        self.index = {}
+        self.index.clear()  # the same dict: owners may hold it
         self._last = None
         environment = self._environment
         if environment is not None:

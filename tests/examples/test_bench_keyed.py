@@ -28,7 +28,7 @@ def test_keyed_benchmark_runs_and_prints_its_table() -> None:
     # A subprocess, as make bench runs it: bench/ is then sys.path[0]. Exit 0 also means every column's output
     # count was the expected one.
     command = [sys.executable, str(ROOT / "bench" / "keyed.py"), "--events", "3000", "--general-events", "2000",
-               "--rounds", "1", "--no-subprocess"]
+               "--rounds", "1", "--no-subprocess", "--recovery-keys", "2000"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "| workload | dict floor | library, keyed | library, general | engine process(), keyed " in done.stdout
@@ -42,6 +42,7 @@ def test_keyed_benchmark_runs_and_prints_its_table() -> None:
     assert "memory over 100,000 keys" in done.stdout
     assert "(e) library, general (group_by + scan, a group per key): " in done.stdout
     assert "(e) library, keyed (group_by + scan, run keyed): " in done.stdout
+    assert "recovery: an engine holding 2,000 keyed running counts" in done.stdout
     assert "ratios, reaqtive's rate / Bytewax's" in done.stdout
 
 
