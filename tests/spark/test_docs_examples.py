@@ -1,9 +1,13 @@
 """The Spark examples of the README and docs/spark.md run as written, on the shared session, and give the
-one-minute averages they promise."""
+one-minute averages they promise; ``examples/spark_sensor_averages.py`` runs as a script, in a subprocess, on
+Parquet files written by pandas, and ends by itself."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,24 +38,30 @@ def write_input(directory: Path) -> None:
 
 
 def run_example(spark: SparkSession, block: str, name: str, directory: Path) -> dict[str, list[float]]:
-    """Run ``block`` with its paths under ``directory``, drain the stream it started, return each sensor's
-    averages."""
+    """Run ``block`` with its paths under ``directory`` (it returns once what ``in/`` holds is processed), return
+    each sensor's window averages, in order."""
     # Spark resolves relative paths against the JVM's working directory, fixed when the shared session started.
     for relative in ("in/", "out/", "ckpt/"):
         assert f'"{relative}"' in block, f"{name}'s example no longer uses {relative}"
         block = block.replace(f'"{relative}"', repr(str(directory / relative)))
     before = {query.id for query in spark.streams.active}
     exec(compile(block, name, "exec"), {})
-    (started,) = [query for query in spark.streams.active if query.id not in before]
-    try:
-        started.processAllAvailable()
-    finally:
-        started.stop()
-    rows = spark.read.parquet(str(directory / "out")).orderBy("key", "seq").collect()
+    assert not [query for query in spark.streams.active if query.id not in before], "the example left a stream"
+    return averages_in(directory / "out")
+
+
+def averages_in(out: Path) -> dict[str, list[float]]:
+    """Each sensor's averages in the example's output (``[None, start, end, average]`` values: one key inside each
+    sensor's query), in ``seq`` order; read with pandas, as a user would."""
+    import pandas as pd
+
+    frame = pd.read_parquet(out).sort_values(["key", "seq"])
     averages: dict[str, list[float]] = {}
-    for row in rows:
-        assert row.error is None
-        averages.setdefault(row.key, []).append(json.loads(row.value))
+    for key, value, error in zip(frame["key"], frame["value"], frame["error"], strict=True):
+        assert error is None or pd.isna(error), error
+        inner_key, start, end, average = json.loads(value)
+        assert inner_key is None and start < end
+        averages.setdefault(key, []).append(average)
     return averages
 
 
@@ -63,7 +73,23 @@ def test_spark_example_runs(
     block = python_blocks(section(path, heading) if heading else path.read_text())[0]
     write_input(tmp_path / "in")
     averages = run_example(spark, block, document, tmp_path)
-    # A window closes when a later event of its sensor moves the sensor's clock past it (or the watermark does,
-    # in a later batch): at least the windows closed by events are there, with the right averages.
+    # A window closes when a later event of its sensor moves the sensor's clock past it (or the watermark does):
+    # at least the windows closed by events are there, with the right averages.
     assert averages["s1"][:2] == [15.0, 30.0]
     assert averages["s2"][:1] == [20.0]
+
+
+def test_the_example_script_runs_as_a_user_runs_it(tmp_path: Path) -> None:
+    """``python examples/spark_sensor_averages.py`` in a folder holding ``in/`` written by pandas: it ends by
+    itself, with rc 0, having written the averages (the script starts its own Spark, so it runs alone)."""
+    write_input(tmp_path / "in")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "spark_sensor_averages.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    averages = averages_in(tmp_path / "out")
+    assert averages["s1"][:2] == [15.0, 30.0]
+    assert averages["s2"][:1] == [20.0]
+    assert (tmp_path / "ckpt").is_dir()
