@@ -80,6 +80,7 @@ __all__ = [
     "EmitterInput",
     "MultiInputEmitter",
     "PendingEmitterBase",
+    "PullingEmitterBase",
     "Terminated",
     "UnaryEmitterBase",
     "input_source",
@@ -301,6 +302,48 @@ class PendingEmitterBase(UnaryEmitterBase[S, R], Generic[S, R]):
         if not pending and self._source_done:
             return COMPLETE
         return IDLE
+
+
+class PullingEmitterBase(PendingEmitterBase[S, R], Generic[S, R]):
+    """A :class:`PendingEmitterBase` that asks its source for everything once the downstream asks for anything
+    (keyed windows, keyed groups: their results wait in ``_pending``, bounded). Whether it asked (``_pulled``) is
+    state: the stage saves it; a stage loaded with it set asks its new source again when it starts
+    (:meth:`_ask_again`)."""
+
+    __slots__ = ("_pulled", "_reasked")
+
+    def __init__(self, downstream: Subscriber[R]) -> None:
+        super().__init__(downstream)
+        self._pulled = False  # the source was asked for everything (state)
+        self._reasked = False  # loaded "pulled": ask the new source again at the start
+
+    def request(self, n: int) -> None:
+        if n <= 0:
+            self._fail(non_positive_request_error(n))
+            return
+        with self._lock:
+            self._demand = add_demand(self._demand, n)
+            pull = not self._pulled
+            if pull:
+                self._pulled = True
+                self._state.changed = True
+        if pull:
+            self._request_upstream(LONG_MAX)
+        self._drain()
+
+    def on_error(self, error: BaseException) -> None:
+        self._upstream_terminated()
+        self._fail(error)
+
+    def _load_pulled(self, pulled: bool) -> None:
+        """The saved ``_pulled`` (from the stage's ``load_state_core``)."""
+        self._pulled = self._reasked = pulled
+
+    def _ask_again(self) -> None:
+        """At the start: a recovered stage whose source had been asked for everything asks the new one."""
+        again, self._reasked = self._reasked, False
+        if again:
+            self._request_upstream(LONG_MAX)
 
 
 class EmitterInput(Subscriber[Any]):

@@ -43,7 +43,7 @@ from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression, grouped_stream_class, is_expression
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._emitter import PendingEmitterBase
+from reaqtive.operators._emitter import PullingEmitterBase
 from reaqtive.operators._keyed_steps import (
     DONE,
     SKIP,
@@ -60,7 +60,7 @@ from reaqtive.scheduler import ActionTask
 from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state.fields import RecordReader, time_bounds
 from reaqtive.state.keyed import KeyedPage, KeyedStateTable
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
+from reaqtive.streams import LONG_MAX, Subscriber
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 
@@ -206,7 +206,7 @@ class _Outputs(list[Any]):
     __slots__ = ()
 
 
-class KeyedGroups(PendingEmitterBase[Any, Any]):
+class KeyedGroups(PullingEmitterBase[Any, Any]):
     """The running stage of a keyed ``group_by ... flat_map`` (see the module)."""
 
     name = "reaqtive:group_by+keyed"
@@ -229,8 +229,6 @@ class KeyedGroups(PendingEmitterBase[Any, Any]):
         "_max_groups",
         "_one_step",
         "_probe",
-        "_pulled",
-        "_reasked",
         "_silent",
         "_source",
         "_steps",
@@ -265,10 +263,8 @@ class KeyedGroups(PendingEmitterBase[Any, Any]):
         # state
         self._table: KeyedStateTable[Any] = KeyedStateTable()
         self._index = self._table.index  # key -> page (the table keeps this dict for its life)
-        self._pulled = False
         # not state
         self._live = 0  # keys whose chain did not end
-        self._reasked = False
         self._deferred_error: Exception | None = None  # fails the result once the results before it went out
         self._expiring = False  # groups expire (KeyedGroupsExpiring): every element touches its key
 
@@ -476,24 +472,6 @@ class KeyedGroups(PendingEmitterBase[Any, Any]):
 
     # -- demand and the end ----------------------------------------------------------------------------------------
 
-    def request(self, n: int) -> None:
-        if n <= 0:
-            self._fail(non_positive_request_error(n))
-            return
-        with self._lock:
-            self._demand = add_demand(self._demand, n)
-            pull = not self._pulled
-            if pull:
-                self._pulled = True
-                self._state.changed = True
-        if pull:
-            self._request_upstream(LONG_MAX)
-        self._drain()
-
-    def on_error(self, error: BaseException) -> None:
-        self._upstream_terminated()
-        self._fail(error)
-
     def on_complete(self) -> None:
         self._upstream_terminated()
         failure: Exception | None = None
@@ -548,9 +526,7 @@ class KeyedGroups(PendingEmitterBase[Any, Any]):
             if upstream is not None:
                 upstream.cancel()
         else:
-            again, self._reasked = self._reasked, False
-            if again:
-                self._request_upstream(LONG_MAX)  # the source had been asked for everything
+            self._ask_again()
         self._running = True
         self._drain()
 
@@ -575,7 +551,7 @@ class KeyedGroups(PendingEmitterBase[Any, Any]):
         self._pending.clear()
         self._pending.extend(reader.read_list("pending"))
         self._source_done = reader.read_bool("source done")
-        self._pulled = self._reasked = reader.read_bool("pulled")
+        self._load_pulled(reader.read_bool("pulled"))
         if self._source_done and len(self._table):
             raise reader.invalid("source done", "False while keys are held", True)
 

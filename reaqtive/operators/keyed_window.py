@@ -14,15 +14,13 @@ from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._emitter import (
-    PendingEmitterBase,
-)
+from reaqtive.operators._emitter import PullingEmitterBase
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduler.clock import EPOCH  # the default origin of window boundaries (as in Spark, Flink, Bytewax)
 from reaqtive.scheduler_interface import EARLIEST, NEVER, Scheduler, utc
 from reaqtive.state.fields import RecordReader, time_bounds
 from reaqtive.state.keyed import KeyedPage, KeyedStateTable
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
+from reaqtive.streams import LONG_MAX, Subscriber
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 
@@ -304,7 +302,7 @@ def bind_aggregate_by_key(query: Query[Any], subscriber: Subscriber[Any]) -> Sub
 # -- the stages ------------------------------------------------------------------------------------------------
 
 
-class _KeyedWindows(PendingEmitterBase[T, WindowRow], Generic[T]):
+class _KeyedWindows(PullingEmitterBase[T, WindowRow], Generic[T]):
     """What the three stages share: the table, the index of window ends, the shared timer, the rows waiting for
     demand, completion and state. Subclasses implement ``on_next`` and the record layout.
 
@@ -332,8 +330,6 @@ class _KeyedWindows(PendingEmitterBase[T, WindowRow], Generic[T]):
         "_key_selector",
         "_kind",
         "_origin",
-        "_pulled",
-        "_reasked",
         "_result_selector",
         "_scheduler",
         "_seed",
@@ -362,12 +358,10 @@ class _KeyedWindows(PendingEmitterBase[T, WindowRow], Generic[T]):
             _, self._seed, self._accumulator, self._result_selector = aggregate
         # state
         self._table: KeyedStateTable[Any] = KeyedStateTable()
-        self._pulled = False  # the source was asked for everything
         # not state
         self._ends: deque[int] = deque()  # pending window ends, earliest first
         self._closing: dict[int, list[Any]] = {}  # end -> table keys of the windows ending then
         self._timer_due: int | None = None  # the end the outstanding timer is for
-        self._reasked = False  # loaded "pulled": ask the new source again at the start
         self._scheduler: Scheduler | None = None
 
     def set_context(self, context: OperatorContext) -> None:
@@ -557,9 +551,7 @@ class _KeyedWindows(PendingEmitterBase[T, WindowRow], Generic[T]):
             with self._lock:
                 self._timer_due = None
                 due = self._arm()
-                again, self._reasked = self._reasked, False
-            if again:
-                self._request_upstream(LONG_MAX)  # the source had been asked for everything
+            self._ask_again()  # the source had been asked for everything
             if due is not None:
                 self._schedule(due)
         self._running = True
@@ -567,24 +559,6 @@ class _KeyedWindows(PendingEmitterBase[T, WindowRow], Generic[T]):
 
     def on_dispose(self) -> None:
         self._table.dispose()
-
-    def request(self, n: int) -> None:
-        if n <= 0:
-            self._fail(non_positive_request_error(n))
-            return
-        with self._lock:
-            self._demand = add_demand(self._demand, n)
-            pull = not self._pulled
-            if pull:
-                self._pulled = True
-                self._state.changed = True
-        if pull:
-            self._request_upstream(LONG_MAX)
-        self._drain()
-
-    def on_error(self, error: BaseException) -> None:
-        self._upstream_terminated()
-        self._fail(error)
 
     def on_complete(self) -> None:
         self._upstream_terminated()
@@ -616,7 +590,7 @@ class _KeyedWindows(PendingEmitterBase[T, WindowRow], Generic[T]):
             self._check_row(reader, f"pending[{index}]", row, bounds)
         self._pending = deque(pending)
         self._source_done = reader.read_bool("source done")
-        self._pulled = self._reasked = reader.read_bool("pulled")
+        self._load_pulled(reader.read_bool("pulled"))
         if self._source_done and len(self._table):
             raise reader.invalid("source done", "False while windows are open", True)
         self._rebuild(reader, bounds)

@@ -15,8 +15,8 @@ from typing import Any
 
 from reaqtive import GroupedStream, Query, keyed_execution
 from reaqtive.engine import Engine
-from reaqtive.state import STATE_CATEGORY, SqliteCheckpointStore
 from reaqtive.state.sqlite_store import row_checksum
+from tests.engine.test_engine_higher_order import state_keys
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 URI = "counts"
@@ -44,14 +44,6 @@ class with_key:  # noqa: N801 (a function with the group inside: named like one)
 
     def __call__(self, count: int) -> tuple[object, int]:
         return (self.group.key, count)
-
-
-def state_keys(path: Path) -> list[str]:
-    store = SqliteCheckpointStore(path)
-    try:
-        return sorted(key for key, _ in store.read(strict=False).items(STATE_CATEGORY))
-    finally:
-        store.close()
 
 
 def new_engine(path: Path) -> Engine:
