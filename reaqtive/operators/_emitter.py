@@ -292,6 +292,19 @@ class PendingEmitterBase(UnaryEmitterBase[S, R], Generic[S, R]):
         super().set_context(context)
         self._max_pending = queue_capacity(context)
 
+    def _queue(self, results: list[R]) -> bool:
+        """Queue ``results`` for demand (lock held); ``False``: the queue overflowed (more than ``_max_pending``
+        beyond the demand: the stage failed)."""
+        pending = self._pending
+        demand = self._demand
+        if demand != LONG_MAX and len(pending) + len(results) - demand > self._max_pending:
+            self._queue_overflow(self._max_pending)
+            return False
+        if results:
+            pending.extend(results)
+            self._state.changed = True
+        return True
+
     def _poll(self) -> Any:
         pending = self._pending
         if pending and self._demand:

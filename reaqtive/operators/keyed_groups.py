@@ -335,7 +335,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                 self._emitting = True  # the drainer role: deliver without the lock (see _emitter)
                 direct = True
             else:
-                self._queue(output)
+                self._queue(output if type(output) is _Outputs else [output])
         finally:
             lock.release()
             if not direct and (self._pending or self._error is not None):
@@ -455,20 +455,6 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                 if self._feed(fields, index + 1, value, outputs):
                     return  # a later step ended the chain: it completed the rest
             index += 1
-
-    def _queue(self, output: Any) -> None:
-        """Queue results for demand (lock held); more than ``MAX_QUEUE_SIZE`` beyond the demand fails."""
-        pending = self._pending
-        count = len(output) if type(output) is _Outputs else 1
-        demand = self._demand
-        if demand != LONG_MAX and len(pending) + count - demand > self._max_pending:
-            self._queue_overflow(self._max_pending)
-            return
-        if type(output) is _Outputs:
-            pending.extend(output)
-        else:
-            pending.append(output)
-        self._state.changed = True
 
     # -- demand and the end ----------------------------------------------------------------------------------------
 

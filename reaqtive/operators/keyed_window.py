@@ -20,7 +20,7 @@ from reaqtive.scheduler.clock import EPOCH  # the default origin of window bound
 from reaqtive.scheduler_interface import EARLIEST, NEVER, Scheduler, utc
 from reaqtive.state.fields import RecordReader, time_bounds
 from reaqtive.state.keyed import KeyedPage, KeyedStateTable
-from reaqtive.streams import LONG_MAX, Subscriber
+from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
 
@@ -504,19 +504,6 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], Generic[T]):
 
     def _closed(self) -> None:
         """Windows were closed (a hook for the tumbling stage's cached window)."""
-
-    def _queue(self, rows: list[WindowRow]) -> bool:
-        """Queue rows for emission; ``False``: the queue overflowed (more than ``MAX_QUEUE_SIZE`` rows beyond the
-        demand: the stage failed)."""
-        pending = self._pending
-        demand = self._demand
-        if demand != LONG_MAX and len(pending) + len(rows) - demand > self._max_pending:
-            self._queue_overflow(self._max_pending)
-            return False
-        if rows:
-            pending.extend(rows)
-            self._state.changed = True
-        return True
 
     def _schedule(self, due: datetime) -> None:
         scheduler = self._scheduler
