@@ -54,7 +54,7 @@ from reaqtive.operators._emitter import (
     queue_capacity,
     replenish_batch,
 )
-from reaqtive.operators._keyed_steps import keyed_execution, keyed_execution_enabled
+from reaqtive.operators.keyed_steps import keyed_execution, keyed_execution_enabled
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED
 from reaqtive.state import OperatorStateError
 from reaqtive.streams import (

@@ -11,7 +11,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, none_result_error, optional_callable
-from reaqtive.operators._keyed_steps import SKIP, KeyedStep, is_immutable_value, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle

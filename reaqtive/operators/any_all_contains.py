@@ -12,7 +12,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, Version
 from reaqtive.operators._aggregate import AggregateStage, optional_callable, require_element
-from reaqtive.operators._keyed_steps import DONE, SKIP, StatelessStep, register_keyed_step
+from reaqtive.operators.keyed_steps import DONE, SKIP, StatelessStep, register_keyed_step
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 

@@ -14,8 +14,8 @@ from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._emitter import COMPLETE, IDLE, UnaryEmitterBase
-from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.operators._timing import span_arguments
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
 from reaqtive.state import DirtyState, StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error

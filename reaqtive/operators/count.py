@@ -11,7 +11,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, optional_callable
-from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 

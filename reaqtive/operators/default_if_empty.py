@@ -10,7 +10,7 @@ from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._keyed_steps import KeyedStep, is_immutable_value, register_keyed_step
+from reaqtive.operators.keyed_steps import KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber, non_positive_request_error
 from reaqtive.subscribable import Subscribable

@@ -12,7 +12,7 @@ from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.operators.settings import MAX_DISTINCT_ELEMENTS, read_limit
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand

@@ -10,7 +10,7 @@ from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subscribable import Subscribable

@@ -10,7 +10,7 @@ from reaqtive.arguments import arguments, require_callable
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import Version
 from reaqtive.operators._fusion import FusedStep, fusible
-from reaqtive.operators._keyed_steps import NO_OUTPUTS, StatelessStep, register_keyed_step
+from reaqtive.operators.keyed_steps import NO_OUTPUTS, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber, require_not_none
 from reaqtive.subscribable import Subscribable

@@ -10,7 +10,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, require_element
-from reaqtive.operators._keyed_steps import DONE, SKIP, KeyedStep, is_immutable_value, register_keyed_step
+from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 

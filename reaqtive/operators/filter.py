@@ -11,7 +11,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._fusion import FusedStep, fusible
-from reaqtive.operators._keyed_steps import SKIP, KeyedStep, StatelessStep, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.subscribable import Subscribable
@@ -210,7 +210,7 @@ class FilterIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
 
 class FilterStep(StatelessStep):
-    """:class:`Filter` for one key of a keyed chain (:mod:`reaqtive.operators._keyed_steps`)."""
+    """:class:`Filter` for one key of a keyed chain (:mod:`reaqtive.operators.keyed_steps`)."""
 
     __slots__ = ("_predicate",)
 

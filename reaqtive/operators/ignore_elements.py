@@ -9,7 +9,7 @@ from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import Version
-from reaqtive.operators._keyed_steps import SKIP, StatelessStep, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, Subscription
 from reaqtive.subscribable import Subscribable

@@ -2,7 +2,7 @@
 
 On the general path every key of a ``group_by`` is a whole inner subscription: a subject, one stage per operator
 of the inner query, and (hosted) a checkpoint unit of its own. When every operator of the inner query has a
-keyed step (:mod:`reaqtive.operators._keyed_steps`: ``map``, ``filter``, ``scan``, the aggregates, ``take`` ...),
+keyed step (:mod:`reaqtive.operators.keyed_steps`: ``map``, ``filter``, ``scan``, the aggregates, ``take`` ...),
 ``flat_map``'s binder runs the ``group_by`` and the ``flat_map`` as one stage, :class:`KeyedGroups`, whose
 per-key state is a record in a :class:`~reaqtive.state.keyed.KeyedStateTable` (a tuple, one field per step),
 checkpointed in pages of keys. The choice is made when the query is bound and cannot be seen in its results:
@@ -44,7 +44,9 @@ from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression, grouped_stream_class, is_expression
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._emitter import PullingEmitterBase
-from reaqtive.operators._keyed_steps import (
+from reaqtive.operators._timing import add_safe
+from reaqtive.operators.group_by import GroupByArgs, none_element_error, unhashable_key_error
+from reaqtive.operators.keyed_steps import (
     DONE,
     SKIP,
     KeyedStep,
@@ -53,8 +55,6 @@ from reaqtive.operators._keyed_steps import (
     keyed_step_factory,
     set_keyed_execution,
 )
-from reaqtive.operators._timing import add_safe
-from reaqtive.operators.group_by import GroupByArgs, none_element_error, unhashable_key_error
 from reaqtive.operators.settings import MAX_CONCURRENT_INNER, MAX_GROUP_COUNT, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduler_interface import Scheduler

@@ -11,7 +11,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._fusion import FusedStep, fusible
-from reaqtive.operators._keyed_steps import KeyedStep, StatelessStep, register_keyed_step
+from reaqtive.operators.keyed_steps import KeyedStep, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
@@ -186,7 +186,7 @@ class MapIndexed(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
 
 
 class MapStep(StatelessStep):
-    """:class:`Map` for one key of a keyed chain (:mod:`reaqtive.operators._keyed_steps`)."""
+    """:class:`Map` for one key of a keyed chain (:mod:`reaqtive.operators.keyed_steps`)."""
 
     __slots__ = ("_selector",)
 

@@ -11,7 +11,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable
-from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.state import register_state_type
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable

@@ -10,7 +10,7 @@ from reaqtive.arguments import arguments
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._fusion import FusedStep, fusible
-from reaqtive.operators._keyed_steps import KeyedStep, is_immutable_value, register_keyed_step
+from reaqtive.operators.keyed_steps import KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable

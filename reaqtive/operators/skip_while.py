@@ -10,8 +10,8 @@ from reaqtive.arguments import arguments, require_callable
 from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.operators._take_skip import DroppingStage
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle

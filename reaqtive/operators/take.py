@@ -10,9 +10,9 @@ from reaqtive.arguments import arguments
 from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._keyed_steps import DONE, KeyedStep, register_keyed_step
 from reaqtive.operators._take_skip import TakeUntilDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
+from reaqtive.operators.keyed_steps import DONE, KeyedStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.state.fields import time_bounds
 from reaqtive.streams import Subscriber

@@ -12,7 +12,7 @@ from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage
-from reaqtive.operators._keyed_steps import SKIP, KeyedStep, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.operators.settings import MAX_LIST_SIZE, UNLIMITED, read_limit
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable

@@ -26,9 +26,10 @@ from pyspark.sql import functions as F  # noqa: N812  (Spark's idiom)
 
 from reaqtive.engine.database import to_micros
 from reaqtive.engine.expressions import FunctionRegistry
+from reaqtive.operators.keyed_steps import keyed_execution_enabled
 from reaqtive.query import Query
 from reaqtive.spark._columns import key_type, prepare
-from reaqtive.spark.host import KeyedQuery, OutputRow, run_key
+from reaqtive.spark.host import KeyedQuery, OutputRow, run_key, run_table_record
 from reaqtive.spark.processor import output_frame
 from reaqtive.spark.streaming import output_schema
 from reaqtive.spark.values import canonical_json, plain
@@ -78,7 +79,7 @@ def run_batch(
     prepared = prepare(events, key=key, time=time, value=value, sequence=sequence, buckets=None)
     ordered = prepared.repartition(count, "key").sortWithinPartitions("key", "t", *(["s"] if sequence else []))
     folder = KeyFolder(keyed, sequence is not None, None if until is None else to_micros(until), complete,
-                       value_format)
+                       value_format, table=keyed_execution_enabled())
     outputs = ordered.mapInPandas(folder, output_schema(key_type(events, key), value_format))
     return outputs.select("key", "seq", F.timestamp_micros("time_us").alias("time"), "value", "error")
 
@@ -88,8 +89,9 @@ class KeyFolder:
     outputs out, key after key."""
 
     def __init__(self, query: KeyedQuery, has_sequence: bool, until: int | None, complete: bool,
-                 value_format: str) -> None:
+                 value_format: str, *, table: bool = True) -> None:
         self._query = query
+        self._table = table
         self._has_sequence = has_sequence
         self._until = until
         self._complete = complete
@@ -121,8 +123,11 @@ class KeyFolder:
 
     def _run(self, key: Any, events: list[tuple[int, Any, Any]]) -> list[OutputRow]:
         events.sort(key=lambda event: (event[0], event[1]))
-        _, outputs = run_key(
-            self._query, key, None, [(when, payload) for when, _, payload in events], self._until,
-            where=f"key {key!r}", complete=self._complete,
-        )
+        ordered = [(when, payload) for when, _, payload in events]
+        table = self._query.table() if self._table else None
+        if table is not None:  # the table form (reaqtive.spark.table): no query instance per key
+            record = table.new_record(ordered[0][0])
+            return run_table_record(table, key, record, ordered, self._until, complete=self._complete)
+        _, outputs = run_key(self._query, key, None, ordered, self._until, where=f"key {key!r}",
+                             complete=self._complete)
         return outputs

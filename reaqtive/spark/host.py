@@ -53,17 +53,22 @@ from reaqtive.engine.expressions import (
 from reaqtive.errors import ReaqtiveError
 from reaqtive.query import GroupedStream, Query
 from reaqtive.scheduler import VirtualTimeScheduler
+from reaqtive.spark.live import LiveBucket
+from reaqtive.spark.table import KeyTable, compile_table
 from reaqtive.state import InnerEnvironment, StateError
 from reaqtive.state.host import HostedQuery, QueryHost, QueryState
 from reaqtive.streams import LONG_MAX, Subscription
 from reaqtive.subjects import OverflowPolicy, SimpleSubject
 
 __all__ = [
+    "FORM_INSTANCES",
+    "FORM_TABLE",
     "KEY_INSTANCE",
     "BucketHost",
     "BucketState",
     "BucketStateError",
     "KeyRecord",
+    "KeyStatus",
     "KeyedQuery",
     "OutputRow",
     "QueryMismatchError",
@@ -79,6 +84,12 @@ _TICK: Final = timedelta(microseconds=1)
 _RECORD_FORMAT: Final = 1
 _BUCKET_MAGIC: Final = b"RQSB"
 _BUCKET_FORMAT: Final = 1
+_BUCKET_FORMAT_FORMS: Final = 2
+
+FORM_INSTANCES: Final = "instances"
+"""A bucket whose keys are query instances, re-created per batch from their saved operator state (any query)."""
+FORM_TABLE: Final = "table"
+"""A bucket whose keys are records of the query's table form (:mod:`reaqtive.spark.table`)."""
 _EVENT_BUFFER: Final = 1 << 20
 _COMPLETED: Final = "completed"
 
@@ -152,12 +163,24 @@ class KeyedQuery:
                 query = _DECODED[cache_key] = decode_query(self.expression, _registry(self.functions, self.expression))
         return query
 
+    def table(self) -> KeyTable | None:
+        """The query's table form (:mod:`reaqtive.spark.table`), compiled once per process; ``None`` when the
+        query has none (its keys then run as instances)."""
+        cache_key = self._decoded_key
+        with _DECODED_LOCK:
+            if cache_key in _TABLES:
+                return _TABLES[cache_key]
+        table = compile_table(self.decoded(), self.stream, dict(self.settings))
+        with _DECODED_LOCK:
+            return _TABLES.setdefault(cache_key, table)
+
     def for_key(self, key: Any, events: SimpleSubject[Any]) -> Query[Any]:
         """The key's query instance: the query with its stream replaced by the key's events (a group)."""
         return substitute_stream(self.decoded(), self.stream, GroupedStream(events, None, key))
 
 
 _DECODED: dict[str, Query[Any]] = {}
+_TABLES: dict[str, KeyTable | None] = {}
 _DECODED_LOCK = threading.Lock()
 
 
@@ -170,6 +193,8 @@ def stream_of(expression: Mapping[str, Any]) -> str:
         if isinstance(node, dict):
             if len(node) == 1 and "stream" in node:
                 found.add(str(node["stream"]))
+            elif node.get("op") == "stream" and isinstance(node.get("args"), list) and len(node["args"]) == 1:
+                found.add(str(node["args"][0]))  # the query that is only its stream
             else:
                 stack.extend(node.values())
         elif isinstance(node, list):
@@ -258,8 +283,10 @@ class KeyRecord:
 class BucketState:
     """The state of one bucket: one opaque blob in Spark's state store.
 
-    ``keys``: each key's packed :class:`KeyRecord`; ``due``: each key's next due time (µs), for keys with one;
-    ``timer``: the Spark timer registered for the bucket (ms) or ``None``.
+    ``keys``: each key's packed record (a :class:`KeyRecord` in the instance form, a table record in the table
+    form); ``due``: each key's next due time (µs), for keys with one; ``timer``: the Spark timer registered for
+    the bucket (ms) or ``None``; ``form``: :data:`FORM_INSTANCES` or :data:`FORM_TABLE`. The instance form is
+    written in format 1 (as before the table form existed); the table form in format 2, which adds the form.
     """
 
     buckets: int
@@ -267,12 +294,18 @@ class BucketState:
     timer: int | None = None
     keys: dict[Any, bytes] = field(default_factory=dict)
     due: dict[Any, int] = field(default_factory=dict)
+    form: str = FORM_INSTANCES
 
     def encode(self) -> bytes:
         """``RQSB``, format byte, msgpack body, CRC-32 of the body (big-endian)."""
-        body: bytes = msgpack.packb([self.buckets, self.fingerprint, self.timer, self.keys, self.due],
-                                    use_bin_type=True)
-        return _BUCKET_MAGIC + bytes([_BUCKET_FORMAT]) + body + zlib.crc32(body).to_bytes(4, "big")
+        fields: list[Any] = [self.buckets, self.fingerprint, self.timer, self.keys, self.due]
+        if self.form == FORM_INSTANCES:
+            version = _BUCKET_FORMAT
+        else:
+            version = _BUCKET_FORMAT_FORMS
+            fields.append(self.form)
+        body: bytes = msgpack.packb(fields, use_bin_type=True)
+        return _BUCKET_MAGIC + bytes([version]) + body + zlib.crc32(body).to_bytes(4, "big")
 
     @staticmethod
     def decode(blob: bytes, where: str = "bucket state") -> BucketState:
@@ -280,16 +313,26 @@ class BucketState:
         blob = bytes(blob)
         if blob[:4] != _BUCKET_MAGIC or len(blob) < 9:
             raise BucketStateError(f"{where}: not a reaqtive bucket state ({len(blob)} bytes)")
-        if blob[4] != _BUCKET_FORMAT:
-            raise BucketStateError(f"{where}: bucket state format {blob[4]} is not supported (reads {_BUCKET_FORMAT})")
+        version = blob[4]
+        if version not in (_BUCKET_FORMAT, _BUCKET_FORMAT_FORMS):
+            raise BucketStateError(
+                f"{where}: bucket state format {version} is not supported (reads {_BUCKET_FORMAT} and "
+                f"{_BUCKET_FORMAT_FORMS})"
+            )
         body, crc = blob[5:-4], int.from_bytes(blob[-4:], "big")
         if zlib.crc32(body) != crc:
             raise BucketStateError(f"{where}: bucket state is damaged (checksum mismatch)")
         try:
-            buckets, fingerprint, timer, keys, due = msgpack.unpackb(body, raw=False, strict_map_key=False)
+            fields = msgpack.unpackb(body, raw=False, strict_map_key=False)
+            form = FORM_INSTANCES if version == _BUCKET_FORMAT else fields.pop()
+            buckets, fingerprint, timer, keys, due = fields
         except Exception as error:
             raise BucketStateError(f"{where}: malformed bucket state ({error})") from error
-        return BucketState(buckets, fingerprint, timer, keys, due)
+        if form not in (FORM_INSTANCES, FORM_TABLE):
+            raise BucketStateError(f"{where}: unknown bucket form {form!r:.40}")
+        if type(keys) is not dict or type(due) is not dict:
+            raise BucketStateError(f"{where}: malformed bucket state (keys and due times must be maps of records)")
+        return BucketState(buckets, fingerprint, timer, keys, due, form)
 
     def check(self, query: KeyedQuery, buckets: int, where: str) -> None:
         """Refuse a checkpoint made with another bucket count (keys would land in the wrong bucket) or query."""
@@ -305,7 +348,7 @@ class BucketState:
             )
 
     def record(self, key: Any, where: str) -> KeyRecord | None:
-        """The key's record, or ``None`` for a key never seen."""
+        """The key's record (instance form), or ``None`` for a key never seen."""
         data = self.keys.get(key)
         return None if data is None else KeyRecord.unpack(data, f"{where}, key {key!r}")
 
@@ -323,6 +366,17 @@ class BucketState:
 
 
 # -- running one key ------------------------------------------------------------------------------------------------
+
+
+class KeyStatus(NamedTuple):
+    """A key's bookkeeping, the same in both forms: its clock and next due time (µs), the events it was fed and
+    the outputs it gave, and how it ended (``None``, ``"completed"`` or ``"error: ..."``)."""
+
+    clock: int
+    due: int | None
+    events: int
+    outputs: int
+    ended: str | None
 
 
 class OutputRow(NamedTuple):
@@ -434,16 +488,20 @@ class KeyRun:
 
     def finish(self) -> tuple[KeyRecord, list[OutputRow]]:
         """Save what changed into the record; return it with the outputs. The key's query is unloaded, not
-        disposed (no ``finally`` action runs): the host is simply dropped."""
+        disposed (no ``finally`` action runs): the host is simply dropped, or kept live for the next batch
+        (:mod:`reaqtive.spark.live`)."""
         record, clock = self._record, self._clock
+        outputs, self._outputs = self._outputs, []
         record.clock = clock.clock
         if record.ended is not None:
             record.due, record.subscription, record.inner = None, None, {}
-            return record, self._outputs
-        state = self._query.save(self._stored).state
+            return record, outputs
+        saved = self._query.save(self._stored)
+        saved.confirm()  # the instance may live on (reaqtive.spark.live): its next save is against this one
+        state = self._stored = saved.state
         record.subscription, record.inner = state.main, dict(state.inner)
         record.due = clock.next_due
-        return record, self._outputs
+        return record, outputs
 
 
 def run_key(
@@ -473,6 +531,24 @@ def run_key(
     return run.finish()
 
 
+def run_table_record(
+    table: KeyTable, key: Any, record: list[Any], events: Sequence[tuple[int, Any]], until: int | None,
+    *, complete: bool = False,
+) -> list[OutputRow]:
+    """Run one key of a table-form query for one batch (``record`` changes in place); its output rows."""
+    first = record[3]
+    return [OutputRow(key, first + number, when, value, error)
+            for number, (when, value, error) in enumerate(table.run(record, events, until, complete))]
+
+
+def unpack_table_record(table: KeyTable, data: bytes, where: str) -> list[Any]:
+    """A key's table record from its bytes; :class:`BucketStateError` if they are not one this table wrote."""
+    try:
+        return table.unpack(data, where)
+    except StateError as error:
+        raise BucketStateError(str(error)) from error
+
+
 # -- a bucket -------------------------------------------------------------------------------------------------------
 
 
@@ -480,18 +556,37 @@ class BucketHost:
     """Runs the keys of one bucket for one micro-batch (see the module docstring).
 
     ``blob``: the bucket's saved state (``None`` for a bucket never seen). ``buckets``: the bucket count of this
-    run, checked against the saved one.
+    run, checked against the saved one. ``table``: whether a new bucket uses the query's table form when it has
+    one (a saved bucket keeps the form it was created in). ``live``: the bucket as a worker left it after writing
+    ``blob`` (:mod:`reaqtive.spark.live`): its keys go on from their live objects instead of their bytes.
     """
 
-    def __init__(self, query: KeyedQuery, buckets: int, bucket: int, blob: bytes | None) -> None:
+    def __init__(
+        self, query: KeyedQuery, buckets: int, bucket: int, blob: bytes | None, *, table: bool = True,
+        live: LiveBucket | None = None,
+    ) -> None:
         self.query = query
         self.bucket = bucket
         self.where = f"bucket {bucket} of {buckets}"
-        if blob is None:
-            self.state = BucketState(buckets, query.fingerprint)
+        # The live objects of keys (table records or query instances) that still hold the state of their bytes
+        self._live: dict[Any, Any] = {}
+        if live is not None:  # the state ``blob`` is, still decoded (reaqtive.spark.live checked the bytes)
+            self.state: BucketState = live.state
+            self._live = live.live
+        elif blob is None:
+            form = FORM_TABLE if table and query.table() is not None else FORM_INSTANCES
+            self.state = BucketState(buckets, query.fingerprint, form=form)
         else:
             self.state = BucketState.decode(blob, self.where)
             self.state.check(query, buckets, self.where)
+        self.table: KeyTable | None = None
+        if self.state.form == FORM_TABLE:
+            self.table = query.table()
+            if self.table is None:
+                raise QueryMismatchError(
+                    f"{self.where}: the checkpoint runs this query in its table form, which this release cannot "
+                    "compile it to; run it with the release that created the checkpoint"
+                )
         self.changed = False
 
     def due_keys(self, until: int | None) -> list[Any]:
@@ -515,15 +610,67 @@ class BucketHost:
 
     def run_key(self, key: Any, events: Sequence[tuple[int, Any]], until: int | None) -> list[OutputRow]:
         """Run one key: load, feed ``events`` (``(time µs, payload)``, already in order), advance, save."""
-        record = self.state.record(key, self.where)
-        if record is not None and record.ended is not None:
-            return []
-        where = f"state of {self.where}, key {key!r}"
-        new_record, outputs = run_key(self.query, key, record, events, until, where=where)
-        if new_record is not None:
-            self.state.put(key, new_record)
-            self.changed = True
+        if self.table is not None:
+            return self._run_table_key(self.table, key, events, until)
+        run: KeyRun | None = self._live.pop(key, None)
+        if run is None:
+            record = self.state.record(key, self.where)
+            if record is None:
+                if not events:
+                    return []
+                record = KeyRecord(clock=events[0][0])
+            elif record.ended is not None:
+                return []  # the key's query completed or failed: later events are ignored (docs/spark.md)
+            run = KeyRun(self.query, key, record, where=f"state of {self.where}, key {key!r}")
+        run.feed(events)
+        run.advance(until)
+        new_record, outputs = run.finish()
+        self.state.put(key, new_record)
+        self.changed = True
+        if new_record.ended is None:
+            self._live[key] = run
         return outputs
+
+    def live_entry(self, blob: bytes) -> LiveBucket:
+        """What a worker keeps of this bucket once ``blob`` (its state after this run) is written."""
+        return LiveBucket(blob, self.state, self._live)
+
+    def _run_table_key(
+        self, table: KeyTable, key: Any, events: Sequence[tuple[int, Any]], until: int | None
+    ) -> list[OutputRow]:
+        state = self.state
+        record = self._live.get(key)
+        if record is None:
+            data = state.keys.get(key)
+            if data is None:
+                if not events:
+                    return []
+                record = table.new_record(events[0][0])
+            else:
+                record = unpack_table_record(table, data, f"state of {self.where}, key {key!r}")
+            self._live[key] = record
+        if record[4] is not None:
+            return []  # the key's query completed or failed: later events are ignored
+        outputs = run_table_record(table, key, record, events, until)
+        state.keys[key] = table.pack(record)
+        due = record[1]
+        if due is None:
+            state.due.pop(key, None)
+        else:
+            state.due[key] = due
+        self.changed = True
+        return outputs
+
+    def status(self, key: Any) -> KeyStatus | None:
+        """The key's bookkeeping in either form, or ``None`` for a key never seen."""
+        data = self.state.keys.get(key)
+        if data is None:
+            return None
+        where = f"state of {self.where}, key {key!r}"
+        if self.table is not None:
+            return KeyStatus(*unpack_table_record(self.table, data, where)[:5])
+        record = KeyRecord.unpack(data, where)
+        return KeyStatus(record.clock, record.due, record.events, record.outputs, record.ended)
 
     def next_due(self) -> int | None:
         """The earliest due time of any key in the bucket (µs)."""

@@ -31,6 +31,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from reaqtive.spark.host import BucketHost, BucketState, KeyedQuery, OutputRow
+from reaqtive.spark.live import DEFAULT_CACHE_KEYS, worker_cache
 from reaqtive.spark.values import canonical_json, encode_values, plain
 
 __all__ = [
@@ -58,12 +59,16 @@ MODE_NONE: Final = "None"
 @dataclass(frozen=True)
 class ProcessorConfig:
     """What the processor needs besides the query: the bucket count, Spark's time mode, whether the input has a
-    sequence column, and how output values are written."""
+    sequence column, how output values are written, whether new buckets take the query's table form, the bound
+    of each worker's live cache in keys (0: none), and where workers write the cache's counters (if anywhere)."""
 
     buckets: int
     time_mode: str
     has_sequence: bool
     value_format: str
+    table: bool = True
+    cache_keys: int = DEFAULT_CACHE_KEYS
+    stats_dir: str | None = None
 
 
 class BucketProcessor(StatefulProcessor):
@@ -107,18 +112,29 @@ class BucketProcessor(StatefulProcessor):
         self, bucket: int, events: dict[Any, list[tuple[int, Any, Any]]], timer_values: TimerValues,
         expired: int | None,
     ) -> Iterator[pd.DataFrame]:
+        config = self._config
         stored = self._state.get()
-        host = BucketHost(self._query, self._config.buckets, bucket, None if stored is None else bytes(stored[0]))
+        blob = None if stored is None else bytes(stored[0])
+        cache = worker_cache(config.cache_keys) if config.cache_keys > 0 else None
+        cache_id = f"{self._query.fingerprint}/{config.buckets}"
+        live = None if cache is None else cache.take(cache_id, bucket, blob)
+        host = BucketHost(self._query, config.buckets, bucket, blob, table=config.table, live=live)
         registered = host.state.timer
         if expired is not None and registered == expired:
             registered = None  # Spark deletes the timer that fired once this handler returns
-        rows = list(host.process(events, until(self._config.time_mode, timer_values)))
+        rows = list(host.process(events, until(config.time_mode, timer_values)))
+        written = blob
         if host.changed or registered != host.state.timer:
-            self._save(host.state, registered)
+            written = self._save(host.state, registered)
+        if cache is not None:
+            if written is not None:
+                cache.put(cache_id, bucket, host.live_entry(written))  # only after the whole run succeeded
+            if config.stats_dir is not None:
+                cache.write_stats(config.stats_dir)
         if rows:
-            yield output_frame(rows, self._config.value_format)
+            yield output_frame(rows, config.value_format)
 
-    def _save(self, state: BucketState, registered: int | None) -> None:
+    def _save(self, state: BucketState, registered: int | None) -> bytes:
         """Store the bucket's blob with its timer at the earliest due time (ms, rounded up: never early)."""
         due = state.next_due()
         wanted = None if due is None or self._config.time_mode == MODE_NONE else -(-due // 1000)
@@ -127,7 +143,9 @@ class BucketProcessor(StatefulProcessor):
         if wanted is not None and wanted != registered:
             self._handle.registerTimer(wanted)
         state.timer = wanted
-        self._state.update((state.encode(),))
+        blob = state.encode()
+        self._state.update((blob,))
+        return blob
 
 
 def until(time_mode: str, timer_values: TimerValues) -> int | None:

@@ -18,14 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from pyspark.sql import functions as F  # noqa: N812  (Spark's idiom)
 
 from reaqtive.engine.expressions import FunctionRegistry
+from reaqtive.operators.keyed_steps import keyed_execution_enabled
 from reaqtive.query import Query
 from reaqtive.spark._columns import BUCKET, bucket_count, key_type, prepare
 from reaqtive.spark.host import KeyedQuery
+from reaqtive.spark.live import DEFAULT_CACHE_KEYS
 from reaqtive.spark.processor import MODE_EVENT, MODE_NONE, MODE_PROCESSING, BucketProcessor, ProcessorConfig
 from reaqtive.spark.session import use_rocksdb
 from reaqtive.spark.values import value_type
@@ -58,6 +61,8 @@ def run_stream(
     initial_state: DataFrame | None = None,
     functions: FunctionRegistry | Mapping[str, Callable[..., Any]] | None = None,
     settings: Mapping[str, object] | None = None,
+    cache_keys: int = DEFAULT_CACHE_KEYS,
+    stats_dir: str | Path | None = None,
 ) -> DataFrame:
     """Run ``query`` once per ``key`` over the streaming DataFrame ``events``; returns the outputs as a streaming
     DataFrame ``key, seq, time, value, error`` (append mode): ``seq`` numbers each key's outputs from 0, ``time``
@@ -77,11 +82,21 @@ def run_stream(
     * ``value_format``: ``"json"``, ``"binary"`` or a Spark SQL type (see :mod:`reaqtive.spark.values`).
     * ``initial_state``: a ``bucket, blob`` DataFrame (:func:`reaqtive.spark.initial_state_from_engine`) that
       seeds a new checkpoint.
+    * ``cache_keys``: how many keys of live bucket state each Python worker keeps between micro-batches
+      (:mod:`reaqtive.spark.live`; 0: none). ``stats_dir``: a directory where each worker writes the cache's
+      counters (read them with :func:`reaqtive.spark.live.read_stats`).
+
+    A query that is a chain of operators with keyed steps (``map``, ``filter``, ``scan``, ``count``, ...; at most
+    one tumbling ``aggregate_by_key``) runs in its **table form**: each key is a record of plain fields, not a
+    query instance re-created per batch (``docs/spark.md``). ``keyed_execution(False)`` around this call keeps
+    the instance form for new checkpoints; a checkpoint keeps the form it was created in.
     """
     if time_mode not in TIME_MODES:
         raise ValueError(f"time_mode must be one of {', '.join(TIME_MODES)}, got {time_mode!r}")
     if lateness < timedelta(0):
         raise ValueError(f"lateness must not be negative, got {lateness}")
+    if not isinstance(cache_keys, int) or isinstance(cache_keys, bool) or cache_keys < 0:
+        raise ValueError(f"cache_keys must be an int >= 0, got {cache_keys!r}")
     spark = events.sparkSession
     use_rocksdb(spark)
     keyed = KeyedQuery.of(query, functions, settings)
@@ -91,7 +106,9 @@ def run_stream(
         source = source.withWatermark(time, f"{lateness // timedelta(milliseconds=1)} milliseconds")
     prepared = prepare(source, key=key, time=time, value=value, sequence=sequence, buckets=count,
                        keep_time=time_mode == "event")
-    config = ProcessorConfig(count, TIME_MODES[time_mode], sequence is not None, value_format)
+    config = ProcessorConfig(count, TIME_MODES[time_mode], sequence is not None, value_format,
+                             table=keyed_execution_enabled(), cache_keys=cache_keys,
+                             stats_dir=None if stats_dir is None else str(stats_dir))
     outputs = prepared.groupBy(BUCKET).transformWithStateInPandas(
         BucketProcessor(keyed, config),
         output_schema(key_type(events, key), value_format),

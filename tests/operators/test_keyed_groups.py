@@ -36,8 +36,8 @@ from reaqtive import (
     initialize,
     keyed_execution,
 )
-from reaqtive.operators._keyed_steps import keyed_step_factory
 from reaqtive.operators.keyed_groups import KeyedGroupProbe, KeyedGroups, KeyedGroupsExpiring, keyed_chain
+from reaqtive.operators.keyed_steps import keyed_step_factory
 from reaqtive.state import InnerEnvironment, StateFormatError
 from reaqtive.streams import LONG_MAX
 from reaqtive.testing import Notification, OnError, Recorded, TestScheduler, on_completed, on_error, on_next

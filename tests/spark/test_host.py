@@ -127,8 +127,8 @@ def test_a_failing_key_ends_with_an_error_row_and_the_others_continue() -> None:
         ("a", 0, 1, None), ("a", 1, None, "ValueError: 13 is unlucky"), ("b", 0, 14, None)]
     again = BucketHost(query, 1, 0, host.encode())
     assert [row.key for row in again.process({"a": [(9, 0, 1)], "b": [(9, 0, 1)]}, None)] == ["b"]
-    record = again.state.record("a", "test")
-    assert record is not None and record.ended == "error: ValueError: 13 is unlucky"
+    status = again.status("a")
+    assert status is not None and status.ended == "error: ValueError: 13 is unlucky"
 
 
 def test_complete_ends_the_stream_so_whole_stream_aggregates_emit() -> None:
@@ -142,7 +142,7 @@ def test_complete_ends_the_stream_so_whole_stream_aggregates_emit() -> None:
 
 
 def test_bucket_state_round_trips_and_detects_damage() -> None:
-    host = BucketHost(KeyedQuery.of(running_sum()), 3, 1, None)
+    host = BucketHost(KeyedQuery.of(running_sum()), 3, 1, None, table=False)
     list(host.process({"k": [(1, 0, 5)]}, None))
     blob = host.encode()
     state = BucketState.decode(blob)

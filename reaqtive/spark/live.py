@@ -1,0 +1,133 @@
+"""Live bucket state across micro-batches: a cache in each Spark Python worker process.
+
+Between micro-batches a bucket's state lives in Spark's state store as one blob; a batch reads it, decodes the
+keys it touches, runs them and writes the blob back. The Python worker that ran the bucket still holds what it
+decoded: the keys' table records or, in the instance form, their live query instances. The next batch can start
+from those, **if** they are what the store holds. So each entry keeps the exact bytes of the blob it wrote, and
+a batch uses the entry only when the blob it reads from the store is those bytes; anything else (a batch that
+failed after the worker wrote, its replay, a rollback, another worker having run the bucket since) rebuilds from
+the blob, as without a cache. Equal bytes mean equal state: decoding is a function of the bytes.
+
+An entry is taken out of the cache while its bucket runs and put back only when the run succeeded, so a run
+that fails half way (its records half changed) never leaves an entry behind. The cache is bounded by the keys
+it holds (least recently used buckets go first).
+
+Spark hands a partition to whichever of its Python workers is idle, so a bucket meets its entry only when it
+lands on the worker that ran it last: on ``local[2]`` about half the time. :func:`read_stats` sums the
+counters the workers write when ``run_stream(stats_dir=...)`` is set (``bench/spark.py`` prints the hit rate).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["DEFAULT_CACHE_KEYS", "LiveBucket", "LiveCache", "read_stats", "worker_cache"]
+
+DEFAULT_CACHE_KEYS: Final = 100_000
+"""The default bound of a worker's cache, in keys (see ``run_stream(cache_keys=...)``)."""
+
+COUNTERS: Final = ("hits", "misses", "stale", "evicted")
+
+
+@dataclass(slots=True)
+class LiveBucket:
+    """What a worker keeps of a bucket it ran: the blob it wrote, the decoded bucket state (``BucketState``) and
+    the live per-key objects (table records or ``KeyRun`` instances) by key."""
+
+    blob: bytes
+    state: Any
+    live: dict[Any, Any] = field(default_factory=dict)
+
+    @property
+    def weight(self) -> int:
+        """The keys it holds, the unit of the cache's bound."""
+        return max(len(self.state.keys), len(self.live), 1)
+
+
+class LiveCache:
+    """The buckets a worker process ran last, by ``(query fingerprint, bucket)``, at most ``max_keys`` keys."""
+
+    def __init__(self, max_keys: int = DEFAULT_CACHE_KEYS) -> None:
+        self.max_keys = max_keys
+        self.counters = dict.fromkeys(COUNTERS, 0)
+        self._entries: OrderedDict[tuple[str, int], LiveBucket] = OrderedDict()
+        self._weight = 0
+        self._lock = threading.Lock()
+
+    def take(self, fingerprint: str, bucket: int, blob: bytes | None) -> LiveBucket | None:
+        """The bucket's entry if it holds exactly the state ``blob`` is (removed from the cache either way)."""
+        with self._lock:
+            entry = self._entries.pop((fingerprint, bucket), None)
+            if entry is not None:
+                self._weight -= entry.weight
+            if entry is None:
+                self.counters["misses"] += 1
+                return None
+            if blob is None or entry.blob != blob:
+                self.counters["stale"] += 1  # the store holds another state: rebuild from it
+                return None
+            self.counters["hits"] += 1
+            return entry
+
+    def put(self, fingerprint: str, bucket: int, entry: LiveBucket) -> None:
+        """Keep ``entry`` (after a successful run), evicting the least recently used buckets beyond the bound."""
+        if self.max_keys <= 0:
+            return
+        with self._lock:
+            old = self._entries.pop((fingerprint, bucket), None)
+            if old is not None:
+                self._weight -= old.weight
+            self._entries[(fingerprint, bucket)] = entry
+            self._weight += entry.weight
+            while self._weight > self.max_keys and self._entries:
+                _, evicted = self._entries.popitem(last=False)
+                self._weight -= evicted.weight
+                self.counters["evicted"] += 1
+
+    def clear(self) -> None:
+        """Forget every entry (the counters stay)."""
+        with self._lock:
+            self._entries.clear()
+            self._weight = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def write_stats(self, directory: str) -> None:
+        """Write the counters to ``directory/<pid>.json`` (replacing this process's previous file)."""
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        target = path / f"{os.getpid()}.json"
+        scratch = path / f".{os.getpid()}.json.tmp"
+        scratch.write_text(json.dumps(self.counters))
+        scratch.replace(target)
+
+
+_CACHE: Final = LiveCache()  # one per Python worker process
+
+
+def worker_cache(max_keys: int) -> LiveCache:
+    """This process's cache, its bound set to ``max_keys`` (the query's setting)."""
+    _CACHE.max_keys = max_keys
+    return _CACHE
+
+
+def read_stats(directory: str | Path) -> dict[str, int]:
+    """The workers' counters written under ``directory``, summed: ``hits`` (a bucket started from its live
+    state), ``misses`` (no entry in that worker), ``stale`` (an entry, but the store held another state: rebuilt),
+    ``evicted``."""
+    totals = dict.fromkeys(COUNTERS, 0)
+    path = Path(directory)
+    if not path.is_dir():
+        return totals
+    for file in path.glob("*.json"):
+        counters = json.loads(file.read_text())
+        for name in COUNTERS:
+            totals[name] += int(counters.get(name, 0))
+    return totals

@@ -1,0 +1,403 @@
+"""The table form of a keyed query on Spark: a bucket's keys are records of one table, not query instances.
+
+A key's query in the *instance form* (:class:`~reaqtive.spark.host.KeyRun`) is re-created for every micro-batch
+that touches the key: a scheduler, a subject, the bound operators, their state loaded and saved. When the query
+is a chain of operators that all have a *keyed step* (:mod:`reaqtive.operators.keyed_steps`, what the engine's
+keyed ``group_by ... flat_map`` runs), optionally with one tumbling ``aggregate_by_key`` in it, the key needs no
+instance: its state is a record of plain fields, and a micro-batch runs the key's events through the steps
+directly. That is :class:`KeyTable`.
+
+**Same results.** The table form gives the rows the instance form gives, tick for tick, errors included
+(``tests/spark/test_table.py`` checks it on random queries and events against :class:`KeyRun`):
+
+* each key keeps its own clock: an event moves it to the event's time (an older event is delivered at the
+  clock), a batch's watermark moves it on, and a window closes when the key's clock reaches its end, its rows
+  stamped with the end (as the instance's timer fires there);
+* a step that ends the chain (``take``) completes the steps after it, and the key's query has completed;
+* a failing function ends the key with an error row, after the rows before it.
+
+**The record** of a key (:data:`TABLE_RECORD_FORMAT`) is one value of the operator state codec
+(:mod:`reaqtive.state.codec`: msgpack, a closed set of types, never code):
+``[2, clock µs, due µs | None, events, outputs, ended, [field per step]]``. The window's field is ``None`` or
+``[window start µs from the origin, [[inner key, count, accumulator], ...]]`` (in the order the windows opened).
+Loading checks every field (a forged store fails with :class:`~reaqtive.spark.host.BucketStateError` naming the
+bucket and key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any, Final
+
+from reaqtive.context import OperatorContext
+from reaqtive.expression import is_expression
+from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, keyed_step_factory
+from reaqtive.operators.keyed_window import AggregateByKeyArgs
+from reaqtive.query import Query
+from reaqtive.scheduler.clock import EPOCH
+from reaqtive.scheduler_interface import utc
+from reaqtive.state import DEFAULT_CODEC, StateError
+from reaqtive.subscribable import Subscribable
+
+__all__ = ["TABLE_RECORD_FORMAT", "KeyTable", "TableOutput", "TableRecordError", "compile_table"]
+
+TABLE_RECORD_FORMAT: Final = 2
+"""The first field of a table record (an instance-form :class:`~reaqtive.spark.host.KeyRecord` has 1)."""
+
+_US: Final = timedelta(microseconds=1)
+_COMPLETED: Final = "completed"
+_AGGREGATE_BY_KEY: Final = "aggregate_by_key"
+# record fields
+_CLOCK, _DUE, _EVENTS, _OUTPUTS, _ENDED, _FIELDS = range(6)
+
+TableOutput = tuple[int, Any, str | None]
+"""One output of a key: ``(time µs, value, error)`` (``error`` set on a failed key's last row)."""
+
+
+class TableRecordError(StateError):
+    """A table record read from a store is not one this query's table can have written."""
+
+
+# -- compiling a query ----------------------------------------------------------------------------------------------
+
+
+def compile_table(query: Query[Any], stream: str, settings: dict[str, object] | None = None) -> KeyTable | None:
+    """The table form of ``query`` (which reads its key's events as ``Query.stream(stream)``), or ``None`` when
+    it has none: an operator without a keyed step (other than one tumbling ``aggregate_by_key``), another
+    stream, or arguments the keyed path refuses (a mutable seed)."""
+    nodes: list[Any] = []
+    node: object = query
+    while True:
+        if not is_expression(node) or not node.args:
+            return None
+        if node.op == "stream":
+            if node.args != (stream,):
+                return None
+            break
+        if any(isinstance(argument, Subscribable) for argument in node.args[1:]):
+            return None  # reads another stream
+        nodes.append(node)
+        node = node.args[0]
+    steps: list[KeyedStep] = []
+    windows = 0
+    for chain_node in reversed(nodes):
+        try:
+            step = _step_of(chain_node)
+        except Exception:
+            return None  # arguments the stage would refuse: the instance form refuses them as it always did
+        if step is None:
+            return None
+        windows += isinstance(step, TumblingWindowStep)
+        steps.append(step)
+    if windows > 1:
+        return None
+    context = OperatorContext("key", settings=settings or {})
+    for step in steps:
+        step.set_context(context)
+    return KeyTable(tuple(steps), tuple(chain_node.op for chain_node in reversed(nodes)))
+
+
+def _step_of(node: Any) -> KeyedStep | None:
+    if node.op == _AGGREGATE_BY_KEY:
+        args = AggregateByKeyArgs.read(node)
+        return TumblingWindowStep(args) if args.kind == "tumbling" else None
+    factory = keyed_step_factory(node.op)
+    return None if factory is None else factory(node)
+
+
+# -- the window step ------------------------------------------------------------------------------------------------
+
+# The aggregate, as in keyed_window (the first four start from the first value, the first two add)
+_SUM, _AVERAGE, _MIN, _MAX, _COUNT, _FOLD = range(6)
+_KINDS: Final = {"count": _COUNT, "sum": _SUM, "average": _AVERAGE, "min": _MIN, "max": _MAX}
+
+
+class TumblingWindowStep(KeyedStep):
+    """``aggregate_by_key`` over tumbling windows, for one Spark key with its own clock: the rules of
+    :class:`~reaqtive.operators.keyed_window.AggregateByKey` (the same calls of the user's functions, in the same
+    order, the same rows). Its field: ``None`` (no window open) or ``[start, {inner key: [count, acc]}]``, the
+    start in µs from the origin; the open windows of a key all have the current start (an earlier one closed
+    when the clock reached its end)."""
+
+    __slots__ = ("_accumulator", "_key_selector", "_kind", "_offset", "_origin", "_result_selector", "_seed",
+                 "_span", "_value_selector", "now")
+
+    def __init__(self, args: AggregateByKeyArgs) -> None:
+        self._key_selector = args.key_selector
+        self._value_selector = args.value_selector
+        self._origin = utc(args.origin)
+        self._offset = (self._origin - EPOCH) // _US  # the origin in µs since 1970 (the keys' clocks)
+        self._span: int = args.window[1] // _US
+        self._seed: Any = None
+        self._accumulator: Callable[[Any, Any], Any] | None = None
+        self._result_selector: Callable[[Any], Any] | None = None
+        aggregate = args.aggregate
+        if isinstance(aggregate, str):
+            self._kind = _KINDS[aggregate]
+        else:
+            self._kind = _FOLD
+            _, self._seed, self._accumulator, self._result_selector = aggregate
+        self.now = 0  # the key's clock (µs since 1970), set by the table before each call
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        key = self._key_selector(value)
+        kind = self._kind
+        selector = self._value_selector
+        if selector is not None and kind is not _COUNT:
+            value = selector(value)
+        micros = self.now - self._offset
+        start = micros - micros % self._span
+        if state is None:
+            state = [start, {}]
+        # (a window of an earlier start closed at its end, before the clock passed it: see KeyTable._advance)
+        windows: dict[Any, list[Any]] = state[1]
+        record = windows.get(key)  # a key that cannot be hashed raises TypeError here, as the stage's table does
+        if record is None:
+            windows[key] = [1, value if kind <= _MAX else self._first(value)]
+        else:
+            record[1] = record[1] + value if kind <= _AVERAGE else self._step(record[1], value)
+            record[0] += 1
+        return state, SKIP
+
+    def _first(self, value: Any) -> Any:
+        if self._kind is _COUNT:
+            return None
+        accumulator = self._accumulator
+        assert accumulator is not None
+        return accumulator(self._seed, value)
+
+    def _step(self, acc: Any, value: Any) -> Any:
+        kind = self._kind
+        if kind is _MIN:
+            return value if value < acc else acc
+        if kind is _MAX:
+            return value if value > acc else acc
+        if kind is _FOLD:
+            accumulator = self._accumulator
+            assert accumulator is not None
+            return accumulator(acc, value)
+        return None
+
+    def due(self, state: Any) -> int | None:
+        """When the open windows close (µs since 1970), or ``None``."""
+        return None if state is None else state[0] + self._span + self._offset
+
+    def close(self, state: Any) -> tuple[Any, ...]:
+        """The rows of the open windows, in the order they opened (a result selector may raise)."""
+        if state is None:
+            return ()
+        start = state[0]
+        start_at = self._origin + timedelta(microseconds=start)
+        end_at = self._origin + timedelta(microseconds=start + self._span)
+        kind = self._kind
+        rows = []
+        for key, (count, acc) in state[1].items():
+            if kind is _AVERAGE:
+                value = acc / count
+            elif kind is _COUNT:
+                value = count
+            elif kind is _FOLD and self._result_selector is not None:
+                value = self._result_selector(acc)
+            else:
+                value = acc
+            rows.append((key, start_at, end_at, value))
+        return tuple(rows)
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        return self.close(state)
+
+    def check(self, state: Any) -> bool:
+        if state is None:
+            return True
+        if type(state) is not list or len(state) != 2:
+            return False
+        start, windows = state
+        if type(start) is not int or start % self._span or type(windows) is not dict or not windows:
+            return False
+        for record in windows.values():
+            if type(record) is not list or len(record) != 2 or type(record[0]) is not int or record[0] < 1:
+                return False
+            if self._kind is _COUNT and record[1] is not None:
+                return False
+        return True
+
+
+# -- the table ------------------------------------------------------------------------------------------------------
+
+
+class KeyTable:
+    """Runs keys of a query in its table form (see the module): per key and batch, :meth:`run` on its record."""
+
+    __slots__ = ("_outputs", "_window", "_window_index", "names", "steps")
+
+    def __init__(self, steps: tuple[KeyedStep, ...], names: tuple[str, ...]) -> None:
+        self.steps = steps
+        self.names = names
+        """The operator names of the chain, in order (a record's fields are theirs)."""
+        windows = [index for index, step in enumerate(steps) if isinstance(step, TumblingWindowStep)]
+        self._window_index = windows[0] if windows else -1
+        self._window: TumblingWindowStep | None = steps[windows[0]] if windows else None  # type: ignore[assignment]
+        self._outputs: list[TableOutput] = []
+
+    def new_record(self, clock: int) -> list[Any]:
+        """The record of a key whose first event is at ``clock``."""
+        return [clock, None, 0, 0, None, [step.initial for step in self.steps]]
+
+    def run(
+        self, record: list[Any], events: Sequence[tuple[int, Any]], until: int | None, complete: bool = False
+    ) -> list[TableOutput]:
+        """Run one key for one batch, changing ``record`` in place: deliver ``events`` (``(time µs, payload)``,
+        in order) as the instance form does, move the clock to ``until``, optionally end the key's stream.
+        Returns the key's outputs."""
+        outputs: list[TableOutput] = []
+        self._outputs = outputs
+        try:
+            for when, payload in events:
+                if record[_ENDED] is not None:
+                    break
+                self._advance(record, when)
+                if record[_ENDED] is None:
+                    self._deliver(record, payload)
+                record[_EVENTS] += 1
+            if until is not None and record[_ENDED] is None:
+                self._advance(record, until)
+            if complete and record[_ENDED] is None:
+                self._guarded(record, self._complete_from, 0)
+                if record[_ENDED] is None:
+                    self._end(record)
+        finally:
+            self._outputs = []
+        if record[_ENDED] is not None:
+            record[_DUE], record[_FIELDS] = None, []
+        elif self._window is not None:
+            record[_DUE] = self._window.due(record[_FIELDS][self._window_index])
+        return outputs
+
+    # -- time ---------------------------------------------------------------------------------------------------
+
+    def _advance(self, record: list[Any], when: int) -> None:
+        """Move the key's clock to ``when``, closing the windows that end by then at their end."""
+        window = self._window
+        if window is not None:
+            index = self._window_index
+            fields = record[_FIELDS]
+            due = window.due(fields[index])
+            if due is not None and due <= when:
+                record[_CLOCK] = max(record[_CLOCK], due)
+                self._guarded(record, self._fire, index)
+        record[_CLOCK] = max(record[_CLOCK], when)
+
+    def _fire(self, record: list[Any], index: int) -> None:
+        fields = record[_FIELDS]
+        window = self._window
+        assert window is not None
+        rows = window.close(fields[index])
+        fields[index] = None
+        for row in rows:
+            if self._feed(record, index + 1, row):
+                return
+
+    # -- the chain (as keyed_groups runs it) ---------------------------------------------------------------------
+
+    def _deliver(self, record: list[Any], payload: Any) -> None:
+        window = self._window
+        if window is not None:
+            window.now = record[_CLOCK]
+        self._guarded(record, self._feed, 0, payload)
+
+    def _guarded(self, record: list[Any], action: Callable[..., Any], *args: Any) -> None:
+        try:
+            action(record, *args)
+        except StateError:
+            raise
+        except Exception as error:  # the user's function (or a limit) failed: the key's query fails
+            self._fault(record, error)
+
+    def _feed(self, record: list[Any], index: int, value: Any) -> bool:
+        """Feed ``value`` into the steps from ``index``; ``True``: a step ended the chain (completing the steps
+        after it; the key's query has completed)."""
+        steps, fields = self.steps, record[_FIELDS]
+        while index < len(steps):
+            state, value = steps[index].next(fields[index], value)
+            if state is DONE:
+                if value is SKIP or not self._feed(record, index + 1, value):
+                    self._complete_from(record, index + 1)
+                if record[_ENDED] is None:
+                    self._end(record)
+                return True
+            fields[index] = state
+            if value is SKIP:
+                return False
+            index += 1
+        self._emit(record, value)
+        return False
+
+    def _complete_from(self, record: list[Any], index: int) -> None:
+        """Complete the steps from ``index`` in order, each one's final outputs going through the steps after it."""
+        steps, fields = self.steps, record[_FIELDS]
+        while index < len(steps):
+            if index == self._window_index:
+                fields[index], finals = None, steps[index].complete(fields[index])
+            else:
+                finals = steps[index].complete(fields[index])
+            for value in finals:
+                if self._feed(record, index + 1, value):
+                    return
+            index += 1
+
+    # -- outputs ----------------------------------------------------------------------------------------------------
+
+    def _emit(self, record: list[Any], value: Any) -> None:
+        self._outputs.append((record[_CLOCK], value, None))
+        record[_OUTPUTS] += 1
+
+    def _end(self, record: list[Any]) -> None:
+        record[_ENDED] = _COMPLETED
+
+    def _fault(self, record: list[Any], error: BaseException) -> None:
+        if record[_ENDED] is None:
+            text = f"{type(error).__name__}: {error}"
+            record[_ENDED] = "error: " + text
+            self._outputs.append((record[_CLOCK], None, text))
+            record[_OUTPUTS] += 1
+
+    # -- records in a store ---------------------------------------------------------------------------------------
+
+    def pack(self, record: list[Any]) -> bytes:
+        """The record as bytes (one state-codec value)."""
+        return DEFAULT_CODEC.encode([TABLE_RECORD_FORMAT, *record])
+
+    def unpack(self, data: bytes, where: str) -> list[Any]:
+        """The inverse of :meth:`pack`, every field checked; :class:`TableRecordError` names ``where``."""
+        entries = DEFAULT_CODEC.decode_entries(data, where)
+        if len(entries) != 1 or type(entries[0]) is not list or len(entries[0]) != 7:
+            raise TableRecordError(f"{where}: not a table record")
+        version, clock, due, events, outputs, ended, fields = entries[0]
+        if version != TABLE_RECORD_FORMAT:
+            raise TableRecordError(f"{where}: table record format {version!r} is not supported")
+        for name, number in (("clock", clock), ("events", events), ("outputs", outputs)):
+            if type(number) is not int or (name != "clock" and number < 0):
+                raise TableRecordError(f"{where}: table record field {name!r} is {number!r}, not a count")
+        if due is not None and type(due) is not int:
+            raise TableRecordError(f"{where}: table record field 'due' is {due!r}")
+        if ended is not None and (type(ended) is not str or not (ended == _COMPLETED or ended.startswith("error: "))):
+            raise TableRecordError(f"{where}: table record field 'ended' is {ended!r}")
+        if type(fields) is not list:
+            raise TableRecordError(f"{where}: table record fields are {type(fields).__name__}, not a list")
+        if ended is not None:
+            if fields:
+                raise TableRecordError(f"{where}: an ended key's record holds fields")
+        else:
+            if len(fields) != len(self.steps):
+                raise TableRecordError(
+                    f"{where}: the record has {len(fields)} fields, the chain {', '.join(self.names)} has "
+                    f"{len(self.steps)} steps"
+                )
+            for step, name, field in zip(self.steps, self.names, fields, strict=True):
+                if not step.check(field):
+                    raise TableRecordError(f"{where}: the field of {name!r} is not one it can have: {field!r:.80}")
+            expected = None if self._window is None else self._window.due(fields[self._window_index])
+            if due != expected:
+                raise TableRecordError(f"{where}: table record field 'due' is {due!r}, its steps say {expected!r}")
+        return [clock, due, events, outputs, ended, fields]
