@@ -13,7 +13,7 @@ from operator import add
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reaqtive import Query
+from reaqtive import Query, Tumbling
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -47,6 +47,26 @@ def kind_totals(group: Query[dict[str, Any]]) -> Query[int]:
 
 def tag_with_group(group: Any, total: int) -> list[object]:
     return [group.key, total]
+
+
+def window_text(row: tuple[Any, datetime, datetime, int]) -> str:
+    kind, start, _, total = row
+    return f"{kind} {start:%H:%M} {total}"
+
+
+def table_query() -> Query[Any]:
+    """A query with a table form (reaqtive.spark.table): per key, each kind's sum per minute (aggregate_by_key),
+    its large sums, as text, numbered."""
+    return (Query.stream(STREAM).aggregate_by_key(kind_of, Tumbling(timedelta(minutes=1)), "sum", amount_of)
+            .filter(large_sum).map(window_text).map_indexed(numbered))
+
+
+def large_sum(row: tuple[Any, datetime, datetime, int]) -> bool:
+    return row[3] > 150
+
+
+def numbered(text: str, index: int) -> str:
+    return f"{index}: {text}"
 
 
 def totals_query() -> Query[Any]:
@@ -108,13 +128,16 @@ def stream_of_files(spark: SparkSession, directory: Path) -> DataFrame:
 
 
 def run_files(spark: SparkSession, directory: Path, out: Path, checkpoint: Path, *, crash: bool = False,
-              buckets: int = 4, initial_state: DataFrame | None = None) -> StreamingQuery:
-    """Run the (crash) query over the event files into a Parquet file sink, until every file is processed."""
+              buckets: int = 4, initial_state: DataFrame | None = None,
+              query: Query[Any] | None = None, **options: Any) -> StreamingQuery:
+    """Run the (crash) query, or ``query``, over the event files into a Parquet file sink, until every file is
+    processed (``options``: more arguments of ``run_stream``)."""
     from reaqtive.spark import run_stream
 
-    query = crash_query() if crash else totals_query()
+    if query is None:
+        query = crash_query() if crash else totals_query()
     outputs = run_stream(stream_of_files(spark, directory), query, key="key", time="at", sequence="seq",
-                         value=["kind", "amount", "seq"], buckets=buckets, initial_state=initial_state)
+                         value=["kind", "amount", "seq"], buckets=buckets, initial_state=initial_state, **options)
     writer = (outputs.writeStream.format("parquet").option("path", str(out))
               .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True))
     running = writer.start()

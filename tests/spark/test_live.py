@@ -5,9 +5,9 @@ store holds (a failed batch's replay, another worker ran the bucket since) rebui
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from datetime import timedelta
 from operator import add
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
