@@ -33,7 +33,6 @@ touched, plus an index of the keys' next due times so that a timer wakes only th
 from __future__ import annotations
 
 import hashlib
-import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -151,37 +150,38 @@ class KeyedQuery:
         return hashlib.sha256(expression_to_json(self.expression).encode("utf-8")).hexdigest()[:16]
 
     @cached_property
-    def _decoded_key(self) -> str:
-        return self.fingerprint + ":" + ",".join(sorted(self.functions))
+    def _decoded(self) -> Query[Any]:
+        return decode_query(self.expression, _registry(self.functions, self.expression))
 
     def decoded(self) -> Query[Any]:
-        """The query, decoded once per process (Spark reuses its Python workers across tasks and batches)."""
-        cache_key = self._decoded_key
-        with _DECODED_LOCK:
-            query = _DECODED.get(cache_key)
-            if query is None:
-                query = _DECODED[cache_key] = decode_query(self.expression, _registry(self.functions, self.expression))
-        return query
+        """The query, decoded once per query object (a Spark task unpickles its own; per-object, because two
+        queries may have the same expression and function names but different functions: closures)."""
+        return self._decoded
+
+    @cached_property
+    def _table(self) -> KeyTable | None:
+        return compile_table(self.decoded(), self.stream, dict(self.settings))
 
     def table(self) -> KeyTable | None:
-        """The query's table form (:mod:`reaqtive.spark.table`), compiled once per process; ``None`` when the
-        query has none (its keys then run as instances)."""
-        cache_key = self._decoded_key
-        with _DECODED_LOCK:
-            if cache_key in _TABLES:
-                return _TABLES[cache_key]
-        table = compile_table(self.decoded(), self.stream, dict(self.settings))
-        with _DECODED_LOCK:
-            return _TABLES.setdefault(cache_key, table)
+        """The query's table form (:mod:`reaqtive.spark.table`), compiled once per query object; ``None`` when
+        the query has none (its keys then run as instances)."""
+        return self._table
+
+    def __getstate__(self) -> dict[str, Any]:
+        # What a worker needs; the decoded query and the table are made again there (they hold bound steps)
+        state = dict(self.__dict__)
+        state.pop("_decoded", None)
+        state.pop("_table", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     def for_key(self, key: Any, events: SimpleSubject[Any]) -> Query[Any]:
         """The key's query instance: the query with its stream replaced by the key's events (a group)."""
         return substitute_stream(self.decoded(), self.stream, GroupedStream(events, None, key))
 
 
-_DECODED: dict[str, Query[Any]] = {}
-_TABLES: dict[str, KeyTable | None] = {}
-_DECODED_LOCK = threading.Lock()
 
 
 def stream_of(expression: Mapping[str, Any]) -> str:

@@ -32,7 +32,7 @@ __all__ = ["DEFAULT_CACHE_KEYS", "LiveBucket", "LiveCache", "read_stats", "worke
 DEFAULT_CACHE_KEYS: Final = 100_000
 """The default bound of a worker's cache, in keys (see ``run_stream(cache_keys=...)``)."""
 
-COUNTERS: Final = ("hits", "misses", "stale", "evicted")
+COUNTERS: Final = ("hits", "misses", "stale", "evicted", "calls", "events", "outputs", "python_us")
 
 
 @dataclass(slots=True)
@@ -121,7 +121,8 @@ def worker_cache(max_keys: int) -> LiveCache:
 def read_stats(directory: str | Path) -> dict[str, int]:
     """The workers' counters written under ``directory``, summed: ``hits`` (a bucket started from its live
     state), ``misses`` (no entry in that worker), ``stale`` (an entry, but the store held another state: rebuilt),
-    ``evicted``."""
+    ``evicted``; ``calls`` (buckets run), ``events`` and ``outputs`` (rows in and out), ``python_us`` (µs spent
+    in reaqtive's code, from taking the bucket's rows from Spark to handing its outputs back)."""
     totals = dict.fromkeys(COUNTERS, 0)
     path = Path(directory)
     if not path.is_dir():

@@ -18,6 +18,7 @@ checkpoint) fails the task, so the micro-batch fails and Spark replays it from t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
@@ -60,7 +61,8 @@ MODE_NONE: Final = "None"
 class ProcessorConfig:
     """What the processor needs besides the query: the bucket count, Spark's time mode, whether the input has a
     sequence column, how output values are written, whether new buckets take the query's table form, the bound
-    of each worker's live cache in keys (0: none), and where workers write the cache's counters (if anywhere)."""
+    of each worker's live cache in keys (0: none), where workers write the cache's counters (if anywhere), and a
+    token of the ``run_stream`` call (live state is never shared between two calls)."""
 
     buckets: int
     time_mode: str
@@ -69,6 +71,7 @@ class ProcessorConfig:
     table: bool = True
     cache_keys: int = DEFAULT_CACHE_KEYS
     stats_dir: str | None = None
+    run_id: str = ""
 
 
 class BucketProcessor(StatefulProcessor):
@@ -85,13 +88,15 @@ class BucketProcessor(StatefulProcessor):
     def handleInputRows(  # noqa: N802  (Spark's name)
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues  # noqa: N803
     ) -> Iterator[pd.DataFrame]:
+        started = time.perf_counter()
         events = collect_events(rows, self._config.has_sequence)
-        return self._run(int(key[0]), events, timerValues, expired=None)
+        return self._run(int(key[0]), events, timerValues, expired=None, started=started)
 
     def handleExpiredTimer(  # noqa: N802
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo  # noqa: N803
     ) -> Iterator[pd.DataFrame]:
-        return self._run(int(key[0]), {}, timerValues, expired=expiredTimerInfo.getExpiryTimeInMs())
+        return self._run(int(key[0]), {}, timerValues, expired=expiredTimerInfo.getExpiryTimeInMs(),
+                         started=time.perf_counter())
 
     def handleInitialState(  # noqa: N802
         self, key: Any, initialState: pd.DataFrame, timerValues: TimerValues  # noqa: N803
@@ -110,13 +115,14 @@ class BucketProcessor(StatefulProcessor):
 
     def _run(
         self, bucket: int, events: dict[Any, list[tuple[int, Any, Any]]], timer_values: TimerValues,
-        expired: int | None,
+        expired: int | None, started: float,
     ) -> Iterator[pd.DataFrame]:
         config = self._config
         stored = self._state.get()
         blob = None if stored is None else bytes(stored[0])
         cache = worker_cache(config.cache_keys) if config.cache_keys > 0 else None
-        cache_id = f"{self._query.fingerprint}/{config.buckets}"
+        # The run's token keeps apart two queries with one expression but other functions (closures)
+        cache_id = f"{config.run_id}/{self._query.fingerprint}/{config.buckets}"
         live = None if cache is None else cache.take(cache_id, bucket, blob)
         host = BucketHost(self._query, config.buckets, bucket, blob, table=config.table, live=live)
         registered = host.state.timer
@@ -126,13 +132,18 @@ class BucketProcessor(StatefulProcessor):
         written = blob
         if host.changed or registered != host.state.timer:
             written = self._save(host.state, registered)
-        if cache is not None:
-            if written is not None:
-                cache.put(cache_id, bucket, host.live_entry(written))  # only after the whole run succeeded
-            if config.stats_dir is not None:
-                cache.write_stats(config.stats_dir)
-        if rows:
-            yield output_frame(rows, config.value_format)
+        if cache is not None and written is not None:
+            cache.put(cache_id, bucket, host.live_entry(written))  # only after the whole run succeeded
+        frame = output_frame(rows, config.value_format) if rows else None
+        if config.stats_dir is not None:
+            counters = worker_cache(config.cache_keys).counters
+            counters["python_us"] += int((time.perf_counter() - started) * 1e6)
+            counters["calls"] += 1
+            counters["events"] += sum(map(len, events.values()))
+            counters["outputs"] += len(rows)
+            worker_cache(config.cache_keys).write_stats(config.stats_dir)
+        if frame is not None:
+            yield frame
 
     def _save(self, state: BucketState, registered: int | None) -> bytes:
         """Store the bucket's blob with its timer at the earliest due time (ms, rounded up: never early)."""

@@ -16,6 +16,7 @@ output is a streaming DataFrame ``key, seq, time, value, error`` for any sink; s
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -108,7 +109,7 @@ def run_stream(
                        keep_time=time_mode == "event")
     config = ProcessorConfig(count, TIME_MODES[time_mode], sequence is not None, value_format,
                              table=keyed_execution_enabled(), cache_keys=cache_keys,
-                             stats_dir=None if stats_dir is None else str(stats_dir))
+                             stats_dir=None if stats_dir is None else str(stats_dir), run_id=uuid.uuid4().hex)
     outputs = prepared.groupBy(BUCKET).transformWithStateInPandas(
         BucketProcessor(keyed, config),
         output_schema(key_type(events, key), value_format),

@@ -207,6 +207,20 @@ def test_the_fingerprint_is_computed_once_per_query_object(monkeypatch: pytest.M
     assert len(calls) == 1, "one hash for every key of every batch and bucket"
     shipped = pickle.loads(pickle.dumps(query))  # as Spark ships it to a worker
     assert shipped == query and shipped.fingerprint == query.fingerprint
+    assert query.table() is not None
+    assert "_table" not in pickle.loads(pickle.dumps(query)).__dict__  # bound steps are made again on the worker
+
+
+def test_queries_with_one_expression_but_other_closures_do_not_share_their_decoded_form() -> None:
+    def keeping(threshold: int) -> KeyedQuery:
+        return KeyedQuery.of(Query.stream("s").filter(keep := (lambda x: x > threshold)), {"keep": keep})
+
+    low, high = keeping(1), keeping(5)
+    assert low.fingerprint == high.fingerprint  # the same expression: filter(@keep)
+    events = [(1, 0, 3)]
+    for table in (True, False):
+        assert [r.value for r in BucketHost(low, 1, 0, None, table=table).process({"k": events}, None)] == [3]
+        assert [r.value for r in BucketHost(high, 1, 0, None, table=table).process({"k": events}, None)] == []
 
 
 # -- the embedded engine -------------------------------------------------------------------------------------------

@@ -116,7 +116,7 @@ def test_a_worker_uses_its_entry_only_for_the_blob_it_wrote() -> None:
     cache.put(CACHE_ID, 0, first.live_entry(written))
     assert cache.take(CACHE_ID, 0, b"RQSB other state") is None  # the store moved on or rolled back: rebuild
     assert cache.take(CACHE_ID, 0, written) is None  # the stale entry went
-    assert cache.counters == {"hits": 1, "misses": 1, "stale": 1, "evicted": 0}
+    assert (cache.counters["hits"], cache.counters["misses"], cache.counters["stale"]) == (1, 1, 1)
 
 
 def test_the_cache_keeps_at_most_its_bound_of_keys_dropping_the_least_recently_used() -> None:
@@ -135,5 +135,6 @@ def test_read_stats_sums_the_counters_the_workers_wrote(tmp_path: Any) -> None:
     cache.counters.update(hits=2, stale=1)
     cache.write_stats(str(tmp_path))
     (tmp_path / "999999999.json").write_text('{"hits": 3, "misses": 4}')  # another worker's
-    assert read_stats(tmp_path) == {"hits": 5, "misses": 4, "stale": 1, "evicted": 0}
-    assert read_stats(tmp_path / "missing") == {"hits": 0, "misses": 0, "stale": 0, "evicted": 0}
+    totals = read_stats(tmp_path)
+    assert (totals["hits"], totals["misses"], totals["stale"], totals["evicted"]) == (5, 4, 1, 0)
+    assert set(read_stats(tmp_path / "missing").values()) == {0}
