@@ -27,7 +27,7 @@ bucket and key).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from reaqtive.context import OperatorContext
@@ -46,6 +46,7 @@ TABLE_RECORD_FORMAT: Final = 2
 """The first field of a table record (an instance-form :class:`~reaqtive.spark.host.KeyRecord` has 1)."""
 
 _US: Final = timedelta(microseconds=1)
+_BOUNDS_CACHE: Final = 1024
 _COMPLETED: Final = "completed"
 _AGGREGATE_BY_KEY: Final = "aggregate_by_key"
 # record fields
@@ -120,15 +121,15 @@ class TumblingWindowStep(KeyedStep):
     start in µs from the origin; the open windows of a key all have the current start (an earlier one closed
     when the clock reached its end)."""
 
-    __slots__ = ("_accumulator", "_key_selector", "_kind", "_offset", "_origin", "_result_selector", "_seed",
-                 "_span", "_value_selector", "now")
+    __slots__ = ("_accumulator", "_bounds", "_key_selector", "_kind", "_origin", "_result_selector", "_seed",
+                 "_value_selector", "now", "offset", "span")
 
     def __init__(self, args: AggregateByKeyArgs) -> None:
         self._key_selector = args.key_selector
         self._value_selector = args.value_selector
         self._origin = utc(args.origin)
-        self._offset = (self._origin - EPOCH) // _US  # the origin in µs since 1970 (the keys' clocks)
-        self._span: int = args.window[1] // _US
+        self.offset = (self._origin - EPOCH) // _US  # the origin in µs since 1970 (the keys' clocks)
+        self.span: int = args.window[1] // _US
         self._seed: Any = None
         self._accumulator: Callable[[Any, Any], Any] | None = None
         self._result_selector: Callable[[Any], Any] | None = None
@@ -139,6 +140,7 @@ class TumblingWindowStep(KeyedStep):
             self._kind = _FOLD
             _, self._seed, self._accumulator, self._result_selector = aggregate
         self.now = 0  # the key's clock (µs since 1970), set by the table before each call
+        self._bounds: dict[int, tuple[datetime, datetime]] = {}
 
     def next(self, state: Any, value: Any) -> tuple[Any, Any]:
         key = self._key_selector(value)
@@ -146,8 +148,8 @@ class TumblingWindowStep(KeyedStep):
         selector = self._value_selector
         if selector is not None and kind is not _COUNT:
             value = selector(value)
-        micros = self.now - self._offset
-        start = micros - micros % self._span
+        micros = self.now - self.offset
+        start = micros - micros % self.span
         if state is None:
             state = [start, {}]
         # (a window of an earlier start closed at its end, before the clock passed it: see KeyTable._advance)
@@ -181,15 +183,20 @@ class TumblingWindowStep(KeyedStep):
 
     def due(self, state: Any) -> int | None:
         """When the open windows close (µs since 1970), or ``None``."""
-        return None if state is None else state[0] + self._span + self._offset
+        return None if state is None else state[0] + self.span + self.offset
 
     def close(self, state: Any) -> tuple[Any, ...]:
         """The rows of the open windows, in the order they opened (a result selector may raise)."""
         if state is None:
             return ()
         start = state[0]
-        start_at = self._origin + timedelta(microseconds=start)
-        end_at = self._origin + timedelta(microseconds=start + self._span)
+        bounds = self._bounds.get(start)
+        if bounds is None:  # the keys of a bucket close the same windows: their bounds are made once
+            if len(self._bounds) >= _BOUNDS_CACHE:
+                self._bounds.clear()
+            bounds = self._bounds[start] = (self._origin + timedelta(microseconds=start),
+                                            self._origin + timedelta(microseconds=start + self.span))
+        start_at, end_at = bounds
         kind = self._kind
         rows = []
         for key, (count, acc) in state[1].items():
@@ -213,7 +220,7 @@ class TumblingWindowStep(KeyedStep):
         if type(state) is not list or len(state) != 2:
             return False
         start, windows = state
-        if type(start) is not int or start % self._span or type(windows) is not dict or not windows:
+        if type(start) is not int or start % self.span or type(windows) is not dict or not windows:
             return False
         for record in windows.values():
             if type(record) is not list or len(record) != 2 or type(record[0]) is not int or record[0] < 1:
@@ -253,13 +260,7 @@ class KeyTable:
         outputs: list[TableOutput] = []
         self._outputs = outputs
         try:
-            for when, payload in events:
-                if record[_ENDED] is not None:
-                    break
-                self._advance(record, when)
-                if record[_ENDED] is None:
-                    self._deliver(record, payload)
-                record[_EVENTS] += 1
+            self._deliver_all(record, events)
             if until is not None and record[_ENDED] is None:
                 self._advance(record, until)
             if complete and record[_ENDED] is None:
@@ -274,6 +275,35 @@ class KeyTable:
             record[_DUE] = self._window.due(record[_FIELDS][self._window_index])
         return outputs
 
+    def _deliver_all(self, record: list[Any], events: Sequence[tuple[int, Any]]) -> None:
+        """Each event: the clock moves to its time (closing the windows due by then), then it goes through the
+        chain; an event after the key ended is not counted (the per-event path, inlined on purpose)."""
+        feed, window, index = self._feed, self._window, self._window_index
+        fields = record[_FIELDS]
+        due_offset = 0 if window is None else window.span + window.offset
+        for when, payload in events:
+            if record[_ENDED] is not None:
+                return
+            if window is not None:
+                state = fields[index]
+                if state is not None and state[0] + due_offset <= when:
+                    self._advance(record, when)  # a window closes first (and may end the key)
+                    if record[_ENDED] is not None:
+                        record[_EVENTS] += 1  # (delivered to an ended query: counted, as the instance form does)
+                        return
+            clock = record[_CLOCK]
+            if when > clock:
+                record[_CLOCK] = clock = when
+            if window is not None:
+                window.now = clock
+            try:
+                feed(record, 0, payload)
+            except StateError:
+                raise
+            except Exception as error:  # the user's function (or a limit) failed: the key's query fails
+                self._fault(record, error)
+            record[_EVENTS] += 1
+
     # -- time ---------------------------------------------------------------------------------------------------
 
     def _advance(self, record: list[Any], when: int) -> None:
@@ -281,11 +311,15 @@ class KeyTable:
         window = self._window
         if window is not None:
             index = self._window_index
-            fields = record[_FIELDS]
-            due = window.due(fields[index])
+            due = window.due(record[_FIELDS][index])
             if due is not None and due <= when:
                 record[_CLOCK] = max(record[_CLOCK], due)
-                self._guarded(record, self._fire, index)
+                try:
+                    self._fire(record, index)
+                except StateError:
+                    raise
+                except Exception as error:  # a result selector, or a step after the window, failed
+                    self._fault(record, error)
         record[_CLOCK] = max(record[_CLOCK], when)
 
     def _fire(self, record: list[Any], index: int) -> None:
@@ -294,17 +328,16 @@ class KeyTable:
         assert window is not None
         rows = window.close(fields[index])
         fields[index] = None
+        if index + 1 == len(self.steps):  # the window is the chain's last step: its rows are the outputs
+            when = record[_CLOCK]
+            self._outputs.extend((when, row, None) for row in rows)
+            record[_OUTPUTS] += len(rows)
+            return
         for row in rows:
             if self._feed(record, index + 1, row):
                 return
 
     # -- the chain (as keyed_groups runs it) ---------------------------------------------------------------------
-
-    def _deliver(self, record: list[Any], payload: Any) -> None:
-        window = self._window
-        if window is not None:
-            window.now = record[_CLOCK]
-        self._guarded(record, self._feed, 0, payload)
 
     def _guarded(self, record: list[Any], action: Callable[..., Any], *args: Any) -> None:
         try:
