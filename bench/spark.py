@@ -38,7 +38,6 @@ in 10 files, 8 buckets. The runs must agree on the number of outputs (exit code 
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import random
 import shutil
@@ -46,7 +45,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from operator import add
@@ -218,34 +217,22 @@ def native_stream(spark: Any, files: Path, scratch: Path) -> StreamRun:
     return StreamRun(seconds, batch_latencies(running), native_rows(spark, scratch / "out"))
 
 
-def live_cache_stats_reader() -> Callable[[str], dict[str, int]] | None:
-    """``reaqtive.spark.live.read_stats``, where the running reaqtive has the worker-side live cache."""
-    try:
-        from reaqtive.spark.live import read_stats
-    except ImportError:
-        return None
-    return read_stats
-
-
 def reaqtive_stream(spark: Any, files: Path, scratch: Path, buckets: int) -> StreamRun:
     from reaqtive.spark import run_stream
 
     events = spark.readStream.schema(SENSOR_SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files))
-    options: dict[str, Any] = {}
-    read_stats = live_cache_stats_reader()
-    if read_stats is not None and "stats_dir" in inspect.signature(run_stream).parameters:
-        (scratch / "stats").mkdir(parents=True)
-        options["stats_dir"] = str(scratch / "stats")
+    from reaqtive.spark.live import read_stats
+
+    stats = scratch / "stats"
     outputs = run_stream(events, per_sensor_query(), key="sensor", time="at", sequence="seq", value=["reading"],
-                         buckets=buckets, functions=SENSOR_FUNCTIONS, **options)
+                         buckets=buckets, functions=SENSOR_FUNCTIONS, stats_dir=stats)
     started = time.perf_counter()
     running = (outputs.writeStream.format("parquet").option("path", str(scratch / "out"))
                .option("checkpointLocation", str(scratch / "ckpt")).trigger(availableNow=True).start())
     running.awaitTermination()
     seconds = time.perf_counter() - started
     rows, errors = reaqtive_rows(spark, scratch / "out")
-    cache = read_stats(options["stats_dir"]) if options and read_stats is not None else None
-    return StreamRun(seconds, batch_latencies(running), rows, errors, cache)
+    return StreamRun(seconds, batch_latencies(running), rows, errors, read_stats(stats))
 
 
 def native_batch(spark: Any, files: Path, scratch: Path, until_us: int) -> BatchRun:
@@ -288,13 +275,16 @@ def difference(name: str, mine: set[Row], theirs: set[Row], other: str) -> str:
             f"in {name}, {len(only_theirs):,} only in {other}; {where})")
 
 
-def cache_line(cache: dict[str, int] | None) -> str:
+def cache_line(cache: dict[str, int] | None, batches: int) -> str:
+    """The live cache's counters and reaqtive's own Python time (both workers' CPU seconds per batch)."""
     if cache is None:
         return "cache statistics: n/a"
-    hits, misses, stale = cache.get("hits", 0), cache.get("misses", 0), cache.get("stale", 0)
+    hits, misses, stale = cache["hits"], cache["misses"], cache["stale"]
     lookups = hits + misses + stale
     rate = f"{100 * hits / lookups:.1f}%" if lookups else "n/a"
-    return f"cache: hits {hits:,}, misses {misses:,}, stale {stale:,} (hit rate {rate})"
+    python = cache["python_us"] / 1e6 / max(batches, 1)
+    return (f"cache: hits {hits:,}, misses {misses:,}, stale {stale:,} (hit rate {rate}); reaqtive's Python "
+            f"{python:.3f} CPU s per batch ({cache['calls']:,} bucket calls)")
 
 
 def target_text(ratio: float, target: float | str) -> str:
@@ -343,7 +333,7 @@ def compare_keys(spark: Any, scratch: Path, keys: int, args: argparse.Namespace)
         run = reaqtive_stream(spark, scratch / "in", scratch / f"run-stream-{number}", buckets)
         result.reaqtive_stream.append(run)
         say(stream_line(f"run_stream #{number}   ", run) + (f"; {run.errors:,} ERROR rows" if run.errors else ""))
-        say(f"  {cache_line(run.cache)}")
+        say(f"  {cache_line(run.cache, len(run.latencies))}")
     native, reaqtive = result.native_stream[0].rows, result.reaqtive_stream[0].rows
     say(difference("native stream", native, reaqtive, "run_stream"))
     say(difference("plain loop", loop_rows, reaqtive, "run_stream"))

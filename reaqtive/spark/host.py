@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
+from operator import itemgetter
 from typing import Any, Final, NamedTuple
 
 import msgpack
@@ -681,8 +682,7 @@ class BucketHost:
         return self.state.encode()
 
 
-def _event_order(event: tuple[int, Any, Any]) -> tuple[int, Any]:
-    return event[0], event[1]
+_event_order: Final = itemgetter(0, 1)  # (time, order): never the payload, which may not compare
 
 
 def _sort_key(key: Any) -> tuple[bool, Any]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["DEFAULT_CACHE_KEYS", "LiveBucket", "LiveCache", "read_stats", "worker_cache"]
+__all__ = ["DEFAULT_CACHE_KEYS", "LiveBucket", "LiveCache", "read_stats", "tally", "worker_cache", "write_stats"]
 
 DEFAULT_CACHE_KEYS: Final = 100_000
 """The default bound of a worker's cache, in keys (see ``run_stream(cache_keys=...)``)."""
@@ -60,22 +60,27 @@ class LiveCache:
         self._weight = 0
         self._lock = threading.Lock()
 
-    def take(self, fingerprint: str, bucket: int, blob: bytes | None) -> LiveBucket | None:
-        """The bucket's entry if it holds exactly the state ``blob`` is (removed from the cache either way)."""
+    def take(
+        self, fingerprint: str, bucket: int, blob: bytes | None, tally: dict[str, int] | None = None
+    ) -> LiveBucket | None:
+        """The bucket's entry if it holds exactly the state ``blob`` is (removed from the cache either way);
+        the outcome is counted in :attr:`counters` and in ``tally``."""
         with self._lock:
             entry = self._entries.pop((fingerprint, bucket), None)
             if entry is not None:
                 self._weight -= entry.weight
             if entry is None:
-                self.counters["misses"] += 1
-                return None
-            if blob is None or entry.blob != blob:
-                self.counters["stale"] += 1  # the store holds another state: rebuild from it
-                return None
-            self.counters["hits"] += 1
-            return entry
+                outcome = "misses"
+            elif blob is None or entry.blob != blob:
+                outcome = "stale"  # the store holds another state: rebuild from it
+            else:
+                outcome = "hits"
+            self.counters[outcome] += 1
+            if tally is not None:
+                tally[outcome] += 1
+            return entry if outcome == "hits" else None
 
-    def put(self, fingerprint: str, bucket: int, entry: LiveBucket) -> None:
+    def put(self, fingerprint: str, bucket: int, entry: LiveBucket, tally: dict[str, int] | None = None) -> None:
         """Keep ``entry`` (after a successful run), evicting the least recently used buckets beyond the bound."""
         if self.max_keys <= 0:
             return
@@ -89,6 +94,8 @@ class LiveCache:
                 _, evicted = self._entries.popitem(last=False)
                 self._weight -= evicted.weight
                 self.counters["evicted"] += 1
+                if tally is not None:
+                    tally["evicted"] += 1
 
     def clear(self) -> None:
         """Forget every entry (the counters stay)."""
@@ -99,14 +106,6 @@ class LiveCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def write_stats(self, directory: str) -> None:
-        """Write the counters to ``directory/<pid>.json`` (replacing this process's previous file)."""
-        path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
-        target = path / f"{os.getpid()}.json"
-        scratch = path / f".{os.getpid()}.json.tmp"
-        scratch.write_text(json.dumps(self.counters))
-        scratch.replace(target)
 
 
 _CACHE: Final = LiveCache()  # one per Python worker process
@@ -116,6 +115,26 @@ def worker_cache(max_keys: int) -> LiveCache:
     """This process's cache, its bound set to ``max_keys`` (the query's setting)."""
     _CACHE.max_keys = max_keys
     return _CACHE
+
+
+_TALLIES: dict[str, dict[str, int]] = {}
+
+
+def tally(directory: str) -> dict[str, int]:
+    """This process's counters for the run whose statistics go to ``directory``."""
+    counters = _TALLIES.get(directory)
+    if counters is None:
+        counters = _TALLIES[directory] = dict.fromkeys(COUNTERS, 0)
+    return counters
+
+
+def write_stats(directory: str) -> None:
+    """Write this process's counters for ``directory`` to ``directory/<pid>.json`` (replacing its last file)."""
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    scratch = path / f".{os.getpid()}.json.tmp"
+    scratch.write_text(json.dumps(tally(directory)))
+    scratch.replace(path / f"{os.getpid()}.json")
 
 
 def read_stats(directory: str | Path) -> dict[str, int]:

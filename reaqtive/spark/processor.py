@@ -32,7 +32,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from reaqtive.spark.host import BucketHost, BucketState, KeyedQuery, OutputRow
-from reaqtive.spark.live import DEFAULT_CACHE_KEYS, worker_cache
+from reaqtive.spark.live import DEFAULT_CACHE_KEYS, tally, worker_cache, write_stats
 from reaqtive.spark.values import canonical_json, encode_values, plain
 
 __all__ = [
@@ -123,7 +123,8 @@ class BucketProcessor(StatefulProcessor):
         cache = worker_cache(config.cache_keys) if config.cache_keys > 0 else None
         # The run's token keeps apart two queries with one expression but other functions (closures)
         cache_id = f"{config.run_id}/{self._query.fingerprint}/{config.buckets}"
-        live = None if cache is None else cache.take(cache_id, bucket, blob)
+        counts = None if config.stats_dir is None else tally(config.stats_dir)
+        live = None if cache is None else cache.take(cache_id, bucket, blob, counts)
         host = BucketHost(self._query, config.buckets, bucket, blob, table=config.table, live=live)
         registered = host.state.timer
         if expired is not None and registered == expired:
@@ -133,15 +134,14 @@ class BucketProcessor(StatefulProcessor):
         if host.changed or registered != host.state.timer:
             written = self._save(host.state, registered)
         if cache is not None and written is not None:
-            cache.put(cache_id, bucket, host.live_entry(written))  # only after the whole run succeeded
+            cache.put(cache_id, bucket, host.live_entry(written), counts)  # only after the whole run succeeded
         frame = output_frame(rows, config.value_format) if rows else None
-        if config.stats_dir is not None:
-            counters = worker_cache(config.cache_keys).counters
-            counters["python_us"] += int((time.perf_counter() - started) * 1e6)
-            counters["calls"] += 1
-            counters["events"] += sum(map(len, events.values()))
-            counters["outputs"] += len(rows)
-            worker_cache(config.cache_keys).write_stats(config.stats_dir)
+        if config.stats_dir is not None and counts is not None:
+            counts["python_us"] += int((time.perf_counter() - started) * 1e6)
+            counts["calls"] += 1
+            counts["events"] += sum(map(len, events.values()))
+            counts["outputs"] += len(rows)
+            write_stats(config.stats_dir)
         if frame is not None:
             yield frame
 

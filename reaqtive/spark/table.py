@@ -403,10 +403,10 @@ class KeyTable:
 
     def unpack(self, data: bytes, where: str) -> list[Any]:
         """The inverse of :meth:`pack`, every field checked; :class:`TableRecordError` names ``where``."""
-        entries = DEFAULT_CODEC.decode_entries(data, where)
-        if len(entries) != 1 or type(entries[0]) is not list or len(entries[0]) != 7:
+        entry = DEFAULT_CODEC.decode_value(data, where)
+        if type(entry) is not list or len(entry) != 7:
             raise TableRecordError(f"{where}: not a table record")
-        version, clock, due, events, outputs, ended, fields = entries[0]
+        version, clock, due, events, outputs, ended, fields = entry
         if version != TABLE_RECORD_FORMAT:
             raise TableRecordError(f"{where}: table record format {version!r} is not supported")
         for name, number in (("clock", clock), ("events", events), ("outputs", outputs)):

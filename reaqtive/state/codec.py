@@ -214,6 +214,22 @@ class StateCodec:
         return entries
 
 
+    def decode_value(self, data: bytes, where: str) -> object:
+        """Decode bytes that :meth:`encode` wrote for one value (no nested segments): one ``unpackb`` call, for
+        the many small records of a keyed table. :class:`StateFormatError` (naming ``where``) as
+        :meth:`decode_entries`."""
+        decoder = _Decoder(self)
+        try:
+            value = msgpack.unpackb(data, ext_hook=decoder.hook, raw=False, strict_map_key=False)
+        except StateError:
+            raise
+        except Exception as error:  # malformed, truncated, or extra bytes after the value
+            raise StateFormatError(f"{where}: malformed state data ({type(error).__name__}: {error})") from error
+        if decoder.segments:
+            raise StateFormatError(f"{where}: malformed state data (a nested segment inside a value)")
+        return value
+
+
 class _Decoder:
     """The extension hook of one decode call; it counts the nested segments it produces."""
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from reaqtive import Query
 from reaqtive.spark.host import BucketHost, KeyedQuery, OutputRow
-from reaqtive.spark.live import LiveCache, read_stats
+from reaqtive.spark.live import LiveCache, read_stats, tally, write_stats
 from tests.spark import queries
 from tests.spark.test_table import SPAN, Batch, batches, chains, keyed, rows_of, window_of
 
@@ -131,9 +131,8 @@ def test_the_cache_keeps_at_most_its_bound_of_keys_dropping_the_least_recently_u
 
 
 def test_read_stats_sums_the_counters_the_workers_wrote(tmp_path: Any) -> None:
-    cache = LiveCache()
-    cache.counters.update(hits=2, stale=1)
-    cache.write_stats(str(tmp_path))
+    tally(str(tmp_path)).update(hits=2, stale=1)
+    write_stats(str(tmp_path))
     (tmp_path / "999999999.json").write_text('{"hits": 3, "misses": 4}')  # another worker's
     totals = read_stats(tmp_path)
     assert (totals["hits"], totals["misses"], totals["stale"], totals["evicted"]) == (5, 4, 1, 0)

@@ -44,6 +44,22 @@ def test_every_supported_value_round_trips_with_its_exact_type(value: Any) -> No
     assert_same(value, back)
 
 
+@settings(max_examples=200, deadline=None)
+@given(VALUES)
+def test_decode_value_reads_one_encoded_value_with_its_exact_type(value: Any) -> None:
+    assert_same(value, DEFAULT_CODEC.decode_value(DEFAULT_CODEC.encode(value), "test"))
+
+
+def test_decode_value_refuses_trailing_bytes_segments_and_garbage() -> None:
+    data = DEFAULT_CODEC.encode([1, (2, 3)])
+    with pytest.raises(StateFormatError, match="record x: malformed state data"):
+        DEFAULT_CODEC.decode_value(data + b"\x01", "record x")
+    with pytest.raises(StateFormatError, match="malformed"):
+        DEFAULT_CODEC.decode_value(data[:-1], "record x")
+    with pytest.raises(StateFormatError, match="nested segment"):
+        DEFAULT_CODEC.decode_value(b"\x91\xd4\x00\x00", "record x")  # [ExtType(0, b"\x00")]
+
+
 @pytest.mark.parametrize(
     "value",
     [
