@@ -296,6 +296,8 @@ class BucketState:
     keys: dict[Any, bytes] = field(default_factory=dict)
     due: dict[Any, int] = field(default_factory=dict)
     form: str = FORM_INSTANCES
+    chain: list[str] = field(default_factory=list)
+    """The table form's operators, in order (a record's fields are theirs); empty in the instance form."""
 
     def encode(self) -> bytes:
         """``RQSB``, format byte, msgpack body, CRC-32 of the body (big-endian)."""
@@ -304,7 +306,7 @@ class BucketState:
             version = _BUCKET_FORMAT
         else:
             version = _BUCKET_FORMAT_FORMS
-            fields.append(self.form)
+            fields += [self.form, self.chain]
         body: bytes = msgpack.packb(fields, use_bin_type=True)
         return _BUCKET_MAGIC + bytes([version]) + body + zlib.crc32(body).to_bytes(4, "big")
 
@@ -325,15 +327,17 @@ class BucketState:
             raise BucketStateError(f"{where}: bucket state is damaged (checksum mismatch)")
         try:
             fields = msgpack.unpackb(body, raw=False, strict_map_key=False)
-            form = FORM_INSTANCES if version == _BUCKET_FORMAT else fields.pop()
-            buckets, fingerprint, timer, keys, due = fields
+            form, chain = (FORM_INSTANCES, []) if version == _BUCKET_FORMAT else fields[5:]
+            buckets, fingerprint, timer, keys, due = fields[:5]
         except Exception as error:
             raise BucketStateError(f"{where}: malformed bucket state ({error})") from error
         if form not in (FORM_INSTANCES, FORM_TABLE):
             raise BucketStateError(f"{where}: unknown bucket form {form!r:.40}")
         if type(keys) is not dict or type(due) is not dict:
             raise BucketStateError(f"{where}: malformed bucket state (keys and due times must be maps of records)")
-        return BucketState(buckets, fingerprint, timer, keys, due, form)
+        if type(chain) is not list or not all(type(name) is str for name in chain):
+            raise BucketStateError(f"{where}: malformed bucket state (the chain must be operator names)")
+        return BucketState(buckets, fingerprint, timer, keys, due, form, chain)
 
     def check(self, query: KeyedQuery, buckets: int, where: str) -> None:
         """Refuse a checkpoint made with another bucket count (keys would land in the wrong bucket) or query."""
@@ -575,18 +579,22 @@ class BucketHost:
             self.state: BucketState = live.state
             self._live = live.live
         elif blob is None:
-            form = FORM_TABLE if table and query.table() is not None else FORM_INSTANCES
-            self.state = BucketState(buckets, query.fingerprint, form=form)
+            compiled = query.table() if table else None
+            if compiled is None:
+                self.state = BucketState(buckets, query.fingerprint)
+            else:
+                self.state = BucketState(buckets, query.fingerprint, form=FORM_TABLE, chain=list(compiled.names))
         else:
             self.state = BucketState.decode(blob, self.where)
             self.state.check(query, buckets, self.where)
         self.table: KeyTable | None = None
         if self.state.form == FORM_TABLE:
             self.table = query.table()
-            if self.table is None:
+            if self.table is None or list(self.table.names) != self.state.chain:
                 raise QueryMismatchError(
-                    f"{self.where}: the checkpoint runs this query in its table form, which this release cannot "
-                    "compile it to; run it with the release that created the checkpoint"
+                    f"{self.where}: the checkpoint runs this query in its table form as the chain "
+                    f"{' -> '.join(self.state.chain)}, which this release does not compile it to; run it with the "
+                    "release that created the checkpoint"
                 )
         self.changed = False
 

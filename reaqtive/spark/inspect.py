@@ -15,9 +15,9 @@ import os
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from reaqtive.spark.host import BucketState, KeyRecord
+from reaqtive.spark.host import FORM_TABLE, BucketState, BucketStateError, KeyRecord
 from reaqtive.spark.processor import STATE_VARIABLE
-from reaqtive.state import StateError, read_blob
+from reaqtive.state import DEFAULT_CODEC, StateError, read_blob
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -76,14 +76,39 @@ def inspect_state(
             "keys": len(state.keys),
             "bytes": len(blob),
             "timer": None if state.timer is None else _iso(state.timer * 1000),
+            "form": state.form,
         })
         if keys:
             for key in sorted(state.keys, key=lambda k: (k is None, k)):
-                record = KeyRecord.unpack(state.keys[key], f"bucket {bucket}, key {key!r}")
-                key_rows.append({"key": key, "bucket": bucket, **describe_record(record)})
+                where = f"bucket {bucket}, key {key!r}"
+                if state.form == FORM_TABLE:
+                    described = describe_table_record(state.keys[key], state.chain, where)
+                else:
+                    described = describe_record(KeyRecord.unpack(state.keys[key], where))
+                key_rows.append({"key": key, "bucket": bucket, **described})
     if keys:
         summary["key_states"] = key_rows
     return summary
+
+
+def describe_table_record(data: bytes, chain: list[str], where: str) -> dict[str, Any]:
+    """One key's record in the table form (``reaqtive.spark.table``) as plain data, like :func:`describe_record`."""
+    try:
+        fields: list[Any] = DEFAULT_CODEC.decode_value(data, where)  # type: ignore[assignment]
+        clock, due, events, outputs, ended = fields[1:6]
+    except (StateError, ValueError, TypeError) as error:
+        raise BucketStateError(f"{where}: not a table record ({error})") from error
+    return {
+        "clock": _iso(clock),
+        "next_due": None if due is None else _iso(due),
+        "events": events,
+        "outputs": outputs,
+        "ended": ended,
+        "instance": None,
+        "state_bytes": len(data),
+        "inner_subscriptions": 0,
+        "operators": [f"{name} (table)" for name in chain],
+    }
 
 
 def describe_record(record: KeyRecord) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reaqtive import keyed_execution
-from reaqtive.spark import final_watermark, read_committed, run_batch
+from reaqtive.spark import final_watermark, inspect_state, read_committed, run_batch
 from reaqtive.spark.live import read_stats
 from tests.spark import queries
 from tests.spark.conftest import ROOT, Acceptance
@@ -36,6 +36,15 @@ def test_the_table_form_on_spark_gives_the_rows_of_the_instance_form(
     assert len(table_rows) > 1_000 and all(row[4] is None for row in table_rows)
     counters = read_stats(stats)
     assert counters["hits"] + counters["misses"] + counters["stale"] >= 4 * 4  # 4 buckets, 5 batches: counted
+
+    summary = inspect_state(tmp_path / "table-ckpt", spark, keys=True)
+    assert {bucket["form"] for bucket in summary["bucket_states"]} == {"table"}
+    assert summary["key_states"][0]["operators"] == [
+        "aggregate_by_key (table)", "filter (table)", "map (table)", "map_indexed (table)"]
+    produced = {key["key"]: key["outputs"] for key in summary["key_states"]}
+    assert sum(produced.values()) == len(table_rows)
+    instances = inspect_state(tmp_path / "instances-ckpt", spark)
+    assert {bucket["form"] for bucket in instances["bucket_states"]} == {"instances"}
 
 
 def test_run_batch_in_the_table_form_gives_the_rows_of_the_instance_form(

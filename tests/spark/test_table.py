@@ -30,6 +30,7 @@ from reaqtive.spark.host import (
     run_key,
     run_table_record,
 )
+from reaqtive.state import DEFAULT_CODEC
 from tests.operators import _keyed_cases, _keyed_cases_aggregates, _keyed_cases_misc, _keyed_cases_take_skip
 from tests.operators._keyed_cases import Variant, fails_on
 
@@ -279,8 +280,15 @@ def test_a_forged_table_record_is_refused_naming_the_bucket_and_key() -> None:
     with pytest.raises(BucketStateError, match=r"bucket 2 of 4, key 'k'.*the field of 'count'"):
         list(BucketHost(query, 4, 2, state.encode()).process({"k": [(2, 0, 6)]}, None))
     state.keys["k"] = b"\x93\x01\x02"
-    with pytest.raises(BucketStateError, match="not a table record"):
+    with pytest.raises(BucketStateError, match="key 'k': malformed state data"):
         list(BucketHost(query, 4, 2, state.encode()).process({"k": [(2, 0, 6)]}, None))
+    state.keys["k"] = DEFAULT_CODEC.encode([2, 1, None])
+    with pytest.raises(BucketStateError, match="key 'k': not a table record"):
+        list(BucketHost(query, 4, 2, state.encode()).process({"k": [(2, 0, 6)]}, None))
+    state.keys["k"] = host.table.pack([1, None, 1, 0, None, [3]])
+    state.chain = ["count", "map"]
+    with pytest.raises(QueryMismatchError, match="count -> map"):
+        BucketHost(query, 4, 2, state.encode())
 
 
 def test_a_table_checkpoint_is_refused_by_a_query_without_a_table_form() -> None:
