@@ -30,7 +30,11 @@ from typing import Any, Final
 __all__ = ["DEFAULT_CACHE_KEYS", "LiveBucket", "LiveCache", "read_stats", "tally", "worker_cache", "write_stats"]
 
 DEFAULT_CACHE_KEYS: Final = 100_000
-"""The default bound of a worker's cache, in keys (see ``run_stream(cache_keys=...)``)."""
+"""The default bound of a worker's cache, in table-form keys (about 100 MB; see ``run_stream(cache_keys=...)``);
+an instance-form key counts as :data:`INSTANCE_WEIGHT`."""
+
+INSTANCE_WEIGHT: Final = 32
+"""How many table-form keys one live query instance counts as in the cache's bound."""
 
 COUNTERS: Final = ("hits", "misses", "stale", "evicted", "calls", "events", "outputs", "python_us")
 
@@ -46,8 +50,10 @@ class LiveBucket:
 
     @property
     def weight(self) -> int:
-        """The keys it holds, the unit of the cache's bound."""
-        return max(len(self.state.keys), len(self.live), 1)
+        """Its size in the unit of the cache's bound: a table-form key (about 1 KB live) counts 1, an
+        instance-form key (a live query instance: 10 to 50 KB measured) :data:`INSTANCE_WEIGHT`."""
+        keys = max(len(self.state.keys), len(self.live), 1)
+        return keys if self.state.form == "table" else keys * INSTANCE_WEIGHT
 
 
 class LiveCache:

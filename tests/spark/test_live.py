@@ -128,6 +128,10 @@ def test_the_cache_keeps_at_most_its_bound_of_keys_dropping_the_least_recently_u
         cache.put(CACHE_ID, bucket, host.live_entry(host.encode()))
     assert len(cache) == 2 and cache.counters["evicted"] == 1
     assert cache.take(CACHE_ID, 0, b"") is None and cache.counters["misses"] == 1  # bucket 0 went first
+    instances = BucketHost(query, 3, 0, None, table=False)
+    list(instances.process({"k": [(1, 0, 1)]}, None))
+    cache.put(CACHE_ID, 0, instances.live_entry(instances.encode()))  # one live instance outweighs the bound
+    assert len(cache) == 0 and cache.counters["evicted"] == 4
 
 
 def test_read_stats_sums_the_counters_the_workers_wrote(tmp_path: Any) -> None:
