@@ -174,6 +174,7 @@ def spark_bench() -> Any:
     spec = importlib.util.spec_from_file_location("bench_spark", Path(__file__).with_name("spark.py"))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while it loads
     spec.loader.exec_module(module)
     return module
 

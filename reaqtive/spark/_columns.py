@@ -44,10 +44,13 @@ def prepare(
     sequence: str | None,
     buckets: int | None,
     keep_time: bool = False,
+    reads: frozenset[str] | None = None,
 ) -> DataFrame:
     """``bucket`` (unless ``buckets`` is ``None``), ``key``, ``t`` (event time in µs since 1970 UTC), ``s`` (the
     sequence column, if any), ``v`` (the payload: one column as it is, several as a struct, by default every
-    other column), and with ``keep_time`` the original time column (a watermark needs it to drop late rows)."""
+    other column), and with ``keep_time`` the original time column (a watermark needs it to drop late rows).
+    ``reads``: the payload fields the query reads (:func:`reaqtive.spark.pushdown.payload_fields`): without
+    ``value``, the payload is those columns only, when they all exist."""
     columns = events.columns
     for name in (key, time, *([sequence] if sequence else [])):
         if name not in columns:
@@ -61,6 +64,8 @@ def prepare(
         payload = F.col(value)
     else:
         names = list(value) if value is not None else [c for c in columns if c not in (key, time, sequence)]
+        if value is None and reads and reads <= set(names):
+            names = [name for name in names if name in reads]  # projection pushed down: Spark ships no more
         if not names:
             raise ValueError("the events have no payload column besides the key, time and sequence")
         payload = F.struct(*[F.col(name) for name in names])

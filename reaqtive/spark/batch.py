@@ -9,7 +9,8 @@
     outputs.write.parquet("backfill/")
 
 The events are repartitioned by key and sorted by key within each partition; one ``mapInPandas`` call per
-partition then runs the keys one after the other, each in a fresh in-memory host (the same per-key host as the
+partition then runs the keys one after the other, each a fresh record of the query's table form
+(:mod:`reaqtive.spark.table`) or, for a query without one, a fresh in-memory host (the same per-key host as the
 streaming path, :func:`reaqtive.spark.host.run_key`), so a Python call serves thousands of keys. The outputs are
 the rows the streaming path produces for the same events when its watermark ends at ``until``: ``key, seq,
 time, value, error``.
@@ -31,6 +32,7 @@ from reaqtive.query import Query
 from reaqtive.spark._columns import key_type, prepare
 from reaqtive.spark.host import KeyedQuery, OutputRow, run_key, run_table_record
 from reaqtive.spark.processor import output_frame
+from reaqtive.spark.pushdown import payload_fields
 from reaqtive.spark.streaming import output_schema
 from reaqtive.spark.values import canonical_json, plain
 
@@ -76,7 +78,8 @@ def run_batch(
     count = partitions if partitions is not None else int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
     if count <= 0:
         raise ValueError(f"partitions must be positive, got {count}")
-    prepared = prepare(events, key=key, time=time, value=value, sequence=sequence, buckets=None)
+    prepared = prepare(events, key=key, time=time, value=value, sequence=sequence, buckets=None,
+                       reads=payload_fields(keyed.decoded(), keyed.stream))
     ordered = prepared.repartition(count, "key").sortWithinPartitions("key", "t", *(["s"] if sequence else []))
     folder = KeyFolder(keyed, sequence is not None, None if until is None else to_micros(until), complete,
                        value_format, table=keyed_execution_enabled())

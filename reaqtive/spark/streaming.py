@@ -31,6 +31,7 @@ from reaqtive.spark._columns import BUCKET, bucket_count, key_type, prepare
 from reaqtive.spark.host import KeyedQuery
 from reaqtive.spark.live import DEFAULT_CACHE_KEYS
 from reaqtive.spark.processor import MODE_EVENT, MODE_NONE, MODE_PROCESSING, BucketProcessor, ProcessorConfig
+from reaqtive.spark.pushdown import payload_fields
 from reaqtive.spark.session import use_rocksdb
 from reaqtive.spark.values import value_type
 
@@ -107,7 +108,7 @@ def run_stream(
     if time_mode == "event":
         source = source.withWatermark(time, f"{lateness // timedelta(milliseconds=1)} milliseconds")
     prepared = prepare(source, key=key, time=time, value=value, sequence=sequence, buckets=count,
-                       keep_time=time_mode == "event")
+                       keep_time=time_mode == "event", reads=payload_fields(keyed.decoded(), keyed.stream))
     config = ProcessorConfig(count, TIME_MODES[time_mode], sequence is not None, value_format,
                              table=keyed_execution_enabled(), cache_keys=cache_keys,
                              stats_dir=None if stats_dir is None else str(stats_dir), run_id=uuid.uuid4().hex)
