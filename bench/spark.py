@@ -283,7 +283,10 @@ def cache_line(cache: dict[str, int] | None, batches: int) -> str:
     lookups = hits + misses + stale
     rate = f"{100 * hits / lookups:.1f}%" if lookups else "n/a"
     python = cache["python_us"] / 1e6 / max(batches, 1)
-    return (f"cache: hits {hits:,}, misses {misses:,}, stale {stale:,} (hit rate {rate}); reaqtive's Python "
+    keys = cache["reused"] + cache["decoded"]
+    reuse = f"{100 * cache['reused'] / keys:.1f}%" if keys else "n/a"
+    return (f"cache: buckets: hits {hits:,}, misses {misses:,}, stale {stale:,} (hit rate {rate}); keys: "
+            f"{cache['reused']:,} went on live, {cache['decoded']:,} decoded (live {reuse}); reaqtive's Python "
             f"{python:.3f} CPU s per batch ({cache['calls']:,} bucket calls)")
 
 

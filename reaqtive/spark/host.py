@@ -562,22 +562,27 @@ class BucketHost:
 
     ``blob``: the bucket's saved state (``None`` for a bucket never seen). ``buckets``: the bucket count of this
     run, checked against the saved one. ``table``: whether a new bucket uses the query's table form when it has
-    one (a saved bucket keeps the form it was created in). ``live``: the bucket as a worker left it after writing
-    ``blob`` (:mod:`reaqtive.spark.live`): its keys go on from their live objects instead of their bytes.
+    one (a saved bucket keeps the form it was created in). ``live``: the bucket as this worker left it after its
+    last run (:mod:`reaqtive.spark.live`): a key goes on from its live object (table record or query instance)
+    when the store holds exactly the bytes the object was saved as, else from the store. With ``live_exact``
+    the worker wrote ``blob`` itself: its decoded bucket state is used as it is.
     """
 
     def __init__(
         self, query: KeyedQuery, buckets: int, bucket: int, blob: bytes | None, *, table: bool = True,
-        live: LiveBucket | None = None,
+        live: LiveBucket | None = None, live_exact: bool = False,
     ) -> None:
         self.query = query
         self.bucket = bucket
         self.where = f"bucket {bucket} of {buckets}"
-        # The live objects of keys (table records or query instances) that still hold the state of their bytes
-        self._live: dict[Any, Any] = {}
-        if live is not None:  # the state ``blob`` is, still decoded (reaqtive.spark.live checked the bytes)
+        # Per key, the bytes a live object (table record or query instance) was saved as, and the object
+        self._live: dict[Any, tuple[bytes, Any]] = {} if live is None else live.live
+        self.reused = 0
+        """Keys that went on from their live object in this run."""
+        self.decoded = 0
+        """Keys decoded from the store in this run."""
+        if live is not None and live_exact:  # the state ``blob`` is, still decoded (the bytes were compared)
             self.state: BucketState = live.state
-            self._live = live.live
         elif blob is None:
             compiled = query.table() if table else None
             if compiled is None:
@@ -621,24 +626,41 @@ class BucketHost:
         """Run one key: load, feed ``events`` (``(time µs, payload)``, already in order), advance, save."""
         if self.table is not None:
             return self._run_table_key(self.table, key, events, until)
-        run: KeyRun | None = self._live.pop(key, None)
+        state = self.state
+        run: KeyRun | None = self._live_object(key, state.keys.get(key))
         if run is None:
-            record = self.state.record(key, self.where)
+            record = state.record(key, self.where)
             if record is None:
                 if not events:
                     return []
                 record = KeyRecord(clock=events[0][0])
             elif record.ended is not None:
                 return []  # the key's query completed or failed: later events are ignored (docs/spark.md)
+            else:
+                self.decoded += 1
             run = KeyRun(self.query, key, record, where=f"state of {self.where}, key {key!r}")
         run.feed(events)
         run.advance(until)
         new_record, outputs = run.finish()
-        self.state.put(key, new_record)
+        state.put(key, new_record)
         self.changed = True
         if new_record.ended is None:
-            self._live[key] = run
+            self._live[key] = (state.keys[key], run)
+        else:
+            self._live.pop(key, None)
         return outputs
+
+    def _live_object(self, key: Any, data: bytes | None) -> Any:
+        """The key's live object if it was saved as exactly ``data`` (the key's bytes in the store), else
+        ``None``. Equal bytes are equal state: the object is what decoding them would give."""
+        cached = self._live.get(key)
+        if cached is None or data is None:
+            return None
+        saved, live = cached
+        if saved is not data and saved != data:
+            return None  # another run (another worker, or an attempt that was not committed) changed the key
+        self.reused += 1
+        return live
 
     def live_entry(self, blob: bytes) -> LiveBucket:
         """What a worker keeps of this bucket once ``blob`` (its state after this run) is written."""
@@ -648,20 +670,21 @@ class BucketHost:
         self, table: KeyTable, key: Any, events: Sequence[tuple[int, Any]], until: int | None
     ) -> list[OutputRow]:
         state = self.state
-        record = self._live.get(key)
+        data = state.keys.get(key)
+        record = self._live_object(key, data)
         if record is None:
-            data = state.keys.get(key)
             if data is None:
                 if not events:
                     return []
                 record = table.new_record(events[0][0])
             else:
                 record = unpack_table_record(table, data, f"state of {self.where}, key {key!r}")
-            self._live[key] = record
+                self.decoded += 1
         if record[4] is not None:
             return []  # the key's query completed or failed: later events are ignored
         outputs = run_table_record(table, key, record, events, until)
-        state.keys[key] = table.pack(record)
+        state.keys[key] = packed = table.pack(record)
+        self._live[key] = (packed, record)
         due = record[1]
         if due is None:
             state.due.pop(key, None)

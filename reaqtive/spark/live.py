@@ -36,17 +36,18 @@ an instance-form key counts as :data:`INSTANCE_WEIGHT`."""
 INSTANCE_WEIGHT: Final = 32
 """How many table-form keys one live query instance counts as in the cache's bound."""
 
-COUNTERS: Final = ("hits", "misses", "stale", "evicted", "calls", "events", "outputs", "python_us")
+COUNTERS: Final = ("hits", "misses", "stale", "evicted", "reused", "decoded", "calls", "events", "outputs",
+                   "python_us")
 
 
 @dataclass(slots=True)
 class LiveBucket:
     """What a worker keeps of a bucket it ran: the blob it wrote, the decoded bucket state (``BucketState``) and
-    the live per-key objects (table records or ``KeyRun`` instances) by key."""
+    per key the bytes its live object was saved as and the object (a table record or a ``KeyRun``)."""
 
     blob: bytes
     state: Any
-    live: dict[Any, Any] = field(default_factory=dict)
+    live: dict[Any, tuple[bytes, Any]] = field(default_factory=dict)
 
     @property
     def weight(self) -> int:
@@ -68,9 +69,10 @@ class LiveCache:
 
     def take(
         self, fingerprint: str, bucket: int, blob: bytes | None, tally: dict[str, int] | None = None
-    ) -> LiveBucket | None:
-        """The bucket's entry if it holds exactly the state ``blob`` is (removed from the cache either way);
-        the outcome is counted in :attr:`counters` and in ``tally``."""
+    ) -> tuple[LiveBucket | None, bool]:
+        """The bucket's entry (removed from the cache) and whether this worker wrote ``blob`` itself (a hit: its
+        decoded bucket state is ``blob``'s). Otherwise (stale) its keys are still checked one by one against
+        ``blob``'s. The outcome is counted in :attr:`counters` and in ``tally``."""
         with self._lock:
             entry = self._entries.pop((fingerprint, bucket), None)
             if entry is not None:
@@ -84,7 +86,7 @@ class LiveCache:
             self.counters[outcome] += 1
             if tally is not None:
                 tally[outcome] += 1
-            return entry if outcome == "hits" else None
+            return entry, outcome == "hits"
 
     def put(self, fingerprint: str, bucket: int, entry: LiveBucket, tally: dict[str, int] | None = None) -> None:
         """Keep ``entry`` (after a successful run), evicting the least recently used buckets beyond the bound."""
@@ -146,8 +148,9 @@ def write_stats(directory: str) -> None:
 def read_stats(directory: str | Path) -> dict[str, int]:
     """The workers' counters written under ``directory``, summed: ``hits`` (a bucket started from its live
     state), ``misses`` (no entry in that worker), ``stale`` (an entry, but the store held another state: rebuilt),
-    ``evicted``; ``calls`` (buckets run), ``events`` and ``outputs`` (rows in and out), ``python_us`` (µs spent
-    in reaqtive's code, from taking the bucket's rows from Spark to handing its outputs back)."""
+    ``evicted``; per key: ``reused`` (went on from its live object), ``decoded`` (from the store); ``calls``
+    (buckets run), ``events`` and ``outputs`` (rows in and out), ``python_us`` (µs spent in reaqtive's code, from
+    taking the bucket's rows from Spark to handing its outputs back)."""
     totals = dict.fromkeys(COUNTERS, 0)
     path = Path(directory)
     if not path.is_dir():

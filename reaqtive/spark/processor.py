@@ -124,8 +124,8 @@ class BucketProcessor(StatefulProcessor):
         # The run's token keeps apart two queries with one expression but other functions (closures)
         cache_id = f"{config.run_id}/{self._query.fingerprint}/{config.buckets}"
         counts = None if config.stats_dir is None else tally(config.stats_dir)
-        live = None if cache is None else cache.take(cache_id, bucket, blob, counts)
-        host = BucketHost(self._query, config.buckets, bucket, blob, table=config.table, live=live)
+        live, exact = (None, False) if cache is None else cache.take(cache_id, bucket, blob, counts)
+        host = BucketHost(self._query, config.buckets, bucket, blob, table=config.table, live=live, live_exact=exact)
         registered = host.state.timer
         if expired is not None and registered == expired:
             registered = None  # Spark deletes the timer that fired once this handler returns
@@ -141,6 +141,8 @@ class BucketProcessor(StatefulProcessor):
             counts["calls"] += 1
             counts["events"] += sum(map(len, events.values()))
             counts["outputs"] += len(rows)
+            counts["reused"] += host.reused
+            counts["decoded"] += host.decoded
             write_stats(config.stats_dir)
         if frame is not None:
             yield frame

@@ -45,8 +45,8 @@ def run_cached(
         failures = rng.choice([0, 0, 1, 2])
         for attempt in range(failures + 1):
             cache = rng.choice(workers)
-            live = cache.take(CACHE_ID, 0, committed)
-            host = BucketHost(query, 1, 0, committed, table=table, live=live)
+            live, exact = cache.take(CACHE_ID, 0, committed)
+            host = BucketHost(query, 1, 0, committed, table=table, live=live, live_exact=exact)
             keys = per_key(order, events)
             if attempt < failures and rng.random() < 0.5:
                 # the task dies half way: the entry it took never comes back
@@ -105,18 +105,32 @@ def test_live_query_instances_give_the_rows_of_instances_rebuilt_from_the_store(
     assert rows_of(run_cached(query, script, False, seed, workers)) == rows_of(run_plain(query, script, False))
 
 
-def test_a_worker_uses_its_entry_only_for_the_blob_it_wrote() -> None:
+def test_a_worker_goes_on_from_a_live_key_only_when_the_store_holds_the_bytes_it_saved() -> None:
     query = keyed(Query.stream("s").scan(0, lambda acc, x: acc + x))
-    cache = LiveCache()
+    mine, other = LiveCache(), LiveCache()
     first = BucketHost(query, 1, 0, None)
-    assert [row.value for row in first.process({"k": [(1, 0, 5)]}, None)] == [5]
+    assert [row.value for row in first.process({"a": [(1, 0, 5)], "b": [(1, 1, 7)]}, None)] == [5, 7]
     written = first.encode()
-    cache.put(CACHE_ID, 0, first.live_entry(written))
-    assert cache.take(CACHE_ID, 0, written + b"") is not None  # equal bytes: a hit
-    cache.put(CACHE_ID, 0, first.live_entry(written))
-    assert cache.take(CACHE_ID, 0, b"RQSB other state") is None  # the store moved on or rolled back: rebuild
-    assert cache.take(CACHE_ID, 0, written) is None  # the stale entry went
-    assert (cache.counters["hits"], cache.counters["misses"], cache.counters["stale"]) == (1, 1, 1)
+    mine.put(CACHE_ID, 0, first.live_entry(written))
+
+    live, exact = mine.take(CACHE_ID, 0, bytes(written))  # equal bytes (a copy, as Spark hands them back): a hit
+    assert live is not None and exact
+    again = BucketHost(query, 1, 0, written, live=live, live_exact=exact)
+    assert [row.value for row in again.process({"a": [(2, 0, 1)]}, None)] == [6]
+    assert (again.reused, again.decoded) == (1, 0)
+    mine.put(CACHE_ID, 0, again.live_entry(again.encode()))
+
+    # Another worker ran the bucket since: key b changed there, key a did not.
+    elsewhere = BucketHost(query, 1, 0, again.encode())
+    assert [row.value for row in elsewhere.process({"b": [(3, 0, 1)]}, None)] == [8]
+    other.put(CACHE_ID, 0, elsewhere.live_entry(elsewhere.encode()))
+    live, exact = mine.take(CACHE_ID, 0, elsewhere.encode())
+    assert live is not None and not exact  # stale: checked key by key
+    back = BucketHost(query, 1, 0, elsewhere.encode(), live=live, live_exact=exact)
+    assert [row.value for row in back.process({"a": [(4, 0, 1)], "b": [(4, 1, 1)]}, None)] == [7, 9]
+    assert (back.reused, back.decoded) == (1, 1)  # a went on live; b's live record was stale: decoded
+    assert (mine.counters["hits"], mine.counters["stale"], mine.counters["misses"]) == (1, 1, 0)
+    assert mine.take(CACHE_ID, 0, written) == (None, False) and mine.counters["misses"] == 1
 
 
 def test_the_cache_keeps_at_most_its_bound_of_keys_dropping_the_least_recently_used() -> None:
@@ -127,7 +141,7 @@ def test_the_cache_keeps_at_most_its_bound_of_keys_dropping_the_least_recently_u
         list(host.process({f"k{i}": [(1, 0, i)] for i in range(2)}, None))
         cache.put(CACHE_ID, bucket, host.live_entry(host.encode()))
     assert len(cache) == 2 and cache.counters["evicted"] == 1
-    assert cache.take(CACHE_ID, 0, b"") is None and cache.counters["misses"] == 1  # bucket 0 went first
+    assert cache.take(CACHE_ID, 0, b"") == (None, False) and cache.counters["misses"] == 1  # bucket 0 went first
     instances = BucketHost(query, 3, 0, None, table=False)
     list(instances.process({"k": [(1, 0, 1)]}, None))
     cache.put(CACHE_ID, 0, instances.live_entry(instances.encode()))  # one live instance outweighs the bound
