@@ -619,7 +619,9 @@ class BucketHost:
         keys.update(self.due_keys(until))
         for key in sorted(keys, key=_sort_key):
             key_events = events.get(key, ())
-            ordered = [(when, payload) for when, _, payload in sorted(key_events, key=_event_order)]
+            if len(key_events) > 1:
+                key_events = sorted(key_events, key=_event_order)
+            ordered = [(when, payload) for when, _, payload in key_events]
             yield from self.run_key(key, ordered, until)
 
     def run_key(self, key: Any, events: Sequence[tuple[int, Any]], until: int | None) -> list[OutputRow]:

@@ -27,7 +27,7 @@ bucket and key).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from reaqtive.context import OperatorContext
@@ -46,6 +46,9 @@ TABLE_RECORD_FORMAT: Final = 2
 """The first field of a table record (an instance-form :class:`~reaqtive.spark.host.KeyRecord` has 1)."""
 
 _US: Final = timedelta(microseconds=1)
+# The times a key's clock can hold, in µs since 1970 (datetime's range)
+_EARLIEST: Final = (datetime.min.replace(tzinfo=UTC) - EPOCH) // _US
+_LATEST: Final = (datetime.max.replace(tzinfo=UTC) - EPOCH) // _US
 _BOUNDS_CACHE: Final = 1024
 _COMPLETED: Final = "completed"
 _AGGREGATE_BY_KEY: Final = "aggregate_by_key"
@@ -222,6 +225,8 @@ class TumblingWindowStep(KeyedStep):
         start, windows = state
         if type(start) is not int or start % self.span or type(windows) is not dict or not windows:
             return False
+        if not _EARLIEST <= start + self.offset <= _LATEST - self.span:
+            return False  # a window no clock can reach (its bounds would not be datetimes)
         for record in windows.values():
             if type(record) is not list or len(record) != 2 or type(record[0]) is not int or record[0] < 1:
                 return False
@@ -409,11 +414,12 @@ class KeyTable:
         version, clock, due, events, outputs, ended, fields = entry
         if version != TABLE_RECORD_FORMAT:
             raise TableRecordError(f"{where}: table record format {version!r} is not supported")
-        for name, number in (("clock", clock), ("events", events), ("outputs", outputs)):
-            if type(number) is not int or (name != "clock" and number < 0):
+        for name, number in (("events", events), ("outputs", outputs)):
+            if type(number) is not int or number < 0:
                 raise TableRecordError(f"{where}: table record field {name!r} is {number!r}, not a count")
-        if due is not None and type(due) is not int:
-            raise TableRecordError(f"{where}: table record field 'due' is {due!r}")
+        for name, when in (("clock", clock), ("due", due)):
+            if (when is not None or name == "clock") and (type(when) is not int or not _EARLIEST <= when <= _LATEST):
+                raise TableRecordError(f"{where}: table record field {name!r} is {when!r}, not a time in µs")
         if ended is not None and (type(ended) is not str or not (ended == _COMPLETED or ended.startswith("error: "))):
             raise TableRecordError(f"{where}: table record field 'ended' is {ended!r}")
         if type(fields) is not list:

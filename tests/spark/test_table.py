@@ -291,6 +291,38 @@ def test_a_forged_table_record_is_refused_naming_the_bucket_and_key() -> None:
         BucketHost(query, 4, 2, state.encode())
 
 
+@pytest.mark.parametrize(("record", "message"), [
+    ([2**62, None, 1, 0, None, [None]], "field 'clock'"),
+    ([1, -(2**62), 1, 0, None, [None]], "field 'due'"),
+    ([1, None, -1, 0, None, [None]], "field 'events'"),
+    ([1, None, 1, 0, "gone", [None]], "field 'ended'"),
+    ([1, None, 1, 0, "completed", [None]], "ended key's record holds fields"),
+    ([1, 10, 1, 0, None, [[0, {None: [0, 2.0]}]]], "the field of 'aggregate_by_key'"),  # an empty window
+    ([1, 10, 1, 0, None, [[2**61, {None: [1, 2.0]}]]], "the field of 'aggregate_by_key'"),  # past datetime.max
+    ([1, 15, 1, 0, None, [[0, {None: [1, 2.0]}]]], "field 'due' is 15, its steps say 10"),
+])
+def test_a_forged_window_record_is_refused(record: list[Any], message: str) -> None:
+    query = keyed(Query.stream("s").aggregate_by_key(WINDOW_KEYS["none"], Tumbling(timedelta(microseconds=SPAN)),
+                                                     "sum"))
+    host = BucketHost(query, 1, 0, None)
+    assert host.table is not None
+    state = BucketState.decode(host.encode())
+    state.keys["k"] = host.table.pack(record)
+    with pytest.raises(BucketStateError, match=message):
+        list(BucketHost(query, 1, 0, state.encode()).process({"k": [(20, 0, 1)]}, None))
+
+
+def test_host_limits_apply_in_both_forms_alike() -> None:
+    from reaqtive.operators.settings import MAX_LIST_SIZE
+
+    query = KeyedQuery.of(Query.stream("s").to_list(), settings={MAX_LIST_SIZE: 2})
+    rows = {}
+    for table in (True, False):
+        host = BucketHost(query, 1, 0, None, table=table)
+        rows[table] = rows_of(host.process({"k": [(1, 0, 1), (2, 1, 2), (3, 2, 3)]}, None))
+    assert rows[True] == rows[False] and rows[True][0][4].startswith("LimitExceededError")
+
+
 def test_a_table_checkpoint_is_refused_by_a_query_without_a_table_form() -> None:
     counting = keyed(Query.stream("s").count())
     host = BucketHost(counting, 1, 0, None)
