@@ -176,16 +176,18 @@ def collect_events(frames: Iterator[pd.DataFrame], has_sequence: bool) -> dict[A
     """Rows ``(key, t, [s,] v)`` as per-key lists of ``(time µs, order, payload)``. Without a sequence column the
     order among equal times is the payload's canonical text, so a replay sorts the same way."""
     events: dict[Any, list[tuple[int, Any, Any]]] = {}
+    get = events.get
     for frame in frames:
         keys = frame["key"].tolist()
         times = frame["t"].tolist()
         values = [plain(value) for value in frame["v"].tolist()]
         orders = frame["s"].tolist() if has_sequence else [canonical_json(value) for value in values]
-        for key, when, order, value in zip(keys, times, orders, values, strict=True):
-            key_events = events.get(key)
+        for key, event in zip(keys, zip(times, orders, values, strict=True), strict=True):  # (tuples made in C)
+            key_events = get(key)
             if key_events is None:
-                key_events = events[key] = []
-            key_events.append((when, order, value))
+                events[key] = [event]
+            else:
+                key_events.append(event)
     return events
 
 

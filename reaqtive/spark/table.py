@@ -286,6 +286,7 @@ class KeyTable:
         feed, window, index = self._feed, self._window, self._window_index
         fields = record[_FIELDS]
         due_offset = 0 if window is None else window.span + window.offset
+        window_only = window is not None and len(self.steps) == 1
         for when, payload in events:
             if record[_ENDED] is not None:
                 return
@@ -302,7 +303,10 @@ class KeyTable:
             if window is not None:
                 window.now = clock
             try:
-                feed(record, 0, payload)
+                if window_only:  # (a window never ends the chain nor emits on an element)
+                    fields[0] = window.next(fields[0], payload)[0]  # type: ignore[union-attr]
+                else:
+                    feed(record, 0, payload)
             except StateError:
                 raise
             except Exception as error:  # the user's function (or a limit) failed: the key's query fails
