@@ -550,19 +550,23 @@ def embedded(events: Sequence[Event], store: Path, checkpoint_every: int) -> tup
     return appended - started, processed - appended, outputs
 
 
-def spark_streaming(spark: Any, files: Path, scratch: Path, buckets: int) -> tuple[float, list[dict[str, Any]], int]:
+def spark_streaming(
+    spark: Any, files: Path, scratch: Path, buckets: int
+) -> tuple[float, list[dict[str, Any]], int, dict[str, int]]:
     from reaqtive.spark import run_stream
+    from reaqtive.spark.live import read_stats
 
     events = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files))
     outputs = run_stream(events, totals_query(), key="key", time="at", sequence="seq",
-                         value=["kind", "amount", "seq"], buckets=buckets, functions=FUNCTIONS)
+                         value=["kind", "amount", "seq"], buckets=buckets, functions=FUNCTIONS,
+                         stats_dir=scratch / "stats")
     started = time.perf_counter()
     running = (outputs.writeStream.format("parquet").option("path", str(scratch / "out"))
                .option("checkpointLocation", str(scratch / "ckpt")).trigger(availableNow=True).start())
     running.awaitTermination()
     seconds = time.perf_counter() - started
     batches = [p for p in running.recentProgress if p["numInputRows"] > 0]
-    return seconds, batches, spark.read.parquet(str(scratch / "out")).count()
+    return seconds, batches, spark.read.parquet(str(scratch / "out")).count(), read_stats(scratch / "stats")
 
 
 def spark_batch(spark: Any, files: Path, scratch: Path, until: datetime) -> tuple[float, int]:
@@ -595,7 +599,7 @@ def totals_keys(spark: Any, scratch: Path, keys: int, args: argparse.Namespace) 
     say(f"embedded engine:   {events_count / process_s:>12,.0f} events/s  (process {process_s:.2f} s; append "
         f"{append_s:.2f} s; {engine_outputs:,} outputs; x loop {process_s / loop_s:.1f})")
 
-    stream_s, batches, stream_outputs = spark_streaming(spark, scratch / "in", scratch, buckets)
+    stream_s, batches, stream_outputs, cache = spark_streaming(spark, scratch / "in", scratch, buckets)
     latencies = [p["durationMs"]["triggerExecution"] / 1e3 for p in batches]
     say(f"Spark streaming:   {events_count / stream_s:>12,.0f} events/s  ({stream_s:.2f} s, {len(batches)} "
         f"batches; {stream_outputs:,} outputs; x loop {stream_s / loop_s:.1f}, x engine "
@@ -603,6 +607,7 @@ def totals_keys(spark: Any, scratch: Path, keys: int, args: argparse.Namespace) 
     say(f"  per-batch latency: first {latencies[0]:.2f} s, then median "
         f"{statistics.median(latencies[1:] or latencies):.2f} s, max {max(latencies[1:] or latencies):.2f} s "
         f"({events_count // files:,} events each)")
+    say(f"  {cache_line(cache, len(batches))}")
     agree = stream_outputs == engine_outputs
     if not args.skip_batch:
         batch_s, batch_outputs = spark_batch(spark, scratch / "in", scratch, final_watermark(events[-1][1]))
