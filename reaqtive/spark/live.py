@@ -33,8 +33,10 @@ DEFAULT_CACHE_KEYS: Final = 100_000
 """The default bound of a worker's cache, in table-form keys (about 100 MB; see ``run_stream(cache_keys=...)``);
 an instance-form key counts as :data:`INSTANCE_WEIGHT`."""
 
-INSTANCE_WEIGHT: Final = 32
-"""How many table-form keys one live query instance counts as in the cache's bound."""
+INSTANCE_WEIGHT: Final = 100
+"""How many table-form keys one live query instance counts as in the cache's bound: by default, instance-form
+buckets of up to 1,000 keys are kept. A live instance is 10 to 50 KB (measured), and Python's collector walks all
+of its objects: kept for a bucket that a later batch does not meet, they cost more than rebuilding saves."""
 
 COUNTERS: Final = ("hits", "misses", "stale", "evicted", "reused", "decoded", "calls", "events", "outputs",
                    "python_us")

@@ -125,7 +125,8 @@ class BucketProcessor(StatefulProcessor):
         cache_id = f"{config.run_id}/{self._query.fingerprint}/{config.buckets}"
         counts = None if config.stats_dir is None else tally(config.stats_dir)
         live, exact = (None, False) if cache is None else cache.take(cache_id, bucket, blob, counts)
-        host = BucketHost(self._query, config.buckets, bucket, blob, table=config.table, live=live, live_exact=exact)
+        host = BucketHost(self._query, config.buckets, bucket, blob, table=config.table, live=live, live_exact=exact,
+                          live_bound=0 if cache is None else cache.max_keys)
         registered = host.state.timer
         if expired is not None and registered == expired:
             registered = None  # Spark deletes the timer that fired once this handler returns

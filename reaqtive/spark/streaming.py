@@ -86,8 +86,9 @@ def run_stream(
       seeds a new checkpoint.
     * ``cache_keys``: how many keys of live bucket state each Python worker keeps between micro-batches
       (:mod:`reaqtive.spark.live`; 0: none): a key of the table form counts 1 (about 1 KB), a live query
-      instance of the instance form 32 (10 to 50 KB). ``stats_dir``: a directory where each worker writes the cache's
-      counters (read them with :func:`reaqtive.spark.live.read_stats`).
+      instance of the instance form 100 (10 to 50 KB; by default, instance buckets of up to 1,000 keys).
+      ``stats_dir``: a directory where each worker writes the cache's counters (read them with
+      :func:`reaqtive.spark.live.read_stats`).
 
     A query that is a chain of operators with keyed steps (``map``, ``filter``, ``scan``, ``count``, ...; at most
     one tumbling ``aggregate_by_key``) runs in its **table form**: each key is a record of plain fields, not a
