@@ -16,6 +16,7 @@ from reaqtive.engine.engine import (
     StreamStatus,
 )
 from reaqtive.engine.engine_errors import (
+    AckError,
     ArtifactExistsError,
     ArtifactInUseError,
     ArtifactNotFoundError,
@@ -46,6 +47,7 @@ from reaqtive.engine.readers import Envelope, StreamNotFoundError, StreamReader
 __all__ = [
     "DISCARD_SINK",
     "DURABLE_SINK",
+    "AckError",
     "ArtifactExistsError",
     "ArtifactInUseError",
     "ArtifactInfo",

@@ -1,5 +1,5 @@
 """Checkpoints: the changed state of every query, the output counters and the delivery record in one transaction, then
-the ingress log truncated to what it covers.
+the ingress log truncated to what it covers, and the acknowledged outputs trimmed from the durable sink.
 """
 
 from __future__ import annotations
@@ -119,6 +119,7 @@ class Checkpointing(EngineRoom):
         for uri, unsaved_error in unsaved.items():
             self._fault(uri, unsaved_error)
         truncated = self._store.truncate_ingress(self._covered_by_checkpoint())
+        self._store.trim_outputs()  # retention: acknowledged outputs leave the durable sink
         metrics = CheckpointMetrics(
             checkpoint_id=result.checkpoint_id,
             full=full,

@@ -16,6 +16,9 @@ logs and the dead letters in tables of their own.
   after a committed checkpoint covers all its events.
 * ``reaqtive_egress``: the built-in durable sink: ``(subscription, seq, payload, crc)``, primary key
   ``(subscription, seq)``: a replayed output is ignored, so the table holds each output exactly once.
+* ``reaqtive_acks``: per subscription, the last output its consumers acknowledged: ``(subscription, seq, crc)``;
+  the durable sink's rows whose outputs are all at or below it may be deleted (:meth:`EngineStore.trim_outputs`),
+  and outputs at or below it are never written again (a replay after a crash produces them again).
 * ``reaqtive_dead_letters``: events taken out of delivery (quarantined): ``(stream, seq, pos, time, payload,
   reason, at, crc)``, primary key ``(stream, seq)``, each with the bytes it was stored with, damaged or not.
 
@@ -35,14 +38,19 @@ dies, even by ``SIGKILL``. The lock file is never deleted (deleting it would rac
 that never write (``reaqtive inspect``) do not take it.
 
 **Versions.** The engine tables have their own layout version (``engine_schema_version`` in ``reaqtive_meta``,
-now 3). Older files are migrated when opened, in the same transaction as the checkpoint store's migration, one
+now 4). Older files are migrated when opened, in the same transaction as the checkpoint store's migration, one
 version after the other. 1 → 2: crc columns are added and computed over the rows as they are (version 1 had no
 checksums on these tables, so damage from before the migration cannot be told apart; a row that no writer could
 have written — text that is not UTF-8, a column of the wrong type — gets a checksum that never verifies), and
 the dead-letter table is created. 2 → 3: the ingress log of a row per event becomes a log of runs, each old row
 a run of one event; a row that verified gets the checksum of its new layout, one that did not keeps a checksum
-that never verifies (damage is never laundered); the position counter continues from the old one. A file of an
-unknown version is refused untouched (:class:`UnknownEngineVersionError`).
+that never verifies (damage is never laundered); the position counter continues from the old one. 3 → 4: the
+acknowledgement table is created (empty: nothing was acknowledged before). A file of an unknown version is
+refused untouched (:class:`UnknownEngineVersionError`).
+
+**In memory.** ``EngineStore(":memory:")`` keeps the same tables in an SQLite in-memory database that both of its
+connections share (SQLite's ``memdb`` VFS, a private name per store): the same transactions and checks, nothing
+on disk, no lock file (nobody else can name it); it is gone when the store closes.
 
 Payloads are encoded with the state codec (msgpack; registered user types; never pickle).
 """
@@ -53,6 +61,7 @@ import os
 import sqlite3
 import sys
 import threading
+import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -76,7 +85,7 @@ from reaqtive.state import (
     StoreError,
     StoreLockedError,
 )
-from reaqtive.state.sqlite_store import columns_checksum, fetchall_lenient, store_error, verifies
+from reaqtive.state.sqlite_store import Prepare, columns_checksum, fetchall_lenient, store_error, verifies
 
 __all__ = [
     "ENGINE_MIGRATES",
@@ -87,15 +96,18 @@ __all__ = [
     "IngressBatch",
     "IngressEvent",
     "IngressRun",
+    "MEMORY",
     "Quarantine",
     "UnknownEngineVersionError",
+    "ack_checksum",
     "dead_letter_checksum",
     "egress_checksum",
     "ingress_checksum",
+    "outputs_query",
 ]
 
-ENGINE_SCHEMA_VERSION: Final = 3
-ENGINE_MIGRATES: Final = (1, 2)
+ENGINE_SCHEMA_VERSION: Final = 4
+ENGINE_MIGRATES: Final = (1, 2, 3)
 """Older layout versions of the engine tables that opening migrates in place."""
 
 ROW_EVENTS: Final = 1024
@@ -107,6 +119,7 @@ _MICROSECOND: Final = timedelta(microseconds=1)
 _MIN_MICROS: Final = (datetime.min.replace(tzinfo=UTC) - _EPOCH) // _MICROSECOND
 _MAX_MICROS: Final = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _MICROSECOND
 _CHECKSUM_ERRORS: Final = (TypeError, ValueError, OverflowError)
+_SYNCHRONOUS: Final = ("EXTRA", "FULL", "NORMAL", "OFF")
 _POSITION_KEY: Final = "ingress_position"  # in reaqtive_meta: the last position ever given to an event
 
 # time and payload have no type: a quarantined row keeps what it was stored with, whatever that is
@@ -127,13 +140,20 @@ _EGRESS: Final = (
     "count INTEGER NOT NULL, payload BLOB NOT NULL, crc INTEGER NOT NULL, PRIMARY KEY (subscription, seq)) "
     "WITHOUT ROWID"
 )
+_ACKS: Final = (
+    "CREATE TABLE IF NOT EXISTS reaqtive_acks (subscription TEXT PRIMARY KEY, seq INTEGER NOT NULL, "
+    "crc INTEGER NOT NULL) WITHOUT ROWID"
+)
 _TABLES: Final = (
     _INGRESS,
     "CREATE TABLE IF NOT EXISTS reaqtive_stream_heads (stream TEXT PRIMARY KEY, next_seq INTEGER NOT NULL) "
     "WITHOUT ROWID",
     _EGRESS,
     _DEAD_LETTERS,
+    _ACKS,
 )
+MEMORY: Final = ":memory:"
+"""The path of an in-memory store (see the module docstring)."""
 
 _DAMAGED: Final = "the row does not match its checksum (damaged in the file, or moved to another row's place)"
 
@@ -320,6 +340,11 @@ def egress_checksum(subscription: str, seq: int, count: int, payload: bytes) -> 
     return columns_checksum(subscription, seq, count, payload)
 
 
+def ack_checksum(subscription: str, seq: int) -> int:
+    """The ``crc`` of a ``reaqtive_acks`` row."""
+    return columns_checksum(subscription, seq)
+
+
 def _egress_checksum_2(subscription: str, seq: int, payload: bytes) -> int:
     """The ``crc`` of an egress row of layouts 1 and 2 (one output)."""
     return columns_checksum(subscription, seq, payload)
@@ -350,7 +375,8 @@ class EngineStore:
 
     ``synchronous``: SQLite's durability (``FULL`` survives power loss; ``NORMAL`` survives a process crash, which
     is what ``kill -9`` tests). Raises :class:`~reaqtive.state.StoreLockedError` if another engine holds the file,
-    and :class:`~reaqtive.state.StoreError` subclasses for everything else that stops the open.
+    and :class:`~reaqtive.state.StoreError` subclasses for everything else that stops the open. ``path`` ``":memory:"``
+    (:data:`MEMORY`): a new, empty store in memory (see the module docstring).
     """
 
     def __init__(
@@ -361,19 +387,37 @@ class EngineStore:
         self._codec = codec
         self._lock = threading.Lock()
         self._pending: Callable[[bool], None] | None = None
-        self._writer = _WriterLock(self._path)
+        if synchronous.upper() not in _SYNCHRONOUS:  # (the file's checkpoint store checks it too)
+            raise ValueError(f"synchronous must be one of {sorted(_SYNCHRONOUS)}, got {synchronous!r}")
+        self._acks: dict[str, int] = {}
+        self._damaged_acks: dict[str, DamagedRowError] = {}
+        memory = os.fspath(path) == MEMORY
+        self._writer = None if memory else _WriterLock(self._path)
         try:
             # The engine tables are checked, locked, created or migrated in the checkpoint store's opening
             # transaction: a new or migrated file is complete or untouched.
-            self.checkpoints = SqliteCheckpointStore(self._path, synchronous=synchronous, prepare=self._prepare)
+            target: str | Path = self._path
+            if memory:  # one database for both connections: a private name in SQLite's shared in-memory VFS
+                target = f"file:/reaqtive-{uuid.uuid4().hex}?vfs=memdb"
+                self.checkpoints: SqliteCheckpointStore = _UriCheckpointStore(target, prepare=self._prepare)
+            else:
+                self.checkpoints = SqliteCheckpointStore(self._path, synchronous=synchronous, prepare=self._prepare)
             try:
-                self._db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False, timeout=30.0)
+                self._db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30.0,
+                                           uri=memory)
                 self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
             except sqlite3.Error as error:
                 self.checkpoints.close()
                 raise store_error(error, self._where, "opening the engine tables") from error
+            try:
+                self._load_acks()
+            except BaseException:
+                self._db.close()
+                self.checkpoints.close()
+                raise
         except BaseException:
-            self._writer.release()
+            if self._writer is not None:
+                self._writer.release()
             raise
 
     @property
@@ -387,9 +431,15 @@ class EngineStore:
         return self._codec
 
     @property
-    def lock_path(self) -> Path:
-        """The lock file next to it (``<store>.lock``), which holds the pid of the engine that has the store."""
-        return self._writer.path
+    def in_memory(self) -> bool:
+        """Whether the store is in memory (``":memory:"``), not in a file."""
+        return self._writer is None
+
+    @property
+    def lock_path(self) -> Path | None:
+        """The lock file next to it (``<store>.lock``), which holds the pid of the engine that has the store
+        (``None`` in memory: there is no file to share)."""
+        return None if self._writer is None else self._writer.path
 
     def _prepare(self, db: sqlite3.Connection) -> None:
         """Inside the opening transaction: refuse an unknown layout, take the writer lock, create or migrate."""
@@ -401,7 +451,8 @@ class EngineStore:
                 f"version {ENGINE_SCHEMA_VERSION} (and migrates version "
                 f"{', '.join(map(str, ENGINE_MIGRATES))}). The file was left untouched"
             )
-        self._writer.acquire()
+        if self._writer is not None:
+            self._writer.acquire()
         if version is None:
             for statement in _TABLES:
                 db.execute(statement)
@@ -413,6 +464,9 @@ class EngineStore:
             version = 2
         if version == 2:
             _migrate_from_2(db)
+            version = 3
+        if version == 3:
+            _migrate_from_3(db)
 
     @contextmanager
     def _reading(self, operation: str) -> Iterator[sqlite3.Connection]:
@@ -756,7 +810,9 @@ class EngineStore:
             for subscription, entries in by_subscription.items():
                 top = db.execute("SELECT MAX(seq) FROM reaqtive_egress WHERE subscription = ?",
                                  (subscription,)).fetchone()[0]
-                highest = top if type(top) is int else -1
+                # Acknowledged outputs may have been trimmed: a replay must not write them again. (A damaged
+                # acknowledgement guards nothing: its subscription fails recovery and does not run.)
+                highest = max(top if type(top) is int else -1, self._acks.get(subscription, -1))
                 entries.sort(key=_first)
                 rows.extend(_egress_rows(subscription, entries, highest))
             db.executemany(
@@ -765,28 +821,24 @@ class EngineStore:
             )
 
     def read_outputs(
-        self, subscription: str | None = None, after: int | None = None, upto: int | None = None
+        self, subscription: str | None = None, after: int | None = None, upto: int | None = None,
+        limit: int | None = None,
     ) -> list[tuple[str, int, Any]]:
         """The durable sink's content (of ``subscription``, or all), ordered by subscription and sequence number;
-        ``after``/``upto``: only sequence numbers ``after < seq <= upto``.
+        ``after``/``upto``: only sequence numbers ``after < seq <= upto``; ``limit``: at most that many outputs.
+        For one subscription the rows are found by the primary key: ``after`` seeks to the first row that holds
+        a later output, and ``limit`` stops after as many rows (each holds at least one output), so a cursor
+        reads what it returns, not the table (see :func:`outputs_query`).
 
         Each row is verified: a damaged one raises :class:`~reaqtive.state.DamagedRowError` naming
         ``subscription#seq`` (its outputs, ``#first-last``, for a row of several). Only the rows holding the
         outputs asked for are read, so another subscription's damage does not matter.
         """
-        conditions, params = [], []
-        # A row is keyed by its last output: it holds outputs after ``after`` if its key is, and outputs up to
-        # ``upto`` if its first one is.
-        for condition, value in (("subscription = ?", subscription), ("seq > ?", after),
-                                 ("seq - count < ?", upto)):
-            if value is not None:
-                conditions.append(condition)
-                params.append(value)
-        query = "SELECT subscription, seq, count, payload, crc FROM reaqtive_egress"
-        if conditions:
-            query += " WHERE " + " AND ".join(conditions)
+        if limit is not None and limit <= 0:
+            return []
+        query, params = outputs_query(subscription, after, upto, limit)
         with self._reading("reading the durable sink") as db:
-            rows = fetchall_lenient(db, query + " ORDER BY subscription, seq", params)
+            rows = fetchall_lenient(db, query, params)
         decode = self._codec.decode_entries
         low = -1 if after is None else after
         high = upto
@@ -809,7 +861,17 @@ class EngineStore:
             for seq, entry in enumerate(entries, first):
                 if seq > low and (high is None or seq <= high):
                     outputs.append((sub, seq, entry))
+            if limit is not None and len(outputs) >= limit:
+                return outputs[:limit]
         return outputs
+
+    def last_output_seq(self, subscription: str) -> int:
+        """The highest sequence number of ``subscription`` in the durable sink (``-1``: none there); one seek
+        of the primary key."""
+        with self._reading(f"reading the last output of {subscription!r}") as db:
+            (top,) = db.execute("SELECT MAX(seq) FROM reaqtive_egress WHERE subscription = ?",
+                                (subscription,)).fetchone()
+        return top if type(top) is int else -1
 
     def max_output_seqs(self) -> dict[str, int]:
         """The highest sequence number in the durable sink, per subscription that has outputs there. Read from
@@ -835,14 +897,81 @@ class EngineStore:
         return extents
 
     def delete_outputs(self, subscription: str, *, upto: int | None = None) -> None:
-        """Forget the outputs of a deleted subscription (or, with ``upto``, the rows whose outputs are all at or
-        below that sequence number: an observer function received them; a row holding later outputs too stays
-        whole, and its delivered outputs are skipped by the reader's cursor)."""
+        """Forget the outputs of a deleted subscription and its acknowledgement (or, with ``upto``, the rows
+        whose outputs are all at or below that sequence number: an observer function received them; a row
+        holding later outputs too stays whole, and its delivered outputs are skipped by the reader's cursor)."""
         with self._transaction(f"deleting the outputs of {subscription!r}") as db:
             if upto is None:
                 db.execute("DELETE FROM reaqtive_egress WHERE subscription = ?", (subscription,))
+                db.execute("DELETE FROM reaqtive_acks WHERE subscription = ?", (subscription,))
             else:
                 db.execute("DELETE FROM reaqtive_egress WHERE subscription = ? AND seq <= ?", (subscription, upto))
+        if upto is None:
+            self._acks.pop(subscription, None)
+            self._damaged_acks.pop(subscription, None)
+
+    # -- acknowledgements --------------------------------------------------------------------------------------
+
+    def _load_acks(self) -> None:
+        """Read and verify every acknowledgement (at open; the store is their only writer afterwards). A damaged
+        row is remembered, not fatal: only its subscription's cursor and sink fail (:meth:`acked` raises)."""
+        with self._reading("reading the acknowledgements") as db:
+            rows = fetchall_lenient(db, "SELECT subscription, seq, crc FROM reaqtive_acks")
+        for subscription, seq, crc in rows:
+            name = subscription if type(subscription) is str else str(subscription)
+            if type(seq) is int and seq >= 0 and verifies(crc, ack_checksum, subscription, seq):
+                self._acks[name] = seq
+            else:
+                self._damaged_acks[name] = DamagedRowError(
+                    f"{self._where}: the acknowledgement of {name!r} does not match its checksum (damaged in the "
+                    "file, or moved to another row's place); its outputs are kept",
+                    "reaqtive_acks",
+                    name,
+                )
+
+    def acked(self, subscription: str) -> int:
+        """The last output of ``subscription`` its consumers acknowledged (``-1``: none). Raises
+        :class:`~reaqtive.state.DamagedRowError` if its acknowledgement row is damaged."""
+        damage = self._damaged_acks.get(subscription)
+        if damage is not None:
+            raise damage
+        return self._acks.get(subscription, -1)
+
+    def acks(self) -> dict[str, int]:
+        """Every sound acknowledgement, by subscription."""
+        return dict(self._acks)
+
+    def ack(self, subscription: str, seq: int) -> bool:
+        """Record, in one transaction, that the consumers of ``subscription`` have every output up to ``seq``.
+        Returns whether it moved (one at or below the current acknowledgement changes nothing). The caller checks
+        that ``seq`` is an output that exists."""
+        if seq <= self.acked(subscription):
+            return False
+        with self._transaction(f"acknowledging the outputs of {subscription!r} up to #{seq}") as db:
+            db.execute(
+                "INSERT INTO reaqtive_acks (subscription, seq, crc) VALUES (?, ?, ?) "
+                "ON CONFLICT (subscription) DO UPDATE SET seq = excluded.seq, crc = excluded.crc",
+                (subscription, seq, ack_checksum(subscription, seq)),
+            )
+        self._acks[subscription] = seq
+        return True
+
+    def trim_outputs(self) -> int:
+        """Delete, in one transaction, the durable sink's rows whose outputs are all acknowledged (a row that
+        also holds a later output stays whole; readers skip what is acknowledged). Returns how many outputs were
+        deleted. Nothing above an acknowledgement is touched, and a subscription whose acknowledgement is damaged
+        keeps everything."""
+        if not self._acks:
+            return 0
+        deleted = 0
+        with self._transaction("trimming the durable sink") as db:
+            for subscription, seq in sorted(self._acks.items()):
+                for (count,) in db.execute(
+                    "DELETE FROM reaqtive_egress WHERE subscription = ? AND seq <= ? RETURNING count",
+                    (subscription, seq),
+                ).fetchall():
+                    deleted += count if type(count) is int and count > 0 else 1
+        return deleted
 
     # -- lifetime ----------------------------------------------------------------------------------------------
 
@@ -858,7 +987,8 @@ class EngineStore:
                     self._db.close()
                 self.checkpoints.close()
             finally:
-                self._writer.release()
+                if self._writer is not None:
+                    self._writer.release()
 
 
 _INSERT_INGRESS: Final = (
@@ -898,6 +1028,28 @@ _MAX_OUTPUT_SEQS: Final = (
     " WHERE name IS NOT NULL) "
     "SELECT name, (SELECT MAX(seq) FROM reaqtive_egress WHERE subscription = name) FROM subs WHERE name IS NOT NULL"
 )
+
+
+def outputs_query(
+    subscription: str | None, after: int | None, upto: int | None, limit: int | None
+) -> tuple[str, list[object]]:
+    """The SQL (and its parameters) that :meth:`EngineStore.read_outputs` runs. A row is keyed by its last
+    output: it holds outputs after ``after`` if its key is, and outputs up to ``upto`` if its first one is. For
+    one subscription, ``subscription = ? AND seq > ?`` is a range of the primary key."""
+    conditions: list[str] = []
+    params: list[object] = []
+    for condition, value in (("subscription = ?", subscription), ("seq > ?", after), ("seq - count < ?", upto)):
+        if value is not None:
+            conditions.append(condition)
+            params.append(value)
+    query = "SELECT subscription, seq, count, payload, crc FROM reaqtive_egress"
+    if conditions:
+        query += " WHERE " + " AND ".join(conditions)
+    query += " ORDER BY subscription, seq"
+    if limit is not None:
+        query += " LIMIT ?"  # rows: each holds at least one output after ``after``
+        params.append(limit)
+    return query, params
 
 
 EGRESS_ROW_OUTPUTS: Final = 1024
@@ -1123,6 +1275,13 @@ def _migrate_from_2(db: sqlite3.Connection) -> None:
     db.execute("UPDATE reaqtive_meta SET value = 3 WHERE key = 'engine_schema_version'")
 
 
+def _migrate_from_3(db: sqlite3.Connection) -> None:
+    """Engine layout 3 → 4, inside the opening transaction: the acknowledgement table, empty (nothing was
+    acknowledged before it existed, so nothing may be trimmed)."""
+    db.execute(_ACKS)
+    db.execute("UPDATE reaqtive_meta SET value = 4 WHERE key = 'engine_schema_version'")
+
+
 def _migrate_egress_from_2(db: sqlite3.Connection) -> None:
     """The durable sink of a row per output becomes rows of runs, each old row a run of one. A row that verified
     gets the checksum of its new layout; one that did not gets -1, which never verifies (its damage stays
@@ -1202,6 +1361,30 @@ def _migrated_egress_crc(subscription: bytes | None, seq: int | None, payload: b
     except Exception:  # a function SQLite calls must not raise: that would fail the migration
         pass
     return -1
+
+
+# -- in memory ------------------------------------------------------------------------------------------------------
+
+
+class _UriCheckpointStore(SqliteCheckpointStore):
+    """The checkpoint store of an in-memory engine store: its connection opens an SQLite URI (the shared
+    in-memory database the engine tables' connection opens too), where :class:`SqliteCheckpointStore` opens a
+    path. Everything after the connection is the file store's own opening."""
+
+    def __init__(self, uri: str, *, prepare: Prepare) -> None:  # the base's __init__ opens a path: not called
+        self._path = Path(MEMORY)
+        self._where = MEMORY
+        self._lock = threading.Lock()
+        try:
+            self._connection = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False,
+                                               timeout=30.0)
+        except sqlite3.Error as error:
+            raise store_error(error, self._where, "opening the checkpoint store") from error
+        try:
+            self._open("OFF", prepare)  # nothing to make durable
+        except BaseException:
+            self._connection.close()
+            raise
 
 
 # -- one writer per store -------------------------------------------------------------------------------------------

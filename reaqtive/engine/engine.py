@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from reaqtive.engine._room import (
     _LOG,
@@ -30,7 +31,7 @@ from reaqtive.engine._room import (
     _check_whole,
 )
 from reaqtive.engine.checkpointing import Checkpointing
-from reaqtive.engine.database import EngineStore
+from reaqtive.engine.database import MEMORY, EngineStore
 from reaqtive.engine.delivery import Delivery
 from reaqtive.engine.event_times import DEFAULT_MAX_EVENT_TIME_AHEAD, EventTimeBounds
 from reaqtive.engine.expressions import (
@@ -84,9 +85,11 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
     ``start``: where the clock of a new store starts (a recovered engine resumes its own clock). Without it the
     clock starts at the first of: :meth:`advance_time`, the first event delivered, or the first subscription
     created (then at the wall clock's time). To run time-based queries over older events in event time, pass
-    the time of the first event. ``gc_freeze``: after each checkpoint and after recovery, move what lives into
-    the garbage collector's permanent generation, so that its full passes skip the queries' long-lived state
-    (see :mod:`reaqtive.engine.gc_policy`; process-wide). ``observer_retries`` / ``observer_backoff``: how often
+    the time of the first event. ``gc_freeze`` (off by default): after each checkpoint and after recovery, move
+    what lives into the garbage collector's permanent generation, so that its full passes skip the queries'
+    long-lived state. It is process-wide: the host program's objects are frozen too, and cyclic garbage among
+    them waits for a full collection (see :mod:`reaqtive.engine.gc_policy`); turn it on in a process that is
+    mostly the engine. ``observer_retries`` / ``observer_backoff``: how often
     and how patiently an observer function that raises is tried again before its subscription stops (see
     :mod:`reaqtive.engine.outbox`). ``max_event_time_ahead`` / ``allowed_lateness``: the bounds on event times
     outside which events are quarantined (see :mod:`reaqtive.engine.event_times`). ``ingress_commit``: when
@@ -96,6 +99,10 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
     :meth:`process`, :meth:`checkpoint` and :meth:`close`; a crash loses those not committed yet; see
     :mod:`reaqtive.engine.ingress`). One engine per store file: a second one is refused with
     :class:`~reaqtive.state.StoreLockedError`.
+
+    ``path`` ``":memory:"`` (or :meth:`in_memory`): a new, empty engine in memory, for tests and notebooks. It
+    behaves as a file engine does (checkpoints, the durable sink, cursors and acknowledgements, the same checks),
+    but nothing outlives :meth:`close`: there is nothing to recover from.
     """
 
 
@@ -115,7 +122,7 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         start: datetime | None = None,
         tick: timedelta = timedelta(microseconds=1),
         logger: logging.Logger | None = None,
-        gc_freeze: bool = True,
+        gc_freeze: bool = False,
         observer_retries: int = DEFAULT_OBSERVER_RETRIES,
         observer_backoff: float = DEFAULT_OBSERVER_BACKOFF,
         max_event_time_ahead: timedelta | None = DEFAULT_MAX_EVENT_TIME_AHEAD,
@@ -156,6 +163,15 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
             self._store.close()
             raise
 
+    @classmethod
+    def in_memory(cls, **options: Any) -> Engine:
+        """A new engine on an in-memory store (``Engine(":memory:", **options)``): the same behaviour minus
+        durability; what it holds is gone when it closes.
+
+        Example: ``with Engine.in_memory(start=T0) as engine: ...``
+        """
+        return cls(MEMORY, **options)
+
     @property
     def status(self) -> EngineStatus:
         """Recovering, running, checkpointing, degraded or closed."""
@@ -163,7 +179,7 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
 
     @property
     def path(self) -> Path:
-        """The store file."""
+        """The store file (``Path(":memory:")`` for an in-memory engine)."""
         return self._store.path
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 from reaqtive.errors import ReaqtiveError
 
 __all__ = [
+    "AckError",
     "ArtifactExistsError",
     "ArtifactInUseError",
     "ArtifactNotFoundError",
@@ -38,6 +39,11 @@ class ArtifactInUseError(EngineError, RuntimeError):
 
 class EngineClosedError(EngineError, RuntimeError):
     """The engine was closed."""
+
+
+class AckError(EngineError, ValueError):
+    """An acknowledgement the engine refuses: of an output the subscription has not produced yet, or of a
+    subscription whose outputs do not go to the durable sink. Nothing was recorded."""
 
 
 class RecoveryError(EngineError):

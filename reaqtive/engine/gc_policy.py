@@ -14,8 +14,12 @@ reference counting when their last reference goes. Only *cyclic* garbage among t
 most that many checkpoints. (The policy never asks how many objects are frozen: ``gc.get_freeze_count()`` walks
 them all, which took longer than the checkpoint itself with millions of objects.)
 
-:func:`gc.freeze` is process-wide: objects of the host program are frozen too, under the same bound. Pass
-``Engine(..., gc_freeze=False)`` to leave the collector alone.
+The policy is **opt-in** (``Engine(..., gc_freeze=True)``) because :func:`gc.freeze` is process-wide: every
+object of the host program that exists at a checkpoint is frozen too, so cyclic garbage the host makes waits for
+the next full collection (``full_every`` checkpoints, or the engine's close) instead of the next collector pass,
+and ``gc.get_freeze_count()`` and ``gc.collect()`` see a different collector than the host configured. Closing
+the engine unfreezes everything (also what the host froze itself). Turn it on in a process that is mostly the
+engine (a worker, a benchmark), not in a service that shares the process with other work.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ class GcFreeze:
 
     __slots__ = ("_enabled", "_full_every", "_since_full")
 
-    def __init__(self, enabled: bool = True, full_every: int = DEFAULT_FULL_EVERY) -> None:
+    def __init__(self, enabled: bool = False, full_every: int = DEFAULT_FULL_EVERY) -> None:
         if full_every < 1:
             raise ValueError(f"full_every must be at least 1, got {full_every}")
         self._enabled = enabled

@@ -206,12 +206,14 @@ class Recovery(EngineRoom):
         return handle
 
     def _check_outputs_kept(self, uri: str, record: dict[str, Any]) -> None:
-        """The durable sink keeps every output of a subscription from #0 (an observer's outbox, those after its
-        cursor): a hole below what was committed means rows were deleted or lost, which must not go unnoticed."""
+        """The durable sink keeps every output of a subscription from #0, or from its acknowledgement on (an
+        observer's outbox, those after its cursor): a hole below what was committed means rows were deleted or
+        lost, which must not go unnoticed. (A damaged acknowledgement raises: the policy decides.)"""
         extent = self._output_extents.get(uri)
         if record["observer"] == DISCARD_SINK:
             return
-        first = 0 if record["observer"] == DURABLE_SINK else self._observed.get(uri, -1) + 1
+        durable = record["observer"] == DURABLE_SINK
+        first = (self._store.acked(uri) if durable else self._observed.get(uri, -1)) + 1
         committed = self._counters[uri].next
         if extent is None:
             if committed > first:

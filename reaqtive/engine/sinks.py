@@ -14,6 +14,7 @@ from reaqtive.engine._room import (
 )
 from reaqtive.engine.egress import Output
 from reaqtive.engine.engine_errors import (
+    AckError,
     ArtifactNotFoundError,
     MalformedRecordError,
     OutputDivergenceError,
@@ -37,11 +38,68 @@ from reaqtive.state import (
 class Egress(EngineRoom):
     """See the module docstring."""
 
-    def outputs(self, subscription: str | None = None) -> list[Output]:
-        """The durable sink's content (flushed first), in subscription and sequence order."""
+    def outputs(self, subscription: str | None = None, *, after: int | None = None,
+                limit: int | None = None) -> list[Output]:
+        """The durable sink's content (flushed first), in subscription and sequence order, without what was
+        acknowledged (:meth:`ack`).
+
+        A cursor: ``outputs(uri, after=seq, limit=n)`` gives at most ``n`` outputs of ``uri`` with ``seq`` above
+        ``after``, read through the sink's primary key (the cost is what is returned, not the table). ``after``
+        below the acknowledgement starts after the acknowledgement. ``after`` and ``limit`` need a subscription.
+
+        Example: ``batch = engine.outputs("alerts", after=last_seen, limit=500)``
+        """
+        if subscription is None and (after is not None or limit is not None):
+            raise ValueError("outputs(): after and limit need a subscription (each has its own sequence numbers)")
+        if limit is not None and (type(limit) is not int or limit < 0):
+            raise ValueError(f"outputs(): limit must be a whole number >= 0, got {limit!r}")
+        if after is not None and type(after) is not int:
+            raise TypeError(f"outputs(): after must be a sequence number (int), got {after!r}")
         with self._lock:
             self._flush_egress()
-        return [Output(*row) for row in self._store.read_outputs(subscription)]
+            acks = self._store.acks()
+            start = None if subscription is None else max(-1 if after is None else after,
+                                                          self._store.acked(subscription))
+        if subscription is not None:
+            return [Output(*row) for row in self._store.read_outputs(subscription, after=start, limit=limit)]
+        return [Output(*row) for row in self._store.read_outputs() if row[1] > acks.get(row[0], -1)]
+
+    def ack(self, subscription: str, seq: int) -> None:
+        """Record, durably at once, that the consumers of ``subscription`` have every output up to ``seq``:
+        :meth:`outputs` no longer returns them, and the next :meth:`trim` (every checkpoint runs one) deletes
+        them from the durable sink. Only for a subscription whose observer is the durable sink.
+
+        Acknowledgements only move forward: one at or below the current one is a no-op (a consumer may repeat
+        it after a restart). One beyond the last output produced raises :class:`AckError` (nothing is recorded):
+        a consumer cannot have an output that does not exist yet.
+        """
+        if type(seq) is not int:
+            raise TypeError(f"ack({subscription!r}): seq must be a sequence number (int), got {seq!r}")
+        with self._lock:
+            self._check_open()
+            record = self._check_kind(subscription, "subscription")
+            if record["observer"] != DURABLE_SINK:
+                raise AckError(f"ack({subscription!r}): its outputs go to {record['observer']!r}, not to the "
+                               "durable sink; only durable-sink outputs are acknowledged")
+            if seq < -1:
+                raise AckError(f"ack({subscription!r}, {seq}): sequence numbers start at 0 (-1: none)")
+            self._flush_egress()
+            acked = self._store.acked(subscription)
+            if seq <= acked:
+                return
+            last = max(self._store.last_output_seq(subscription), acked)
+            if seq > last:
+                raise AckError(f"ack({subscription!r}, {seq}): beyond its last output #{last}; nothing was "
+                               "acknowledged")
+            self._store.ack(subscription, seq)
+
+    def trim(self) -> int:
+        """Delete the acknowledged outputs from the durable sink, in one transaction (a row of the sink that
+        also holds unacknowledged outputs stays until they are acknowledged too). Returns how many outputs
+        were deleted. Every checkpoint ends with one; call it to reclaim space between checkpoints."""
+        with self._lock:
+            self._check_open()
+            return self._store.trim_outputs()
 
     def _flush_egress(self, *, with_outboxes: bool = False) -> float:
         """Write the durable sink's new outputs; at a checkpoint also the outputs still waiting for an observer

@@ -40,7 +40,7 @@ def unfrozen() -> Iterator[None]:
 
 
 def test_cyclic_garbage_from_before_a_checkpoint_waits_until_the_engine_closes(tmp_path: Path) -> None:
-    with Engine(tmp_path / "s.db", start=T0) as engine:
+    with Engine(tmp_path / "s.db", start=T0, gc_freeze=True) as engine:
         engine.create_stream("raw")
         engine.create_subscription("q", Query.stream("raw").scan(0, add))
         holder, alive = cyclic_garbage_to_be()
@@ -67,7 +67,7 @@ def test_without_gc_freeze_the_collector_is_left_alone(tmp_path: Path) -> None:
 
 
 def test_every_full_every_checkpoints_everything_is_collected() -> None:
-    policy = GcFreeze(full_every=3)
+    policy = GcFreeze(enabled=True, full_every=3)
     holder, alive = cyclic_garbage_to_be()
     policy.after_checkpoint()  # 1: frozen
     holder.clear()
@@ -79,8 +79,16 @@ def test_every_full_every_checkpoints_everything_is_collected() -> None:
     assert gc.get_freeze_count() > 0, "what lives is frozen again"
 
 
+def test_the_collector_is_left_alone_by_default(tmp_path: Path) -> None:
+    with Engine(tmp_path / "s.db", start=T0) as engine:
+        engine.create_stream("raw")
+        engine.create_subscription("q", Query.stream("raw").scan(0, add))
+        engine.checkpoint()
+        assert gc.get_freeze_count() == 0, "gc_freeze is opt-in: the host's collector is not touched"
+
+
 def test_a_disabled_policy_does_nothing_and_a_bad_period_is_refused() -> None:
-    policy = GcFreeze(enabled=False)
+    policy = GcFreeze()
     policy.after_checkpoint()
     assert not policy.enabled and gc.get_freeze_count() == 0
     with pytest.raises(ValueError, match="full_every must be at least 1, got 0"):

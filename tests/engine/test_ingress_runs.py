@@ -354,7 +354,8 @@ def test_a_layout_2_file_of_the_previous_release_is_migrated_and_goes_on(tmp_pat
     before = query(path, "SELECT pos, stream, seq, time, payload FROM reaqtive_ingress ORDER BY pos")
     store = EngineStore(path, synchronous="OFF")
     try:
-        assert dict(query(path, "SELECT key, value FROM reaqtive_meta"))["engine_schema_version"] == 3
+        meta = dict(query(path, "SELECT key, value FROM reaqtive_meta"))
+        assert meta["engine_schema_version"] == ENGINE_SCHEMA_VERSION
         rows = query(path, "SELECT pos, stream, seq, count, times, payload, crc FROM reaqtive_ingress ORDER BY pos")
         assert [(p, s, q, c, unpack_times(t, 1)[0], v) for p, s, q, c, t, v, _ in rows] == [
             (p, s, q, 1, micros, v) for p, s, q, micros, v in before], "each old row is a run of one event"
@@ -406,11 +407,12 @@ def test_the_migration_from_layout_2_is_one_transaction(tmp_path: Path, monkeypa
 
 
 def test_a_file_of_the_next_layout_is_refused_untouched(tmp_path: Path) -> None:
-    path = tmp_path / "v4.db"
+    path = tmp_path / "next.db"
     EngineStore(path).close()
-    execute(path, "UPDATE reaqtive_meta SET value = 4 WHERE key = 'engine_schema_version'")
+    execute(path, "UPDATE reaqtive_meta SET value = ? WHERE key = 'engine_schema_version'",
+            (ENGINE_SCHEMA_VERSION + 1,))
     before = path.read_bytes()
-    with pytest.raises(UnknownEngineVersionError, match="layout version 4"):
+    with pytest.raises(UnknownEngineVersionError, match=f"layout version {ENGINE_SCHEMA_VERSION + 1}"):
         EngineStore(path)
     assert path.read_bytes() == before
 
