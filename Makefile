@@ -1,6 +1,11 @@
 # The two commands of the README. Each sets up what it needs: a virtual environment in .venv with the
-# package installed in editable mode with its dev extra (re-done when pyproject.toml changes); the tests and
-# benchmarks also install the spark extra (pyspark, pandas, pyarrow, protobuf; Java 17+ comes from the OS).
+# package installed in editable mode with its dev extra (re-done when pyproject.toml or this file changes); the
+# tests and benchmarks also install the spark extra (pyspark, pandas, pyarrow, protobuf; Java 17+ comes from the OS).
+#
+# Editable installs use setuptools' compat mode: a .pth file naming the source directory. The default mode
+# installs an import hook instead, which Python runs but type checkers (mypy, pyright) cannot see, so a project
+# of yours type-checked against this venv would find no reaqtive.
+EDITABLE := --config-settings editable_mode=compat
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -14,21 +19,21 @@ export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
 .PHONY: demo test lint typecheck bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "reaqtive needs Python >= 3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet $(EDITABLE) -e '.[dev]'
 	@touch $(STAMP)
 
 $(SPARK_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	$(BIN)/python -m pip install --quiet $(EDITABLE) -e '.[dev,spark]'
 	@touch $(SPARK_STAMP)
 
 # The example operator package (a user's own package of operators, found through its entry point): its tests
 # run with the suite.
 $(EXAMPLES_STAMP): $(STAMP) examples/reaqtive-signals/pyproject.toml
-	$(BIN)/python -m pip install --quiet --no-deps -e examples/reaqtive-signals
+	$(BIN)/python -m pip install --quiet --no-deps $(EDITABLE) -e examples/reaqtive-signals
 	@touch $(EXAMPLES_STAMP)
 
 demo: $(STAMP)
@@ -45,7 +50,7 @@ test: lint typecheck $(SPARK_STAMP) $(EXAMPLES_STAMP)
 
 # The peers (Bytewax, RxPY) are only for the benchmarks, never a dependency: bench/peers.py runs them when present.
 $(PEERS_STAMP): $(SPARK_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark,peers]' || echo "the peers extra could not be installed: benchmarks run without Bytewax/RxPY"
+	$(BIN)/python -m pip install --quiet $(EDITABLE) -e '.[dev,spark,peers]' || echo "the peers extra could not be installed: benchmarks run without Bytewax/RxPY"
 	@touch $(PEERS_STAMP)
 
 bench: $(PEERS_STAMP)

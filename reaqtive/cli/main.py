@@ -2,30 +2,43 @@
 
 * ``reaqtive demo``: the IoT engine demo (sensors, standing queries, a ``kill -9`` and a recovery, checked against
   an uncrashed run); ``reaqtive demo --backpressure``: the Reactive Streams demand demo.
+  The demo's stores are kept (``--store DIR``, or a new temporary directory) and it ends with the
+  ``reaqtive inspect`` commands to run on them.
 * ``reaqtive inspect STORE [--json] [--keys]``: what an engine store holds, read without opening an engine; or,
   for a Spark checkpoint directory (``reaqtive.spark``), the reaqtive state Spark keeps in it.
+  ``--outputs URI``, ``--state URI``: a subscription's outputs in the durable sink and its saved state, decoded;
+  ``--graph URI``: an artifact's query as a Mermaid flowchart (:mod:`reaqtive.cli.views`).
 * ``reaqtive checkpoint STORE [--full] [--allow-module M ...] [--functions MODULE:ATTR]``: open the engine on a
   store (recovering it), take a checkpoint, close. The store's queries may name only the functions registered in
-  ``--functions`` and those defined in the ``--allow-module`` modules (a store is data: nothing else is imported).
+  ``--functions`` (a FunctionRegistry, or a function that makes one) and those defined in the ``--allow-module``
+  modules (a store is data: nothing else is imported).
+* ``reaqtive --version``.
 
-Exit codes: 0 success, 1 the command ran and failed (the demo's results differ, a recovery failed), 2 bad usage
-or a file that is missing or is not a reaqtive store.
+Exit codes: 0 success, 1 the command ran and failed (the demo's results differ, a recovery failed), 2 bad usage,
+a file that is missing or is not a reaqtive store, or any other error: always one line on stderr, never a
+traceback (``--traceback`` shows it). A closed output pipe (``reaqtive inspect ... | head``) ends the command
+quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import inspect
 import json
 import os
+import signal
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from reaqtive.engine import FunctionRegistry
     from reaqtive.engine.expressions import ForbiddenReferenceError
+    from reaqtive.engine.inspection import StoreSummary
 
 __all__ = ["main"]
 
@@ -48,7 +61,10 @@ def _demo(args: argparse.Namespace) -> int:
 
     if args.events < 4 * args.every:
         raise _UsageError(f"--events must be at least 4 x --every ({4 * args.every:,})")
-    config = iot.DemoConfig(events=args.events, every=args.every, store_dir=args.store)
+    # The stores are kept, so that the inspect commands of the demo's report have something to look at.
+    store_dir: Path = args.store if args.store is not None else Path(tempfile.mkdtemp(prefix="reaqtive-demo-"))
+    store_dir.mkdir(parents=True, exist_ok=True)
+    config = iot.DemoConfig(events=args.events, every=args.every, store_dir=store_dir)
     try:
         report = iot.run_demo(config, say=lambda line: print(line, flush=True))
     except iot.DemoError as error:
@@ -61,8 +77,12 @@ def _inspect(args: argparse.Namespace) -> int:
     from reaqtive.engine.inspection import format_summary, read_store, summary_to_json
 
     if args.store.is_dir():
+        if args.outputs or args.state or args.graph:
+            raise _UsageError("--outputs, --state and --graph read an engine store (a file), not a directory")
         return _inspect_spark(args)
     summary = read_store(args.store)
+    if args.outputs or args.state or args.graph:
+        return _inspect_artifact(args, summary)
     if args.json:
         data = summary_to_json(summary)
         try:
@@ -75,6 +95,61 @@ def _inspect(args: argparse.Namespace) -> int:
     else:
         print(format_summary(summary))
     return EXIT_OK
+
+
+def _inspect_artifact(args: argparse.Namespace, summary: StoreSummary) -> int:
+    """``--outputs``, ``--state``, ``--graph``: one artifact's outputs, state or query, in that order."""
+    from reaqtive.cli import views
+
+    wanted = [(option, uri) for option, uri in (("outputs", args.outputs), ("state", args.state),
+                                                 ("graph", args.graph)) if uri]
+    for option, uri in wanted:
+        try:
+            artifact = views.find_artifact(summary, uri)
+        except LookupError as error:
+            raise _UsageError(f"--{option}: {error.args[0]}") from None
+        if option in ("outputs", "state") and artifact.kind != "subscription":
+            raise _UsageError(f"--{option}: {uri!r} is a {artifact.kind}; only subscriptions have {option}")
+        if option == "outputs":
+            outputs = views.read_outputs(args.store, uri)
+            if args.json:
+                for seq, value in outputs:
+                    print(json.dumps(views.jsonable({"subscription": uri, "seq": seq, "value": value})))
+            else:
+                print(f"outputs of {uri} in the durable sink ({len(outputs):,})")
+                for seq, value in outputs:
+                    print(f"  {seq:>8}  {value!r}")
+        elif option == "state":
+            nodes = views.read_state(args.store, uri)
+            if args.json:
+                print(json.dumps(views.jsonable([{"key": n.key, "path": list(n.path), "name": n.name,
+                                                  "version": list(n.version), "entries": n.entries} for n in nodes]),
+                                 indent=2))
+            else:
+                print(f"state of {uri} as last saved (by its creation or the last checkpoint since): "
+                      f"{len(nodes)} stateful operators")
+                for n in nodes:
+                    where = n.key if n.key == uri else f"{n.key} (inner)"
+                    version = ".".join(map(str, n.version))
+                    print(f"  {where}  path {list(n.path)}  {n.name} v{version}")
+                    for entry in n.entries:
+                        print(f"      {_shorten(repr(entry))}")
+        else:
+            try:
+                graph = views.mermaid_graph(artifact)
+            except LookupError as error:
+                raise _UsageError(f"--graph: {error.args[0]}") from None
+            print(graph)
+    return EXIT_OK
+
+
+_LONGEST_ENTRY = 2_000  # characters of one state entry in text (a buffer may hold thousands of elements)
+
+
+def _shorten(text: str) -> str:
+    if len(text) <= _LONGEST_ENTRY:
+        return text
+    return f"{text[:_LONGEST_ENTRY]}... ({len(text) - _LONGEST_ENTRY:,} more characters; --json prints everything)"
 
 
 def _inspect_spark(args: argparse.Namespace) -> int:
@@ -180,7 +255,8 @@ def _recovery_hint(error: BaseException) -> str:
 
 
 def _load_functions(spec: str) -> FunctionRegistry:
-    """The :class:`~reaqtive.engine.FunctionRegistry` named by ``module:attribute``."""
+    """The :class:`~reaqtive.engine.FunctionRegistry` named by ``module:attribute``: the registry itself, or a
+    function called without arguments that returns one (``myapp.functions:make_functions``)."""
     from reaqtive.engine import FunctionRegistry
 
     module_name, _, attribute = spec.partition(":")
@@ -190,14 +266,44 @@ def _load_functions(spec: str) -> FunctionRegistry:
         registry = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as error:
         raise _UsageError(f"--functions {spec}: {error}") from error
+    if not isinstance(registry, FunctionRegistry) and _takes_no_arguments(registry):
+        factory = registry
+        try:
+            registry = factory()
+        except Exception as error:  # the user's factory: any failure is reported, in one line
+            raise _UsageError(f"--functions {spec}: calling it raised {type(error).__name__}: {error}") from error
+        if not isinstance(registry, FunctionRegistry):
+            raise _UsageError(f"--functions {spec}: returned a {type(registry).__name__}, not a FunctionRegistry")
     if not isinstance(registry, FunctionRegistry):
-        raise _UsageError(f"--functions {spec}: a {type(registry).__name__}, not a FunctionRegistry")
+        raise _UsageError(f"--functions {spec}: a {type(registry).__name__}, not a FunctionRegistry nor a "
+                          "function that makes one")
     return registry
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors in one line (argparse prints the usage first, then the error)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _takes_no_arguments(value: object) -> bool:
+    """Whether ``value`` is a function that can be called without arguments (a registry factory)."""
+    if not callable(value) or isinstance(value, type):
+        return False
+    try:
+        inspect.signature(value).bind()
+    except (TypeError, ValueError):  # needs arguments, or has no signature to tell
+        return False
+    return True
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="reaqtive", description="Standing reactive queries with checkpoints.")
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="reaqtive", description="Standing reactive queries with checkpoints.")
+    parser.add_argument("--version", action="version", version=f"reaqtive {_version()}")
+    parser.add_argument("--traceback", action="store_true",
+                        help="on an error, show its traceback instead of one line (for a bug report)")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     demo = commands.add_parser(
         "demo", help="run the IoT engine demo: standing queries, a kill -9, recovery, compared to an uncrashed run",
@@ -206,7 +312,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--events", type=_positive, default=100_000, help="sensor readings (default 100,000)")
     demo.add_argument("--every", type=_positive, default=2_000, help="events between checkpoints (default 2,000)")
     demo.add_argument("--store", type=Path, default=None, metavar="DIR",
-                      help="keep the two store files in DIR (default: a temporary directory, removed)")
+                      help="keep the two store files in DIR (default: a new temporary directory, kept and printed)")
     demo.set_defaults(handler=_demo)
 
     inspect = commands.add_parser(
@@ -215,6 +321,9 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("store", type=Path, help="the engine's SQLite file, or a Spark checkpoint directory")
     inspect.add_argument("--json", action="store_true", help="print JSON instead of tables")
     inspect.add_argument("--keys", action="store_true", help="Spark checkpoint: one line per key, not per bucket")
+    inspect.add_argument("--outputs", metavar="URI", help="the subscription's outputs in the durable sink, decoded")
+    inspect.add_argument("--state", metavar="URI", help="the subscription's state as of the last checkpoint, decoded")
+    inspect.add_argument("--graph", metavar="URI", help="the artifact's query as a Mermaid flowchart")
     inspect.set_defaults(handler=_inspect)
 
     checkpoint = commands.add_parser(
@@ -223,7 +332,8 @@ def _parser() -> argparse.ArgumentParser:
     checkpoint.add_argument("store", type=Path, help="the engine's SQLite file (the service must not be running)")
     checkpoint.add_argument("--full", action="store_true", help="write every subscription, not only changed ones")
     checkpoint.add_argument("--functions", metavar="MODULE:ATTR",
-                            help="a FunctionRegistry with the functions the queries use by registered name")
+                            help="a FunctionRegistry with the functions the queries use by registered name, or a "
+                                 "function that returns one (called without arguments)")
     checkpoint.add_argument("--allow-module", action="append", metavar="MODULE",
                             help="a module whose functions the stored queries may name by import path (repeatable; "
                                  "'pkg.*' for every submodule of pkg); by default none is")
@@ -243,20 +353,60 @@ def _positive(text: str) -> int:
     return value
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("reaqtive")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        from reaqtive import __version__
+
+        return __version__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``reaqtive`` command; returns the process exit code."""
-    from reaqtive.state import StoreError
-
     args = _parser().parse_args(argv)
     try:
         code: int = args.handler(args)
-    except (_UsageError, StoreError, OSError) as error:
-        message = str(error) if not isinstance(error, OSError) or not error.filename else (
-            f"{error.filename}: {error.strerror}" if error.strerror else str(error)
-        )
-        print(f"reaqtive {args.command}: {message}", file=sys.stderr)
+    except BrokenPipeError:
+        return _reader_went_away()
+    except KeyboardInterrupt:
+        print(f"reaqtive {args.command}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except Exception as error:
+        if args.traceback:
+            raise
+        print(f"reaqtive {args.command}: {_one_line(error)}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        sys.stdout.flush()  # a reader that left during the last lines is noticed here, not at exit
+    except BrokenPipeError:
+        return _reader_went_away()
     return code
+
+
+def _one_line(error: BaseException) -> str:
+    """An error as one line: ours say what and where; anything else is named by its type (a bug: --traceback)."""
+    from reaqtive.errors import ReaqtiveError
+
+    if isinstance(error, OSError) and error.filename:
+        text = f"{error.filename}: {error.strerror}" if error.strerror else str(error)
+    elif isinstance(error, (_UsageError, ReaqtiveError, OSError)):
+        text = str(error)
+    else:
+        text = f"{type(error).__name__}: {error} (an unexpected error: run with --traceback to report it)"
+    return " ".join(text.split())
+
+
+def _reader_went_away() -> int:
+    """``reaqtive inspect ... | head``: the reader closed the pipe. End quietly, as Unix tools do: what is still
+    buffered goes to /dev/null (Python would otherwise report the failed flush at exit)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -594,6 +594,18 @@ class _Encoder(_Walk):
         if standard is not None and STANDARD_FUNCTIONS[standard] is function:
             return standard
         path = _import_path(function)
+        if path is None and getattr(function, "__module__", None) == "__main__" and "<" not in str(
+            getattr(function, "__qualname__", "<")  # a lambda or a nested function: the generic message below
+        ):
+            # The commonest first mistake (a function in the script being run): say that the script is the
+            # problem, since "no import path" does not explain why a module-level function has none.
+            raise UnpersistableQueryError(
+                f"{self.where()} is {_describe(function)}, defined in __main__ (the script being run): a restarted "
+                "engine cannot import a function from a script, because __main__ is another module in every "
+                "process. Move the function into an importable module (e.g. myapp/functions.py, then "
+                "allow_modules=['myapp.functions']), or register it by name with "
+                "engine.register_function(name, function)"
+            )
         if path is None:
             raise UnpersistableQueryError(
                 f"{self.where()} is {_describe(function)}, which has no import path (a lambda, a nested function, a "

@@ -26,6 +26,7 @@ import json
 import math
 import os
 import random
+import shlex
 import signal
 import subprocess
 import sys
@@ -299,6 +300,8 @@ class DemoReport:
     recovered_outputs: dict[str, int] = field(default_factory=dict)
     differences: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    kept: Path | None = None
+    """Where the stores were kept (``DemoConfig.store_dir``); ``None``: they were in a removed directory."""
 
     @property
     def equal(self) -> bool:
@@ -474,6 +477,7 @@ def run_demo(config: DemoConfig | None = None, say: Say = print) -> DemoReport:
         say("3. compare the two durable sinks")
         _compare(durable_outputs(reference), durable_outputs(crashed), report)
         report.seconds = time.perf_counter() - started
+        report.kept = config.store_dir
     for line in report_lines(report):
         say(line)
     return report
@@ -505,11 +509,23 @@ def report_lines(report: DemoReport) -> list[str]:
               for uri, count in report.reference_outputs.items()]
     lines.append(f"  time               {report.seconds:.1f} s")
     lines += [f"  DIFFERENT          {difference}" for difference in report.differences]
+    if report.kept is not None:
+        lines += ["", f"the stores are kept in {report.kept}; look inside the recovered one:",
+                  *(f"  {command}" for command in inspect_commands(report.kept / "crashed.db")), ""]
     lines.append(
         "recovered results EQUAL the uncrashed run: nothing lost, nothing twice" if report.equal
         else "recovered results DIFFER from the uncrashed run"
     )
     return lines
+
+
+def inspect_commands(store: Path) -> list[str]:
+    """The ``reaqtive inspect`` commands that show a demo store: the summary, then one query's outputs, state
+    and graph."""
+    where = shlex.quote(str(store))
+    uri = shlex.quote(queries()[0][0])
+    options = ("--outputs", "--state", "--graph")
+    return [f"reaqtive inspect {where}", *(f"reaqtive inspect {where} {option} {uri}" for option in options)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
