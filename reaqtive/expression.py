@@ -23,7 +23,9 @@ walks the tree without recursion, at any depth.
 
 from __future__ import annotations
 
+import logging
 import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeGuard, TypeVar, overload
 
@@ -39,6 +41,7 @@ from reaqtive.visitors import initialize
 
 if TYPE_CHECKING:
     from reaqtive.query import GroupedStream, InnerStream, Query
+    from reaqtive.scheduler_interface import Scheduler
 
 __all__ = [
     "DEFAULT_INSTANCE_ID",
@@ -56,6 +59,7 @@ __all__ = [
     "new_inner_stream",
     "new_node",
     "source_node",
+    "standalone_scheduler",
     "use_facade",
 ]
 
@@ -202,6 +206,7 @@ class Expression(Subscribable[T], Generic[T]):
         observer: Subscriber[T],
         *,
         context: OperatorContext | None = None,
+        scheduler: Scheduler | None = None,
     ) -> SubscriptionHandle: ...
 
     @overload
@@ -212,6 +217,7 @@ class Expression(Subscribable[T], Generic[T]):
         on_complete: Callable[[], object] | None = None,
         *,
         context: OperatorContext | None = None,
+        scheduler: Scheduler | None = None,
         batch_size: int | None = None,
     ) -> SubscriptionHandle: ...
 
@@ -222,21 +228,65 @@ class Expression(Subscribable[T], Generic[T]):
         on_complete: Callable[[], object] | None = None,
         *,
         context: OperatorContext | None = None,
+        scheduler: Scheduler | None = None,
         batch_size: int | None = None,
     ) -> SubscriptionHandle:
         """Bind and start the query: subscribe, set the context, start. Returns the handle to dispose.
 
+        >>> import threading
+        >>> from datetime import timedelta
+        >>> from reaqtive import interval
+        >>> ticks, done = [], threading.Event()
+        >>> handle = interval(timedelta(milliseconds=10)).take(3).run(ticks.append, on_complete=done.set)
+        >>> done.wait(5), ticks       # handle.dispose() would have stopped it earlier
+        (True, [0, 1, 2])
+        >>> from_iterable([1, 0]).map(lambda x: 1 / x).run(print)
+        Traceback (most recent call last):
+        ZeroDivisionError: division by zero
+
         ``observer`` is a :class:`~reaqtive.streams.Subscriber`, or the ``on_next`` function of a
-        :class:`~reaqtive.subscribers.CallbackSubscriber` built from the other arguments. Without a
-        ``context`` the query runs standalone (no scheduler: time-based operators need one).
+        :class:`~reaqtive.subscribers.CallbackSubscriber` built from the other arguments.
+
+        **Time.** Without a ``context`` the query runs standalone, as in Rx: what can run on the caller's
+        thread does (``from_iterable(...).run(print)`` has printed everything when ``run`` returns), and the
+        operators that need a clock (``interval``, ``timer``, time windows, ``delay``...) run on a real-time
+        scheduler shared by standalone queries, one daemon worker thread made on first use
+        (:func:`standalone_scheduler`).
+        ``scheduler=`` gives them another one instead (a :class:`~reaqtive.scheduler.VirtualTimeScheduler` in a
+        test, or a :class:`~reaqtive.scheduler.LogicalScheduler` of your own pool); with it, every operator that
+        can use a scheduler uses it. ``context`` replaces all of this (the engine passes its own).
+
+        **Errors.** With ``on_error``, a failure of the query (a function of it raising, a source failing) goes
+        there. Without it, as Rx does with a subscriber that has no error handler, the failure is not swallowed:
+        a failure while ``run`` runs — every failure of a query over an iterable — is raised from ``run`` (the
+        query is then over and disposed); one that comes later, on a scheduler's thread, cannot be raised to
+        the caller any more and is logged at ERROR with its traceback (``reaqtive.subscribers``; shown on stderr
+        even without logging configured): pass ``on_error`` to handle those. A :class:`Subscriber` given as
+        ``observer`` receives errors itself, and nothing is raised.
         """
+        if context is not None and scheduler is not None:
+            raise TypeError("run: give a context or a scheduler, not both (the context names its scheduler)")
         subscriber: Subscriber[T]
+        failures: _RunFailures | None = None
         if isinstance(observer, Subscriber):
             subscriber = observer
         else:
+            if on_error is None:
+                failures = _RunFailures()
+                on_error = failures.on_error
             subscriber = CallbackSubscriber(observer, on_error, on_complete, batch_size=batch_size)
+        if context is None:
+            context = (OperatorContext(DEFAULT_INSTANCE_ID, scheduler) if scheduler is not None
+                       else _StandaloneContext(DEFAULT_INSTANCE_ID))
         handle = self.subscribe(subscriber)
-        return initialize(handle, context if context is not None else OperatorContext(DEFAULT_INSTANCE_ID))
+        try:
+            initialize(handle, context)
+        finally:
+            error = failures.finish() if failures is not None else None
+        if error is not None:
+            handle.dispose()
+            raise error
+        return handle
 
     # -- data model --------------------------------------------------------------------------------------------
 
@@ -443,3 +493,77 @@ def _describe(value: object) -> str:
         return f"<{getattr(value, '__qualname__', type(value).__name__)}>"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+# -- running standalone ------------------------------------------------------------------------------------------
+
+_RUN_LOG: Final = logging.getLogger("reaqtive.subscribers")
+
+
+class _RunFailures:
+    """The ``on_error`` of ``run(on_next)`` without one: keeps a failure that happens while ``run`` runs, for
+    ``run`` to raise; logs one that happens after (on a scheduler's thread, where raising reaches nobody)."""
+
+    __slots__ = ("_error", "_lock", "_returned")
+
+    def __init__(self) -> None:
+        self._error: BaseException | None = None
+        self._returned = False
+        self._lock = threading.Lock()  # a failure on a worker thread as run returns is raised or logged, not lost
+
+    def on_error(self, error: BaseException) -> None:
+        with self._lock:
+            if not self._returned:
+                self._error = self._error or error
+                return
+        _RUN_LOG.error("unhandled error at the end of a query (pass on_error to run to handle it)", exc_info=error)
+
+    def finish(self) -> BaseException | None:
+        """``run`` returns: the failure to raise, if one came; later ones are logged."""
+        with self._lock:
+            self._returned = True
+            return self._error
+
+
+_STANDALONE: list[Scheduler] = []  # the real-time scheduler of standalone queries, once made
+_STANDALONE_LOCK: Final = threading.Lock()
+
+
+def standalone_scheduler() -> Scheduler:
+    """The real-time scheduler of queries run standalone (``run()`` without a context or scheduler), made on
+    first use: one :class:`~reaqtive.scheduler.LogicalScheduler` on a pool of one daemon worker thread (it never
+    keeps the process alive), shared by every standalone query. A task that raises (a bug, or an ``on_error``
+    callback that raises) is logged and dropped; the scheduler is not faulted, so other queries go on."""
+    with _STANDALONE_LOCK:
+        if not _STANDALONE:
+            # Imported here, once: the scheduler implementations are a layer above this module, named only for
+            # this default (reaqtive.scheduler imports nothing of the core, so there is no cycle).
+            from reaqtive.scheduler import LogicalScheduler, PhysicalScheduler, UnhandledExceptionArgs
+
+            def log_and_go_on(args: UnhandledExceptionArgs) -> None:
+                _RUN_LOG.error("a task of a standalone query raised; it is dropped", exc_info=args.exception)
+                args.handled = True
+
+            scheduler = LogicalScheduler(PhysicalScheduler(workers=1, name="reaqtive-run"), name="reaqtive-run")
+            scheduler.unhandled_exception += log_and_go_on
+            _STANDALONE.append(scheduler)
+        return _STANDALONE[0]
+
+
+class _StandaloneContext(OperatorContext):
+    """The context of ``run()`` without one: no scheduler as far as :attr:`has_scheduler` says, so that the
+    operators for which one is optional run on the caller's thread (Rx's immediate default for iterables); the
+    operators that need a clock get :func:`standalone_scheduler` from :attr:`scheduler`."""
+
+    __slots__ = ()
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return standalone_scheduler()
+
+    def derive(self, instance_id: str) -> OperatorContext:
+        """An inner artifact's context: standalone too, with the same logger and settings."""
+        context = _StandaloneContext(instance_id)
+        context._logger = self._logger
+        context._settings = self._settings
+        return context

@@ -112,11 +112,13 @@ class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
-        if not context.has_scheduler:
+        try:
+            context.scheduler  # noqa: B018 - a standalone run() context makes its real-time scheduler on demand
+        except MissingSchedulerError:
             raise MissingSchedulerError(
                 f"{self.operator_label} is time-based: the operator context of {context.instance_id!r} needs a "
                 "scheduler (run the query in an engine, or pass a context with one)"
-            )
+            ) from None
 
     def on_start(self) -> None:
         scheduler = self.context.scheduler

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reaqtive import LONG_MAX, MissingSchedulerError, SimpleSubject, from_iterable
+from reaqtive import LONG_MAX, MissingSchedulerError, OperatorContext, SimpleSubject, from_iterable
 from reaqtive.errors import LimitExceededError
 from reaqtive.operators.buffer_time import BufferTime, BufferTimeOrCount, BufferTimeShift
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, MAX_QUEUE_SIZE
@@ -87,7 +87,7 @@ def test_buffer_duration_disposed_stops_the_timer() -> None:
 
 def test_buffer_duration_needs_a_scheduler() -> None:
     with pytest.raises(MissingSchedulerError):
-        from_iterable([1]).buffer(s(1)).run(lambda x: None)
+        from_iterable([1]).buffer(s(1)).run(lambda x: None, context=OperatorContext("test://none"))
 
 
 # -- buffer(duration, shift) -----------------------------------------------------------------------------------

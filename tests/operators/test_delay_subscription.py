@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reaqtive import MissingSchedulerError, Query, UnknownOperatorError
+from reaqtive import MissingSchedulerError, OperatorContext, Query, UnknownOperatorError
 from reaqtive.state import CheckpointMode, save_subscription, state_loader
 from reaqtive.testing import INFINITE, Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
@@ -107,7 +107,7 @@ def test_one_at_a_time_demand_passes_through() -> None:
 
 def test_needs_a_scheduler() -> None:
     with pytest.raises(MissingSchedulerError):
-        Query.never().delay_subscription(s(1)).run(print)
+        Query.never().delay_subscription(s(1)).run(print, context=OperatorContext("test://none"))
 
 
 @pytest.mark.parametrize(

@@ -181,7 +181,7 @@ def test_skip_duration_recovered_opens_when_the_original_would_have() -> None:
 
 def test_skip_duration_needs_a_scheduler() -> None:
     with pytest.raises(MissingSchedulerError, match=r"skip\(duration\) is time-based"):
-        from_iterable([1]).skip(timedelta(seconds=1)).run(lambda x: None)
+        from_iterable([1]).skip(timedelta(seconds=1)).run(lambda x: None, context=OperatorContext("test://none"))
 
 
 def test_skip_duration_under_a_test_scheduler_context_runs() -> None:

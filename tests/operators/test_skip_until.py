@@ -202,4 +202,4 @@ def test_skip_until_time_saves_whether_the_gate_is_open() -> None:
 
 def test_skip_until_time_needs_a_scheduler() -> None:
     with pytest.raises(MissingSchedulerError, match=r"skip_until\(start_time\) is time-based"):
-        from_iterable([1]).skip_until(at(10)).run(lambda x: None)
+        from_iterable([1]).skip_until(at(10)).run(lambda x: None, context=OperatorContext("test://none"))

@@ -197,7 +197,7 @@ def test_take_duration_recovered_ends_when_the_original_would_have() -> None:
 
 def test_take_duration_needs_a_scheduler() -> None:
     with pytest.raises(MissingSchedulerError, match=r"take\(duration\) is time-based"):
-        from_iterable([1]).take(timedelta(seconds=1)).run(lambda x: None)
+        from_iterable([1]).take(timedelta(seconds=1)).run(lambda x: None, context=OperatorContext("test://none"))
 
 
 def test_take_duration_never_overlaps_its_completion_with_an_element_on_real_threads() -> None:

@@ -225,4 +225,4 @@ def test_take_until_time_recovered_after_the_time_completes_at_once() -> None:
 
 def test_take_until_time_needs_a_scheduler() -> None:
     with pytest.raises(MissingSchedulerError, match=r"take_until\(end_time\) is time-based"):
-        from_iterable([1]).take_until(at(10)).run(lambda x: None)
+        from_iterable([1]).take_until(at(10)).run(lambda x: None, context=OperatorContext("test://none"))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reaqtive import MissingSchedulerError, Query
+from reaqtive import MissingSchedulerError, OperatorContext, Query
 from reaqtive.errors import LimitExceededError
 from reaqtive.operators.settings import MAX_QUEUE_SIZE
 from reaqtive.state import CheckpointMode, save_subscription, state_loader
@@ -250,9 +250,9 @@ def test_periodic_timers_survive_a_checkpoint_anywhere() -> None:
 
 def test_a_timer_needs_a_scheduler() -> None:
     with pytest.raises(MissingSchedulerError):
-        Query.timer(s(1)).run(print)
+        Query.timer(s(1)).run(print, context=OperatorContext("test://none"))
     with pytest.raises(MissingSchedulerError):
-        Query.interval(s(1)).run(print)
+        Query.interval(s(1)).run(print, context=OperatorContext("test://none"))
 
 
 @pytest.mark.parametrize(
