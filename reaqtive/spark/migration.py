@@ -118,6 +118,14 @@ def export_engine_state(
         delivery_blob = snapshot.get(_ENGINE, _DELIVERY)
         delivery = expression_from_json(delivery_blob) if delivery_blob is not None else {}
         outputs = engine_store.read_outputs(subscription) if record.get("observer") == DURABLE_SINK else []
+        acked = engine_store.acked(subscription)
+        if (outputs and outputs[0][1] != 0) or (not outputs and acked >= 0):
+            # Each key's output count is counted from the sink: trimmed outputs cannot be told apart by key
+            raise MigrationError(
+                f"the durable sink of {subscription!r} in {os.fspath(store)!r} was trimmed after acknowledgement "
+                f"(outputs up to {acked} are gone), so each key's output numbering cannot be counted; export "
+                "before trimming (acknowledged outputs stay until a checkpoint or engine.trim())"
+            )
     finally:
         engine_store.close()
     if subscription not in states:

@@ -294,6 +294,29 @@ def test_migration_refuses_another_query(tmp_path: Path) -> None:
         export_engine_state(tmp_path / "e.db", "other", queries.totals_query())
 
 
+def test_migration_refuses_a_sink_trimmed_after_acknowledgement(tmp_path: Path) -> None:
+    functions = FunctionRegistry()
+    events = queries.events(2000, 20)
+    with Engine(tmp_path / "e.db", functions=functions, start=queries.T0) as engine:
+        engine.create_stream(queries.STREAM)
+        engine.create_subscription("sub", embedded_query(queries.totals_query(), functions))
+        engine.append_many(queries.STREAM, [([key, payload], when) for key, when, _, payload in events])
+        engine.process()
+        engine.checkpoint()
+        outputs = engine.outputs("sub")
+    assert len(outputs) > 3
+    assert export_engine_state(tmp_path / "e.db", "sub", queries.totals_query()).records  # nothing trimmed
+    with Engine(tmp_path / "e.db", functions=functions, start=queries.T0) as engine:
+        engine.ack("sub", outputs[2].seq)
+        engine.checkpoint()  # a row of outputs is trimmed once all its outputs are acknowledged: none yet
+    assert export_engine_state(tmp_path / "e.db", "sub", queries.totals_query()).records
+    with Engine(tmp_path / "e.db", functions=functions, start=queries.T0) as engine:
+        engine.ack("sub", outputs[-1].seq)
+        engine.checkpoint()  # trims them all
+    with pytest.raises(MigrationError, match="trimmed after acknowledgement"):
+        export_engine_state(tmp_path / "e.db", "sub", queries.totals_query())
+
+
 def test_final_watermark_is_the_last_event_time_in_whole_milliseconds_less_lateness() -> None:
     last = queries.T0 + timedelta(seconds=179, microseconds=999_820)
     assert final_watermark(last) == queries.T0 + timedelta(seconds=179, milliseconds=999)
