@@ -566,14 +566,15 @@ class BucketHost:
     last run (:mod:`reaqtive.spark.live`): a key goes on from its live object (table record or query instance)
     when the store holds exactly the bytes the object was saved as, else from the store. With ``live_exact``
     the worker wrote ``blob`` itself: its decoded bucket state is used as it is. ``live_bound``: keep the keys'
-    live objects for the next run only if the bucket fits a cache of that many keys (:data:`~reaqtive.spark.live.
-    INSTANCE_WEIGHT`); ``None``: always. Live objects a cache would not hold only cost: Python's collector walks
-    them (measured: keeping a bucket's query instances for nothing made its run 1.75x slower).
+    live objects for the next run only if the bucket fits a cache of that many keys (an instance counts
+    :data:`~reaqtive.spark.live.INSTANCE_WEIGHT`); 0 (the default): never; ``None``: always. Live objects a
+    cache would not hold only cost: Python's collector walks them (measured: keeping a bucket's query instances
+    for nothing made its run 1.75x slower).
     """
 
     def __init__(
         self, query: KeyedQuery, buckets: int, bucket: int, blob: bytes | None, *, table: bool = True,
-        live: LiveBucket | None = None, live_exact: bool = False, live_bound: int | None = None,
+        live: LiveBucket | None = None, live_exact: bool = False, live_bound: int | None = 0,
     ) -> None:
         self.query = query
         self.bucket = bucket

@@ -46,7 +46,7 @@ def run_cached(
         for attempt in range(failures + 1):
             cache = rng.choice(workers)
             live, exact = cache.take(CACHE_ID, 0, committed)
-            host = BucketHost(query, 1, 0, committed, table=table, live=live, live_exact=exact)
+            host = BucketHost(query, 1, 0, committed, table=table, live=live, live_exact=exact, live_bound=None)
             keys = per_key(order, events)
             if attempt < failures and rng.random() < 0.5:
                 # the task dies half way: the entry it took never comes back
@@ -108,25 +108,25 @@ def test_live_query_instances_give_the_rows_of_instances_rebuilt_from_the_store(
 def test_a_worker_goes_on_from_a_live_key_only_when_the_store_holds_the_bytes_it_saved() -> None:
     query = keyed(Query.stream("s").scan(0, lambda acc, x: acc + x))
     mine, other = LiveCache(), LiveCache()
-    first = BucketHost(query, 1, 0, None)
+    first = BucketHost(query, 1, 0, None, live_bound=None)
     assert [row.value for row in first.process({"a": [(1, 0, 5)], "b": [(1, 1, 7)]}, None)] == [5, 7]
     written = first.encode()
     mine.put(CACHE_ID, 0, first.live_entry(written))
 
     live, exact = mine.take(CACHE_ID, 0, bytes(written))  # equal bytes (a copy, as Spark hands them back): a hit
     assert live is not None and exact
-    again = BucketHost(query, 1, 0, written, live=live, live_exact=exact)
+    again = BucketHost(query, 1, 0, written, live=live, live_exact=exact, live_bound=None)
     assert [row.value for row in again.process({"a": [(2, 0, 1)]}, None)] == [6]
     assert (again.reused, again.decoded) == (1, 0)
     mine.put(CACHE_ID, 0, again.live_entry(again.encode()))
 
     # Another worker ran the bucket since: key b changed there, key a did not.
-    elsewhere = BucketHost(query, 1, 0, again.encode())
+    elsewhere = BucketHost(query, 1, 0, again.encode(), live_bound=None)
     assert [row.value for row in elsewhere.process({"b": [(3, 0, 1)]}, None)] == [8]
     other.put(CACHE_ID, 0, elsewhere.live_entry(elsewhere.encode()))
     live, exact = mine.take(CACHE_ID, 0, elsewhere.encode())
     assert live is not None and not exact  # stale: checked key by key
-    back = BucketHost(query, 1, 0, elsewhere.encode(), live=live, live_exact=exact)
+    back = BucketHost(query, 1, 0, elsewhere.encode(), live=live, live_exact=exact, live_bound=None)
     assert [row.value for row in back.process({"a": [(4, 0, 1)], "b": [(4, 1, 1)]}, None)] == [7, 9]
     assert (back.reused, back.decoded) == (1, 1)  # a went on live; b's live record was stale: decoded
     assert (mine.counters["hits"], mine.counters["stale"], mine.counters["misses"]) == (1, 1, 0)
@@ -137,12 +137,12 @@ def test_the_cache_keeps_at_most_its_bound_of_keys_dropping_the_least_recently_u
     query = keyed(Query.stream("s").count(lambda x: True))
     cache = LiveCache(max_keys=5)
     for bucket in range(3):
-        host = BucketHost(query, 3, bucket, None)
+        host = BucketHost(query, 3, bucket, None, live_bound=None)
         list(host.process({f"k{i}": [(1, 0, i)] for i in range(2)}, None))
         cache.put(CACHE_ID, bucket, host.live_entry(host.encode()))
     assert len(cache) == 2 and cache.counters["evicted"] == 1
     assert cache.take(CACHE_ID, 0, b"") == (None, False) and cache.counters["misses"] == 1  # bucket 0 went first
-    instances = BucketHost(query, 3, 0, None, table=False)
+    instances = BucketHost(query, 3, 0, None, table=False, live_bound=None)
     list(instances.process({"k": [(1, 0, 1)]}, None))
     cache.put(CACHE_ID, 0, instances.live_entry(instances.encode()))  # one live instance outweighs the bound
     assert len(cache) == 0 and cache.counters["evicted"] == 4
