@@ -85,7 +85,7 @@ from reaqtive.state import (
     StoreError,
     StoreLockedError,
 )
-from reaqtive.state.sqlite_store import Prepare, columns_checksum, fetchall_lenient, store_error, verifies
+from reaqtive.state.sqlite_store import columns_checksum, fetchall_lenient, store_error, verifies
 
 __all__ = [
     "ENGINE_MIGRATES",
@@ -399,7 +399,7 @@ class EngineStore:
             target: str | Path = self._path
             if memory:  # one database for both connections: a private name in SQLite's shared in-memory VFS
                 target = f"file:/reaqtive-{uuid.uuid4().hex}?vfs=memdb"
-                self.checkpoints: SqliteCheckpointStore = _UriCheckpointStore(target, prepare=self._prepare)
+                self.checkpoints = SqliteCheckpointStore.shared_memory(target, prepare=self._prepare)
             else:
                 self.checkpoints = SqliteCheckpointStore(self._path, synchronous=synchronous, prepare=self._prepare)
             try:
@@ -1364,27 +1364,6 @@ def _migrated_egress_crc(subscription: bytes | None, seq: int | None, payload: b
 
 
 # -- in memory ------------------------------------------------------------------------------------------------------
-
-
-class _UriCheckpointStore(SqliteCheckpointStore):
-    """The checkpoint store of an in-memory engine store: its connection opens an SQLite URI (the shared
-    in-memory database the engine tables' connection opens too), where :class:`SqliteCheckpointStore` opens a
-    path. Everything after the connection is the file store's own opening."""
-
-    def __init__(self, uri: str, *, prepare: Prepare) -> None:  # the base's __init__ opens a path: not called
-        self._path = Path(MEMORY)
-        self._where = MEMORY
-        self._lock = threading.Lock()
-        try:
-            self._connection = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False,
-                                               timeout=30.0)
-        except sqlite3.Error as error:
-            raise store_error(error, self._where, "opening the checkpoint store") from error
-        try:
-            self._open("OFF", prepare)  # nothing to make durable
-        except BaseException:
-            self._connection.close()
-            raise
 
 
 # -- one writer per store -------------------------------------------------------------------------------------------

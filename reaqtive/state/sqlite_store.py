@@ -215,6 +215,27 @@ class SqliteCheckpointStore(CheckpointStore):
             self._connection.close()
             raise
 
+    @classmethod
+    def shared_memory(cls, uri: str, *, prepare: Prepare | None = None, timeout: float = 30.0) -> SqliteCheckpointStore:
+        """A store in the SQLite in-memory database ``uri`` names (``file:/name?vfs=memdb``), which other
+        connections of this process may open too (an in-memory engine keeps its own tables there). Nothing is
+        durable, so writes are not synced; ``path`` is ``:memory:``."""
+        store = cls.__new__(cls)
+        store._path = Path(":memory:")
+        store._where = ":memory:"
+        store._lock = threading.Lock()
+        try:
+            store._connection = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False,
+                                                timeout=timeout)
+        except sqlite3.Error as error:
+            raise store_error(error, store._where, "opening the checkpoint store") from error
+        try:
+            store._open("OFF", prepare)
+        except BaseException:
+            store._connection.close()
+            raise
+        return store
+
     @property
     def path(self) -> Path:
         """The database file."""

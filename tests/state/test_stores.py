@@ -22,14 +22,21 @@ from reaqtive.state import (
 StoreFactory = Callable[[], CheckpointStore]
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "sqlite shared memory"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    """A factory: for SQLite every call opens the same file again (like a restart)."""
+    """A factory: for SQLite every call opens the same file (or shared in-memory database) again."""
     opened: list[CheckpointStore] = []
     memory = InMemoryCheckpointStore()
+    uri = f"file:/reaqtive-test-{id(opened)}-{tmp_path.name}?vfs=memdb"
 
     def make() -> CheckpointStore:
-        store: CheckpointStore = memory if request.param == "memory" else SqliteCheckpointStore(tmp_path / "s.db")
+        store: CheckpointStore
+        if request.param == "memory":
+            store = memory
+        elif request.param == "sqlite":
+            store = SqliteCheckpointStore(tmp_path / "s.db")
+        else:  # the database lives while a connection to it is open: the factory keeps them all open
+            store = SqliteCheckpointStore.shared_memory(uri)
         opened.append(store)
         return store
 
