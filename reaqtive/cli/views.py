@@ -11,18 +11,14 @@ such, with the reason, instead of failing the whole listing.
 from __future__ import annotations
 
 import math
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import quote
 
 from reaqtive.engine.database import egress_checksum
-from reaqtive.engine.inspection import ArtifactSummary, StoreSummary, describe_expression
-from reaqtive.state import STATE_CATEGORY, StateError, StoreError
+from reaqtive.engine.inspection import ArtifactSummary, StoreSummary, describe_expression, read_only
+from reaqtive.state import STATE_CATEGORY, StateError
 from reaqtive.state.codec import DEFAULT_CODEC, Segment
 from reaqtive.state.framing import read_blob
 from reaqtive.state.sqlite_store import row_checksum, verifies
@@ -51,26 +47,13 @@ def find_artifact(summary: StoreSummary, uri: str) -> ArtifactSummary:
     raise LookupError(f"{summary.path}: no artifact {uri!r} (artifacts: {known})")
 
 
-@contextmanager
-def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
-    db = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True, isolation_level=None, timeout=5.0)
-    try:
-        db.execute("BEGIN")  # one read transaction: a consistent view while an engine writes
-        yield db
-        db.execute("COMMIT")
-    except sqlite3.DatabaseError as error:
-        raise StoreError(f"{path}: cannot read the store: {error}") from error
-    finally:
-        db.close()
-
-
 # -- outputs -------------------------------------------------------------------------------------------------------
 
 
 def read_outputs(path: Path, subscription: str) -> list[tuple[int, Any]]:
     """The durable sink's outputs of ``subscription``: ``(seq, value)`` in sequence order. A damaged row becomes
     one ``(seq, Undecodable)`` entry for its last output (its neighbours are still listed)."""
-    with _read_only(path) as db:
+    with read_only(path) as db:
         columns = {row[1] for row in db.execute("PRAGMA table_info(reaqtive_egress)")}
         count = "count" if "count" in columns else "1"  # layouts 1 and 2: one output per row
         crc = "crc" if "crc" in columns else "NULL"  # layout 1: no checksums
@@ -113,7 +96,7 @@ class NodeView:
 def read_state(path: Path, subscription: str) -> list[NodeView]:
     """The state of ``subscription`` and of its inner subscriptions as of the last checkpoint, node by node.
     A blob that fails its checksum or cannot be decoded is one node named ``DAMAGED`` with the reason."""
-    with _read_only(path) as db:
+    with read_only(path) as db:
         rows = db.execute(
             "SELECT key, value, crc FROM reaqtive_blobs WHERE category = ? AND (key = ? OR substr(key, 1, ?) = ?) "
             "ORDER BY key", (STATE_CATEGORY, subscription, len(subscription) + 1, subscription + "/")

@@ -42,6 +42,7 @@ __all__ = [
     "StreamSummary",
     "describe_expression",
     "format_summary",
+    "read_only",
     "read_store",
     "summary_to_json",
 ]
@@ -137,7 +138,7 @@ def read_store(path: str | os.PathLike[str]) -> StoreSummary:
     """
     where = Path(path)
     size = _check_file(where)
-    with _read_only(where) as db:
+    with read_only(where) as db:
         version, engine_version = _check_layout(db, where)
         meta = dict(db.execute("SELECT key, value FROM reaqtive_meta").fetchall())
         blobs: dict[str, dict[str, bytes]] = {}
@@ -213,8 +214,9 @@ def _check_file(path: Path) -> int:
 
 
 @contextmanager
-def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
-    """A read-only connection inside one read transaction."""
+def read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the store at ``path`` inside one read transaction (a consistent view while an
+    engine writes); :class:`~reaqtive.state.StoreError` if it cannot be opened or read."""
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
     try:
         db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
