@@ -1,6 +1,8 @@
 # The two commands of the README. Each sets up what it needs: a virtual environment in .venv with the
 # package installed in editable mode with its dev extra (re-done when pyproject.toml or this file changes); the
-# tests and benchmarks also install the spark extra (pyspark, pandas, pyarrow, protobuf; Java 17+ comes from the OS).
+# tests and benchmarks also install the spark extra (pyspark, pandas, pyarrow, protobuf; Java 17+ comes from the OS),
+# the postgres extra (psycopg; the PostgreSQL server binaries come from the OS), the prometheus extra and the service
+# extra (FastAPI and uvicorn, for the example service).
 #
 # Editable installs use setuptools' compat mode: a .pth file naming the source directory. The default mode
 # installs an import hook instead, which Python runs but type checkers (mypy, pyright) cannot see, so a project
@@ -17,7 +19,7 @@ EXAMPLES_STAMP := $(VENV)/.installed-examples
 # Spark's Python workers must run the interpreter that has reaqtive installed.
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test lint typecheck bench clean check-postgres
 
 $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "reaqtive needs Python >= 3.11")'
@@ -27,7 +29,7 @@ $(STAMP): pyproject.toml Makefile
 	@touch $(STAMP)
 
 $(SPARK_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet $(EDITABLE) -e '.[dev,spark]'
+	$(BIN)/python -m pip install --quiet $(EDITABLE) -e '.[dev,spark,postgres,prometheus,service]'
 	@touch $(SPARK_STAMP)
 
 # The example operator package (a user's own package of operators, found through its entry point): its tests
@@ -45,12 +47,17 @@ lint: $(STAMP)
 typecheck: $(SPARK_STAMP) $(EXAMPLES_STAMP)
 	$(BIN)/mypy --strict reaqtive examples/reaqtive-signals/reaqtive_signals
 
-test: lint typecheck $(SPARK_STAMP) $(EXAMPLES_STAMP)
+# The PostgreSQL tests start a throwaway server from the OS's binaries (initdb, pg_ctl): without them the tests
+# fail at once with the instruction, rather than skipping.
+check-postgres: $(STAMP)
+	@$(BIN)/python -m reaqtive.testing.postgres --check
+
+test: lint typecheck check-postgres $(SPARK_STAMP) $(EXAMPLES_STAMP)
 	$(BIN)/pytest
 
 # The peers (Bytewax, RxPY) are only for the benchmarks, never a dependency: bench/peers.py runs them when present.
 $(PEERS_STAMP): $(SPARK_STAMP)
-	$(BIN)/python -m pip install --quiet $(EDITABLE) -e '.[dev,spark,peers]' || echo "the peers extra could not be installed: benchmarks run without Bytewax/RxPY"
+	$(BIN)/python -m pip install --quiet $(EDITABLE) -e '.[dev,spark,postgres,prometheus,service,peers]' || echo "the peers extra could not be installed: benchmarks run without Bytewax/RxPY"
 	@touch $(PEERS_STAMP)
 
 bench: $(PEERS_STAMP)

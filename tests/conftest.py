@@ -8,6 +8,7 @@ import freezegun
 import pytest
 
 from reaqtive import set_keyed_execution
+from reaqtive.testing.postgres import PostgresCluster, PostgresNotFoundError
 from tests.support import Recorder
 
 # freezegun patches every loaded module that holds a datetime function, reading each module's attributes:
@@ -30,3 +31,29 @@ def general_path() -> Iterator[None]:
         yield
     finally:
         set_keyed_execution(previous)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresCluster]:
+    """A throwaway PostgreSQL server for the whole session, started only when a test asks for it. Without the
+    server binaries the test fails with the instruction to install them: PostgreSQL is part of the suite, not
+    optional."""
+    cluster = PostgresCluster()
+    try:
+        cluster.start()
+    except PostgresNotFoundError as error:
+        pytest.fail(str(error), pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: PostgresCluster) -> Iterator[str]:
+    """The DSN of a fresh, empty database for this test, dropped after it (with any session left open)."""
+    dsn = postgres_server.create_database()
+    try:
+        yield dsn
+    finally:
+        postgres_server.drop_database(dsn.rsplit("/", 1)[1])

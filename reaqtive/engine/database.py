@@ -52,6 +52,13 @@ refused untouched (:class:`UnknownEngineVersionError`).
 connections share (SQLite's ``memdb`` VFS, a private name per store): the same transactions and checks, nothing
 on disk, no lock file (nobody else can name it); it is gone when the store closes.
 
+**PostgreSQL.** :func:`open_engine_store` (what the engine calls) opens a
+:class:`~reaqtive.engine.postgres_database.PostgresEngineStore` for a ``postgresql://`` URL: this class, with the
+same tables, rows, checksums and transactions, on a PostgreSQL database. Every method here reaches its database
+through a small seam (:meth:`EngineStore._all`, ``_one``, ``_exec``, ``_many``, ``_transaction``, ``_reading``,
+``_store_error``), and its SQL is written in SQLite's dialect with ``?`` parameters, which the PostgreSQL store
+translates; the rows are packed, verified and decoded by the same code whatever the database.
+
 Payloads are encoded with the state codec (msgpack; registered user types; never pickle).
 """
 
@@ -76,6 +83,7 @@ import msgpack
 
 from reaqtive.state import (
     DEFAULT_CODEC,
+    CheckpointStore,
     DamagedRowError,
     SqliteCheckpointStore,
     StateCodec,
@@ -376,21 +384,19 @@ class EngineStore:
     ``synchronous``: SQLite's durability (``FULL`` survives power loss; ``NORMAL`` survives a process crash, which
     is what ``kill -9`` tests). Raises :class:`~reaqtive.state.StoreLockedError` if another engine holds the file,
     and :class:`~reaqtive.state.StoreError` subclasses for everything else that stops the open. ``path`` ``":memory:"``
-    (:data:`MEMORY`): a new, empty store in memory (see the module docstring).
+    (:data:`MEMORY`): a new, empty store in memory (see the module docstring). The engine opens its store with
+    :func:`open_engine_store`, which opens a :class:`~reaqtive.engine.postgres_database.PostgresEngineStore` (this
+    class on a PostgreSQL database) for a PostgreSQL URL.
     """
+
+    checkpoints: CheckpointStore
+    """The checkpoint store, in the same database."""
 
     def __init__(
         self, path: str | os.PathLike[str], *, synchronous: str = "FULL", codec: StateCodec = DEFAULT_CODEC
     ) -> None:
         self._path = Path(path)
-        self._where = str(self._path)
-        self._codec = codec
-        self._lock = threading.Lock()
-        self._pending: Callable[[bool], None] | None = None
-        if synchronous.upper() not in _SYNCHRONOUS:  # (the file's checkpoint store checks it too)
-            raise ValueError(f"synchronous must be one of {sorted(_SYNCHRONOUS)}, got {synchronous!r}")
-        self._acks: dict[str, int] = {}
-        self._damaged_acks: dict[str, DamagedRowError] = {}
+        self._setup(str(self._path), synchronous, codec)
         memory = os.fspath(path) == MEMORY
         self._writer = None if memory else _WriterLock(self._path)
         try:
@@ -420,9 +426,21 @@ class EngineStore:
                 self._writer.release()
             raise
 
+    def _setup(self, where: str, synchronous: str, codec: StateCodec) -> None:
+        """The state every engine store has, whatever its database (``where``: its name in messages)."""
+        if synchronous.upper() not in _SYNCHRONOUS:  # (the checkpoint store checks it too)
+            raise ValueError(f"synchronous must be one of {sorted(_SYNCHRONOUS)}, got {synchronous!r}")
+        self._where = where
+        self._codec = codec
+        self._lock = threading.Lock()
+        self._pending: Callable[[bool], None] | None = None
+        self._acks: dict[str, int] = {}
+        self._damaged_acks: dict[str, DamagedRowError] = {}
+
     @property
-    def path(self) -> Path:
-        """The database file."""
+    def path(self) -> Path | str:
+        """The database file (a :class:`~pathlib.Path`); for a PostgreSQL store, its URL without the password
+        (a ``str``)."""
         return self._path
 
     @property
@@ -468,16 +486,50 @@ class EngineStore:
         if version == 3:
             _migrate_from_3(db)
 
+    # -- the database seam: a store on another database overrides these (and the opening and closing) -------
+
+    _driver_errors: tuple[type[Exception], ...] = (sqlite3.Error,)
+
+    def _store_error(self, error: Exception, operation: str, *, rolled_back: bool = False) -> StoreError:
+        """The :class:`~reaqtive.state.StoreError` for a driver error (``sqlite3.Error`` here)."""
+        assert isinstance(error, sqlite3.Error)
+        return store_error(error, self._where, operation, rolled_back=rolled_back)
+
+    def _all(self, db: Any, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        """The rows of a statement (written in SQLite's dialect, ``?`` parameters; damaged text tolerated)."""
+        return fetchall_lenient(db, sql, params)
+
+    def _one(self, db: Any, sql: str, params: Sequence[object] = ()) -> Any:
+        """The first row of a statement (``None``: no row)."""
+        return db.execute(sql, params).fetchone()
+
+    def _exec(self, db: Any, sql: str, params: Sequence[object] = ()) -> None:
+        """Run a statement that returns no rows."""
+        db.execute(sql, params)
+
+    def _many(self, db: Any, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        """Run a statement once per row (one batch)."""
+        db.executemany(sql, rows)
+
+    def _insert_dead_letters(self, db: Any, rows: Sequence[tuple[object, ...]]) -> int:
+        """Insert dead-letter rows (``time`` as stored: an integer, or the bytes of a damaged row); returns how
+        many were new."""
+        return int(db.executemany(_INSERT_DEAD_LETTER, rows).rowcount)
+
+    def _stored_time(self, column: object) -> object:
+        """A dead letter's ``time`` as it was given to :meth:`_insert_dead_letters`, from its column."""
+        return column
+
     @contextmanager
-    def _reading(self, operation: str) -> Iterator[sqlite3.Connection]:
+    def _reading(self, operation: str) -> Iterator[Any]:
         with self._lock:
             try:
                 yield self._db
-            except sqlite3.Error as error:
-                raise store_error(error, self._where, operation) from error
+            except self._driver_errors as error:
+                raise self._store_error(error, operation) from error
 
     @contextmanager
-    def _transaction(self, operation: str) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, operation: str) -> Iterator[Any]:
         """One write transaction: committed at the end of the block, rolled back if it raises."""
         with self._lock:
             db = self._db
@@ -492,7 +544,7 @@ class EngineStore:
                             db.execute("ROLLBACK")
                     raise
             except sqlite3.Error as error:
-                raise store_error(error, self._where, operation, rolled_back=True) from error
+                raise self._store_error(error, operation, rolled_back=True) from error
 
     # -- ingress -----------------------------------------------------------------------------------------------
 
@@ -534,7 +586,7 @@ class EngineStore:
         names = sorted({batch.stream for batch in batches})
         operation = f"appending to stream {names[0]!r}" if len(names) == 1 else f"appending to streams {names!r}"
         with self._transaction(operation) as db:
-            rows = _Rows(_next_position(db, self._where))
+            rows = _Rows(self._next_position(db))
             heads: dict[str, int] = {}
             firsts: list[int] = []
             dead: list[tuple[object, ...]] = []
@@ -566,17 +618,24 @@ class EngineStore:
                 if count > start:
                     rows.add(stream, head + start, batch.payloads[start:], batch.micros[start:])
             rows.close()
-            db.executemany(_INSERT_INGRESS, rows.rows)
+            self._many(db, _INSERT_INGRESS, rows.rows)
             if dead:
-                db.executemany(_INSERT_DEAD_LETTER, dead)
-            db.executemany(_SET_HEAD, list(heads.items()))
+                self._insert_dead_letters(db, dead)
+            self._many(db, _SET_HEAD, list(heads.items()))
             if rows.rows:
-                db.execute(_SET_POSITION, (rows.pos - 1,))
+                self._exec(db, _SET_POSITION, (rows.pos - 1,))
         return firsts
 
-    def _head(self, db: sqlite3.Connection, stream: str) -> int:
-        head = db.execute("SELECT next_seq FROM reaqtive_stream_heads WHERE stream = ?", (stream,)).fetchone()
+    def _head(self, db: Any, stream: str) -> int:
+        head = self._one(db, "SELECT next_seq FROM reaqtive_stream_heads WHERE stream = ?", (stream,))
         return _counter(head, self._where, f"the head of stream {stream!r}")
+
+    def _next_position(self, db: Any) -> int:
+        """The ``pos`` the next appended event gets: after the last one ever given (kept in ``reaqtive_meta``,
+        as ``AUTOINCREMENT`` keeps its counter) and after the last row's events."""
+        counter, last, count = self._one(db, _NEXT_POSITION, (_POSITION_KEY,))  # one statement: one round trip
+        end = 0 if last is None else last + _events_of_row(count) - 1
+        return max(_counter((counter,), self._where, "the ingress log's position counter"), end) + 1
 
     def stream_head(self, stream: str) -> int:
         """The next sequence number of ``stream`` (0 before its first event)."""
@@ -594,16 +653,16 @@ class EngineStore:
         """
         upper = min(after_pos + max(limit, 1), _MAX_INTEGER)
         with self._reading("reading the ingress log") as db:
-            rows = fetchall_lenient(db, _READ_RUNS, (after_pos, upper))
+            rows = self._all(db, _READ_RUNS, (after_pos, after_pos, upper))
             if not _reaches_past(rows, after_pos):  # a gap of more than `limit` positions (truncated, deleted)
-                (following,) = db.execute(_FOLLOWING, (after_pos,)).fetchone()
+                (following,) = self._one(db, _FOLLOWING, (after_pos,))
                 if following is None:
                     return []
-                rows = fetchall_lenient(db, _READ_RUNS, (following - 1, min(following - 1 + max(limit, 1),
-                                                                             _MAX_INTEGER)))
+                start = following - 1
+                rows = self._all(db, _READ_RUNS, (start, start, min(start + max(limit, 1), _MAX_INTEGER)))
             # Where the rows read end (for a damaged row's event count): the next row, the last position given.
-            (beyond,) = db.execute(_FOLLOWING, (rows[-1][0],)).fetchone()
-            counter = db.execute("SELECT value FROM reaqtive_meta WHERE key = ?", (_POSITION_KEY,)).fetchone()
+            (beyond,) = self._one(db, _FOLLOWING, (rows[-1][0],))
+            counter = self._one(db, _READ_POSITION, (_POSITION_KEY,))
         end = beyond - 1 if beyond is not None else _MAX_INTEGER
         if counter is not None and type(counter[0]) is int:
             end = min(end, counter[0])
@@ -662,28 +721,27 @@ class EngineStore:
         Positions never go back: the last one given is kept apart from the rows, so a truncated log never
         reuses them."""
         with self._reading("reading the log position") as db:
-            return _next_position(db, self._where) - 1
+            return self._next_position(db) - 1
 
     def position_after(self, stream: str, seq: int) -> int | None:
         """The ``pos`` of the first retained event of ``stream`` after sequence number ``seq`` (``None``: none)."""
         with self._reading(f"reading the log position of stream {stream!r}") as db:
-            holding = db.execute(  # the row that may hold seq + 1 (rows of a stream never overlap)
-                "SELECT pos, seq, count FROM reaqtive_ingress WHERE stream = ? AND seq <= ? ORDER BY seq DESC "
+            holding = self._one(  # the row that may hold seq + 1 (rows of a stream never overlap)
+                db, "SELECT pos, seq, count FROM reaqtive_ingress WHERE stream = ? AND seq <= ? ORDER BY seq DESC "
                 "LIMIT 1", (stream, seq + 1)
-            ).fetchone()
+            )
             if holding is not None:
                 pos, first, count = holding
                 if type(count) is int and type(first) is int and first + count > seq + 1:
                     return int(pos) + seq + 1 - first
-            row = db.execute(
-                "SELECT MIN(pos) FROM reaqtive_ingress WHERE stream = ? AND seq > ?", (stream, seq + 1)
-            ).fetchone()
+            row = self._one(db, "SELECT MIN(pos) FROM reaqtive_ingress WHERE stream = ? AND seq > ?",
+                            (stream, seq + 1))
         return int(row[0]) if row and row[0] is not None else None
 
     def stream_heads(self) -> dict[str, int]:
         """The next sequence number of every stream that has had an event."""
         with self._reading("reading the stream heads") as db:
-            return dict(fetchall_lenient(db, "SELECT stream, next_seq FROM reaqtive_stream_heads"))
+            return dict(self._all(db, "SELECT stream, next_seq FROM reaqtive_stream_heads"))
 
     def truncate_ingress(self, covered: dict[str, int]) -> int:
         """Delete, per stream, the rows whose every event is at or below the given sequence number (a committed
@@ -694,23 +752,22 @@ class EngineStore:
         with self._transaction("truncating the ingress log") as db:
             deleted = 0
             for stream, seq in covered.items():
-                for (count,) in db.execute(
-                    "DELETE FROM reaqtive_ingress WHERE stream = ? AND seq <= ? AND seq + count - 1 <= ? "
+                for (count,) in self._all(
+                    db, "DELETE FROM reaqtive_ingress WHERE stream = ? AND seq <= ? AND seq + count - 1 <= ? "
                     "RETURNING count", (stream, seq, seq)
-                ).fetchall():
+                ):
                     deleted += count if type(count) is int and count > 0 else 1
         return deleted
 
     def first_retained(self) -> dict[str, int]:
         """Per stream with events in the log, the sequence number of its oldest one still there."""
         with self._reading("reading the ingress log") as db:
-            return dict(fetchall_lenient(db, "SELECT stream, MIN(seq) FROM reaqtive_ingress GROUP BY stream"))
+            return dict(self._all(db, "SELECT stream, MIN(seq) FROM reaqtive_ingress GROUP BY stream"))
 
     def ingress_counts(self) -> dict[str, int]:
         """Events still in the log, per stream (a row only partly covered by a checkpoint counts whole)."""
         with self._reading("counting the ingress log") as db:
-            return dict(fetchall_lenient(db, f"SELECT stream, SUM({_EVENTS_OF_ROW}) FROM reaqtive_ingress "
-                                             "GROUP BY stream"))
+            return dict(self._all(db, _INGRESS_COUNTS))
 
     def set_pending_ingress(self, write: Callable[[bool], None] | None) -> None:
         """``write(closing)`` writes the appends the engine accepted but has not written yet (group commit, see
@@ -748,7 +805,7 @@ class EngineStore:
         if not rows:
             return 0
         with self._transaction("quarantining events") as db:
-            return int(db.executemany(_INSERT_DEAD_LETTER, rows).rowcount)
+            return self._insert_dead_letters(db, rows)
 
     def dead_letters(self, stream: str | None = None) -> list[DeadLetter]:
         """The quarantined events (of ``stream``, or all), by stream and sequence number; each verified."""
@@ -758,9 +815,10 @@ class EngineStore:
             query += " WHERE stream = ?"
             params = (stream,)
         with self._reading("reading the dead letters") as db:
-            rows = fetchall_lenient(db, query + " ORDER BY stream, seq", params)
+            rows = self._all(db, query + " ORDER BY stream, seq", params)
         letters = []
-        for name, seq, pos, micros, payload, reason, at, crc in rows:
+        for name, seq, pos, column, payload, reason, at, crc in rows:
+            micros = self._stored_time(column)
             sound = verifies(crc, dead_letter_checksum, name, seq, pos, micros, payload, reason, at)
             letters.append(DeadLetter(
                 stream=str(name),
@@ -778,7 +836,7 @@ class EngineStore:
     def dead_lettered(self) -> set[tuple[str, int]]:
         """``(stream, seq)`` of every quarantined event."""
         with self._reading("reading the dead letters") as db:
-            return set(fetchall_lenient(db, "SELECT stream, seq FROM reaqtive_dead_letters"))
+            return set(self._all(db, "SELECT stream, seq FROM reaqtive_dead_letters"))
 
     def _value_or_none(self, payload: object, where: str) -> Any:
         if type(payload) is not bytes:
@@ -808,17 +866,14 @@ class EngineStore:
         with self._transaction("writing outputs to the durable sink") as db:
             rows = []
             for subscription, entries in by_subscription.items():
-                top = db.execute("SELECT MAX(seq) FROM reaqtive_egress WHERE subscription = ?",
-                                 (subscription,)).fetchone()[0]
+                top = self._one(db, "SELECT MAX(seq) FROM reaqtive_egress WHERE subscription = ?",
+                                (subscription,))[0]
                 # Acknowledged outputs may have been trimmed: a replay must not write them again. (A damaged
                 # acknowledgement guards nothing: its subscription fails recovery and does not run.)
                 highest = max(top if type(top) is int else -1, self._acks.get(subscription, -1))
                 entries.sort(key=_first)
                 rows.extend(_egress_rows(subscription, entries, highest))
-            db.executemany(
-                "INSERT OR IGNORE INTO reaqtive_egress (subscription, seq, count, payload, crc) "
-                "VALUES (?, ?, ?, ?, ?)", rows
-            )
+            self._many(db, _INSERT_OUTPUTS, rows)
 
     def read_outputs(
         self, subscription: str | None = None, after: int | None = None, upto: int | None = None,
@@ -838,7 +893,7 @@ class EngineStore:
             return []
         query, params = outputs_query(subscription, after, upto, limit)
         with self._reading("reading the durable sink") as db:
-            rows = fetchall_lenient(db, query, params)
+            rows = self._all(db, query, params)
         decode = self._codec.decode_entries
         low = -1 if after is None else after
         high = upto
@@ -869,8 +924,8 @@ class EngineStore:
         """The highest sequence number of ``subscription`` in the durable sink (``-1``: none there); one seek
         of the primary key."""
         with self._reading(f"reading the last output of {subscription!r}") as db:
-            (top,) = db.execute("SELECT MAX(seq) FROM reaqtive_egress WHERE subscription = ?",
-                                (subscription,)).fetchone()
+            (top,) = self._one(db, "SELECT MAX(seq) FROM reaqtive_egress WHERE subscription = ?",
+                               (subscription,))
         return top if type(top) is int else -1
 
     def max_output_seqs(self) -> dict[str, int]:
@@ -878,7 +933,7 @@ class EngineStore:
         the primary key's index (a row is keyed by its last output; one seek per subscription); the rows
         themselves are not verified."""
         with self._reading("reading the durable sink's sequence numbers") as db:
-            return dict(fetchall_lenient(db, _MAX_OUTPUT_SEQS))
+            return dict(self._all(db, _MAX_OUTPUT_SEQS))
 
     def output_extents(self) -> dict[str, tuple[int, int, int]]:
         """Per subscription with outputs in the durable sink: ``(count, lowest seq, highest seq)``. One pass over
@@ -902,10 +957,10 @@ class EngineStore:
         holding later outputs too stays whole, and its delivered outputs are skipped by the reader's cursor)."""
         with self._transaction(f"deleting the outputs of {subscription!r}") as db:
             if upto is None:
-                db.execute("DELETE FROM reaqtive_egress WHERE subscription = ?", (subscription,))
-                db.execute("DELETE FROM reaqtive_acks WHERE subscription = ?", (subscription,))
+                self._exec(db, "DELETE FROM reaqtive_egress WHERE subscription = ?", (subscription,))
+                self._exec(db, "DELETE FROM reaqtive_acks WHERE subscription = ?", (subscription,))
             else:
-                db.execute("DELETE FROM reaqtive_egress WHERE subscription = ? AND seq <= ?", (subscription, upto))
+                self._exec(db, "DELETE FROM reaqtive_egress WHERE subscription = ? AND seq <= ?", (subscription, upto))
         if upto is None:
             self._acks.pop(subscription, None)
             self._damaged_acks.pop(subscription, None)
@@ -916,7 +971,7 @@ class EngineStore:
         """Read and verify every acknowledgement (at open; the store is their only writer afterwards). A damaged
         row is remembered, not fatal: only its subscription's cursor and sink fail (:meth:`acked` raises)."""
         with self._reading("reading the acknowledgements") as db:
-            rows = fetchall_lenient(db, "SELECT subscription, seq, crc FROM reaqtive_acks")
+            rows = self._all(db, "SELECT subscription, seq, crc FROM reaqtive_acks")
         for subscription, seq, crc in rows:
             name = subscription if type(subscription) is str else str(subscription)
             if type(seq) is int and seq >= 0 and verifies(crc, ack_checksum, subscription, seq):
@@ -948,7 +1003,8 @@ class EngineStore:
         if seq <= self.acked(subscription):
             return False
         with self._transaction(f"acknowledging the outputs of {subscription!r} up to #{seq}") as db:
-            db.execute(
+            self._exec(
+                db,
                 "INSERT INTO reaqtive_acks (subscription, seq, crc) VALUES (?, ?, ?) "
                 "ON CONFLICT (subscription) DO UPDATE SET seq = excluded.seq, crc = excluded.crc",
                 (subscription, seq, ack_checksum(subscription, seq)),
@@ -966,10 +1022,10 @@ class EngineStore:
         deleted = 0
         with self._transaction("trimming the durable sink") as db:
             for subscription, seq in sorted(self._acks.items()):
-                for (count,) in db.execute(
-                    "DELETE FROM reaqtive_egress WHERE subscription = ? AND seq <= ? RETURNING count",
+                for (count,) in self._all(
+                    db, "DELETE FROM reaqtive_egress WHERE subscription = ? AND seq <= ? RETURNING count",
                     (subscription, seq),
-                ).fetchall():
+                ):
                     deleted += count if type(count) is int and count > 0 else 1
         return deleted
 
@@ -1006,17 +1062,28 @@ _SET_POSITION: Final = (
 _FOLLOWING: Final = "SELECT MIN(pos) FROM reaqtive_ingress WHERE pos > ?"
 _READ_RUNS: Final = (
     "SELECT pos, stream, seq, count, times, payload, crc FROM reaqtive_ingress "
-    "WHERE pos >= IFNULL((SELECT MAX(pos) FROM reaqtive_ingress WHERE pos <= ?1), ?1) AND pos <= ?2 ORDER BY pos"
+    "WHERE pos >= COALESCE((SELECT MAX(pos) FROM reaqtive_ingress WHERE pos <= ?), ?) AND pos <= ? ORDER BY pos"
+)
+_READ_POSITION: Final = "SELECT value FROM reaqtive_meta WHERE key = ?"
+# The position counter, and the last row's pos and count (each a seek of an index).
+_NEXT_POSITION: Final = (
+    "SELECT (SELECT value FROM reaqtive_meta WHERE key = ?), "
+    "(SELECT pos FROM reaqtive_ingress ORDER BY pos DESC LIMIT 1), "
+    "(SELECT count FROM reaqtive_ingress ORDER BY pos DESC LIMIT 1)"
 )
 # How many events a row stands for, in SQL: a count no writer writes (damage) stands for one.
 _EVENTS_OF_ROW: Final = (
     f"CASE WHEN typeof(count) = 'integer' AND count BETWEEN 1 AND {ROW_EVENTS} THEN count ELSE 1 END"
 )
+_INGRESS_COUNTS: Final = f"SELECT stream, SUM({_EVENTS_OF_ROW}) FROM reaqtive_ingress GROUP BY stream"
 _MAX_INTEGER: Final = 2**63 - 1
 
 _INSERT_DEAD_LETTER: Final = (
     "INSERT OR IGNORE INTO reaqtive_dead_letters (stream, seq, pos, time, payload, reason, at, crc) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_INSERT_OUTPUTS: Final = (
+    "INSERT OR IGNORE INTO reaqtive_egress (subscription, seq, count, payload, crc) VALUES (?, ?, ?, ?, ?)"
 )
 
 # Each subscription's largest seq by index seeks: walk the distinct subscriptions of the primary key (skip-scan),
@@ -1083,15 +1150,6 @@ def _egress_row(subscription: str, last: int, payloads: list[bytes]) -> tuple[An
     payload = b"".join(payloads)
     count = len(payloads)
     return (subscription, last, count, payload, egress_checksum(subscription, last, count, payload))
-
-
-def _next_position(db: sqlite3.Connection, where: str) -> int:
-    """The ``pos`` the next appended event gets: after the last one ever given (kept in ``reaqtive_meta``, as
-    ``AUTOINCREMENT`` keeps its counter) and after the last row's events."""
-    row = db.execute("SELECT value FROM reaqtive_meta WHERE key = ?", (_POSITION_KEY,)).fetchone()
-    last = db.execute("SELECT pos, count FROM reaqtive_ingress ORDER BY pos DESC LIMIT 1").fetchone()
-    end = 0 if last is None else last[0] + _events_of_row(last[1]) - 1
-    return max(_counter(row, where, "the ingress log's position counter"), end) + 1
 
 
 def _events_of_row(count: object) -> int:

@@ -312,7 +312,9 @@ class IngressWriter:
                 self.flush()
             except Exception as error:
                 self._log.error("committing %d waiting ingress events failed (tried again in %s s): %s",
-                                self._waiting, group.seconds, error)
+                                self._waiting, group.seconds, error,
+                                extra={"reaqtive_event": "ingress_commit_failed", "events": self._waiting,
+                                       "retry_seconds": group.seconds, "error_type": type(error).__name__})
 
     # -- lifetime ----------------------------------------------------------------------------------------------
 

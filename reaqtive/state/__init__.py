@@ -15,7 +15,7 @@ The pieces, bottom to top (``docs/state-format.md`` tells the whole story, with 
 * **traversals** — :func:`save_subscription` (full or differential), :func:`load_subscription` /
   :func:`state_loader` (checks the tree's shape), :func:`confirm_saved`;
 * **stores** — :class:`CheckpointStore` with atomic transactions: :class:`InMemoryCheckpointStore` (with fault
-  injection) and :class:`SqliteCheckpointStore`;
+  injection), :class:`SqliteCheckpointStore` and :class:`PostgresCheckpointStore`;
 * **protocol** — :class:`Checkpointer`: pause, serialize, resume, commit, confirm.
 """
 
@@ -35,6 +35,7 @@ from reaqtive.state.framing import (
     read_blob,
 )
 from reaqtive.state.memory_store import InMemoryCheckpointStore
+from reaqtive.state.postgres_store import InvalidDsnError, PostgresCheckpointStore, StoreConnectionError
 from reaqtive.state.sqlite_store import SCHEMA_VERSION, SqliteCheckpointStore
 from reaqtive.state.state_errors import (
     CheckpointError,
@@ -103,6 +104,7 @@ __all__ = [
     "CheckpointStore",
     "CheckpointTransaction",
     "InMemoryCheckpointStore",
+    "PostgresCheckpointStore",
     "SCHEMA_VERSION",
     "SqliteCheckpointStore",
     "StoreChanges",
@@ -116,6 +118,7 @@ __all__ = [
     "CheckpointInProgressError",
     "DamagedRowError",
     "InjectedFaultError",
+    "InvalidDsnError",
     "NotAStoreError",
     "MissingStateError",
     "OperatorStateError",
@@ -125,6 +128,7 @@ __all__ = [
     "StateFormatError",
     "StateShapeError",
     "StateVersionError",
+    "StoreConnectionError",
     "StoreCorruptError",
     "StoreError",
     "StoreLockedError",

@@ -154,21 +154,21 @@ class StoreCorruptError(StoreError):
 class StoreLockedError(StoreError):
     """The store is open by another engine, in this process or another one: a store has one writer.
 
-    ``path``: the store; ``pid``: the process holding it, as it wrote into the lock file (``None`` if unknown).
+    ``path``: the store; ``pid``: the process holding it, as it wrote into the lock file (``None`` if unknown);
+    ``inspectable``: whether ``reaqtive inspect`` can read the store meanwhile (a file: yes; PostgreSQL: no).
     The lock is the operating system's, so a holder that dies, even by ``SIGKILL``, releases it.
     """
 
-    def __init__(self, path: str, pid: int | None) -> None:
+    def __init__(self, path: str, pid: int | None, *, inspectable: bool = True) -> None:
         if pid is None:
             holder = "another engine"
         elif pid == os.getpid():
             holder = f"another engine of this process (pid {pid})"
         else:
             holder = f"another engine (pid {pid})"
-        super().__init__(
-            f"{path}: the store is open by {holder}; a store has one writer. Close that engine first (the read-only "
-            "`reaqtive inspect` works meanwhile)"
-        )
+        meanwhile = " (the read-only `reaqtive inspect` works meanwhile)" if inspectable else ""
+        super().__init__(f"{path}: the store is open by {holder}; a store has one writer. Close that engine first"
+                         f"{meanwhile}")
         self.path = path
         self.pid = pid
 

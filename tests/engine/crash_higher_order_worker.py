@@ -1,6 +1,7 @@
 """The process ``test_crash_higher_order.py`` kills: higher-order queries whose inners read engine streams.
 
-Run as ``python -m tests.engine.crash_higher_order_worker STORE [options]`` from the repository root. It is
+Run as ``python -m tests.engine.crash_higher_order_worker STORE [options]`` from the repository root (``STORE``:
+an SQLite file or a ``postgresql://`` URL). It is
 ``crash_worker.Worker`` (same markers, same pause points, same resumable producer protocol) with another
 workload, chosen to be hard to recover:
 
@@ -37,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from reaqtive import FunctionRegistry, Query, Session, Tumbling, keyed_execution
-from reaqtive.engine import Engine
 from tests.engine import crash_worker
 from tests.engine.crash_worker import _mix
 
@@ -145,7 +145,7 @@ def queries() -> list[tuple[str, Query[Any]]]:
 class Worker(crash_worker.Worker):
     """``crash_worker.Worker`` with this module's workload (and the ``commit-go`` pause)."""
 
-    def __init__(self, path: Path, events: int, every: int, pause: tuple[str, int] | None) -> None:
+    def __init__(self, path: str, events: int, every: int, pause: tuple[str, int] | None) -> None:
         self.go = pause is not None and pause[0] == "commit-go"
         if self.go:
             assert pause is not None
@@ -161,8 +161,8 @@ class Worker(crash_worker.Worker):
 
     def run(self) -> None:
         self.say("opening")
-        self.engine = engine = Engine(self.path, functions=FUNCTIONS, checkpoint_every_events=self.every,
-                                      synchronous="NORMAL", gc_freeze=False)
+        self.engine = engine = self.open(functions=FUNCTIONS, checkpoint_every_events=self.every,
+                                         synchronous="NORMAL", gc_freeze=False)
         self._install_fault_points()
         self.say(f"ready {self.processed()}")
         self.maybe_pause("recovered")
@@ -203,7 +203,7 @@ class Worker(crash_worker.Worker):
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="crash_higher_order_worker")
-    parser.add_argument("store", type=Path)
+    parser.add_argument("store", help="an SQLite file or a postgresql:// URL")
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--every", type=int, default=500)
     parser.add_argument("--pause", default=None, help="KIND@POSITION")
@@ -212,7 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.pause:
         kind, _, position = args.pause.partition("@")
         pause = (kind, int(position))
-    Worker(args.store, args.events, args.every, pause).run()
+    store = args.store if args.store.startswith(("postgresql://", "postgres://")) else str(Path(args.store))
+    Worker(store, args.events, args.every, pause).run()
     return 0
 
 

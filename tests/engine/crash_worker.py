@@ -1,9 +1,10 @@
 """The process that ``test_crash.py`` kills: an engine with 20 standing queries over a durable input it produces.
 
-Run as ``python -m tests.engine.crash_worker STORE [options]`` from the repository root. Every run opens the
-engine on ``STORE`` (recovering whatever is there), creates what is missing, and then loops: append the next
-chunk of the input (a deterministic function of the event's index), process it, repeat, until ``--events``
-events were appended and processed. The engine checkpoints every ``--every`` events on its own.
+Run as ``python -m tests.engine.crash_worker STORE [options]`` from the repository root; ``STORE`` is an SQLite
+file or a ``postgresql://`` URL. Every run opens the engine on ``STORE`` (recovering whatever is there), creates
+what is missing, and then loops: append the next chunk of the input (a deterministic function of the event's
+index), process it, repeat, until ``--events`` events were appended and processed. The engine checkpoints every
+``--every`` events on its own.
 
 The run is the same whether it starts fresh or after any number of kills, so the durable sink of a run that was
 killed 30 times must equal that of a run that never was:
@@ -22,7 +23,8 @@ stdin, so the test can kill it exactly there:
 
 * ``setup``: between two subscription creations (only in the first run);
 * ``egress``: a checkpoint flushed the durable sink, its state transaction has not begun;
-* ``commit``: inside the checkpoint's SQLite transaction, every row written, ``COMMIT`` not yet executed;
+* ``commit``: inside the checkpoint's transaction (SQLite or PostgreSQL), every row written, ``COMMIT`` not yet
+  sent;
 * ``committed``: the checkpoint committed, the ingress log is not truncated yet;
 * ``append``: between two appends of one producer chunk;
 * ``created``: right after the run-time subscription was created (before any checkpoint covers it);
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import sys
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,6 +47,7 @@ from typing import Any
 
 from reaqtive import Query
 from reaqtive.engine import Engine, EngineStatus
+from reaqtive.state import StoreLockedError
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 STEP = timedelta(milliseconds=50)  # event i happens at T0 + i * STEP
@@ -53,6 +57,7 @@ LATE_AT = 40_000  # the run-time subscription is created once this many events w
 STREAMS = ("iot://readings", "iot://numbers", "iot://words")
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu")
 SENSORS = 6
+LOCK_WAIT = 10.0  # seconds a run waits for a killed run's PostgreSQL session to end
 ALLOWED = "tests.engine.crash_worker"  # the module whose functions the queries name (also when run with -m)
 
 # -- the input: a pure function of the event index ---------------------------------------------------------------
@@ -224,7 +229,7 @@ def late_query() -> tuple[str, Query[Any]]:
 class Worker:
     """One run of the worker on one store."""
 
-    def __init__(self, path: Path, events: int, every: int, pause: tuple[str, int] | None) -> None:
+    def __init__(self, path: str, events: int, every: int, pause: tuple[str, int] | None) -> None:
         self.path = path
         self.events = events
         self.every = every
@@ -253,8 +258,8 @@ class Worker:
 
     def run(self) -> None:
         self.say("opening")
-        self.engine = engine = Engine(self.path, allow_modules=[ALLOWED], checkpoint_every_events=self.every,
-                                      synchronous="NORMAL")
+        self.engine = engine = self.open(allow_modules=[ALLOWED], checkpoint_every_events=self.every,
+                                         synchronous="NORMAL")
         self._install_fault_points()
         self.say(f"ready {self.processed()}")
         self.maybe_pause("recovered")
@@ -273,6 +278,20 @@ class Worker:
         processed = self.processed()
         engine.close()
         self.say(f"done {processed}")
+
+    def open(self, **options: Any) -> Engine:
+        """Open (and recover) the engine with ``options``. On PostgreSQL the writer lock of a killed run is the
+        session of its connection, which the server ends when it sees the socket closed: a moment after the kill,
+        so the next run may find it held for that moment, and waits for it as a restarted service would."""
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                return Engine(self.path, **options)
+            except StoreLockedError as error:
+                if not self.path.startswith("postgres") or time.monotonic() > deadline:
+                    raise
+                sys.stderr.write(f"waiting: {error}\n")
+                time.sleep(0.01)  # polling the server for the dead session's end, bounded by LOCK_WAIT
 
     def setup(self) -> None:
         engine = self.engine
@@ -328,13 +347,44 @@ class Worker:
 
         store.write_outputs = writing_outputs  # type: ignore[method-assign]
         store.truncate_ingress = truncating  # type: ignore[method-assign]
-        connection: sqlite3.Connection = store.checkpoints._connection
-        connection.set_trace_callback(tracing)
+        connection = getattr(store.checkpoints, "_connection", None)
+        if isinstance(connection, sqlite3.Connection):
+            connection.set_trace_callback(tracing)
+        else:
+            self._pause_before_postgres_commit(checkpointing)
+
+    def _pause_before_postgres_commit(self, checkpointing: Callable[[], bool]) -> None:
+        """The ``commit`` pause on PostgreSQL: psycopg sends ``COMMIT`` when the checkpoint store's transaction
+        block exits; pause just before, once the checkpoint's rows are written (its ``_apply`` is running)."""
+        import psycopg
+
+        checkpoints: Any = self.engine._store.checkpoints
+        connection = checkpoints._connection
+        apply, exit_block = checkpoints._apply, psycopg.Transaction.__exit__
+        applying = [False]
+
+        def applying_changes(changes: Any) -> int:
+            applying[0] = True
+            try:
+                return int(apply(changes))
+            finally:
+                applying[0] = False
+
+        def exiting(transaction: psycopg.Transaction, *exc: Any) -> bool:
+            if (exc[0] is None and applying[0] and checkpointing() and transaction.connection is connection
+                    and not transaction.savepoint_name):
+                in_transaction = connection.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+                assert in_transaction, "the commit pause must be inside the open transaction"
+                self.maybe_pause("commit")
+            return exit_block(transaction, *exc)
+
+        checkpoints._apply = applying_changes
+        psycopg.Transaction.__exit__ = exiting  # type: ignore[method-assign]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="crash_worker")
-    parser.add_argument("store", type=Path)
+    parser.add_argument("store", help="an SQLite file or a postgresql:// URL")
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--every", type=int, default=1_000)
     parser.add_argument("--pause", default=None, help="KIND@POSITION")
@@ -343,7 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.pause:
         kind, _, position = args.pause.partition("@")
         pause = (kind, int(position))
-    Worker(args.store, args.events, args.every, pause).run()
+    store = args.store if args.store.startswith(("postgresql://", "postgres://")) else str(Path(args.store))
+    Worker(store, args.events, args.every, pause).run()
     return 0
 
 

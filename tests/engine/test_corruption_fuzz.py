@@ -74,10 +74,13 @@ import os
 import shutil
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from reaqtive.testing.postgres import PostgresCluster
 from tests.engine import corruption_support as fuzz
 
 SEED = int(os.environ.get("REAQTIVE_FUZZ_SEED", "14"))
@@ -212,3 +215,159 @@ def render(table: dict[str, Counter[str]], per_subscription: Counter[str], examp
         lines.append("first example of each bad outcome:")
         lines += [f"  [{cls} / {outcome}] {text}" for (cls, outcome), text in sorted(examples.items())]
     return "\n".join(lines)
+
+
+# -- the same fuzz on a PostgreSQL store ---------------------------------------------------------------------------
+#
+# The store is built the same way in a database of the throwaway server; each case damages a copy of it (CREATE
+# DATABASE ... TEMPLATE) through SQL with the same mutations (their statements run on PostgreSQL unchanged but for
+# the parameter marks), and is classified the same way. The file's own damage (truncation, zeroed pages) has no
+# equivalent: a database is not a file the engine reads, so those draws are skipped. Fewer cases than on SQLite:
+# each costs a database copy and a few more round trips.
+
+PG_CASES = int(os.environ.get("REAQTIVE_FUZZ_PG_CASES", "80"))
+PG_TIMEOUT = float(os.environ.get("REAQTIVE_FUZZ_PG_TIMEOUT", "10.0"))
+
+
+class PostgresDamage:
+    """What the mutations call on a ``sqlite3.Connection`` (``execute`` with ``?`` parameters), on a psycopg
+    connection inside one transaction. Two statements need PostgreSQL's words: ``reaqtive_meta.value`` is
+    ``jsonb`` (a value of another type becomes that JSON), and a duplicated log row gets the next ``pos``, as
+    SQLite's ``INTEGER PRIMARY KEY`` gives it."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    def execute(self, statement: str, parameters: tuple[Any, ...] = ()) -> Any:
+        from psycopg.types.json import Jsonb
+
+        if statement.startswith("UPDATE reaqtive_meta SET value = ?"):
+            parameters = (Jsonb(parameters[0]), *parameters[1:])
+        if statement.startswith("INSERT INTO reaqtive_ingress (") and "pos" not in statement.partition(")")[0]:
+            columns, _, values = statement.partition(") VALUES (")
+            statement = (f"{columns.replace('(', '(pos, ', 1)}) SELECT COALESCE(MAX(pos), 0) + 1, "
+                         f"{values.rstrip(')')} FROM reaqtive_ingress")
+        return self._connection.execute(statement.replace("?", "%s"), parameters)
+
+
+def postgres_rows(dsn: str) -> dict[str, Any] | None:
+    """:func:`fuzz.stored_rows` of a database: every blob row and the (stream, seq) pairs of the log."""
+    import psycopg
+
+    try:
+        with psycopg.connect(dsn) as db:
+            blobs = {(row[0], row[1]): tuple(row) for row in db.execute("SELECT * FROM reaqtive_blobs")}
+            ingress = {(stream, seq + i) for stream, seq, count in
+                       db.execute("SELECT stream, seq, count FROM reaqtive_ingress").fetchall()
+                       for i in range(min(count, 4096))}
+    except psycopg.Error:
+        return None
+    return {"blobs": blobs, "ingress": ingress}
+
+
+def postgres_store_map(dsn: str) -> fuzz.StoreMap:
+    import psycopg
+
+    def rows(db: Any, table: str, order: str) -> list[dict[str, Any]]:
+        cursor = db.execute(f"SELECT * FROM {table} ORDER BY {order}")
+        names = [column.name for column in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    with psycopg.connect(dsn) as db:
+        blobs = {(category, key): (bytes(value), crc)
+                 for category, key, value, crc in db.execute("SELECT category, key, value, crc FROM reaqtive_blobs")}
+        heads = dict(db.execute("SELECT stream, next_seq FROM reaqtive_stream_heads").fetchall())
+        # a nominal file of two pages: the file mutations are drawn (and skipped) as on SQLite
+        return fuzz.StoreMap(blobs, rows(db, "reaqtive_ingress", "pos"),
+                             rows(db, "reaqtive_egress", "subscription, seq"), heads, size=8192, page_size=4096)
+
+
+def database_name(dsn: str) -> str:
+    return dsn.rsplit("/", 1)[1]
+
+
+@pytest.fixture(scope="module")
+def pg_pristine(postgres_server: PostgresCluster) -> Iterator[str]:
+    dsn = postgres_server.create_database()
+    fuzz.build_store(dsn)  # type: ignore[arg-type]  (a store target: a path or a DSN)
+    yield dsn
+    postgres_server.drop_database(database_name(dsn))
+
+
+@pytest.fixture(scope="module")
+def pg_store_map(pg_pristine: str) -> fuzz.StoreMap:
+    return postgres_store_map(pg_pristine)
+
+
+@pytest.fixture
+def postgres_fuzz(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fuzz's row snapshots (the deletion check) read the database rather than a file."""
+    monkeypatch.setattr(fuzz, "stored_rows", postgres_rows)
+
+
+@pytest.fixture(scope="module")
+def pg_oracle(pg_pristine: str, postgres_server: PostgresCluster) -> Iterator[fuzz.Run]:
+    copy = postgres_server.create_database(template=database_name(pg_pristine))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fuzz, "stored_rows", postgres_rows)
+        run = fuzz.observe(copy, timeout=60.0)  # type: ignore[arg-type]
+    assert run.open_error is None and run.run_error is None and not run.hang, (run.open_error, run.run_error)
+    yield run
+    postgres_server.drop_database(database_name(copy))
+
+
+def test_on_postgresql_the_undamaged_store_recovers_as_on_sqlite(
+    pg_oracle: fuzz.Run, oracle: fuzz.Run, pg_store_map: fuzz.StoreMap
+) -> None:
+    """The PostgreSQL oracle must be the SQLite one: the same outputs and endings for every subscription, nothing
+    stopped, quarantined or deleted."""
+    assert set(pg_oracle.subscriptions) == set(oracle.subscriptions)
+    for uri, seen in pg_oracle.subscriptions.items():
+        want = oracle.subscriptions[uri]
+        assert not (seen.failure or seen.fault or seen.ended_with), (uri, seen)
+        assert (seen.outputs, seen.running) == (want.outputs, want.running), uri
+    assert not pg_oracle.dead_letters and not pg_oracle.append_errors
+    assert not fuzz.deleted_rows(pg_oracle, pg_store_map.needs())
+
+
+@pytest.mark.usefixtures("postgres_fuzz")
+def test_on_postgresql_a_damaged_store_recovers_exactly_or_fails_with_a_documented_error(
+    pg_pristine: str, pg_store_map: fuzz.StoreMap, pg_oracle: fuzz.Run, postgres_server: PostgresCluster
+) -> None:
+    import psycopg
+
+    needs = pg_store_map.needs()
+    table: dict[str, Counter[str]] = defaultdict(Counter)
+    per_subscription: Counter[str] = Counter()
+    examples: dict[tuple[str, str], str] = {}
+    started = time.perf_counter()
+    done = 0
+    case = -1
+    while done < (1 if ONLY is not None else PG_CASES):
+        case = int(ONLY) if ONLY is not None else case + 1
+        mutation = fuzz.mutation_for_case(pg_store_map, SEED, case)
+        if mutation.apply is None:
+            continue  # damage to a file: no equivalent in a database
+        done += 1
+        dsn = postgres_server.create_database(template=database_name(pg_pristine))
+        try:
+            with psycopg.connect(dsn) as db, db.transaction():
+                mutation.apply(PostgresDamage(db))  # type: ignore[arg-type]
+            run = fuzz.observe(dsn, PG_TIMEOUT)  # type: ignore[arg-type]
+        finally:
+            postgres_server.drop_database(database_name(dsn))  # also ends what a hung run left connected
+        verdict = fuzz.classify(run, pg_oracle, mutation.touched, needs)
+        table[mutation.cls][verdict.worst] += 1
+        per_subscription.update(verdict.outcomes.values())
+        for uri, outcome in verdict.outcomes.items():
+            if outcome in fuzz.BAD and (mutation.cls, outcome) not in examples:
+                examples[(mutation.cls, outcome)] = (f"case {case}: {mutation.what} -> {uri}: "
+                                                     f"{verdict.details[uri]}")
+        if ONLY is not None:
+            print(f"\ncase {case} [{mutation.cls}] {mutation.what}; touched {sorted(mutation.touched)}")
+            for uri, outcome in verdict.outcomes.items():
+                print(f"  {uri:22} {outcome:18} {verdict.details[uri]}")
+    report = render(table, per_subscription, examples, done, time.perf_counter() - started)
+    print(report)
+    bad = {outcome: sum(counts[outcome] for counts in table.values()) for outcome in fuzz.BAD}
+    assert not any(bad.values()), report

@@ -22,6 +22,10 @@ The kill moments (``plan``):
 * **random**: after a drawn number of processed events and a random delay of a few milliseconds.
 
 The only sleeps are those random delays before a kill.
+
+The same test runs on a PostgreSQL store (a fresh database of the throwaway server; ``commit`` pauses inside the
+checkpoint's PostgreSQL transaction before psycopg sends ``COMMIT``, ``commit-go`` lets it go), compared with the
+uncrashed run on SQLite.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import pytest
 from reaqtive import FunctionRegistry, Query
 from reaqtive.engine import Engine, EngineStatus, Output
 from tests.engine import crash_higher_order_worker as worker
+from tests.engine.store_targets import STORES, StoreSql, store_sql
 from tests.engine.test_crash import Kill, describe_difference
 from tests.engine.test_crash import Run as CrashRun
 
@@ -58,7 +63,7 @@ KILLS = 1 + len(SINGLES) + 2 * len(STREAK)
 class Run(CrashRun):
     """A run of the higher-order worker (markers, kill and finish as in ``test_crash``)."""
 
-    def __init__(self, store: Path, log: Path, pause: str | None = None) -> None:
+    def __init__(self, store: Path | str, log: Path, pause: str | None = None) -> None:
         command = [sys.executable, "-m", "tests.engine.crash_higher_order_worker", str(store), "--events",
                    str(EVENTS), "--every", str(EVERY)]
         if pause is not None:
@@ -91,8 +96,11 @@ def plan(seed: int = SEED) -> list[Kill]:
     return kills
 
 
-def checkpoint_id(store: Path) -> int | None:
+def checkpoint_id(store: Path | str) -> int | None:
     """The store's checkpoint id (read-only), to show which kills had no checkpoint between them."""
+    if isinstance(store, str):
+        rows = StoreSql(store).rows("SELECT value FROM reaqtive_meta WHERE key = 'checkpoint_id'")
+        return int(rows[0][0]) if rows else None
     try:
         db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
         try:
@@ -104,7 +112,7 @@ def checkpoint_id(store: Path) -> int | None:
     return None if row is None else int(row[0])
 
 
-def crash_and_recover(store: Path, log: Path, kills: list[Kill]) -> list[str]:
+def crash_and_recover(store: Path | str, log: Path, kills: list[Kill]) -> list[str]:
     """Run the worker through every planned kill, then to the end; returns what happened, for the report."""
     history = []
     for kill in kills:
@@ -133,7 +141,7 @@ def crash_and_recover(store: Path, log: Path, kills: list[Kill]) -> list[str]:
     return history
 
 
-def outputs(store: Path) -> tuple[list[Output], dict[str, int]]:
+def outputs(store: Path | str) -> tuple[list[Output], dict[str, int]]:
     with Engine(store, functions=worker.FUNCTIONS) as engine:
         assert engine.status is EngineStatus.RUNNING, engine.recovery.failures
         streams = {uri: status.delivered + 1 for uri, status in engine.streams().items()}
@@ -153,13 +161,15 @@ def differences(actual: list[Output], expected: list[Output]) -> str:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("store", STORES)
 def test_thirty_two_kills_of_higher_order_queries_leave_the_durable_sink_equal_to_an_uncrashed_run(
-    tmp_path: Path,
+    tmp_path: Path, store: str, request: pytest.FixtureRequest
 ) -> None:
     kills = plan()
+    crashed = store_sql(store, tmp_path, request, "crashed.db").target
     oracle = Run(tmp_path / "oracle.db", tmp_path / "oracle.log")  # runs on the other core meanwhile
     try:
-        history = crash_and_recover(tmp_path / "crashed.db", tmp_path / "crashed.log", kills)
+        history = crash_and_recover(crashed, tmp_path / "crashed.log", kills)
         assert oracle.finish() == 0, oracle.log.read_text()[-3000:]
     finally:
         if oracle.process.returncode is None:
@@ -167,7 +177,7 @@ def test_thirty_two_kills_of_higher_order_queries_leave_the_durable_sink_equal_t
     print("\n".join(history))
 
     expected, expected_streams = outputs(tmp_path / "oracle.db")
-    actual, actual_streams = outputs(tmp_path / "crashed.db")
+    actual, actual_streams = outputs(crashed)
     assert sum(expected_streams.values()) == EVENTS, expected_streams
     per_query = Counter(o.subscription for o in expected)
     assert len(per_query) == len(worker.queries()), f"every query produced outputs: {sorted(per_query)}"

@@ -5,6 +5,9 @@ Each test builds a legitimate store whose query uses a registered placeholder fu
 JSON in the SQLite file the way an attacker with write access to the file could (:func:`forge`), and checks a
 canary: a file the payload would create, a module that must stay unimported. ``reaqtive_canary`` is a module
 written for each test; importing it creates ``IMPORTED`` and calling its ``run`` creates ``CALLED``, next to it.
+
+The engine's tests run on both stores: the forger rewrites rows of an SQLite file or of a PostgreSQL database
+the same way (the command-line tests stay on files, which is what the commands open).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from reaqtive.engine.expressions import (
     templatize,
 )
 from reaqtive.state.sqlite_store import row_checksum
+from tests.engine.store_targets import STORES, StoreSql, store_sql
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CANARY = "reaqtive_canary"
@@ -67,35 +71,51 @@ def functions() -> FunctionRegistry:
 # -- forging -------------------------------------------------------------------------------------------------------
 
 
-def put(db: sqlite3.Connection, category: str, key: str, document: dict[str, Any]) -> None:
+def put(db: sqlite3.Connection | StoreSql, category: str, key: str, document: dict[str, Any]) -> None:
     """Write a row as the engine would, with a valid checksum: the checksum is no defence against a forger."""
     value = expression_to_json(document).encode("utf-8")
+    if isinstance(db, StoreSql):  # a PostgreSQL database
+        db.execute("INSERT INTO reaqtive_blobs (category, key, value, crc) VALUES (?, ?, ?, ?) ON CONFLICT "
+                   "(category, key) DO UPDATE SET value = excluded.value, crc = excluded.crc",
+                   (category, key, value, row_checksum(category, key, value)))
+        return
     db.execute("INSERT OR REPLACE INTO reaqtive_blobs (category, key, value, crc) VALUES (?, ?, ?, ?)",
                (category, key, value, row_checksum(category, key, value)))
 
 
-def forge(path: Path, uri: str, old: str, new: str) -> None:
+def forge(path: Path | str, uri: str, old: str, new: str) -> None:
     """Replace the text ``old`` by ``new`` in the stored expression of artifact ``uri`` (for a subscription: in its
-    template and constants, stored again under the template's new content hash)."""
+    template and constants, stored again under the template's new content hash). ``path``: a file or a DSN."""
+    if isinstance(path, str):
+        database = StoreSql(path)
+        forge_rows(database, lambda category, key: json.loads(bytes(database.rows(
+            "SELECT value FROM reaqtive_blobs WHERE category = ? AND key = ?", (category, key))[0][0])), uri, old, new)
+        return
     with closing(sqlite3.connect(path)) as db, db:
         def get(category: str, key: str) -> Any:
             row = db.execute("SELECT value FROM reaqtive_blobs WHERE category = ? AND key = ?", (category, key))
             return json.loads(row.fetchone()[0])
 
-        record = get("artifacts", uri)
-        if record["kind"] != "subscription":
-            forged = json.loads(expression_to_json(record).replace(old, new))
-            assert forged != record, f"{old!r} is not in {uri!r}"
-            put(db, "artifacts", uri, forged)
-            return
-        stored = record["template"]
-        text = expression_to_json(instantiate(get("templates", stored), record["constants"]))
-        assert old in text, f"{old!r} is not in {uri!r}"
-        template, constants = templatize(json.loads(text.replace(old, new)))
-        record["template"], record["constants"] = template_id(template), constants
-        db.execute("DELETE FROM reaqtive_blobs WHERE category = 'templates' AND key = ?", (stored,))
-        put(db, "templates", record["template"], template)
-        put(db, "artifacts", uri, record)
+        forge_rows(db, get, uri, old, new)
+
+
+def forge_rows(db: sqlite3.Connection | StoreSql, get: Callable[[str, str], Any], uri: str, old: str,
+               new: str) -> None:
+    """:func:`forge` on an open store: ``get`` reads a row's JSON, ``db`` writes."""
+    record = get("artifacts", uri)
+    if record["kind"] != "subscription":
+        forged = json.loads(expression_to_json(record).replace(old, new))
+        assert forged != record, f"{old!r} is not in {uri!r}"
+        put(db, "artifacts", uri, forged)
+        return
+    stored = record["template"]
+    text = expression_to_json(instantiate(get("templates", stored), record["constants"]))
+    assert old in text, f"{old!r} is not in {uri!r}"
+    template, constants = templatize(json.loads(text.replace(old, new)))
+    record["template"], record["constants"] = template_id(template), constants
+    db.execute("DELETE FROM reaqtive_blobs WHERE category = 'templates' AND key = ?", (stored,))
+    put(db, "templates", record["template"], template)
+    put(db, "artifacts", uri, record)
 
 
 # -- the canary ----------------------------------------------------------------------------------------------------
@@ -132,7 +152,12 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return directory
 
 
-def build(path: Path, query: Query[Any], *, events: tuple[object, ...] = (), observer: str = DURABLE_SINK,
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSql:
+    return store_sql(request.param, tmp_path, request)
+
+
+def build(path: Path | str, query: Query[Any], *, events: tuple[object, ...] = (), observer: str = DURABLE_SINK,
           observable: Query[Any] | None = None) -> None:
     """A legitimate store: stream ``s`` holding ``events`` (appended, not yet processed: recovery replays them),
     the subscription ``q://victim`` running ``query``, optionally an observer ``obs://sink`` calling the
@@ -148,7 +173,7 @@ def build(path: Path, query: Query[Any], *, events: tuple[object, ...] = (), obs
             engine.append("s", event)
 
 
-def refused_at_open(path: Path, *references: str) -> RecoveryError:
+def refused_at_open(path: Path | str, *references: str) -> RecoveryError:
     """Opening the store fails (default policy) with the specific error; the store opens under KEEP, without the
     broken artifact, and processing the pending events runs nothing of it."""
     before = set(sys.modules)
@@ -172,8 +197,8 @@ def refused_at_open(path: Path, *references: str) -> RecoveryError:
 # -- one test per payload class ------------------------------------------------------------------------------------
 
 
-def test_map_os_system_runs_nothing(tmp_path: Path) -> None:
-    path, marker = tmp_path / "s.db", tmp_path / "pwned"
+def test_map_os_system_runs_nothing(tmp_path: Path, store: StoreSql) -> None:
+    path, marker = store.target, tmp_path / "pwned"
     build(path, Query.stream("s").map(placeholder), events=(f"touch {marker}",))
     forge(path, "q://victim", "@placeholder", "os:system")
     error = refused_at_open(path, "'q://victim'", "'os:system'")
@@ -181,8 +206,8 @@ def test_map_os_system_runs_nothing(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-def test_map_builtins_eval_runs_nothing(tmp_path: Path) -> None:
-    path, marker = tmp_path / "s.db", tmp_path / "pwned"
+def test_map_builtins_eval_runs_nothing(tmp_path: Path, store: StoreSql) -> None:
+    path, marker = store.target, tmp_path / "pwned"
     build(path, Query.stream("s").map(placeholder), events=(f"open({str(marker)!r}, 'w').close()",))
     forge(path, "q://victim", "@placeholder", "builtins:eval")
     error = refused_at_open(path, "'q://victim'", "'builtins:eval'")
@@ -223,8 +248,8 @@ def test_the_checkpoint_command_runs_a_finally_action_of_an_allowed_module(
     assert canary.imported() and canary.called()
 
 
-def test_an_error_tag_naming_any_module_imports_nothing(tmp_path: Path, canary: Canary) -> None:
-    path = tmp_path / "s.db"
+def test_an_error_tag_naming_any_module_imports_nothing(tmp_path: Path, store: StoreSql, canary: Canary) -> None:
+    path = store.target
     build(path, throw(ValueError("placeholder")))
     forge(path, "q://victim", "builtins:ValueError", f"{CANARY}:Boom")
     error = refused_at_open(path, "'q://victim'", f"error type '{CANARY}:Boom'")
@@ -236,8 +261,8 @@ def test_an_error_tag_naming_any_module_imports_nothing(tmp_path: Path, canary: 
     assert not canary.imported()
 
 
-def test_an_observer_definition_naming_os_system_runs_nothing(tmp_path: Path) -> None:
-    path, marker = tmp_path / "s.db", tmp_path / "pwned"
+def test_an_observer_definition_naming_os_system_runs_nothing(tmp_path: Path, store: StoreSql) -> None:
+    path, marker = store.target, tmp_path / "pwned"
     build(path, Query.stream("s").map(str), events=(f"touch {marker}",), observer="obs://sink")
     forge(path, "obs://sink", "@placeholder", "os:system")
     error = refused_at_open(path, "'obs://sink'", "'os:system'")
@@ -245,8 +270,10 @@ def test_an_observer_definition_naming_os_system_runs_nothing(tmp_path: Path) ->
     assert not marker.exists()
 
 
-def test_an_observable_definition_with_a_forbidden_reference_runs_nothing(tmp_path: Path, canary: Canary) -> None:
-    path = tmp_path / "s.db"
+def test_an_observable_definition_with_a_forbidden_reference_runs_nothing(
+    tmp_path: Path, store: StoreSql, canary: Canary
+) -> None:
+    path = store.target
     build(path, Query.stream("defs://view"), events=(1, 2), observable=Query.stream("s").map(placeholder))
     forge(path, "defs://view", "@placeholder", f"{CANARY}:run")
     error = refused_at_open(path, "'defs://view'", f"'{CANARY}:run'")
@@ -331,8 +358,8 @@ def test_what_an_allowed_module_defines_resolves() -> None:
     assert system is not None  # imported above only to be refused
 
 
-def test_an_escape_through_a_store_names_the_artifact_and_runs_nothing(tmp_path: Path) -> None:
-    path, marker = tmp_path / "s.db", tmp_path / "pwned"
+def test_an_escape_through_a_store_names_the_artifact_and_runs_nothing(tmp_path: Path, store: StoreSql) -> None:
+    path, marker = store.target, tmp_path / "pwned"
     build(path, Query.stream("s").map(placeholder), events=(f"touch {marker}",))
     forge(path, "q://victim", "@placeholder", f"{__name__}:system")
     with pytest.raises(RecoveryError) as failure:

@@ -1,11 +1,17 @@
 """Integrity of the engine's store (issue 14): checksummed ingress and egress rows bound to their place, damaged
 events returned marked for quarantine, the dead letters, the migration of a layout-1 file, typed errors, one
 writer per store, and the output counters recovery needs. (The ingress tests damage rows of one event each, as
-the fixture appends them; rows of many events and the migration of layout 2: ``test_ingress_runs.py``.)"""
+the fixture appends them; rows of many events and the migration of layout 2: ``test_ingress_runs.py``.)
+
+The row-damage tests run on both stores, an SQLite file and a PostgreSQL database (same tables, same columns,
+damaged through SQL the same way); the file's own damage, the migration and the file lock are SQLite's, and a
+PostgreSQL store's damaged tables have their own test."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -15,6 +21,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -30,6 +37,7 @@ from reaqtive.engine.database import (
     to_micros,
 )
 from reaqtive.engine.inspection import read_store
+from reaqtive.engine.stores import open_engine_store
 from reaqtive.state import (
     DEFAULT_CODEC,
     DamagedRowError,
@@ -39,6 +47,7 @@ from reaqtive.state import (
     checksum,
 )
 from reaqtive.state.sqlite_store import row_checksum
+from tests.engine.store_targets import STORES, StoreSql, store_sql
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -49,14 +58,29 @@ def second(i: int) -> datetime:
     return T0 + timedelta(seconds=i)
 
 
-def execute(path: Path, sql: str, params: tuple[object, ...] = ()) -> None:
+def on_postgresql(path: object) -> bool:
+    """Whether ``path`` (a store's ``path``) is a PostgreSQL database: its URL (the test server has no password)."""
+    return isinstance(path, str) and path.startswith("postgresql://")
+
+
+def postgres_sql(sql: str) -> str:
+    """SQLite's blob literal ``X'hex'`` in PostgreSQL's words (the rest of the tests' SQL is common)."""
+    return re.sub(r"X'([0-9a-fA-F]*)'", r"'\\x\1'::bytea", sql)
+
+
+def execute(path: Path | str, sql: str, params: tuple[object, ...] = ()) -> None:
+    if on_postgresql(path):
+        StoreSql(str(path)).execute(postgres_sql(sql), params)
+        return
     db = sqlite3.connect(path)
     with db:
         db.execute(sql, params)
     db.close()
 
 
-def query(path: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+def query(path: Path | str, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    if on_postgresql(path):
+        return StoreSql(str(path)).rows(postgres_sql(sql), params)
     db = sqlite3.connect(path)
     db.text_factory = lambda data: data.decode("utf-8", "surrogateescape")
     try:
@@ -65,9 +89,7 @@ def query(path: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[o
         db.close()
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[EngineStore]:
-    store = EngineStore(tmp_path / "s.db", synchronous="OFF")
+def fill(store: EngineStore) -> EngineStore:
     for i in range(5):
         store.append("a", [(i * 10, second(i))])  # pos 1..5, a row each
     for i in range(3):
@@ -75,6 +97,20 @@ def store(tmp_path: Path) -> Iterator[EngineStore]:
     for i in range(4):
         store.write_outputs([("q", i, i * i)])  # a row each
     store.write_outputs([("r", i, -i) for i in range(3)])  # one row of three
+    return store
+
+
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EngineStore]:
+    store = fill(open_engine_store(store_sql(request.param, tmp_path, request).target, synchronous="OFF"))
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path) -> Iterator[EngineStore]:
+    """For what only the file has: ``reaqtive inspect``, text columns holding any bytes."""
+    store = fill(EngineStore(tmp_path / "s.db", synchronous="OFF"))
     yield store
     store.close()
 
@@ -133,7 +169,8 @@ def test_a_row_whose_payload_cannot_be_decoded_is_a_marked_event_not_an_exceptio
     assert all("cannot be decoded" in (e.damage or "") for e in events if e.pos in (2, 3, 4))
 
 
-def test_a_stream_name_damaged_into_invalid_utf8_does_not_fail_the_batch(store: EngineStore) -> None:
+def test_a_stream_name_damaged_into_invalid_utf8_does_not_fail_the_batch(sqlite_store: EngineStore) -> None:
+    store = sqlite_store  # a PostgreSQL text column holds valid UTF-8 only
     execute(store.path, "UPDATE reaqtive_ingress SET stream = CAST(X'e1' AS TEXT) WHERE pos = 5")
     events = store.read_ingress(0, 100)
     assert [(e.pos, e.stream) for e in events if e.damage] == [(5, "\udce1")]
@@ -150,9 +187,12 @@ def ingress_flips(draw: st.DrawFn) -> tuple[str, int, int]:
         draw(st.integers(1, 255))
 
 
-@pytest.fixture(scope="module")
-def flip_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineStore]:
-    store = EngineStore(tmp_path_factory.mktemp("flips") / "s.db", synchronous="OFF")
+@pytest.fixture(scope="module", params=STORES)
+def flip_store(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[EngineStore]:
+    if request.param == "sqlite":
+        store = EngineStore(tmp_path_factory.mktemp("flips") / "s.db", synchronous="OFF")
+    else:
+        store = open_engine_store(request.getfixturevalue("postgres_server").create_database(), synchronous="OFF")
     store.append("sensors://7", [({"reading": 21.5, "unit": "C"}, second(1))])
     store.append("sensors://8", [("next", second(2))])
     yield store
@@ -170,10 +210,15 @@ def test_any_single_byte_changed_in_any_column_of_an_ingress_row_is_detected(
                            "WHERE pos = 1")[0]
     row = dict(zip(("pos", "stream", "seq", "count", "times", "payload", "crc"), original, strict=True))
     value = row[column]
-    if isinstance(value, int):
-        raw = bytearray(value.to_bytes(8, "big", signed=True))
-        raw[index % 8] ^= mask
-        changed: object = int.from_bytes(raw, "big", signed=True)
+    if on_postgresql(path) and column == "stream":  # valid UTF-8 without NUL only: flip a code point
+        code = ord(value[index % len(value)]) ^ mask  # type: ignore[index, arg-type]
+        changed: object = str(value).replace(value[index % len(value)], chr(code or 0x80), 1)  # type: ignore[index]
+        cast = "?"
+    elif isinstance(value, int):
+        width = 4 if on_postgresql(path) and column == "count" else 8  # PostgreSQL's count is an integer
+        raw = bytearray(value.to_bytes(width, "big", signed=True))
+        raw[index % width] ^= mask
+        changed = int.from_bytes(raw, "big", signed=True)
         cast = "?"
     else:
         raw = bytearray(value.encode() if isinstance(value, str) else value)  # type: ignore[arg-type]
@@ -187,11 +232,8 @@ def test_any_single_byte_changed_in_any_column_of_an_ingress_row_is_detected(
         assert len(events) == 2
         assert [e.value for e in events if e.damage is None] == ["next"], f"{column}[{index}] ^ {mask} unnoticed"
     finally:
-        db = sqlite3.connect(path)
-        with db:
-            db.execute("DELETE FROM reaqtive_ingress WHERE pos != 2")
-            db.execute("INSERT INTO reaqtive_ingress VALUES (?, ?, ?, ?, ?, ?, ?)", original)
-        db.close()
+        execute(path, "DELETE FROM reaqtive_ingress WHERE pos != 2")
+        execute(path, "INSERT INTO reaqtive_ingress VALUES (?, ?, ?, ?, ?, ?, ?)", original)
 
 
 def read_all(store: EngineStore) -> list[IngressEvent]:
@@ -208,6 +250,18 @@ def flipped(value: object, bit: int) -> tuple[object, str]:
     raw = bytearray(value.encode() if isinstance(value, str) else value)  # type: ignore[arg-type]
     raw[bit // 8 % len(raw)] ^= 1 << (bit % 8)
     return bytes(raw), "CAST(? AS TEXT)" if isinstance(value, str) else "?"
+
+
+def postgres_flipped(value: object, changed: object, placeholder: str, bit: int) -> tuple[object, str]:
+    """The flip as a PostgreSQL column can hold it: an ``integer`` wraps around at 32 bits, and ``text`` (valid
+    UTF-8 without NUL) gets a character's code point flipped instead of a byte."""
+    if isinstance(value, int) and isinstance(changed, int) and abs(value) < 2**31:
+        return (changed + 2**31) % 2**32 - 2**31, placeholder
+    if isinstance(value, str):
+        index = bit // 8 % len(value)
+        code = ord(value[index]) ^ (1 << (bit % 8))
+        return value[:index] + chr(code or 0x80) + value[index + 1:], "?"
+    return changed, placeholder
 
 
 TABLE_COLUMNS = {
@@ -229,6 +283,8 @@ def test_a_flipped_bit_in_any_column_of_any_engine_table_is_detected(
              "reaqtive_dead_letters": "stream = 'a' AND seq = 0"}[table]
     ((value,),) = query(store.path, f"SELECT {column} FROM {table} WHERE {where}")
     changed, placeholder = flipped(value, bit)
+    if on_postgresql(store.path):
+        changed, placeholder = postgres_flipped(value, changed, placeholder, bit)
     execute(store.path, f"UPDATE {table} SET {column} = {placeholder} WHERE {where}", (changed,))
     if table == "reaqtive_ingress":
         assert [e.pos for e in store.read_ingress(0, 100) if e.damage] == [8]
@@ -278,15 +334,21 @@ def test_quarantine_keeps_the_original_bytes_of_a_damaged_event_and_ignores_repe
     assert letters[("a", 2)].time is None and letters[("a", 2)].value == 20, "an unusable time is None"
     assert letters[("a", 2)].at == second(500)
     assert letters[("b", 9)].value == {"x": 1} and letters[("b", 9)].reason == "poison"
-    assert query(store.path, "SELECT time FROM reaqtive_dead_letters WHERE seq = 2 AND stream = 'a'") == [(2**62,)]
+    ((time,),) = query(store.path, "SELECT time FROM reaqtive_dead_letters WHERE seq = 2 AND stream = 'a'")
+    # PostgreSQL's column has one type: it keeps the msgpack of what SQLite keeps as it is
+    assert (msgpack.unpackb(time) if on_postgresql(store.path) else time) == 2**62
     assert store.dead_lettered() == {("a", 1), ("a", 2), ("b", 9)}
     rows = query(store.path, "SELECT stream, seq, pos, time, payload, reason, at, crc FROM reaqtive_dead_letters")
     for *columns, crc in rows:
+        if on_postgresql(store.path) and columns[3] is not None:
+            columns[3] = msgpack.unpackb(columns[3])  # the checksum covers the time, not its msgpack
         assert crc == dead_letter_checksum(*columns)  # type: ignore[arg-type]
 
 
-def test_the_inspector_shows_the_dead_letters(store: EngineStore) -> None:
+def test_the_inspector_shows_the_dead_letters(sqlite_store: EngineStore) -> None:
     from reaqtive.engine.inspection import format_summary, summary_to_json
+
+    store = sqlite_store  # reaqtive inspect reads SQLite files
 
     store.append("a", [(1, second(10**6))], quarantine=far_future)
     summary = read_store(store.path)
@@ -306,7 +368,8 @@ def test_a_damaged_dead_letter_is_listed_marked(store: EngineStore) -> None:
 
 
 def test_egress_rows_carry_checksums_over_subscription_seq_count_and_payload(store: EngineStore) -> None:
-    rows = query(store.path, "SELECT subscription, seq, count, payload, crc FROM reaqtive_egress")
+    rows = query(store.path, "SELECT subscription, seq, count, payload, crc FROM reaqtive_egress "
+                             "ORDER BY subscription, seq")
     assert [(s, q, n) for s, q, n, _, _ in rows] == [("q", 0, 1), ("q", 1, 1), ("q", 2, 1), ("q", 3, 1), ("r", 2, 3)]
     for subscription, seq, count, payload, crc in rows:
         assert crc == egress_checksum(subscription, seq, count, payload)  # type: ignore[arg-type]
@@ -318,12 +381,12 @@ def test_consecutive_outputs_share_a_row_and_replays_are_ignored(store: EngineSt
     assert store.read_outputs("r") == [("r", 0, 0), ("r", 1, -1), ("r", 2, -2), ("r", 3, -3), ("r", 4, -4),
                                        ("r", 5, -5), ("r", 7, "late"), ("r", 8, "ok"), ("r", 9, "gap")]
     assert store.read_outputs("r", after=3, upto=7) == [("r", 4, -4), ("r", 5, -5), ("r", 7, "late")]
-    rows = query(store.path, "SELECT seq, count FROM reaqtive_egress WHERE subscription = 'r'")
+    rows = query(store.path, "SELECT seq, count FROM reaqtive_egress WHERE subscription = 'r' ORDER BY seq")
     assert rows == [(2, 3), (5, 3), (9, 3)]
     assert store.output_extents()["r"] == (9, 0, 9), "a gap shows: 9 outputs from #0 to #9"
     store.delete_outputs("r", upto=4)  # the row 3..5 holds #5 too: it stays whole
     assert store.read_outputs("r", after=4)[0] == ("r", 5, -5)
-    assert query(store.path, "SELECT seq FROM reaqtive_egress WHERE subscription = 'r'") == [(5,), (9,)]
+    assert query(store.path, "SELECT seq FROM reaqtive_egress WHERE subscription = 'r' ORDER BY seq") == [(5,), (9,)]
 
 
 def test_a_damaged_row_of_several_outputs_names_them_all(store: EngineStore) -> None:
@@ -592,6 +655,50 @@ def test_a_damaged_file_raises_store_errors_only(tmp_path: Path) -> None:
         except Exception as error:
             raise AssertionError(f"{what}: {type(error).__name__}: {error}") from error
     assert outcomes.get("StoreCorruptError", 0) > 0, outcomes
+
+
+POSTGRES_DAMAGE = (
+    "DROP TABLE reaqtive_ingress",
+    "DROP TABLE reaqtive_egress",
+    "DROP TABLE reaqtive_blobs",
+    "DROP TABLE reaqtive_stream_heads",
+    "DELETE FROM reaqtive_meta",
+    "ALTER TABLE reaqtive_ingress ALTER COLUMN payload TYPE text USING encode(payload, 'hex')",
+    "ALTER TABLE reaqtive_ingress ALTER COLUMN count TYPE text",
+    "ALTER TABLE reaqtive_ingress RENAME COLUMN times TO t",
+    "ALTER TABLE reaqtive_egress DROP COLUMN crc",
+    "ALTER TABLE reaqtive_egress ALTER COLUMN seq TYPE numeric",
+    "ALTER TABLE reaqtive_stream_heads ALTER COLUMN next_seq TYPE text",
+    "ALTER TABLE reaqtive_blobs ALTER COLUMN value TYPE text USING encode(value, 'escape')",
+    "ALTER TABLE reaqtive_dead_letters ALTER COLUMN time TYPE bigint USING 0",
+    "ALTER TABLE reaqtive_egress DROP CONSTRAINT reaqtive_egress_pkey",
+)
+
+
+@pytest.mark.parametrize("damage", POSTGRES_DAMAGE)
+def test_on_postgresql_damaged_tables_raise_store_errors_only(postgres_dsn: str, damage: str) -> None:
+    """The database's counterpart of a damaged file: tables dropped, columns of another type or name, a key
+    gone. Every operation of the store either works or raises a StoreError naming the database, never a
+    psycopg error."""
+    store = fill(open_engine_store(postgres_dsn, synchronous="OFF"))
+    store.append("a", [(1, second(10**6))], quarantine=far_future)
+    where, events, outputs = store.path, read_all(store), store.read_outputs()
+    store.close()
+    StoreSql(postgres_dsn).execute(damage)
+    try:
+        store = open_engine_store(postgres_dsn, synchronous="OFF")
+        try:
+            # what it reads is what was stored, or marked damaged: never silently another value
+            assert {e for e in read_all(store) if e.damage is None} <= set(events), damage
+            with contextlib.suppress(DamagedRowError):
+                assert store.read_outputs() == outputs, damage
+            exercise(store)
+        finally:
+            store.close()
+    except StoreError as error:
+        assert str(where) in str(error), f"{damage}: {error} does not name the database"
+    except Exception as error:
+        raise AssertionError(f"{damage}: {type(error).__module__}.{type(error).__name__}: {error}") from error
 
 
 def test_a_closed_store_raises_store_errors(tmp_path: Path) -> None:

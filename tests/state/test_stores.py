@@ -13,6 +13,7 @@ from reaqtive.state import (
     InjectedFaultError,
     InMemoryCheckpointStore,
     NotAStoreError,
+    PostgresCheckpointStore,
     SqliteCheckpointStore,
     StateChecksumError,
     StoreError,
@@ -22,9 +23,10 @@ from reaqtive.state import (
 StoreFactory = Callable[[], CheckpointStore]
 
 
-@pytest.fixture(params=["memory", "sqlite", "sqlite shared memory"])
+@pytest.fixture(params=["memory", "sqlite", "sqlite shared memory", "postgres"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    """A factory: for SQLite every call opens the same file (or shared in-memory database) again."""
+    """A factory: for SQLite every call opens the same file (or shared in-memory database) again, for
+    PostgreSQL the same database."""
     opened: list[CheckpointStore] = []
     memory = InMemoryCheckpointStore()
     uri = f"file:/reaqtive-test-{id(opened)}-{tmp_path.name}?vfs=memdb"
@@ -35,6 +37,8 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store
             store = memory
         elif request.param == "sqlite":
             store = SqliteCheckpointStore(tmp_path / "s.db")
+        elif request.param == "postgres":
+            store = PostgresCheckpointStore(request.getfixturevalue("postgres_dsn"))
         else:  # the database lives while a connection to it is open: the factory keeps them all open
             store = SqliteCheckpointStore.shared_memory(uri)
         opened.append(store)
