@@ -17,6 +17,7 @@ from reaqtive.binding import (
 from reaqtive.context import ExecutionEnvironment, HigherOrderEnvironment, OperatorContext
 from reaqtive.engine import (
     DURABLE_SINK,
+    AsyncEngine,
     CheckpointMetrics,
     Engine,
     EngineError,
@@ -102,6 +103,7 @@ __version__ = "0.1.0"
 __all__ = [
     # the embedded engine
     "DURABLE_SINK",
+    "AsyncEngine",
     "CheckpointMetrics",
     "Engine",
     "EngineError",

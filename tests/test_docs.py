@@ -67,6 +67,12 @@ def test_readme_quick_start_runs() -> None:
         exec(compile(block, "README.md", "exec"), {})
 
 
+def test_readme_service_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    (block,) = python_blocks(section(ROOT / "README.md", "In a service"))
+    exec(compile(block, "README.md", "exec"), {})
+    assert capsys.readouterr().out.split("\n")[0] == "0 {'celsius': 35.5}"
+
+
 def test_operators_doc_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     (block,) = python_blocks((ROOT / "docs" / "operators.md").read_text())
     exec(compile(block, "docs/operators.md", "exec"), {})

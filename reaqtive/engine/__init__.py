@@ -1,6 +1,7 @@
 """The query engine: standing queries by URI, persisted query expressions, checkpoints to SQLite, recovery after
 a crash with no loss and no duplicates. See ``docs/engine.md``."""
 
+from reaqtive.engine.aio import AsyncEngine, ProcessingFailedError
 from reaqtive.engine.database import DeadLetter, EngineStore, IngressEvent, IngressRun, UnknownEngineVersionError
 from reaqtive.engine.egress import EgressStamp, Output
 from reaqtive.engine.engine import (
@@ -41,10 +42,26 @@ from reaqtive.engine.expressions import (
     encode_query,
 )
 from reaqtive.engine.ingress import GroupCommit
+from reaqtive.engine.metrics import (
+    LOG_FIELDS,
+    EngineReadings,
+    MetricsError,
+    MetricsUnavailableError,
+    PrometheusMetrics,
+    StreamReading,
+    SubscriptionReading,
+    read_engine,
+)
 from reaqtive.engine.outbox import ObserverFailedError
+from reaqtive.engine.postgres_database import PostgresEngineStore
 from reaqtive.engine.readers import Envelope, StreamNotFoundError, StreamReader
+from reaqtive.engine.signals import Signal
 
 __all__ = [
+    # the asyncio face and the wake-up signals
+    "AsyncEngine",
+    "ProcessingFailedError",
+    "Signal",
     "DISCARD_SINK",
     "DURABLE_SINK",
     "AckError",
@@ -74,6 +91,7 @@ __all__ = [
     "ObserverFailedError",
     "Output",
     "OutputDivergenceError",
+    "PostgresEngineStore",
     "QueryFailedError",
     "RecoveryError",
     "RecoveryFailure",
@@ -82,6 +100,15 @@ __all__ = [
     "StreamNotFoundError",
     "StreamReader",
     "StreamStatus",
+    # metrics (reaqtive.engine.metrics)
+    "LOG_FIELDS",
+    "EngineReadings",
+    "MetricsError",
+    "MetricsUnavailableError",
+    "PrometheusMetrics",
+    "StreamReading",
+    "SubscriptionReading",
+    "read_engine",
     "UnknownEngineVersionError",
     "UnpersistableQueryError",
     "UnstorableOutputError",

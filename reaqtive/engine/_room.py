@@ -43,6 +43,7 @@ from reaqtive.engine.readers import Envelope
 from reaqtive.engine.records import (
     Pin,
 )
+from reaqtive.engine.signals import Signal
 from reaqtive.errors import InvalidSettingError
 from reaqtive.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
@@ -63,11 +64,15 @@ _ENGINE: Final = "engine"
 _DELIVERY: Final = "delivery"
 _OUTPUTS: Final = "outputs"  # per subscription, the next output sequence number (when it moved)
 _OBSERVED: Final = "observed"  # per subscription with an observer function, the last output it received
+_SOURCES: Final = "sources"  # per source registered with register_source, its position (opaque bytes)
 _BUILTIN_OBSERVERS: Final = frozenset({DURABLE_SINK, DISCARD_SINK})
 _STREAM_BUFFER: Final = 1 << 20  # a reader without demand may lag this far behind a stream before it fails
 _DELIVERY_BATCH: Final = 4096
 _NO_WATERMARKS: Final[Mapping[str, int]] = MappingProxyType({})
 _EGRESS_FLUSH_OUTPUTS: Final = 65536  # the durable sink's buffer is written once it holds this many outputs
+
+CheckpointListener = Callable[[CheckpointMetrics | None, BaseException | None], None]
+"""Called at the end of each checkpoint: ``(metrics, None)`` once it committed, ``(None, error)`` if it failed."""
 
 
 class _EngineEnvironment(InnerEnvironment, EngineEnvironment):
@@ -275,6 +280,8 @@ class EngineRoom:
         self._committed_delivered: dict[str, int] = {}  # the delivered watermarks of the last checkpoint
         self._outboxes: dict[str, Outbox] = {}
         self._observed: dict[str, int] = {}  # the delivery cursors of the outboxes in the store
+        self._sources: dict[str, Callable[[], bytes]] = {}  # register_source: read at each checkpoint
+        self._source_states: dict[str, bytes | Exception] = {}  # their committed bytes (or why unreadable)
         self._faults_pending: list[tuple[str, Exception]] = []
         self._quarantine: list[tuple[IngressEvent, str]] = []
         self._replayed_upto: dict[str, int] = {}  # per durable-sink subscription, the sink's highest id
@@ -300,6 +307,12 @@ class EngineRoom:
         self.last_checkpoint: CheckpointMetrics | None = None
         self.recovery = RecoveryMetrics()
         self._clock_started = False
+        self._checkpoint_listeners: tuple[CheckpointListener, ...] = ()  # replaced, never mutated
+        # Wake-ups for processing loops and output consumers (reaqtive.engine.signals), fired at batch
+        # boundaries, never per event.
+        self.appended = Signal("appended")
+        self.produced = Signal("produced")
+        self._serving = False
 
     def _settle_status(self) -> None:
         """RUNNING, or DEGRADED while something is kept in the store without running."""
@@ -336,6 +349,28 @@ class EngineRoom:
         except BaseException:
             transaction.rollback()
             raise
+
+    def add_checkpoint_listener(self, listener: CheckpointListener) -> None:
+        """Call ``listener(metrics, error)`` at the end of every checkpoint: ``(CheckpointMetrics, None)`` once
+        it committed, ``(None, error)`` when it failed (the error then propagates as before). It runs on the
+        checkpointing thread, under the engine's lock: keep it quick. One that raises is logged and the
+        checkpoint is unaffected (:class:`~reaqtive.engine.metrics.PrometheusMetrics` listens this way)."""
+        with self._lock:
+            self._checkpoint_listeners = (*self._checkpoint_listeners, listener)
+
+    def remove_checkpoint_listener(self, listener: CheckpointListener) -> None:
+        """Stop calling ``listener`` (added by :meth:`add_checkpoint_listener`; unknown: a no-op)."""
+        with self._lock:
+            self._checkpoint_listeners = tuple(known for known in self._checkpoint_listeners if known != listener)
+
+    def _notify_checkpoint(self, metrics: CheckpointMetrics | None, error: BaseException | None) -> None:
+        for listener in self._checkpoint_listeners:
+            try:
+                listener(metrics, error)
+            except Exception as failure:  # an observer of the engine must not break it
+                self._log.error("checkpoint listener %r raised: %s", listener, failure, exc_info=failure,
+                                extra={"reaqtive_event": "listener_failed", "listener": repr(listener),
+                                       "error_type": type(failure).__name__})
 
     # -- defined in other rooms ------------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from reaqtive.engine._room import (
     _ENGINE,
     _OBSERVED,
     _OUTPUTS,
+    _SOURCES,
     EngineRoom,
     _counter_bytes,
     _now_text,
@@ -58,10 +59,15 @@ class Checkpointing(EngineRoom):
     def _checkpoint_reporting(self, full: bool) -> CheckpointMetrics:
         self._status = EngineStatus.CHECKPOINTING
         try:
-            return self._checkpoint(full)
+            metrics = self._checkpoint(full)
+        except BaseException as error:
+            self._notify_checkpoint(None, error)
+            raise
         finally:
             self._status = EngineStatus.RUNNING
             self._settle_status()
+        self._notify_checkpoint(metrics, None)
+        return metrics
 
     def _checkpoint(self, full: bool) -> CheckpointMetrics:
         self._flush_quarantine()  # before the checkpoint covers the events: the log may then drop them
@@ -76,6 +82,7 @@ class Checkpointing(EngineRoom):
         dirty = self._environment.dirty
         unsaved: dict[str, UnstorableStateError] = {}
         observed = {uri: outbox.delivered for uri, outbox in self._outboxes.items()}
+        sources: dict[str, bytes] = {}  # the sources' positions this checkpoint stores
 
         def isolate(key: str, error: Exception) -> str:
             # A state that cannot be saved stops its subscription alone (after the commit), as of its last
@@ -93,6 +100,7 @@ class Checkpointing(EngineRoom):
             for uri, seq in observed.items():
                 if uri not in unsaved and (seq != self._observed.get(uri, -1) or full):
                     transaction.put(_OBSERVED, uri, _counter_bytes(seq))
+            self._put_sources(transaction, sources)
 
         try:
             result: CheckpointResult = self._checkpointer.checkpoint(
@@ -111,6 +119,7 @@ class Checkpointing(EngineRoom):
         for uri in [uri for uri in self._pins if uri not in kept and uri not in unsaved]:
             del self._pins[uri]  # recovered since: this checkpoint's record says where its state stands
         self._committed_delivered = dict(self._delivered)
+        self._source_states.update(sources)
         self._environment.confirm_removed(removed)
         for uri, seq in observed.items():
             if uri not in unsaved and seq != self._observed.get(uri, -1):
@@ -140,6 +149,11 @@ class Checkpointing(EngineRoom):
             "checkpoint %d: paused %.2f ms, commit %.2f ms, %d bytes, %d dirty subscriptions",
             metrics.checkpoint_id, metrics.pause_seconds * 1e3, metrics.commit_seconds * 1e3,
             metrics.bytes_written, metrics.dirty_subscriptions,
+            extra={"reaqtive_event": "checkpoint", "checkpoint_id": metrics.checkpoint_id, "full": full,
+                   "pause_seconds": metrics.pause_seconds, "serialize_seconds": metrics.serialize_seconds,
+                   "commit_seconds": metrics.commit_seconds, "egress_seconds": metrics.egress_seconds,
+                   "bytes_written": metrics.bytes_written, "dirty_subscriptions": metrics.dirty_subscriptions,
+                   "ingress_truncated": metrics.ingress_truncated},
         )
         return metrics
 
@@ -168,6 +182,14 @@ class Checkpointing(EngineRoom):
                 transaction.put(_OUTPUTS, uri, _counter_bytes(counter.pending))
                 moved[uri] = counter
             counter.rearm()  # (if the checkpoint fails, _checkpoint reports it again)
+
+    def _put_sources(self, transaction: CheckpointTransaction, sources: dict[str, bytes]) -> None:
+        """While paused: each registered source's position (register_source), consistent with its stream."""
+        for name, state in self._sources.items():
+            blob = sources[name] = state()
+            if not isinstance(blob, bytes):
+                raise TypeError(f"source {name!r}: its state is a {type(blob).__name__}, not bytes")
+            transaction.put(_SOURCES, name, blob)
 
     def _maybe_checkpoint(self, force_time: bool = False) -> bool:
         due = (self._every_events is not None and self._since_checkpoint >= self._every_events) or (

@@ -4,9 +4,10 @@ the clock, quarantining what cannot be delivered.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from sortedcontainers import SortedList
 
@@ -14,10 +15,15 @@ from reaqtive.engine._room import (
     _DELIVERY_BATCH,
     _EGRESS_FLUSH_OUTPUTS,
     EngineRoom,
+    _check_whole,
 )
 from reaqtive.engine.database import DeadLetter, IngressEvent, IngressRun, from_micros, to_micros
+from reaqtive.engine.engine_errors import EngineClosedError
 from reaqtive.engine.ingress import chunks
 from reaqtive.engine.readers import Envelope, StreamReader
+
+MIN_WAKE_SECONDS: Final = 0.001
+"""The shortest wait of an idle processing loop (see :meth:`Delivery.idle_seconds`)."""
 
 
 class Delivery(EngineRoom):
@@ -41,6 +47,7 @@ class Delivery(EngineRoom):
         first = self._ingress.append(batch)
         count = len(batch.payloads)
         if count:
+            self.appended.fire()
             # A lower bound of the stream's head (a concurrent append may set it lower; delivery then reads
             # the store's): the delivery checks that no event is numbered past it.
             self._heads[stream] = max(self._heads.get(stream, 0), first + count)
@@ -83,6 +90,8 @@ class Delivery(EngineRoom):
                 if not runs:
                     self._advance_wall_clock()
                     self._maybe_checkpoint(force_time=True)
+                    if self._egress:
+                        self.produced.fire()  # timers the wall clock fired
                     break
                 wall = datetime.now(UTC)  # the wall clock of this batch (the engine's own clock is read per event)
                 for run in runs:
@@ -95,11 +104,57 @@ class Delivery(EngineRoom):
                     self._flush_egress()  # bounded memory between checkpoints (the sink keeps the first copy)
                 self._deliver_outboxes()
                 attempted = True
+                if self._egress:
+                    self.produced.fire()  # a consumer's outputs() flushes the buffer to the sink
         if not attempted:
             with self._lock:
                 self._check_open()
                 self._deliver_outboxes()
         return delivered
+
+    def serve(self, *, batch_events: int = _DELIVERY_BATCH, idle_seconds: float | None = None) -> None:
+        """Process appended events as they come, on the calling thread, until :meth:`stop_serving` is called or
+        the engine closes. Appends wake it (no polling); between batches of ``batch_events`` it releases the
+        engine, so that other threads' calls get their turn. When idle it also wakes every ``idle_seconds``
+        (default: :meth:`idle_seconds`) for the periodic checkpoint and the wall clock's timers.
+
+        Example: ``threading.Thread(target=engine.serve, daemon=True).start()``, then ``engine.stop_serving()``.
+        """
+        _check_whole("batch_events", batch_events, minimum=1)
+        with self._lock:
+            self._check_open()
+            self._serving = True
+        while self._serving:
+            seen = self.appended.generation  # before the work: an append during it makes the wait return at once
+            try:
+                delivered = self.process(batch_events)
+            except EngineClosedError:
+                return
+            if delivered < batch_events and self._serving:
+                self.appended.wait(seen, self.idle_seconds() if idle_seconds is None else idle_seconds)
+
+    def stop_serving(self) -> None:
+        """Make :meth:`serve` return once the batch at hand is delivered (from any thread)."""
+        self._serving = False
+        self.appended.fire()
+
+    def idle_seconds(self) -> float | None:
+        """How long a processing loop may wait for appends before it calls :meth:`process` anyway, asked before
+        each wait: under ``clock="wall"``, until the next timer of the queries is due by the wall clock (so a
+        ``debounce``, a ``timer`` or the last window of a quiet stream fires on time with no event and no call
+        from the host); with ``checkpoint_every_seconds``, until the periodic checkpoint is due; otherwise
+        ``None``: only appends wake it."""
+        waits: list[float] = []
+        if self._every_seconds is not None:
+            waits.append(self._every_seconds - (time.monotonic() - self._last_checkpoint_time))
+        if self._clock_mode == "wall":
+            with self._lock:
+                due = self._scheduler.next_due
+                at = None if due is None else self._scheduler.to_datetime(due)
+            if at is not None:
+                waits.append((at - datetime.now(UTC)).total_seconds())
+        # At least a millisecond: a task due but held back (a paused query) must not make the loop spin.
+        return max(min(waits), MIN_WAKE_SECONDS) if waits else None
 
     def _read_runs(self, limit: int) -> list[IngressRun]:
         return self._store.read_ingress_runs(self._position, limit)
@@ -224,6 +279,8 @@ class Delivery(EngineRoom):
             if to > self._scheduler.now:
                 self._scheduler.advance_to(to)
             self._apply_faults()
+            if self._egress:
+                self.produced.fire()
 
     def _start_clock(self, at: datetime) -> None:
         """Set the clock of a store that never had one (it is at the Unix epoch until then)."""
@@ -249,7 +306,9 @@ class Delivery(EngineRoom):
         if reason is not None:
             self._dead.add(key)
             self._quarantine.append((event, reason))
-            self._log.warning("event %s#%d quarantined: %s", event.stream, event.seq, reason)
+            self._log.warning("event %s#%d quarantined: %s", event.stream, event.seq, reason,
+                              extra={"reaqtive_event": "quarantine", "stream": event.stream, "seq": event.seq,
+                                     "reason": reason})
             return
         self._deliver(event.stream, event.seq, event.value, event.time)
 
@@ -283,7 +342,9 @@ class Delivery(EngineRoom):
             gap = IngressEvent(-1, stream, number, from_micros(0), None, damage="missing", payload=None, micros=None)
             self._quarantine.append((gap, "missing from the log: its row was deleted or lost"))
         if missing:
-            self._log.error("stream %r: %d event(s) missing from the log before #%d", stream, len(missing), seq)
+            self._log.error("stream %r: %d event(s) missing from the log before #%d", stream, len(missing), seq,
+                            extra={"reaqtive_event": "events_missing", "stream": stream, "seq": missing[0],
+                                   "events": len(missing)})
 
     def _flush_quarantine(self) -> None:
         if self._quarantine:

@@ -31,7 +31,7 @@ from reaqtive.engine._room import (
     _check_whole,
 )
 from reaqtive.engine.checkpointing import Checkpointing
-from reaqtive.engine.database import MEMORY, EngineStore
+from reaqtive.engine.database import MEMORY
 from reaqtive.engine.delivery import Delivery
 from reaqtive.engine.event_times import DEFAULT_MAX_EVENT_TIME_AHEAD, EventTimeBounds
 from reaqtive.engine.expressions import (
@@ -55,6 +55,7 @@ from reaqtive.engine.recovery import Recovery
 from reaqtive.engine.registry import ArtifactRegistry
 from reaqtive.engine.running import Running
 from reaqtive.engine.sinks import Egress
+from reaqtive.engine.stores import open_engine_store
 from reaqtive.scheduler import VirtualTimeScheduler
 
 __all__ = [
@@ -151,7 +152,7 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         self._log = logger or _LOG
         self._status = EngineStatus.RECOVERING
         self._gc = GcFreeze(gc_freeze)
-        self._store = EngineStore(path, synchronous=synchronous)
+        self._store = open_engine_store(path, synchronous=synchronous)
         try:
             self._ingress = IngressWriter(self._store, ingress_commit, logger=self._log)
             self._init_runtime(tick)
@@ -178,8 +179,9 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         return self._status
 
     @property
-    def path(self) -> Path:
-        """The store file (``Path(":memory:")`` for an in-memory engine)."""
+    def path(self) -> Path | str:
+        """The store file (``Path(":memory:")`` for an in-memory engine); for an engine on PostgreSQL, the
+        database's URL without its password (a ``str``)."""
         return self._store.path
 
     @property
@@ -204,6 +206,8 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
                 self._store.close()
                 self._gc.release()
                 self._status = EngineStatus.CLOSED
+                self.appended.fire()  # every waiter wakes up and finds the engine closed
+                self.produced.fire()
 
     def __enter__(self) -> Engine:
         return self

@@ -13,6 +13,7 @@ from reaqtive.engine._room import (
     _ENGINE,
     _OBSERVED,
     _OUTPUTS,
+    _SOURCES,
     _TEMPLATES,
     EngineRoom,
     _owned_by,
@@ -64,6 +65,8 @@ class Recovery(EngineRoom):
         for (category, key), error in snapshot.damaged.items():
             damaged.setdefault(category, {})[key] = error
         self._stored_state_keys = set(state) | set(damaged[STATE_CATEGORY])
+        # The sources' positions, read back by each source (register_source); a damaged one raises there.
+        self._source_states = {**dict(snapshot.items(_SOURCES)), **damaged.get(_SOURCES, {})}
         records = self._read_records(snapshot, damaged[_ARTIFACTS])
         template_errors = self._read_templates(snapshot, damaged[_TEMPLATES])
         phases["read"] = time.perf_counter() - started
@@ -108,6 +111,11 @@ class Recovery(EngineRoom):
                 "recovered %d streams, %d definitions, %d subscriptions (%d inner) in %.1f ms; %d failed",
                 self.recovery.streams, self.recovery.definitions, self.recovery.subscriptions,
                 self.recovery.inner_subscriptions, phases["total"] * 1e3, len(self.recovery.failures),
+                extra={"reaqtive_event": "recovery", "streams": self.recovery.streams,
+                       "definitions": self.recovery.definitions, "subscriptions": self.recovery.subscriptions,
+                       "inner_subscriptions": self.recovery.inner_subscriptions,
+                       "failures": len(self.recovery.failures), "orphans": len(self.recovery.orphans),
+                       "duration_seconds": phases["total"]},
             )
 
     def _read_records(self, snapshot: CheckpointSnapshot, damaged: dict[str, Exception]) -> dict[str, dict[str, Any]]:
@@ -340,7 +348,9 @@ class Recovery(EngineRoom):
         if self._on_failure is not None:
             chosen = self._on_failure(uri, error)
             policy = chosen if chosen is not None else policy
-        self._log.error("recovering %r failed (%s): %s", uri, policy.value, error, exc_info=error)
+        self._log.error("recovering %r failed (%s): %s", uri, policy.value, error, exc_info=error,
+                        extra={"reaqtive_event": "recovery_failed", "artifact": uri, "kind": kind,
+                               "policy": policy.value, "error_type": type(error).__name__})
         if policy is RecoveryPolicy.FAIL:
             raise RecoveryError(uri, error) from error
         self.recovery.failures.append(RecoveryFailure(uri, kind, error, policy))

@@ -59,6 +59,31 @@ class ArtifactRegistry(EngineRoom):
         """Make ``function`` usable in persisted queries as ``@name`` (register it again before recovery)."""
         self.functions.register(name, function)
 
+    def register_source(self, name: str, state: Callable[[], bytes]) -> None:
+        """Store ``state()`` under ``name`` with every checkpoint, in its transaction (an input source's position:
+        see :mod:`reaqtive.connectors.file_source`); read it back after a restart with :meth:`source_state`.
+        ``state`` is called under the engine's lock: it must be quick and must not call the engine."""
+        with self._lock:
+            self._check_open()
+            if not isinstance(name, str) or not name or name in self._sources:
+                raise ValueError(f"register_source: {name!r} is not a new non-empty name")
+            self._sources[name] = state
+
+    def unregister_source(self, name: str) -> None:
+        """Stop storing source ``name``'s state (its last stored state stays; unknown: a no-op)."""
+        with self._lock:
+            self._sources.pop(name, None)
+
+    def source_state(self, name: str) -> bytes | None:
+        """The state of source ``name`` in the last checkpoint (``None``: none stored). Data, never code: the
+        source decodes it with checks. A damaged row raises :class:`MalformedRecordError`."""
+        with self._lock:
+            self._check_open()
+            stored = self._source_states.get(name)
+        if isinstance(stored, Exception):
+            raise MalformedRecordError(f"the stored state of source {name!r} is damaged: {stored}") from stored
+        return stored
+
     def create_stream(self, uri: str) -> None:
         """Create the durable stream ``uri``."""
         with self._lock:
@@ -173,6 +198,9 @@ class ArtifactRegistry(EngineRoom):
             self._templates.setdefault(tid, template)
             self._records[uri] = record
             self._subscriptions[uri] = handle
+            if counter.next:
+                self.produced.fire()  # it produced outputs on start
+            self.appended.fire()  # a processing loop looks again: the new query may have timers due sooner
 
     def delete_subscription(self, uri: str) -> None:
         """Stop and delete the subscription ``uri`` with its state (and its template when no one else uses it)."""

@@ -110,7 +110,9 @@ class Running(EngineRoom):
     def _subscription_ended(self, uri: str, error: BaseException | None) -> None:
         self._ended[uri] = error
         if error is not None:
-            self._log.error("subscription %r ended with an error: %s", uri, error, exc_info=error)
+            self._log.error("subscription %r ended with an error: %s", uri, error, exc_info=error,
+                            extra={"reaqtive_event": "subscription_error", "subscription": uri,
+                                   "error_type": type(error).__name__})
 
     def _unit_failed(self, instance_id: str, error: Exception) -> None:
         """A query, or one of its inner units, raised out of its operators: stop the query after this event."""
@@ -141,7 +143,10 @@ class Running(EngineRoom):
             chosen = self._on_failure(uri, error)
             if chosen is RecoveryPolicy.REMOVE:
                 policy = chosen
-        self._log.error("subscription %r stopped (%s): %s", uri, policy.value, error, exc_info=error)
+        self._log.error("subscription %r stopped (%s): %s", uri, policy.value, error, exc_info=error,
+                        extra={"reaqtive_event": "fault", "subscription": uri, "policy": policy.value,
+                               "error_type": type(error).__name__, "observer": getattr(error, "observer", None),
+                               "seq": getattr(error, "seq", None)})
         self.faults.append(RecoveryFailure(uri, "subscription", error, policy))
         if policy is RecoveryPolicy.REMOVE:
             self.delete_subscription(uri)

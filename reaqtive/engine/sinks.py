@@ -32,6 +32,7 @@ from reaqtive.state import (
     DEFAULT_CODEC,
     DamagedRowError,
     StateEncodeError,
+    StoreError,
 )
 
 
@@ -56,13 +57,18 @@ class Egress(EngineRoom):
         if after is not None and type(after) is not int:
             raise TypeError(f"outputs(): after must be a sequence number (int), got {after!r}")
         with self._lock:
+            self._check_open()
             self._flush_egress()
             acks = self._store.acks()
             start = None if subscription is None else max(-1 if after is None else after,
                                                           self._store.acked(subscription))
-        if subscription is not None:
-            return [Output(*row) for row in self._store.read_outputs(subscription, after=start, limit=limit)]
-        return [Output(*row) for row in self._store.read_outputs() if row[1] > acks.get(row[0], -1)]
+        try:  # outside the engine's lock: a reader does not hold up processing
+            if subscription is not None:
+                return [Output(*row) for row in self._store.read_outputs(subscription, after=start, limit=limit)]
+            return [Output(*row) for row in self._store.read_outputs() if row[1] > acks.get(row[0], -1)]
+        except StoreError:
+            self._check_open()  # closed while it read: say so, not "cannot operate on a closed database"
+            raise
 
     def ack(self, subscription: str, seq: int) -> None:
         """Record, durably at once, that the consumers of ``subscription`` have every output up to ``seq``:
@@ -111,6 +117,9 @@ class Egress(EngineRoom):
             # The sinks of running subscriptions hold this list's bound ``append``: empty it, never replace it.
             self._store.write_outputs(self._egress, encoded=True)
             self._egress.clear()
+            # Consumers wait on it: a checkpoint inside process() may write a batch's outputs before the batch's
+            # end looks at the buffer, which is then empty.
+            self.produced.fire()
         if with_outboxes:
             waiting = [output for outbox in self._outboxes.values() for output in outbox.pending]
             if waiting:
