@@ -312,7 +312,7 @@ class EngineRoom:
         # boundaries, never per event.
         self.appended = Signal("appended")
         self.produced = Signal("produced")
-        self._serving = False
+        self._stop_serving = False  # set by stop_serving(), cleared when serve() returns
 
     def _settle_status(self) -> None:
         """RUNNING, or DEGRADED while something is kept in the store without running."""

@@ -117,15 +117,17 @@ class AsyncEngine:
 
     @property
     def processor(self) -> asyncio.Task[None] | None:
-        """The processing task (``None`` before :meth:`start`): await it to learn of a failure at once."""
+        """The processing task (``None`` before :meth:`start`): await it to learn of a failure at once. Cancelling
+        it stops processing (not a failure: :meth:`aclose` still takes its final checkpoint)."""
         return self._task
 
     # -- processing ----------------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the processing task on the running loop (once; later calls do nothing)."""
+        """Start the processing task on the running loop (once; later calls do nothing, unless the loop it ran on
+        has closed: ``asyncio.run`` ended, and another one goes on with the engine)."""
         self._check_open()
-        if self._task is None:
+        if self._task is None or self._task.get_loop().is_closed():
             self._wake = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._process_loop(), name="reaqtive-processing")
 
@@ -153,6 +155,8 @@ class AsyncEngine:
             if self._engine.status is not EngineStatus.CLOSED:
                 self._fail(error)
                 raise
+        except asyncio.CancelledError:
+            raise  # stopped, not failed: the batch at hand completes on its thread, aclose() checkpoints as usual
         except BaseException as error:
             self._fail(error)
             raise
@@ -299,14 +303,17 @@ class AsyncEngine:
         await asyncio.shield(self._closing)
 
     async def _close(self, *, checkpoint: bool, drain: bool) -> None:
-        if self._inflight:  # appends and reads already running in threads: they complete, then the store closes
-            await asyncio.wait(set(self._inflight))
+        loop = asyncio.get_running_loop()
+        # Appends and reads already running in threads complete, then the store closes. Those of a loop that has
+        # closed since (asyncio.run ended, and another one closes the engine) ended with it: nothing to wait for.
+        inflight = {future for future in self._inflight if future.get_loop() is loop}
+        if inflight:
+            await asyncio.wait(inflight)
         task = self._task
-        if task is not None:
+        if task is not None and task.get_loop() is loop:
             assert self._wake is not None
             self._wake.set()
             await asyncio.wait({task})  # its failure, if any, is in self._failure
-        loop = asyncio.get_running_loop()
         try:
             if self._failure is None and self._engine.status is not EngineStatus.CLOSED:
                 if drain:

@@ -21,6 +21,7 @@ from reaqtive.engine.database import DeadLetter, IngressEvent, IngressRun, from_
 from reaqtive.engine.engine_errors import EngineClosedError
 from reaqtive.engine.ingress import chunks
 from reaqtive.engine.readers import Envelope, StreamReader
+from reaqtive.state import StoreError
 
 MIN_WAKE_SECONDS: Final = 0.001
 """The shortest wait of an idle processing loop (see :meth:`Delivery.idle_seconds`)."""
@@ -44,7 +45,12 @@ class Delivery(EngineRoom):
             self._check_open()
             self._check_kind(stream, "stream")
         batch = self._ingress.prepare(stream, events, self._event_times, self._scheduler.now)
-        first = self._ingress.append(batch)
+        try:
+            first = self._ingress.append(batch)
+        except StoreError:
+            with self._lock:
+                self._check_open()  # closed while it committed: say so, not "cannot operate on a closed database"
+            raise
         count = len(batch.payloads)
         if count:
             self.appended.fire()
@@ -123,19 +129,22 @@ class Delivery(EngineRoom):
         _check_whole("batch_events", batch_events, minimum=1)
         with self._lock:
             self._check_open()
-            self._serving = True
-        while self._serving:
-            seen = self.appended.generation  # before the work: an append during it makes the wait return at once
-            try:
-                delivered = self.process(batch_events)
-            except EngineClosedError:
-                return
-            if delivered < batch_events and self._serving:
-                self.appended.wait(seen, self.idle_seconds() if idle_seconds is None else idle_seconds)
+        try:
+            while not self._stop_serving:
+                seen = self.appended.generation  # before the work: an append during it makes the wait return at once
+                try:
+                    delivered = self.process(batch_events)
+                except EngineClosedError:
+                    return
+                if delivered < batch_events and not self._stop_serving:
+                    self.appended.wait(seen, self.idle_seconds() if idle_seconds is None else idle_seconds)
+        finally:
+            self._stop_serving = False  # consumed: the next serve() runs
 
     def stop_serving(self) -> None:
-        """Make :meth:`serve` return once the batch at hand is delivered (from any thread)."""
-        self._serving = False
+        """Make :meth:`serve` return once the batch at hand is delivered (from any thread); called before the
+        serving thread reached :meth:`serve`, it makes that call return at once."""
+        self._stop_serving = True
         self.appended.fire()
 
     def idle_seconds(self) -> float | None:

@@ -1,4 +1,4 @@
-"""The query engine: standing queries by URI over durable streams, checkpoints into SQLite, recovery.
+"""The query engine: standing queries by URI over durable streams, checkpoints into SQLite or PostgreSQL, recovery.
 
 See ``docs/engine.md`` for the model. In short:
 
@@ -73,7 +73,8 @@ __all__ = [
 
 
 class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Running, EngineRoom):
-    """An embedded query engine on a SQLite file (created if missing). See the module docstring.
+    """An embedded query engine on a SQLite file (created if missing), or on a PostgreSQL database given by its URL
+    (``"postgresql://user@host/db"``, extra ``postgres``; see ``docs/engine.md``). See the module docstring.
 
     ``clock``: ``"event"`` (default; the clock follows event times, so replays are exact) or ``"wall"``.
     ``checkpoint_every_events`` / ``checkpoint_every_seconds``: a periodic checkpoint policy applied by

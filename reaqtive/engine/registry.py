@@ -233,6 +233,7 @@ class ArtifactRegistry(EngineRoom):
             self._pins.pop(uri, None)
             self._stored_state_keys.difference_update(key for _, key in state_rows)
             self._settle_status()
+        self.produced.fire()  # its consumers wake up and find it gone
 
     def _discard(self, uri: str, hosted: HostedQuery) -> None:
         """Stop a subscription and forget its inner subscriptions and its outputs (durable and pending)."""

@@ -69,9 +69,14 @@ class Signal:
         return lambda: self.unlisten(listener)
 
     def unlisten(self, listener: Callable[[], None]) -> None:
-        """Stop calling ``listener`` (nothing if it is not listening)."""
+        """Stop calling ``listener`` once: one registration of it goes (another, listening to the same function,
+        stays); nothing if it is not listening."""
         with self._condition:
-            self._listeners = tuple(item for item in self._listeners if item is not listener)
+            listeners = self._listeners
+            for index, item in enumerate(listeners):
+                if item is listener:
+                    self._listeners = listeners[:index] + listeners[index + 1:]
+                    return
 
     def __repr__(self) -> str:
         return f"Signal({self.name!r}, generation={self._generation}, listeners={len(self._listeners)})"

@@ -28,7 +28,7 @@ from reaqtive.engine import Engine, Output
 from reaqtive.engine.aio import AsyncEngine
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
-EVENTS = 400  # per stream
+EVENTS = 800  # per stream
 STREAMS = ("svc://a", "svc://b", "svc://c")
 ACK_EVERY = 7
 
