@@ -248,9 +248,8 @@ class AsyncEngine:
         outputs = self._engine.outputs(subscription, after=after, limit=limit)
         if len(outputs) == limit:
             return outputs, True
-        # The registry's record, not info(): info() also reads the checkpoint to size the state, at every wake-up.
-        current = self._engine._records.get(subscription)
-        return outputs, current is not None and datetime.fromisoformat(current["created"]) == created
+        # created_at(), not info(): info() also reads the checkpoint to size the state, at every wake-up.
+        return outputs, self._engine.created_at(subscription) == created
 
     async def ack(self, subscription: str, seq: int) -> None:
         """Acknowledge the outputs of ``subscription`` up to ``seq`` (see :meth:`~reaqtive.engine.Engine.ack`)."""

@@ -251,6 +251,13 @@ class ArtifactRegistry(EngineRoom):
             sizes = {key: len(blob) for key, blob in snapshot.items(STATE_CATEGORY)}
             return [self._info(uri, record, sizes) for uri, record in sorted(self._records.items())]
 
+    def created_at(self, uri: str) -> datetime | None:
+        """When the artifact ``uri`` was created (``None``: there is none); cheap, from memory. A URI deleted and
+        created again has a new time: a consumer can tell it from the one it was reading."""
+        with self._lock:
+            record = self._records.get(uri)
+            return None if record is None else datetime.fromisoformat(record["created"])
+
     def info(self, uri: str) -> ArtifactInfo:
         """What the engine knows about ``uri``."""
         with self._lock:

@@ -153,3 +153,16 @@ def test_a_closed_engine_refuses_work(tmp_path: Path) -> None:
     engine.close()
     with pytest.raises(EngineClosedError):
         engine.create_stream("x")
+
+
+def test_created_at_tells_a_recreated_uri_from_the_one_before(tmp_path: Path) -> None:
+    with Engine.in_memory(start=T0) as engine:
+        assert engine.created_at("q") is None
+        engine.create_stream("s")
+        engine.create_subscription("q", Query.stream("s").map(abs))
+        first = engine.created_at("q")
+        assert first is not None and first.tzinfo is not None
+        engine.delete_subscription("q")
+        assert engine.created_at("q") is None
+        engine.create_subscription("q", Query.stream("s").map(abs))
+        assert engine.created_at("q") not in (None, first)
