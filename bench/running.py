@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import operator
 import statistics
 import tempfile
 import threading
@@ -26,6 +25,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from _workloads import WORKLOADS, CountingSink  # bench/ is sys.path[0] when this runs as a script
 
 from reaqtive import Query
 from reaqtive.engine import Engine, FunctionRegistry, Output
@@ -98,25 +99,19 @@ def lateness_async(scratch: Path, count: int, spread: float) -> list[float]:
     return [(arrivals.at[uri] - at) * 1e3 for uri, at in due.items()]
 
 
-def keep(x: int) -> bool:
-    return x % 3 != 0
-
-
-def double(x: int) -> int:
-    return x * 2
+MAP_FILTER_SCAN = WORKLOADS[0]  # map(x*2) -> filter(x%3==0) -> scan(sum), shared with the other benches
 
 
 def bench_functions() -> FunctionRegistry:
     functions = FunctionRegistry()
-    functions.register("double", double)
-    functions.register("keep", keep)
+    for name, function in MAP_FILTER_SCAN.functions.items():
+        functions.register(name, function)
     return functions
 
 
 def setup(engine: Engine) -> None:
     engine.create_stream("bench://in")
-    engine.create_subscription("bench://q", Query.stream("bench://in").map(double).filter(keep)
-                               .scan(0, operator.add))
+    engine.create_subscription("bench://q", MAP_FILTER_SCAN.pipeline(Query.stream("bench://in")))
 
 
 def chunks(events: int) -> list[list[tuple[int, datetime]]]:
@@ -146,7 +141,7 @@ def running(scratch: Path, events: int, run: int) -> float:
         started = time.perf_counter()
         for batch in batches:
             engine.append_many("bench://in", batch)
-        expected = sum(1 for i in range(events) if keep(double(i)))
+        expected = MAP_FILTER_SCAN.expected(events)
         seen = engine.produced.generation
         while engine.streams()["bench://in"].delivered < events - 1:
             seen = engine.produced.wait(seen, 1.0)
@@ -159,12 +154,7 @@ def running(scratch: Path, events: int, run: int) -> float:
 
 def plain_loop(events: int) -> float:
     started = time.perf_counter()
-    total, out = 0, []
-    for i in range(events):
-        x = double(i)
-        if keep(x):
-            total += x
-            out.append(total)
+    MAP_FILTER_SCAN.loop(events, CountingSink())
     return time.perf_counter() - started
 
 

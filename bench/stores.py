@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from _workloads import WORKLOADS, CountingSink  # bench/ is sys.path[0] when this runs as a script
+
 from reaqtive import Query
 from reaqtive.engine import DISCARD_SINK, Engine, FunctionRegistry
 from reaqtive.testing.postgres import PostgresCluster
@@ -30,18 +32,13 @@ from reaqtive.testing.postgres import PostgresCluster
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def double(x: int) -> int:
-    return x * 2
-
-
-def keep(x: int) -> bool:
-    return x % 3 != 0
+MAP_FILTER_SCAN = WORKLOADS[0]  # map(x*2) -> filter(x%3==0) -> scan(sum), shared with the other benches
 
 
 def functions() -> FunctionRegistry:
     registry = FunctionRegistry()
-    registry.register("double", double)
-    registry.register("keep", keep)
+    for name, function in MAP_FILTER_SCAN.functions.items():
+        registry.register(name, function)
     return registry
 
 
@@ -49,7 +46,7 @@ def measure(target: str, events: int, subscriptions: int, say: Callable[[str], N
     values = [(i, T0 + timedelta(microseconds=i)) for i in range(events)]
     with Engine(target, functions=functions(), start=T0) as engine:
         engine.create_stream("in")
-        engine.create_subscription("q", Query.stream("in").map(double).filter(keep).scan(0, operator.add))
+        engine.create_subscription("q", MAP_FILTER_SCAN.pipeline(Query.stream("in")))
         started = time.perf_counter()
         for i in range(0, events, 1000):
             engine.append_many("in", values[i:i + 1000])
@@ -94,12 +91,7 @@ def checkpoints(target: str, subscriptions: int, say: Callable[[str], None], lab
 
 def plain_loop(events: int) -> float:
     started = time.perf_counter()
-    total, out = 0, []
-    for i in range(events):
-        x = double(i)
-        if keep(x):
-            total += x
-            out.append(total)
+    MAP_FILTER_SCAN.loop(events, CountingSink())
     return events / (time.perf_counter() - started)
 
 
