@@ -429,6 +429,27 @@ class _SubjectSubscription(SubscriptionHandle, Subscription, Generic[T]):
         if subject is not None:
             subject._remove(self)
 
+    # -- detaching (a host pausing a subscriber whose elements it can replay) -----------------------------------
+
+    def detach(self) -> None:
+        """Stop receiving the subject's elements until :meth:`reattach`, dropping those buffered; the demand is
+        kept. For a host that can hand the subscriber what it missed again (the engine replays its log to a
+        paused query's readers)."""
+        with self._lock:
+            self._queue = None
+            subject = self._subject
+        if subject is not None:
+            subject._remove(self)
+
+    def reattach(self) -> None:
+        """Receive the subject's elements again (after :meth:`detach`), unless cancelled meanwhile."""
+        subject = self._subject
+        if subject is None or self._cancelled:
+            return
+        with subject._lock:
+            if subject._terminal is None and self not in subject._subscriptions:
+                subject._subscriptions = (*subject._subscriptions, self)
+
     # -- handle ------------------------------------------------------------------------------------------------
 
     def dispose(self) -> None:

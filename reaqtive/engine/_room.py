@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -28,6 +27,7 @@ from reaqtive.engine.expressions import (
     expression_to_json,
 )
 from reaqtive.engine.gc_policy import GcFreeze
+from reaqtive.engine.handover import EngineLock
 from reaqtive.engine.ingress import IngressWriter
 from reaqtive.engine.model import (
     DISCARD_SINK,
@@ -244,7 +244,7 @@ class EngineRoom:
     _observer_retries: int
     _observer_backoff: float
     _event_times: EventTimeBounds
-    _lock: threading.RLock
+    _lock: EngineLock
     _clock_mode: str
     _settings: dict[str, object]
     _policy: RecoveryPolicy
@@ -259,8 +259,7 @@ class EngineRoom:
 
     def _init_runtime(self, tick: timedelta) -> None:
         """The engine's running state, empty until recovery fills it."""
-        self._scheduler = VirtualTimeScheduler(tick, name="engine")
-        self._scheduler.unhandled_exception.add(self._task_failed)
+        self._scheduler = self._root_scheduler(tick)
         self._delivered: dict[str, int] = {}
         self._counters: dict[str, OutputCounter] = {}
         self._heads: dict[str, int] = {}
@@ -313,6 +312,17 @@ class EngineRoom:
         self.appended = Signal("appended")
         self.produced = Signal("produced")
         self._stop_serving = False  # set by stop_serving(), cleared when serve() returns
+        self._paused: set[str] = set()  # subscriptions paused by pause(uri) (see reaqtive.engine.scheduling)
+        self._held: dict[str, list[tuple[Any, Any]]] = {}  # per paused subscription, its readers detached
+
+    def _root_scheduler(self, tick: timedelta) -> VirtualTimeScheduler:
+        """The root of the queries' schedulers (each query runs on a child, see reaqtive.engine.scheduling)."""
+        scheduler = VirtualTimeScheduler(tick, name="engine")
+        scheduler.unhandled_exception.add(self._task_failed)
+        # A thread waiting for the engine asks long work to give way (reaqtive.engine.handover).
+        lock = self._lock
+        scheduler.yield_source = lambda: lock.waiting > 0
+        return scheduler
 
     def _settle_status(self) -> None:
         """RUNNING, or DEGRADED while something is kept in the store without running."""

@@ -263,10 +263,29 @@ class AsyncEngine:
         self._check_open()
         await self._call(self._engine.create_stream, uri)
 
-    async def create_subscription(self, uri: str, query: Query[Any], observer: str = DURABLE_SINK) -> None:
+    async def create_subscription(
+        self, uri: str, query: Query[Any], observer: str = DURABLE_SINK, *, priority: int = 0
+    ) -> None:
         """See :meth:`~reaqtive.engine.Engine.create_subscription`."""
         self._check_open()
-        await self._call(self._engine.create_subscription, uri, query, observer)
+        await self._call(self._engine.create_subscription, uri, query, observer, priority=priority)
+
+    # -- one query's scheduler ----------------------------------------------------------------------------------
+
+    async def pause(self, uri: str) -> None:
+        """Pause one subscription (see :meth:`~reaqtive.engine.Engine.pause`); its input waits in the log."""
+        self._check_open()
+        await self._call(self._engine.pause, uri)
+
+    async def resume(self, uri: str) -> None:
+        """Resume a paused subscription (see :meth:`~reaqtive.engine.Engine.resume`)."""
+        self._check_open()
+        await self._call(self._engine.resume, uri)
+
+    async def set_priority(self, uri: str, priority: int) -> None:
+        """See :meth:`~reaqtive.engine.Engine.set_priority`."""
+        self._check_open()
+        await self._call(self._engine.set_priority, uri, priority)
 
     async def call(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Run any other engine method in a worker thread, e.g.

@@ -965,6 +965,20 @@ class EngineStore:
             self._acks.pop(subscription, None)
             self._damaged_acks.pop(subscription, None)
 
+    def drop_provisional_outputs(self, subscription: str, committed: int) -> int:
+        """Delete the rows of ``subscription`` whose outputs are all numbered ``committed`` or later: written
+        after the checkpoint whose output counter is ``committed`` (a flush between checkpoints, or at close).
+        With the wall clock a replay computes them again, possibly cut otherwise, and the sink must hold the
+        replay's version, not both. A row holding committed outputs too stays whole. Returns how many outputs
+        were deleted."""
+        where = "subscription = ? AND seq - count + 1 >= ?"
+        with self._transaction(f"dropping the provisional outputs of {subscription!r}") as db:
+            (dropped,) = self._one(db, f"SELECT COALESCE(SUM(count), 0) FROM reaqtive_egress WHERE {where}",
+                                   (subscription, committed))
+            if dropped:
+                self._exec(db, f"DELETE FROM reaqtive_egress WHERE {where}", (subscription, committed))
+        return int(dropped)
+
     # -- acknowledgements --------------------------------------------------------------------------------------
 
     def _load_acks(self) -> None:

@@ -19,6 +19,7 @@ from reaqtive.engine._room import (
 )
 from reaqtive.engine.database import DeadLetter, IngressEvent, IngressRun, from_micros, to_micros
 from reaqtive.engine.engine_errors import EngineClosedError
+from reaqtive.engine.handover import SLICE_EVENTS
 from reaqtive.engine.ingress import chunks
 from reaqtive.engine.readers import Envelope, StreamReader
 from reaqtive.state import StoreError
@@ -88,8 +89,9 @@ class Delivery(EngineRoom):
         self.flush_ingress()  # events appended under group commit are delivered once durable, not before
         delivered = 0
         attempted = False  # handed waiting outputs to observer functions (once per batch)
+        lock = self._lock
         while max_events is None or delivered < max_events:
-            with self._lock:
+            with lock:
                 self._check_open()
                 limit = _DELIVERY_BATCH if max_events is None else min(_DELIVERY_BATCH, max_events - delivered)
                 runs = self._read_runs(limit)
@@ -102,16 +104,20 @@ class Delivery(EngineRoom):
                 wall = datetime.now(UTC)  # the wall clock of this batch (the engine's own clock is read per event)
                 for run in runs:
                     budget = None if max_events is None else max_events - delivered
-                    if budget == 0:
-                        break
+                    if budget == 0 or lock.waiting:
+                        break  # a yield point (reaqtive.engine.handover)
                     delivered += self._deliver_run(run, wall, budget)
                 self._flush_quarantine()
                 if len(self._egress) >= _EGRESS_FLUSH_OUTPUTS:
                     self._flush_egress()  # bounded memory between checkpoints (the sink keeps the first copy)
-                self._deliver_outboxes()
-                attempted = True
+                handing_over = lock.waiting > 0
+                if not handing_over:
+                    self._deliver_outboxes()
+                    attempted = True
                 if self._egress:
                     self.produced.fire()  # a consumer's outputs() flushes the buffer to the sink
+            if handing_over:
+                lock.let_waiters_in()  # a checkpoint, a pause, an append: its turn now, then the rest of the batch
         if not attempted:
             with self._lock:
                 self._check_open()
@@ -168,22 +174,37 @@ class Delivery(EngineRoom):
     def _read_runs(self, limit: int) -> list[IngressRun]:
         return self._store.read_ingress_runs(self._position, limit)
 
+    def _finish_instant(self) -> bool:
+        """Run the work left at the clock's instant by a task that gave way at a yield point (see
+        reaqtive.engine.handover): the next event must come after it. ``False``: it gave way again."""
+        scheduler = self._scheduler
+        timeline = scheduler.timeline
+        if timeline.queue.next_due <= timeline.clock:
+            return scheduler.advance_to(timeline.clock, yielding=True)
+        return True
+
     def _deliver_run(self, run: IngressRun, wall: datetime, budget: int | None) -> int:
-        """Deliver a run of logged events of one stream (up to ``budget``); returns how many were taken."""
+        """Deliver a run of logged events of one stream (up to ``budget``); returns how many were taken (fewer at
+        a yield point)."""
+        if not self._finish_instant():
+            return 0
         count: int = run.count if budget is None else min(run.count, budget)
         if not self._plain(run, wall, count):
             return self._deliver_one_by_one(run, wall, count)
         taken = 0
+        lock = self._lock
         while taken < count:
-            upto = count
+            if lock.waiting:
+                break  # a yield point: the rest of the run is read again after the hand-over
+            upto = min(count, taken + SLICE_EVENTS)
             every = self._every_events
             if every is not None:  # the checkpoint positions of event-at-a-time delivery
                 upto = min(upto, taken + max(every - self._since_checkpoint, 1))
-            self._deliver_plain(run, taken, upto)
-            self._since_checkpoint += upto - taken
-            taken = upto
+            reached = self._deliver_plain(run, taken, upto)
+            self._since_checkpoint += reached - taken
+            taken = reached
             self._maybe_checkpoint()
-        return count
+        return taken
 
     def _plain(self, run: IngressRun, wall: datetime, count: int) -> bool:
         """Whether a run can take the fast path: sound, the next events of a stream the engine has, none of them
@@ -221,19 +242,28 @@ class Delivery(EngineRoom):
         return at < len(numbers) and bool(numbers[at] <= last)
 
     def _deliver_one_by_one(self, run: IngressRun, wall: datetime, count: int) -> int:
+        lock = self._lock
+        taken = 0
         for event in run.events()[:count]:
+            if lock.waiting:
+                return taken  # a yield point
+            if not self._advance_before(event.time):
+                return taken  # a task due before the event gave way: the event comes after it
+            taken += 1
             self._deliver_checked(event, wall)
             self._position = event.pos
             self._since_checkpoint += 1
             if self._faults_pending:
                 self._apply_faults()
             self._maybe_checkpoint()
-        return count
+        return taken
 
-    def _deliver_plain(self, run: IngressRun, start: int, end: int) -> None:
+    def _deliver_plain(self, run: IngressRun, start: int, end: int) -> int:
         """The per-event loop of the fast path: the clock moves to each event's time (running the timers due
         before it first), the stream's delivered watermark moves before the delivery, the work the delivery
-        triggered for its instant runs after it, a query that failed is stopped before the next event."""
+        triggered for its instant runs after it, a query that failed is stopped before the next event. Returns
+        the index of the first event not delivered: ``end``, or less at a yield point (an event handed to several
+        readers is one)."""
         stream, seq0, values, micros = run.stream, run.seq, run.values, run.micros
         scheduler = self._scheduler
         timeline = scheduler.timeline
@@ -242,6 +272,7 @@ class Delivery(EngineRoom):
         delivered = self._delivered
         faults = self._faults_pending
         to_ticks = self._ticks_of_micros
+        lock = self._lock
         self._clock_started = True
         self._expected[stream] = seq0 + end
         i = start
@@ -257,8 +288,10 @@ class Delivery(EngineRoom):
                                             subscriptions, subscription)
                     if taken > i:
                         i = taken
-                        if queue.next_due <= micros[i - 1]:
-                            scheduler.advance_to(timeline.clock)  # work the last delivery triggered
+                        # Work the last delivery triggered (what gave way is finished before the next event).
+                        if queue.next_due <= micros[i - 1] and not scheduler.advance_to(timeline.clock, yielding=True):
+                            self._expected[stream] = seq0 + i
+                            end = i
                         if faults:
                             self._position = run.pos + i - 1
                             self._apply_faults()
@@ -266,19 +299,26 @@ class Delivery(EngineRoom):
             ticks = to_ticks(micros[i]) if to_ticks is not None else micros[i]
             if ticks > timeline.clock:
                 if queue.next_due <= ticks:
-                    scheduler.advance_to(ticks)
+                    if not scheduler.advance_to(ticks, yielding=True):
+                        self._expected[stream] = seq0 + i  # a timer due before this event gave way
+                        end = i
+                        break
                 else:
                     timeline.clock = ticks
             seq = seq0 + i
             delivered[stream] = seq
             subject.on_next(Envelope(seq, values[i]))
-            if queue.next_due <= ticks:
-                scheduler.advance_to(timeline.clock)  # work the delivery triggered for this instant
+            # Work the delivery triggered for this instant (what gave way is finished before the next event).
+            finished = queue.next_due > ticks or scheduler.advance_to(timeline.clock, yielding=True)
             if faults:
                 self._position = run.pos + i
                 self._apply_faults()
             i += 1
+            if (lock.waiting or not finished) and i < end:
+                self._expected[stream] = seq0 + i
+                end = i
         self._position = run.pos + end - 1
+        return end
 
     def advance_time(self, to: datetime) -> None:
         """Move the engine's clock forward to ``to`` (aware), firing the timers due until then."""
@@ -290,6 +330,15 @@ class Delivery(EngineRoom):
             self._apply_faults()
             if self._egress:
                 self.produced.fire()
+
+    def _advance_before(self, when: datetime) -> bool:
+        """Run the timers due before an event of time ``when`` is delivered (as ``_deliver`` does first), giving
+        way at a yield point (``False``)."""
+        scheduler = self._scheduler
+        target = when if self._clock_mode == "event" else max(when, datetime.now(UTC))
+        if target > scheduler.now:
+            return scheduler.advance_to(target, yielding=True)
+        return True
 
     def _start_clock(self, at: datetime) -> None:
         """Set the clock of a store that never had one (it is at the Unix epoch until then)."""
@@ -310,7 +359,9 @@ class Delivery(EngineRoom):
         reason = event.damage or self._misplaced(event)
         if reason is None and seq > expected:
             self._note_missing(stream, expected, seq)
-        if reason is None:
+        if reason is None and seq > self._delivered.get(stream, -1):
+            # Bounds are decided once, at the first delivery: a replay (for a reader that lagged or a query that
+            # was paused) re-delivers events that passed them, however late they look by the clock now.
             reason = self._out_of_bounds(event.time, wall)
         if reason is not None:
             self._dead.add(key)
@@ -377,7 +428,7 @@ class Delivery(EngineRoom):
         scheduler.advance_to(scheduler.now)  # work the delivery triggered for this instant
 
     def _advance_wall_clock(self) -> None:
-        if self._clock_mode == "wall":
+        if self._clock_mode == "wall" and self._finish_instant():
             wall = datetime.now(UTC)
             if wall > self._scheduler.now:
-                self._scheduler.advance_to(wall)
+                self._scheduler.advance_to(wall, yielding=True)  # the rest after the hand-over, if it gave way

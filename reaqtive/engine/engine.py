@@ -18,7 +18,6 @@ See ``docs/engine.md`` for the model. In short:
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -38,6 +37,7 @@ from reaqtive.engine.expressions import (
     FunctionRegistry,
 )
 from reaqtive.engine.gc_policy import GcFreeze
+from reaqtive.engine.handover import EngineLock
 from reaqtive.engine.ingress import IngressCommit, IngressWriter
 from reaqtive.engine.model import (
     DISCARD_SINK,
@@ -54,6 +54,7 @@ from reaqtive.engine.outbox import DEFAULT_OBSERVER_BACKOFF, DEFAULT_OBSERVER_RE
 from reaqtive.engine.recovery import Recovery
 from reaqtive.engine.registry import ArtifactRegistry
 from reaqtive.engine.running import Running
+from reaqtive.engine.scheduling import Scheduling
 from reaqtive.engine.sinks import Egress
 from reaqtive.engine.stores import open_engine_store
 from reaqtive.scheduler import VirtualTimeScheduler
@@ -72,7 +73,7 @@ __all__ = [
 ]
 
 
-class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Running, EngineRoom):
+class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Running, Scheduling, EngineRoom):
     """An embedded query engine on a SQLite file (created if missing), or on a PostgreSQL database given by its URL
     (``"postgresql://user@host/db"``, extra ``postgres``; see ``docs/engine.md``). See the module docstring.
 
@@ -140,7 +141,7 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         self._observer_retries = observer_retries
         self._observer_backoff = float(observer_backoff)
         self._event_times = EventTimeBounds(max_event_time_ahead, allowed_lateness)
-        self._lock = threading.RLock()
+        self._lock = EngineLock()
         self._clock_mode = clock
         self.functions = (functions if functions is not None else FunctionRegistry()).allowing(allow_modules)
         self._settings = dict(settings or {})

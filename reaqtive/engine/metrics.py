@@ -65,7 +65,8 @@ __all__ = [
 
 LOG_FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "reaqtive_event": "what the line reports: checkpoint, recovery, recovery_failed, fault, subscription_error, "
-                      "quarantine, events_missing, ingress_commit_failed, listener_failed",
+                      "quarantine, events_missing, ingress_commit_failed, listener_failed, paused, resumed, "
+                      "provisional_outputs_dropped",
     "checkpoint_id": "checkpoint: the id of the committed checkpoint",
     "full": "checkpoint: whether it was a full checkpoint (else differential)",
     "pause_seconds": "checkpoint: how long processing was paused",
@@ -85,13 +86,14 @@ LOG_FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "artifact": "recovery_failed: the URI of the artifact (or stored state) that failed",
     "kind": "recovery_failed: its kind (stream, observable, observer, subscription, state, unknown)",
     "policy": "recovery_failed, fault: what was done (keep, remove; fail raises)",
-    "subscription": "fault, subscription_error: the subscription URI",
+    "subscription": "fault, subscription_error, paused, resumed, provisional_outputs_dropped: the subscription URI",
     "observer": "fault: the observer definition that kept failing (None for other faults)",
     "stream": "quarantine, events_missing: the stream URI",
     "seq": "quarantine: the event's sequence number; events_missing: the first missing one; fault: the output "
-           "it stopped on, when known (else None)",
+           "it stopped on, when known (else None); provisional_outputs_dropped: the first output dropped",
     "reason": "quarantine: why the event was not delivered",
     "events": "events_missing: how many; ingress_commit_failed: how many wait for the next try",
+    "outputs": "provisional_outputs_dropped: how many outputs the durable sink dropped at recovery",
     "retry_seconds": "ingress_commit_failed: when the commit is tried again",
     "error_type": "the class name of the error, on every error line",
     "listener": "listener_failed: the checkpoint listener that raised (its repr)",

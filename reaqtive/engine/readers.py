@@ -105,6 +105,7 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
     # those cost 64 bytes each per reader.
     __slots__ = (
         "_faulted",
+        "_paused",
         "_pending_mark",
         "_requested",
         "_saved_mark",
@@ -121,6 +122,7 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         self._saved_mark: object = _NEVER
         self._pending_mark: object = _NEVER
         self._faulted = False  # reported a failure to the environment (once)
+        self._paused = False  # its query is paused: events pass it by, the log keeps them (see pause)
         self._watching = False  # the dirty registry asks this reader at every checkpoint
 
     @property
@@ -132,6 +134,22 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
     def watermark(self) -> int:
         """The sequence number of the last event passed on (``-1``: none)."""
         return self._watermark
+
+    @property
+    def paused(self) -> bool:
+        """Whether its query is paused (see :meth:`pause`)."""
+        return self._paused
+
+    def pause(self) -> None:
+        """Its query is paused: the engine detached it from its stream, so its watermark stays while the stream
+        moves on. It lags, saves its own watermark, and is watched while paused (see the module), so that the
+        engine keeps the events after it in the log and replays them after :meth:`resume`."""
+        self._paused = True
+        self._watch()
+
+    def resume(self) -> None:
+        """Read again: the engine replays the events after the watermark to it."""
+        self._paused = False
 
     def subscribe_input(self) -> SubscriptionHandle:
         return NOP_SUBSCRIPTION  # the stream is found through the context, in set_context
@@ -202,7 +220,8 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         """Whether what a save would write may change, or differ from what the store holds, without an event
         reaching this reader."""
         return (
-            self._requested != LONG_MAX  # bounded demand (or none yet): it may fall behind
+            self._paused  # its stream moves on without it
+            or self._requested != LONG_MAX  # bounded demand (or none yet): it may fall behind
             or self._saved_mark is not None  # the store holds a watermark of its own (or nothing yet)
             or self._pending_mark is not None  # a save of its own watermark (or of nothing) awaits its commit
             or self._mark() is not None  # behind now (loaded behind, or pinned)

@@ -100,6 +100,8 @@ class Recovery(EngineRoom):
                 uri: highest[uri] for uri, record in records.items()
                 if uri in self._subscriptions and record["observer"] == DURABLE_SINK and uri in highest
             }
+        else:
+            self._drop_provisional_outputs(records)
         self._rewind_for_lagging_readers()
         phases["subscriptions"] = time.perf_counter() - mark
 
@@ -328,6 +330,22 @@ class Recovery(EngineRoom):
     def _owned_by_broken(self, key: str) -> bool:
         """Whether a state key belongs to an artifact kept without running (its state must stay)."""
         return _owned_by(key, self._broken)
+
+    def _drop_provisional_outputs(self, records: dict[str, dict[str, Any]]) -> None:
+        """With the wall clock, outputs the durable sink got after the last checkpoint are provisional: the
+        replay cuts time windows at the recovery's time, so it may compute them otherwise, and keeping the first
+        version beside the replay's would count an event in two windows. The sink drops them and takes the
+        replay's (same ids from the checkpoint's counter on): it always holds what the committed state produced."""
+        for uri, record in records.items():
+            counter = self._counters.get(uri)
+            if uri not in self._subscriptions or record["observer"] != DURABLE_SINK or counter is None:
+                continue
+            dropped = self._store.drop_provisional_outputs(uri, counter.next)
+            if dropped:
+                self._log.info("subscription %r: %d provisional output(s) after #%d dropped (wall clock: the "
+                               "replay computes them again)", uri, dropped, counter.next - 1,
+                               extra={"reaqtive_event": "provisional_outputs_dropped", "subscription": uri,
+                                      "outputs": dropped, "seq": counter.next})
 
     def _rewind_for_lagging_readers(self) -> None:
         """A reader that lagged behind at the checkpoint (its query withheld demand) needs the events after its

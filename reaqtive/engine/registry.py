@@ -42,6 +42,7 @@ from reaqtive.engine.model import (
     ArtifactInfo,
     StreamStatus,
 )
+from reaqtive.engine.scheduling import check_priority
 from reaqtive.operators.keyed_groups import keyed_execution_enabled
 from reaqtive.query import Query
 from reaqtive.state import (
@@ -141,12 +142,16 @@ class ArtifactRegistry(EngineRoom):
             self._commit_changes(deletes=[(_ARTIFACTS, uri)])
             del self._records[uri]
 
-    def create_subscription(self, uri: str, query: Query[Any], observer: str = DURABLE_SINK) -> None:
+    def create_subscription(
+        self, uri: str, query: Query[Any], observer: str = DURABLE_SINK, *, priority: int = 0
+    ) -> None:
         """Start the standing query ``query`` as ``uri``, its outputs going to the observer ``observer``.
 
-        Fails (changing nothing) if the query cannot be persisted (the message names the argument), reads an
-        unknown stream or definition, or the URI exists.
+        ``priority``: where its work goes among other queries' work due at the same instant, lower first (see
+        :meth:`set_priority`). Fails (changing nothing) if the query cannot be persisted (the message names the
+        argument), reads an unknown stream or definition, or the URI exists.
         """
+        check_priority(priority)
         with self._lock:
             self._check_open()
             self._check_new(uri)
@@ -173,6 +178,8 @@ class ArtifactRegistry(EngineRoom):
                 # form; a record without it was written before keyed execution existed (the general path).
                 "keyed": keyed_execution_enabled(),
             }
+            if priority:  # absent means 0: the records of stores from before priorities stay as they were
+                record["priority"] = priority
             puts = [(_ARTIFACTS, uri, _to_bytes(record))]
             if tid not in self._templates:
                 puts.append((_TEMPLATES, tid, _to_bytes(template)))
@@ -230,6 +237,8 @@ class ArtifactRegistry(EngineRoom):
                 self._templates.pop(tid, None)
             self._ended.pop(uri, None)
             self._broken.discard(uri)
+            self._paused.discard(uri)
+            self._held.pop(uri, None)
             self._pins.pop(uri, None)
             self._stored_state_keys.difference_update(key for _, key in state_rows)
             self._settle_status()

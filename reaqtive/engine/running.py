@@ -28,6 +28,7 @@ from reaqtive.engine.model import (
     RecoveryPolicy,
 )
 from reaqtive.engine.readers import PINNED_WATERMARK_SETTING, START_WATERMARK_SETTING
+from reaqtive.engine.scheduling import record_priority
 from reaqtive.operators.keyed_groups import keyed_execution
 from reaqtive.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs
@@ -84,7 +85,9 @@ class Running(EngineRoom):
 
     def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None) -> HostedQuery:
         observer = _Observer(self, uri, self._sink_for(uri, record["observer"]))
-        hosted = self._host.bind(uri, Query("egress", (query, uri)), observer)
+        # Its own scheduler, a child of the engine's root: paused, prioritized and faulted alone.
+        scheduler = self._scheduler.create_child(uri, priority=record_priority(uri, record))
+        hosted = self._host.bind(uri, Query("egress", (query, uri)), observer, scheduler=scheduler)
         pin = self._pins.get(uri)
         settings = {
             START_WATERMARK_SETTING: MappingProxyType(record.get("start", _NO_WATERMARKS)),
@@ -98,14 +101,23 @@ class Running(EngineRoom):
         return hosted
 
     def _task_failed(self, args: UnhandledExceptionArgs) -> None:
-        """A scheduled task raised (a timer's work escaped its operators): if it is a stage's, stop that stage's
-        query alone. Tasks run an operator's own method, whose context names the query (or its inner unit)."""
+        """A scheduled task raised (a timer's work escaped its operators): if it ran on a query's scheduler, or
+        is a stage's, stop that query alone. A stage's task names its unit (the query or one of its inner
+        units) through the stage's context; any other task is its scheduler's query's."""
+        if not isinstance(args.exception, Exception):
+            return  # not an error a query may be stopped for: it propagates
         stage = getattr(getattr(args.task, "action", None), "__self__", None)
         context = getattr(stage, "_context", None)
-        if not isinstance(context, OperatorContext) or not isinstance(args.exception, Exception):
-            return  # not a query's task, or not an error a query may be stopped for: it propagates
+        if isinstance(context, OperatorContext):
+            unit = context.instance_id
+        else:
+            name = getattr(args.scheduler, "name", None)
+            hosted = self._subscriptions.get(name) if isinstance(name, str) else None
+            if hosted is None or hosted.scheduler is not args.scheduler:
+                return  # not a query's task: it propagates
+            unit = hosted.instance_id
         args.handled = True
-        self._unit_failed(context.instance_id, args.exception)
+        self._unit_failed(unit, args.exception)
 
     def _subscription_ended(self, uri: str, error: BaseException | None) -> None:
         self._ended[uri] = error
@@ -155,6 +167,8 @@ class Running(EngineRoom):
             if outbox is not None and outbox.pending:
                 self._store.write_outputs(list(outbox.pending))  # kept for the next open to deliver
             self._subscriptions.pop(uri).abandon()
+            self._paused.discard(uri)
+            self._held.pop(uri, None)
             # Its outputs so far stay on their way to the durable sink: the replay after the next open produces
             # them again with the same ids, and the sink keeps one copy.
             self._counters.pop(uri, None)

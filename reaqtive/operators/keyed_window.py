@@ -15,9 +15,9 @@ from reaqtive.context import OperatorContext
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._emitter import PullingEmitterBase
-from reaqtive.scheduler import ActionTask
+from reaqtive.scheduler import YieldableActionTask
 from reaqtive.scheduler.clock import EPOCH  # the default origin of window boundaries (as in Spark, Flink, Bytewax)
-from reaqtive.scheduler_interface import EARLIEST, NEVER, Scheduler, utc
+from reaqtive.scheduler_interface import EARLIEST, NEVER, Scheduler, YieldToken, utc
 from reaqtive.state.fields import RecordReader, time_bounds
 from reaqtive.state.keyed import KeyedPage, KeyedStateTable
 from reaqtive.streams import Subscriber
@@ -46,6 +46,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+CLOSE_SLICE: Final = 4096
+"""The most windows a timer closes before it may give way to the host (see ``_on_timer``)."""
 
 MAX_HOPS: Final = 1000
 """The most hopping windows one element may fall in (``ceil(size / slide)``): each is a record and a fold step."""
@@ -493,6 +496,33 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], Generic[T]):
             append((table_key[0] if paired else table_key, start_at, end_at, value))
         return rows
 
+    def _close_slice(self, now: int) -> bool:
+        """Close windows ending at or before ``now``, ends in order, at most :data:`CLOSE_SLICE` keys; whether due
+        ones remain (``False`` also when the stage failed). A window not closed yet stays in the table and the
+        index, in its order, so a checkpoint between two slices saves a state a restart goes on from: the
+        closed ones' rows are in the emitter's queue or downstream, the others close after it, in the same order."""
+        ends, closing = self._ends, self._closing
+        budget = CLOSE_SLICE
+        while ends and ends[0] <= now and budget > 0:
+            end = ends[0]
+            keys = closing[end]
+            if len(keys) > budget:
+                chunk = keys[:budget]
+                del keys[:budget]
+            else:
+                chunk = closing.pop(end)
+                ends.popleft()
+            budget -= len(chunk)
+            try:
+                rows = self._close_end(end, chunk)
+            except Exception as error:  # the user's aggregate or result selector
+                self._set_error(error)
+                return False
+            if not self._queue(rows):
+                return False
+        self._closed()
+        return bool(ends) and ends[0] <= now
+
     def _drop_stale(self) -> None:
         """Forget the earliest ends whose every window moved its end since (sessions): they need no timer."""
 
@@ -508,23 +538,34 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], Generic[T]):
     def _schedule(self, due: datetime) -> None:
         scheduler = self._scheduler
         assert scheduler is not None
-        scheduler.schedule(ActionTask(self._on_timer), due=due)
+        scheduler.schedule(YieldableActionTask(self._on_timer), due=due)
 
-    def _on_timer(self) -> None:
+    def _on_timer(self, token: YieldToken = YieldToken.NONE) -> bool:
+        """Close the windows due, a slice of :data:`CLOSE_SLICE` keys at a time, each slice's rows emitted before
+        the next; between slices it gives way when the host asks (``False``: run again at the same tick), so a
+        window end closing 100,000 keys does not hold a checkpoint for the whole of it."""
         if self._disposed:
-            return  # a disposed operator's timer may still run
+            return True  # a disposed operator's timer may still run
         scheduler = self._scheduler
         assert scheduler is not None
         now = self._micros(scheduler.now)
-        with self._lock:
-            self._timer_due = None
-            if self._source_done or self._error is not None:
-                return
-            self._close_until(now)
-            due = self._arm() if self._error is None else None
-        if due is not None:
-            self._schedule(due)
-        self._drain()
+        while True:
+            with self._lock:
+                if self._source_done or self._error is not None:
+                    self._timer_due = None
+                    return True
+                more = self._close_slice(now)
+                due = None
+                if not more:  # while more are due, _timer_due stays set: this task is the timer
+                    self._timer_due = None
+                    due = self._arm() if self._error is None else None
+            if due is not None:
+                self._schedule(due)
+            self._drain()
+            if not more:
+                return True
+            if token.is_yield_requested:
+                return False
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 

@@ -34,7 +34,13 @@ Running
 Pause, resume, dispose, children
     As :class:`reaqtive.scheduler.LogicalScheduler`: children share the clock and the queue; a paused subtree's
     tasks wait (even if due) until ``resume``; ``pause()`` returns a completed future, unless it is called from
-    inside a task of the subtree, when it completes as soon as that task returns.
+    inside a task of the subtree, when it completes as soon as that task returns. Unlike it, a pause is kept where
+    it was asked for (O(1) with any number of descendants: a descendant is held while an ancestor is paused) and
+    ``resume()`` lifts that pause only: a descendant paused on its own stays paused.
+
+Priorities of schedulers
+    ``create_child(priority=p)`` (or the ``priority`` property): a child's work goes before the work of children
+    with a higher number due at the same tick; within one priority, tasks keep their own order.
 
 Errors
     A task that raises is dropped and the error goes up the ``unhandled_exception`` chain (this scheduler, its
@@ -71,6 +77,14 @@ _RUNNING_ITEM: Final = 3
 _DONE: Final = 4
 
 _ONE_TICK_DEFAULT: Final = timedelta(seconds=1)
+_PRIORITY_STRIDE: Final = 8  # more than any task priority: a scheduler's priority orders before its tasks' own
+MAX_PRIORITY: Final = 1_000_000  # scheduler priorities run from -MAX_PRIORITY to MAX_PRIORITY
+
+
+def _check_priority(value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not -MAX_PRIORITY <= value <= MAX_PRIORITY:
+        raise ValueError(f"a scheduler priority must be a whole number from {-MAX_PRIORITY} to {MAX_PRIORITY}, "
+                         f"got {value!r}")
 
 
 class _Item:
@@ -103,7 +117,8 @@ class Timeline(Protocol):
 class _Core:
     """What a root test scheduler and its children share: the clock and the queue."""
 
-    __slots__ = ("clock", "end", "epoch", "in_loop", "owner", "pending_pauses", "queue", "running", "tick")
+    __slots__ = ("clock", "end", "epoch", "in_loop", "owner", "parked_nodes", "pending_pauses", "queue", "running",
+                 "tick", "yield_source")
 
     def __init__(self, tick: timedelta, epoch: datetime) -> None:
         self.tick = tick
@@ -115,9 +130,13 @@ class _Core:
         self.in_loop = False
         self.owner = threading.get_ident()
         self.pending_pauses: list[tuple[VirtualTimeScheduler, Future[None]]] = []
+        # The schedulers holding parked tasks: a resume looks only at these, not at every descendant.
+        self.parked_nodes: dict[VirtualTimeScheduler, None] = {}
+        self.yield_source: Callable[[], bool] | None = None
 
 
 _names = itertools.count(1)
+_NO_ENTRIES: Final[dict[Any, None]] = {}  # never added to (see VirtualTimeScheduler._setup)
 
 
 class VirtualTimeScheduler(PausableScheduler):
@@ -132,23 +151,43 @@ class VirtualTimeScheduler(PausableScheduler):
     ([5], 10)
     """
 
+    # Slots, and the token and the error event made when first asked for: the engine keeps one child per query.
+    __slots__ = ("_children", "_core", "_disposed", "_items", "_name", "_own_paused", "_parent", "_parked",
+                 "_priority", "_rank", "_status", "_token", "_unhandled")
+
     def __init__(self, tick: timedelta = _ONE_TICK_DEFAULT, *, epoch: datetime = EPOCH, name: str = "test") -> None:
         if not isinstance(tick, timedelta) or tick <= timedelta(0):
             raise ValueError(f"tick must be a positive timedelta, got {tick!r}")
         self._setup(_Core(tick, to_utc(epoch)), None, name)
 
-    def _setup(self, core: _Core, parent: VirtualTimeScheduler | None, name: str) -> None:
+    def _setup(self, core: _Core, parent: VirtualTimeScheduler | None, name: str, priority: int = 0) -> None:
         self._core = core
         self._parent = parent
         self._name = name
-        self._children: dict[VirtualTimeScheduler, None] = {}
-        self._items: set[_Item] = set()
-        self._parked: dict[_Item, None] = {}
+        self._priority = priority
+        self._rank = priority * _PRIORITY_STRIDE  # added to its tasks' own priorities in the queue
+        # Shared empty until the first child or parked task (most of the engine's children never have either);
+        # only the two methods that add to them replace it.
+        self._children: dict[VirtualTimeScheduler, None] = _NO_ENTRIES
+        self._items: dict[_Item, None] = {}
+        self._parked: dict[_Item, None] = _NO_ENTRIES
         self._own_paused = False
         self._status = _RUNNING
         self._disposed = False
-        self._token = YieldToken(self)
-        self.unhandled_exception: Event[UnhandledExceptionArgs] = Event(f"{name}.unhandled_exception")
+        self._token: YieldToken | None = None
+        self._unhandled: Event[UnhandledExceptionArgs] | None = None
+
+    @property
+    def unhandled_exception(self) -> Event[UnhandledExceptionArgs]:
+        """Raised with the error of a task of this scheduler or of a descendant (see the module)."""
+        event = self._unhandled
+        if event is None:
+            event = self._unhandled = Event(f"{self._name}.unhandled_exception")
+        return event
+
+    @unhandled_exception.setter
+    def unhandled_exception(self, event: Event[UnhandledExceptionArgs]) -> None:
+        self._unhandled = event  # for ``scheduler.unhandled_exception += handler``
 
     # -- time --------------------------------------------------------------------------------------------------
 
@@ -197,18 +236,61 @@ class VirtualTimeScheduler(PausableScheduler):
 
     @property
     def status(self) -> SchedulerStatus:
-        """Running, pausing, paused or disposed."""
-        return self._status
+        """Running, pausing, paused or disposed: its own status, or an ancestor's pause that holds it."""
+        status = self._status
+        node = self._parent
+        while node is not None and status is not _DISPOSED:
+            status = max(status, node._status)
+            node = node._parent
+        return status
 
     @property
     def is_yield_requested(self) -> bool:
-        """The yield-token source: true unless running."""
-        return self._status is not _RUNNING
+        """The yield-token source: true while this scheduler or an ancestor is paused, or while the tree's
+        :attr:`yield_source` asks for a yield."""
+        if self._held():
+            return True
+        source = self._core.yield_source
+        return source is not None and source()
+
+    @property
+    def yield_source(self) -> Callable[[], bool] | None:
+        """A function the yield tokens of the whole tree also ask (``None``: none): a host that runs this
+        scheduler on one thread and wants to let another thread in (the engine: a checkpoint waiting for its lock)
+        makes it return true; a yieldable task then gives way, and ``advance_to(..., yielding=True)`` stops there.
+        Set on any scheduler of the tree, it applies to all of them."""
+        return self._core.yield_source
+
+    @yield_source.setter
+    def yield_source(self, source: Callable[[], bool] | None) -> None:
+        self._core.yield_source = source
+
+    def _held(self) -> bool:
+        """Whether this scheduler or an ancestor is not running (a pause is kept where it was asked for, so that
+        pausing a scheduler with many descendants costs nothing per descendant)."""
+        node: VirtualTimeScheduler | None = self
+        while node is not None:
+            if node._status is not _RUNNING:
+                return True
+            node = node._parent
+        return False
+
+    def _is_within(self, ancestor: VirtualTimeScheduler) -> bool:
+        """Whether ``ancestor`` is this scheduler or one of its ancestors."""
+        node: VirtualTimeScheduler | None = self
+        while node is not None:
+            if node is ancestor:
+                return True
+            node = node._parent
+        return False
 
     @property
     def yield_token(self) -> YieldToken:
         """The token handed to this scheduler's yieldable tasks."""
-        return self._token
+        token = self._token
+        if token is None:
+            token = self._token = YieldToken(self)
+        return token
 
     @property
     def parent(self) -> VirtualTimeScheduler | None:
@@ -247,15 +329,20 @@ class VirtualTimeScheduler(PausableScheduler):
 
     # -- scheduling --------------------------------------------------------------------------------------------
 
-    def create_child(self, name: str | None = None) -> VirtualTimeScheduler:
-        """A child sharing this clock; it starts in this scheduler's status."""
+    def create_child(self, name: str | None = None, *, priority: int | None = None) -> VirtualTimeScheduler:
+        """A child sharing this clock; it starts in this scheduler's status. ``priority`` (default: this
+        scheduler's): see :attr:`priority`."""
+        if priority is None:
+            priority = self._priority
+        _check_priority(priority)
         child = type(self).__new__(type(self))
-        child._setup(self._core, self, name or f"{self._name}/{next(_names)}")
+        child._setup(self._core, self, name or f"{self._name}/{next(_names)}", priority)
         if self._disposed:
             child._mark_disposed()
         else:
-            child._status = self._status
-            self._children[child] = None
+            if self._children is _NO_ENTRIES:
+                self._children = {}
+            self._children[child] = None  # a pause of this scheduler holds it from birth (see _held)
         return child
 
     def schedule(self, task: SchedulerTask, due: timedelta | datetime | None = None) -> None:
@@ -285,12 +372,26 @@ class VirtualTimeScheduler(PausableScheduler):
         """Run ``action(*args)`` ``delay`` ticks from now (no bump), as a harness action by default."""
         self._add(ActionTask(action, *args, priority=priority), self._core.clock + max(0, int(delay)))
 
+    @property
+    def priority(self) -> int:
+        """Where this scheduler's work goes among other schedulers' work due at the same tick: lower first (0 by
+        default; children get their parent's). Within one priority, tasks keep their own order (harness, actions,
+        item processing) and FIFO. The engine gives each query's scheduler the query's priority."""
+        return self._priority
+
+    @priority.setter
+    def priority(self, value: int) -> None:
+        _check_priority(value)
+        self._priority = value
+        self._rank = value * _PRIORITY_STRIDE
+        self.recalculate_priority()
+
     def _add(self, task: SchedulerTask, tick: int) -> None:
         if self._disposed or tick > self._core.end:  # past the end of time: it never runs
             return
         core = self._core
-        item = _Item(task, self, tick, task.priority, core.queue.next_arrival())
-        self._items.add(item)
+        item = _Item(task, self, tick, task.priority + self._rank, core.queue.next_arrival())
+        self._items[item] = None
         self._enqueue(item)
 
     def _enqueue(self, item: _Item) -> None:
@@ -305,12 +406,12 @@ class VirtualTimeScheduler(PausableScheduler):
         for item in [item for item in self._items if item.state in (_QUEUED, _PARKED)]:
             task = item.task
             task.recalculate_priority()
-            priority = task.priority
+            priority = task.priority + self._rank
             if item.state == _QUEUED and priority != item.priority:
                 queue.remove(item.entry)
                 item.priority = priority
                 self._enqueue(item)
-            elif item.state == _PARKED and self._status is _RUNNING and task.is_runnable:
+            elif item.state == _PARKED and not self._held() and task.is_runnable:
                 del self._parked[item]
                 item.priority = priority
                 item.due = max(item.due, self._core.clock)
@@ -318,8 +419,12 @@ class VirtualTimeScheduler(PausableScheduler):
 
     # -- running -----------------------------------------------------------------------------------------------
 
-    def advance_to(self, time: int | datetime) -> None:
-        """Run everything due up to tick ``time`` (or a datetime, rounded up), then set the clock to it."""
+    def advance_to(self, time: int | datetime, *, yielding: bool = False) -> bool:
+        """Run everything due up to tick ``time`` (or a datetime, rounded up), then set the clock to it.
+
+        ``yielding``: stop early where a yieldable task gave way to a yield request of :attr:`yield_source` (it
+        returned "not done" while one was pending): the clock stays at that task's tick, the task waits at the
+        head of its tick, and this returns ``False``; a later call goes on from there. Otherwise ``True``."""
         target = self.to_ticks(time) if isinstance(time, datetime) else int(time)
         core = self._core
         if target > core.end:
@@ -329,8 +434,10 @@ class VirtualTimeScheduler(PausableScheduler):
             )
         if target < core.clock:
             raise ValueError(f"cannot advance back in time from tick {core.clock} to {target}")
-        self._run(target)
+        if not self._run(target, yielding):
+            return False
         core.clock = target
+        return True
 
     def advance_by(self, delta: int | timedelta) -> None:
         """Run everything due in the next ``delta`` ticks (or a duration, rounded up)."""
@@ -344,7 +451,7 @@ class VirtualTimeScheduler(PausableScheduler):
         forever makes this loop forever: use :meth:`advance_to` for it."""
         self._run(None)
 
-    def _run(self, limit: int | None) -> None:
+    def _run(self, limit: int | None, yielding: bool = False) -> bool:
         core = self._core
         if core.in_loop:
             raise RuntimeError("advance_to/run cannot be called from inside a task of the test scheduler")
@@ -360,14 +467,17 @@ class VirtualTimeScheduler(PausableScheduler):
                 item: _Item = entry[3]
                 item.entry = None
                 scheduler = item.scheduler
-                if scheduler._status is not _RUNNING:
-                    item.state = _PARKED
-                    scheduler._parked[item] = None
+                if scheduler._status is not _RUNNING or (scheduler._parent is not None and scheduler._held()):
+                    scheduler._park(item)
                     continue
                 core.clock = max(core.clock, item.due)
                 scheduler._execute(item)
+                if yielding and item.yieldable and item.state == _QUEUED and core.yield_source is not None \
+                        and core.yield_source():
+                    return False  # it gave way: the host's turn (see advance_to)
         finally:
             core.in_loop = False
+        return True
 
     def _execute(self, item: _Item) -> None:
         core = self._core
@@ -379,12 +489,12 @@ class VirtualTimeScheduler(PausableScheduler):
             if not task.is_runnable:
                 done = False
             elif item.yieldable:
-                done = task.execute(self, self._token)  # type: ignore[call-arg]
+                done = task.execute(self, self.yield_token)  # type: ignore[call-arg]
             else:
                 done = task.execute(self)
             if not done:
                 task.recalculate_priority()
-                item.priority = task.priority
+                item.priority = task.priority + self._rank
                 runnable = task.is_runnable
         except BaseException as error:
             self._settle(item, True, False)
@@ -397,25 +507,33 @@ class VirtualTimeScheduler(PausableScheduler):
         core.running = None
         if done or self._disposed:
             item.state = _DONE
-            self._items.discard(item)
-        elif self._status is _RUNNING and runnable:
+            self._items.pop(item, None)
+        elif runnable and not self._held():
             item.due = core.clock
             item.arrival = core.queue.next_arrival()
             self._enqueue(item)
         else:
-            item.state = _PARKED
-            self._parked[item] = None
+            self._park(item)
         if core.pending_pauses:
             pauses, core.pending_pauses = core.pending_pauses, []
             for root, future in pauses:
-                _mark_paused(root._subtree())
+                if root._status is _PAUSING:
+                    root._status = _PAUSED
                 future.set_result(None)
+
+    def _park(self, item: _Item) -> None:
+        item.state = _PARKED
+        if self._parked is _NO_ENTRIES:
+            self._parked = {}
+        self._parked[item] = None
+        self._core.parked_nodes[self] = None
 
     def _on_error(self, item: _Item, error: BaseException) -> None:
         args = UnhandledExceptionArgs(self, item.task, error)
         level: VirtualTimeScheduler | None = self
         while level is not None:
-            level.unhandled_exception.emit(args)
+            if level._unhandled is not None:
+                level._unhandled.emit(args)
             if args.handled:
                 return
             level = level._parent
@@ -424,22 +542,22 @@ class VirtualTimeScheduler(PausableScheduler):
     # -- pause, resume, dispose --------------------------------------------------------------------------------
 
     def pause(self) -> Future[None]:
-        """Pause this scheduler and its children; the future is complete unless a task of the subtree is
-        running (a task pausing its own scheduler), and then completes when that task returns."""
+        """Pause this scheduler and its descendants (in O(1): the pause is kept here, and holds every descendant);
+        the future is complete unless a task of the subtree is running (a task pausing its own scheduler), and
+        then completes when that task returns."""
         future: Future[None] = Future()
         if self._disposed:
             future.set_result(None)
             return future
         self._own_paused = True
-        nodes = self._subtree()
-        for node in nodes:
-            if node._status is _RUNNING:
-                node._status = _PAUSING
+        if self._status is _RUNNING:
+            self._status = _PAUSING
         running = self._core.running
-        if running is not None and running.scheduler in nodes:
+        if running is not None and running.scheduler._is_within(self):
             self._core.pending_pauses.append((self, future))
         else:
-            _mark_paused(nodes)
+            if self._status is _PAUSING:
+                self._status = _PAUSED
             future.set_result(None)
         return future
 
@@ -448,27 +566,27 @@ class VirtualTimeScheduler(PausableScheduler):
         return PauseAwaitable(self.pause())
 
     def resume(self) -> None:
-        """Resume this scheduler and its children (unless an ancestor is still paused)."""
+        """Lift this scheduler's pause. Its work runs again unless an ancestor's pause still holds it; a
+        descendant paused on its own stays paused (each pause is lifted by its own ``resume``)."""
         if self._disposed:
             return
-        nodes = self._subtree()
-        for node in nodes:
-            node._own_paused = False
-        parent = self._parent
-        if parent is not None and parent._status is not _RUNNING:
-            return
         core = self._core
-        for node in nodes:
-            node._status = _RUNNING
-            for item in node._parked:
-                item.due = max(item.due, core.clock)
-                node._enqueue(item)
-            node._parked.clear()
-        pending = [(root, future) for root, future in core.pending_pauses if root in nodes]
+        self._own_paused = False
+        self._status = _RUNNING
+        pending = [(root, future) for root, future in core.pending_pauses if root is self]
         if pending:
             core.pending_pauses = [entry for entry in core.pending_pauses if entry not in pending]
             for _, future in pending:
                 future.cancel()
+        if self._held():
+            return  # an ancestor still holds it: its parked work waits for that resume
+        for node in list(core.parked_nodes):
+            if node._is_within(self) and not node._held():
+                for item in node._parked:
+                    item.due = max(item.due, core.clock)
+                    node._enqueue(item)
+                node._parked.clear()
+                del core.parked_nodes[node]
 
     def dispose(self) -> None:
         """Dispose this scheduler and its children: drop their tasks and ignore later ones. Idempotent."""
@@ -476,6 +594,7 @@ class VirtualTimeScheduler(PausableScheduler):
             return
         queue = self._core.queue
         for node in self._subtree():
+            self._core.parked_nodes.pop(node, None)
             for item in node._items:
                 if item.state == _QUEUED:
                     queue.remove(item.entry)
@@ -516,8 +635,3 @@ class VirtualTimeScheduler(PausableScheduler):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._name!r} clock={self._core.clock} {self._status.name.lower()}>"
 
-
-def _mark_paused(nodes: list[VirtualTimeScheduler]) -> None:
-    for node in nodes:
-        if node._status is _PAUSING:
-            node._status = _PAUSED

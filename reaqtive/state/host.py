@@ -96,7 +96,7 @@ class SteppedScheduler(Scheduler, Protocol):
     def to_ticks(self, value: timedelta | datetime) -> int:
         """A datetime as an absolute tick (rounded up)."""
 
-    def advance_to(self, time: int | datetime) -> None:
+    def advance_to(self, time: int | datetime) -> object:
         """Run everything due up to ``time`` (ticks or a datetime), then set the clock to it."""
 
 
@@ -199,12 +199,18 @@ class QueryHost:
 
     # -- binding -------------------------------------------------------------------------------------------------
 
-    def bind(self, instance_id: str, query: Subscribable[T], observer: Subscriber[T]) -> HostedQuery:
+    def bind(
+        self, instance_id: str, query: Subscribable[T], observer: Subscriber[T], *, scheduler: Scheduler | None = None
+    ) -> HostedQuery:
         """Build ``query``'s operator tree for ``observer`` as the hosted query ``instance_id``. Nothing runs
-        until :meth:`HostedQuery.start`. An instance id already hosted is a :class:`ValueError`."""
+        until :meth:`HostedQuery.start`. An instance id already hosted is a :class:`ValueError`.
+
+        ``scheduler``: the query's own scheduler (a child of the host's, sharing its clock: the engine gives each
+        query one, to pause, prioritize and fault it alone); its operators and inner subscriptions run on it, and
+        it is disposed with the query. By default the query runs on the host's scheduler."""
         if instance_id in self._queries:
             raise ValueError(f"a query {instance_id!r} is already hosted here")
-        hosted = HostedQuery(self, instance_id, query.subscribe(observer))
+        hosted = HostedQuery(self, instance_id, query.subscribe(observer), scheduler)
         self._queries[instance_id] = hosted
         return hosted
 
@@ -260,14 +266,22 @@ class HostedQuery:
     """One query of a :class:`QueryHost`, under its instance id: its tree (``handle``), and what starts,
     saves and ends it with its inner units. Made by :meth:`QueryHost.bind`."""
 
-    __slots__ = ("_host", "_prefix", "_started", "handle", "instance_id")
+    __slots__ = ("_host", "_prefix", "_scheduler", "_started", "handle", "instance_id")
 
-    def __init__(self, host: QueryHost, instance_id: str, handle: SubscriptionHandle) -> None:
+    def __init__(
+        self, host: QueryHost, instance_id: str, handle: SubscriptionHandle, scheduler: Scheduler | None = None
+    ) -> None:
         self._host = host
         self.instance_id = instance_id
         self.handle = handle
+        self._scheduler = scheduler  # its own (see QueryHost.bind), or None: the host's
         self._prefix = instance_id + "/"
         self._started = False
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The scheduler its operators run on: its own, or the host's."""
+        return self._scheduler if self._scheduler is not None else self._host.scheduler
 
     def __repr__(self) -> str:
         return f"<HostedQuery {self.instance_id!r}>"
@@ -305,7 +319,7 @@ class HostedQuery:
             merged[SAVED_BY] = max(host.scheduler.now, started_at)
         context = OperatorContext(
             self.instance_id,
-            host.scheduler,
+            self.scheduler,
             logger=host.logger,
             execution_environment=host.environment,
             settings=merged,
@@ -321,7 +335,15 @@ class HostedQuery:
             initialize(self.handle, context, loader)
         except BaseException:
             host._forget(self)
+            self._dispose_scheduler()
             raise
+
+    def _dispose_scheduler(self) -> None:
+        """Its own scheduler ends with it: its timers are dropped, later work on it is ignored."""
+        if self._scheduler is not None:
+            dispose = getattr(self._scheduler, "dispose", None)
+            if dispose is not None:
+                dispose()
 
     def load_failures(self) -> dict[str, Exception]:
         """The inner units whose saved state failed to load (or was missing) since the last call, by id: the
@@ -393,6 +415,7 @@ class HostedQuery:
         host = self._host
         host._forget(self)
         self.handle.dispose()
+        self._dispose_scheduler()
         environment = host.environment
         for inner_id in self.inner_units():
             environment.delete_inner(inner_id)
@@ -405,4 +428,5 @@ class HostedQuery:
         host = self._host
         host._forget(self)
         self.handle.dispose()
+        self._dispose_scheduler()
         host.environment.abandon(self.instance_id)

@@ -233,6 +233,25 @@ def test_resuming_a_child_keeps_it_paused_while_its_parent_is_paused() -> None:
     assert scheduler.create_child().status is SchedulerStatus.RUNNING
 
 
+def test_a_child_paused_on_its_own_stays_paused_when_its_parent_resumes() -> None:
+    scheduler = TestScheduler()
+    child, other = scheduler.create_child(), scheduler.create_child()
+    log: list[tuple[int, str]] = []
+    child.schedule(_at(scheduler, log, "child"), timedelta(seconds=2))
+    other.schedule(_at(scheduler, log, "other"), timedelta(seconds=2))
+    child.pause()
+    scheduler.pause()
+    assert other.status is SchedulerStatus.PAUSED and other.yield_token.is_yield_requested
+    scheduler.advance_to(5)
+    scheduler.resume()  # lifts its own pause only
+    assert child.status is SchedulerStatus.PAUSED and other.status is SchedulerStatus.RUNNING
+    scheduler.advance_to(6)
+    assert log == [(5, "other")]  # late work runs at the tick its scheduler resumed
+    child.resume()
+    scheduler.advance_to(7)
+    assert log == [(5, "other"), (6, "child")]
+
+
 def test_pause_from_inside_a_task_completes_when_the_task_returns() -> None:
     scheduler = TestScheduler()
     seen: list[bool] = []
