@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -307,11 +308,17 @@ class EngineRoom:
         self.recovery = RecoveryMetrics()
         self._clock_started = False
         self._checkpoint_listeners: tuple[CheckpointListener, ...] = ()  # replaced, never mutated
+        self._init_running_mode()
+
+    def _init_running_mode(self) -> None:
+        """What the processing loops, the pauses of queries and the processing thread of start() keep."""
         # Wake-ups for processing loops and output consumers (reaqtive.engine.signals), fired at batch
         # boundaries, never per event.
         self.appended = Signal("appended")
         self.produced = Signal("produced")
         self._stop_serving = False  # set by stop_serving(), cleared when serve() returns
+        self._driver: threading.Thread | None = None  # the processing thread of start()
+        self._driver_error: BaseException | None = None  # what stopped it, for stop()
         self._paused: set[str] = set()  # subscriptions paused by pause(uri) (see reaqtive.engine.scheduling)
         self._held: dict[str, list[tuple[Any, Any]]] = {}  # per paused subscription, its readers detached
 
@@ -409,6 +416,9 @@ class EngineRoom:
         raise NotImplementedError  # Delivery
 
     def _maybe_checkpoint(self, force_time: bool = False) -> bool:
+        raise NotImplementedError  # Checkpointing
+
+    def checkpoint(self, *, full: bool = False) -> CheckpointMetrics:
         raise NotImplementedError  # Checkpointing
 
     def _observer_function(self, uri: str, record: dict[str, Any]) -> Callable[[Output], object]:

@@ -4,6 +4,7 @@ the clock, quarantining what cannot be delivered.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ from reaqtive.engine._room import (
     _check_whole,
 )
 from reaqtive.engine.database import DeadLetter, IngressEvent, IngressRun, from_micros, to_micros
-from reaqtive.engine.engine_errors import EngineClosedError
+from reaqtive.engine.engine_errors import EngineClosedError, EngineRunningError, ProcessingStoppedError
 from reaqtive.engine.handover import SLICE_EVENTS
 from reaqtive.engine.ingress import chunks
 from reaqtive.engine.readers import Envelope, StreamReader
@@ -146,6 +147,53 @@ class Delivery(EngineRoom):
                     self.appended.wait(seen, self.idle_seconds() if idle_seconds is None else idle_seconds)
         finally:
             self._stop_serving = False  # consumed: the next serve() runs
+
+    def start(self, *, batch_events: int = _DELIVERY_BATCH) -> None:
+        """Run the engine in **running mode** on a processing thread of its own (named ``reaqtive-engine``):
+        appended events are delivered as they come and, with ``clock="wall"``, timers fire at their time, with no
+        call from the host. :meth:`stop` ends it with a final checkpoint; :meth:`close` ends it too (without one).
+        The other methods stay callable from any thread: each waits for at most one slice of the processing
+        (``docs/engine.md``, "Pauses and slices"). Raises :class:`EngineRunningError` if it already runs."""
+        _check_whole("batch_events", batch_events, minimum=1)
+        with self._lock:
+            self._check_open()
+            if self._driver is not None and self._driver.is_alive():
+                raise EngineRunningError(f"the engine on {str(self._store.path)!r} already runs on its thread")
+            self._driver_error = None
+            self._driver = threading.Thread(target=self._drive, args=(batch_events,), name="reaqtive-engine",
+                                            daemon=True)
+            self._driver.start()
+
+    def _drive(self, batch_events: int) -> None:
+        try:
+            self.serve(batch_events=batch_events)
+        except BaseException as error:  # kept for stop() and `running`: a thread's error has nowhere else to go
+            self._driver_error = error
+            self._log.error("the engine's processing thread stopped: %s", error, exc_info=error,
+                            extra={"reaqtive_event": "processing_failed", "error_type": type(error).__name__})
+
+    @property
+    def running(self) -> bool:
+        """Whether the processing thread of :meth:`start` runs."""
+        driver = self._driver
+        return driver is not None and driver.is_alive()
+
+    def stop(self, *, checkpoint: bool = True, timeout: float | None = 60.0) -> None:
+        """Stop the processing thread of :meth:`start` once the batch at hand is delivered, then take a final
+        checkpoint (``checkpoint=False``: none). Re-raises the error that stopped the thread, if one did (as
+        :class:`ProcessingStoppedError`). Without a thread it only takes the checkpoint."""
+        driver = self._driver
+        if driver is not None:
+            self.stop_serving()
+            driver.join(timeout)
+            if driver.is_alive():
+                raise TimeoutError(f"the engine's processing thread did not stop within {timeout} s")
+            self._driver = None
+        error, self._driver_error = self._driver_error, None
+        if error is not None:
+            raise ProcessingStoppedError(f"the engine's processing thread stopped on an error: {error!r}") from error
+        if checkpoint:
+            self.checkpoint()
 
     def stop_serving(self) -> None:
         """Make :meth:`serve` return once the batch at hand is delivered (from any thread); called before the

@@ -41,6 +41,14 @@ class EngineClosedError(EngineError, RuntimeError):
     """The engine was closed."""
 
 
+class EngineRunningError(EngineError, RuntimeError):
+    """``engine.start()`` while its processing thread already runs."""
+
+
+class ProcessingStoppedError(EngineError, RuntimeError):
+    """The processing thread of ``engine.start()`` stopped on an error (its cause); ``engine.stop()`` raises it."""
+
+
 class AckError(EngineError, ValueError):
     """An acknowledgement the engine refuses: of an output the subscription has not produced yet, or of a
     subscription whose outputs do not go to the durable sink. Nothing was recorded."""

@@ -6,6 +6,7 @@ event), never sleep for a result; the timers themselves are short real-time ones
 from __future__ import annotations
 
 import asyncio
+import operator
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from reaqtive import Query
-from reaqtive.engine import Engine, Output
+from reaqtive.engine import Engine, EngineRunningError, Output, ProcessingStoppedError
 from reaqtive.engine.aio import AsyncEngine
 
 SHORT = timedelta(milliseconds=60)
@@ -128,3 +129,57 @@ def test_the_async_face_fires_timers_on_time_too(tmp_path: Path) -> None:
             return got
 
     assert [o.value for o in asyncio.run(asyncio.wait_for(main(), 60))] == [7]
+
+
+# -- start() and stop(): the engine's own processing thread ----------------------------------------------------------
+
+
+def test_start_runs_the_engine_on_its_own_thread_and_stop_takes_a_final_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "own.db"
+    with Engine(path, **OPTS) as engine:
+        engine.create_stream("s")
+        engine.create_subscription("q://sum", Query.stream("s").scan(0, operator.add))
+        engine.create_subscription("q://late", Query.timer(timedelta(milliseconds=50)))
+        engine.start()
+        assert engine.running
+        with pytest.raises(EngineRunningError, match="already runs"):
+            engine.start()
+        engine.append_many("s", [(i, None) for i in range(1, 101)])
+        assert wait_for(engine, "q://sum", 100)[-1].value == 5050  # no process() call from the host
+        assert [o.value for o in wait_for(engine, "q://late", 1)] == [0]
+        before = engine.last_checkpoint
+        engine.stop()
+        assert not engine.running
+        assert engine.last_checkpoint is not before, "stop() took the final checkpoint"
+        assert engine.process() == 0, "everything appended was delivered before the checkpoint"
+    with Engine(path, **OPTS) as engine:
+        assert engine.outputs("q://sum")[-1].value == 5050
+
+
+def test_start_and_close_without_stop_end_the_thread(tmp_path: Path) -> None:
+    engine = Engine(tmp_path / "closed.db", **OPTS)
+    engine.create_stream("s")
+    engine.start()
+    driver = engine._driver
+    assert driver is not None
+    engine.close()
+    driver.join(30)
+    assert not driver.is_alive() and not engine.running
+
+
+def test_an_error_that_stops_the_processing_thread_is_raised_by_stop(tmp_path: Path) -> None:
+    with Engine(tmp_path / "broken.db", **OPTS) as engine:
+        engine.create_stream("s")
+
+        def broken(max_events: int | None = None) -> int:
+            raise OSError("the disk went away")
+
+        engine.process = broken  # type: ignore[method-assign]
+        engine.start()
+        driver = engine._driver
+        assert driver is not None
+        driver.join(30)
+        assert not engine.running
+        with pytest.raises(ProcessingStoppedError, match="the disk went away"):
+            engine.stop(checkpoint=False)
+        engine.stop(checkpoint=False)  # reported once
