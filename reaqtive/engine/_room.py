@@ -92,9 +92,18 @@ class _EngineEnvironment(InnerEnvironment, EngineEnvironment):
         self._output_counters = counters
         self._heads = heads
         self._failed = failed
+        self.replay_marks: dict[str, int] | None = None  # set while the log is replayed for a resumed query
 
     def delivered_watermark(self, uri: str) -> int:
         """The sequence number of the last event of stream ``uri`` the engine delivered (-1: none)."""
+        return self._delivered_by_stream.get(uri, -1)
+
+    def start_watermark(self, uri: str) -> int:
+        """Where a reader created now starts: while the log is replayed for a resumed query, where the replay
+        stands (an inner query a replayed event starts reads from there); otherwise the delivered watermark."""
+        marks = self.replay_marks
+        if marks is not None and uri in marks:
+            return marks[uri]
         return self._delivered_by_stream.get(uri, -1)
 
     def appended_watermark(self, uri: str) -> int:
@@ -321,6 +330,15 @@ class EngineRoom:
         self._driver_error: BaseException | None = None  # what stopped it, for stop()
         self._paused: set[str] = set()  # subscriptions paused by pause(uri) (see reaqtive.engine.scheduling)
         self._held: dict[str, list[tuple[Any, Any]]] = {}  # per paused subscription, its readers detached
+        self._replay_upto = -1  # the log position a replay for resumed queries ends at (see _start_replay)
+
+    @property
+    def _replay_marks(self) -> dict[str, int] | None:
+        return self._environment.replay_marks
+
+    @_replay_marks.setter
+    def _replay_marks(self, marks: dict[str, int] | None) -> None:
+        self._environment.replay_marks = marks
 
     def _root_scheduler(self, tick: timedelta) -> VirtualTimeScheduler:
         """The root of the queries' schedulers (each query runs on a child, see reaqtive.engine.scheduling)."""
@@ -328,7 +346,7 @@ class EngineRoom:
         scheduler.unhandled_exception.add(self._task_failed)
         # A thread waiting for the engine asks long work to give way (reaqtive.engine.handover).
         lock = self._lock
-        scheduler.yield_source = lambda: lock.waiting > 0
+        scheduler.yield_source = lock.wants_turn
         return scheduler
 
     def _settle_status(self) -> None:
@@ -441,6 +459,9 @@ class EngineRoom:
 
     def _start_clock(self, at: datetime) -> None:
         raise NotImplementedError  # Delivery
+
+    def _start_replay(self, upto: int) -> None:
+        raise NotImplementedError  # Scheduling
 
     def _stored_state_of(self, uri: str) -> list[tuple[str, str]]:
         raise NotImplementedError  # Recovery

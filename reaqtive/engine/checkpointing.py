@@ -210,7 +210,27 @@ class Checkpointing(EngineRoom):
         for pin in self._pins.values():  # an artifact kept without running may need the events above its floor
             for stream, floor in pin.floor.items():
                 covered[stream] = min(covered.get(stream, floor), floor)
+        self._hold_for_lagging(covered)
         return covered
+
+    def _hold_for_lagging(self, covered: dict[str, int]) -> None:
+        """A reader behind its stream (a query paused, or resumed and not caught up yet, or withholding demand)
+        reads from the first event it has not read, and the inner queries those events start may read any
+        stream from that point of the log on: keep every stream from there."""
+        floor: int | None = None
+        for stream, watermark in self._reader_watermarks().items():
+            if watermark >= self._delivered.get(stream, -1):
+                continue
+            first = self._store.position_after(stream, watermark)
+            if first is not None and (floor is None or first < floor):
+                floor = first
+        if floor is None:
+            return
+        retained = self._store.first_retained()
+        for stream in list(covered):
+            at = self._store.seq_at_position(stream, floor - 1)
+            keep = at if at is not None else retained.get(stream, covered[stream] + 1) - 1
+            covered[stream] = min(covered[stream], keep)
 
     def _reader_watermarks(self) -> dict[str, int]:
         """Per stream, the lowest watermark of a reader that may be behind. Only the readers the dirty registry

@@ -72,7 +72,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from itertools import accumulate, pairwise
 from operator import sub as _minus
@@ -227,6 +227,15 @@ class IngressRun:
     payload: object = field(default=None, repr=False, compare=False)
     times: object = field(default=None, repr=False, compare=False)
     offset: int = field(default=0, repr=False, compare=False)
+
+    def after(self, taken: int) -> IngressRun | None:
+        """The run without its first ``taken`` events (``None`` for a damaged run: it is read again whole)."""
+        if taken == 0:
+            return self
+        if self.damage is not None:
+            return None
+        return replace(self, pos=self.pos + taken, seq=self.seq + taken, count=self.count - taken,
+                       micros=self.micros[taken:], values=self.values[taken:], offset=self.offset + taken)
 
     def events(self) -> list[IngressEvent]:
         """The run as one :class:`IngressEvent` per event (the slow path: quarantine, checks per event), each
@@ -737,6 +746,19 @@ class EngineStore:
             row = self._one(db, "SELECT MIN(pos) FROM reaqtive_ingress WHERE stream = ? AND seq > ?",
                             (stream, seq + 1))
         return int(row[0]) if row and row[0] is not None else None
+
+    def seq_at_position(self, stream: str, position: int) -> int | None:
+        """The sequence number of the last retained event of ``stream`` at or before log position ``position``:
+        where the stream stood when the log was read up to there (``None``: no retained event of it there)."""
+        with self._reading(f"reading the log position of stream {stream!r}") as db:
+            row = self._one(  # rows of a stream are in both seq and pos order
+                db, "SELECT pos, seq, count FROM reaqtive_ingress WHERE stream = ? AND pos <= ? ORDER BY seq DESC "
+                "LIMIT 1", (stream, position)
+            )
+        if row is None:
+            return None
+        pos, first, count = (int(part) for part in row)
+        return first + min(count - 1, position - pos)
 
     def stream_heads(self) -> dict[str, int]:
         """The next sequence number of every stream that has had an event."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -43,7 +44,9 @@ class Delivery(EngineRoom):
         sequence numbers. Nothing is appended if one of them is refused (``None``, a naive time, a value the
         codec cannot save); those dated too far ahead go to the dead letters, numbered (see :meth:`append` for
         when they are durable)."""
-        with self._lock:
+        # Quietly: an append waits for the batch at hand instead of making the processing loop hand over (a busy
+        # producer would otherwise cut every batch short); the commit itself runs outside the engine's lock.
+        with self._lock.quietly():
             self._check_open()
             self._check_kind(stream, "stream")
         batch = self._ingress.prepare(stream, events, self._event_times, self._scheduler.now)
@@ -102,27 +105,49 @@ class Delivery(EngineRoom):
                     if self._egress:
                         self.produced.fire()  # timers the wall clock fired
                     break
-                wall = datetime.now(UTC)  # the wall clock of this batch (the engine's own clock is read per event)
-                for run in runs:
-                    budget = None if max_events is None else max_events - delivered
-                    if budget == 0 or lock.waiting:
-                        break  # a yield point (reaqtive.engine.handover)
-                    delivered += self._deliver_run(run, wall, budget)
+                delivered += self._deliver_batch(runs, None if max_events is None else max_events - delivered)
                 self._flush_quarantine()
                 if len(self._egress) >= _EGRESS_FLUSH_OUTPUTS:
                     self._flush_egress()  # bounded memory between checkpoints (the sink keeps the first copy)
-                handing_over = lock.waiting > 0
-                if not handing_over:
-                    self._deliver_outboxes()
-                    attempted = True
+                self._deliver_outboxes()
+                attempted = True
                 if self._egress:
                     self.produced.fire()  # a consumer's outputs() flushes the buffer to the sink
-            if handing_over:
-                lock.let_waiters_in()  # a checkpoint, a pause, an append: its turn now, then the rest of the batch
         if not attempted:
             with self._lock:
                 self._check_open()
                 self._deliver_outboxes()
+        return delivered
+
+    def _deliver_batch(self, runs: list[IngressRun], budget: int | None) -> int:
+        """Deliver the runs read (up to ``budget`` events); returns how many were delivered. At each yield point
+        where a thread waits for the engine it hands the lock over (reaqtive.engine.handover) and goes on with the
+        runs already read, unless the log's position moved meanwhile (another delivery, a resumed query's
+        rewind): then the caller reads again."""
+        lock = self._lock
+        pending = deque(runs)
+        delivered = 0
+        wall = datetime.now(UTC)  # the wall clock of this batch (the engine's own clock is read per event)
+        while pending and (budget is None or delivered < budget):
+            run = pending[0]
+            taken = self._deliver_run(run, wall, None if budget is None else budget - delivered)
+            delivered += taken
+            if taken >= run.count:
+                pending.popleft()
+            else:
+                rest = run.after(taken)
+                if rest is None:
+                    break  # a damaged run is read again whole
+                pending[0] = rest
+            if lock.waiting and pending:
+                position = self._position
+                if lock.hand_over():
+                    self._check_open()
+                    if self._position != position:
+                        break
+                    wall = datetime.now(UTC)
+        if self._replay_marks is not None and self._position >= self._replay_upto:
+            self._replay_marks = None  # the replay for resumed queries is over
         return delivered
 
     def serve(self, *, batch_events: int = _DELIVERY_BATCH, idle_seconds: float | None = None) -> None:
@@ -242,13 +267,15 @@ class Delivery(EngineRoom):
         taken = 0
         lock = self._lock
         while taken < count:
-            if lock.waiting:
-                break  # a yield point: the rest of the run is read again after the hand-over
+            if taken and lock.waiting:
+                break  # a yield point, after a slice at least: the rest goes on after the hand-over
             upto = min(count, taken + SLICE_EVENTS)
             every = self._every_events
             if every is not None:  # the checkpoint positions of event-at-a-time delivery
                 upto = min(upto, taken + max(every - self._since_checkpoint, 1))
             reached = self._deliver_plain(run, taken, upto)
+            if reached == taken:
+                break  # a task due before the next event gave way: the hand-over comes first
             self._since_checkpoint += reached - taken
             taken = reached
             self._maybe_checkpoint()
@@ -293,12 +320,9 @@ class Delivery(EngineRoom):
         lock = self._lock
         taken = 0
         for event in run.events()[:count]:
-            if lock.waiting:
-                return taken  # a yield point
-            if not self._advance_before(event.time):
-                return taken  # a task due before the event gave way: the event comes after it
+            if (taken and lock.waiting) or not self._deliver_checked(event, wall, yielding=True):
+                return taken  # a yield point (or a task due before the event gave way: the event comes after it)
             taken += 1
-            self._deliver_checked(event, wall)
             self._position = event.pos
             self._since_checkpoint += 1
             if self._faults_pending:
@@ -394,16 +418,18 @@ class Delivery(EngineRoom):
             self._scheduler.advance_to(at)
         self._clock_started = True
 
-    def _deliver_checked(self, event: IngressEvent, wall: datetime) -> None:
+    def _deliver_checked(self, event: IngressEvent, wall: datetime, *, yielding: bool = False) -> bool:
         """Deliver one logged event, or quarantine it: damaged, misplaced, or dated out of bounds (decided once:
-        a replay finds it among the dead letters)."""
+        a replay finds it among the dead letters). ``yielding``: the timers due before it may give way (see
+        reaqtive.engine.handover); then nothing is delivered and this returns ``False`` (asked again later, the
+        checks come to the same)."""
         key = (event.stream, event.seq)
         stream, seq = key
         expected = self._expected.get(stream, 0)
         if seq >= expected:
             self._expected[stream] = seq + 1
         if key in self._dead:
-            return
+            return True
         reason = event.damage or self._misplaced(event)
         if reason is None and seq > expected:
             self._note_missing(stream, expected, seq)
@@ -417,8 +443,11 @@ class Delivery(EngineRoom):
             self._log.warning("event %s#%d quarantined: %s", event.stream, event.seq, reason,
                               extra={"reaqtive_event": "quarantine", "stream": event.stream, "seq": event.seq,
                                      "reason": reason})
-            return
+            return True
+        if yielding and not self._advance_before(event.time):
+            return False
         self._deliver(event.stream, event.seq, event.value, event.time)
+        return True
 
     def _out_of_bounds(self, time: datetime, wall: datetime) -> str | None:
         bounds = self._event_times
@@ -470,6 +499,10 @@ class Delivery(EngineRoom):
             # starts after it. And never back: a replay rewound for a lagging reader re-delivers older events,
             # and the stream's delivered watermark is what "caught up" means in every reader's saved state.
             self._delivered[stream] = seq
+        else:
+            marks = self._replay_marks
+            if marks is not None and seq > marks.get(stream, seq):
+                marks[stream] = seq  # a replay for a resumed query: where a reader created now starts
         subject = self._streams.get(stream)
         if subject is not None:
             subject.on_next(Envelope(seq, value))

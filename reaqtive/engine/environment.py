@@ -26,6 +26,11 @@ class EngineEnvironment(ABC):
     def delivered_watermark(self, uri: str) -> int:
         """The last event of stream ``uri`` the engine delivered (``-1``: none); it never moves back."""
 
+    def start_watermark(self, uri: str) -> int:
+        """Where a reader of stream ``uri`` created now starts: after the event the engine is delivering, which is
+        the delivered watermark, or, while the engine replays the log for a resumed query, the replayed one."""
+        return self.delivered_watermark(uri)
+
     @abstractmethod
     def appended_watermark(self, uri: str) -> int:
         """The last event ever appended to stream ``uri`` (what a saved watermark can at most be)."""

@@ -19,6 +19,8 @@ once runs whole): see ``docs/engine.md`` ("Pauses and slices") for the measured 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Final
 
@@ -35,24 +37,29 @@ against a waiter that never comes (it timed out), not a delay (it goes on as soo
 class EngineLock:
     """A re-entrant lock that knows how many threads wait for it (see the module)."""
 
-    __slots__ = ("_count", "_lock", "_taken", "waiting")
+    __slots__ = ("_count", "_depth", "_lock", "_taken", "waiting")
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._count = threading.Lock()
         self._taken = threading.Condition(self._count)
+        self._depth = 0  # how many times the owner holds it (only the owner changes it)
         self.waiting = 0  # read without the count's lock by the delivery loop: an int read is atomic
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         """Take the lock (re-entrant); a thread that cannot take it at once counts itself as waiting."""
         if self._lock.acquire(False):
+            self._depth += 1
             return True
         if not blocking:
             return False
         with self._count:
             self.waiting += 1
         try:
-            return self._lock.acquire(True, timeout)
+            taken = self._lock.acquire(True, timeout)
+            if taken:
+                self._depth += 1
+            return taken
         finally:
             with self._taken:
                 self.waiting -= 1
@@ -61,6 +68,7 @@ class EngineLock:
 
     def release(self) -> None:
         """Release one level of the lock."""
+        self._depth -= 1
         self._lock.release()
 
     def __enter__(self) -> EngineLock:
@@ -70,7 +78,35 @@ class EngineLock:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
-        self._lock.release()
+        self.release()
+
+    @contextmanager
+    def quietly(self) -> Iterator[None]:
+        """Hold the lock without counting as waiting for it: for calls that may wait for the batch at hand
+        (appends: they would otherwise make the loop hand over at every one)."""
+        self._lock.acquire()
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self.release()
+
+    def wants_turn(self) -> bool:
+        """Asked by the owner: whether a thread waits and the owner can let it in (it holds the lock once)."""
+        return self.waiting > 0 and self._depth == 1
+
+    def hand_over(self, timeout: float = HANDOVER_WAIT_SECONDS) -> bool:
+        """Asked by the owner at a yield point: if threads wait and it holds the lock once, release it, let them
+        in (see :meth:`let_waiters_in`), take it again and return ``True`` (what the lock guards may have
+        changed); otherwise ``False``."""
+        if not self.wants_turn():
+            return False
+        self.release()
+        try:
+            self.let_waiters_in(timeout)
+        finally:
+            self.acquire()
+        return True
 
     def let_waiters_in(self, timeout: float = HANDOVER_WAIT_SECONDS) -> None:
         """Called by the processing loop *without* the lock: return once no thread waits for it any more (each

@@ -164,9 +164,9 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         starts = context.get_setting(START_WATERMARK_SETTING)
         if isinstance(starts, Mapping) and self._uri in starts:
             self._watermark = int(starts[self._uri])
-        delivered = self._delivered()
-        if delivered is not None:
-            self._watermark = max(self._watermark, delivered)
+        engine = self._environment()
+        if engine is not None:
+            self._watermark = max(self._watermark, engine.start_watermark(self._uri))
         if environment is None:
             raise StreamNotFoundError(f"stream {self._uri!r}: Query.stream needs an engine to resolve it")
         try:

@@ -352,12 +352,19 @@ class Recovery(EngineRoom):
         own watermark: start the replay there (the other readers skip what they had, by their watermarks)."""
         # The replay must find every event of a stream after the first one it needs: a hole is a lost row.
         self._expected = {stream: seq + 1 for stream, seq in self._delivered.items()}
+        lagging = False
         for stream, watermark in self._reader_watermarks().items():
             if watermark < self._delivered.get(stream, -1):
+                lagging = True
                 self._expected[stream] = watermark + 1
                 first = self._store.position_after(stream, watermark)
                 if first is not None:
                     self._position = min(self._position, first - 1)
+        if lagging:
+            # Up to the last event delivered: an inner reader a replayed event creates reads from there, not from
+            # the stream's end (the checkpoint may have been taken while such a replay was pending).
+            ends = (self._store.position_after(stream, seq - 1) for stream, seq in self._delivered.items())
+            self._start_replay(max((end for end in ends if end is not None), default=self._position))
 
     def _recovery_failed(self, uri: str, kind: str, error: Exception, *, orphan: bool = False) -> RecoveryPolicy:
         """Apply the recovery policy to an artifact (or an orphaned state) that failed to recover. Under KEEP

@@ -161,6 +161,7 @@ class Scheduling(EngineRoom):
     def _rewind_for(self, readers: list[StreamReader[Any]]) -> None:
         """Make the delivery replay the log from the first event a resumed reader has not read (the others skip
         what they had, by their watermarks, as after a recovery)."""
+        before = self._position
         for reader in readers:
             stream, watermark = reader.uri, reader.watermark
             if watermark >= self._delivered.get(stream, -1):
@@ -169,4 +170,22 @@ class Scheduling(EngineRoom):
             first = self._store.position_after(stream, watermark)
             if first is not None:
                 self._position = min(self._position, first - 1)
+        if self._position < before:
+            self._start_replay(before)
+
+    def _start_replay(self, upto: int) -> None:
+        """While the log is replayed up to position ``upto``, a reader created by the replay (an inner query that
+        a replayed event starts) starts where its stream stood at the replayed event, not at the stream's end:
+        the environment's delivered watermarks follow the replay (see ``_EngineEnvironment``)."""
+        marks = dict(self._replay_marks or {})
+        for stream in self._streams:
+            if stream in marks:
+                continue
+            seq = self._store.seq_at_position(stream, self._position)
+            if seq is None:  # none retained up to there: before its first retained event, or its last delivered
+                first = self._store.first_retained().get(stream)
+                seq = first - 1 if first is not None else self._delivered.get(stream, -1)
+            marks[stream] = min(seq, self._delivered.get(stream, -1))
+        self._replay_marks = marks
+        self._replay_upto = max(self._replay_upto, upto)
 

@@ -47,13 +47,18 @@ def note_report(value: Any) -> Any:
     return value
 
 
+def two_of_s(value: Any) -> Any:
+    """An inner query: the next two events of stream s after the outer event."""
+    return Query.stream("s").take(2)
+
+
 def boom(value: Any) -> Any:
     raise RuntimeError(f"the timer's work failed on {value!r}")
 
 
 def functions() -> FunctionRegistry:
     registry = FunctionRegistry()
-    for function in (note_alert, note_report, boom, operator.add):
+    for function in (note_alert, note_report, boom, two_of_s, operator.add):
         registry.register(function.__name__, function)
     return registry
 
@@ -98,6 +103,24 @@ def test_a_paused_query_gets_its_input_after_resume_and_the_others_run_meanwhile
         engine.append("s", 10, at(10))
         engine.process()
         assert values(engine, "paused") == values(engine, "twin")
+
+
+def test_a_paused_higher_order_query_starts_its_inner_readers_where_the_replay_stands(tmp_path: Path) -> None:
+    with open_engine(tmp_path / "s.db") as engine:
+        engine.create_stream("s")
+        engine.create_stream("t")
+        for uri in ("paused", "twin"):
+            engine.create_subscription(uri, Query.stream("t").flat_map(two_of_s))
+        engine.pause("paused")
+        engine.append_many("t", [(0, at(0))])
+        engine.append_many("s", [(1, at(1)), (2, at(2)), (3, at(3))])
+        engine.append_many("t", [(4, at(4))])
+        engine.append_many("s", [(5, at(5)), (6, at(6))])
+        engine.process()
+        engine.resume("paused")
+        engine.process()
+        assert values(engine, "twin") == [1, 2, 5, 6]
+        assert values(engine, "paused") == [1, 2, 5, 6], "not the stream's end: where the replayed event was"
 
 
 def test_a_paused_querys_timers_wait_for_resume(tmp_path: Path) -> None:
@@ -239,12 +262,12 @@ def test_a_task_that_raises_on_a_querys_scheduler_stops_that_query_alone(tmp_pat
 _STEP = st.one_of(
     st.tuples(st.just("append"), st.integers(1, 30)),
     st.tuples(st.just("process"), st.integers(0, 40)),
-    st.tuples(st.sampled_from(["pause", "resume"]), st.sampled_from(["a", "b"])),
+    st.tuples(st.sampled_from(["pause", "resume"]), st.sampled_from(["a", "b", "inner"])),
     st.tuples(st.sampled_from(["checkpoint", "reopen", "crash"]), st.just(0)),
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(_STEP, max_size=25))
 def test_pausing_and_resuming_change_nothing_a_query_computes(tmp_path_factory: pytest.TempPathFactory,
                                                            steps: list[tuple[str, Any]]) -> None:
@@ -255,6 +278,8 @@ def test_pausing_and_resuming_change_nothing_a_query_computes(tmp_path_factory: 
     engine.create_stream("t")
     for uri in ("a", "b", "twin"):
         engine.create_subscription(uri, Query.stream("s").merge(Query.stream("t")).scan(0, operator.add))
+    for uri in ("inner", "inner-twin"):  # inner readers created by replayed events read from there
+        engine.create_subscription(uri, Query.stream("t").flat_map(two_of_s))
     try:
         for kind, argument in steps:
             if kind == "append":
@@ -282,6 +307,7 @@ def test_pausing_and_resuming_change_nothing_a_query_computes(tmp_path_factory: 
         for uri in ("a", "b"):
             assert values(engine, uri) == expected, uri
             assert seqs(engine, uri) == list(range(appended)), uri
+        assert values(engine, "inner") == values(engine, "inner-twin")
     finally:
         engine.close()
 
