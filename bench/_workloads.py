@@ -15,7 +15,7 @@ with the same functions. The functions are module-level so that an engine can re
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,12 @@ class CountingSink:
 
 
 # -- the user functions (module-level: an engine registers them by name) ------------------------------------------
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile (the benches' p50 and p99)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered) + 0.5) - 1))]
+
 
 def double(x: int) -> int:
     return x * 2

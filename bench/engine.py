@@ -38,6 +38,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from _workloads import percentile  # bench/ is sys.path[0] when this runs as a script
+
 from reaqtive import Query
 from reaqtive.engine import DISCARD_SINK, DURABLE_SINK, CheckpointMetrics, Engine, FunctionRegistry
 
@@ -51,12 +53,6 @@ def double(x: int) -> int:
 
 def divisible_by_3(x: int) -> bool:
     return x % 3 == 0
-
-
-def percentile(values: Sequence[float], fraction: float) -> float:
-    """The nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered) + 0.5) - 1))]
 
 
 def stream(i: int) -> str:

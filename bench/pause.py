@@ -45,6 +45,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from _workloads import percentile  # bench/ is sys.path[0] when this runs as a script
+
 from reaqtive import Query
 from reaqtive.engine import DISCARD_SINK, CheckpointMetrics, Engine, FunctionRegistry
 from reaqtive.engine.ingress import GroupCommit
@@ -59,12 +61,6 @@ PERIOD = 0.15
 PROBE = "bench://probe"
 GROUP_COMMIT = GroupCommit(events=5_000, seconds=0.01)
 """How the load runs commit appends: an ``append_many`` returns at once, a background thread commits."""
-
-
-def percentile(values: Sequence[float], fraction: float) -> float:
-    """The nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered) + 0.5) - 1))]
 
 
 def stream(i: int) -> str:

@@ -26,17 +26,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from _workloads import WORKLOADS, CountingSink  # bench/ is sys.path[0] when this runs as a script
+from _workloads import WORKLOADS, CountingSink, percentile  # bench/ is sys.path[0] when this runs as a script
 
 from reaqtive import Query
 from reaqtive.engine import Engine, FunctionRegistry, Output
 from reaqtive.engine.aio import AsyncEngine
-
-
-def percentile(values: Sequence[float], fraction: float) -> float:
-    """The nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered) + 0.5) - 1))]
 
 
 class Arrivals:

@@ -28,8 +28,9 @@ A reader starts at the stream's position at the moment it is created: a subscrip
 runs (the engine also passes that position in the operator context's settings, for a recovery from an older
 checkpoint), and just as much an inner reader that a ``flat_map`` or ``switch_latest`` creates long after its
 query started. So recovering either later does not hand it events from before it existed. The position is the
-engine's delivered watermark of the stream, which never moves back, not even while the engine replays older
-events for a lagging reader.
+engine's ``start_watermark``: its delivered watermark of the stream, or, while the engine replays older events
+for a lagging or resumed query, where that replay stands (the inner reader a replayed event creates reads what
+followed that event, as it did the first time).
 """
 
 from __future__ import annotations

@@ -470,15 +470,19 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], Generic[T]):
         ends, closing = self._ends, self._closing
         while ends and (now is None or ends[0] <= now):
             end = ends.popleft()
-            try:
-                rows = self._close_end(end, closing.pop(end))
-            except Exception as error:  # the user's aggregate or result selector
-                self._set_error(error)
-                return False
-            if not self._queue(rows):
+            if not self._close_keys(end, closing.pop(end)):
                 return False
         self._closed()
         return True
+
+    def _close_keys(self, end: int, table_keys: list[Any]) -> bool:
+        """Close the windows of ``table_keys`` ending at ``end`` and queue their rows; ``False``: the stage failed."""
+        try:
+            rows = self._close_end(end, table_keys)
+        except Exception as error:  # the user's aggregate or result selector
+            self._set_error(error)
+            return False
+        return self._queue(rows)
 
     def _close_end(self, end: int, table_keys: list[Any]) -> list[WindowRow]:
         """Close the windows of ``table_keys``, which end at ``end``, and return their rows (the user's result
@@ -513,12 +517,7 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], Generic[T]):
                 chunk = closing.pop(end)
                 ends.popleft()
             budget -= len(chunk)
-            try:
-                rows = self._close_end(end, chunk)
-            except Exception as error:  # the user's aggregate or result selector
-                self._set_error(error)
-                return False
-            if not self._queue(rows):
+            if not self._close_keys(end, chunk):
                 return False
         self._closed()
         return bool(ends) and ends[0] <= now
