@@ -3,7 +3,8 @@ processing stops, with 10,000 subscriptions while events are being processed; an
 100,000 keys holds the engine.
 
 Run: .venv/bin/python bench/pause.py [--subscriptions N] [--seconds S] [--keys K] [--rounds R]
-[--synchronous FULL|NORMAL] [--quick]   (``--quick``: small sizes, a few seconds; for the test)
+[--synchronous FULL|NORMAL] [--switch-interval MS] [--quick]   (``--quick``: small sizes, a few seconds; for the
+test)
 
 * **Checkpoints under load.** N small standing queries (``Query.stream(s).scan(0, operator.add)`` over 100
   streams, as in ``bench/engine.py``), ``engine.serve()`` on a thread, a producer thread appending continuously
@@ -411,7 +412,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="windows closed")
     parser.add_argument("--synchronous", default="FULL", choices=["FULL", "NORMAL"])
     parser.add_argument("--quick", action="store_true", help="small sizes (500 subscriptions, 1.5 s runs, 2,000 keys)")
+    parser.add_argument("--switch-interval", type=float, default=None, metavar="MS",
+                        help="sys.setswitchinterval for the run, in ms (default: Python's, 5 ms): how long a thread "
+                             "that wants the GIL may wait for a busy one")
     args = parser.parse_args(argv)
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval / 1000)
     if args.quick:
         args.subscriptions, args.seconds, args.keys, args.rounds = 500, 1.5, 2_000, 1
 
@@ -419,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line, flush=True)
 
     say(f"reaqtive checkpoint pauses under load, running mode: Python {sys.version.split()[0]}, "
-        f"SQLite synchronous={args.synchronous}")
+        f"SQLite synchronous={args.synchronous}, GIL switch interval {sys.getswitchinterval() * 1000:g} ms")
     say(f"  {args.subscriptions:,} subscriptions scan(0, add) over {STREAMS} streams; serve() on a thread; a producer "
         f"thread appending (backlog ~{BACKLOG:,} events)")
     say("  wait:  call -> the checkpoint starts (periodic: due -> starts); what a hand-over at bounded slices cuts")

@@ -16,6 +16,7 @@ def test_engine_benchmark_runs_and_prints_its_table(
 ) -> None:
     argv = ["bench/engine.py", "--subscriptions", "200", "--rounds", "3", "--events", "2000", "--synchronous", "NORMAL"]
     monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))  # as when it runs as a script: bench/_workloads.py
     with pytest.raises(SystemExit) as exit_info:
         runpy.run_path(str(ROOT / "bench" / "engine.py"), run_name="__main__")
     assert exit_info.value.code == 0
