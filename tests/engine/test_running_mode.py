@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 
 from reaqtive import Query
-from reaqtive.engine import Engine, EngineRunningError, Output, ProcessingStoppedError
+from reaqtive.engine import (
+    Engine,
+    EngineRunningError,
+    FunctionRegistry,
+    Output,
+    ProcessingStoppedError,
+    QueryFailedError,
+)
 from reaqtive.engine.aio import AsyncEngine
 
 SHORT = timedelta(milliseconds=60)
@@ -183,3 +190,34 @@ def test_an_error_that_stops_the_processing_thread_is_raised_by_stop(tmp_path: P
         with pytest.raises(ProcessingStoppedError, match="the disk went away"):
             engine.stop(checkpoint=False)
         engine.stop(checkpoint=False)  # reported once
+
+
+
+def explode() -> None:
+    raise RuntimeError("the finally action of a query failed")
+
+
+def test_in_running_mode_a_query_whose_task_raises_stops_alone(tmp_path: Path) -> None:
+    functions = FunctionRegistry()
+    functions.register("explode", explode)
+    with Engine(tmp_path / "faults.db", functions=functions, **OPTS) as engine:
+        engine.create_stream("s")
+        # The finally action's failure is reported by a task on the query's scheduler, out of its operators.
+        engine.create_subscription("q://doomed", Query.stream("s").take(3).finally_action(explode))
+        engine.create_subscription("q://sum", Query.stream("s").scan(0, operator.add))
+        engine.start()
+        try:
+            engine.append_many("s", [(i, None) for i in range(1, 6)])
+            assert wait_for(engine, "q://sum", 5)[-1].value == 15
+            deadline = datetime.now(UTC) + timedelta(seconds=30)
+            seen = engine.produced.generation
+            while not engine.faults:
+                assert datetime.now(UTC) < deadline, "the failing query was not stopped"
+                seen = engine.produced.wait(seen, 0.05)
+            engine.append_many("s", [(10, None)])
+            assert wait_for(engine, "q://sum", 6)[-1].value == 25, "the other query goes on"
+            assert engine.running, "the engine's processing thread goes on"
+        finally:
+            engine.stop()
+        (fault,) = engine.faults
+        assert fault.uri == "q://doomed" and isinstance(fault.error, QueryFailedError)
