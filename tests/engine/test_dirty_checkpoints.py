@@ -164,13 +164,27 @@ def brute_force_covered(engine: Engine) -> dict[str, int]:
     """Per stream, the last event every live reader processed, walking every query (what the registry's watched
     readers must give)."""
     covered = dict(engine._delivered)
+    readers: dict[str, int] = {}
     for handle in units(engine).values():
         for node in walk(handle):
             if isinstance(node, StreamReader) and not node.is_disposed:
-                covered[node.uri] = min(covered.get(node.uri, node.watermark), node.watermark)
+                readers[node.uri] = min(readers.get(node.uri, node.watermark), node.watermark)
+    for stream, watermark in readers.items():
+        covered[stream] = min(covered.get(stream, watermark), watermark)
     for pin in engine._pins.values():
         for stream, floor in pin.floor.items():
             covered[stream] = min(covered.get(stream, floor), floor)
+    # A lagging reader's replayed events may start inner readers of any stream: every stream is kept from the
+    # log position of the first event a lagging reader has not read.
+    firsts = [engine._store.position_after(stream, watermark) for stream, watermark in readers.items()
+              if watermark < engine._delivered.get(stream, -1)]
+    floors = [first for first in firsts if first is not None]
+    if floors:
+        retained = engine._store.first_retained()
+        for stream in list(covered):
+            at = engine._store.seq_at_position(stream, min(floors) - 1)
+            keep = at if at is not None else retained.get(stream, covered[stream] + 1) - 1
+            covered[stream] = min(covered[stream], keep)
     return covered
 
 
