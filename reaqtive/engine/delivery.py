@@ -320,7 +320,7 @@ class Delivery(EngineRoom):
         lock = self._lock
         taken = 0
         for event in run.events()[:count]:
-            if (taken and lock.waiting) or not self._deliver_checked(event, wall, yielding=True):
+            if (taken and lock.waiting) or not self._deliver_checked(event, wall):
                 return taken  # a yield point (or a task due before the event gave way: the event comes after it)
             taken += 1
             self._position = event.pos
@@ -418,10 +418,10 @@ class Delivery(EngineRoom):
             self._scheduler.advance_to(at)
         self._clock_started = True
 
-    def _deliver_checked(self, event: IngressEvent, wall: datetime, *, yielding: bool = False) -> bool:
+    def _deliver_checked(self, event: IngressEvent, wall: datetime) -> bool:
         """Deliver one logged event, or quarantine it: damaged, misplaced, or dated out of bounds (decided once:
-        a replay finds it among the dead letters). ``yielding``: the timers due before it may give way (see
-        reaqtive.engine.handover); then nothing is delivered and this returns ``False`` (asked again later, the
+        a replay finds it among the dead letters). The timers due before it may give way (see
+        reaqtive.engine.handover): then nothing is delivered and this returns ``False`` (asked again later, the
         checks come to the same)."""
         key = (event.stream, event.seq)
         stream, seq = key
@@ -444,7 +444,7 @@ class Delivery(EngineRoom):
                               extra={"reaqtive_event": "quarantine", "stream": event.stream, "seq": event.seq,
                                      "reason": reason})
             return True
-        if yielding and not self._advance_before(event.time):
+        if not self._advance_before(event.time):
             return False
         self._deliver(event.stream, event.seq, event.value, event.time)
         return True

@@ -23,7 +23,7 @@ from typing import Any
 from reaqtive.engine._room import _ARTIFACTS, EngineRoom, _to_bytes
 from reaqtive.engine.engine_errors import ArtifactNotFoundError, MalformedRecordError
 from reaqtive.engine.readers import StreamReader
-from reaqtive.scheduler.virtual import MAX_PRIORITY, VirtualTimeScheduler
+from reaqtive.scheduler.virtual import MAX_PRIORITY, VirtualTimeScheduler, is_priority
 
 __all__ = ["Scheduling", "record_priority"]
 
@@ -31,7 +31,7 @@ __all__ = ["Scheduling", "record_priority"]
 def record_priority(uri: str, record: dict[str, Any]) -> int:
     """The priority stored in a subscription's record (0 when absent); a malformed one is a damaged record."""
     priority = record.get("priority", 0)
-    if not isinstance(priority, int) or isinstance(priority, bool) or not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+    if not is_priority(priority):
         raise MalformedRecordError(f"the record of {uri!r} has priority {priority!r:.40}; a priority is a whole "
                                    f"number from {-MAX_PRIORITY} to {MAX_PRIORITY}")
     return priority
@@ -39,7 +39,7 @@ def record_priority(uri: str, record: dict[str, Any]) -> int:
 
 def check_priority(priority: object) -> int:
     """A priority given by a caller: a whole number within the scheduler's bounds."""
-    if not isinstance(priority, int) or isinstance(priority, bool) or not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+    if not is_priority(priority):
         raise ValueError(f"priority must be a whole number from {-MAX_PRIORITY} to {MAX_PRIORITY} (lower runs "
                          f"first), got {priority!r}")
     return priority

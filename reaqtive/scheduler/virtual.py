@@ -55,7 +55,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import datetime, timedelta
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeGuard
 
 from reaqtive.scheduler.clock import EPOCH, to_utc
 from reaqtive.scheduler.logical import PauseAwaitable
@@ -81,8 +81,13 @@ _PRIORITY_STRIDE: Final = 8  # more than any task priority: a scheduler's priori
 MAX_PRIORITY: Final = 1_000_000  # scheduler priorities run from -MAX_PRIORITY to MAX_PRIORITY
 
 
+def is_priority(value: object) -> TypeGuard[int]:
+    """Whether ``value`` can be a scheduler's priority: a whole number from -MAX_PRIORITY to MAX_PRIORITY."""
+    return isinstance(value, int) and not isinstance(value, bool) and -MAX_PRIORITY <= value <= MAX_PRIORITY
+
+
 def _check_priority(value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not -MAX_PRIORITY <= value <= MAX_PRIORITY:
+    if not is_priority(value):
         raise ValueError(f"a scheduler priority must be a whole number from {-MAX_PRIORITY} to {MAX_PRIORITY}, "
                          f"got {value!r}")
 
