@@ -38,6 +38,13 @@ Pause, resume, dispose, children
     it was asked for (O(1) with any number of descendants: a descendant is held while an ancestor is paused) and
     ``resume()`` lifts that pause only: a descendant paused on its own stays paused.
 
+A timeline of its own
+    ``child.detach(clock=None)`` gives a child and its descendants a clock and a queue of their own (their tasks
+    leave the shared queue in their order); they run only when the child is advanced itself, and the shared
+    clock's advances skip them. ``child.attach()`` puts them back in the shared queue (advance the child to the
+    shared clock first). Pauses of an ancestor still hold a detached child. The engine lets a query that fell
+    behind catch up through its log this way, on its own clock.
+
 Priorities of schedulers
     ``create_child(priority=p)`` (or the ``priority`` property): a child's work goes before the work of children
     with a higher number due at the same tick; within one priority, tasks keep their own order.
@@ -122,8 +129,8 @@ class Timeline(Protocol):
 class _Core:
     """What a root test scheduler and its children share: the clock and the queue."""
 
-    __slots__ = ("clock", "end", "epoch", "in_loop", "owner", "parked_nodes", "pending_pauses", "queue", "running",
-                 "tick", "yield_source")
+    __slots__ = ("clock", "detached", "end", "epoch", "in_loop", "owner", "parked_nodes", "pending_pauses", "queue",
+                 "running", "tick", "yield_source")
 
     def __init__(self, tick: timedelta, epoch: datetime) -> None:
         self.tick = tick
@@ -138,6 +145,9 @@ class _Core:
         # The schedulers holding parked tasks: a resume looks only at these, not at every descendant.
         self.parked_nodes: dict[VirtualTimeScheduler, None] = {}
         self.yield_source: Callable[[], bool] | None = None
+        # Children on a timeline of their own (see VirtualTimeScheduler.detach) whose parent is on this one: a
+        # resume here releases their parked work too.
+        self.detached: dict[VirtualTimeScheduler, None] = {}
 
 
 _names = itertools.count(1)
@@ -585,6 +595,11 @@ class VirtualTimeScheduler(PausableScheduler):
                 future.cancel()
         if self._held():
             return  # an ancestor still holds it: its parked work waits for that resume
+        self._release_parked(core)
+
+    def _release_parked(self, core: _Core) -> None:
+        """Queue again the parked work of this subtree on timeline ``core`` that nothing holds any more, and that of
+        its descendants on timelines of their own."""
         for node in list(core.parked_nodes):
             if node._is_within(self) and not node._held():
                 for item in node._parked:
@@ -592,17 +607,21 @@ class VirtualTimeScheduler(PausableScheduler):
                     node._enqueue(item)
                 node._parked.clear()
                 del core.parked_nodes[node]
+        for node in list(core.detached):
+            if node._is_within(self):
+                node._release_parked(node._core)
 
     def dispose(self) -> None:
         """Dispose this scheduler and its children: drop their tasks and ignore later ones. Idempotent."""
         if self._disposed:
             return
-        queue = self._core.queue
         for node in self._subtree():
-            self._core.parked_nodes.pop(node, None)
+            core = node._core  # a descendant on a timeline of its own has its tasks in its own queue
+            core.parked_nodes.pop(node, None)
+            core.detached.pop(node, None)
             for item in node._items:
                 if item.state == _QUEUED:
-                    queue.remove(item.entry)
+                    core.queue.remove(item.entry)
                 item.entry = None
                 if item.state != _RUNNING_ITEM:
                     item.state = _DONE
@@ -612,10 +631,81 @@ class VirtualTimeScheduler(PausableScheduler):
             node._mark_disposed()
         if self._parent is not None:
             self._parent._children.pop(self, None)
+            self._parent._core.detached.pop(self, None)
 
     def _mark_disposed(self) -> None:
         self._disposed = True
         self._status = _DISPOSED
+
+    # -- a timeline of its own ---------------------------------------------------------------------------------
+
+    @property
+    def is_detached(self) -> bool:
+        """Whether this child runs on a timeline of its own (see :meth:`detach`)."""
+        parent = self._parent
+        return parent is not None and self._core is not parent._core
+
+    def detach(self, clock: int | None = None) -> None:
+        """Give this child and its descendants a clock and a queue of their own, starting at ``clock`` (default:
+        the shared clock): their tasks leave the shared queue, keeping their order, and run only when this child
+        is advanced itself. A host lets a query that fell behind catch up on its own time this way (the engine:
+        a paused query, see ``docs/engine.md``), then :meth:`attach` es it again. Pauses, priorities, errors and
+        the yield source still go through the parent."""
+        parent = self._parent
+        if parent is None:
+            raise RuntimeError(f"scheduler {self._name!r} is a root: only a child can have a timeline of its own")
+        if self.is_detached:
+            raise RuntimeError(f"scheduler {self._name!r} already has a timeline of its own")
+        shared = self._core
+        running = shared.running
+        if running is not None and running.scheduler._is_within(self):
+            raise RuntimeError(f"scheduler {self._name!r} cannot detach from inside one of its own tasks")
+        own = _Core(shared.tick, shared.epoch)
+        own.clock = shared.clock if clock is None else int(clock)
+        own.owner = shared.owner
+        own.yield_source = shared.yield_source
+        self._move_subtree(shared, own)
+        for node in [node for node in shared.detached if node._is_within(self)]:
+            del shared.detached[node]  # detached descendants now hang off this child's line
+            own.detached[node] = None
+        shared.detached[self] = None
+
+    def attach(self) -> None:
+        """Run on the parent's timeline again (after :meth:`detach`): the tasks of the subtree join the shared
+        queue in their order. The host first advances this child to the parent's clock; a task due before it
+        runs at the shared clock's next advance."""
+        parent = self._parent
+        if parent is None or not self.is_detached:
+            raise RuntimeError(f"scheduler {self._name!r} has no timeline of its own to leave")
+        if self._core.in_loop:
+            raise RuntimeError(f"scheduler {self._name!r} cannot attach while its timeline runs")
+        own = self._core
+        self._move_subtree(own, parent._core)
+        parent._core.detached.pop(self, None)
+        parent._core.detached.update(own.detached)  # its own detached descendants now hang off the shared line
+
+    def _move_subtree(self, source: _Core, target: _Core) -> None:
+        """Move this subtree's nodes and tasks from timeline ``source`` to ``target``: queued tasks are queued
+        again in their order (due, priority, arrival), parked ones keep waiting, both numbered in ``target``'s
+        line (arrival numbers are unique per queue only)."""
+        nodes = self._subtree()
+        queued: list[_Item] = []
+        for node in nodes:
+            for item in node._items:
+                if item.state == _QUEUED:
+                    source.queue.remove(item.entry)
+                    queued.append(item)
+            node._core = target
+            if node in source.parked_nodes:
+                del source.parked_nodes[node]
+                target.parked_nodes[node] = None
+        queued.sort(key=lambda item: (item.due, item.priority, item.arrival))
+        for item in queued:
+            item.arrival = target.queue.next_arrival()
+            item.entry = target.queue.add(item.due, item.priority, item, item.arrival)
+        for node in nodes:
+            for item in sorted(node._parked, key=lambda item: item.arrival):
+                item.arrival = target.queue.next_arrival()
 
     def _subtree(self) -> list[VirtualTimeScheduler]:
         nodes: list[VirtualTimeScheduler] = []
