@@ -4,7 +4,9 @@ logs and the dead letters in tables of their own.
 * ``reaqtive_blobs`` (the :class:`~reaqtive.state.SqliteCheckpointStore` table), by category:
   ``artifacts`` (one JSON record per artifact, by URI), ``templates`` (one JSON template per content hash) and
   ``state`` (one state blob per subscription and per inner subscription). Every create and delete commits there at
-  once, in one transaction with the state it adds or removes; a checkpoint commits state there atomically.
+  once, in one transaction with the state it adds or removes and, for a subscription, with its rows of the
+  durable sink and its acknowledgement (:meth:`EngineStore.commit_with_outputs`: the checkpoint store's commit
+  carries them); a checkpoint commits state there atomically.
 * ``reaqtive_ingress``: the durable input log, a row per run of consecutive events of one stream:
   ``(pos, stream, seq, count, times, payload, crc)``. Every event has a position (``pos`` orders all streams
   together: the order the engine delivers in) and a sequence number in its stream (from 0); a row holds
@@ -46,7 +48,8 @@ the dead-letter table is created. 2 → 3: the ingress log of a row per event be
 a run of one event; a row that verified gets the checksum of its new layout, one that did not keeps a checksum
 that never verifies (damage is never laundered); the position counter continues from the old one. 3 → 4: the
 acknowledgement table is created (empty: nothing was acknowledged before). A file of an unknown version is
-refused untouched (:class:`UnknownEngineVersionError`).
+refused untouched (:class:`UnknownEngineVersionError`), and so is one whose tables are not those of the layout
+its metadata claims (:class:`~reaqtive.state.sqlite_store.StoreLayoutError`, see :func:`check_layout`).
 
 **In memory.** ``EngineStore(":memory:")`` keeps the same tables in an SQLite in-memory database that both of its
 connections share (SQLite's ``memdb`` VFS, a private name per store): the same transactions and checks, nothing
@@ -93,7 +96,7 @@ from reaqtive.state import (
     StoreError,
     StoreLockedError,
 )
-from reaqtive.state.sqlite_store import columns_checksum, fetchall_lenient, store_error, verifies
+from reaqtive.state.sqlite_store import StoreLayoutError, columns_checksum, fetchall_lenient, store_error, verifies
 
 __all__ = [
     "ENGINE_MIGRATES",
@@ -108,6 +111,7 @@ __all__ = [
     "Quarantine",
     "UnknownEngineVersionError",
     "ack_checksum",
+    "check_layout",
     "dead_letter_checksum",
     "egress_checksum",
     "ingress_checksum",
@@ -478,6 +482,8 @@ class EngineStore:
                 f"version {ENGINE_SCHEMA_VERSION} (and migrates version "
                 f"{', '.join(map(str, ENGINE_MIGRATES))}). The file was left untouched"
             )
+        if version is not None:  # before anything is taken or written: a mismatch leaves the file untouched
+            check_layout(self._where, version, _sqlite_columns(db))
         if self._writer is not None:
             self._writer.acquire()
         if version is None:
@@ -880,22 +886,77 @@ class EngineStore:
         concatenated, one checksum, one insert — the per-output cost of the sink is an encode and a join."""
         if not outputs:
             return
+        by_subscription = self._by_subscription(outputs, encoded)
+        with self._transaction("writing outputs to the durable sink") as db:
+            self._insert_outputs(db, by_subscription, self._acks)
+
+    def _by_subscription(
+        self, outputs: Iterable[tuple[str, int, Any]], encoded: bool
+    ) -> dict[str, list[tuple[int, bytes]]]:
         encode = self._codec.encode
         by_subscription: dict[str, list[tuple[int, bytes]]] = {}
         for subscription, seq, value in outputs:
             payload = value if encoded else encode(value)
             by_subscription.setdefault(subscription, []).append((seq, payload))
-        with self._transaction("writing outputs to the durable sink") as db:
-            rows = []
-            for subscription, entries in by_subscription.items():
-                top = self._one(db, "SELECT MAX(seq) FROM reaqtive_egress WHERE subscription = ?",
-                                (subscription,))[0]
-                # Acknowledged outputs may have been trimmed: a replay must not write them again. (A damaged
-                # acknowledgement guards nothing: its subscription fails recovery and does not run.)
-                highest = max(top if type(top) is int else -1, self._acks.get(subscription, -1))
-                entries.sort(key=_first)
-                rows.extend(_egress_rows(subscription, entries, highest))
-            self._many(db, _INSERT_OUTPUTS, rows)
+        return by_subscription
+
+    def _insert_outputs(self, db: Any, by_subscription: dict[str, list[tuple[int, bytes]]],
+                        acks: dict[str, int]) -> None:
+        """Insert the rows of the outputs above what the sink holds (``db``: the engine's connection, or the
+        checkpoint store's inside its commit)."""
+        rows = []
+        for subscription, entries in by_subscription.items():
+            top = self._one(db, "SELECT MAX(seq) FROM reaqtive_egress WHERE subscription = ?",
+                            (subscription,))[0]
+            # Acknowledged outputs may have been trimmed: a replay must not write them again. (A damaged
+            # acknowledgement guards nothing: its subscription fails recovery and does not run.)
+            highest = max(top if type(top) is int else -1, acks.get(subscription, -1))
+            entries.sort(key=_first)
+            rows.extend(_egress_rows(subscription, entries, highest))
+        self._many(db, _INSERT_OUTPUTS, rows)
+
+    def commit_with_outputs(
+        self,
+        puts: Iterable[tuple[str, str, bytes]] = (),
+        deletes: Iterable[tuple[str, str]] = (),
+        *,
+        forget: Iterable[str] = (),
+        outputs: Sequence[tuple[str, int, Any]] = (),
+        encoded: bool = False,
+    ) -> int:
+        """Commit the checkpoint store's ``puts`` and ``deletes`` (``(category, key)``) together with changes of
+        the durable sink, in one transaction of the database: every row and the acknowledgement of each
+        subscription in ``forget`` deleted, then ``outputs`` (``(subscription, seq, value)``; ``encoded`` as in
+        :meth:`write_outputs`) written. Returns the new checkpoint id; on failure nothing changed.
+
+        Creating or deleting a subscription changes both tables: in two transactions, a crash between them
+        would leave, say, the outputs of a deleted subscription in the sink for good."""
+        forgotten = sorted(set(forget))
+        by_subscription = self._by_subscription(outputs, encoded)
+        acks = {subscription: seq for subscription, seq in self._acks.items() if subscription not in forgotten}
+
+        def sink(db: Any) -> None:  # on the checkpoint store's connection, inside its commit
+            for subscription in forgotten:
+                self._exec(db, "DELETE FROM reaqtive_egress WHERE subscription = ?", (subscription,))
+                self._exec(db, "DELETE FROM reaqtive_acks WHERE subscription = ?", (subscription,))
+            self._insert_outputs(db, by_subscription, acks)
+
+        transaction = self.checkpoints.begin()
+        try:
+            for category, key, blob in puts:
+                transaction.put(category, key, blob)
+            for category, key in deletes:
+                transaction.delete(category, key)
+            if forgotten or by_subscription:
+                transaction.run_in_commit(sink)
+            checkpoint_id = transaction.commit()
+        except BaseException:
+            transaction.rollback()
+            raise
+        for subscription in forgotten:
+            self._acks.pop(subscription, None)
+            self._damaged_acks.pop(subscription, None)
+        return checkpoint_id
 
     def read_outputs(
         self, subscription: str | None = None, after: int | None = None, upto: int | None = None,
@@ -973,6 +1034,21 @@ class EngineStore:
             extents[sub] = (count, low, high)
         return extents
 
+    def output_runs(self, subscription: str, after: int = -1) -> list[tuple[int, int]]:
+        """The outputs of ``subscription`` the durable sink holds above ``after``, as the ``(first, last)`` sequence
+        numbers of each row (a row holding later outputs too is whole), in order: where its holes are. The rows
+        are not verified; one whose numbers cannot be read is damage (:class:`~reaqtive.state.StoreCorruptError`)."""
+        with self._reading(f"reading the durable sink's rows of {subscription!r}") as db:
+            rows = self._all(db, "SELECT seq, count FROM reaqtive_egress WHERE subscription = ? AND seq > ? "
+                                 "ORDER BY seq", (subscription, after))
+        runs = []
+        for last, count in rows:
+            if type(last) is not int or type(count) is not int or count < 1:
+                raise StoreCorruptError(f"{self._where}: a durable sink row of {subscription!r} has no readable "
+                                        f"sequence numbers (seq {last!r}, count {count!r}): the store is damaged")
+            runs.append((last - count + 1, last))
+        return runs
+
     def delete_outputs(self, subscription: str, *, upto: int | None = None) -> None:
         """Forget the outputs of a deleted subscription and its acknowledgement (or, with ``upto``, the rows
         whose outputs are all at or below that sequence number: an observer function received them; a row
@@ -1031,6 +1107,16 @@ class EngineStore:
     def acks(self) -> dict[str, int]:
         """Every sound acknowledgement, by subscription."""
         return dict(self._acks)
+
+    def acknowledged(self) -> set[str]:
+        """Every subscription that has an acknowledgement row, sound or damaged."""
+        return set(self._acks) | set(self._damaged_acks)
+
+    def keep_outputs(self, subscription: str) -> None:
+        """Leave the durable sink's rows of ``subscription`` as they are from now on: trimming no longer deletes
+        them (its acknowledgement row stays stored). For rows that belong to no subscription, which recovery
+        keeps under the policy KEEP, every byte of them."""
+        self._acks.pop(subscription, None)
 
     def ack(self, subscription: str, seq: int) -> bool:
         """Record, in one transaction, that the consumers of ``subscription`` have every output up to ``seq``.
@@ -1326,6 +1412,72 @@ def _text_bytes(value: object) -> bytes | None:
     return value.encode("utf-8", "surrogateescape") if isinstance(value, str) else None
 
 
+# -- layouts --------------------------------------------------------------------------------------------------------
+
+_INGRESS_1: Final = frozenset({"pos", "stream", "seq", "time", "payload"})
+_INGRESS_3: Final = frozenset({"pos", "stream", "seq", "count", "times", "payload", "crc"})
+_EGRESS_1: Final = frozenset({"subscription", "seq", "payload"})
+_EGRESS_3: Final = frozenset({"subscription", "seq", "count", "payload", "crc"})
+_HEADS: Final = frozenset({"stream", "next_seq"})
+_LETTERS: Final = frozenset({"stream", "seq", "pos", "time", "payload", "reason", "at", "crc"})
+_ACK_COLUMNS: Final = frozenset({"subscription", "seq", "crc"})
+_LayoutTables: TypeAlias = dict[str, tuple[frozenset[str], frozenset[str]] | None]
+# Per engine layout, per table: the columns it must have (what its readers and its migration use) and those it
+# cannot have (a later layout's), or None for a table it does not have.
+_LAYOUTS: Final[dict[int, _LayoutTables]] = {
+    1: {"reaqtive_ingress": (_INGRESS_1, frozenset({"crc", "count", "times"})),
+        "reaqtive_egress": (_EGRESS_1, frozenset({"crc", "count"})),
+        "reaqtive_stream_heads": (_HEADS, frozenset()), "reaqtive_dead_letters": None, "reaqtive_acks": None},
+    2: {"reaqtive_ingress": (_INGRESS_1 | {"crc"}, frozenset({"count", "times"})),
+        "reaqtive_egress": (_EGRESS_1 | {"crc"}, frozenset()),
+        "reaqtive_stream_heads": (_HEADS, frozenset()), "reaqtive_dead_letters": (_LETTERS, frozenset()),
+        "reaqtive_acks": None},
+    3: {"reaqtive_ingress": (_INGRESS_3, frozenset({"time"})), "reaqtive_egress": (_EGRESS_3, frozenset()),
+        "reaqtive_stream_heads": (_HEADS, frozenset()), "reaqtive_dead_letters": (_LETTERS, frozenset()),
+        "reaqtive_acks": None},
+    4: {"reaqtive_ingress": (_INGRESS_3, frozenset({"time"})), "reaqtive_egress": (_EGRESS_3, frozenset()),
+        "reaqtive_stream_heads": (_HEADS, frozenset()), "reaqtive_dead_letters": (_LETTERS, frozenset()),
+        "reaqtive_acks": (_ACK_COLUMNS, frozenset())},
+}
+
+
+def check_layout(where: str, version: int, columns: dict[str, set[str]]) -> None:
+    """Refuse engine tables (``columns``: each ``reaqtive_`` table's column names) that are not those of the
+    layout ``version`` the metadata claims (one this engine knows): :class:`StoreLayoutError` naming the claimed
+    layout and the first difference. Opening or migrating such a store would fail halfway, or worse, work on
+    tables it misreads."""
+    for table, expected in _LAYOUTS[version].items():
+        present = columns.get(table)
+        problem = None
+        if expected is None:
+            if present is not None:
+                problem = f"it has the table {table}, which layout {version} does not have"
+        elif present is None:
+            problem = f"the table {table} is missing"
+        else:
+            required, forbidden = expected
+            if required - present:
+                problem = f"{table} lacks the column(s) {', '.join(sorted(required - present))}"
+            elif forbidden & present:
+                problem = (f"{table} has the column(s) {', '.join(sorted(forbidden & present))}, which layout "
+                           f"{version} does not have")
+        if problem is not None:
+            raise StoreLayoutError(
+                f"{where}: reaqtive_meta says the engine tables are of layout {version}, but {problem}: the metadata "
+                "does not match the tables (damaged, or changed by hand); the store was left untouched"
+            )
+
+
+def _sqlite_columns(db: sqlite3.Connection) -> dict[str, set[str]]:
+    columns: dict[str, set[str]] = {}
+    for table, column in db.execute(
+        "SELECT m.name, c.name FROM sqlite_master AS m, pragma_table_info(m.name) AS c "
+        "WHERE m.type = 'table' AND m.name LIKE 'reaqtive!_%' ESCAPE '!'"
+    ):
+        columns.setdefault(table, set()).add(column)
+    return columns
+
+
 # -- migration ------------------------------------------------------------------------------------------------------
 
 
@@ -1350,7 +1502,9 @@ def _migrate_from_2(db: sqlite3.Connection) -> None:
     layout; one that did not (or holds what no writer writes) gets -1, which never verifies, and keeps its
     columns as they were: its damage stays visible, and the engine quarantines it with its bytes. The position
     counter continues from ``AUTOINCREMENT``'s, so no position is ever given twice."""
-    counter = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'reaqtive_ingress'").fetchone()
+    # (AUTOINCREMENT's counter: its table exists once a table with AUTOINCREMENT was created, as layout 2's was)
+    sequence = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'").fetchone()
+    counter = sequence and db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'reaqtive_ingress'").fetchone()
     top = db.execute("SELECT MAX(pos) FROM reaqtive_ingress").fetchone()
     last = max(value for value in (0, counter and counter[0], top and top[0]) if type(value) is int)
     db.create_function("reaqtive_run_times", 1, _migrated_times, deterministic=True)

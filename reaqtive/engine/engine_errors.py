@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from reaqtive.errors import ReaqtiveError
 
 __all__ = [
@@ -13,6 +15,7 @@ __all__ = [
     "EngineError",
     "InnerRecoveryError",
     "MalformedRecordError",
+    "OrphanedDataError",
     "OutputDivergenceError",
     "QueryFailedError",
     "RecoveryError",
@@ -67,6 +70,21 @@ class MalformedRecordError(EngineError, ValueError):
     """One of the engine's own rows in the store (an artifact record, a query template, the delivery record, an
     output counter) cannot be read: damaged, forged, or written by an incompatible version. The message names
     the row and the field."""
+
+
+class OrphanedDataError(EngineError):
+    """Stored data that belongs to no subscription (an orphan): a state, an output counter, an observer cursor,
+    outputs in the durable sink or an acknowledgement under a key no subscription owns, and no recovered query
+    re-created. A sign of damage (a record lost, or rewritten as another kind) or of a deletion that did not
+    complete; recovery hands it to the recovery policy. ``key`` names it and ``found`` lists what is stored."""
+
+    def __init__(self, key: str, found: Sequence[str]) -> None:
+        super().__init__(
+            f"the store holds {', '.join(found)} under {key!r}, which belongs to no subscription (no record claims "
+            "it and no recovered query re-created it): a record was lost or rewritten, or a deletion did not complete"
+        )
+        self.key = key
+        self.found = tuple(found)
 
 
 class InnerRecoveryError(EngineError):

@@ -54,6 +54,7 @@ from reaqtive.engine.database import (
     ROW_EVENTS,
     EngineStore,
     UnknownEngineVersionError,
+    check_layout,
 )
 from reaqtive.state import DEFAULT_CODEC, StateCodec, StoreError, StoreLockedError
 from reaqtive.state.postgres_store import (
@@ -161,6 +162,8 @@ class PostgresEngineStore(EngineStore):
                 f"{self._where}: written by an engine with store layout version {version!r}; this engine knows "
                 f"version {ENGINE_SCHEMA_VERSION}. The database was left untouched"
             )
+        if version is not None:  # before the lock is taken: a mismatch leaves the database untouched
+            check_layout(self._where, ENGINE_SCHEMA_VERSION, _postgres_columns(db))
         (schema,) = db.execute("SELECT current_schema()").fetchone()
         key = zlib.crc32(schema.encode("utf-8")) & 0x7FFFFFFF
         (taken,) = db.execute("SELECT pg_try_advisory_lock(%s, %s)", (_WRITER_LOCK, key)).fetchone()
@@ -226,6 +229,17 @@ class PostgresEngineStore(EngineStore):
 
     def __repr__(self) -> str:
         return f"PostgresEngineStore({self._where!r})"
+
+
+def _postgres_columns(db: Any) -> dict[str, set[str]]:
+    """The column names of each ``reaqtive_`` table of the connection's current schema."""
+    columns: dict[str, set[str]] = {}
+    for table, column in db.execute(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema() "
+        "AND table_name LIKE 'reaqtive\\_%%'"
+    ).fetchall():
+        columns.setdefault(table, set()).add(column)
+    return columns
 
 
 def _holder(db: Any, key: int) -> int | None:

@@ -53,6 +53,7 @@ from reaqtive.state.state_errors import (
     StateVersionError,
     StoreCorruptError,
     StoreError,
+    StoreLayoutError,
     StoreLockedError,
     UnknownStoreVersionError,
 )
@@ -130,6 +131,7 @@ __all__ = [
     "StateVersionError",
     "StoreConnectionError",
     "StoreCorruptError",
+    "StoreLayoutError",
     "StoreError",
     "StoreLockedError",
     "UnknownStoreVersionError",

@@ -353,6 +353,8 @@ class PostgresCheckpointStore(CheckpointStore):
             deletes = [place for place, v in changes.writes.items() if v is None]
             if deletes:
                 cursor.execute(_DELETE, tuple(list(column) for column in zip(*deletes, strict=True)))
+            for hook in changes.hooks:  # the host's other tables, in this transaction (run_in_commit)
+                hook(connection)
             checkpoint_id = self._checkpoint_id() + 1
             cursor.execute("UPDATE reaqtive_meta SET value = to_jsonb(%s::bigint) WHERE key = 'checkpoint_id'",
                            (checkpoint_id,))
@@ -376,6 +378,8 @@ class PostgresCheckpointStore(CheckpointStore):
 
 class _Transaction(CheckpointTransaction):
     """Changes that the store's ``_apply`` commits in one PostgreSQL transaction."""
+
+    _runs_hooks = True
 
     def __init__(self, store: PostgresCheckpointStore) -> None:
         super().__init__()

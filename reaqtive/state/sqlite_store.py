@@ -25,9 +25,10 @@ blessed by the migration. A crash during the migration leaves the file at versio
 
 Opening never changes a file that is not a reaqtive store: a foreign SQLite database or a file that is not
 SQLite at all raises :class:`NotAStoreError`, a store of an unknown schema version
-:class:`UnknownStoreVersionError`, and in both cases the file is left as it was. Every ``sqlite3`` error becomes
-a :class:`StoreError` naming the file and the operation (:class:`StoreCorruptError` when SQLite reports the file
-damaged).
+:class:`UnknownStoreVersionError`, a store whose metadata does not match its tables (schema 1 claimed over
+schema 2's rows) :class:`StoreLayoutError`, and in each case the file is left as it was. Every ``sqlite3`` error
+becomes a :class:`StoreError` naming the file and the operation (:class:`StoreCorruptError` when SQLite reports
+the file damaged, or reads text in it that is not UTF-8).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from reaqtive.state.state_errors import (
     NotAStoreError,
     StoreCorruptError,
     StoreError,
+    StoreLayoutError,
     UnknownStoreVersionError,
 )
 from reaqtive.state.store import CheckpointSnapshot, CheckpointStore, CheckpointTransaction, StoreChanges
@@ -56,6 +58,7 @@ __all__ = [
     "MIGRATES",
     "SCHEMA_VERSION",
     "SqliteCheckpointStore",
+    "StoreLayoutError",
     "columns_checksum",
     "fetchall_lenient",
     "row_checksum",
@@ -72,6 +75,9 @@ _SQLITE_HEADER: Final = b"SQLite format 3\x00"
 _SYNCHRONOUS: Final = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
 _SQLITE_CORRUPT: Final = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
 _INLINE: Final = 4096  # a trailing bytes column longer than this is checksummed without copying it
+# What SQLite (or the sqlite3 module) says of a damaged file without a corruption code: a malformed page or schema,
+# text in the file that is not UTF-8 ("Could not decode to UTF-8 column ..."), a damaged header.
+_DAMAGE_SYMPTOMS: Final = ("malformed", "not a database", "Could not decode to UTF-8", "unsupported file format")
 
 _SCHEMA: Final = (
     "CREATE TABLE reaqtive_meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
@@ -142,12 +148,13 @@ def verifies(crc: object, checksum_of: Callable[..., int], *columns: object) -> 
 def store_error(error: sqlite3.Error, where: str, operation: str, *, rolled_back: bool = False) -> StoreError:
     """The :class:`StoreError` for an ``sqlite3`` error of ``operation`` on the file ``where`` (``rolled_back``:
     of a write transaction, which was rolled back): :class:`StoreCorruptError` when SQLite reports the file
-    damaged, a plain :class:`StoreError` otherwise."""
+    damaged (a corruption code, a malformed page or schema, a damaged header, text in the file that is not
+    UTF-8), a plain :class:`StoreError` otherwise."""
     code = getattr(error, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
     text = str(error)
     failed = f"{where}: {operation} failed" + (" and was rolled back" if rolled_back else "")
-    if primary in _SQLITE_CORRUPT or "malformed" in text or "not a database" in text:
+    if primary in _SQLITE_CORRUPT or any(symptom in text for symptom in _DAMAGE_SYMPTOMS):
         return StoreCorruptError(
             f"{failed}: the store file is damaged ({text}); restore it from a backup (`reaqtive inspect` shows "
             "what is still readable)"
@@ -277,6 +284,7 @@ class SqliteCheckpointStore(CheckpointStore):
                     [("format", _FORMAT), ("schema_version", SCHEMA_VERSION), ("checkpoint_id", 0)],
                 )
             elif self._check_schema(tables) == 1:
+                self._check_rows_of_schema_1()
                 _migrate_from_1(connection)
             if prepare is not None:
                 prepare(connection)
@@ -303,6 +311,20 @@ class SqliteCheckpointStore(CheckpointStore):
         if "reaqtive_blobs" not in tables:
             raise NotAStoreError(f"{self._where}: the reaqtive_blobs table is missing")
         return int(version)
+
+    def _check_rows_of_schema_1(self) -> None:
+        """Before migrating from schema 1: refuse rows that carry schema 2's row checksum, not schema 1's value
+        checksum. Metadata that claims schema 1 over schema 2's rows is damaged (or was edited), and migrating
+        would mark every sound row damaged."""
+        rows = fetchall_lenient(self._connection, "SELECT category, key, value, crc FROM reaqtive_blobs")
+        for category, key, value, crc in rows:
+            if (type(value) is bytes and type(category) is str and type(key) is str and crc != checksum(value)
+                    and verifies(crc, row_checksum, category, key, value)):
+                raise StoreLayoutError(
+                    f"{self._where}: reaqtive_meta says checkpoint store schema version 1, but row {category}/{key} "
+                    f"carries the row checksum of version {SCHEMA_VERSION}: the metadata does not match the tables "
+                    "(damaged, or changed by hand); the file was left untouched"
+                )
 
     # -- store -------------------------------------------------------------------------------------------------
 
@@ -387,6 +409,8 @@ class SqliteCheckpointStore(CheckpointStore):
             "INSERT OR REPLACE INTO reaqtive_blobs (category, key, value, crc) VALUES (?, ?, ?, ?)", puts
         )
         connection.executemany("DELETE FROM reaqtive_blobs WHERE category = ? AND key = ?", deletes)
+        for hook in changes.hooks:  # the host's other tables, in this transaction (run_in_commit)
+            hook(connection)
         checkpoint_id = self._checkpoint_id() + 1
         connection.execute("UPDATE reaqtive_meta SET value = ? WHERE key = 'checkpoint_id'", (checkpoint_id,))
         return checkpoint_id
@@ -396,6 +420,8 @@ class SqliteCheckpointStore(CheckpointStore):
 
 
 class _Transaction(CheckpointTransaction):
+    _runs_hooks = True
+
     def __init__(self, store: SqliteCheckpointStore) -> None:
         super().__init__()
         self._store = store

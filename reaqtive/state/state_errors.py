@@ -47,6 +47,7 @@ __all__ = [
     "StateVersionError",
     "StoreCorruptError",
     "StoreError",
+    "StoreLayoutError",
     "StoreLockedError",
     "UnknownStoreVersionError",
     "format_path",
@@ -213,3 +214,10 @@ class CheckpointInProgressError(CheckpointError, RuntimeError):
 
 def _v(version: tuple[int, ...]) -> str:
     return ".".join(map(str, version)) or "()"
+
+
+class StoreLayoutError(StoreCorruptError):
+    """A store whose layout metadata (a schema or layout version in ``reaqtive_meta``) does not match its
+    tables: a version over the tables of another, a table or a column missing or extra. The metadata or the
+    tables were damaged or changed by hand; the message names the claimed layout and what differs. The file
+    (or database) is left untouched."""

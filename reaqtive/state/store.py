@@ -8,16 +8,19 @@ returns the latest committed checkpoint as an immutable :class:`CheckpointSnapsh
 
 Implementations: :class:`~reaqtive.state.InMemoryCheckpointStore` (tests; with fault injection) and
 :class:`~reaqtive.state.SqliteCheckpointStore` (the default durable store).
+
+A store on a database (SQLite, PostgreSQL) can also carry, in the same commit, changes to other tables of that
+database (:meth:`CheckpointTransaction.run_in_commit`): a host's own rows change atomically with its blobs.
 """
 
 from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Final
+from typing import Any, ClassVar, Final
 
 from reaqtive.state.state_errors import StoreError
 
@@ -25,18 +28,25 @@ __all__ = [
     "CheckpointSnapshot",
     "CheckpointStore",
     "CheckpointTransaction",
+    "CommitHook",
     "StoreChanges",
 ]
+
+CommitHook = Callable[[Any], None]
+"""Called with the store's database connection inside a commit's transaction (see
+:meth:`CheckpointTransaction.run_in_commit`)."""
 
 _EMPTY: Final[Mapping[str, bytes]] = {}
 
 
 @dataclass
 class StoreChanges:
-    """The changes one transaction collected: categories to clear first, then puts (bytes) and deletes (None)."""
+    """The changes one transaction collected: categories to clear first, then puts (bytes) and deletes (None),
+    then the hooks that change other tables of the store's database (:meth:`CheckpointTransaction.run_in_commit`)."""
 
     clears: set[str] = field(default_factory=set)
     writes: dict[tuple[str, str], bytes | None] = field(default_factory=dict)
+    hooks: list[CommitHook] = field(default_factory=list)
 
     @property
     def bytes_written(self) -> int:
@@ -83,6 +93,21 @@ class CheckpointTransaction(ABC):
             for pending in [k for k in writes if k[0] == category]:
                 del writes[pending]
             self._changes.clears.add(category)
+
+    def run_in_commit(self, hook: CommitHook) -> None:
+        """Call ``hook(connection)`` inside the commit's database transaction, after the blobs are written, with
+        the store's own connection (an ``sqlite3.Connection``, or a psycopg one): the hook's changes to other
+        tables of the same database commit with the blobs or not at all (if it raises, nothing is committed).
+        Only a store on a database can do this; any other raises :class:`StoreError` here, at once."""
+        with self._lock:
+            self._check_open()
+            if not self._runs_hooks:
+                raise StoreError(f"{type(self).__name__}: this store cannot change other tables in its commits "
+                                 "(only a store on a database, SQLite or PostgreSQL, can)")
+            self._changes.hooks.append(hook)
+
+    _runs_hooks: ClassVar[bool] = False
+    """Whether the store's ``_apply`` calls the hooks of :meth:`run_in_commit` (set by stores on a database)."""
 
     @property
     def changes(self) -> StoreChanges:

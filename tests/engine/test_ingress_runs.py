@@ -324,8 +324,9 @@ def add(a: int, b: int) -> int:
 def v2_store(path: Path) -> None:
     """A store of the previous release: streams ``a`` and ``b``, a running sum over each, events of which one
     was quarantined when appended and one was damaged later, and the last row truncated (the position counter is
-    past it). The other tables are the same in both layouts, so the store is made by this release and its
-    ingress log replaced by layout 2's, written by the previous release's writer."""
+    past it). The other tables are the same in both layouts (the acknowledgements' came with layout 4), so the
+    store is made by this release, its ingress log replaced by layout 2's, written by the previous release's
+    writer, and its acknowledgement table dropped."""
     with Engine(path, allow_modules=[__name__], start=T0, synchronous="OFF") as engine:
         engine.create_stream("a")
         engine.create_stream("b")
@@ -333,6 +334,7 @@ def v2_store(path: Path) -> None:
         engine.create_subscription("sum-b", Query.stream("b").scan(0, add))
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("DROP TABLE reaqtive_ingress")
+    db.execute("DROP TABLE reaqtive_acks")
     db.execute(V2_INGRESS)
     db.execute("DELETE FROM reaqtive_meta WHERE key = 'ingress_position'")
     db.execute("UPDATE reaqtive_meta SET value = 2 WHERE key = 'engine_schema_version'")
