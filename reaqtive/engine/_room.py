@@ -9,11 +9,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from types import MappingProxyType
 from typing import Any, Final
 
 from sortedcontainers import SortedList
 
+from reaqtive.engine.behind import Lag
 from reaqtive.engine.database import EngineStore, IngressEvent
 from reaqtive.engine.egress import Output, OutputCounter
 from reaqtive.engine.engine_errors import (
@@ -40,10 +40,8 @@ from reaqtive.engine.model import (
     RecoveryPolicy,
 )
 from reaqtive.engine.outbox import Outbox
-from reaqtive.engine.readers import Envelope
-from reaqtive.engine.records import (
-    Pin,
-)
+from reaqtive.engine.readers import Envelope, LogCursor, StreamNotFoundError, StreamReader
+from reaqtive.engine.records import Behind
 from reaqtive.engine.signals import Signal
 from reaqtive.errors import InvalidSettingError
 from reaqtive.query import Query
@@ -69,7 +67,6 @@ _SOURCES: Final = "sources"  # per source registered with register_source, its p
 _BUILTIN_OBSERVERS: Final = frozenset({DURABLE_SINK, DISCARD_SINK})
 _STREAM_BUFFER: Final = 1 << 20  # a reader without demand may lag this far behind a stream before it fails
 _DELIVERY_BATCH: Final = 4096
-_NO_WATERMARKS: Final[Mapping[str, int]] = MappingProxyType({})
 _EGRESS_FLUSH_OUTPUTS: Final = 65536  # the durable sink's buffer is written once it holds this many outputs
 
 CheckpointListener = Callable[[CheckpointMetrics | None, BaseException | None], None]
@@ -82,33 +79,81 @@ class _EngineEnvironment(InnerEnvironment, EngineEnvironment):
 
     def __init__(
         self,
+        *,
         delivered: dict[str, int],
         counters: dict[str, OutputCounter],
-        heads: dict[str, int],
+        cursor: LogCursor,
+        behind: dict[str, Lag],
+        streams: dict[str, SimpleSubject[Envelope]],
+        store: EngineStore,
         failed: Callable[[str, Exception], None],
     ) -> None:
         super().__init__()
-        self._delivered_by_stream = delivered
+        self._delivered_at = delivered
         self._output_counters = counters
-        self._heads = heads
+        self._cursor = cursor
+        self._behind = behind
+        self._stream_subjects = streams
+        self._store = store
         self._failed = failed
-        self.replay_marks: dict[str, int] | None = None  # set while the log is replayed for a resumed query
+        self._last_position = -1  # the log's last position, as last read (see last_position)
 
-    def delivered_watermark(self, uri: str) -> int:
-        """The sequence number of the last event of stream ``uri`` the engine delivered (-1: none)."""
-        return self._delivered_by_stream.get(uri, -1)
+    def delivered_position(self, uri: str) -> int:
+        """The log position of the last event of stream ``uri`` the engine delivered (-1: none)."""
+        return self._delivered_at.get(uri, -1)
 
-    def start_watermark(self, uri: str) -> int:
-        """Where a reader created now starts: while the log is replayed for a resumed query, where the replay
-        stands (an inner query a replayed event starts reads from there); otherwise the delivered watermark."""
-        marks = self.replay_marks
-        if marks is not None and uri in marks:
-            return marks[uri]
-        return self._delivered_by_stream.get(uri, -1)
+    def lag_of(self, instance_id: str) -> Lag | None:
+        """The catch-up of the query that unit ``instance_id`` belongs to, if that query is behind the engine."""
+        behind = self._behind
+        if not behind:
+            return None
+        lag = behind.get(instance_id)
+        if lag is not None:
+            return lag
+        cut = instance_id.find("/")
+        while cut != -1:
+            lag = behind.get(instance_id[:cut])
+            if lag is not None:
+                return lag
+            cut = instance_id.find("/", cut + 1)
+        return None
 
-    def appended_watermark(self, uri: str) -> int:
-        """The sequence number of the last event appended to stream ``uri`` (-1: none): no reader can be past it."""
-        return self._heads.get(uri, 0) - 1
+    def start_position(self, instance_id: str) -> int:
+        """Right after the event being handed to the query of unit ``instance_id``: the engine's position, or,
+        for a query behind the engine, where its catch-up stands."""
+        lag = self.lag_of(instance_id)
+        return self._cursor.pos if lag is None else lag.cursor.pos
+
+    def last_position(self) -> int:
+        """The last log position given."""
+        return self._refresh_last_position()
+
+    def is_given_position(self, pos: int) -> bool:
+        """Whether log position ``pos`` was given to an event already (the store is asked only about a position
+        past the last one it told)."""
+        return pos <= self._last_position or pos <= self._refresh_last_position()
+
+    def _refresh_last_position(self) -> int:
+        self._last_position = self._store.last_position()
+        return self._last_position
+
+    def position_after_seq(self, uri: str, seq: int) -> int:
+        """Just before the next retained event of stream ``uri`` after ``seq``; with none retained after it, the
+        last position given (the reader has read all of the stream there is)."""
+        following = self._store.position_after(uri, seq)
+        return following - 1 if following is not None else self._refresh_last_position()
+
+    def subscribe_reader(self, reader: StreamReader[Any]) -> SubscriptionHandle:
+        """Subscribe ``reader`` to its stream; a reader of a query behind the engine is detached at once and
+        handed its events by the query's catch-up (see reaqtive.engine.scheduling)."""
+        subject = self._stream_subjects.get(reader.uri)
+        if subject is None:
+            raise StreamNotFoundError(f"the engine has no stream {reader.uri!r}")
+        subscription = subject.subscribe(reader)
+        lag = self.lag_of(reader.context.instance_id)
+        if lag is not None:
+            lag.hold(subscription, reader)
+        return subscription
 
     def reader_failed(self, instance_id: str, error: Exception) -> None:
         """An exception escaped the operators of a query while a reader delivered an event to them (a bug, or
@@ -270,23 +315,30 @@ class EngineRoom:
     def _init_runtime(self, tick: timedelta) -> None:
         """The engine's running state, empty until recovery fills it."""
         self._scheduler = self._root_scheduler(tick)
-        self._delivered: dict[str, int] = {}
+        self._delivered: dict[str, int] = {}  # per stream, the sequence number of the last event delivered
+        self._delivered_at: dict[str, int] = {}  # per stream, its log position (what caught-up readers are at)
+        self._cursor = LogCursor(0)  # the log position of the event the engine delivers now (or delivered last)
+        self._behind: dict[str, Lag] = {}  # queries behind the engine: paused or catching up (reaqtive.engine.behind)
         self._counters: dict[str, OutputCounter] = {}
         self._heads: dict[str, int] = {}
         self._expected: dict[str, int] = {}  # per stream, the next event the log must hold (see _deliver_checked)
-        self._environment = _EngineEnvironment(self._delivered, self._counters, self._heads, self._unit_failed)
+        self._streams: dict[str, SimpleSubject[Envelope]] = {}
+        self._environment = _EngineEnvironment(
+            delivered=self._delivered_at, counters=self._counters, cursor=self._cursor, behind=self._behind,
+            streams=self._streams, store=self._store, failed=self._unit_failed)
         self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
         self._records = _Records()
         self._templates: dict[str, dict[str, Any]] = {}
-        self._streams: dict[str, SimpleSubject[Envelope]] = {}
         self._host = QueryHost(self._scheduler, environment=self._environment, settings=self._settings,
                                logger=self._log)
         self._subscriptions: dict[str, HostedQuery] = {}
         self._broken: set[str] = set()  # artifacts kept stored without running (their state stays)
         self._kept_orphans: set[str] = set()  # stored states of no artifact, kept (recovery policy KEEP)
         self._removed_at_recovery: set[str] = set()  # artifacts the policy REMOVE deleted while recovering
-        self._pins: dict[str, Pin] = {}  # see _pin_broken
-        self._committed_delivered: dict[str, int] = {}  # the delivered watermarks of the last checkpoint
+        self._pins: dict[str, Behind] = {}  # where each artifact kept without running stands (see _pin_broken)
+        self._committed: Behind = Behind(0, None, 0)  # the last checkpoint's position and clock (see _pin_for)
+        self._stood_behind: dict[str, Behind] = {}  # the queries behind the engine at the last checkpoint
+        self._legacy_caught_up: dict[str, int] = {}  # a delivery record from before log positions: its watermarks
         self._outboxes: dict[str, Outbox] = {}
         self._observed: dict[str, int] = {}  # the delivery cursors of the outboxes in the store
         self._sources: dict[str, Callable[[], bytes]] = {}  # register_source: read at each checkpoint
@@ -310,7 +362,6 @@ class EngineRoom:
         self._output_extents: dict[str, tuple[int, int, int]] = {}
         self._ended: dict[str, BaseException | None] = {}
         self._egress: list[tuple[str, int, bytes]] = []  # the durable sink's new outputs, encoded
-        self._position = 0
         self._since_checkpoint = 0
         self._last_checkpoint_time = time.monotonic()
         self.last_checkpoint: CheckpointMetrics | None = None
@@ -329,16 +380,6 @@ class EngineRoom:
         self._driver: threading.Thread | None = None  # the processing thread of start()
         self._driver_error: BaseException | None = None  # what stopped it, for stop()
         self._paused: set[str] = set()  # subscriptions paused by pause(uri) (see reaqtive.engine.scheduling)
-        self._held: dict[str, list[tuple[Any, Any]]] = {}  # per paused subscription, its readers detached
-        self._replay_upto = -1  # the log position a replay for resumed queries ends at (see _start_replay)
-
-    @property
-    def _replay_marks(self) -> dict[str, int] | None:
-        return self._environment.replay_marks
-
-    @_replay_marks.setter
-    def _replay_marks(self, marks: dict[str, int] | None) -> None:
-        self._environment.replay_marks = marks
 
     def _root_scheduler(self, tick: timedelta) -> VirtualTimeScheduler:
         """The root of the queries' schedulers (each query runs on a child, see reaqtive.engine.scheduling)."""
@@ -418,7 +459,9 @@ class EngineRoom:
     def _deliver_outboxes(self) -> None:
         raise NotImplementedError  # Egress
 
-    def _delivery_bytes(self, extra_pins: Mapping[str, Pin] | None = None) -> bytes:
+    def _delivery_bytes(
+        self, extra_pins: Mapping[str, Behind] | None = None, behind: Mapping[str, Behind] | None = None
+    ) -> bytes:
         raise NotImplementedError  # Checkpointing
 
     def _expand(self, root: Query[Any]) -> Query[Any]:
@@ -433,6 +476,18 @@ class EngineRoom:
     def _flush_quarantine(self) -> None:
         raise NotImplementedError  # Delivery
 
+    def _follow_wall_clock(self) -> None:
+        raise NotImplementedError  # Delivery
+
+    def _misplaced(self, event: IngressEvent) -> str | None:
+        raise NotImplementedError  # Delivery
+
+    def _note_missing(self, stream: str, first: int, seq: int) -> None:
+        raise NotImplementedError  # Delivery
+
+    def _quarantine_event(self, event: IngressEvent, reason: str) -> None:
+        raise NotImplementedError  # Delivery
+
     def _maybe_checkpoint(self, force_time: bool = False) -> bool:
         raise NotImplementedError  # Checkpointing
 
@@ -445,11 +500,11 @@ class EngineRoom:
     def _open_stream(self, uri: str) -> None:
         raise NotImplementedError  # ArtifactRegistry
 
-    def _pin_for(self, uri: str) -> Pin:
+    def _pin_for(self, uri: str) -> Behind:
         raise NotImplementedError  # Checkpointing
 
-    def _reader_watermarks(self) -> dict[str, int]:
-        raise NotImplementedError  # Checkpointing
+    def _catch_up(self, budget: int | None) -> int:
+        raise NotImplementedError  # Scheduling
 
     def _recover(self) -> None:
         raise NotImplementedError  # Recovery
@@ -460,8 +515,11 @@ class EngineRoom:
     def _start_clock(self, at: datetime) -> None:
         raise NotImplementedError  # Delivery
 
-    def _start_replay(self, upto: int) -> None:
+    def _fall_behind(self, uri: str, pos: int | None = None) -> Lag:
         raise NotImplementedError  # Scheduling
+
+    def _first_retained_position(self) -> int:
+        raise NotImplementedError  # Checkpointing
 
     def _stored_state_of(self, uri: str) -> list[tuple[str, str]]:
         raise NotImplementedError  # Recovery

@@ -29,10 +29,7 @@ from reaqtive.engine.model import (
     EngineStatus,
 )
 from reaqtive.engine.readers import StreamReader
-from reaqtive.engine.records import (
-    Pin,
-    delivery_bytes,
-)
+from reaqtive.engine.records import Behind, DeliveryRecord, delivery_bytes
 from reaqtive.state import (
     CheckpointMode,
     CheckpointResult,
@@ -91,11 +88,14 @@ class Checkpointing(EngineRoom):
             unsaved.setdefault(owner, UnstorableStateError(owner, key, error))
             return owner
 
+        behind: dict[str, Behind] = {}  # the queries behind the engine, where this checkpoint finds them
+
         def collect(transaction: CheckpointTransaction) -> None:
             # While paused, with the state: the delivery record, the output counters that moved, how far the
             # observer functions got.
             pins = {uri: self._pin_for(uri) for uri in unsaved}
-            transaction.put(_ENGINE, _DELIVERY, self._delivery_bytes(extra_pins=pins))
+            behind.update(self._behind_now())
+            transaction.put(_ENGINE, _DELIVERY, self._delivery_bytes(extra_pins=pins, behind=behind))
             self._put_counters(transaction, full, unsaved, reported, moved)
             for uri, seq in observed.items():
                 if uri not in unsaved and (seq != self._observed.get(uri, -1) or full):
@@ -115,10 +115,7 @@ class Checkpointing(EngineRoom):
         self._stored_state_keys.difference_update(removed)
         for counter in moved.values():
             counter.committed = counter.pending
-        kept = self._broken | self._kept_orphans
-        for uri in [uri for uri in self._pins if uri not in kept and uri not in unsaved]:
-            del self._pins[uri]  # recovered since: this checkpoint's record says where its state stands
-        self._committed_delivered = dict(self._delivered)
+        self._note_committed(behind, unsaved)
         self._source_states.update(sources)
         self._environment.confirm_removed(removed)
         for uri, seq in observed.items():
@@ -156,6 +153,15 @@ class Checkpointing(EngineRoom):
                    "ingress_truncated": metrics.ingress_truncated},
         )
         return metrics
+
+    def _note_committed(self, behind: Mapping[str, Behind], unsaved: Mapping[str, Exception]) -> None:
+        """What the committed record says from now on: the position and clock the checkpoint was taken at, the
+        queries that stood behind the engine, the artifacts pinned (those recovered since are not any more)."""
+        kept = self._broken | self._kept_orphans
+        for uri in [uri for uri in self._pins if uri not in kept and uri not in unsaved]:
+            del self._pins[uri]  # recovered since: this checkpoint's record says where its state stands
+        self._committed = Behind(self._cursor.pos, self._clock_micros(), self._cursor.pos)
+        self._stood_behind = {uri: entry for uri, entry in behind.items() if uri not in unsaved}
 
     def _put_counters(
         self,
@@ -203,64 +209,80 @@ class Checkpointing(EngineRoom):
         return False
 
     def _covered_by_checkpoint(self) -> dict[str, int]:
-        """Per stream, the last event every reader has processed (all are in the committed state now)."""
-        covered = dict(self._delivered)
-        for stream, watermark in self._reader_watermarks().items():
-            covered[stream] = min(covered.get(stream, watermark), watermark)
-        for pin in self._pins.values():  # an artifact kept without running may need the events above its floor
-            for stream, floor in pin.floor.items():
-                covered[stream] = min(covered.get(stream, floor), floor)
-        self._hold_for_lagging(covered)
+        """Per stream, the last event the log may lose: every query has it in its committed state. One floor for
+        all streams: a query behind the engine (paused, catching up, kept without running) or a reader that lags
+        reads from its position on, and the inner queries its events start may read any stream from there."""
+        floor = self._log_floor()
+        if floor >= self._cursor.pos:
+            return dict(self._delivered)
+        retained = self._store.first_retained()
+        covered: dict[str, int] = {}
+        for stream, delivered in self._delivered.items():
+            at = self._store.seq_at_position(stream, floor)
+            keep = at if at is not None else retained.get(stream, delivered + 1) - 1
+            covered[stream] = min(delivered, keep)
         return covered
 
-    def _hold_for_lagging(self, covered: dict[str, int]) -> None:
-        """A reader behind its stream (a query paused, or resumed and not caught up yet, or withholding demand)
-        reads from the first event it has not read, and the inner queries those events start may read any
-        stream from that point of the log on: keep every stream from there."""
-        floor: int | None = None
-        for stream, watermark in self._reader_watermarks().items():
-            if watermark >= self._delivered.get(stream, -1):
-                continue
-            first = self._store.position_after(stream, watermark)
-            if first is not None and (floor is None or first < floor):
-                floor = first
-        if floor is None:
-            return
-        retained = self._store.first_retained()
-        for stream in list(covered):
-            at = self._store.seq_at_position(stream, floor - 1)
-            keep = at if at is not None else retained.get(stream, covered[stream] + 1) - 1
-            covered[stream] = min(covered[stream], keep)
+    def _log_floor(self) -> int:
+        """The log position up to which every query has read the log (see _covered_by_checkpoint)."""
+        floor = self._cursor.pos
+        for lag in self._behind.values():
+            floor = min(floor, lag.pos, lag.cursor.pos)
+        for pin in self._pins.values():
+            floor = min(floor, pin.floor)
+        for watermark in self._lagging_readers().values():
+            floor = min(floor, watermark)
+        return floor
 
-    def _reader_watermarks(self) -> dict[str, int]:
-        """Per stream, the lowest watermark of a reader that may be behind. Only the readers the dirty registry
-        watches can be (see reaqtive.engine.readers): any other has unbounded demand and was caught up when
-        last asked, and every event delivered since reached it at once, so its watermark is the stream's."""
+    def _lagging_readers(self) -> dict[str, int]:
+        """Per stream, the lowest watermark of a reader behind what the engine delivered of it. Only the readers
+        the dirty registry watches can be (see reaqtive.engine.readers): any other has unbounded demand and was
+        caught up when last asked, and every event delivered since reached it at once."""
         marks: dict[str, int] = {}
+        delivered = self._delivered_at
         for node, _ in self._environment.dirty.watched():
             if isinstance(node, StreamReader) and not node.is_disposed:
                 uri, watermark = node.uri, node.watermark
-                if watermark < marks.get(uri, watermark + 1):
+                if watermark < delivered.get(uri, -1) and watermark < marks.get(uri, watermark + 1):
                     marks[uri] = watermark
         return marks
 
-    def _delivery_bytes(self, extra_pins: Mapping[str, Pin] | None = None) -> bytes:
-        now = to_micros(self._scheduler.now) if self._clock_started else None
+    def _behind_now(self) -> dict[str, Behind]:
+        """Where each query behind the engine stands: its position, its clock, and the floor of the log for it
+        (its catch-up goes on from its cursor)."""
+        return {
+            uri: Behind(lag.pos, to_micros(lag.scheduler.now), min(lag.pos, lag.cursor.pos))
+            for uri, lag in self._behind.items()
+        }
+
+    def _clock_micros(self) -> int | None:
+        return to_micros(self._scheduler.now) if self._clock_started else None
+
+    def _delivery_bytes(
+        self, extra_pins: Mapping[str, Behind] | None = None, behind: Mapping[str, Behind] | None = None
+    ) -> bytes:
         pinned = {uri: pin for uri, pin in self._pins.items() if uri in self._broken or uri in self._kept_orphans}
         pinned.update(extra_pins or {})
-        return _to_bytes(delivery_bytes(self._position, self._delivered, now, pinned, _now_text()))
+        record = DeliveryRecord(self._cursor.pos, dict(self._delivered), self._clock_micros(), pinned,
+                                dict(self._delivered_at), dict(behind or {}))
+        return _to_bytes(delivery_bytes(record, _now_text()))
 
-    def _pin_for(self, uri: str) -> Pin:
-        """Where an artifact about to be kept without running stands (see _pin_broken), over every stream (its
-        inner queries may read any): "caught up" as of the last committed checkpoint, or its start if it was
-        created after it; and the floor of the log as it is now, which holds everything its readers still need
-        (a lagging one included: the last truncation respected it)."""
+    def _pin_for(self, uri: str) -> Behind:
+        """Where an artifact about to be kept without running stands (see _pin_broken), as of its stored state:
+        where it stood behind the engine at the last checkpoint, or else the last checkpoint's position and clock
+        (or its creation's, if later); and the floor of the log as it is now, which holds everything its readers
+        still need (a lagging one included: the last truncation respected it)."""
+        floor = self._first_retained_position() - 1
+        stood = self._stood_behind.get(uri)
+        if stood is not None:
+            return Behind(stood.pos, stood.clock, min(stood.floor, floor), stood.legacy)
         record = self._records.get(uri, {})
-        start = record.get("start", {})
-        retained = self._store.first_retained()
-        streams = set(self._streams) | set(self._delivered) | set(retained)
-        caught_up = {stream: max(start.get(stream, -1), self._committed_delivered.get(stream, -1))
-                     for stream in streams}
-        floor = {stream: retained[stream] - 1 if stream in retained else self._delivered.get(stream, -1)
-                 for stream in streams}
-        return Pin(caught_up, floor)
+        committed = self._committed
+        clocks = [clock for clock in (committed.clock, record.get("clock")) if clock is not None]
+        return Behind(max(committed.pos, record.get("start_pos", -1)), max(clocks) if clocks else None,
+                      min(committed.pos, floor))
+
+    def _first_retained_position(self) -> int:
+        """The log position of the oldest event still in the log (past the engine's position: none)."""
+        runs = self._store.read_ingress_runs(-1, 1)
+        return runs[0].pos if runs else self._cursor.pos + 1

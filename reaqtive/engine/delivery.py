@@ -98,6 +98,16 @@ class Delivery(EngineRoom):
             with lock:
                 self._check_open()
                 limit = _DELIVERY_BATCH if max_events is None else min(_DELIVERY_BATCH, max_events - delivered)
+                if self._behind:
+                    # Queries behind the engine catch up first (a resumed query, or one behind after a recovery).
+                    caught = self._catch_up(limit)
+                    if caught:
+                        delivered += caught
+                        self._deliver_outboxes()
+                        attempted = True
+                        if self._egress:
+                            self.produced.fire()
+                        continue
                 runs = self._read_runs(limit)
                 if not runs:
                     self._advance_wall_clock()
@@ -140,14 +150,12 @@ class Delivery(EngineRoom):
                     break  # a damaged run is read again whole
                 pending[0] = rest
             if lock.waiting and pending:
-                position = self._position
+                position = self._cursor.pos
                 if lock.hand_over():
                     self._check_open()
-                    if self._position != position:
-                        break
+                    if self._cursor.pos != position:
+                        break  # another thread delivered meanwhile: read the log again
                     wall = datetime.now(UTC)
-        if self._replay_marks is not None and self._position >= self._replay_upto:
-            self._replay_marks = None  # the replay for resumed queries is over
         return delivered
 
     def serve(self, *, batch_events: int = _DELIVERY_BATCH, idle_seconds: float | None = None) -> None:
@@ -245,7 +253,7 @@ class Delivery(EngineRoom):
         return max(min(waits), MIN_WAKE_SECONDS) if waits else None
 
     def _read_runs(self, limit: int) -> list[IngressRun]:
-        return self._store.read_ingress_runs(self._position, limit)
+        return self._store.read_ingress_runs(self._cursor.pos, limit)
 
     def _finish_instant(self) -> bool:
         """Run the work left at the clock's instant by a task that gave way at a yield point (see
@@ -323,7 +331,7 @@ class Delivery(EngineRoom):
             if (taken and lock.waiting) or not self._deliver_checked(event, wall):
                 return taken  # a yield point (or a task due before the event gave way: the event comes after it)
             taken += 1
-            self._position = event.pos
+            self._cursor.pos = max(self._cursor.pos, event.pos)
             self._since_checkpoint += 1
             if self._faults_pending:
                 self._apply_faults()
@@ -332,16 +340,16 @@ class Delivery(EngineRoom):
 
     def _deliver_plain(self, run: IngressRun, start: int, end: int) -> int:
         """The per-event loop of the fast path: the clock moves to each event's time (running the timers due
-        before it first), the stream's delivered watermark moves before the delivery, the work the delivery
-        triggered for its instant runs after it, a query that failed is stopped before the next event. Returns
-        the index of the first event not delivered: ``end``, or less at a yield point (an event handed to several
-        readers is one)."""
-        stream, seq0, values, micros = run.stream, run.seq, run.values, run.micros
+        before it first), the cursor moves to the event before the delivery (a reader created meanwhile starts
+        after it), the work the delivery triggered for its instant runs after it, a query that failed is stopped
+        before the next event. Returns the index of the first event not delivered: ``end``, or less at a yield
+        point (an event handed to several readers is one)."""
+        stream, seq0, pos0, values, micros = run.stream, run.seq, run.pos, run.values, run.micros
         scheduler = self._scheduler
         timeline = scheduler.timeline
         queue = timeline.queue
         subject = self._streams[stream]
-        delivered = self._delivered
+        cursor = self._cursor
         faults = self._faults_pending
         to_ticks = self._ticks_of_micros
         lock = self._lock
@@ -356,7 +364,7 @@ class Delivery(EngineRoom):
                 subscription = subscriptions[0]
                 reader: object = subscription._downstream
                 if subscription._fast and isinstance(reader, StreamReader):
-                    taken = reader.read_run(seq0, values, micros, i, end, timeline, delivered, faults, subject,
+                    taken = reader.read_run(pos0, values, micros, i, end, timeline, cursor, faults, subject,
                                             subscriptions, subscription)
                     if taken > i:
                         i = taken
@@ -365,7 +373,6 @@ class Delivery(EngineRoom):
                             self._expected[stream] = seq0 + i
                             end = i
                         if faults:
-                            self._position = run.pos + i - 1
                             self._apply_faults()
                         continue
             ticks = to_ticks(micros[i]) if to_ticks is not None else micros[i]
@@ -377,20 +384,28 @@ class Delivery(EngineRoom):
                         break
                 else:
                     timeline.clock = ticks
-            seq = seq0 + i
-            delivered[stream] = seq
-            subject.on_next(Envelope(seq, values[i]))
+            pos = pos0 + i
+            cursor.pos = pos  # the stream's delivered marks follow once, after the loop (the first delivery of each)
+            subject.on_next(Envelope(pos, values[i]))
             # Work the delivery triggered for this instant (what gave way is finished before the next event).
             finished = queue.next_due > ticks or scheduler.advance_to(timeline.clock, yielding=True)
             if faults:
-                self._position = run.pos + i
                 self._apply_faults()
             i += 1
             if (lock.waiting or not finished) and i < end:
                 self._expected[stream] = seq0 + i
                 end = i
-        self._position = run.pos + end - 1
+        if end > start:
+            self._note_delivered(stream, seq0 + end - 1, pos0 + end - 1)
         return end
+
+    def _note_delivered(self, stream: str, seq: int, pos: int) -> None:
+        """Event ``seq`` of ``stream``, at log position ``pos``, is delivered now: the cursor is there (a reader
+        created while it is delivered starts after it), and the stream's delivered marks move (never back)."""
+        self._cursor.pos = pos
+        if seq > self._delivered.get(stream, -1):
+            self._delivered[stream] = seq
+            self._delivered_at[stream] = pos
 
     def advance_time(self, to: datetime) -> None:
         """Move the engine's clock forward to ``to`` (aware), firing the timers due until then."""
@@ -431,23 +446,33 @@ class Delivery(EngineRoom):
         if key in self._dead:
             return True
         reason = event.damage or self._misplaced(event)
+        if reason is None and seq <= self._delivered.get(stream, -1):
+            # The engine's position never moves back, so an event it delivered cannot come again: this row claims
+            # the number of another (it was altered). Its number is that event's, so it is no dead letter of its own.
+            self._log.error("the log row at position %d claims %s#%d, delivered already: ignored (the row was "
+                            "altered)", event.pos, stream, seq,
+                            extra={"reaqtive_event": "ingress_duplicate", "stream": stream, "seq": seq,
+                                   "pos": event.pos})
+            return True
         if reason is None and seq > expected:
             self._note_missing(stream, expected, seq)
-        if reason is None and seq > self._delivered.get(stream, -1):
-            # Bounds are decided once, at the first delivery: a replay (for a reader that lagged or a query that
-            # was paused) re-delivers events that passed them, however late they look by the clock now.
+        if reason is None:
             reason = self._out_of_bounds(event.time, wall)
         if reason is not None:
-            self._dead.add(key)
-            self._quarantine.append((event, reason))
-            self._log.warning("event %s#%d quarantined: %s", event.stream, event.seq, reason,
-                              extra={"reaqtive_event": "quarantine", "stream": event.stream, "seq": event.seq,
-                                     "reason": reason})
+            self._quarantine_event(event, reason)
             return True
         if not self._advance_before(event.time):
             return False
-        self._deliver(event.stream, event.seq, event.value, event.time)
+        self._deliver(event.stream, event.seq, event.pos, event.value, event.time)
         return True
+
+    def _quarantine_event(self, event: IngressEvent, reason: str) -> None:
+        """Take ``event`` out of delivery for good, with its reason (a dead letter, written at the batch's end)."""
+        self._dead.add((event.stream, event.seq))
+        self._quarantine.append((event, reason))
+        self._log.warning("event %s#%d quarantined: %s", event.stream, event.seq, reason,
+                          extra={"reaqtive_event": "quarantine", "stream": event.stream, "seq": event.seq,
+                                 "reason": reason})
 
     def _out_of_bounds(self, time: datetime, wall: datetime) -> str | None:
         bounds = self._event_times
@@ -488,25 +513,31 @@ class Delivery(EngineRoom):
             pending, self._quarantine = self._quarantine, []
             self._store.quarantine(pending)
 
-    def _deliver(self, stream: str, seq: int, value: Any, when: datetime) -> None:
+    def _deliver(self, stream: str, seq: int, pos: int, value: Any, when: datetime) -> None:
         scheduler = self._scheduler
         self._clock_started = True
         target = when if self._clock_mode == "event" else max(when, datetime.now(UTC))
         if target > scheduler.now:
             scheduler.advance_to(target)
-        if seq > self._delivered.get(stream, -1):
-            # Before the delivery: a reader created while this event is delivered (an inner query it starts)
-            # starts after it. And never back: a replay rewound for a lagging reader re-delivers older events,
-            # and the stream's delivered watermark is what "caught up" means in every reader's saved state.
-            self._delivered[stream] = seq
-        else:
-            marks = self._replay_marks
-            if marks is not None and seq > marks.get(stream, seq):
-                marks[stream] = seq  # a replay for a resumed query: where a reader created now starts
+        # Before the delivery: a reader created while this event is delivered (an inner query it starts) starts
+        # after it. A store written before log positions may hand an event again (seq at or below the stream's
+        # delivered one): its readers skip it by their watermarks.
+        self._note_delivered(stream, seq, pos)
         subject = self._streams.get(stream)
         if subject is not None:
-            subject.on_next(Envelope(seq, value))
+            subject.on_next(Envelope(pos, value))
         scheduler.advance_to(scheduler.now)  # work the delivery triggered for this instant
+
+    def _follow_wall_clock(self) -> None:
+        """With the wall clock, move the clock to now (running the timers due until then) before something outside
+        the processing loop counts a delay from it: an idle engine's clock stands where it last moved, and a
+        relative timer counted from there would fire early."""
+        if self._clock_mode != "wall":
+            return
+        wall = datetime.now(UTC)
+        if wall > self._scheduler.now:
+            self._scheduler.advance_to(wall)
+            self._apply_faults()
 
     def _advance_wall_clock(self) -> None:
         if self._clock_mode == "wall" and self._finish_instant():

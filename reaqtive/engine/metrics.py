@@ -66,7 +66,7 @@ __all__ = [
 LOG_FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "reaqtive_event": "what the line reports: checkpoint, recovery, recovery_failed, fault, subscription_error, "
                       "quarantine, events_missing, ingress_commit_failed, listener_failed, paused, resumed, "
-                      "provisional_outputs_dropped",
+                      "provisional_outputs_dropped, ingress_duplicate",
     "checkpoint_id": "checkpoint: the id of the committed checkpoint",
     "full": "checkpoint: whether it was a full checkpoint (else differential)",
     "pause_seconds": "checkpoint: how long processing was paused",
@@ -88,9 +88,11 @@ LOG_FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "policy": "recovery_failed, fault: what was done (keep, remove; fail raises)",
     "subscription": "fault, subscription_error, paused, resumed, provisional_outputs_dropped: the subscription URI",
     "observer": "fault: the observer definition that kept failing (None for other faults)",
-    "stream": "quarantine, events_missing: the stream URI",
+    "stream": "quarantine, events_missing, ingress_duplicate: the stream URI",
     "seq": "quarantine: the event's sequence number; events_missing: the first missing one; fault: the output "
-           "it stopped on, when known (else None); provisional_outputs_dropped: the first output dropped",
+           "it stopped on, when known (else None); provisional_outputs_dropped: the first output dropped; "
+           "ingress_duplicate: the number the altered row claims",
+    "pos": "ingress_duplicate: the log position of the row that claims an event delivered already",
     "reason": "quarantine: why the event was not delivered",
     "events": "events_missing: how many; ingress_commit_failed: how many wait for the next try",
     "outputs": "provisional_outputs_dropped: how many outputs the durable sink dropped at recovery",

@@ -1,36 +1,40 @@
 """Engine streams and the stage that reads them.
 
-An engine stream is a hot subject whose elements are :class:`Envelope` objects ``(seq, value)``: ``seq`` is the
-event's sequence number in its stream (0, 1, 2, ...), assigned when it was appended to the durable ingress log.
-Queries read a stream with ``Query.stream(uri)``, which binds to a :class:`StreamReader` stage. The stage
+An engine stream is a hot subject whose elements are :class:`Envelope` objects ``(pos, value)``: ``pos`` is the
+event's **log position**, given when it was appended to the durable ingress log (one counter across all streams,
+never reused; a stream's events have increasing positions). Queries read a stream with ``Query.stream(uri)``,
+which binds to a :class:`StreamReader` stage. The stage
 
 * strips the envelope and passes the value on;
-* keeps the sequence number of the last event it passed (its **watermark**);
-* ignores an event at or below its watermark, which is how a recovered query skips what it had already
-  processed when the engine replays the log.
+* keeps the position of the last event it passed (its **watermark**);
+* ignores an event at or below its watermark, which is how a query skips what it had already processed when the
+  engine hands it older events again (a catch-up after a pause, or after a recovery).
 
-What it saves is cheap to keep unchanged: a reader that has read everything the engine delivered (the usual
-case: engine queries always ask for more) saves "caught up", meaning "the watermark of the checkpoint this
-state belongs to", and stays clean while it stays caught up. So a differential checkpoint writes a subscription
-only when one of its operators changed, not because its input moved on. Only a reader that lags behind (its
-query withheld demand) saves its own watermark, and the engine replays from there.
+**Where a reader starts follows from the log alone** (``docs/engine.md``, "Positions follow from the log"): a reader
+starts right after the log position of the event its query was handed when the reader was created (the engine's
+``start_position``), and that position is its first watermark. A subscription's readers start at the position the
+engine had delivered up to when it was created (its record keeps it), an inner reader that an event creates
+right after that event, whether the event came the first time, in a catch-up after a pause, or in a catch-up
+after a crash. So every run hands a reader the same events.
+
+What it saves is cheap to keep unchanged: a reader that has read everything the engine delivered of its stream
+(the usual case: engine queries always ask for more) saves "caught up", meaning "the position the engine had
+delivered up to at the checkpoint this state belongs to" (or, for a query that stood behind the engine then,
+where it stood), and stays clean while it stays caught up. So a differential checkpoint writes a subscription
+only when one of its operators changed, not because its input moved on. A reader that lags behind (its query
+withheld demand, or is paused or catching up) saves its own watermark.
 
 Falling behind, or catching up, changes what a reader would save without any event reaching an operator's state,
 so no change reports itself to the engine's dirty registry (:mod:`reaqtive.state.dirty`). A reader therefore
 *watches itself* (the registry asks it at every checkpoint) while that can happen: while its demand is bounded,
-while what it saved (or would save) is a watermark of its own, and until its first save is confirmed. A reader
-with unbounded demand that is caught up and saved "caught up" is not watched: every event the engine delivers
-reaches it at once, so it stays caught up and clean. (That is what an environment promises by saying what it
-delivered: it moves ``delivered_watermark`` just before it hands the event to the stream, as the engine does.)
-The same fact tells the engine which readers can lag: only watched ones (see ``Engine._reader_watermarks``).
+while its query is behind, while what it saved (or would save) is a watermark of its own, and until its first
+save is confirmed. A reader with unbounded demand that is caught up and saved "caught up" is not watched: every
+event the engine delivers reaches it at once, so it stays caught up and clean. The same fact tells the engine which
+readers can lag: only watched ones (see ``Checkpointing._lagging_readers``).
 
-A reader starts at the stream's position at the moment it is created: a subscription created while the engine
-runs (the engine also passes that position in the operator context's settings, for a recovery from an older
-checkpoint), and just as much an inner reader that a ``flat_map`` or ``switch_latest`` creates long after its
-query started. So recovering either later does not hand it events from before it existed. The position is the
-engine's ``start_watermark``: its delivered watermark of the stream, or, while the engine replays older events
-for a lagging or resumed query, where that replay stands (the inner reader a replayed event creates reads what
-followed that event, as it did the first time).
+State version 1 (before log positions) saved sequence numbers of the stream; it is read back through the engine
+(:meth:`~reaqtive.engine.environment.EngineEnvironment.position_after_seq`) and saved as version 2 at the next
+checkpoint.
 """
 
 from __future__ import annotations
@@ -54,21 +58,27 @@ if TYPE_CHECKING:
     from reaqtive.subjects import SimpleSubject
 
 __all__ = [
-    "PINNED_WATERMARK_SETTING",
-    "START_WATERMARK_SETTING",
+    "CAUGHT_UP_SETTING",
+    "LEGACY_CAUGHT_UP_SETTING",
+    "START_POSITION_SETTING",
     "Envelope",
+    "LogCursor",
     "StreamNotFoundError",
     "StreamReader",
 ]
 
 T = TypeVar("T")
 
-START_WATERMARK_SETTING: Final = "reaqtive://engine/settings/start_watermarks"
-"""Context setting: a mapping stream URI → the watermark a *new* reader starts from (events after it are read)."""
+START_POSITION_SETTING: Final = "reaqtive://engine/settings/start_position"
+"""Context setting: the log position a query started at (its readers read the events after it)."""
 
-PINNED_WATERMARK_SETTING: Final = "reaqtive://engine/settings/pinned_watermarks"
-"""Context setting: a mapping stream URI → what "caught up" in the loaded state means, for a query whose state is
-older than the engine's last checkpoint (it was kept without running meanwhile)."""
+CAUGHT_UP_SETTING: Final = "reaqtive://engine/settings/caught_up_position"
+"""Context setting: the log position a reader saved as "caught up" stands at (the engine's delivered position at
+the checkpoint the state belongs to, or where the query stood if it was behind the engine then)."""
+
+LEGACY_CAUGHT_UP_SETTING: Final = "reaqtive://engine/settings/legacy_caught_up"
+"""Context setting: for state of version 1 (sequence numbers), a mapping stream URI → the sequence number "caught
+up" meant for this query."""
 
 NO_EVENT: Final = -1
 """The watermark of a reader that has read nothing."""
@@ -76,10 +86,24 @@ _NEVER: Final = object()  # the saved mark of a reader never saved nor loaded
 
 
 class Envelope(NamedTuple):
-    """An event of an engine stream: its sequence number in the stream and its value."""
+    """An event of an engine stream: its position in the engine's log and its value."""
 
-    seq: int
+    pos: int
     value: Any
+
+
+class LogCursor:
+    """Where a delivery loop stands in the log: the position of the event it hands to readers now (or of the last
+    one it handed). Shared between the loop, which sets it per event, and the readers created meanwhile, which
+    start right after it."""
+
+    __slots__ = ("pos",)
+
+    def __init__(self, pos: int = 0) -> None:
+        self.pos = pos
+
+    def __repr__(self) -> str:
+        return f"<LogCursor {self.pos}>"
 
 
 class StreamNotFoundError(ReaqtiveError, LookupError):
@@ -90,23 +114,23 @@ class StreamNotFoundError(ReaqtiveError, LookupError):
 class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
     """The running stage of ``Query.stream(uri)``: reads the engine stream ``uri``.
 
-    State: ``None`` ("caught up": at the watermark of the checkpoint the state belongs to) or, for a reader
-    that lags behind what the engine delivered, its own watermark; ``None`` once disposed (it reads nothing more,
-    so what it saves stays the same while its stream moves on). An environment that does not say what it
-    delivered (no ``delivered_watermark(uri)`` method) gets the watermark always. Demand: passed to the
-    stream's subscription (engine streams are hot subjects: a reader without demand buffers up to the stream's
-    bound).
+    State: ``None`` ("caught up": at the position of the checkpoint the state belongs to) or, for a reader that
+    lags behind what the engine delivered, its own watermark (a log position); ``None`` once disposed (it reads
+    nothing more, so what it saves stays the same while its stream moves on). An environment that does not say
+    what it delivered gets the watermark always. Demand: passed to the stream's subscription (engine streams are
+    hot subjects: a reader without demand buffers up to the stream's bound).
     """
 
     name = "reaqtive:stream"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})  # sequence numbers of the stream instead of log positions
     watched = False  # it watches itself, only while it may lag (see the module)
 
     # What it asks of the environment is looked up when needed (never per event), not held as bound methods:
     # those cost 64 bytes each per reader.
     __slots__ = (
+        "_behind",
         "_faulted",
-        "_paused",
         "_pending_mark",
         "_requested",
         "_saved_mark",
@@ -123,7 +147,7 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         self._saved_mark: object = _NEVER
         self._pending_mark: object = _NEVER
         self._faulted = False  # reported a failure to the environment (once)
-        self._paused = False  # its query is paused: events pass it by, the log keeps them (see pause)
+        self._behind = False  # its query is behind the engine: its events come from the query's catch-up
         self._watching = False  # the dirty registry asks this reader at every checkpoint
 
     @property
@@ -133,41 +157,42 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
 
     @property
     def watermark(self) -> int:
-        """The sequence number of the last event passed on (``-1``: none)."""
+        """The log position of the last event passed on (or where it started; ``-1``: the log's start)."""
         return self._watermark
 
     @property
-    def paused(self) -> bool:
-        """Whether its query is paused (see :meth:`pause`)."""
-        return self._paused
+    def behind(self) -> bool:
+        """Whether its query is behind the engine (see :meth:`fall_behind`)."""
+        return self._behind
 
-    def pause(self) -> None:
-        """Its query is paused: the engine detached it from its stream, so its watermark stays while the stream
-        moves on. It lags, saves its own watermark, and is watched while paused (see the module), so that the
-        engine keeps the events after it in the log and replays them after :meth:`resume`."""
-        self._paused = True
+    def fall_behind(self) -> None:
+        """Its query fell behind the engine (paused, or catching up): the engine detached this reader from its
+        stream and hands it the events again in the query's catch-up. It lags meanwhile, saves its own
+        watermark, and is watched (see the module), so that the log keeps what it has not read."""
+        self._behind = True
         self._watch()
 
-    def resume(self) -> None:
-        """Read again: the engine replays the events after the watermark to it."""
-        self._paused = False
+    def rejoin(self) -> None:
+        """Its query caught up with the engine: the stream hands it events again."""
+        self._behind = False
 
     def subscribe_input(self) -> SubscriptionHandle:
         return NOP_SUBSCRIPTION  # the stream is found through the context, in set_context
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
-        environment = context.execution_environment
-        # A reader starts where the stream is when it is created: an inner reader created long after its query
-        # must not be handed the older events still retained in the log. The query's start (from the settings)
-        # counts too: a query created after the last checkpoint started later than that checkpoint's record.
-        # Loading state overrides both.
-        starts = context.get_setting(START_WATERMARK_SETTING)
-        if isinstance(starts, Mapping) and self._uri in starts:
-            self._watermark = int(starts[self._uri])
+        # A reader starts where its query stands when it is created (the event being handed to it), and never
+        # before its query's own start: an inner reader created long after its query must not be handed the older
+        # events still retained in the log. Loading state overrides both.
+        start = context.get_setting(START_POSITION_SETTING)
+        if isinstance(start, int):
+            self._watermark = start
         engine = self._environment()
         if engine is not None:
-            self._watermark = max(self._watermark, engine.start_watermark(self._uri))
+            self._watermark = max(self._watermark, engine.start_position(context.instance_id))
+            self._inputs = (engine.subscribe_reader(self),)
+            return
+        environment = context.execution_environment
         if environment is None:
             raise StreamNotFoundError(f"stream {self._uri!r}: Query.stream needs an engine to resolve it")
         try:
@@ -183,9 +208,9 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         return environment if isinstance(environment, EngineEnvironment) else None
 
     def _delivered(self) -> int | None:
-        """The engine's delivered watermark of the stream (``None``: not under an engine)."""
+        """The engine's delivered position of the stream (``None``: not under an engine)."""
         engine = self._environment()
-        return None if engine is None else engine.delivered_watermark(self._uri)
+        return None if engine is None else engine.delivered_position(self._uri)
 
     def _mark(self) -> int | None:
         """What a save would write now: ``None`` when caught up with the engine (or disposed: it reads nothing
@@ -221,11 +246,11 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         """Whether what a save would write may change, or differ from what the store holds, without an event
         reaching this reader."""
         return (
-            self._paused  # its stream moves on without it
+            self._behind  # its stream moves on without it
             or self._requested != LONG_MAX  # bounded demand (or none yet): it may fall behind
             or self._saved_mark is not None  # the store holds a watermark of its own (or nothing yet)
             or self._pending_mark is not None  # a save of its own watermark (or of nothing) awaits its commit
-            or self._mark() is not None  # behind now (loaded behind, or pinned)
+            or self._mark() is not None  # behind now (loaded behind)
         )
 
     def keep_watching(self) -> bool:
@@ -255,28 +280,51 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
     def load_state_core(self, reader: StateReader) -> None:
         mark = reader.read()
         if mark is None:
-            pins = self.context.get_setting(PINNED_WATERMARK_SETTING)
-            pinned = pins.get(self._uri) if isinstance(pins, Mapping) else None
-            if pinned is not None:
-                # Caught up at a checkpoint older than the engine's last one: the query was kept without running
-                # since (it failed to recover), and the engine pinned where it stood.
-                self._watermark = pinned
-            else:
-                # Caught up at the checkpoint: the engine restored its delivered watermarks before binding. A
-                # start watermark from the settings is later when the state was saved at creation, after that
-                # checkpoint.
-                delivered = self._delivered()
-                self._watermark = max(self._watermark, NO_EVENT if delivered is None else delivered)
-        elif isinstance(mark, int) and not isinstance(mark, bool) and NO_EVENT <= mark <= self._appended():
+            self._load_caught_up()
+        elif self._is_position(mark):
             self._watermark = mark
         else:
-            raise StateFormatError(f"stream reader of {self._uri!r}: a saved watermark must be None or an int from "
-                                   f"-1 to the last appended event #{self._appended()}, got {mark!r:.40}")
+            raise StateFormatError(f"stream reader of {self._uri!r}: a saved watermark must be None or a log position "
+                                   f"from -1 to the last one given, {self._last_position()}, got {mark!r:.40}")
         self._saved_mark = self._pending_mark = mark
 
-    def _appended(self) -> int:
+    def _load_caught_up(self) -> None:
+        """Caught up at the checkpoint the state belongs to (or where its query stood behind the engine then). A
+        start from the settings is later when the state was saved at creation, after that checkpoint."""
+        caught_up = self.context.get_setting(CAUGHT_UP_SETTING)
+        if not isinstance(caught_up, int):
+            delivered = self._delivered()
+            caught_up = NO_EVENT if delivered is None else delivered
+        self._watermark = max(self._watermark, caught_up)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        """Version 1 saved the sequence number of the last event read (``None``: caught up, which the engine's
+        legacy setting says in sequence numbers); it is read back as the log position just before the next event
+        of the stream, and saved in version 2 at the next checkpoint."""
+        mark = reader.read()
+        legacy = self.context.get_setting(LEGACY_CAUGHT_UP_SETTING)
+        seq = legacy.get(self._uri) if mark is None and isinstance(legacy, Mapping) else mark
         engine = self._environment()
-        return engine.appended_watermark(self._uri) if engine is not None else LONG_MAX
+        if seq is None:
+            self._load_caught_up()
+        elif isinstance(seq, int) and not isinstance(seq, bool) and seq >= NO_EVENT:
+            position = engine.position_after_seq(self._uri, seq) if engine is not None else seq
+            # Its own watermark stands; "caught up" never moves a reader before its query's start.
+            self._watermark = position if mark is not None else max(self._watermark, position)
+        else:
+            raise StateFormatError(f"stream reader of {self._uri!r} (version 1): a saved watermark must be None or a "
+                                   f"sequence number >= -1, got {mark!r:.40}")
+        self._saved_mark = self._pending_mark = _NEVER  # saved again, as version 2, at the next checkpoint
+
+    def _is_position(self, mark: object) -> bool:
+        if not isinstance(mark, int) or isinstance(mark, bool) or mark < NO_EVENT:
+            return False
+        engine = self._environment()
+        return engine is None or engine.is_given_position(mark)
+
+    def _last_position(self) -> int:
+        engine = self._environment()
+        return engine.last_position() if engine is not None else LONG_MAX
 
     def request(self, n: int) -> None:
         if n > 0:
@@ -284,15 +332,15 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         super().request(n)
 
     def on_next(self, value: Envelope) -> None:
-        seq = value[0]
-        if seq <= self._watermark:
-            # Replayed: this reader had processed it before the restart. Like a filter, ask for a replacement.
+        pos = value[0]
+        if pos <= self._watermark:
+            # Handed again: this reader had processed it. Like a filter, ask for a replacement.
             if self._requested != LONG_MAX:
                 upstream = self._upstream
                 if upstream is not None:
                     upstream.request(1)
             return
-        self._watermark = seq  # no dirty flag: state_changed compares what a save would write
+        self._watermark = pos  # no dirty flag: state_changed compares what a save would write
         try:
             self._downstream.on_next(value[1])
         except Exception as error:
@@ -310,22 +358,23 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
 
     def read_run(  # noqa: PLR0917  (the loop's state, bound once per run)
         self,
-        seq0: int,
+        pos0: int,
         values: Sequence[Any],
         ticks: Sequence[int],
         start: int,
         end: int,
         timeline: Timeline,
-        delivered: dict[str, int],
+        cursor: LogCursor,
         faults: list[Any],
         subject: SimpleSubject[Envelope],
         subscriptions: tuple[object, ...],
         subscription: Any,
     ) -> int:
-        """Read events ``start`` to ``end - 1`` of a run of this reader's stream, handed over by the engine while
-        this reader is the stream's only subscriber and takes everything (its subscription is on the subject's
-        fast path): per event, exactly what the engine's delivery loop and :meth:`on_next` do, in one frame (the
-        clock set to the event's tick, the stream's delivered watermark, the watermark, the element downstream).
+        """Read events ``start`` to ``end - 1`` of a run of this reader's stream (the first at log position
+        ``pos0``), handed over by the engine while this reader is the stream's only subscriber and takes
+        everything (its subscription is on the subject's fast path): per event, exactly what the engine's
+        delivery loop and :meth:`on_next` do, in one frame (the clock set to the event's tick, the cursor, the
+        watermark, the element downstream).
 
         Returns the index of the first event not read. It stops *before* an event when a timer is due by then
         (the engine runs it first), and *after* an event when work became due at its instant, a query failed,
@@ -333,7 +382,6 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         takes over from there, as it would have after that event.
         """
         queue = timeline.queue
-        uri = self._uri
         on_next = self._downstream.on_next
         watermark = self._watermark
         i = start
@@ -343,11 +391,11 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
                 if queue.next_due <= t:
                     return i
                 timeline.clock = t
-            seq = seq0 + i
-            delivered[uri] = seq
+            pos = pos0 + i
+            cursor.pos = pos
             i += 1
-            if seq > watermark:  # always, on the engine's fast path (it never hands over a replay)
-                self._watermark = watermark = seq
+            if pos > watermark:  # always, on the engine's fast path (it never hands over an event twice)
+                self._watermark = watermark = pos
                 try:
                     on_next(values[i - 1])
                 except Exception as error:
@@ -357,3 +405,4 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
             if queue.next_due <= t or faults or subject._subscriptions is not subscriptions or not subscription._fast:
                 return i
         return i
+

@@ -19,8 +19,8 @@ from reaqtive.engine.expressions import MalformedExpressionError, expression_fro
 
 __all__ = [
     "ARTIFACT_KINDS",
+    "Behind",
     "DeliveryRecord",
-    "Pin",
     "delivery_bytes",
     "parse_artifact",
     "parse_counter",
@@ -110,7 +110,9 @@ def parse_artifact(uri: str, blob: bytes) -> dict[str, Any]:
         _require(record, "constants", where, lambda c: isinstance(c, list), "a list of constants")
         _require(record, "observer", where, lambda o: isinstance(o, str), "an observer URI")
         _require(record, "refs", where, _is_str_list, "a list of URIs")
-        if "start" in record:
+        if "start_pos" in record:
+            _require(record, "start_pos", where, _is_position, "a log position")
+        if "start" in record:  # written before log positions: sequence numbers per stream
             _require(record, "start", where, _is_watermarks, "a mapping of stream URI to position")
         if "clock" in record:
             _require(record, "clock", where, _is_micros, "microseconds since the epoch")
@@ -135,62 +137,103 @@ def _is_watermarks(value: object) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class Pin:
-    """Where a query kept without running stands: per stream, what "caught up" in its stored state means (the
-    delivered watermark of the checkpoint its state belongs to), and the floor below which the ingress log may
-    be truncated for it (it may need every event above)."""
+def _is_position(value: object) -> bool:
+    return _is_int(value) and value >= -1  # type: ignore[operator]
 
-    caught_up: dict[str, int]
-    floor: dict[str, int]
+
+@dataclass(frozen=True)
+class Behind:
+    """Where a query behind the engine stood at a checkpoint (paused or catching up, or kept without running:
+    see reaqtive.engine.behind): ``pos``, the log position its clock had seen the log up to, which is what
+    "caught up" in its readers' saved state means; ``clock``, its clock then (microseconds; ``None``: the
+    engine's); ``floor``, the log position below which the log may be truncated for it. ``legacy``: for a pin
+    written before log positions, what "caught up" meant per stream, in sequence numbers."""
+
+    pos: int
+    clock: int | None
+    floor: int
+    legacy: dict[str, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"caught_up": dict(self.caught_up), "floor": dict(self.floor)}
+        record: dict[str, Any] = {"pos": self.pos, "floor": self.floor}
+        if self.clock is not None:
+            record["clock"] = self.clock
+        if self.legacy is not None:
+            record["legacy"] = dict(self.legacy)
+        return record
 
 
 @dataclass(frozen=True)
 class DeliveryRecord:
-    """What the last checkpoint says about delivery: the log position, each stream's delivered watermark, and
-    the clock (microseconds; ``None`` before any checkpoint)."""
+    """What the last checkpoint says about delivery: the log position the engine had delivered up to, per stream
+    the sequence number and the log position of the last event delivered (``delivered_at`` is ``None`` in a
+    record written before log positions), the clock (microseconds; ``None`` before any checkpoint), the queries
+    that stood behind the engine, and the artifacts kept without running (:class:`Behind` each)."""
 
     pos: int = 0
     delivered: dict[str, int] = field(default_factory=dict)
     now: int | None = None
-    pinned: dict[str, Pin] = field(default_factory=dict)
-    """Per artifact kept without running, its :class:`Pin`."""
+    pinned: dict[str, Behind] = field(default_factory=dict)
+    delivered_at: dict[str, int] | None = None
+    behind: dict[str, Behind] = field(default_factory=dict)
 
 
 def parse_delivery(blob: bytes) -> DeliveryRecord:
-    """The delivery record."""
+    """The delivery record (of this release, or of one before log positions)."""
     where = "the delivery record"
     record = _json(blob, where)
     pos = _require(record, "pos", where, lambda p: _is_int(p) and p >= 0, "a log position")
     delivered = _require(record, "delivered", where, _is_watermarks, "a mapping of stream URI to watermark")
+    delivered_at = None
+    if "delivered_at" in record:
+        delivered_at = dict(_require(record, "delivered_at", where, _is_watermarks,
+                                     "a mapping of stream URI to log position"))
     now = record.get("now")
     if now is not None and not _is_micros(now):
         raise MalformedRecordError(f"{where}: the field 'now' should be microseconds, got {now!r:.60}")
-    pinned = record.get("pinned", {})
-    if not (isinstance(pinned, dict) and all(isinstance(uri, str) and _is_pin(pin) for uri, pin in pinned.items())):
-        raise MalformedRecordError(f"{where}: the field 'pinned' should map URIs to pins, got {pinned!r:.60}")
-    pins = {uri: Pin(dict(pin["caught_up"]), dict(pin["floor"])) for uri, pin in pinned.items()}
-    return DeliveryRecord(pos, dict(delivered), now, pins)
+    return DeliveryRecord(pos, dict(delivered), now, _parse_behind(record, "pinned", where), delivered_at,
+                          _parse_behind(record, "behind", where))
 
 
-def _is_pin(value: object) -> bool:
-    return (isinstance(value, dict) and set(value) == {"caught_up", "floor"}
-            and _is_watermarks(value["caught_up"]) and _is_watermarks(value["floor"]))
+def _parse_behind(record: Mapping[str, Any], name: str, where: str) -> dict[str, Behind]:
+    entries = record.get(name, {})
+    if not (isinstance(entries, dict) and all(isinstance(uri, str) and isinstance(entry, dict)
+                                              for uri, entry in entries.items())):
+        raise MalformedRecordError(f"{where}: the field {name!r} should map URIs to positions, got {entries!r:.60}")
+    parsed: dict[str, Behind] = {}
+    for uri, entry in entries.items():
+        if _is_legacy_pin(entry):
+            # Written before log positions: recovery finds the positions (reaqtive.engine.recovery).
+            parsed[uri] = Behind(-1, None, -1, dict(entry["caught_up"]))
+            continue
+        clock = entry.get("clock")
+        legacy = entry.get("legacy")
+        if not (set(entry) <= {"pos", "clock", "floor", "legacy"} and _is_position(entry.get("pos"))
+                and _is_position(entry.get("floor")) and (clock is None or _is_micros(clock))
+                and (legacy is None or _is_watermarks(legacy))):
+            raise MalformedRecordError(f"{where}: the entry of {uri!r} in {name!r} should hold a log position, a "
+                                       f"floor and a clock, got {entry!r:.80}")
+        parsed[uri] = Behind(entry["pos"], clock, entry["floor"], None if legacy is None else dict(legacy))
+    return parsed
 
 
-def delivery_bytes(
-    pos: int, delivered: Mapping[str, int], now: int | None, pinned: Mapping[str, Pin], at: str
-) -> dict[str, Any]:
+def _is_legacy_pin(value: Mapping[str, Any]) -> bool:
+    return (set(value) == {"caught_up", "floor"} and _is_watermarks(value["caught_up"])
+            and _is_watermarks(value["floor"]))
+
+
+def delivery_bytes(record: DeliveryRecord, at: str) -> dict[str, Any]:
     """The delivery record to store (the inverse of :func:`parse_delivery`)."""
-    record: dict[str, Any] = {"pos": pos, "delivered": dict(delivered), "at": at}
-    if now is not None:
-        record["now"] = now
-    if pinned:
-        record["pinned"] = {uri: pin.to_json() for uri, pin in pinned.items()}
-    return record
+    stored: dict[str, Any] = {"pos": record.pos, "delivered": dict(record.delivered), "at": at}
+    if record.delivered_at is not None:
+        stored["delivered_at"] = dict(record.delivered_at)
+    if record.now is not None:
+        stored["now"] = record.now
+    if record.pinned:
+        stored["pinned"] = {uri: entry.to_json() for uri, entry in record.pinned.items()}
+    if record.behind:
+        stored["behind"] = {uri: entry.to_json() for uri, entry in record.behind.items()}
+    return stored
 
 
 def parse_counter(uri: str, blob: bytes, *, what: str = "output counter", minimum: int = 0) -> int:

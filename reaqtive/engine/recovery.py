@@ -5,7 +5,7 @@ positions restored, the log replayed from there.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Final
 
 from reaqtive.engine._room import (
     _ARTIFACTS,
@@ -23,6 +23,7 @@ from reaqtive.engine.egress import OutputCounter
 from reaqtive.engine.engine_errors import (
     InnerRecoveryError,
     MalformedRecordError,
+    OrphanedDataError,
     RecoveryError,
 )
 from reaqtive.engine.expressions import (
@@ -35,7 +36,9 @@ from reaqtive.engine.model import (
     RecoveryFailure,
     RecoveryPolicy,
 )
+from reaqtive.engine.readers import StreamReader
 from reaqtive.engine.records import (
+    Behind,
     DeliveryRecord,
     parse_artifact,
     parse_counter,
@@ -94,6 +97,7 @@ class Recovery(EngineRoom):
         self.recovery.inner_subscriptions = len(self._environment.inner_subscriptions())
         self._recover_orphans(damaged[STATE_CATEGORY])
         self._pin_broken()
+        self._fall_behind_where_readers_lag()
         if self._clock_mode == "event":  # with the wall clock, a replay may legitimately differ
             highest = self._store.max_output_seqs()
             self._replayed_upto = {
@@ -102,7 +106,6 @@ class Recovery(EngineRoom):
             }
         else:
             self._drop_provisional_outputs(records)
-        self._rewind_for_lagging_readers()
         phases["subscriptions"] = time.perf_counter() - mark
 
         phases["total"] = time.perf_counter() - started
@@ -121,15 +124,20 @@ class Recovery(EngineRoom):
             )
 
     def _read_records(self, snapshot: CheckpointSnapshot, damaged: dict[str, Exception]) -> dict[str, dict[str, Any]]:
-        """Every artifact record that parses; each one that does not goes through the policy (kind unknown)."""
+        """Every artifact record that parses; each one that does not goes through the policy (kind unknown), and
+        so does one of a kind that holds another kind's fields (a subscription's record rewritten as a stream's
+        would otherwise open as a stream, its state and outputs belonging to nothing)."""
         records: dict[str, dict[str, Any]] = {}
         for key, error in damaged.items():
             self._recovery_failed(key, "unknown", error)
         for key, blob in snapshot.items(_ARTIFACTS):
             try:
-                records[key] = parse_artifact(key, blob)
+                record = parse_artifact(key, blob)
+                _check_kind_fields(key, record)
             except MalformedRecordError as error:
                 self._recovery_failed(key, "unknown", error)
+                continue
+            records[key] = record
         return records
 
     def _read_templates(self, snapshot: CheckpointSnapshot, damaged: dict[str, Exception]) -> dict[str, Exception]:
@@ -199,6 +207,9 @@ class Recovery(EngineRoom):
             if seq >= self._heads.get(stream, 0):
                 raise MalformedRecordError(f"the record of {uri!r} starts after #{seq} of {stream!r}, but only "
                                            f"{self._heads.get(stream, 0)} events were ever appended to it")
+        if not self._environment.is_given_position(record.get("start_pos", -1)):
+            raise MalformedRecordError(f"the record of {uri!r} starts after log position {record['start_pos']}, "
+                                       f"past the last one ever given ({self._store.last_position()})")
         handle = self._bind(uri, record, template, blob)
         inner_failures = self._environment.take_load_failures(uri)
         ended = self._ended.get(uri)
@@ -216,43 +227,97 @@ class Recovery(EngineRoom):
         return handle
 
     def _check_outputs_kept(self, uri: str, record: dict[str, Any]) -> None:
-        """The durable sink keeps every output of a subscription from #0, or from its acknowledgement on (an
-        observer's outbox, those after its cursor): a hole below what was committed means rows were deleted or
-        lost, which must not go unnoticed. (A damaged acknowledgement raises: the policy decides.)"""
-        extent = self._output_extents.get(uri)
-        if record["observer"] == DISCARD_SINK:
+        """The store keeps every output of a subscription its consumers may still need: in the durable sink from
+        the first one not acknowledged on (for an observer function, in its outbox there, from the first one it
+        did not receive). That is every output up to the committed counter's (#counter-1: the sink got each one
+        before the checkpoint that produced it committed) and, for the durable sink with the event clock, every
+        later one it holds (a replay never writes below the sink's highest output, so it cannot fill a hole).
+        A hole, a missing head or a missing tail means rows were deleted or lost, or the counter is ahead of the
+        sink: it must not go unnoticed. (A damaged acknowledgement raises: the policy decides.)"""
+        observer = record["observer"]
+        if observer == DISCARD_SINK:
             return
-        durable = record["observer"] == DURABLE_SINK
+        durable = observer == DURABLE_SINK
         first = (self._store.acked(uri) if durable else self._observed.get(uri, -1)) + 1
         committed = self._counters[uri].next
-        if extent is None:
-            if committed > first:
-                raise MissingStateError(f"subscription {uri!r}: the durable sink holds none of its committed "
-                                        f"outputs #{first} to #{committed - 1}")
-            return
-        count, low, high = extent
-        if count != high - low + 1 or (low > first and committed > first):
+        # Beyond the counter the sink holds provisional outputs: with the wall clock recovery drops them, and an
+        # outbox gets only what still waits at a checkpoint (outputs delivered in between are never written).
+        whole = durable and self._clock_mode == "event"
+        extent = self._output_extents.get(uri)
+        runs: list[tuple[int, int]] = []
+        if extent is not None:
+            count, low, high = extent
+            runs = [(low, high)] if count == high - low + 1 else self._store.output_runs(uri, after=first - 1)
+        gaps = _missing_outputs(runs, first, committed, whole)
+        if gaps:
+            where = "the durable sink" if durable else f"its outbox in the store (for observer {observer!r})"
+            since = "acknowledged" if durable else "received by its observer"
+            missing = ", ".join(f"#{low}" if low == high else f"#{low} to #{high}" for low, high in gaps)
             raise MissingStateError(
-                f"subscription {uri!r}: outputs are missing from the durable sink between #{first} and #{high} "
-                f"({count} rows; rows were deleted or lost)"
+                f"subscription {uri!r}: outputs {missing} are missing from {where}, which must hold every output "
+                f"from #{first} (the first not {since}) up to #{committed - 1} (its committed output counter is "
+                f"{committed}){' and every later one it got' if whole else ''}: rows were deleted or lost, or the "
+                "counter is ahead of the sink"
             )
 
     def _recover_orphans(self, damaged_state: dict[str, Exception]) -> None:
-        """Stored states that belong to no artifact (no record claims them, no recovered query re-created
-        them): a sign of damage, so they go through the policy too; only REMOVE deletes them. The states of
-        artifacts kept without running stay stored, and no query created later under their ids may load them."""
+        """Stored data that belongs to no subscription (an orphan): a state no recovered query re-created and no
+        subscription owns (also one stored under a stream's or a definition's URI), and an output counter, an
+        observer cursor, durable-sink rows or an acknowledgement under a URI that is no subscription's. A sign of
+        damage (a record lost or rewritten as another kind) or of a deletion that did not complete, so each key
+        goes through the policy: FAIL refuses the open, KEEP keeps every byte (the engine is DEGRADED), REMOVE
+        deletes it. What belongs to an artifact kept without running stays as it is, and no query created later
+        under its ids may load it."""
+        owners = {uri for uri, record in self._records.items() if record["kind"] == "subscription"}
+        owners |= self._broken | self._removed_at_recovery
+        for uri in self._removed_at_recovery:  # deleted from the store: a checkpoint must not write them back
+            self._counters.pop(uri, None)
+            self._observed.pop(uri, None)
+            self._counter_errors.pop(uri, None)
         restored = self._environment.unclaimed_inner_ids()
         self._environment.discard_saved([key for key in restored if self._owned_by_broken(key)], delete=False)
-        unclaimed = [key for key in restored if not self._owned_by_broken(key)]
-        unclaimed += [key for key in damaged_state if key not in self._records and not self._owned_by_broken(key)
-                      and not _owned_by(key, self._removed_at_recovery)
-                      and not any(key.startswith(uri + "/") for uri in self._records)]
+        found: dict[str, list[str]] = {}
+        for key in restored:
+            if not self._owned_by_broken(key):
+                found.setdefault(key, []).append("a state")
+        for key in sorted(self._stored_state_keys | set(damaged_state)):
+            if not _owned_by(key, owners) and key not in found:
+                found.setdefault(key, []).append("a damaged state" if key in damaged_state else "a state")
+        states = set(found)  # keys with a stored state (the rest: rows of the durable sink's side only)
+        for what, keys in (("an output counter", self._counters), ("an observer cursor", self._observed),
+                           ("a damaged output counter or observer cursor", self._counter_errors),
+                           ("an acknowledgement", self._store.acknowledged())):
+            for key in sorted(keys):
+                if key not in owners:
+                    found.setdefault(key, []).append(what)
+        for key, (count, low, high) in sorted(self._output_extents.items()):
+            if key not in owners:
+                found.setdefault(key, []).append(f"{count} output(s) in the durable sink (#{low} to #{high})")
         orphans: list[str] = []
-        for key in sorted(set(unclaimed)):
-            error = MissingStateError(f"state {key!r} belongs to no artifact and no recovered query claimed it")
-            policy = self._recovery_failed(key, "state", error, orphan=True)
-            if policy is RecoveryPolicy.REMOVE:
+        rows_removed: list[str] = []
+        for key in sorted(found):
+            rows = len(found[key]) > (1 if key in states else 0)  # more than its state
+            policy = self._recovery_failed(key, "orphan" if rows else "state", OrphanedDataError(key, found[key]),
+                                           orphan=True)
+            remove = policy is RecoveryPolicy.REMOVE
+            if key in states:  # REMOVE deletes it at the next checkpoint; otherwise it stays stored
+                self._environment.discard_saved([key], delete=remove)
+            if rows:
+                # Out of the engine's memory whatever the policy: a subscription created later under this URI
+                # starts its own (numbering at #0), and trimming leaves the kept rows as they are.
+                self._counters.pop(key, None)
+                self._observed.pop(key, None)
+                self._counter_errors.pop(key, None)
+                self._store.keep_outputs(key)
+                if remove:
+                    rows_removed.append(key)
+            if remove:
                 orphans.append(key)
+        if rows_removed:  # one transaction: the counters and cursors with the sink's rows and acknowledgements
+            self._store.commit_with_outputs(
+                deletes=[(category, key) for key in rows_removed for category in (_OUTPUTS, _OBSERVED)],
+                forget=rows_removed,
+            )
         self.recovery.orphans = orphans
 
     def _restore_delivery(
@@ -273,7 +338,7 @@ class Recovery(EngineRoom):
                 raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", MissingStateError(
                     "the delivery record is missing from a store that holds queries: their replay position is "
                     "unknown"))
-            delivery = DeliveryRecord()
+            delivery = DeliveryRecord(delivered_at={})
             self._commit_changes(puts=[(_ENGINE, _DELIVERY, self._delivery_bytes())])
         else:
             try:
@@ -282,10 +347,17 @@ class Recovery(EngineRoom):
                 raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", error) from error
         self._heads.update(self._store.stream_heads())
         self._check_delivery(delivery)
-        self._position = delivery.pos
+        self._cursor.pos = delivery.pos
         self._delivered.update(delivery.delivered)
-        self._committed_delivered = dict(delivery.delivered)
-        self._pins.update(delivery.pinned)
+        # The log must hold every event after the last one delivered: a hole is a lost row.
+        self._expected = {stream: seq + 1 for stream, seq in delivery.delivered.items()}
+        if delivery.delivered_at is not None:
+            self._delivered_at.update(delivery.delivered_at)
+        else:
+            self._restore_legacy_delivery(delivery)
+        self._committed = Behind(delivery.pos, delivery.now, delivery.pos)
+        self._stood_behind = {uri: self._legacy_behind(entry) for uri, entry in delivery.behind.items()}
+        self._pins.update({uri: self._legacy_behind(entry) for uri, entry in delivery.pinned.items()})
         self._counter_errors = dict(damaged_counters)
         for key, counter_blob in snapshot.items(_OUTPUTS):
             try:
@@ -347,28 +419,51 @@ class Recovery(EngineRoom):
                                extra={"reaqtive_event": "provisional_outputs_dropped", "subscription": uri,
                                       "outputs": dropped, "seq": counter.next})
 
-    def _rewind_for_lagging_readers(self) -> None:
-        """A reader that lagged behind at the checkpoint (its query withheld demand) needs the events after its
-        own watermark: start the replay there (the other readers skip what they had, by their watermarks)."""
-        # The replay must find every event of a stream after the first one it needs: a hole is a lost row.
-        self._expected = {stream: seq + 1 for stream, seq in self._delivered.items()}
-        lagging = False
-        for stream, watermark in self._reader_watermarks().items():
-            if watermark < self._delivered.get(stream, -1):
-                lagging = True
-                self._expected[stream] = watermark + 1
-                first = self._store.position_after(stream, watermark)
-                if first is not None:
-                    self._position = min(self._position, first - 1)
-        if lagging:
-            # Up to the last event delivered: an inner reader a replayed event creates reads from there, not from
-            # the stream's end (the checkpoint may have been taken while such a replay was pending).
-            ends = (self._store.position_after(stream, seq - 1) for stream, seq in self._delivered.items())
-            self._start_replay(max((end for end in ends if end is not None), default=self._position))
+    def _restore_legacy_delivery(self, delivery: DeliveryRecord) -> None:
+        """A delivery record written before log positions: the position of each stream's last delivered event
+        from the log (one the log lost is below every reader, since truncation respected them all), and what
+        "caught up" meant in sequence numbers, for the readers' state of that time."""
+        for stream, seq in delivery.delivered.items():
+            at = self._store.position_after(stream, seq - 1)
+            self._delivered_at[stream] = at if at is not None and self._store.seq_at_position(stream, at) == seq \
+                else -1
+        self._legacy_caught_up = dict(delivery.delivered)
+        # A checkpoint taken while an older release replayed the log for a lagging reader stood before what was
+        # delivered: the engine goes on from there, and the lagging reader catches up on its own.
+        self._cursor.pos = max([self._cursor.pos, *self._delivered_at.values()])
+
+    def _legacy_behind(self, entry: Behind) -> Behind:
+        """A pin written before log positions (its position unknown): its readers' state says where they stand in
+        sequence numbers (``legacy``); it catches up from the oldest event retained, and holds the log from there."""
+        if entry.pos >= 0:
+            return entry
+        first = self._first_retained_position() - 1
+        return Behind(first, entry.clock, first, entry.legacy)
+
+    def _fall_behind_where_readers_lag(self) -> None:
+        """A query with a reader that lagged behind its stream at the checkpoint (its query withheld demand) is
+        behind the engine: it catches up from that reader's watermark, on its own timeline (at the engine's clock:
+        those events had reached it, in its stream's buffer, before the checkpoint), while the others go on. The
+        engine's own position never moves back."""
+        lagging: set[str] = set()
+        delivered = self._delivered_at
+        for node, _ in self._environment.dirty.watched():
+            if isinstance(node, StreamReader) and not node.is_disposed and node.watermark < delivered.get(node.uri, -1):
+                owner = self._environment.lag_of(node.context.instance_id)
+                if owner is None:
+                    uri = node.context.instance_id
+                    lagging.add(uri if uri in self._subscriptions else self._records.subscription_nested_with(uri)
+                                or uri)
+        for uri in sorted(lagging):
+            if uri in self._subscriptions:
+                self._fall_behind(uri)
+        for lag in self._behind.values():
+            lag.rewind_for_lagging(delivered)
 
     def _recovery_failed(self, uri: str, kind: str, error: Exception, *, orphan: bool = False) -> RecoveryPolicy:
-        """Apply the recovery policy to an artifact (or an orphaned state) that failed to recover. Under KEEP
-        nothing of it is deleted, ever: it stays stored, not running, with the input it may need."""
+        """Apply the recovery policy to an artifact (or an orphan) that failed to recover. Under KEEP nothing of
+        it is deleted, ever: it stays stored, not running, with the input it may need. (What an orphan's REMOVE
+        deletes is its caller's, _recover_orphans.)"""
         policy = self._policy
         if self._on_failure is not None:
             chosen = self._on_failure(uri, error)
@@ -380,22 +475,24 @@ class Recovery(EngineRoom):
             raise RecoveryError(uri, error) from error
         self.recovery.failures.append(RecoveryFailure(uri, kind, error, policy))
         if orphan:
-            # REMOVE deletes it at the next checkpoint; otherwise it stays stored, and no inner unit created
-            # later under the same id may load it.
-            self._environment.discard_saved([uri], delete=policy is RecoveryPolicy.REMOVE)
             if policy is not RecoveryPolicy.REMOVE:
                 self._kept_orphans.add(uri)  # pinned like a kept artifact: it may be a query's, restored later
             return policy
         self._environment.abandon(uri)
+        self._behind.pop(uri, None)  # bound behind the engine, then refused: it does not catch up
         if policy is RecoveryPolicy.REMOVE:
             self._removed_at_recovery.add(uri)
             self._environment.discard_saved(
                 [key for key in self._environment.unclaimed_inner_ids() if _owned_by(key, {uri})], delete=False
             )
-            self._commit_changes(
-                deletes=[(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), *self._stored_state_of(uri)]
+            # With its outputs and acknowledgement, in one transaction: none of it may be left behind as orphans.
+            self._store.commit_with_outputs(
+                deletes=[(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), *self._stored_state_of(uri)],
+                forget=[uri],
             )
             self._records.pop(uri, None)
+            self._counters.pop(uri, None)
+            self._observed.pop(uri, None)
         else:
             self._broken.add(uri)
         return policy
@@ -408,3 +505,40 @@ class Recovery(EngineRoom):
         keys |= {key for key in self._environment.inner_subscriptions() if key.startswith(prefix)}
         keys |= {key for key in self._environment.removed_inner_ids() if key.startswith(prefix)}
         return [(STATE_CATEGORY, uri)] + [(STATE_CATEGORY, key) for key in sorted(keys)]
+
+
+# Fields only one kind of artifact record has: a record of another kind that holds them was rewritten.
+_KIND_FIELDS: Final = {"subscription": ("template", "constants", "observer"), "observable": ("expression",),
+                       "observer": ("function",)}
+
+
+def _check_kind_fields(uri: str, record: dict[str, Any]) -> None:
+    kind = record["kind"]
+    for other, fields in _KIND_FIELDS.items():
+        held = [name for name in fields if name in record]
+        if other != kind and held:
+            raise MalformedRecordError(
+                f"the record of artifact {uri!r} says it is a {kind} but holds the fields of a {other} "
+                f"({', '.join(held)}): it was damaged or rewritten"
+            )
+
+
+def _missing_outputs(runs: list[tuple[int, int]], first: int, committed: int, whole: bool) -> list[tuple[int, int]]:
+    """The ranges of output numbers missing from ``runs`` (the ``(first, last)`` of each stored row, in order)
+    that must be there: from ``first`` up to ``committed - 1``, and with ``whole`` up to the highest stored."""
+    last = committed - 1
+    if whole and runs:
+        last = max(last, runs[-1][1])  # runs are in order
+    gaps: list[tuple[int, int]] = []
+    expected = first
+    for low, high in runs:
+        if high < expected:
+            continue
+        if low > last:
+            break
+        if low > expected:
+            gaps.append((expected, low - 1))
+        expected = high + 1
+    if expected <= last:
+        gaps.append((expected, last))
+    return gaps

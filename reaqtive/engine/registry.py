@@ -159,12 +159,12 @@ class ArtifactRegistry(EngineRoom):
             if not self._clock_started:
                 # A fresh store's clock is at the epoch: a query's timers would fire for every period since 1970.
                 self._start_clock(datetime.now(UTC))
+            self._follow_wall_clock()  # its timers count from now, not from where an idle clock stood
             expression = encode_query(query, self.functions)
             references = sorted(_references(expression) | {observer} - _BUILTIN_OBSERVERS)
             self._check_references(uri, references)
             template, constants = templatize(expression)
             tid = template_id(template)
-            streams = self._streams_read_by(expression)
             record = {
                 "kind": "subscription",
                 "created": _now_text(),
@@ -172,7 +172,9 @@ class ArtifactRegistry(EngineRoom):
                 "constants": constants,
                 "observer": observer,
                 "refs": references,
-                "start": {stream: self._delivered.get(stream, -1) for stream in streams},
+                # Its readers read the events after the position delivered up to now (see docs/engine.md,
+                # "Positions follow from the log"), in any run: a recovery, a catch-up.
+                "start_pos": self._cursor.pos,
                 "clock": to_micros(self._scheduler.now),
                 # The form its keyed chains run in (see reaqtive.operators.keyed_groups): recovered in the same
                 # form; a record without it was written before keyed execution existed (the general path).
@@ -183,18 +185,23 @@ class ArtifactRegistry(EngineRoom):
             puts = [(_ARTIFACTS, uri, _to_bytes(record))]
             if tid not in self._templates:
                 puts.append((_TEMPLATES, tid, _to_bytes(template)))
-            self._store.delete_outputs(uri)  # a crash may have left a deleted namesake's outputs behind
+            if uri in self._kept_orphans:
+                # What recovery kept under this URI is replaced: gone before it binds, or an observer's outbox would
+                # take those outputs for its own. (Then as for any URI, its creation's transaction forgets them.)
+                self._store.commit_with_outputs(deletes=[(_OUTPUTS, uri), (_OBSERVED, uri)], forget=[uri])
             handle = self._bind(uri, record, template, None)  # bind first: a query that cannot run is not stored
             try:
                 # Its state at creation is committed with its record, so a recovery before the next checkpoint
-                # re-creates it as it was then (windows aligned on its creation time, not on the recovery's),
-                # and the outputs it produced on start reach the durable sink first, as in a checkpoint.
+                # re-creates it as it was then (windows aligned on its creation time, not on the recovery's).
                 units = handle.units()
                 puts += [(STATE_CATEGORY, key, _full_state(unit)) for key, unit in units.items()]
                 counter = self._environment.output_counter(uri)
                 puts.append((_OUTPUTS, uri, _counter_bytes(counter.next)))
-                self._flush_egress()
-                self._commit_changes(puts=puts)
+                # The outputs it produced on start are written in the same transaction, after whatever the store
+                # holds under its URI (rows recovery kept as orphans) is deleted: a crash leaves all of it or none.
+                own = self._take_own_outputs(uri)
+                self._flush_egress()  # the others' outputs, as before any commit
+                self._store.commit_with_outputs(puts, [(_OBSERVED, uri)], forget=[uri], outputs=own, encoded=True)
             except BaseException:
                 self._discard(uri, handle)
                 raise
@@ -205,6 +212,9 @@ class ArtifactRegistry(EngineRoom):
             self._templates.setdefault(tid, template)
             self._records[uri] = record
             self._subscriptions[uri] = handle
+            if uri in self._kept_orphans:  # what recovery kept under its URI was replaced
+                self._kept_orphans.discard(uri)
+                self._settle_status()
             if counter.next:
                 self.produced.fire()  # it produced outputs on start
             self.appended.fire()  # a processing loop looks again: the new query may have timers due sooner
@@ -221,37 +231,50 @@ class ArtifactRegistry(EngineRoom):
             tid = record["template"]
             if not any(r.get("template") == tid for u, r in self._records.items() if u != uri):
                 deletes.append((_TEMPLATES, tid))
-            self._commit_changes(deletes=deletes)
+            # One transaction for all of it, its outputs and acknowledgement in the durable sink included: in two,
+            # a crash between them would leave the outputs of a deleted subscription in the sink for good.
+            self._store.commit_with_outputs(deletes=deletes, forget=[uri])
             del self._records[uri]
             handle = self._subscriptions.pop(uri, None)
             if handle is not None:
                 self._discard(uri, handle)
-            else:  # kept without running (failed to recover, or stopped by a fault): its outputs go too
+            else:  # kept without running (failed to recover, or stopped by a fault)
                 self._environment.release_ids(uri)
                 self._counters.pop(uri, None)
                 self._outboxes.pop(uri, None)
                 self._observed.pop(uri, None)
-                self._store.delete_outputs(uri)
             self._environment.confirm_removed(inner)
             if (_TEMPLATES, tid) in deletes:
                 self._templates.pop(tid, None)
             self._ended.pop(uri, None)
             self._broken.discard(uri)
             self._paused.discard(uri)
-            self._held.pop(uri, None)
+            self._behind.pop(uri, None)
             self._pins.pop(uri, None)
             self._stored_state_keys.difference_update(key for _, key in state_rows)
             self._settle_status()
         self.produced.fire()  # its consumers wake up and find it gone
 
     def _discard(self, uri: str, hosted: HostedQuery) -> None:
-        """Stop a subscription and forget its inner subscriptions and its outputs (durable and pending)."""
+        """Stop a subscription and forget its inner subscriptions and its pending outputs (its rows in the store
+        are deleted, or were never written, by the transaction of its deletion or creation)."""
         hosted.delete()
         self._egress[:] = [row for row in self._egress if row[0] != uri]
         self._counters.pop(uri, None)
         self._outboxes.pop(uri, None)
         self._observed.pop(uri, None)
-        self._store.delete_outputs(uri)
+
+    def _take_own_outputs(self, uri: str) -> list[tuple[str, int, bytes]]:
+        """The outputs a subscription being created produced on start, encoded, taken out of the durable sink's
+        buffer (or of its outbox, where they also stay to be delivered): its creation writes them."""
+        own = [row for row in self._egress if row[0] == uri]
+        if own:  # the sinks hold the buffer's bound append: change it in place
+            self._egress[:] = [row for row in self._egress if row[0] != uri]
+        outbox = self._outboxes.get(uri)
+        if outbox is not None:
+            encode = self._store.codec.encode
+            own += [(uri, output.seq, encode(output.value)) for output in outbox.pending]
+        return own
 
     def artifacts(self) -> list[ArtifactInfo]:
         """Every artifact, by URI."""
@@ -324,26 +347,6 @@ class ArtifactRegistry(EngineRoom):
             tasks.append((query, seen, len(sources)))
             tasks.extend((source, seen, -1) for source in reversed(sources))
         return built[0]
-
-    def _streams_read_by(self, expression: dict[str, Any]) -> set[str]:
-        streams: set[str] = set()
-        pending = set(_references(expression))
-        seen: set[str] = set()
-        while pending:
-            uri = pending.pop()
-            seen.add(uri)
-            record = self._records.get(uri)
-            if record is None:
-                continue
-            if record["kind"] == "stream":
-                streams.add(uri)
-            elif record["kind"] == "observable":
-                pending |= _references(record["expression"]) - seen
-        return streams
-
-    def _streams_read_by_record(self, record: dict[str, Any]) -> set[str]:
-        """The streams a stored subscription reads, directly or through definitions (from its references)."""
-        return self._streams_read_by({"refs": [{"stream": ref} for ref in record.get("refs", ())]})
 
     def _open_stream(self, uri: str) -> None:
         self._streams[uri] = SimpleSubject(buffer_size=_STREAM_BUFFER, overflow=OverflowPolicy.ERROR, name=uri)

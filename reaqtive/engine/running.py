@@ -9,10 +9,8 @@ from types import MappingProxyType
 from typing import Any
 
 from reaqtive.context import OperatorContext
-from reaqtive.engine._room import (
-    _NO_WATERMARKS,
-    EngineRoom,
-)
+from reaqtive.engine._room import EngineRoom
+from reaqtive.engine.behind import Lag
 from reaqtive.engine.database import from_micros
 from reaqtive.engine.egress import Output
 from reaqtive.engine.engine_errors import (
@@ -27,7 +25,8 @@ from reaqtive.engine.model import (
     RecoveryFailure,
     RecoveryPolicy,
 )
-from reaqtive.engine.readers import PINNED_WATERMARK_SETTING, START_WATERMARK_SETTING
+from reaqtive.engine.readers import CAUGHT_UP_SETTING, LEGACY_CAUGHT_UP_SETTING, START_POSITION_SETTING
+from reaqtive.engine.records import Behind
 from reaqtive.engine.scheduling import record_priority
 from reaqtive.operators.keyed_groups import keyed_execution
 from reaqtive.query import Query
@@ -87,18 +86,40 @@ class Running(EngineRoom):
         observer = _Observer(self, uri, self._sink_for(uri, record["observer"]))
         # Its own scheduler, a child of the engine's root: paused, prioritized and faulted alone.
         scheduler = self._scheduler.create_child(uri, priority=record_priority(uri, record))
+        stood = (self._stood_behind.get(uri) or self._pins.get(uri)) if blob is not None else None
+        if stood is not None:
+            # It stood behind the engine at the checkpoint its state belongs to (or it was kept without running
+            # since): it goes on from there, on a timeline of its own at its own clock (its timers are set
+            # against it), and catches up.
+            scheduler.detach(None if stood.clock is None else scheduler.to_ticks(from_micros(stood.clock)))
         hosted = self._host.bind(uri, Query("egress", (query, uri)), observer, scheduler=scheduler)
-        pin = self._pins.get(uri)
-        settings = {
-            START_WATERMARK_SETTING: MappingProxyType(record.get("start", _NO_WATERMARKS)),
-            PINNED_WATERMARK_SETTING: MappingProxyType(pin.caught_up) if pin is not None else _NO_WATERMARKS,
-        }
+        if stood is not None:
+            self._behind[uri] = Lag(uri, scheduler, stood.pos)  # before it starts: its readers are held off
+        settings = self._position_settings(uri, record, stood)
         # Bounds for the times its operators saved (deadlines): after it started, and no later than the last clock
         # its state can have been saved at (this checkpoint's, or its creation if later).
         started = from_micros(record["clock"]) if blob is not None and "clock" in record else None
-        hosted.start(None if blob is None else QueryState(blob), settings=settings, started_at=started,
-                     where=f"state of {uri!r}")
+        try:
+            hosted.start(None if blob is None else QueryState(blob), settings=settings, started_at=started,
+                         where=f"state of {uri!r}")
+        except BaseException:
+            self._behind.pop(uri, None)
+            raise
         return hosted
+
+    def _position_settings(self, uri: str, record: dict[str, Any], stood: Behind | None) -> dict[str, object]:
+        """Where the readers of subscription ``uri`` start (its record's start) and what "caught up" in its
+        saved state means: where it stood behind the engine, or the position of the checkpoint its state belongs
+        to (for state saved before log positions, the same in sequence numbers per stream)."""
+        caught_up = stood.pos if stood is not None else self._committed.pos
+        settings: dict[str, object] = {START_POSITION_SETTING: record.get("start_pos", -1),
+                                       CAUGHT_UP_SETTING: caught_up}
+        legacy = stood.legacy if stood is not None and stood.legacy is not None else self._legacy_caught_up
+        if legacy:  # the store was checkpointed before log positions: its states may be of reader version 1
+            starts = record.get("start", {})
+            settings[LEGACY_CAUGHT_UP_SETTING] = MappingProxyType(
+                {stream: max(legacy.get(stream, -1), starts.get(stream, -1)) for stream in {*legacy, *starts}})
+        return settings
 
     def _task_failed(self, args: UnhandledExceptionArgs) -> None:
         """A scheduled task raised (a timer's work escaped its operators): if it ran on a query's scheduler, or
@@ -168,7 +189,7 @@ class Running(EngineRoom):
                 self._store.write_outputs(list(outbox.pending))  # kept for the next open to deliver
             self._subscriptions.pop(uri).abandon()
             self._paused.discard(uri)
-            self._held.pop(uri, None)
+            self._behind.pop(uri, None)
             # Its outputs so far stay on their way to the durable sink: the replay after the next open produces
             # them again with the same ids, and the sink keeps one copy.
             self._counters.pop(uri, None)

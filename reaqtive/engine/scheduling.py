@@ -1,28 +1,32 @@
-"""The engine's scheduler hierarchy: a logical scheduler per subscription, to pause, resume and prioritize one query.
+"""The engine's scheduler hierarchy: a logical scheduler per subscription, to pause, resume and prioritize one query,
+and the catch-up of a query behind the engine.
 
 The engine's root scheduler (one clock: the event clock or the wall clock) has a child per running subscription,
 named by its URI; the query's operators and its inner subscriptions run on that child. So:
 
 * a checkpoint quiesces everything at once (it takes the engine's lock at a yield point of the delivery loop, see
   :mod:`reaqtive.engine.handover`, where no task of any query runs);
-* :meth:`Scheduling.pause` stops one query: its timers wait (parked in its scheduler) and the events appended
-  meanwhile pass its stream readers by; the durable log keeps them (its readers lag, so the log is not truncated
-  past them, and a checkpoint saves where they stand). :meth:`Scheduling.resume` runs the timers that came due, and
-  the engine replays the log to the query's readers from where they stopped: nothing is lost or delivered twice;
+* :meth:`Scheduling.pause` stops one query where it stands in the log: its scheduler gets a timeline of its own
+  (its clock stops; its timers wait) and its stream readers are detached from their streams, while the durable log
+  keeps what they have not read (see :mod:`reaqtive.engine.behind`). After :meth:`Scheduling.resume` the processing
+  loop **catches it up**: the log after its position, in order, with its own clock following the events and its
+  timers running in between, exactly as if it had never been paused (with the event clock), then it rejoins;
 * a query's priority orders its work among the work of other queries due at the same instant (lower first);
 * a task of a query that raises stops that query alone (see ``Running._task_failed``).
 
-A pause lasts while the engine runs: a store reopened runs every query (and replays what a paused one had not
-read). A priority is stored with the subscription.
+A pause lasts while the engine runs: a store reopened runs every query, and one that was paused catches up from
+where it stood (the checkpoint keeps its position and clock). A priority is stored with the subscription.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from reaqtive.engine._room import _ARTIFACTS, EngineRoom, _to_bytes
+from reaqtive.engine._room import _ARTIFACTS, _DELIVERY_BATCH, EngineRoom, _to_bytes
+from reaqtive.engine.behind import Lag
+from reaqtive.engine.database import IngressRun
 from reaqtive.engine.engine_errors import ArtifactNotFoundError, MalformedRecordError
-from reaqtive.engine.readers import StreamReader
+from reaqtive.engine.readers import Envelope, StreamReader
 from reaqtive.scheduler.virtual import MAX_PRIORITY, VirtualTimeScheduler, is_priority
 
 __all__ = ["Scheduling", "record_priority"]
@@ -49,51 +53,39 @@ class Scheduling(EngineRoom):
     """See the module docstring."""
 
     def pause(self, uri: str) -> None:
-        """Pause subscription ``uri``: its timers wait and the events appended to the streams it reads wait in the
-        durable log, until :meth:`resume`. Other queries go on. Pausing a paused subscription does nothing.
+        """Pause subscription ``uri`` where it stands in the log: its timers wait and the events appended to the
+        streams it reads wait in the durable log, until :meth:`resume`. Other queries go on. Pausing a paused
+        subscription does nothing.
 
         The events wait in the log, not in memory: a pause can last any time (the log grows by what is appended
-        meanwhile; it is not truncated past what the paused query has not read). A store reopened while a query
-        was paused runs it, and it reads what it had not. Raises :class:`ArtifactNotFoundError` for a URI that is
-        not a running subscription.
+        meanwhile; it is not truncated past what the paused query has not read). After :meth:`resume` the query
+        catches up through the log with its timers interleaved as without the pause (with the event clock, its
+        outputs are those of a query never paused). A store reopened while a query was paused runs it, and it
+        catches up from where it stood. Raises :class:`ArtifactNotFoundError` for a URI that is not a running
+        subscription.
         """
         with self._lock:
             self._check_open()
-            scheduler = self._running(uri)
+            self._running(uri)
             if uri in self._paused:
                 return
             self._paused.add(uri)
-            scheduler.pause()
-            held = self._readers_of(uri)
-            for subscription, reader in held:
-                subscription.detach()  # the events it misses stay in the log: replayed on resume
-                reader.pause()
-            self._held[uri] = held
+            if uri not in self._behind:
+                self._fall_behind(uri)
             self._log.info("subscription %r paused", uri, extra={"reaqtive_event": "paused", "subscription": uri})
 
     def resume(self, uri: str) -> None:
-        """Resume subscription ``uri`` (paused by :meth:`pause`): the timers that came due meanwhile run at once,
-        then the processing loop delivers the events it had not read, in order, then the new ones. Resuming a
-        running subscription does nothing."""
+        """Resume subscription ``uri`` (paused by :meth:`pause`): the processing loop catches it up (the events
+        it has not read, in order, its timers in between, on its own clock), then it goes on with the others.
+        Resuming a running subscription does nothing."""
         with self._lock:
             self._check_open()
-            scheduler = self._running(uri)
+            self._running(uri)
             if uri not in self._paused:
                 return
             self._paused.discard(uri)
-            held = [(subscription, reader) for subscription, reader in self._held.pop(uri, [])
-                    if not reader.is_disposed]
-            for subscription, reader in held:
-                reader.resume()
-                subscription.reattach()
-            self._rewind_for([reader for _, reader in held])
-            scheduler.resume()
-            self._scheduler.advance_to(self._scheduler.clock)  # its timers that came due while it was paused
-            self._apply_faults()
             self._log.info("subscription %r resumed", uri, extra={"reaqtive_event": "resumed", "subscription": uri})
-        self.appended.fire()  # a processing loop looks again: there is input to replay
-        if self._egress:
-            self.produced.fire()
+        self.appended.fire()  # a processing loop looks again: there is a catch-up to run
 
     def is_paused(self, uri: str) -> bool:
         """Whether subscription ``uri`` is paused."""
@@ -104,6 +96,12 @@ class Scheduling(EngineRoom):
         """The paused subscriptions, sorted."""
         with self._lock:
             return sorted(self._paused)
+
+    def is_behind(self, uri: str) -> bool:
+        """Whether subscription ``uri`` is behind the engine: paused, or resumed (or recovered) and not caught up
+        yet (the next :meth:`~reaqtive.engine.Engine.process` catches it up)."""
+        with self._lock:
+            return uri in self._behind
 
     def priority(self, uri: str) -> int:
         """The priority of subscription ``uri`` (see :meth:`set_priority`)."""
@@ -132,6 +130,162 @@ class Scheduling(EngineRoom):
                 assert isinstance(scheduler, VirtualTimeScheduler)
                 scheduler.priority = priority
 
+    # -- falling behind and catching up ----------------------------------------------------------------------
+
+    def _fall_behind(self, uri: str, pos: int | None = None) -> Lag:
+        """Take running subscription ``uri`` out of step with the engine at log position ``pos`` (default: the
+        engine's): its scheduler gets a timeline of its own, its readers leave their streams. A reader that
+        lagged (its buffered events go with its detachment) is handed the events after its watermark again."""
+        scheduler = self._running(uri)
+        scheduler.detach()
+        lag = Lag(uri, scheduler, self._cursor.pos if pos is None else pos)
+        for subscription, reader in self._readers_of(uri):
+            lag.hold(subscription, reader)
+        lag.rewind_for_lagging(self._delivered_at)
+        self._behind[uri] = lag
+        return lag
+
+    def _catch_up(self, budget: int | None) -> int:
+        """Hand the log to every query behind the engine that is not paused, each on its own timeline, until it
+        reaches the engine's position and rejoins (or ``budget`` events were handed in all). Returns how many
+        events it handed."""
+        handed = 0
+        for uri in [uri for uri in self._behind if uri not in self._paused]:
+            lag = self._behind.get(uri)
+            if lag is not None:
+                handed += self._catch_up_query(lag, None if budget is None else budget - handed)
+            if budget is not None and handed >= budget:
+                break
+        return handed
+
+    def _catch_up_query(self, lag: Lag, budget: int | None) -> int:
+        handed = 0
+        lock = self._lock
+        uri = lag.uri
+        while self._behind.get(uri) is lag and uri not in self._paused:
+            target = self._cursor.pos
+            if lag.cursor.pos >= target:
+                self._rejoin(lag)
+                break
+            if budget is not None and handed >= budget:
+                break
+            limit = min(_DELIVERY_BATCH, target - lag.cursor.pos)
+            runs = self._store.read_ingress_runs(lag.cursor.pos, limit)
+            if not runs:
+                lag.cursor.pos = target  # nothing of the log is left up to the engine's position
+                continue
+            for run in runs:
+                handed += self._catch_up_run(lag, run, target)
+                if self._behind.get(uri) is not lag or lag.cursor.pos >= target:
+                    break
+                if lock.waiting and lock.hand_over():  # a yield point between runs
+                    self._check_open()
+                    break
+        return handed
+
+    def _catch_up_run(self, lag: Lag, run: IngressRun, target: int) -> int:
+        """Hand the events of ``run`` up to log position ``target`` to the query's readers of its stream, each at
+        its time on the query's own clock, exactly as the engine's loop does (the timers due before an event run
+        first, the work it triggered at its instant after it). What the engine would not deliver is skipped as it
+        was: quarantined events; and what the log shows now that it did not then (damage, a row moved or deleted
+        while the store was closed) is quarantined or noted missing as the engine's loop does. Returns how many
+        events it passed."""
+        cursor = lag.cursor
+        first = max(0, cursor.pos + 1 - run.pos)
+        end = min(run.count, target - run.pos + 1)
+        if first >= end:
+            return 0
+        stream, seq0 = run.stream, run.seq
+        expected = lag.expected.get(stream)
+        if expected is None:
+            before = self._store.seq_at_position(stream, run.pos + first - 1)
+            expected = seq0 + first if before is None else before + 1
+        if run.damage is not None or stream not in self._streams or seq0 + end > self._heads.get(stream, 0):
+            return self._catch_up_checked(lag, run, first, end, expected)
+        dead = self._dead
+        for i in range(first, end):
+            seq = seq0 + i
+            if seq < expected:  # a row that claims an event handed already (it was altered): ignored, as the engine did
+                cursor.pos = run.pos + i
+                continue
+            if seq > expected:
+                self._note_missing(stream, expected, seq)
+            expected = seq + 1
+            if dead and (stream, seq) in dead:  # quarantined when the engine first passed it
+                cursor.pos = run.pos + i
+                continue
+            self._catch_up_event(lag, stream, run.pos + i, run.micros[i], run.values[i])
+            if self._behind.get(lag.uri) is not lag:
+                return i + 1 - first
+        lag.expected[stream] = expected
+        return end - first
+
+    def _catch_up_checked(self, lag: Lag, run: IngressRun, first: int, end: int, expected: int) -> int:
+        """The events of a run the log shows damaged or misplaced now, one by one (see _catch_up_run)."""
+        for event in run.events()[first:end]:
+            if event.seq < expected and event.damage is None:
+                lag.cursor.pos = event.pos
+                continue
+            key = (event.stream, event.seq)
+            reason = None if key in self._dead else event.damage or self._misplaced(event)
+            if reason is None and key not in self._dead:
+                if event.seq > expected:
+                    self._note_missing(event.stream, expected, event.seq)
+                expected = max(expected, event.seq + 1)
+                assert event.micros is not None  # a sound event has its time
+                self._catch_up_event(lag, event.stream, event.pos, event.micros, event.value)
+                if self._behind.get(lag.uri) is not lag:
+                    break
+                continue
+            if reason is not None:
+                self._quarantine_event(event, reason)
+            lag.cursor.pos = event.pos
+        if run.damage is None and run.stream in self._streams:
+            lag.expected[run.stream] = expected
+        self._flush_quarantine()
+        return end - first
+
+    def _catch_up_event(self, lag: Lag, stream: str, pos: int, micros: int, value: object) -> None:
+        """Hand one event to the query behind the engine: its clock moves to the event's time (its timers due
+        before it run first), the readers of the stream get it, the work it triggered at its instant runs."""
+        scheduler = lag.scheduler
+        timeline = scheduler.timeline
+        queue = timeline.queue
+        ticks = micros if self._ticks_of_micros is None else self._ticks_of_micros(micros)
+        if ticks > timeline.clock:
+            if queue.next_due <= ticks:
+                scheduler.advance_to(ticks)  # its timers due before the event
+            else:
+                timeline.clock = ticks
+        elif queue.next_due <= timeline.clock:
+            scheduler.advance_to(timeline.clock)  # work left at its instant (it was paused in the middle of one)
+        lag.cursor.pos = pos
+        lag.pos = max(lag.pos, pos)
+        held = lag.readers_of(stream)
+        if held:
+            envelope = Envelope(pos, value)
+            for subscription, _ in tuple(held):  # a reader created meanwhile starts after this event
+                subscription.push(envelope)
+            if queue.next_due <= timeline.clock:
+                scheduler.advance_to(timeline.clock)  # the work the event triggered at its instant
+        if self._faults_pending:
+            self._apply_faults()
+
+    def _rejoin(self, lag: Lag) -> None:
+        """The query caught up with the engine's position: its clock goes to the engine's (running its timers due
+        until then), its timeline joins the engine's, its readers their streams."""
+        scheduler = lag.scheduler
+        scheduler.advance_to(max(self._scheduler.clock, scheduler.clock))
+        if self._faults_pending:
+            self._apply_faults()
+            if self._behind.get(lag.uri) is not lag:
+                return
+        scheduler.attach()
+        for subscription, reader in lag.all_readers():
+            reader.rejoin()
+            subscription.reattach()
+        del self._behind[lag.uri]
+
     # -- helpers ---------------------------------------------------------------------------------------------------
 
     def _running(self, uri: str) -> VirtualTimeScheduler:
@@ -146,7 +300,7 @@ class Scheduling(EngineRoom):
 
     def _readers_of(self, uri: str) -> list[tuple[Any, StreamReader[Any]]]:
         """The live stream readers of subscription ``uri`` and of its inner subscriptions, with their subscriptions
-        to their streams."""
+        to their streams, in the order each stream hands them an event."""
         prefix = uri + "/"
         readers: list[tuple[Any, StreamReader[Any]]] = []
         for subject in self._streams.values():
@@ -157,35 +311,3 @@ class Scheduling(EngineRoom):
                     if owner == uri or owner.startswith(prefix):
                         readers.append((subscription, reader))
         return readers
-
-    def _rewind_for(self, readers: list[StreamReader[Any]]) -> None:
-        """Make the delivery replay the log from the first event a resumed reader has not read (the others skip
-        what they had, by their watermarks, as after a recovery)."""
-        before = self._position
-        for reader in readers:
-            stream, watermark = reader.uri, reader.watermark
-            if watermark >= self._delivered.get(stream, -1):
-                continue
-            self._expected[stream] = min(self._expected.get(stream, watermark + 1), watermark + 1)
-            first = self._store.position_after(stream, watermark)
-            if first is not None:
-                self._position = min(self._position, first - 1)
-        if self._position < before:
-            self._start_replay(before)
-
-    def _start_replay(self, upto: int) -> None:
-        """While the log is replayed up to position ``upto``, a reader created by the replay (an inner query that
-        a replayed event starts) starts where its stream stood at the replayed event, not at the stream's end:
-        the environment's delivered watermarks follow the replay (see ``_EngineEnvironment``)."""
-        marks = dict(self._replay_marks or {})
-        for stream in self._streams:
-            if stream in marks:
-                continue
-            seq = self._store.seq_at_position(stream, self._position)
-            if seq is None:  # none retained up to there: before its first retained event, or its last delivered
-                first = self._store.first_retained().get(stream)
-                seq = first - 1 if first is not None else self._delivered.get(stream, -1)
-            marks[stream] = min(seq, self._delivered.get(stream, -1))
-        self._replay_marks = marks
-        self._replay_upto = max(self._replay_upto, upto)
-

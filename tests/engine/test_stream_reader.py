@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from reaqtive import CallbackSubscriber, OperatorContext, Query, SimpleSubject
 from reaqtive.engine import Envelope, StreamReader
 from reaqtive.engine.egress import OutputCounter
@@ -13,7 +17,8 @@ from reaqtive.visitors import initialize, walk
 
 
 class Environment(InnerEnvironment, EngineEnvironment):
-    """An environment that says what it delivered, as the engine's does."""
+    """An environment that says what it delivered, as the engine's does (positions in the log: here, the event
+    numbers themselves)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -21,11 +26,20 @@ class Environment(InnerEnvironment, EngineEnvironment):
         self.subject = SimpleSubject[Envelope](name="s")
         self.add_stream("s", self.subject)
 
-    def delivered_watermark(self, uri: str) -> int:
+    def delivered_position(self, uri: str) -> int:
         return self.delivered
 
-    def appended_watermark(self, uri: str) -> int:
+    def start_position(self, instance_id: str) -> int:
+        return self.delivered
+
+    def last_position(self) -> int:
         return 1 << 62
+
+    def position_after_seq(self, uri: str, seq: int) -> int:
+        return 10 * seq + 5  # a log where stream s's event n is at position 10 n + 1
+
+    def subscribe_reader(self, reader: StreamReader[Any]) -> SubscriptionHandle:
+        return self.subject.subscribe(reader)
 
     def reader_failed(self, instance_id: str, error: Exception) -> None:
         raise error
@@ -105,3 +119,28 @@ def test_a_caught_up_state_resumes_at_the_engine_watermark_of_its_checkpoint() -
     for seq in range(4, 8):
         again.subject.on_next(Envelope(seq, seq))
     assert replayed == [6, 7]
+
+
+def test_a_reader_saved_by_version_1_resumes_at_the_log_position_after_its_sequence_number(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Version 1 saved sequence numbers of the stream; they are read back through the engine as the log position
+    just before the next event, and the reader saves version 2 at the next checkpoint."""
+    environment, received = Environment(), []
+    handle = start(environment, received)
+    for seq in range(3):
+        environment.deliver(seq)
+    environment.delivered = 7  # behind: it saves its own watermark, 2 (a sequence number, as version 1 did)
+    monkeypatch.setattr(StreamReader, "version", (1,))
+    blob = save_subscription(handle)
+    monkeypatch.undo()
+    assert blob is not None
+    (record,) = [r for r in read_blob(blob) if r.name == StreamReader.name]
+    assert record.version == (1,)
+    again, replayed = Environment(), []
+    again.delivered = 70
+    recovered = start(again, replayed, blob=blob)
+    assert reader_of(recovered).watermark == 25, "just before event #3, at log position 31"
+    assert has_state_changed(recovered), "saved again, in version 2"
+    (saved,) = [r for r in read_blob(save_subscription(recovered) or b"") if r.name == StreamReader.name]
+    assert saved.version == StreamReader.version == (2,)
