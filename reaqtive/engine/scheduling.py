@@ -261,11 +261,17 @@ class Scheduling(EngineRoom):
             scheduler.advance_to(timeline.clock)  # work left at its instant (it was paused in the middle of one)
         lag.cursor.pos = pos
         lag.pos = max(lag.pos, pos)
-        held = lag.readers_of(stream)
+        held = lag.readers.get(stream)
         if held:
             envelope = Envelope(pos, value)
-            for subscription, _ in tuple(held):  # a reader created meanwhile starts after this event
-                subscription.push(envelope)
+            ended = False
+            for subscription, reader in tuple(held):  # a reader created meanwhile starts after this event
+                if reader.is_disposed:
+                    ended = True
+                else:
+                    subscription.push(envelope)
+            if ended:
+                lag.readers_of(stream)  # forgets the readers that ended
             if queue.next_due <= timeline.clock:
                 scheduler.advance_to(timeline.clock)  # the work the event triggered at its instant
         if self._faults_pending:
