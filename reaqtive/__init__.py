@@ -27,6 +27,7 @@ from reaqtive.engine import (
     RecoveryPolicy,
     UnpersistableQueryError,
 )
+from reaqtive.error_policy import NO_ELEMENT, ErrorContext, ErrorPolicy
 from reaqtive.errors import (
     BufferOverflowError,
     InvalidSettingError,
@@ -101,6 +102,7 @@ del _operators
 __version__ = "0.1.0"
 
 __all__ = [
+    "NO_ELEMENT",
     # the embedded engine
     "DURABLE_SINK",
     "AsyncEngine",
@@ -171,6 +173,8 @@ __all__ = [
     "StateReader",
     "StateWriter",
     "OperatorContext",
+    "ErrorContext",
+    "ErrorPolicy",
     "ExecutionEnvironment",
     "HigherOrderEnvironment",
     "Scheduler",

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
+from reaqtive.error_policy import ERROR_POLICY_SETTING, NO_ELEMENT, ErrorPolicy
 from reaqtive.streams import (
     Subscriber,
     Subscription,
@@ -411,6 +412,56 @@ class OperatorBase(Operator, Subscription, Generic[R]):
     def cancel(self) -> None:
         self.dispose()
 
+    # -- user errors -------------------------------------------------------------------------------------------
+
+    def _user_error(self, error: Exception, element: object = NO_ELEMENT) -> bool:
+        """A user function of this operator raised ``error`` on ``element`` (the element the operator received;
+        :data:`~reaqtive.error_policy.NO_ELEMENT` for a function that runs without one): the query's error policy
+        (see :mod:`reaqtive.error_policy`) decides. Skipped (``True``), the element is dropped here
+        (:meth:`_element_skipped`) and the caller goes on as if it had never arrived; otherwise (``False``) the
+        query stops (:meth:`_stop_on_user_error`: ``on_error`` downstream, the Reactive Streams default).
+
+        Call it for every error of a user function (a selector, a predicate, an accumulator, a comparison or
+        arithmetic on the user's elements, a ``None`` returned where an element was expected, a key that cannot
+        be hashed), never for the operator's own errors (a limit, a rule 3.9 request, an upstream error), which
+        stop the query whatever the policy. A stage that must decide under its lock calls :meth:`_skips` and
+        stops or skips itself."""
+        if self._skips(error, element):
+            self._element_skipped()
+            return True
+        self._stop_on_user_error(error)
+        return False
+
+    def _skips(self, error: Exception, element: object = NO_ELEMENT) -> bool:
+        """Whether the query's error policy skips ``element`` after a user function raised ``error`` on it
+        (``False`` without a policy, and once the operator is disposed). Only asks: the caller drops the element
+        or stops. A policy that raises is taken as "stop": the query stops with ``error``, the policy's own error
+        chained to it (as ``raise error from policy_error``; kept in a note when ``error`` had a cause already)."""
+        context = self._context
+        if context is None or self._disposed:
+            return False
+        policy = context.get_setting(ERROR_POLICY_SETTING)
+        if policy is None or not isinstance(policy, ErrorPolicy):
+            return False
+        try:
+            return bool(policy.skips(self, error, element))
+        except Exception as policy_error:
+            if policy_error.__context__ is error:
+                policy_error.__context__ = None  # (asked while ``error`` was handled: no cycle in the chain)
+            error.add_note(f"the query's error policy raised {policy_error!r} deciding on this error: it stops")
+            if error.__cause__ is None:
+                error.__cause__ = policy_error
+            return False
+
+    def _stop_on_user_error(self, error: Exception) -> None:
+        """The query stops on a user error: ``on_error`` downstream (a stage that must serialize its signals
+        overrides this)."""
+        self._signal_error(error)
+
+    def _element_skipped(self) -> None:
+        """An element was dropped here because its user function raised and the policy skips it. Nothing by
+        default (a stage whose output is not one element per input element owes nothing for it)."""
+
     # -- terminal signals --------------------------------------------------------------------------------------
 
     def _signal_error(self, error: BaseException) -> None:
@@ -496,6 +547,13 @@ class UnaryOperatorBase(OperatorBase[R], UnaryOperator, Subscriber[S], Generic[S
     def on_complete(self) -> None:
         self._upstream_terminated()
         self._signal_complete()
+
+    def _element_skipped(self) -> None:
+        """A skipped element is one fewer passed on: ask the upstream for another in its place, as a filter does
+        for an element it drops (harmless under unbounded demand, which stays unbounded)."""
+        upstream = self._upstream
+        if upstream is not None and upstream is not _CANCELLED:
+            upstream.request(1)
 
     def _upstream_terminated(self) -> None:
         """The upstream ended the subscription itself (rule 2.4): the teardown that follows must not cancel it,

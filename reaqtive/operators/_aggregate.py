@@ -16,9 +16,13 @@ follow. Held results and accumulations are the operator's values, so a checkpoin
 ``sum``/``average`` over them checkpoint too; other types are registered with
 :func:`reaqtive.state.register_state_type`.
 
-**Errors.** An exception from a user function becomes ``on_error`` and ends the subscription. A source without the
-element an operator needs signals ``ValueError`` (as Python's ``min([])``); ``element_at`` past the end signals
-``IndexError``. ``None`` is never an element, so the ``_or_default`` forms take an explicit default.
+**Errors.** An exception from a user function becomes ``on_error`` and ends the subscription, or, under a skip
+policy (``docs/operators.md``, "When user code raises"), skips the element it was called on: the accumulation is
+as if that element had never come. One at the end (a result selector, the division of ``average``, or a ``None``
+result) skips the result: the stage completes without one. A source without the element an operator needs signals
+``ValueError`` (as Python's ``min([])``); ``element_at`` past the end signals ``IndexError``: errors of the
+operator, which stop the query whatever the policy. ``None`` is never an element, so the ``_or_default`` forms
+take an explicit default.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from fractions import Fraction
 from typing import Final, Generic, TypeVar
 
 from reaqtive.arguments import require_callable
+from reaqtive.error_policy import NO_ELEMENT
 from reaqtive.operator import StateReader, StateWriter
 from reaqtive.state import StatefulUnaryOperatorBase, register_state_type
 from reaqtive.streams import LONG_MAX, Subscriber, non_positive_request_error
@@ -112,7 +117,16 @@ class AggregateStage(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
 
     @abstractmethod
     def result_at_completion(self) -> R:
-        """The result when the source completed; raise (e.g. :func:`no_elements_error`) if there is none."""
+        """The result when the source completed; raise (e.g. :func:`no_elements_error`) if there is none. No
+        user code here: what the user's functions make of it is :meth:`final_result`."""
+
+    def final_result(self, result: R) -> R:
+        """The user's part of the result at completion (a result selector, arithmetic on the user's values):
+        its errors go through the query's error policy. ``result`` unchanged by default."""
+        return result
+
+    def _element_skipped(self) -> None:
+        """Nothing owed: the stage asked its source for everything."""
 
     # -- demand ------------------------------------------------------------------------------------------------
 
@@ -138,8 +152,16 @@ class AggregateStage(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
         self._upstream_terminated()
         try:
             result = self.result_at_completion()
-        except Exception as error:
+        except Exception as error:  # the operator's own error (no element): not the user's
             self._signal_error(error)
+            return
+        try:
+            result = self.final_result(result)
+            if result is None:
+                raise none_result_error(self.name)
+        except Exception as error:
+            if self._user_error(error, NO_ELEMENT):  # skipped: the result, and the stage completes without it
+                self._signal_complete()
             return
         self._finish(result, upstream_live=False)
 

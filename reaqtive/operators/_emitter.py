@@ -33,7 +33,9 @@ error), then drains. ``_poll`` decrements it for each element it hands out.
 
 **Errors.** The first error wins (:meth:`Emitter._set_error`, lock held; :meth:`Emitter._fail` takes the lock
 and drains). A queue that outgrows its bound is an error too (:meth:`Emitter._queue_overflow`:
-:class:`~reaqtive.errors.LimitExceededError` for ``MAX_QUEUE_SIZE``).
+:class:`~reaqtive.errors.LimitExceededError` for ``MAX_QUEUE_SIZE``). A user function's error goes through the
+query's error policy: ``_user_error`` outside the lock (stopping is :meth:`Emitter._fail`), or, under the lock,
+``_skips`` and then :meth:`Emitter._set_error` unless the element is skipped.
 
 **Bases.** :class:`EmitterBase` (several inputs or none) and :class:`UnaryEmitterBase` (one input; its
 ``request`` is the downstream's, and :meth:`UnaryEmitterBase._request_upstream` asks the source) declare the
@@ -207,6 +209,15 @@ class Emitter(OperatorBase[R], Generic[R]):
         with self._lock:
             self._set_error(error)
         self._drain()
+
+    def _stop_on_user_error(self, error: Exception) -> None:
+        """A user function raised (outside the lock) and the query stops: the error goes out through the drain,
+        as every signal. A stage that decides under its lock calls ``_skips`` and :meth:`_set_error` instead."""
+        self._fail(error)
+
+    def _element_skipped(self) -> None:
+        """Nothing owed by default: the emitting stages with user functions ask their source for everything (a
+        stage that asks by its own accounting, ``flat_map``'s outer, overrides this)."""
 
     # -- the drain ---------------------------------------------------------------------------------------------
 

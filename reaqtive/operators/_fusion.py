@@ -9,7 +9,7 @@ calls one generated ``on_next`` that runs the three steps in a row::
         try:
             v1 = self._f0(v0)                         # map(f), stage 0
         except Exception as error:
-            self._s0._signal_error(error)
+            self._s0._user_error(error, v0)
             return
         if v1 is None:
             self._s0._selector_returned_none(v0)
@@ -23,9 +23,11 @@ calls one generated ``on_next`` that runs the three steps in a row::
 
 Each step is the stage's own ``on_next``, written as a template next to it (:class:`FusedStep`, e.g.
 ``Map.fused_step``): the user's function is called under the same ``try``, its failure goes through the same
-stage's ``_signal_error`` (which sends ``on_error`` down through the stages after it and disposes the run and
-its upstream), a dropped element is replaced upstream by the same stage, and after each step the element goes
-on only if that stage is still live, which is when the unfused stage would have passed it on. Everything else
+stage's ``_user_error`` (the query's error policy decides: stop sends ``on_error`` down through the stages after
+it and disposes the run and its upstream; skip drops the element at that step, the stage asks its upstream for
+one more in its place as the unfused stage does, and the run goes on with the next element), a dropped element
+is replaced upstream by the same stage, and after each step the element goes on only if that stage is still
+live, which is when the unfused stage would have passed it on. Everything else
 (``on_subscribe``, ``request``, ``cancel``, ``on_error``, ``on_complete``, dispose, save and load) still goes
 through the stages themselves, unchanged.
 
@@ -144,7 +146,7 @@ class FusedStep:
     ``function``: the attribute of the stage holding the user's function. ``code``: the step, in Python, with
     placeholders: ``{value}`` (the element coming in), ``{result}`` (the element going on, for a step that
     makes a new one; a step without it passes ``{value}`` on), ``{fn}`` (the user's function), ``{stage}`` (the
-    stage object: its fields, and the rare paths, ``_signal_error`` and a replacement request), ``{stop}``
+    stage object: its fields, and the rare paths, ``_user_error`` and a replacement request), ``{stop}``
     (ends the element's trip: ``return`` in ``on_next``, ``continue`` in a batch) and ``{bounded}`` (``True`` in
     ``on_next``, ``False`` in a batch, which a source hands over only under unbounded demand: ``if {bounded}:``
     keeps demand bookkeeping off that path, and the compiler drops the test). It may use locals of its own

@@ -25,8 +25,9 @@ subscriber of an inner subject has its own demand and a bounded buffer with the 
 What each operator asks its upstream for is stated by the operator.
 
 **Termination.** The source's completion ends every open inner stream (completed, then the outer stream
-completes once the streams still waiting for demand went out); its error, a user function's error, a limit or
-a rule 3.9 request goes to every emitted inner stream, then downstream (streams still waiting are dropped).
+completes once the streams still waiting for demand went out); its error, a user function's error (unless the
+query's error policy skips the element), a limit or a rule 3.9 request goes to every emitted inner stream, then
+downstream (streams still waiting are dropped).
 **Disposing the output ends the inner streams**: the upstream is cancelled and every open inner stream is
 completed and deleted. (Rx and Reaqtive keep the source alive while groups have subscribers, by reference
 counting; here a group's subscribers are restored on their own after a restart, by reference through the
@@ -499,9 +500,14 @@ class InnerStreamOperator(StatefulUnaryOperatorBase[T, "InnerStream[Any]"], Gene
             sink.on_complete()
             self._delete_subject(inner.number)
 
-    def _user_error(self, error: BaseException) -> None:
-        """A user function raised (called outside an action)."""
+    def _stop_on_user_error(self, error: Exception) -> None:
+        """A user function raised (called outside an action) and the query stops: serialized, as every signal.
+        Inside an action, a stage asks ``_skips`` and calls :meth:`_fail` itself."""
         self._serialize(self._fail, error)
+
+    def _element_skipped(self) -> None:
+        """Nothing owed: the one of these stages with user functions (``group_by``) asks its upstream for
+        everything."""
 
     # -- state -------------------------------------------------------------------------------------------------
 

@@ -285,13 +285,16 @@ class InnerSlot(Subscriber[Any]):
         selector = parent._result_selector
         if selector is not None:
             try:
-                value = selector(self.element, value)
+                result = selector(self.element, value)
+                if result is None:
+                    raise TypeError(f"{parent.label}: the result selector returned None (never an element)")
             except Exception as error:
-                parent._fail(error)
+                if parent._skips(error, value):
+                    parent._inner_element_skipped(self)
+                else:
+                    parent._fail(error)
                 return
-            if value is None:
-                parent._fail(TypeError(f"{parent.label}: the result selector returned None (never an element)"))
-                return
+            value = result
         token = parent._token
         if parent._unbounded and not parent._queued and _take(token):
             # Unbounded demand, nothing waiting, nobody emitting: straight through, without the state lock.
@@ -401,6 +404,34 @@ class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
     def select(self, element: Any) -> Subscribable[Any]:
         """The inner stream of an outer element (user code: may raise)."""
         return selected_source(self.label, element)
+
+    def _selected(self, element: Any) -> Subscribable[Any] | None:
+        """The inner stream of an outer element, selected before the element changes anything (the outer's
+        ``on_next``, outside the lock); ``None`` when the selector raised (or did not return a query): the query's
+        error policy skipped the element (as if it had never come) or the stage is failing."""
+        try:
+            return self.select(element)
+        except Exception as error:
+            self._user_error(error, element)
+            return None
+
+    def _element_skipped(self) -> None:
+        """An outer element was skipped: it was received (it used the outer demand), and opened nothing, so the
+        outer is asked again as its slots and the downstream demand allow."""
+        with self._lock:
+            if self._outstanding and self._outstanding != LONG_MAX:
+                self._outstanding -= 1
+                self._state.changed = True
+        self._request_outer()
+
+    def _inner_element_skipped(self, slot: InnerSlot) -> None:
+        """An inner element was skipped (the result selector raised on it): it used one of the slot's requests and
+        took no place in its queue, so the inner is asked for one more in its place (bounded demand only), as a
+        filter replaces a dropped element."""
+        upstream = slot.upstream
+        if slot.done or slot.unbounded or upstream is None or isinstance(upstream, Terminated):
+            return
+        upstream.request(1)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -547,13 +578,19 @@ class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
         self._state.changed = True
         return slot
 
-    def _subscribe_slot(self, slot: InnerSlot, *, restoring: bool = False) -> bool:
-        """Select the slot's inner stream and subscribe to it; ``False`` if that failed (the stage is failing).
-        ``restoring``: the slot was live at the checkpoint the stage was loaded from."""
+    def _subscribe_slot(
+        self, slot: InnerSlot, source: Subscribable[Any] | None = None, *, restoring: bool = False
+    ) -> bool:
+        """Subscribe to the slot's inner stream (``source``, or selected now: a restored slot); ``False`` if that
+        failed (the stage is failing). ``restoring``: the slot was live at the checkpoint the stage was loaded
+        from. A restored slot whose selector raises now (it did not before the checkpoint) and a failure to
+        subscribe (binding the inner query, restoring its state) stop the query, whatever the error policy: the
+        slot exists already."""
         host = self._host
         assert host is not None
         try:
-            host.subscribe(slot.number, self.select(slot.element), slot, restoring=restoring)
+            host.subscribe(slot.number, self.select(slot.element) if source is None else source, slot,
+                           restoring=restoring)
         except Exception as error:
             self._fail(error)
             return False

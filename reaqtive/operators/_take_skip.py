@@ -84,6 +84,9 @@ class DroppingStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
             if upstream is not None:
                 upstream.request(1)
 
+    def _element_skipped(self) -> None:
+        self._replace_dropped()  # an element skipped after a user error is one more dropped
+
 
 class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """A one-input stage with one timer at an absolute time (``take``/``skip`` by duration, ``take_until``/

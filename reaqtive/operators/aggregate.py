@@ -11,7 +11,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, none_result_error, optional_callable
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, is_immutable_value, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, is_immutable_value, register_keyed_step
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 from reaqtive.subscriptions import SubscriptionHandle
@@ -50,6 +50,9 @@ def aggregate(
 
     Without ``seed`` the first element starts the accumulation, and an empty source is a ``ValueError``; with
     ``seed``, an empty source gives the seed (through the result selector, if any).
+    An exception from ``accumulator`` or ``result_selector`` becomes ``on_error``; under a skip policy, the element
+    the accumulator raised on is skipped (the accumulation stays), and a result selector that raises skips the
+    result: the stage completes without one.
 
     **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``has_value: bool,
     accumulation`` (``reaqtive:aggregate``) or ``accumulation`` (``reaqtive:aggregate+seed``). Inside a keyed
@@ -145,7 +148,7 @@ class Aggregate(AggregateStage[T, Any], Generic[T]):
             try:
                 self._accumulation = self._accumulator(self._accumulation, value)
             except Exception as error:
-                self._signal_error(error)
+                self._user_error(error, value)  # skipped: the accumulation stays
                 return
         else:
             self._accumulation = value
@@ -155,8 +158,11 @@ class Aggregate(AggregateStage[T, Any], Generic[T]):
     def result_at_completion(self) -> Any:
         if not self._has_value:
             raise no_elements_error("aggregate")
+        return self._accumulation
+
+    def final_result(self, result: Any) -> Any:
         selector = self._result_selector
-        return self._accumulation if selector is None else selector(self._accumulation)
+        return result if selector is None else selector(result)
 
 
 class AggregateSeed(AggregateStage[T, Any], Generic[T, A]):
@@ -186,13 +192,16 @@ class AggregateSeed(AggregateStage[T, Any], Generic[T, A]):
         try:
             self._accumulation = self._accumulator(self._accumulation, value)
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)  # skipped: the accumulation stays
             return
         self._state.changed = True
 
     def result_at_completion(self) -> Any:
+        return self._accumulation
+
+    def final_result(self, result: Any) -> Any:
         selector = self._result_selector
-        return self._accumulation if selector is None else selector(self._accumulation)
+        return result if selector is None else selector(result)
 
 
 def _result(name: str, accumulation: Any, selector: Callable[[Any], Any] | None) -> tuple[Any, ...]:
@@ -221,7 +230,7 @@ class AggregateStep(KeyedStep):
 
     def complete(self, state: Any) -> tuple[Any, ...]:
         if not state:
-            raise no_elements_error("aggregate")
+            raise StepOperatorError(no_elements_error("aggregate"))
         return _result(Aggregate.name, state[0], self._result_selector)
 
     def check(self, state: Any) -> bool:

@@ -201,7 +201,7 @@ class Any(_Quantifier[T], Generic[T]):
                 if not predicate(value):
                     return
             except Exception as error:
-                self._signal_error(error)
+                self._user_error(error, value)
                 return
         self._finish(True)
 
@@ -226,7 +226,7 @@ class All(_Quantifier[T], Generic[T]):
             if self._predicate(value):
                 return
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)
             return
         self._finish(False)
 
@@ -250,7 +250,7 @@ class Contains(_Quantifier[T], Generic[T]):
         try:
             found = bool(value == self._value)
         except Exception as error:  # an __eq__ (or its truth value) that raises
-            self._signal_error(error)
+            self._user_error(error, value)
             return
         if found:
             self._finish(True)

@@ -15,7 +15,7 @@ from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._emitter import COMPLETE, IDLE, UnaryEmitterBase
 from reaqtive.operators._timing import span_arguments
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
 from reaqtive.state import DirtyState, StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
@@ -441,7 +441,7 @@ class BufferCountStep(KeyedStep):
             buffer.append(value)
         if len(buffer) == self._threshold:
             if self._overflow:
-                raise LimitExceededError(BufferCount.name, MAX_BUFFER_SIZE, self._limit)
+                raise StepOperatorError(LimitExceededError(BufferCount.name, MAX_BUFFER_SIZE, self._limit))
             return None, buffer
         return buffer, SKIP
 
@@ -479,14 +479,14 @@ class BufferCountSkipStep(KeyedStep):
         index = field[0]
         if index % self._skip == 0:
             if len(field) - 1 >= self._max_buffers:
-                raise LimitExceededError(BufferCountSkip.name, MAX_BUFFER_COUNT, self._max_buffers)
+                raise StepOperatorError(LimitExceededError(BufferCountSkip.name, MAX_BUFFER_COUNT, self._max_buffers))
             field.append([])
         for position in range(1, len(field)):
             field[position].append(value)
         field[0] = index + 1
         if len(field) > 1 and len(field[1]) == self._threshold:
             if self._overflow:
-                raise LimitExceededError(BufferCountSkip.name, MAX_BUFFER_SIZE, self._max_size)
+                raise StepOperatorError(LimitExceededError(BufferCountSkip.name, MAX_BUFFER_SIZE, self._max_size))
             return field, field.pop(1)
         return field, SKIP
 

@@ -47,7 +47,9 @@ def combine_latest(
     is emitted until every source has an element. Completes when every source has completed, or **at once**
     when a source completes without ever having produced an element (as Rx does; the original Reaqtive waited
     for the next element of another source). An error from a source or from the selector is delivered at
-    once and unsubscribes every source. A selector returning ``None`` is a ``TypeError``.
+    once and unsubscribes every source. A selector returning ``None`` is a ``TypeError``. Under a skip policy, an
+    element on which the selector raised (or returned ``None``) is dropped: its source's latest element stays
+    the one before, as if it had never come.
 
     **State.** Per source, whether it completed and its latest element, and the elements queued for lack of
     demand (with the index of their source).
@@ -226,10 +228,12 @@ class CombineLatest(MultiInputEmitter[R], Generic[R]):
 
     def _process(self, each: _CombineInput, value: Any, emit: bool) -> bool:
         """Take ``value`` as the latest of its input and emit the combination if ``emit``. ``False`` if the
-        selector failed (the stage is then terminated)."""
+        selector failed (the stage is then terminated). An element the error policy skips is not taken (its
+        input's latest stays) and gives back the demand its combination had taken."""
         latest = self._latest
         index = each.index
-        if latest[index] is None:
+        previous = latest[index]
+        if previous is None:
             self._missing -= 1
         latest[index] = value
         self._state.changed = True
@@ -244,14 +248,19 @@ class CombineLatest(MultiInputEmitter[R], Generic[R]):
         else:
             try:
                 result = selector(*latest)
+                if result is None:
+                    raise TypeError("combine_latest: the selector returned None; None is never an element")
             except Exception as error:
-                self._signal_error(error)
-                return False
-            if result is None:
-                self._signal_error(
-                    TypeError("combine_latest: the selector returned None; None is never an element")
-                )
-                return False
+                if not self._skips(error, value):
+                    self._signal_error(error)  # (the drainer: at once, as every terminal signal it sends)
+                    return False
+                latest[index] = previous
+                if previous is None:
+                    self._missing += 1
+                with self._lock:
+                    if self._demand != LONG_MAX:
+                        self._demand += 1  # the combination's, unused
+                return True
         self._downstream.on_next(result)
         return True
 

@@ -91,7 +91,7 @@ class Count(AggregateStage[T, int], Generic[T]):
                 if not predicate(value):
                     return
             except Exception as error:
-                self._signal_error(error)
+                self._user_error(error, value)  # skipped: not counted
                 return
         self._count += 1
         self._state.changed = True

@@ -53,7 +53,8 @@ def debounce(duration: timedelta | Callable[[Any], Subscribable[Any]]) -> Operat
     scheduler (a timer of the scheduler, no inner subscription); ``duration(element)`` is an inner
     subscription, hosted by the environment when there is one: its first element or its completion ends the
     wait, its error ends the result, and a stale duration query's signals are ignored. A negative duration is
-    refused.
+    refused. An exception from ``duration(element)`` (or a result that is not a query) ends the result, or, under
+    a skip policy, skips the element: the pending one stays pending, with its duration query.
 
     **State.** The pending element, its absolute due time (a recovered query re-arms its timer for it, so the
     element goes out when it would have) or its number (the id of its duration query) and whether that query
@@ -354,6 +355,14 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
             self._host.delete(self._count - 1)
 
     def on_next(self, value: T) -> None:
+        ended = self._source_done or self._disposed  # (a late element: no selector call)
+        if ended:
+            return
+        try:  # selected first: an element the error policy skips changes nothing
+            source = selected_source("debounce", self._selector(value))
+        except Exception as error:
+            self._user_error(error, value)
+            return
         with self._lock:
             if self._source_done or self._disposed:
                 return
@@ -367,18 +376,19 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
         assert host is not None
         if previous is not None:
             host.delete(previous)
-        self._open(number, value)
+        self._open(number, value, source)
 
-    def _open(self, number: int, value: T, *, restoring: bool = False) -> None:
+    def _open(
+        self, number: int, value: T, source: Subscribable[Any] | None = None, *, restoring: bool = False
+    ) -> None:
+        """Subscribe to the duration query of element ``number`` (``source``, or selected now: a restored
+        element, whose selector raising now stops the query whatever the error policy)."""
         host = self._host
         assert host is not None
         try:
-            host.subscribe(
-                number,
-                selected_source("debounce", self._selector(value)),
-                _DurationObserver(self, number),
-                restoring=restoring,
-            )
+            if source is None:
+                source = selected_source("debounce", self._selector(value))
+            host.subscribe(number, source, _DurationObserver(self, number), restoring=restoring)
         except Exception as error:
             self._fail(error)
 

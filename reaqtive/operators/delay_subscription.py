@@ -135,7 +135,7 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
         self._state.changed = True
         try:
             handle = self._attach()
-        except Exception as error:
+        except Exception as error:  # binding the source (not a user function on an element): it stops the query
             self._signal_error(error)
             return
         start_all(handle)

@@ -12,7 +12,7 @@ from reaqtive.context import OperatorContext
 from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.settings import MAX_DISTINCT_ELEMENTS, read_limit
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.streams import LONG_MAX, Subscriber, add_demand
@@ -43,7 +43,8 @@ def distinct(
     for case-insensitive text), kept in a ``set``, O(1) per element. ``comparer(seen_key, key) -> bool``
     (true: equal) is for keys that cannot be hashed: every new key is compared with all keys seen so far, in
     the order they were first seen, O(n) per element and O(n²) in all; prefer a key when you can.
-    An exception from ``key_selector`` or ``comparer``, or an unhashable key, becomes ``on_error``.
+    An exception from ``key_selector`` or ``comparer``, or an unhashable key, becomes ``on_error``, or skips
+    the element under a skip policy (its key is not kept).
 
     **State.** The keys seen (a set; with a comparer, a list): they must be values the state codec can write.
     Setting ``MAX_DISTINCT_ELEMENTS`` bounds their number (``LimitExceededError`` through ``on_error``). Inside
@@ -106,6 +107,9 @@ class _DistinctBase(StatefulUnaryOperatorBase[T, T], Generic[T]):
             if upstream is not None:
                 upstream.request(1)
 
+    def _element_skipped(self) -> None:
+        self._dropped()  # as a dropped element
+
     def _over_limit(self) -> None:
         self._signal_error(LimitExceededError(self.name, MAX_DISTINCT_ELEMENTS, self._limit))
 
@@ -134,7 +138,7 @@ class Distinct(_DistinctBase[T], Generic[T]):
             key = value if self._key_selector is None else self._key_selector(value)
             seen = key in keys
         except Exception as error:  # the key selector raised, or the key is not hashable
-            self._signal_error(error)
+            self._user_error(error, value)
             return
         if seen:
             self._dropped()
@@ -178,7 +182,7 @@ class DistinctComparer(_DistinctBase[T], Generic[T]):
             key = value if self._key_selector is None else self._key_selector(value)
             seen = any(comparer(other, key) for other in keys)
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)
             return
         if seen:
             self._dropped()
@@ -220,7 +224,7 @@ class DistinctStep(KeyedStep):
         if key in keys:  # (an unhashable key raises here, even for an empty set, as in the stage)
             return state, SKIP
         if len(keys) >= self._limit:
-            raise LimitExceededError(Distinct.name, MAX_DISTINCT_ELEMENTS, self._limit)
+            raise StepOperatorError(LimitExceededError(Distinct.name, MAX_DISTINCT_ELEMENTS, self._limit))
         keys.add(key)
         return keys, value
 
@@ -251,7 +255,7 @@ class DistinctComparerStep(KeyedStep):
         if any(comparer(other, key) for other in keys):
             return state, SKIP
         if len(keys) >= self._limit:
-            raise LimitExceededError(DistinctComparer.name, MAX_DISTINCT_ELEMENTS, self._limit)
+            raise StepOperatorError(LimitExceededError(DistinctComparer.name, MAX_DISTINCT_ELEMENTS, self._limit))
         keys.append(key)
         return keys, value
 

@@ -38,7 +38,8 @@ def distinct_until_changed(
     <...>
 
     Keys are compared with ``==``, or with ``comparer(current_key, key) -> bool`` (true: equal). The first
-    element is always emitted. An exception from ``key_selector`` or ``comparer`` becomes ``on_error``.
+    element is always emitted. An exception from ``key_selector`` or ``comparer`` becomes ``on_error``, or
+    skips the element under a skip policy (the current key stays).
 
     **State.** Whether there is a current key, then the key, which changes only when an element is emitted (so
     it is marked changed only then); it must be a value the state codec can write. Inside a keyed ``group_by``,
@@ -116,18 +117,22 @@ class DistinctUntilChanged(StatefulUnaryOperatorBase[T, T], Generic[T]):
             else:
                 same = bool(self._comparer(self._key, key))
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)
             return
         if same:
-            if self._requested != LONG_MAX:
-                upstream = self._upstream
-                if upstream is not None:
-                    upstream.request(1)
+            self._element_skipped()  # dropped: replaced upstream
             return
         self._key = key
         self._has_key = True
         self._state.changed = True
         self._downstream.on_next(value)
+
+    def _element_skipped(self) -> None:
+        """One element was dropped (the same key, or skipped): ask for another, unless demand is unbounded."""
+        if self._requested != LONG_MAX:
+            upstream = self._upstream
+            if upstream is not None:
+                upstream.request(1)
 
 
 class DistinctUntilChangedStep(KeyedStep):

@@ -41,6 +41,8 @@ def do(
 
     The callback runs first, then the signal goes downstream. An exception from a callback becomes
     ``on_error`` and ends the subscription; one from ``on_error`` replaces the upstream's error (as in Rx).
+    Under a skip policy, an element whose ``on_next`` raised is dropped, and an ``on_complete`` that raised
+    still completes (the error of ``on_error`` always ends the subscription: it is ending already).
     A callback not given does nothing (Reaqtive's default ``on_error`` also ignores the error).
 
     **State.** None beyond the base.
@@ -123,7 +125,7 @@ class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
         try:
             self._on_next(value)
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)
             return
         self._downstream.on_next(value)
 
@@ -133,7 +135,7 @@ class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
         try:
             {fn}({value})
         except Exception as error:
-            {stage}._signal_error(error)
+            {stage}._user_error(error, {value})
             {stop}
         """,
     )
@@ -146,7 +148,7 @@ class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
         if callback is not None:
             try:
                 callback(error)
-            except Exception as callback_error:
+            except Exception as callback_error:  # (no error policy: the subscription ends with an error anyway)
                 callback_error.__context__ = error
                 error = callback_error
         self._signal_error(error)
@@ -158,8 +160,8 @@ class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
             try:
                 callback()
             except Exception as error:
-                self._signal_error(error)
-                return
+                if not self._user_error(error):  # skipped: the completion goes on
+                    return
         self._signal_complete()
 
 

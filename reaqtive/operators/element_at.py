@@ -10,7 +10,14 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, require_element
-from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, is_immutable_value, register_keyed_step
+from reaqtive.operators.keyed_steps import (
+    DONE,
+    SKIP,
+    KeyedStep,
+    StepOperatorError,
+    is_immutable_value,
+    register_keyed_step,
+)
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 
@@ -163,7 +170,7 @@ class ElementAtStep(KeyedStep):
     def complete(self, state: Any) -> tuple[Any, ...]:
         default = self._default
         if default is None:
-            raise _out_of_range_error(self._op, self.initial, state)
+            raise StepOperatorError(_out_of_range_error(self._op, self.initial, state))
         return (default,)
 
     def check(self, state: Any) -> bool:

@@ -34,7 +34,8 @@ def filter(predicate: Callable[[T], object]) -> OperatorCall[T]:
     4
     <...>
 
-    An exception from ``predicate`` becomes ``on_error``.
+    An exception from ``predicate`` becomes ``on_error``, or drops the element under a skip policy
+    (``docs/operators.md``, "When user code raises").
 
     **State.** None beyond the base.
 
@@ -58,7 +59,8 @@ def filter_indexed(predicate: Callable[[T, int], object]) -> OperatorCall[T]:
     e
     <...>
 
-    An exception from ``predicate`` becomes ``on_error``.
+    An exception from ``predicate`` becomes ``on_error``, or drops the element under a skip policy: a skipped
+    element takes no index (the next one gets its index).
 
     **State.** The index of the next element.
 
@@ -130,7 +132,7 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
         try:
             drop = not self._predicate(value)  # truthiness inside the try: bool() of a result may raise too
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)
             return
         if not drop:
             self._downstream.on_next(value)
@@ -143,7 +145,7 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
         try:
             drop = not {fn}({value})
         except Exception as error:
-            {stage}._signal_error(error)
+            {stage}._user_error(error, {value})
             {stop}
         if drop:
             if {bounded}:
@@ -159,6 +161,10 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
         upstream = self._upstream
         if upstream is not None:
             upstream.request(1)
+
+    def _element_skipped(self) -> None:
+        if not self._unbounded:  # as a dropped element
+            self._replace_dropped()
 
 
 @register_operator("filter_indexed", builder=filter_indexed, args=FilterIndexedArgs)
@@ -197,16 +203,24 @@ class FilterIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
         try:
             drop = not self._predicate(value, index)  # truthiness inside the try: bool() of a result may raise
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)  # skipped: the index stays, for the next element
             return
         self._index = index + 1
         self._state.changed = True
         if not drop:
             self._downstream.on_next(value)
-        elif self._requested != LONG_MAX:
+        else:
+            self._replace_dropped()
+
+    def _replace_dropped(self) -> None:
+        """Ask the upstream for one more element in place of a dropped one, unless demand is unbounded."""
+        if self._requested != LONG_MAX:
             upstream = self._upstream
             if upstream is not None:
                 upstream.request(1)
+
+    def _element_skipped(self) -> None:
+        self._replace_dropped()  # as a dropped element
 
 
 class FilterStep(StatelessStep):

@@ -92,6 +92,8 @@ class FinallyAction(StatefulUnaryOperatorBase[T, T], Generic[T]):
         try:
             self._action()
         except Exception as error:
+            # Not the error policy's: the action runs once the subscription has ended, with no element to skip and
+            # nothing left to stop or go on with. The error is reported to the host as it always was.
             self._report(error)
 
     def _report(self, error: Exception) -> None:

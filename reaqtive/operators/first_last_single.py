@@ -11,7 +11,14 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable, require_element
-from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, is_immutable_value, register_keyed_step
+from reaqtive.operators.keyed_steps import (
+    DONE,
+    SKIP,
+    KeyedStep,
+    StepOperatorError,
+    is_immutable_value,
+    register_keyed_step,
+)
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 
@@ -226,7 +233,7 @@ class First(_Pick[T], Generic[T]):
                 if not predicate(value):
                     return
             except Exception as error:
-                self._signal_error(error)
+                self._user_error(error, value)
                 return
         self._finish(value)
 
@@ -263,7 +270,7 @@ class Last(_Pick[T], Generic[T]):
                 if not predicate(value):
                     return
             except Exception as error:
-                self._signal_error(error)
+                self._user_error(error, value)
                 return
         self._last = value
         self._state.changed = True
@@ -302,7 +309,7 @@ class Single(_Pick[T], Generic[T]):
                 if not predicate(value):
                     return
             except Exception as error:
-                self._signal_error(error)
+                self._user_error(error, value)
                 return
         if self._found is not None:
             self._signal_error(_more_than_one_error(self._op, predicate is not None))
@@ -329,7 +336,7 @@ class _PickStep(KeyedStep):
     def _no_element(self) -> tuple[Any, ...]:
         """The final output when no element was found: the default, or the error (as :meth:`_Pick._no_element`)."""
         if self._default is None:
-            raise no_elements_error(self._op, self._predicate is not None)
+            raise StepOperatorError(no_elements_error(self._op, self._predicate is not None))
         return (self._default,)
 
 
@@ -377,7 +384,7 @@ class SingleStep(_PickStep):
         if predicate is not None and not predicate(value):
             return state, SKIP
         if state is not None:
-            raise _more_than_one_error(self._op, predicate is not None)
+            raise StepOperatorError(_more_than_one_error(self._op, predicate is not None))
         return value, SKIP
 
     def complete(self, state: Any) -> tuple[Any, ...]:

@@ -55,7 +55,9 @@ def flat_map(
     ``MAX_CONCURRENT_INNER`` bounds it too; an outer source that sends more than it was asked for ends the
     result with ``LimitExceededError``). Completes when this source and every inner stream completed, in either
     order; the first error (of this source, an inner stream or a selector) ends the result at once and disposes
-    every inner subscription (hosted, deleting them from the environment).
+    every inner subscription (hosted, deleting them from the environment). Under a skip policy, an element whose
+    ``selector`` raised (or returned no query) opens no inner stream and takes no number, and an inner element
+    whose ``result_selector`` raised is dropped (an inner stream's own errors still end the result).
 
     **State.** The number of elements seen, whether this source completed, the elements requested from it and
     not yet received (asked for again when a recovered query starts) and, per live inner stream, its number,
@@ -180,6 +182,12 @@ class FlatMap(InnerMergeBase[R], Generic[R]):
         return selected_source(self.label, element if selector is None else selector(element))
 
     def on_next(self, value: Any) -> None:
+        failing = self._disposed or self._error is not None  # (a late element: no selector call)
+        if failing:
+            return
+        source = self._selected(value)
+        if source is None:
+            return  # skipped (as if it had never come), or failing
         slot: InnerSlot | None = None
         with self._lock:
             if self._disposed or self._error is not None:
@@ -194,7 +202,7 @@ class FlatMap(InnerMergeBase[R], Generic[R]):
         if slot is None:
             self._drain()
             return
-        if self._subscribe_slot(slot):
+        if self._subscribe_slot(slot, source):
             self._request_outer()
 
 

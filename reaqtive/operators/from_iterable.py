@@ -116,6 +116,11 @@ class FromIterable(PullSource[T], Generic[T]):
         return not self._looked  # the original's first drain was still to look for the end
 
     def on_start(self) -> None:
+        # The iterable's own errors (here and in the emit loops) stop the query whatever the error policy: there is
+        # no element to skip, and nothing to go on with. An iterator that raised is finished (a generator) or in a
+        # state the iterator protocol leaves undefined, and a recovered query resumes it by position (``islice``
+        # above), which would not step over an error that a skip had stepped over. Nor is a ``None`` among the
+        # values skipped: it is the source breaking rule 2.13, not a user function's failure on an element.
         try:
             iterator = iter(self._iterable)
             if self._position:

@@ -66,9 +66,12 @@ def group_by(
     Keys are any hashable value, ``None`` included (a key, not an element: it is a group like any other), and
     are saved in checkpoints, so a checkpointed ``group_by`` needs keys the state codec can write (plain data,
     or a type registered with ``register_state_type``); any other key fails the checkpoint with
-    ``StateEncodeError``. User code runs in this order (as in Rx): the key selector, then (for a new key) the
-    group is created and emitted, then the element selector, and the element goes into its group. A selector
-    that raises, a key that cannot be hashed, or an element selector returning ``None`` fails the operator.
+    ``StateEncodeError``. User code runs in this order: the key selector, the element selector, then (for a new
+    key) the group is created and emitted, and the element goes into its group (Rx calls the element selector
+    after emitting a new group; here it runs first, so that an element the error policy skips opens no group).
+    A selector that raises, a key that cannot be hashed, or an element selector returning ``None`` fails the
+    operator (after the new key's group went out, as in Rx), or, under a skip policy, skips the element: it goes
+    into no group, and opens none.
 
     ``max_groups`` bounds the open groups (so does the host's ``MAX_GROUP_COUNT``); one more is a
     ``LimitExceededError``. With ``expire_after`` a group that received no element for that long completes
@@ -156,10 +159,10 @@ class _Selecting:
         try:
             element = self._selector(value)
         except Exception as error:
-            self._owner._user_error(error)
+            self._owner._user_error(error, value)
             return
         if element is None:
-            self._owner._user_error(none_element_error())
+            self._owner._user_error(none_element_error(), value)
             return
         self._push(element)
 
@@ -239,7 +242,7 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
         try:
             key = self._key_selector(value)
         except Exception as error:
-            self._user_error(error)
+            self._user_error(error, value)
             return
         if self._fast:
             # The lock-free path (unbounded demand, nothing waiting, no timers: only this thread changes
@@ -249,7 +252,7 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
             except KeyError:
                 pass  # a new group
             except TypeError as error:
-                self._user_error(unhashable_key_error(key, error))
+                self._user_error(unhashable_key_error(key, error), value)
                 return
             else:
                 try:
@@ -268,8 +271,24 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
         try:
             group = self._groups.get(key)
         except TypeError as error:
-            self._fail(unhashable_key_error(key, error))
+            failure = unhashable_key_error(key, error)
+            if not self._skips(failure, value):
+                self._fail(failure)
             return
+        # The element selector runs before a new group opens, so that a skipped element opens none; an error that
+        # stops the query still does so after the new group went out (a limit first), as it always did.
+        element: object = value
+        selected: Exception | None = None
+        selector = self._element_selector
+        if selector is not None:
+            try:
+                element = selector(value)
+                if element is None:
+                    raise none_element_error()
+            except Exception as error:
+                if self._skips(error, value):
+                    return
+                selected = error
         if group is None:
             if len(self._groups) >= self._max_groups:
                 self._fail(LimitExceededError(self.name, self._limit_name, self._max_groups))
@@ -278,17 +297,9 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
             self._groups[key] = group
             if not self._open(group):
                 return
-        element: object = value
-        selector = self._element_selector
-        if selector is not None:
-            try:
-                element = selector(value)
-            except Exception as error:
-                self._fail(error)
-                return
-            if element is None:
-                self._fail(none_element_error())
-                return
+        if selected is not None:
+            self._fail(selected)
+            return
         self._touch(group)
         self._push(group, element)
 

@@ -18,6 +18,14 @@ checkpointed in pages of keys. The choice is made when the query is bound and ca
   did), a key whose chain ended (``take``) drops its later elements, the source's completion completes every
   key's chain in the order the keys first came (their final outputs, then the result's completion), and the
   first error (the source's, a selector's, a step's) ends the result.
+* **User errors** go through the query's error policy as on the general path: skipped, an element whose key or
+  element selector raised (or whose key cannot be hashed) is dropped before its key is seen (no new key opens
+  for it); one that a step's function raised on is dropped at that step, and only its key's record changes: the
+  fields of the steps before it (they saw the element, as the stages before a skipping stage do), never the
+  failing step's own. A step's final outputs that raise at the end are skipped, and the steps after it still
+  complete. The policy is asked under the stage's lock, with this stage as the operator (the general path names
+  the inner operator that raised). The operator's own errors (limits, an aggregate without elements) stop the
+  result whatever the policy (:class:`~reaqtive.operators.keyed_steps.StepOperatorError`).
 * **Demand.** As ``group_by``: everything upstream once the result was asked for anything. Results beyond the
   outstanding demand wait, in the order they were produced, in one queue of at most ``MAX_QUEUE_SIZE`` (256 by
   default) results; one more fails the result with ``LimitExceededError``. On the general path each group has a
@@ -40,6 +48,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Final
 
 from reaqtive.context import OperatorContext
+from reaqtive.error_policy import NO_ELEMENT
 from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression, grouped_stream_class, is_expression
 from reaqtive.operator import StateReader, StateWriter, Version
@@ -50,6 +59,7 @@ from reaqtive.operators.keyed_steps import (
     DONE,
     SKIP,
     KeyedStep,
+    StepOperatorError,
     keyed_execution,
     keyed_execution_enabled,
     keyed_step_factory,
@@ -206,6 +216,12 @@ class _Outputs(list[Any]):
     __slots__ = ()
 
 
+def _stop_error(error: Exception) -> Exception:
+    """What the stage fails with when a step raised ``error`` that is not skipped: the error of the operator that a
+    :class:`StepOperatorError` carries, or the user's error itself."""
+    return error.error if isinstance(error, StepOperatorError) else error
+
+
 class KeyedGroups(PullingEmitterBase[Any, Any]):
     """The running stage of a keyed ``group_by ... flat_map`` (see the module)."""
 
@@ -287,7 +303,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         try:
             key = self._key_selector(value)
         except Exception as error:
-            self._fail(error)
+            self._user_error(error, value)  # skipped: the element never reaches a key
             return
         lock = self._lock
         lock.acquire()  # acquire/release: a third of the cost of ``with``
@@ -311,7 +327,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                 try:
                     state, output = step.next(field, value)  # type: ignore[union-attr]
                 except Exception as error:
-                    self._set_error(error)
+                    self._step_failed(error, value)  # skipped: the key's record stays as it was
                     return
                 if state is not field:
                     if state is DONE:
@@ -356,8 +372,14 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         try:
             record = table.get(key)
         except TypeError as error:
-            self._set_error(unhashable_key_error(key, error))
+            self._step_failed(unhashable_key_error(key, error), value)
             return SKIP
+        failure: Exception | None = None
+        if self._element_selector is not None:  # (also for a key whose chain ended: group_by selects before it pushes)
+            selected = self._select(value)
+            if selected is None:
+                return SKIP
+            value, failure = selected
         if record is None:
             if len(table) >= self._max_groups:
                 self._set_error(LimitExceededError(self.group_by_name, self._limit_name, self._max_groups))
@@ -368,16 +390,9 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             record = self._initial
             table.put(key, record)
             self._live += 1
-        selector = self._element_selector
-        if selector is not None:  # (also for a key whose chain ended: group_by selects before it pushes)
-            try:
-                value = selector(value)
-            except Exception as error:
-                self._set_error(error)
-                return SKIP
-            if value is None:
-                self._set_error(none_element_error())
-                return SKIP
+        if failure is not None:
+            self._set_error(failure)
+            return SKIP
         if self._expiring:
             self._touch(key)  # (the group lives on after its chain ended, as group_by's does)
         if not record:
@@ -402,13 +417,33 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                     break
                 index += 1
         except Exception as error:
-            self._set_error(error)
-            return SKIP
+            # Step ``index`` raised on ``value``: skipped, the element stops there; the steps before it keep what
+            # they did with it (``fields``), the failing step's field stays.
+            if not self._step_failed(error, value):
+                return SKIP
+            value = SKIP
         if fields is not None:
             table.put(key, tuple(fields))
         elif self._in_place:
             table.put(key, record)  # a field changed in place: its page must be saved
         return value
+
+    def _select(self, value: Any) -> tuple[Any, Exception | None] | None:
+        """The element selector's element for ``value`` (lock held), before a new key opens, so that a skipped
+        element opens nothing: ``(element, None)``; ``None`` when it raised (or returned ``None``) and the error
+        policy skips ``value``; ``(value, error)`` when the query stops, which it does after a new key opened (a
+        limit first), as on the general path."""
+        selector = self._element_selector
+        assert selector is not None
+        try:
+            element = selector(value)
+            if element is None:
+                raise none_element_error()
+        except Exception as error:
+            if self._skips(error, value):
+                return None
+            return value, error
+        return element, None
 
     def _ended(self, key: Any, fields: list[Any], index: int, value: Any) -> Any:
         """Step ``index`` ended ``key``'s chain after emitting ``value``: the steps after it get ``value`` and
@@ -421,7 +456,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             # The results before the failure go out first, as the general path sends them (see on_next).
             if outputs:
                 self._queue(outputs)
-            self._deferred_error = error
+            self._deferred_error = _stop_error(error)
             return SKIP
         self._table.put(key, ())
         self._live -= 1
@@ -435,7 +470,12 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         cancelled, as a ``take`` cancels its source)."""
         steps = self._steps
         while index < len(steps):
-            state, value = steps[index].next(fields[index], value)
+            try:
+                state, value = steps[index].next(fields[index], value)
+            except Exception as error:
+                if self._user_skips(error, value):
+                    return False  # dropped at this step: its field stays, the chain goes on
+                raise
             if state is DONE:
                 if value is SKIP or not self._feed(fields, index + 1, value, outputs):
                     self._complete_from(fields, index + 1, outputs)
@@ -451,10 +491,29 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         """Complete the steps from ``index`` in order, each one's final outputs going through the steps after it."""
         steps = self._steps
         while index < len(steps):
-            for value in steps[index].complete(fields[index]):
+            try:
+                final = steps[index].complete(fields[index])
+            except Exception as error:
+                if not self._user_skips(error, NO_ELEMENT):
+                    raise
+                final = ()  # its final outputs are skipped: the steps after it still complete
+            for value in final:
                 if self._feed(fields, index + 1, value, outputs):
                     return  # a later step ended the chain: it completed the rest
             index += 1
+
+    def _user_skips(self, error: Exception, value: Any) -> bool:
+        """Whether the query's error policy skips ``value`` after a step raised ``error`` on it (lock held);
+        never for the operator's own errors (:class:`StepOperatorError`)."""
+        return not isinstance(error, StepOperatorError) and self._skips(error, value)
+
+    def _step_failed(self, error: Exception, value: Any) -> bool:
+        """A step (or the key) raised ``error`` on ``value`` (lock held): ``True`` if the policy skips it there,
+        else the stage fails with the error (``False``)."""
+        if self._user_skips(error, value):
+            return True
+        self._set_error(_stop_error(error))
+        return False
 
     # -- demand and the end ----------------------------------------------------------------------------------------
 
@@ -500,7 +559,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             except Exception as error:
                 if outputs:
                     self._queue(outputs)
-                return error
+                return _stop_error(error)
             if outputs:
                 self._queue(outputs)
         return None

@@ -11,6 +11,13 @@ per step. A step is the operator's ``on_next`` and ``on_complete`` for one key, 
   the steps after it complete, those before it see nothing more, and later elements of the key are dropped, as
   a completed inner subscription drops them.
 * ``complete(state) -> outputs``: what it emits when its input completes (a tuple, usually empty), or raises.
+
+**Errors.** A step raises what the stage would fail with. An error of the user's code (a function, arithmetic or
+a comparison on the user's values, a ``None`` result) is raised as it is: the keyed stage hands it to the query's
+error policy, which may skip the element at that step (the step's field stays as it was, the steps before it keep
+what they did with the element, as the stages before a skipping stage do) or, at the end, that step's outputs.
+An error of the operator itself (a limit, an aggregate without elements, a second element of ``single``), which
+stops the query whatever the policy, is raised wrapped in :class:`StepOperatorError`.
 * ``check(state) -> bool``: whether a field read from a store can be this step's (a forged store fails the load
   with a clear error instead of failing later).
 * ``initial``: the field of a new key (immutable: every new key shares it).
@@ -46,6 +53,7 @@ __all__ = [
     "KeyedStep",
     "KeyedStepFactory",
     "StatelessStep",
+    "StepOperatorError",
     "is_immutable_value",
     "keyed_execution",
     "keyed_execution_enabled",
@@ -73,6 +81,16 @@ DONE: Final[Any] = _Marker("DONE")
 
 NO_OUTPUTS: Final[tuple[Any, ...]] = ()
 """``complete`` of a step that emits nothing when its input completes."""
+
+
+class StepOperatorError(Exception):
+    """An error of the operator itself, raised by a step (a limit, an aggregate without elements, a second element of
+    ``single``): the keyed stage fails with :attr:`error`, what the stage would signal, whatever the query's error
+    policy. The user's errors are raised as they are (see the module)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 class KeyedStep:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, TypeVa
 from reaqtive.arguments import arguments, require_callable, require_positive_duration, require_time
 from reaqtive.binding import register_operator
 from reaqtive.context import OperatorContext
+from reaqtive.error_policy import NO_ELEMENT
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._emitter import PullingEmitterBase
@@ -173,7 +174,10 @@ def aggregate_by_key(
     last moved its end), ends in time order. An empty window produces no row (so ``average`` never divides by
     zero), and a key without elements costs nothing. The source's completion closes every open window (in end
     order), then completes; its error goes downstream at once. An error of a selector, of the aggregate (``"a"
-    + 1``, ``min`` of values that do not compare) or of a key that cannot be hashed fails the query.
+    + 1``, ``min`` of values that do not compare) or of a key that cannot be hashed fails the query; under a skip
+    policy it skips the element instead (no window counts it: an element of several hopping windows counts in all
+    or none). An error of the result (a ``Fold``'s result selector, ``average``'s division) fails the query, or,
+    skipped, closes that window without a row.
 
     ``"count"`` counts elements (``value_selector`` is not called); ``"sum"`` adds the values from the first (so
     timedeltas sum too); ``"average"`` is that sum divided by the count; ``"min"`` and ``"max"`` keep the first of
@@ -479,10 +483,16 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], Generic[T]):
         """Close the windows of ``table_keys`` ending at ``end`` and queue their rows; ``False``: the stage failed."""
         try:
             rows = self._close_end(end, table_keys)
-        except Exception as error:  # the user's aggregate or result selector
+        except Exception as error:  # the user's aggregate or result selector, not skipped (see _row_failed)
             self._set_error(error)
             return False
         return self._queue(rows)
+
+    def _row_failed(self, error: Exception) -> None:
+        """The result of a closing window raised (lock held): the query's error policy skips the row (the window
+        closes without one: return) or stops the query (raise)."""
+        if not self._skips(error, NO_ELEMENT):
+            raise error
 
     def _close_end(self, end: int, table_keys: list[Any]) -> list[WindowRow]:
         """Close the windows of ``table_keys``, which end at ``end``, and return their rows (the user's result
@@ -496,7 +506,11 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], Generic[T]):
         for table_key in table_keys:
             record: tuple[Any, ...] = pop(table_key)  # type: ignore[assignment]  # indexed: it is there
             count, acc = record[1], record[2]
-            value = acc / count if kind is _AVERAGE else count if kind is _COUNT else result(count, acc)
+            try:
+                value = acc / count if kind is _AVERAGE else count if kind is _COUNT else result(count, acc)
+            except Exception as error:
+                self._row_failed(error)
+                continue
             append((table_key[0] if paired else table_key, start_at, end_at, value))
         return rows
 
@@ -597,9 +611,11 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], Generic[T]):
         self._drain()
 
 
-    def _failed(self, error: BaseException) -> None:
-        """A user function or a key failed on the element path (lock held)."""
-        self._set_error(error)
+    def _failed(self, error: Exception, element: object) -> None:
+        """A user function or a key failed on ``element`` (lock held, nothing of the element in the table yet):
+        the query's error policy skips the element or stops the query."""
+        if not self._skips(error, element):
+            self._set_error(error)
 
     # -- state -------------------------------------------------------------------------------------------------
 
@@ -723,13 +739,14 @@ class AggregateByKey(_KeyedWindows[T], Generic[T]):
         assert scheduler is not None
         now = scheduler.now
         due = None
+        element = value
         try:
             key = self._key_selector(value)
             selector = self._value_selector
             if selector is not None and self._kind is not _COUNT:
                 value = selector(value)
         except Exception as error:
-            self._fail(error)
+            self._user_error(error, element)
             return
         lock = self._lock
         lock.acquire()  # acquire/release: a third of the cost of ``with`` on CPython 3.11
@@ -755,7 +772,7 @@ class AggregateByKey(_KeyedWindows[T], Generic[T]):
                     acc = record[2] + value if kind <= _AVERAGE else self._step(record[2], value)
                     table.put(key, (record[0], record[1] + 1, acc))
             except Exception as error:  # the aggregate, or a key that cannot be hashed
-                self._failed(error)
+                self._failed(error, element)
         finally:
             lock.release()
             if self._pending or self._error is not None:
@@ -794,13 +811,14 @@ class AggregateByKeyHopping(_KeyedWindows[T], Generic[T]):
         assert scheduler is not None
         now = self._micros(scheduler.now)
         dues: list[datetime] = []
+        element = value
         try:
             key = self._key_selector(value)
             selector = self._value_selector
             if selector is not None and self._kind is not _COUNT:
                 value = selector(value)
         except Exception as error:
-            self._fail(error)
+            self._user_error(error, element)
             return
         lock = self._lock
         lock.acquire()
@@ -811,20 +829,27 @@ class AggregateByKeyHopping(_KeyedWindows[T], Generic[T]):
             if ends and ends[0] <= now and not self._close_until(now):
                 return
             size, slide, table = self._span, self._slide, self._table
+            # The element's record in each window holding ``now`` (start <= now < start + size, starts on multiples
+            # of slide), all computed before any is put: an aggregate failing in one window leaves every window as
+            # it was (the element is skipped or the query stops).
+            updates: list[tuple[tuple[Any, int], tuple[Any, ...], bool]] = []
             try:
-                # the windows holding ``now``: start <= now < start + size, starts on multiples of slide
                 for start in range(((now - size) // slide + 1) * slide, now + 1, slide):
                     table_key = (key, start)
                     record = table.get(table_key)
                     if record is None:
-                        table.put(table_key, (start, 1, self._first(value)))
-                        due = self._add_to_index(table_key, start + size)
-                        if due is not None:
-                            dues.append(due)
+                        updates.append((table_key, (start, 1, self._first(value)), True))
                     else:
-                        table.put(table_key, (start, record[1] + 1, self._step(record[2], value)))
+                        updates.append((table_key, (start, record[1] + 1, self._step(record[2], value)), False))
             except Exception as error:
-                self._failed(error)
+                self._failed(error, element)
+                updates = []
+            for table_key, record, opened in updates:
+                table.put(table_key, record)
+                if opened:
+                    due = self._add_to_index(table_key, table_key[1] + size)
+                    if due is not None:
+                        dues.append(due)
         finally:
             lock.release()
             if self._pending or self._error is not None:
@@ -871,13 +896,14 @@ class AggregateByKeySession(_KeyedWindows[T], Generic[T]):
         assert scheduler is not None
         now = self._micros(scheduler.now)
         due = None
+        element = value
         try:
             key = self._key_selector(value)
             selector = self._value_selector
             if selector is not None and self._kind is not _COUNT:
                 value = selector(value)
         except Exception as error:
-            self._fail(error)
+            self._user_error(error, element)
             return
         lock = self._lock
         lock.acquire()
@@ -903,7 +929,7 @@ class AggregateByKeySession(_KeyedWindows[T], Generic[T]):
                     self._seq = seq + 1
                     due = self._add_to_index(key, now + self._span)
             except Exception as error:
-                self._failed(error)
+                self._failed(error, element)
         finally:
             lock.release()
             if self._pending or self._error is not None:
@@ -935,7 +961,12 @@ class AggregateByKeySession(_KeyedWindows[T], Generic[T]):
             if record is None or record[1] + gap != end:
                 continue  # a session that moved its end: it is indexed there too
             pop(key)
-            rows.append((key, self._at(record[0]), end_at, result(record[3], record[4])))
+            try:
+                value = result(record[3], record[4])
+            except Exception as error:
+                self._row_failed(error)
+                continue
+            rows.append((key, self._at(record[0]), end_at, value))
         return rows
 
     def _check_record(self, table_key: Any, reader: RecordReader, bounds: tuple[int | None, int | None]) -> None:

@@ -35,7 +35,8 @@ def map(selector: Callable[[T], R]) -> OperatorCall[R]:
     20
     <...>
 
-    An exception from ``selector`` (or a ``None`` result) becomes ``on_error`` and ends the subscription.
+    An exception from ``selector`` (or a ``None`` result) becomes ``on_error`` and ends the subscription, or
+    skips the element under a skip policy (``docs/operators.md``, "When user code raises").
 
     **State.** None beyond the base (disposed).
 
@@ -55,7 +56,8 @@ def map_indexed(selector: Callable[[T, int], R]) -> OperatorCall[R]:
     1:b
     <...>
 
-    An exception from ``selector`` (or a ``None`` result) becomes ``on_error`` and ends the subscription.
+    An exception from ``selector`` (or a ``None`` result) becomes ``on_error`` and ends the subscription, or
+    skips the element under a skip policy: a skipped element takes no index (the next one gets its index).
 
     **State.** The index of the next element.
 
@@ -117,7 +119,7 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
         try:
             result = self._selector(value)
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)
             return
         if result is None:
             self._selector_returned_none(value)
@@ -130,7 +132,7 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
         try:
             {result} = {fn}({value})
         except Exception as error:
-            {stage}._signal_error(error)
+            {stage}._user_error(error, {value})
             {stop}
         if {result} is None:
             {stage}._selector_returned_none({value})
@@ -140,7 +142,7 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
     """:meth:`on_next` as a step of a fused run."""
 
     def _selector_returned_none(self, value: S) -> None:
-        self._signal_error(TypeError(f"map: the selector returned None for {value!r}; None is never an element"))
+        self._user_error(TypeError(f"map: the selector returned None for {value!r}; None is never an element"), value)
 
 
 @register_operator("map_indexed", frames=2, builder=map_indexed, args=MapIndexedArgs)
@@ -173,11 +175,11 @@ class MapIndexed(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
         try:
             result = self._selector(value, index)
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)  # skipped: the index stays, for the next element
             return
         if result is None:
-            self._signal_error(
-                TypeError(f"map_indexed: the selector returned None for {value!r}; None is never an element")
+            self._user_error(
+                TypeError(f"map_indexed: the selector returned None for {value!r}; None is never an element"), value
             )
             return
         self._index = index + 1

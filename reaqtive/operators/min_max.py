@@ -11,7 +11,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.state import register_state_type
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
@@ -38,8 +38,8 @@ def min(key: Callable[[Any], Any] | None = None) -> OperatorCall[Any]:
 
     A comparer ``cmp(a, b) -> int`` becomes a key with ``functools.cmp_to_key(cmp)``. With a key, the
     *element* is emitted (Reaqtive's ``Min(selector)`` emitted the smallest selected value: use
-    ``map(selector).min()`` for that). An empty source is a ``ValueError``; elements that do not compare
-    become ``on_error``.
+    ``map(selector).min()`` for that). An empty source is a ``ValueError``; elements that do not compare, and
+    an exception from ``key``, become ``on_error``, or skip the element under a skip policy.
 
     **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``best`` (``None`` until the
     first element: ``None`` is never an element). The key of ``best`` is not saved (a key may be any object):
@@ -129,7 +129,7 @@ class _Extremum(AggregateStage[T, T], Generic[T]):
                 if not (value_key < best_key if self.smallest else value_key > best_key):
                     return
         except Exception as error:  # the key function, or elements that do not compare
-            self._signal_error(error)
+            self._user_error(error, value)  # skipped: the best element stays
             return
         self._best = value
         self._best_key = value_key
@@ -180,7 +180,7 @@ class MinMaxStep(KeyedStep):
 
     def complete(self, state: Any) -> tuple[Any, ...]:
         if state is None:
-            raise no_elements_error("min" if self._smallest else "max")
+            raise StepOperatorError(no_elements_error("min" if self._smallest else "max"))
         return (state,)
 
     def check(self, state: Any) -> bool:
@@ -227,7 +227,7 @@ class MinMaxKeyStep(KeyedStep):
 
     def complete(self, state: Any) -> tuple[Any, ...]:
         if state is None:
-            raise no_elements_error("min" if self._smallest else "max")
+            raise StepOperatorError(no_elements_error("min" if self._smallest else "max"))
         return (state.element,)
 
     def check(self, state: Any) -> bool:

@@ -187,7 +187,7 @@ class Retry(StatefulOperatorBase[T], Generic[T]):
         if not self._end_attempt(attempt):
             return
         if self._bad_request or not self._take_retry():
-            self._signal_error(error)
+            self._signal_error(error)  # gave up: an upstream error, never the error policy's to skip
             return
         if not self._resubscribing:
             self._resubscribe_loop()
@@ -229,7 +229,7 @@ class Retry(StatefulOperatorBase[T], Generic[T]):
             handle = self._source.subscribe(attempt)
             subscribe_all(handle)
             set_context_all(handle, self.context)
-        except Exception as error:
+        except Exception as error:  # binding or context errors: the query's, not a user function's on an element
             if handle is not None:
                 handle.dispose()
             self._signal_error(error)

@@ -69,7 +69,8 @@ def scan(*args: Any, seed: Any = NO_SEED) -> OperatorCall[Any]:
     Without a seed the first element becomes the accumulator and **is emitted** (Rx semantics; Reaqtive's
     ``Scan(func)`` does not emit it, a deviation we do not copy). With a seed, every element emits
     ``accumulator(acc, element)`` and the seed itself is not emitted. An exception from ``accumulator`` (or a
-    ``None`` result) becomes ``on_error``.
+    ``None`` result) becomes ``on_error``, or, under a skip policy, skips the element: the accumulation stays as
+    it was (unless the accumulator changed it in place before it raised).
 
     **State.** The accumulator (and, without a seed, whether there is one yet); it must be a value the state
     codec can write (plain data, or a type registered with ``register_state_type``).
@@ -170,7 +171,7 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
             try:
                 result = self._accumulator(self._value, value)  # type: ignore[arg-type]
             except Exception as error:
-                self._signal_error(error)
+                self._user_error(error, value)  # skipped: the accumulation stays
                 return
             if result is None:
                 self._accumulator_returned_none(value)
@@ -189,7 +190,7 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
             try:
                 {result} = {fn}({stage}._value, {value})
             except Exception as error:
-                {stage}._signal_error(error)
+                {stage}._user_error(error, {value})
                 {stop}
             if {result} is None:
                 {stage}._accumulator_returned_none({value})
@@ -204,7 +205,7 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """:meth:`on_next` as a step of a fused run."""
 
     def _accumulator_returned_none(self, value: T) -> None:
-        self._signal_error(_none_error(value))
+        self._user_error(_none_error(value), value)
 
 
 class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
@@ -236,7 +237,7 @@ class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
         try:
             result = self._accumulator(self._value, value)
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)  # skipped: the accumulation stays
             return
         if result is None:
             self._accumulator_returned_none(value)
@@ -251,7 +252,7 @@ class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
         try:
             {result} = {fn}({stage}._value, {value})
         except Exception as error:
-            {stage}._signal_error(error)
+            {stage}._user_error(error, {value})
             {stop}
         if {result} is None:
             {stage}._accumulator_returned_none({value})
@@ -263,7 +264,7 @@ class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
     """:meth:`on_next` as a step of a fused run."""
 
     def _accumulator_returned_none(self, value: T) -> None:
-        self._signal_error(_none_error(value))
+        self._user_error(_none_error(value), value)
 
 
 def _none_error(value: object) -> TypeError:

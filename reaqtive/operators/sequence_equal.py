@@ -48,6 +48,8 @@ def sequence_equal(
     <...>
 
     The answer is ``False`` as soon as a pair differs or one source ends while the other has an element more.
+    An exception from ``comparer`` (or ``==``) ends the result, or, under a skip policy, skips the element that
+    arrived second: its pair waits for the next element of that source, as if the skipped one had never come.
 
     Queues: the elements one source delivered ahead of the other wait in a queue. With the host setting
     ``MAX_QUEUE_SIZE = q`` each source is asked for at most what its queue can still hold (``q`` at first,
@@ -267,8 +269,14 @@ class SequenceEqual(StatefulOperatorBase[bool], Generic[T]):
                         equal = value == earlier if self._comparer is None else self._comparer(value, earlier)
                     else:
                         equal = earlier == value if self._comparer is None else self._comparer(earlier, value)
+                    equal = bool(equal)  # truthiness inside the try: bool() of a result may raise
                 except Exception as error:
-                    failure = error
+                    if self._skips(error, value):  # (asked under the lock: the pairing must not move meanwhile)
+                        other.queue.appendleft(earlier)  # it waits for this side's next element
+                        if windowed:
+                            self._top_up(side, refills)  # the skipped element used a request of this side
+                    else:
+                        failure = error
                 else:
                     if not equal:
                         result = False

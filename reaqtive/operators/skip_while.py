@@ -33,7 +33,8 @@ def skip_while(predicate: Callable[[Any], object]) -> OperatorCall[Any]:
     1
     <...>
 
-    An exception from ``predicate`` becomes ``on_error``.
+    An exception from ``predicate`` becomes ``on_error``, or drops the element under a skip policy (a skipped
+    element takes no index in ``skip_while_indexed``).
 
     **State.** ``running``: whether the predicate has been false yet.
 
@@ -109,9 +110,9 @@ class SkipWhile(DroppingStage[T], Generic[T]):
             self._downstream.on_next(value)
             return
         try:
-            skip = self._predicate(value)
+            skip = bool(self._predicate(value))  # truthiness inside the try: bool() of a result may raise
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)
             return
         if skip:
             self._replace_dropped()
@@ -155,9 +156,9 @@ class SkipWhileIndexed(DroppingStage[T], Generic[T]):
             return
         index = self._index
         try:
-            skip = self._predicate(value, index)
+            skip = bool(self._predicate(value, index))
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)  # skipped: the index stays, for the next element
             return
         self._index = index + 1
         self._state.changed = True

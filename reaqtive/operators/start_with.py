@@ -245,5 +245,5 @@ class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
             self._holder.subscription = handle  # disposes the handle at once if this stage was disposed meanwhile
             if not self._disposed:
                 initialize(handle, self.context)
-        except Exception as error:
+        except Exception as error:  # binding the source (not a user function on an element): it stops the query
             self._signal_error(error)

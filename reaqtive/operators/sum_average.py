@@ -10,7 +10,7 @@ from reaqtive.binding import register_operator
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, none_result_error, require_element
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, is_immutable_value, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, is_immutable_value, register_keyed_step
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
 
@@ -36,7 +36,7 @@ def sum(start: object = 0) -> OperatorCall[Any]:
 
     Works with anything that adds: ints (exact, any size), floats (plain addition), ``Decimal``,
     ``Fraction``, ``timedelta`` (with a ``timedelta`` start). An element that does not add (a ``str`` among
-    numbers) becomes ``on_error``.
+    numbers) becomes ``on_error``, or is skipped under a skip policy (the total stays as it was).
 
     **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``total``. Inside a keyed
     ``group_by``, one field per key: the total (a ``start`` that may change in place, such as a list, keeps the
@@ -122,7 +122,7 @@ class Sum(AggregateStage[T, Any], Generic[T]):
         try:
             self._total = self._total + value
         except Exception as error:  # e.g. a str among numbers
-            self._signal_error(error)
+            self._user_error(error, value)  # skipped: the total stays
             return
         self._state.changed = True
 
@@ -162,7 +162,7 @@ class Average(AggregateStage[T, Any], Generic[T]):
             try:
                 self._total = self._total + value
             except Exception as error:
-                self._signal_error(error)
+                self._user_error(error, value)  # skipped: the total and the count stay
                 return
         else:
             self._total = value  # no start value: timedelta, Decimal and Fraction keep their type
@@ -172,7 +172,10 @@ class Average(AggregateStage[T, Any], Generic[T]):
     def result_at_completion(self) -> Any:
         if not self._count:
             raise no_elements_error("average")
-        return self._total / self._count
+        return self._total
+
+    def final_result(self, result: Any) -> Any:
+        return result / self._count  # the user's values divided: may raise
 
 
 class SumStep(KeyedStep):
@@ -209,7 +212,7 @@ class AverageStep(KeyedStep):
 
     def complete(self, state: Any) -> tuple[Any, ...]:
         if state is None:
-            raise no_elements_error("average")
+            raise StepOperatorError(no_elements_error("average"))
         count, total = state
         result = total / count
         if result is None:

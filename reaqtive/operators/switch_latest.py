@@ -38,6 +38,8 @@ def switch_latest(selector: Callable[[Any], Subscribable[Any]] | None = None) ->
     The previous inner subscription is disposed (hosted: deleted from the environment) and what it had queued is
     dropped. Completes when this source and the latest inner stream completed; the latest inner's error ends the
     result, a stale inner's signals are ignored; an error of this source or of ``selector`` ends it at once.
+    Under a skip policy, an element whose ``selector`` raised (or that is no query) is dropped and the current
+    inner stream goes on, as if the element had never come.
 
     **State.** The number of elements seen, whether this source completed, the elements requested from it and
     not yet received, and the latest inner: whether it ended, its queued elements and the element that selected
@@ -111,6 +113,12 @@ class SwitchLatest(InnerMergeBase[R], Generic[R]):
         return selected_source(self.label, element if selector is None else selector(element))
 
     def on_next(self, value: Any) -> None:
+        failing = self._disposed or self._error is not None  # (a late element: no selector call)
+        if failing:
+            return
+        source = self._selected(value)  # before the current inner ends: a skipped element leaves it live
+        if source is None:
+            return
         with self._lock:
             if self._disposed or self._error is not None:
                 return
@@ -125,5 +133,5 @@ class SwitchLatest(InnerMergeBase[R], Generic[R]):
         if ended:
             assert previous is not None
             self._end_slots([previous])
-        if self._subscribe_slot(slot):
+        if self._subscribe_slot(slot, source):
             self._request_outer()

@@ -33,7 +33,8 @@ def take_while(predicate: Callable[[Any], object], *, inclusive: bool = False) -
     2
     <...>
 
-    An exception from ``predicate`` becomes ``on_error``.
+    An exception from ``predicate`` becomes ``on_error``, or drops the element under a skip policy (a skipped
+    element takes no index in ``take_while_indexed``).
 
     **State.** Nothing (a stage past the first false element has completed).
 
@@ -105,9 +106,9 @@ class TakeWhile(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def on_next(self, value: T) -> None:
         try:
-            keep = self._predicate(value)
+            keep = bool(self._predicate(value))  # truthiness inside the try: bool() of a result may raise
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)
             return
         if keep:
             self._downstream.on_next(value)
@@ -146,9 +147,9 @@ class TakeWhileIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def on_next(self, value: T) -> None:
         index = self._index
         try:
-            keep = self._predicate(value, index)
+            keep = bool(self._predicate(value, index))
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)  # skipped: the index stays, for the next element
             return
         self._index = index + 1
         self._state.changed = True

@@ -12,7 +12,7 @@ from reaqtive.errors import LimitExceededError
 from reaqtive.expression import Expression, OperatorCall
 from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import AggregateStage
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.settings import MAX_LIST_SIZE, UNLIMITED, read_limit
 from reaqtive.streams import Subscriber
 from reaqtive.subscribable import Subscribable
@@ -117,7 +117,7 @@ class ToListStep(KeyedStep):
     def next(self, state: Any, value: Any) -> tuple[Any, Any]:
         size = 0 if state is None else len(state)
         if size >= self._limit:
-            raise LimitExceededError(ToList.name, MAX_LIST_SIZE, self._limit)
+            raise StepOperatorError(LimitExceededError(ToList.name, MAX_LIST_SIZE, self._limit))
         if state is None:
             return [value], SKIP
         state.append(value)

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from reaqtive.context import OperatorContext
 from reaqtive.expression import is_expression
-from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, keyed_step_factory
+from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StepOperatorError, keyed_step_factory
 from reaqtive.operators.keyed_window import AggregateByKeyArgs
 from reaqtive.query import Query
 from reaqtive.scheduler.clock import EPOCH
@@ -398,6 +398,8 @@ class KeyTable:
         record[_ENDED] = _COMPLETED
 
     def _fault(self, record: list[Any], error: BaseException) -> None:
+        if isinstance(error, StepOperatorError):
+            error = error.error  # the operator's own error (a limit, no elements), as the instance form signals it
         if record[_ENDED] is None:
             text = f"{type(error).__name__}: {error}"
             record[_ENDED] = "error: " + text

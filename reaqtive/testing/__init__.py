@@ -47,6 +47,7 @@ from reaqtive.testing.notifications import (
     subscribe,
 )
 from reaqtive.testing.observer import MockObserver
+from reaqtive.testing.policies import PolicyCall, RecordingPolicy
 from reaqtive.testing.scheduler import DEFAULT_INSTANCE_ID, TestScheduler
 from reaqtive.testing.sources import ColdSource, HotSource, TestableQuery, TestSource
 
@@ -85,6 +86,9 @@ __all__ = [
     "Demand",
     "CheckpointReport",
     "RestartOutcome",
+    # error policies
+    "RecordingPolicy",
+    "PolicyCall",
     # Reactive Streams conformance
     "OperatorPublisherVerification",
     "OperatorProcessorVerification",

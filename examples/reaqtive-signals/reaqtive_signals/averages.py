@@ -142,14 +142,15 @@ class Ewma(StatefulUnaryOperatorBase[float, float]):
 
     def on_next(self, value: float) -> None:
         if not isinstance(value, int | float) or isinstance(value, bool):
-            self._signal_error(TypeError(f"ewma: elements must be numbers, got {type(value).__name__}"))
+            # An element the query cannot take: the subscription's error policy stops the query or skips it.
+            self._user_error(TypeError(f"ewma: elements must be numbers, got {type(value).__name__}"), value)
             return
         average = self._average
         try:
             # float() of a huge int, and the arithmetic, may overflow: the query's error, never the caller's
             average = float(value) if average is None else average + self._alpha * (value - average)
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)
             return
         self._average = average
         self._state.changed = True  # the per-element path: the flag without the property call

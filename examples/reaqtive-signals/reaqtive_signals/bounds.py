@@ -104,6 +104,6 @@ class Clamp(StatefulUnaryOperatorBase[float, float]):
             # Comparisons with the user's element may raise (a str): that is the query's error, never the caller's.
             result = self._low if value < self._low else self._high if value > self._high else value
         except Exception as error:
-            self._signal_error(error)
+            self._user_error(error, value)
             return
         self._downstream.on_next(result)
