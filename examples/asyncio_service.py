@@ -12,15 +12,23 @@ What it shows (``docs/deploying.md`` explains each):
 * the engine opens (and recovers) when the application starts, and **closes with a final checkpoint** when it
   stops: uvicorn turns SIGTERM into the application's shutdown, which awaits ``aclose()``;
 * ``POST /events/{stream}``: each request's events are appended in one transaction, durable when the response is
-  sent; the processing task is woken by the append (no polling);
+  sent; the processing task is woken by the append (no polling). ``POST /events/readings`` takes
+  :class:`Reading` bodies (a JSON array of them, or one): FastAPI validates them, so a bad body (a field missing,
+  a value of the wrong type) gets 422 with FastAPI's usual detail and nothing of it is appended. The stream is
+  *typed* too (``create_stream("readings", schema="reading")``): the engine checks every event appended to it
+  from anywhere else against the same model, and stores its validated JSON form;
 * ``GET /outputs/{subscription}?after=N``: a consumer's cursor. Outputs come with their ``(subscription, seq)``
   id; a consumer that remembers the last ``seq`` it handled resumes after it and sees each output once, across
   restarts of the service (the replay after a crash produces the same outputs with the same ids);
 * ``POST /acks/{subscription}``: acknowledgement, after which the durable sink may trim those outputs;
+* error policies: ``hot`` skips a reading its function raises on (``on_error="skip"``: kept as a dead letter,
+  ``GET /dead-letters``), ``readings-seen`` stops on one (the default): it is FAILED, ``/health`` answers 503 and
+  says which and why, ``GET /outputs/readings-seen`` ends with the error, and after a fix
+  ``POST /subscriptions/readings-seen/restart`` runs it again (``?skip_failed=true`` skips the element);
 * ``GET /health`` and ``GET /metrics`` (Prometheus text, when ``reaqtive[prometheus]`` is installed).
 
-The functions the queries use are registered by name, before the engine opens: recovery resolves stored queries
-by these names.
+The functions the queries use, and the validators of the typed streams (``SCHEMAS``), are registered by name
+before the engine opens: recovery resolves stored queries and stream records by these names.
 """
 
 from __future__ import annotations
@@ -30,17 +38,50 @@ import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from pydantic import BaseModel, BeforeValidator
 
 from reaqtive import FunctionRegistry, Query
-from reaqtive.engine import DURABLE_SINK, AckError, ArtifactNotFoundError, EngineStatus, Output
+from reaqtive.engine import (
+    DURABLE_SINK,
+    AckError,
+    ArtifactInUseError,
+    ArtifactNotFoundError,
+    EngineError,
+    EngineStatus,
+    Output,
+    SchemaValidationError,
+    SubscriptionFailedError,
+    SubscriptionState,
+    UnknownSchemaError,
+)
 from reaqtive.engine.aio import AsyncEngine
 
 HOT_CELSIUS = 30.0
-STREAMS = ("readings",)
+
+
+class Reading(BaseModel):
+    """One reading: the body of ``POST /events/readings`` and the schema of the ``readings`` stream."""
+
+    sensor: str
+    celsius: float
+
+
+def _as_list(body: Any) -> Any:
+    return body if isinstance(body, list) else [body]
+
+
+Readings = Annotated[list[Reading], BeforeValidator(_as_list)]
+"""A JSON array of readings, or one reading (a bad one is reported at index 0)."""
+
+SCHEMAS: dict[str, type[BaseModel]] = {"reading": Reading}
+"""The validators of the typed streams, by the names their records store (``Engine(schemas=...)``)."""
+STREAMS: dict[str, str | None] = {"readings": "reading"}
+"""Each stream with its schema's name (``None``: untyped)."""
 
 
 def is_hot(reading: dict[str, Any]) -> bool:
@@ -65,15 +106,19 @@ def queries() -> dict[str, Query[Any]]:
     return {"hot": readings.filter(is_hot), "readings-seen": readings.scan(0, count_one)}
 
 
+ON_ERROR: dict[str, str] = {"hot": "skip"}
+"""Each query's error policy when a user function raises (absent: ``"stop"``)."""
+
+
 def create_missing(engine: AsyncEngine) -> None:
     """The first start creates the streams and queries; a restart finds them recovered."""
     existing = {info.uri for info in engine.engine.artifacts()}
-    for stream in STREAMS:
+    for stream, schema in STREAMS.items():
         if stream not in existing:
-            engine.engine.create_stream(stream)
+            engine.engine.create_stream(stream, schema=schema)
     for uri, query in queries().items():
         if uri not in existing:
-            engine.engine.create_subscription(uri, query)
+            engine.engine.create_subscription(uri, query, on_error=ON_ERROR.get(uri))
 
 
 def create_app(store: str | None = None, **engine_options: Any) -> FastAPI:
@@ -83,7 +128,7 @@ def create_app(store: str | None = None, **engine_options: Any) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         target = store or os.environ.get("REAQTIVE_STORE", "service.db")
-        options: dict[str, Any] = {"functions": make_functions(), "checkpoint_every_seconds": 5.0}
+        options: dict[str, Any] = {"functions": make_functions(), "schemas": SCHEMAS, "checkpoint_every_seconds": 5.0}
         options.update(engine_options)
         engine = await AsyncEngine.open(target, **options)
         await engine.call(create_missing, engine)
@@ -107,18 +152,13 @@ def create_app(store: str | None = None, **engine_options: Any) -> FastAPI:
 def add_data_routes(app: FastAPI, engine_of: Callable[[], AsyncEngine]) -> None:
     """Events in, outputs out, acknowledgements."""
 
+    @app.post("/events/readings")  # before /events/{stream}: this route takes the readings stream's bodies
+    async def append_readings(events: Readings) -> dict[str, list[int]]:
+        return {"seqs": await _append(engine_of(), "readings", events)}
+
     @app.post("/events/{stream}")
     async def append(stream: str, request: Request) -> dict[str, list[int]]:
-        body = await request.json()
-        events = body if isinstance(body, list) else [body]
-        now = datetime.now(UTC)
-        try:
-            seqs = await engine_of().append_many(stream, [(event, now) for event in events])
-        except ArtifactNotFoundError as error:
-            raise HTTPException(404, str(error)) from error
-        except (TypeError, ValueError) as error:
-            raise HTTPException(422, str(error)) from error
-        return {"seqs": seqs}
+        return {"seqs": await _append(engine_of(), stream, _as_list(await request.json()))}
 
     @app.get("/outputs/{subscription}")
     async def outputs(subscription: str, after: int | None = None, limit: int | None = None) -> StreamingResponse:
@@ -148,15 +188,47 @@ def add_operations_routes(app: FastAPI, engine_of: Callable[[], AsyncEngine]) ->
     """Health and metrics."""
 
     @app.get("/health")
-    async def health() -> dict[str, Any]:
+    async def health() -> JSONResponse:
+        """200 while every query runs; 503 (for a load balancer or an alert) when one is FAILED or stopped, with
+        what stopped it: a query never stops silently."""
         engine = engine_of()
         status = engine.engine.status
         streams = engine.engine.streams()
-        return {
+        stopped = [
+            {"subscription": s.uri, "state": s.state.value, "error": f"{s.error_type}: {s.error}",
+             "position": s.position}
+            for s in await engine.subscriptions()
+            if s.state in (SubscriptionState.FAILED, SubscriptionState.STOPPED)
+        ]
+        healthy = status in (EngineStatus.RUNNING, EngineStatus.CHECKPOINTING) and not stopped
+        body = {
             "status": status.value,
-            "healthy": status in (EngineStatus.RUNNING, EngineStatus.CHECKPOINTING),
+            "healthy": healthy,
             "lag": {uri: s.appended - 1 - s.delivered for uri, s in streams.items()},
+            "stopped": stopped,
         }
+        return JSONResponse(body, status_code=200 if healthy else 503)
+
+    @app.post("/subscriptions/{uri}/restart")
+    async def restart(uri: str, skip_failed: bool = False) -> dict[str, str]:
+        """Run a FAILED (or stopped) query again from its last checkpoint, after a fix was deployed;
+        ``?skip_failed=true`` skips the element that failed it (kept as a dead letter)."""
+        engine = engine_of()
+        try:
+            await engine.restart_subscription(uri, skip_failed=skip_failed)
+        except ArtifactNotFoundError as error:
+            raise HTTPException(404, str(error)) from error
+        except (ArtifactInUseError, ValueError) as error:
+            raise HTTPException(409, str(error)) from error
+        return {"restarted": uri}
+
+    @app.get("/dead-letters")
+    async def dead_letters(after: int | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """Skipped elements and quarantined events, after the cursor ``after`` (acknowledge with the engine's
+        ``ack_dead_letters``)."""
+        letters = await engine_of().dead_letters(after=after, limit=limit)
+        return [{"id": d.id, "kind": d.kind, "subscription": d.subscription, "stream": d.stream, "pos": d.pos,
+                 "reason": d.reason} for d in letters]
 
     @app.get("/metrics")
     async def metrics() -> PlainTextResponse:
@@ -171,17 +243,45 @@ def add_operations_routes(app: FastAPI, engine_of: Callable[[], AsyncEngine]) ->
         return PlainTextResponse(generate_latest(registry).decode())
 
 
+async def _append(engine: AsyncEngine, stream: str, events: list[Any]) -> list[int]:
+    """Append a request's events in one transaction, stamped now; the engine's refusals as HTTP statuses (a typed
+    stream's refusal as FastAPI reports a bad body: 422, the event's index and the field in ``loc``)."""
+    now = datetime.now(UTC)
+    try:
+        return await engine.append_many(stream, [(event, now) for event in events])
+    except ArtifactNotFoundError as error:
+        raise HTTPException(404, str(error)) from error
+    except SchemaValidationError as error:
+        raise RequestValidationError([
+            {"type": "schema", "loc": ("body", error.index, *_path(field)), "msg": message}
+            for field, message in error.problems
+        ]) from error
+    except UnknownSchemaError as error:
+        raise HTTPException(503, str(error)) from error
+    except (TypeError, ValueError) as error:
+        raise HTTPException(422, str(error)) from error
+
+
+def _path(field: str | None) -> list[str | int]:
+    """A dotted field path (``readings.1.celsius``) as FastAPI's ``loc`` has it (``["readings", 1, "celsius"]``)."""
+    return [int(part) if part.isdigit() else part for part in field.split(".")] if field else []
+
+
 async def _json_lines(outputs: AsyncIterator[Output], limit: int | None) -> AsyncIterator[bytes]:
-    """Each output as a JSON line, as it comes (at most ``limit``); ends when the engine stops."""
+    """Each output as a JSON line, as it comes (at most ``limit``); ends when the engine stops, or, after a last
+    line ``{"error": ...}``, when the query failed (it produces nothing more until it is restarted)."""
     if limit is not None and limit <= 0:
         return
     sent = 0
-    async for output in outputs:
-        yield json.dumps({"subscription": output.subscription, "seq": output.seq, "value": output.value}).encode()
-        yield b"\n"
-        sent += 1
-        if sent == limit:  # without waiting for one more
-            return
+    try:
+        async for output in outputs:
+            yield json.dumps({"subscription": output.subscription, "seq": output.seq, "value": output.value}).encode()
+            yield b"\n"
+            sent += 1
+            if sent == limit:  # without waiting for one more
+                return
+    except (SubscriptionFailedError, EngineError) as error:
+        yield json.dumps({"error": str(error)}).encode() + b"\n"
 
 
 app = create_app()

@@ -2,7 +2,14 @@
 a crash with no loss and no duplicates. See ``docs/engine.md``."""
 
 from reaqtive.engine.aio import AsyncEngine, ProcessingFailedError
-from reaqtive.engine.database import DeadLetter, EngineStore, IngressEvent, IngressRun, UnknownEngineVersionError
+from reaqtive.engine.database import (
+    DeadLetter,
+    ElementLetter,
+    EngineStore,
+    IngressEvent,
+    IngressRun,
+    UnknownEngineVersionError,
+)
 from reaqtive.engine.egress import EgressStamp, Output
 from reaqtive.engine.engine import (
     DISCARD_SINK,
@@ -31,6 +38,8 @@ from reaqtive.engine.engine_errors import (
     ProcessingStoppedError,
     QueryFailedError,
     RecoveryError,
+    SchemaValidationError,
+    UnknownSchemaError,
     UnstorableOutputError,
     UnstorableStateError,
 )
@@ -44,6 +53,7 @@ from reaqtive.engine.expressions import (
     decode_query,
     encode_query,
 )
+from reaqtive.engine.failures import RecordedError, SubscriptionFailedError
 from reaqtive.engine.ingress import GroupCommit
 from reaqtive.engine.metrics import (
     LOG_FIELDS,
@@ -55,6 +65,7 @@ from reaqtive.engine.metrics import (
     SubscriptionReading,
     read_engine,
 )
+from reaqtive.engine.model import SubscriptionState, SubscriptionStatus
 from reaqtive.engine.outbox import ObserverFailedError
 from reaqtive.engine.postgres_database import PostgresEngineStore
 from reaqtive.engine.readers import Envelope, StreamNotFoundError, StreamReader
@@ -74,6 +85,7 @@ __all__ = [
     "ArtifactNotFoundError",
     "CheckpointMetrics",
     "DeadLetter",
+    "ElementLetter",
     "EgressStamp",
     "Engine",
     "EngineClosedError",
@@ -103,9 +115,14 @@ __all__ = [
     "RecoveryFailure",
     "RecoveryMetrics",
     "RecoveryPolicy",
+    "SchemaValidationError",
     "StreamNotFoundError",
     "StreamReader",
     "StreamStatus",
+    "SubscriptionFailedError",
+    "SubscriptionState",
+    "SubscriptionStatus",
+    "RecordedError",
     # metrics (reaqtive.engine.metrics)
     "LOG_FIELDS",
     "EngineReadings",
@@ -116,6 +133,7 @@ __all__ = [
     "SubscriptionReading",
     "read_engine",
     "UnknownEngineVersionError",
+    "UnknownSchemaError",
     "UnpersistableQueryError",
     "UnstorableOutputError",
     "UnstorableStateError",

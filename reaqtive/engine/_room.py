@@ -14,7 +14,7 @@ from typing import Any, Final
 from sortedcontainers import SortedList
 
 from reaqtive.engine.behind import Lag
-from reaqtive.engine.database import EngineStore, IngressEvent
+from reaqtive.engine.database import ElementLetter, EngineStore, IngressEvent
 from reaqtive.engine.egress import Output, OutputCounter
 from reaqtive.engine.engine_errors import (
     ArtifactNotFoundError,
@@ -27,6 +27,7 @@ from reaqtive.engine.expressions import (
     expression_from_json,
     expression_to_json,
 )
+from reaqtive.engine.failures import OnError, PolicyHost, SubscriptionFailedError, SubscriptionPolicy
 from reaqtive.engine.gc_policy import GcFreeze
 from reaqtive.engine.handover import EngineLock
 from reaqtive.engine.ingress import IngressWriter
@@ -38,6 +39,7 @@ from reaqtive.engine.model import (
     RecoveryFailure,
     RecoveryMetrics,
     RecoveryPolicy,
+    SubscriptionStatus,
 )
 from reaqtive.engine.outbox import Outbox
 from reaqtive.engine.readers import Envelope, LogCursor, StreamNotFoundError, StreamReader
@@ -296,6 +298,7 @@ class EngineRoom:
 
     # Configuration, set by Engine.__init__.
     functions: FunctionRegistry
+    _on_error: OnError
     _observer_retries: int
     _observer_backoff: float
     _event_times: EventTimeBounds
@@ -369,6 +372,19 @@ class EngineRoom:
         self._clock_started = False
         self._checkpoint_listeners: tuple[CheckpointListener, ...] = ()  # replaced, never mutated
         self._init_running_mode()
+        self._init_error_policies()
+
+    def _init_error_policies(self) -> None:
+        """What the subscriptions' error policies keep (see reaqtive.engine.failures)."""
+        self._policies: dict[str, SubscriptionPolicy] = {}  # each running subscription's error policy
+        self._policy_host = self._make_policy_host()
+        self._failed: dict[str, SubscriptionFailedError] = {}  # FAILED subscriptions
+        self._schemas_missing: set[str] = set()  # typed streams kept (KEEP) whose validator is not registered
+        self._element_letters: list[ElementLetter] = []  # skipped elements, written with the quarantine
+        # Per subscription, the event its skipped elements came from last, and how many of them at each operator
+        # (see Running._element_skipped).
+        self._letter_ordinals: dict[str, tuple[int, dict[tuple[str, str, str], int]]] = {}
+        self._user_errors: dict[tuple[str, str, str], int] = {}  # (subscription, error type, skip/stop): count
 
     def _init_running_mode(self) -> None:
         """What the processing loops, the pauses of queries and the processing thread of start() keep."""
@@ -391,9 +407,10 @@ class EngineRoom:
         return scheduler
 
     def _settle_status(self) -> None:
-        """RUNNING, or DEGRADED while something is kept in the store without running."""
+        """RUNNING, or DEGRADED while something is kept in the store without running (FAILED subscriptions
+        included) or a typed stream waits for its validator."""
         if self._status in (EngineStatus.RUNNING, EngineStatus.DEGRADED):
-            degraded = bool(self._broken or self._kept_orphans)
+            degraded = bool(self._broken or self._kept_orphans or self._schemas_missing)
             self._status = EngineStatus.DEGRADED if degraded else EngineStatus.RUNNING
 
     def _check_open(self) -> None:
@@ -451,6 +468,12 @@ class EngineRoom:
     # -- defined in other rooms ------------------------------------------------------------------------------------
 
     def _apply_faults(self) -> None:
+        raise NotImplementedError  # Running
+
+    def _make_policy_host(self) -> PolicyHost:
+        raise NotImplementedError  # Running
+
+    def _status_of(self, uri: str, record: dict[str, Any]) -> SubscriptionStatus:
         raise NotImplementedError  # Running
 
     def _bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None) -> HostedQuery:

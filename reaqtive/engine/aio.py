@@ -38,10 +38,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from reaqtive.engine.database import DeadLetter
 from reaqtive.engine.egress import Output
 from reaqtive.engine.engine import Engine
 from reaqtive.engine.engine_errors import ArtifactNotFoundError, EngineClosedError, EngineError
-from reaqtive.engine.model import DURABLE_SINK, CheckpointMetrics, EngineStatus
+from reaqtive.engine.failures import OnError
+from reaqtive.engine.model import DURABLE_SINK, CheckpointMetrics, EngineStatus, SubscriptionStatus
 from reaqtive.engine.signals import Signal
 from reaqtive.query import Query
 from reaqtive.state import StoreError
@@ -225,7 +227,8 @@ class AsyncEngine:
                 raise ProcessingFailedError(f"stream_outputs({subscription!r}): the processing task stopped") \
                     from self._failure
             try:
-                outputs, exists = await self._call(self._read_outputs, subscription, record.created, cursor, batch)
+                outputs, exists, stopped = await self._call(self._read_outputs, subscription, record.created, cursor,
+                                                            batch)
             except EngineClosedError:
                 return
             for output in outputs:
@@ -235,40 +238,75 @@ class AsyncEngine:
                 raise ArtifactNotFoundError(f"stream_outputs({subscription!r}): the subscription was deleted "
                                             f"(or deleted and created again) while it streamed (last output handed "
                                             f"out: #{cursor})")
+            if stopped is not None:
+                raise stopped  # FAILED (SubscriptionFailedError), or stopped by a fault: it produces nothing more
             if len(outputs) < batch:
                 if self._engine.status is EngineStatus.CLOSED:
                     return
                 await _wait(produced, seen)
 
     def _read_outputs(self, subscription: str, created: datetime, after: int | None,
-                      limit: int) -> tuple[list[Output], bool]:
-        """One read of the cursor (on a worker thread), and whether the subscription streamed is still there when
-        the read came up short: a deleted one has no more outputs, and one created again under the same URI
-        numbers its outputs from 0 (without the check its consumer would wait forever, or skip them)."""
+                      limit: int) -> tuple[list[Output], bool, BaseException | None]:
+        """One read of the cursor (on a worker thread), and, when the read came up short, whether the subscription
+        streamed is still there (a deleted one has no more outputs, and one created again under the same URI
+        numbers its outputs from 0: without the check its consumer would wait forever, or skip them) and the error
+        that stopped it, if one did (a FAILED or stopped subscription produces nothing more while it is so)."""
         outputs = self._engine.outputs(subscription, after=after, limit=limit)
         if len(outputs) == limit:
-            return outputs, True
+            return outputs, True, None
         # created_at(), not info(): info() also reads the checkpoint to size the state, at every wake-up.
-        return outputs, self._engine.created_at(subscription) == created
+        if self._engine.created_at(subscription) != created:
+            return outputs, False, None
+        return outputs, True, self._engine.stopped_error(subscription)
 
     async def ack(self, subscription: str, seq: int) -> None:
         """Acknowledge the outputs of ``subscription`` up to ``seq`` (see :meth:`~reaqtive.engine.Engine.ack`)."""
         self._check_open()
         await self._call(self._engine.ack, subscription, seq)
 
+    # -- dead letters -------------------------------------------------------------------------------------------
+
+    async def dead_letters(
+        self, stream: str | None = None, *, subscription: str | None = None, after: int | None = None,
+        limit: int | None = None,
+    ) -> list[DeadLetter]:
+        """The dead letters not acknowledged yet, both kinds, by number (see
+        :meth:`~reaqtive.engine.Engine.dead_letters`)."""
+        self._check_open()
+        return await self._call(self._engine.dead_letters, stream, subscription=subscription, after=after,
+                                limit=limit)
+
+    async def ack_dead_letters(self, upto_id: int) -> bool:
+        """Acknowledge the dead letters numbered up to ``upto_id`` (see
+        :meth:`~reaqtive.engine.Engine.ack_dead_letters`); durable when it returns."""
+        self._check_open()
+        return await self._call(self._engine.ack_dead_letters, upto_id)
+
     # -- definitions --------------------------------------------------------------------------------------------
 
-    async def create_stream(self, uri: str) -> None:
-        """See :meth:`~reaqtive.engine.Engine.create_stream`."""
+    async def create_stream(self, uri: str, schema: str | None = None) -> None:
+        """See :meth:`~reaqtive.engine.Engine.create_stream` (``schema``: a validator's registered name)."""
         self._check_open()
-        await self._call(self._engine.create_stream, uri)
+        await self._call(self._engine.create_stream, uri, schema)
 
     async def create_subscription(
-        self, uri: str, query: Query[Any], observer: str = DURABLE_SINK, *, priority: int = 0
+        self, uri: str, query: Query[Any], observer: str = DURABLE_SINK, *, priority: int = 0,
+        on_error: OnError | None = None,
     ) -> None:
         """See :meth:`~reaqtive.engine.Engine.create_subscription`."""
         self._check_open()
-        await self._call(self._engine.create_subscription, uri, query, observer, priority=priority)
+        await self._call(self._engine.create_subscription, uri, query, observer, priority=priority,
+                         on_error=on_error)
+
+    async def restart_subscription(self, uri: str, *, skip_failed: bool = False) -> None:
+        """See :meth:`~reaqtive.engine.Engine.restart_subscription`."""
+        self._check_open()
+        await self._call(self._engine.restart_subscription, uri, skip_failed=skip_failed)
+
+    async def subscriptions(self) -> list[SubscriptionStatus]:
+        """See :meth:`~reaqtive.engine.Engine.subscriptions`."""
+        self._check_open()
+        return await self._call(self._engine.subscriptions)
 
     # -- one query's scheduler ----------------------------------------------------------------------------------
 

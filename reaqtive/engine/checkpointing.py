@@ -126,6 +126,7 @@ class Checkpointing(EngineRoom):
             self._fault(uri, unsaved_error)
         truncated = self._store.truncate_ingress(self._covered_by_checkpoint())
         self._store.trim_outputs()  # retention: acknowledged outputs leave the durable sink
+        self._store.trim_dead_letters(self._log_floor(), self._delivered)  # acknowledged dead letters no one needs
         metrics = CheckpointMetrics(
             checkpoint_id=result.checkpoint_id,
             full=full,

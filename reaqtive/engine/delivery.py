@@ -20,7 +20,13 @@ from reaqtive.engine._room import (
     _check_whole,
 )
 from reaqtive.engine.database import DeadLetter, IngressEvent, IngressRun, from_micros, to_micros
-from reaqtive.engine.engine_errors import EngineClosedError, EngineRunningError, ProcessingStoppedError
+from reaqtive.engine.engine_errors import (
+    EngineClosedError,
+    EngineRunningError,
+    ProcessingStoppedError,
+    SchemaValidationError,
+    UnknownSchemaError,
+)
 from reaqtive.engine.handover import SLICE_EVENTS
 from reaqtive.engine.ingress import chunks
 from reaqtive.engine.readers import Envelope, StreamReader
@@ -42,14 +48,24 @@ class Delivery(EngineRoom):
     def append_many(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> list[int]:
         """Append several ``(value, time)`` events in one transaction (``time`` ``None``: now); returns their
         sequence numbers. Nothing is appended if one of them is refused (``None``, a naive time, a value the
-        codec cannot save); those dated too far ahead go to the dead letters, numbered (see :meth:`append` for
-        when they are durable)."""
+        codec cannot save, or, on a typed stream, a value its validator refuses:
+        :class:`~reaqtive.engine.engine_errors.SchemaValidationError` naming the event's index and the fields);
+        those dated too far ahead go to the dead letters, numbered (see :meth:`append` for when they are
+        durable). On a typed stream the validated form of each value is what is stored."""
         # Quietly: an append waits for the batch at hand instead of making the processing loop hand over (a busy
         # producer would otherwise cut every batch short); the commit itself runs outside the engine's lock.
         with self._lock.quietly():
             self._check_open()
-            self._check_kind(stream, "stream")
-        batch = self._ingress.prepare(stream, events, self._event_times, self._scheduler.now)
+            name = self._check_kind(stream, "stream").get("schema")
+        schema = None
+        if name is not None:  # a typed stream: its validator runs below, in this thread, outside the lock
+            schema = self.functions.schema(name) if isinstance(name, str) else None
+            if schema is None:
+                raise UnknownSchemaError(
+                    f"stream {stream!r} is validated by schema {name!r}, which is not registered in this process: "
+                    f"appends to it are refused until the host registers it (engine.register_schema({name!r}, "
+                    "validator))", stream=stream, schema=name)
+        batch = self._ingress.prepare(stream, events, self._event_times, self._scheduler.now, schema)
         try:
             first = self._ingress.append(batch)
         except StoreError:
@@ -71,21 +87,91 @@ class Delivery(EngineRoom):
     def extend(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> int:
         """Append ``(value, time)`` events from any iterable (a generator, a file being read), in transactions
         of 10,000 events (``ingress.EXTEND_CHUNK``), so that memory stays bounded; returns how many were appended.
-        Not atomic as a whole: if one chunk is refused (see :meth:`append_many`), the chunks before it stay."""
-        return sum(len(self.append_many(stream, chunk)) for chunk in chunks(events))
+        Not atomic as a whole: if one chunk is refused (see :meth:`append_many`), the chunks before it stay (a
+        :class:`~reaqtive.engine.engine_errors.SchemaValidationError` gives the event's index in this call and
+        how many events were appended before its chunk)."""
+        appended = 0
+        for chunk in chunks(events):
+            try:
+                appended += len(self.append_many(stream, chunk))
+            except SchemaValidationError as error:
+                if not appended:
+                    raise
+                raise error.after(appended) from error.__cause__
+        return appended
 
     def flush_ingress(self) -> None:
         """Commit the appended events still waiting (with :class:`~reaqtive.engine.ingress.GroupCommit`; with
         ``"call"`` every append is committed when it returns): when this returns they are durable."""
         self._ingress.flush()
 
-    def dead_letters(self, stream: str | None = None) -> list[DeadLetter]:
-        """The quarantined events (of ``stream``, or all): dated out of bounds, or damaged in the log; each with
-        its reason (see :mod:`reaqtive.engine.event_times`). They are kept, never delivered."""
+    def dead_letters(
+        self, stream: str | None = None, *, subscription: str | None = None, after: int | None = None,
+        limit: int | None = None,
+    ) -> list[DeadLetter]:
+        """The dead letters not acknowledged yet (:meth:`ack_dead_letters`), in the order of their numbers, of both
+        kinds (:class:`~reaqtive.engine.DeadLetter` says what each holds): events quarantined (dated out of
+        bounds, damaged or missing in the log; see :mod:`reaqtive.engine.event_times`), kept and never delivered,
+        and elements a user function raised on that a subscription skipped under its error policy ``"skip"``.
+
+        ``stream``: only the quarantined events of that stream; ``subscription``: only the failed elements of that
+        subscription (not both). A cursor: ``after``, a dead letter's number (below the acknowledgement: from the
+        acknowledgement on), and ``limit``, at most that many. A damaged row is listed with ``damage`` set.
+
+        Example: ``batch = engine.dead_letters(after=last_seen, limit=100)``
+        """
+        from reaqtive.state import DamagedRowError
+
+        if stream is not None and subscription is not None:
+            raise ValueError("dead_letters(): give a stream or a subscription, not both")
+        if limit is not None and (type(limit) is not int or limit < 0):
+            raise ValueError(f"dead_letters(): limit must be a whole number >= 0, got {limit!r}")
+        if after is not None and type(after) is not int:
+            raise TypeError(f"dead_letters(): after must be a dead letter's number (int), got {after!r}")
         with self._lock:
             self._check_open()
             self._flush_quarantine()
-            return self._store.dead_letters(stream)
+            try:
+                acked = self._store.acked_dead_letters()
+            except DamagedRowError:
+                acked = 0  # a damaged acknowledgement hides nothing (ack_dead_letters replaces it)
+            start = None if after is None and not acked else max(after or 0, acked)
+            return self._store.dead_letters(stream, subscription=subscription, after=start, limit=limit)
+
+    def ack_dead_letters(self, upto_id: int) -> bool:
+        """Record, durably when this returns, that the consumers have handled every dead letter (of both kinds)
+        numbered up to ``upto_id``: :meth:`dead_letters` no longer lists them, and the checkpoints delete them
+        from the store once nothing needs them (see ``docs/engine.md``, "Event times out of bounds, and dead
+        letters"). Returns whether the acknowledgement moved.
+
+        Acknowledgements only move forward: one at or below the current one is a no-op (a consumer may repeat it
+        after a restart); ``0`` acknowledges nothing. One above the last number given raises
+        :class:`~reaqtive.engine.AckError` and records nothing: a consumer cannot have handled a dead letter that
+        does not exist yet.
+
+        Example: ``letters = engine.dead_letters(); ...; engine.ack_dead_letters(letters[-1].id)``
+        """
+        from reaqtive.engine.engine_errors import AckError
+        from reaqtive.state import DamagedRowError
+
+        if type(upto_id) is not int:
+            raise TypeError(f"ack_dead_letters(): upto_id must be a dead letter's number (int), got {upto_id!r}")
+        with self._lock:
+            self._check_open()
+            if upto_id < 0:
+                raise AckError(f"ack_dead_letters({upto_id}): dead letters are numbered from 1 (0: none)")
+            self._flush_quarantine()
+            try:
+                acked = self._store.acked_dead_letters()
+            except DamagedRowError:
+                acked = -1  # damaged: any acknowledgement replaces it
+            if upto_id <= acked:
+                return False
+            last = self._store.last_dead_letter_id()
+            if upto_id > last:
+                raise AckError(f"ack_dead_letters({upto_id}): beyond the last dead letter #{last}; nothing was "
+                               "acknowledged")
+            return self._store.ack_dead_letters(upto_id)
 
     def process(self, max_events: int | None = None) -> int:
         """Deliver pending ingress events (all, or up to ``max_events``) in append order, applying the checkpoint
@@ -509,9 +595,13 @@ class Delivery(EngineRoom):
                                    "events": len(missing)})
 
     def _flush_quarantine(self) -> None:
+        """Write the dead letters of the batch: the events quarantined and the elements skipped."""
         if self._quarantine:
             pending, self._quarantine = self._quarantine, []
             self._store.quarantine(pending)
+        if self._element_letters:
+            skipped, self._element_letters = self._element_letters, []
+            self._store.record_failed_elements(skipped)
 
     def _deliver(self, stream: str, seq: int, pos: int, value: Any, when: datetime) -> None:
         scheduler = self._scheduler

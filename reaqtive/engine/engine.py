@@ -36,6 +36,7 @@ from reaqtive.engine.event_times import DEFAULT_MAX_EVENT_TIME_AHEAD, EventTimeB
 from reaqtive.engine.expressions import (
     FunctionRegistry,
 )
+from reaqtive.engine.failures import OnError, check_on_error
 from reaqtive.engine.gc_policy import GcFreeze
 from reaqtive.engine.handover import EngineLock
 from reaqtive.engine.ingress import IngressCommit, IngressWriter
@@ -84,6 +85,9 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
     ``functions`` and ``allow_modules``: what stored queries may name (a store is data, never code): functions
     registered by name, and functions defined in these modules (added to ``functions``; see
     :class:`~reaqtive.engine.expressions.FunctionRegistry`); a stored reference to anything else fails recovery.
+    ``schemas``: the validators of typed streams by name (``{"reading": Reading}``; added to ``functions``, see
+    :meth:`register_schema` and ``docs/engine.md``, "Typed streams"); a stream naming one that is missing fails
+    recovery.
     ``synchronous``: SQLite durability (``"FULL"``, or ``"NORMAL"``: survives a process crash, faster).
     ``start``: where the clock of a new store starts (a recovered engine resumes its own clock). Without it the
     clock starts at the first of: :meth:`advance_time`, the first event delivered, or the first subscription
@@ -100,7 +104,9 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
     appends share a commit) or :class:`~reaqtive.engine.ingress.GroupCommit` ``(events=N, seconds=T)`` (appends
     return at once; events are committed every N events or T seconds and by :meth:`flush_ingress`,
     :meth:`process`, :meth:`checkpoint` and :meth:`close`; a crash loses those not committed yet; see
-    :mod:`reaqtive.engine.ingress`). One engine per store file: a second one is refused with
+    :mod:`reaqtive.engine.ingress`). ``on_error``: the error policy of the subscriptions created without one of
+    their own (``"stop"``, ``"skip"`` or a function ``(error, context) -> "skip" | "stop"``; see
+    :mod:`reaqtive.engine.failures`). One engine per store file: a second one is refused with
     :class:`~reaqtive.state.StoreLockedError`.
 
     ``path`` ``":memory:"`` (or :meth:`in_memory`): a new, empty engine in memory, for tests and notebooks. It
@@ -116,6 +122,7 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         clock: str = "event",
         functions: FunctionRegistry | None = None,
         allow_modules: Iterable[str] | str = (),
+        schemas: Mapping[str, object] | None = None,
         settings: Mapping[str, object] | None = None,
         recovery_policy: RecoveryPolicy = RecoveryPolicy.FAIL,
         on_recovery_failure: Callable[[str, BaseException], RecoveryPolicy | None] | None = None,
@@ -131,9 +138,11 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         max_event_time_ahead: timedelta | None = DEFAULT_MAX_EVENT_TIME_AHEAD,
         allowed_lateness: timedelta | None = None,
         ingress_commit: IngressCommit = "call",
+        on_error: OnError = "stop",
     ) -> None:
         if clock not in ("event", "wall"):
             raise ValueError(f"clock must be 'event' or 'wall', got {clock!r}")
+        self._on_error = check_on_error(on_error)
         _check_whole("checkpoint_every_events", checkpoint_every_events, minimum=1, optional=True)
         _check_seconds("checkpoint_every_seconds", checkpoint_every_seconds, positive=True, optional=True)
         _check_whole("observer_retries", observer_retries, minimum=1)
@@ -144,6 +153,8 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         self._lock = EngineLock()
         self._clock_mode = clock
         self.functions = (functions if functions is not None else FunctionRegistry()).allowing(allow_modules)
+        for name, validator in (schemas or {}).items():  # before recovery: it checks each typed stream's validator
+            self.functions.register_schema(name, validator)
         self._settings = dict(settings or {})
         self._policy = recovery_policy
         self._on_failure = on_recovery_failure

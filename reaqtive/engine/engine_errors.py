@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 from reaqtive.errors import ReaqtiveError
 
@@ -19,6 +20,8 @@ __all__ = [
     "OutputDivergenceError",
     "QueryFailedError",
     "RecoveryError",
+    "SchemaValidationError",
+    "UnknownSchemaError",
     "UnstorableOutputError",
     "UnstorableStateError",
 ]
@@ -144,3 +147,68 @@ class QueryFailedError(EngineError):
         self.subscription = subscription
         self.unit = unit
         self.__cause__ = error
+
+
+class UnknownSchemaError(EngineError, LookupError):
+    """A stream's validator (its schema, registered by name: ``engine.register_schema``) is not registered in this
+    process: ``create_stream(uri, schema=name)`` with a name never registered, an append to a typed stream whose
+    validator the host did not register again (kept by recovery under ``RecoveryPolicy.KEEP``: appends to it are
+    refused until the host registers it), or recovery of such a stream (under the recovery policy). ``stream``
+    and ``schema`` name both."""
+
+    def __init__(self, message: str, *, stream: str, schema: object) -> None:
+        super().__init__(message)
+        self.stream = stream
+        self.schema = schema
+
+
+_PROBLEMS_SHOWN: Final = 5  # field problems of one event written into the message (all are in ``problems``)
+
+
+class SchemaValidationError(EngineError, ValueError):
+    """An event appended to a typed stream does not pass the stream's validator: nothing of the call was appended
+    (for ``extend``: nothing of the chunk holding it, nor after it; ``appended`` events of earlier chunks were).
+
+    ``stream`` and ``schema`` name the stream and its validator; ``index`` is the event's index in the call (in
+    ``extend``, counted from the first event of the call); ``problems`` lists ``(field, message)`` pairs, ``field``
+    the dotted path of the field (``"celsius"``, ``"readings.0.celsius"``) or ``None`` when the validator named
+    none (the event as a whole); ``fields`` the paths alone. The cause (``__cause__``) is the validator's error.
+    """
+
+    def __init__(
+        self,
+        stream: str,
+        schema: str,
+        index: int,
+        problems: Sequence[tuple[str | None, str]],
+        *,
+        appended: int = 0,
+    ) -> None:
+        self.stream = stream
+        self.schema = schema
+        self.index = index
+        self.problems = tuple(problems)
+        self.appended = appended
+        shown = "; ".join(
+            (f"field {field!r}: {message}" if field is not None else f"the event: {message}")
+            for field, message in self.problems[:_PROBLEMS_SHOWN]
+        ) or "refused"
+        if len(self.problems) > _PROBLEMS_SHOWN:
+            shown += f"; and {len(self.problems) - _PROBLEMS_SHOWN} more"
+        outcome = (f"nothing of its chunk was appended (the {appended:,} events before it were)" if appended
+                   else "nothing of the call was appended")
+        super().__init__(
+            f"stream {stream!r} (schema {schema!r}): event #{index} of the call does not validate: {shown}; "
+            f"{outcome}"
+        )
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The fields the validator named (dotted paths), in its order."""
+        return tuple(field for field, _ in self.problems if field is not None)
+
+    def after(self, appended: int) -> SchemaValidationError:
+        """The same refusal seen from a call that appended ``appended`` events before this one's batch (its
+        index shifted by that many): what ``extend`` raises for a chunk after the first."""
+        return SchemaValidationError(self.stream, self.schema, self.index + appended, self.problems,
+                                     appended=self.appended + appended)

@@ -63,6 +63,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from reaqtive.engine.schemas import Schema, make_schema
 from reaqtive.errors import ReaqtiveError
 from reaqtive.query import Query
 
@@ -207,7 +208,9 @@ class FunctionRegistry:
     (``"myapp.rules"``; ``"myapp.*"`` allows every submodule of ``myapp`` but not ``myapp`` itself). By default
     none is: a stored query may name only registered functions and :data:`STANDARD_FUNCTIONS`. Allowing a module
     trusts every function and class *defined* in it to be called with data (events, constants) by any stored
-    query, so allow the modules that hold your query functions, never a general-purpose one. Thread-safe.
+    query, so allow the modules that hold your query functions, never a general-purpose one. It also holds the
+    validators of typed streams, by name (:meth:`register_schema`): a stream record names its validator as a
+    query names its functions. Thread-safe.
 
     >>> registry = FunctionRegistry(allow_modules=["myapp.rules"])
     >>> registry.allows_module("myapp.rules"), registry.allows_module("os")
@@ -221,6 +224,7 @@ class FunctionRegistry:
         self._packages: set[str] = set()
         self._errors: dict[str, type[BaseException]] = {}
         self._error_names: dict[type[BaseException], str] = {}
+        self._schemas: dict[str, Schema] = {}
         self._lock = threading.Lock()
         self.allowing(allow_modules)
 
@@ -402,6 +406,34 @@ class FunctionRegistry:
                 kind="error type",
             )
         return found
+
+
+    # -- validators of typed streams ---------------------------------------------------------------------------
+
+    def register_schema(self, name: str, validator: object) -> None:
+        """Register ``validator`` as the schema ``name`` of typed streams (``create_stream(uri, schema=name)``):
+        a pydantic model class, a pydantic ``TypeAdapter``, a msgspec ``Struct`` type, or a callable
+        ``event -> value`` that raises on a bad event (see :mod:`reaqtive.engine.schemas`). A name can be
+        registered once (again with the same validator is a no-op); names must not be empty or contain ``:``."""
+        if not isinstance(name, str) or not name or ":" in name:
+            raise ValueError(f"a schema name must be a non-empty str without ':', got {name!r}")
+        schema = make_schema(name, validator)
+        with self._lock:
+            existing = self._schemas.get(name)
+            if existing is not None and existing.validator is not validator and existing.validator != validator:
+                raise ValueError(f"schema name {name!r} is already registered for {existing.validator!r}")
+            if existing is None:
+                self._schemas[name] = schema
+
+    def schema(self, name: str) -> Schema | None:
+        """The schema registered as ``name``, if any."""
+        with self._lock:
+            return self._schemas.get(name)
+
+    def schema_names(self) -> list[str]:
+        """The registered schema names, sorted."""
+        with self._lock:
+            return sorted(self._schemas)
 
 
 _NO_FUNCTIONS: Final = FunctionRegistry()

@@ -42,6 +42,7 @@ from typing import Any, Final, TypeAlias
 
 from reaqtive.engine.database import EngineStore, IngressBatch, from_micros
 from reaqtive.engine.event_times import EventTimeBounds
+from reaqtive.engine.schemas import Schema
 from reaqtive.errors import InvalidSettingError
 from reaqtive.state import StoreError
 
@@ -123,12 +124,16 @@ class IngressWriter:
     # -- preparing a batch (in the caller's thread) ------------------------------------------------------------
 
     def prepare(
-        self, stream: str, events: Iterable[tuple[Any, datetime | None]], bounds: EventTimeBounds, clock: datetime
+        self, stream: str, events: Iterable[tuple[Any, datetime | None]], bounds: EventTimeBounds, clock: datetime,
+        schema: Schema | None = None,
     ) -> IngressBatch:
         """Check and encode ``(value, time)`` events (``time`` ``None``: now), and decide which go to the dead
         letters: those dated more than ``bounds.max_ahead`` after the later of now and ``clock`` (the engine's).
-        Raises ``TypeError`` for a ``None`` value, ``ValueError`` for a naive time, the codec's error for a value
-        it cannot save: nothing is appended then."""
+        ``schema``: a typed stream's validator; every value is validated first and the validated form is what
+        is encoded. Raises ``TypeError`` for a ``None`` value, ``ValueError`` for a naive time,
+        :class:`~reaqtive.engine.engine_errors.SchemaValidationError` for a value the schema refuses, the codec's
+        error for a value it cannot save: nothing is appended then. Runs in the caller's thread, without the
+        engine's lock."""
         codec = self._store.codec
         pack = codec.packer()
         payloads: list[bytes] = []
@@ -136,6 +141,8 @@ class IngressWriter:
         add_payload, add_micros = payloads.append, micros.append
         epoch, unit, now = _EPOCH, _MICROSECOND, datetime.now
         events = events if isinstance(events, list) else list(events)
+        if schema is not None:  # every event before any is encoded: the first refused one names its index
+            events = schema.validate_events(stream, events)
         for value, when in events:
             if value is None:
                 raise TypeError("None is never a stream element")

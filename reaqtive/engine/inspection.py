@@ -28,7 +28,16 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
-from reaqtive.engine.database import ENGINE_MIGRATES, ENGINE_SCHEMA_VERSION, UnknownEngineVersionError, from_micros
+from reaqtive.engine.database import (
+    ENGINE_MIGRATES,
+    ENGINE_SCHEMA_VERSION,
+    UnknownEngineVersionError,
+    dead_letter_ack_checksum,
+    dead_letter_checksum,
+    dead_letter_id_checksum,
+    failed_element_checksum,
+    from_micros,
+)
 from reaqtive.engine.expressions import MalformedExpressionError, expression_from_json, instantiate
 from reaqtive.state import SCHEMA_VERSION, STATE_CATEGORY, NotAStoreError, StoreError, UnknownStoreVersionError
 from reaqtive.state import checksum as blob_checksum
@@ -71,6 +80,14 @@ class ArtifactSummary:
     inner_subscriptions: int
     problem: str | None = None
     """Why the record could not be read completely (a damaged blob, a missing template), if it could not."""
+    schema: str | None = None
+    """A typed stream's validator, by its registered name."""
+    failed: dict[str, Any] | None = None
+    """A FAILED subscription's failure (its error policy stopped it on a user error): ``error_type``, ``message``,
+    ``pos`` (the log position of the event that stopped it), ``at``, and where (``unit``, ``operator``,
+    ``path``, ``traceback``); ``None`` for any other artifact."""
+    on_error: str | None = None
+    """A subscription's own error policy (``"stop"``, ``"skip"``, ``"function"``; ``None``: the engine's)."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +99,8 @@ class StreamSummary:
     appended: int
     delivered: int
     retained: int
+    schema: str | None = None
+    """The name of the validator its events must pass (``None``: untyped)."""
 
 
 @dataclass(frozen=True)
@@ -95,14 +114,30 @@ class EgressSummary:
 
 @dataclass(frozen=True)
 class DeadLetterSummary:
-    """One quarantined event: its stream and sequence number, its time (ISO 8601; ``None`` if unusable), why it
-    was quarantined and when."""
+    """One dead letter. A quarantined event (``kind`` ``"event"``): its stream and sequence number, its log
+    position (``None``: never logged), its time (ISO 8601; ``None`` if unusable), why it was quarantined and when.
+    A failed element (``kind`` ``"element"``, store layout 5): ``stream`` is ``""`` and ``seq`` -1; the
+    subscription, the unit and the operator's path and name, the log position of the event that carried it
+    (``None``: none), the error (``reason`` is ``"<error_type>: <message>"``), the element's ``repr`` and when it
+    was recorded. ``id``: its number (``None`` before layout 5); ``damaged``: the row does not match its
+    checksum. Nothing is decoded."""
 
     stream: str
     seq: int
     time: str | None
     reason: str
     at: str | None
+    id: int | None = None
+    kind: str = "event"
+    pos: int | None = None
+    subscription: str | None = None
+    unit: str | None = None
+    path: str | None = None
+    operator: str | None = None
+    error_type: str | None = None
+    message: str | None = None
+    element: str | None = None
+    damaged: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,6 +159,9 @@ class StoreSummary:
     damaged: list[str] = field(default_factory=list)
     """``category/key`` of blobs whose checksum does not match (their bytes are in the file, unread)."""
     dead_letters: list[DeadLetterSummary] = field(default_factory=list)
+    dead_letters_acknowledged: int | None = None
+    """The number of the last dead letter the consumers acknowledged (0: none; ``None``: store layout before 5,
+    whose dead letters have no numbers)."""
     """Events the engine quarantined instead of delivering them (store layout 2 and later)."""
 
 
@@ -150,12 +188,7 @@ def read_store(path: str | os.PathLike[str]) -> StoreSummary:
                 damaged.append(f"{category}/{key}")
             else:
                 blobs.setdefault(category, {})[key] = value
-        dead_letters = [
-            DeadLetterSummary(str(stream), seq if type(seq) is int else -1, _iso(micros), str(reason), _iso(at))
-            for stream, seq, micros, reason, at in (db.execute(
-                "SELECT stream, seq, time, reason, at FROM reaqtive_dead_letters ORDER BY stream, seq"
-            ) if engine_version >= 2 else ())
-        ]
+        dead_letters, acknowledged = _dead_letters(db, engine_version)
         heads = dict(db.execute("SELECT stream, next_seq FROM reaqtive_stream_heads").fetchall())
         events = "SUM(count)" if engine_version >= 3 else "COUNT(*)"  # layout 3: a row per run of events
         retained = dict(db.execute(f"SELECT stream, {events} FROM reaqtive_ingress GROUP BY stream").fetchall())
@@ -169,6 +202,7 @@ def read_store(path: str | os.PathLike[str]) -> StoreSummary:
     delivered = {str(k): int(v) for k, v in delivery.get("delivered", {}).items()}
     artifacts = _artifacts(blobs, damaged)
     stream_uris = sorted({a.uri for a in artifacts if a.kind == "stream"} | set(heads) | set(retained))
+    schemas = {a.uri: a.schema for a in artifacts if a.kind == "stream"}
     return StoreSummary(
         path=str(where),
         file_bytes=size,
@@ -176,12 +210,58 @@ def read_store(path: str | os.PathLike[str]) -> StoreSummary:
         clock=from_micros(int(delivery["now"])).isoformat() if "now" in delivery else None,
         position=int(delivery.get("pos", 0)),
         artifacts=artifacts,
-        streams=[StreamSummary(uri, int(heads.get(uri, 0)), delivered.get(uri, -1), int(retained.get(uri, 0)))
+        streams=[StreamSummary(uri, int(heads.get(uri, 0)), delivered.get(uri, -1), int(retained.get(uri, 0)),
+                               schemas.get(uri))
                  for uri in stream_uris],
         egress=egress,
         templates=len(blobs.get("templates", {})),
         damaged=sorted(damaged),
         dead_letters=dead_letters,
+        dead_letters_acknowledged=acknowledged,
+    )
+
+
+def _dead_letters(db: sqlite3.Connection, engine_version: int) -> tuple[list[DeadLetterSummary], int | None]:
+    """The dead letters (by number from layout 5 on, both kinds; before, the quarantined events by stream and
+    sequence number), each verified against its checksum, and the acknowledgement (``None`` before layout 5)."""
+    if engine_version < 2:
+        return [], None
+    if engine_version < 5:
+        rows = db.execute("SELECT stream, seq, pos, time, payload, reason, at, crc FROM reaqtive_dead_letters "
+                          "ORDER BY stream, seq").fetchall()
+        return [_event_summary(*(None, *row, None)) for row in rows], None
+    letters = [_event_summary(*row) for row in db.execute(
+        "SELECT id, stream, seq, pos, time, payload, reason, at, crc, id_crc FROM reaqtive_dead_letters ORDER BY id")]
+    for row in db.execute(
+        "SELECT id, subscription, unit, path, pos, ordinal, operator, error_type, message, traceback, element, at, "
+        "payload, crc FROM reaqtive_failed_elements ORDER BY id"
+    ):
+        letter_id, subscription, unit, path, pos, _, operator, error_type, message, _, element, at, _, crc = row
+        letters.append(DeadLetterSummary(
+            stream="", seq=-1, time=None, reason=f"{error_type}: {message}", at=_iso(at),
+            id=letter_id if type(letter_id) is int else None, kind="element",
+            pos=pos if type(pos) is int and pos >= 0 else None, subscription=str(subscription), unit=str(unit),
+            path=str(path), operator=str(operator), error_type=str(error_type), message=str(message),
+            element=None if element is None else str(element),
+            damaged=not verifies(crc, failed_element_checksum, *row[:-1]),
+        ))
+    letters.sort(key=lambda letter: letter.id if letter.id is not None else -1)
+    acknowledged = 0
+    for name, letter_id, crc in db.execute("SELECT name, id, crc FROM reaqtive_dead_letter_acks"):
+        if name == "all" and type(letter_id) is int and verifies(crc, dead_letter_ack_checksum, name, letter_id):
+            acknowledged = letter_id
+    return letters, acknowledged
+
+
+def _event_summary(  # noqa: PLR0917  (a row's columns)
+    letter_id: object, stream: object, seq: object, pos: object, micros: object, payload: object, reason: object,
+    at: object, crc: object, id_crc: object,
+) -> DeadLetterSummary:
+    sound = verifies(crc, dead_letter_checksum, stream, seq, pos, micros, payload, reason, at) and (
+        letter_id is None or verifies(id_crc, dead_letter_id_checksum, letter_id, stream, seq))
+    return DeadLetterSummary(
+        str(stream), seq if type(seq) is int else -1, _iso(micros), str(reason), _iso(at),
+        id=letter_id if type(letter_id) is int else None, pos=pos if type(pos) is int else None, damaged=not sound,
     )
 
 
@@ -263,6 +343,9 @@ def _check_layout(db: sqlite3.Connection, path: Path) -> tuple[int, int]:
         raise NotAStoreError(f"{path}: the reaqtive_blobs table is missing")
     if meta["engine_schema_version"] >= 2 and "reaqtive_dead_letters" not in tables:
         raise NotAStoreError(f"{path}: the reaqtive_dead_letters table is missing")
+    for table in ("reaqtive_failed_elements", "reaqtive_dead_letter_acks"):
+        if meta["engine_schema_version"] >= 5 and table not in tables:
+            raise NotAStoreError(f"{path}: the {table} table is missing")
     return int(meta["schema_version"]), int(meta["engine_schema_version"])
 
 
@@ -307,6 +390,9 @@ def _artifacts(blobs: Mapping[str, Mapping[str, bytes]], damaged: Sequence[str])
         elif kind == "observer":
             expression = {"op": "observer", "args": [record.get("function")]}
         observer = record.get("observer")
+        schema = record.get("schema") if kind == "stream" else None
+        failed = record.get("failed") if kind == "subscription" else None
+        on_error = record.get("on_error") if kind == "subscription" else None
         result.append(ArtifactSummary(
             uri=uri,
             kind=kind,
@@ -318,6 +404,9 @@ def _artifacts(blobs: Mapping[str, Mapping[str, bytes]], damaged: Sequence[str])
             state_bytes=state_bytes,
             inner_subscriptions=len(inner),
             problem="; ".join(problems) or None,
+            schema=str(schema) if schema is not None else None,
+            failed=dict(failed) if isinstance(failed, dict) else None,
+            on_error=None if on_error is None else on_error if isinstance(on_error, str) else "function",
         ))
     return result
 
@@ -433,8 +522,19 @@ def format_summary(summary: StoreSummary) -> str:
         if artifact.inner_subscriptions:
             state += f" ({artifact.inner_subscriptions} inner)"
         observer = "" if artifact.observer is None else _BUILTIN_OBSERVERS.get(artifact.observer, artifact.observer)
-        rows.append((artifact.kind, artifact.uri, artifact.created[:19].replace("T", " "), state, observer))
+        kind = artifact.kind + (" FAILED" if artifact.failed is not None else "")
+        rows.append((kind, artifact.uri, artifact.created[:19].replace("T", " "), state, observer))
     lines += _table(rows[:1], right={3}, rows=rows[1:]) if summary.artifacts else ["  (none)"]
+    failed = [a for a in summary.artifacts if a.failed is not None]
+    if failed:
+        lines += ["", f"FAILED subscriptions ({len(failed)}: a user function raised and their error policy stopped "
+                      "them; restart_subscription runs them again)"]
+        for artifact in failed:
+            detail = artifact.failed or {}
+            where = "" if detail.get("unit") is None else \
+                f" in {detail.get('operator')} at {detail.get('unit')}#{detail.get('path')}"
+            lines.append(f"  {artifact.uri}: {detail.get('error_type')}: {detail.get('message')}{where}, event at "
+                         f"log position {detail.get('pos')}, since {str(detail.get('at', ''))[:19].replace('T', ' ')}")
     described = [a for a in summary.artifacts if a.summary or a.problem]
     if described:
         lines += ["", "expressions"]
@@ -444,8 +544,11 @@ def format_summary(summary: StoreSummary) -> str:
             lines.append(f"  {artifact.uri.ljust(uri_width)}  {text}")
     lines += ["", "ingress (durable streams)"]
     if summary.streams:
-        lines += _table([("STREAM", "APPENDED", "DELIVERED", "RETAINED")], right={1, 2, 3}, rows=[
-            (s.uri, f"{s.appended:,}", f"{s.delivered:,}" if s.delivered >= 0 else "none", f"{s.retained:,}")
+        typed = any(s.schema is not None for s in summary.streams)  # the SCHEMA column only when a stream has one
+        lines += _table([("STREAM", "APPENDED", "DELIVERED", "RETAINED", "SCHEMA")[:5 if typed else 4]],
+                        right={1, 2, 3}, rows=[
+            (s.uri, f"{s.appended:,}", f"{s.delivered:,}" if s.delivered >= 0 else "none", f"{s.retained:,}",
+             s.schema or "-")[:5 if typed else 4]
             for s in summary.streams
         ])
     else:
@@ -458,15 +561,40 @@ def format_summary(summary: StoreSummary) -> str:
     else:
         lines.append("  (no outputs)")
     if summary.dead_letters:
-        lines += ["", f"dead letters ({len(summary.dead_letters)} quarantined events, not delivered)"]
-        lines += _table([("STREAM", "SEQ", "TIME", "QUARANTINED", "REASON")], right={1}, rows=[
-            (d.stream, f"{d.seq:,}", (d.time or "unusable")[:19].replace("T", " "),
-             (d.at or "?")[:19].replace("T", " "), d.reason) for d in summary.dead_letters
-        ])
+        lines += ["", _dead_letters_heading(summary)]
+        lines += _table([("ID", "KIND", "STREAM / SUBSCRIPTION", "SEQ", "POS", "TIME", "RECORDED", "REASON")],
+                        right={0, 3, 4}, rows=[_dead_letter_row(letter) for letter in summary.dead_letters])
     if summary.damaged:
         lines += ["", f"damaged blobs ({len(summary.damaged)}; their bytes stay in the file)"]
         lines += [f"  {key}" for key in summary.damaged]
     return "\n".join(lines)
+
+
+def _dead_letters_heading(summary: StoreSummary) -> str:
+    events = sum(letter.kind == "event" for letter in summary.dead_letters)
+    elements = len(summary.dead_letters) - events
+    acknowledged = summary.dead_letters_acknowledged
+    return (f"dead letters ({events} quarantined events, not delivered; {elements} failed elements, skipped"
+            + ("" if acknowledged is None else f"; acknowledged up to #{acknowledged}") + ")")
+
+
+def _dead_letter_row(letter: DeadLetterSummary) -> tuple[str, ...]:
+    reason = letter.reason
+    if letter.kind == "element":
+        reason += f" (in {letter.operator} at {letter.unit}#{letter.path}"
+        reason += f"; element {letter.element})" if letter.element is not None else ")"
+    if letter.damaged:
+        reason += "  [DAMAGED: the row does not match its checksum]"
+    return (
+        "-" if letter.id is None else f"{letter.id:,}",
+        letter.kind,
+        letter.stream if letter.kind == "event" else str(letter.subscription),
+        f"{letter.seq:,}" if letter.kind == "event" else "-",
+        "-" if letter.pos is None else f"{letter.pos:,}",
+        (letter.time or ("unusable" if letter.kind == "event" else "-"))[:19].replace("T", " "),
+        (letter.at or "?")[:19].replace("T", " "),
+        reason,
+    )
 
 
 def _table(

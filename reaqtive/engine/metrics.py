@@ -33,11 +33,12 @@ import re
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from reaqtive.engine.engine_errors import EngineError
+from reaqtive.engine.failures import error_name
 from reaqtive.engine.model import (
     DISCARD_SINK,
     DURABLE_SINK,
@@ -64,9 +65,10 @@ __all__ = [
 ]
 
 LOG_FIELDS: Final[Mapping[str, str]] = MappingProxyType({
-    "reaqtive_event": "what the line reports: checkpoint, recovery, recovery_failed, fault, subscription_error, "
+    "reaqtive_event": "what the line reports: checkpoint, recovery, recovery_failed, fault, "
                       "quarantine, events_missing, ingress_commit_failed, listener_failed, paused, resumed, "
-                      "provisional_outputs_dropped, ingress_duplicate",
+                      "provisional_outputs_dropped, ingress_duplicate, subscription_failed, element_skipped, "
+                      "subscription_restarted",
     "checkpoint_id": "checkpoint: the id of the committed checkpoint",
     "full": "checkpoint: whether it was a full checkpoint (else differential)",
     "pause_seconds": "checkpoint: how long processing was paused",
@@ -86,13 +88,19 @@ LOG_FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "artifact": "recovery_failed: the URI of the artifact (or stored state) that failed",
     "kind": "recovery_failed: its kind (stream, observable, observer, subscription, state, unknown)",
     "policy": "recovery_failed, fault: what was done (keep, remove; fail raises)",
-    "subscription": "fault, subscription_error, paused, resumed, provisional_outputs_dropped: the subscription URI",
+    "subscription": "fault, subscription_failed, element_skipped, subscription_restarted, paused, resumed, "
+                    "provisional_outputs_dropped: the subscription URI",
     "observer": "fault: the observer definition that kept failing (None for other faults)",
     "stream": "quarantine, events_missing, ingress_duplicate: the stream URI",
     "seq": "quarantine: the event's sequence number; events_missing: the first missing one; fault: the output "
            "it stopped on, when known (else None); provisional_outputs_dropped: the first output dropped; "
            "ingress_duplicate: the number the altered row claims",
-    "pos": "ingress_duplicate: the log position of the row that claims an event delivered already",
+    "pos": "ingress_duplicate: the log position of the row that claims an event delivered already; "
+           "subscription_failed, element_skipped: the log position of the event the failing element came from",
+    "unit": "subscription_failed, element_skipped: the unit the user function raised in (the subscription, or "
+            "one of its inner units)",
+    "operator": "subscription_failed, element_skipped: the persisted name of the operator whose function raised",
+    "path": "subscription_failed, element_skipped: that operator's path in the unit's tree",
     "reason": "quarantine: why the event was not delivered",
     "events": "events_missing: how many; ingress_commit_failed: how many wait for the next try",
     "outputs": "provisional_outputs_dropped: how many outputs the durable sink dropped at recovery",
@@ -165,6 +173,15 @@ class EngineReadings:
     """Outputs for the durable sink not written to the store yet."""
     recovery: RecoveryMetrics
     last_checkpoint: CheckpointMetrics | None
+    failed_elements: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    """Per subscription, the elements a user function raised on that it skipped (error policy ``"skip"``) and
+    that the store keeps as dead letters (acknowledged ones too, until a checkpoint trims them); only
+    subscriptions that have some."""
+    failed: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """The FAILED subscriptions (their error policy stopped them on a user error), with the error's type name."""
+    user_errors: Mapping[tuple[str, str, str], int] = field(default_factory=lambda: MappingProxyType({}))
+    """User errors since the engine opened, by ``(subscription, error type, action)``, the action ``"skip"`` (the
+    element was skipped) or ``"stop"`` (the subscription failed)."""
 
 
 def read_engine(engine: Engine) -> EngineReadings:
@@ -190,6 +207,8 @@ def read_engine(engine: Engine) -> EngineReadings:
             lag = max(appended - done - dead_ahead.get(uri, 0), 0)
             streams[uri] = StreamReading(appended, done, dead.get(uri, 0), lag)
         acks = engine._store.acks() if status is not EngineStatus.CLOSED else {}
+        # (the store keeps these counts in memory: no read of the database under the engine's lock)
+        failed_elements = engine._store.failed_element_counts() if status is not EngineStatus.CLOSED else {}
         subscriptions: dict[str, SubscriptionReading] = {}
         for uri in sorted(engine._subscriptions):
             observer = engine._records.get(uri, {}).get("observer", DISCARD_SINK)
@@ -210,13 +229,16 @@ def read_engine(engine: Engine) -> EngineReadings:
             status=status,
             streams=MappingProxyType(streams),
             subscriptions=MappingProxyType(subscriptions),
-            kept_subscriptions=len(engine._broken),
+            kept_subscriptions=len(engine._broken) - len(engine._failed),
             faults=MappingProxyType(faults),
             egress_buffered=len(engine._egress),
             recovery=RecoveryMetrics(dict(recovery.phases), recovery.streams, recovery.definitions,
                                      recovery.subscriptions, recovery.inner_subscriptions,
                                      list(recovery.failures), list(recovery.orphans)),
             last_checkpoint=engine.last_checkpoint,
+            failed_elements=MappingProxyType(failed_elements),
+            failed=MappingProxyType({uri: error_name(failed.error) for uri, failed in engine._failed.items()}),
+            user_errors=MappingProxyType(dict(engine._user_errors)),
         )
 
 
@@ -422,8 +444,17 @@ class PrometheusMetrics:
             (gauge, "stream_lag_events", "Events appended to the stream and not delivered yet.", ("stream",)),
             (gauge, "dead_letter_events", "Events of the stream taken out of delivery (quarantined or missing).",
              ("stream",)),
-            (gauge, "subscriptions", "Subscriptions running, and artifacts kept in the store without running.",
-             ("state",)),
+            (gauge, "dead_letter_elements",
+             "Elements the subscription skipped because a user function raised on them, kept as dead letters.",
+             ("subscription",)),
+            (gauge, "subscriptions", "Subscriptions running; FAILED (a user error stopped them); artifacts kept in "
+                                     "the store without running (a fault, a recovery failure).", ("state",)),
+            (gauge, "failed_subscription", "1 for each FAILED subscription (a user error stopped it; "
+                                           "restart_subscription runs it again), with the error's type.",
+             ("subscription", "error_type")),
+            (counter, "subscription_user_errors", "User functions that raised in the subscription's query since the "
+                                                  "engine opened, by error type and what was done (skip, stop).",
+             ("subscription", "error_type", "action")),
             (gauge, "egress_buffered_outputs", "Outputs for the durable sink not written to the store yet.", ()),
             (counter, "faults", "Subscriptions stopped while running, by what was done with them.", ("policy",)),
             (gauge, "recovery_phase_seconds", "The last recovery's time per phase.", ("phase",)),
@@ -460,8 +491,15 @@ class PrometheusMetrics:
             add("stream_delivered_events", stream.delivered, uri)
             add("stream_lag_events", stream.lag, uri)
             add("dead_letter_events", stream.dead_letters, uri)
+        for uri, count in sorted(readings.failed_elements.items()):
+            add("dead_letter_elements", count, uri)
         add("subscriptions", len(readings.subscriptions), "running")
+        add("subscriptions", len(readings.failed), "failed")
         add("subscriptions", readings.kept_subscriptions, "kept")
+        for uri, error_type in sorted(readings.failed.items()):
+            add("failed_subscription", 1.0, uri, error_type)
+        for (uri, error_type, action), count in sorted(readings.user_errors.items()):
+            add("subscription_user_errors", count, uri, error_type, action)
         add("egress_buffered_outputs", readings.egress_buffered)
         for fault_policy, count in readings.faults.items():
             add("faults", count, fault_policy.value)

@@ -17,6 +17,8 @@ __all__ = [
     "RecoveryFailure",
     "ArtifactInfo",
     "StreamStatus",
+    "SubscriptionState",
+    "SubscriptionStatus",
     "CheckpointMetrics",
     "RecoveryMetrics",
 ]
@@ -36,6 +38,46 @@ class EngineStatus(enum.Enum):
     DEGRADED = "degraded"
     """Running, but some artifacts failed to recover and are kept in the store without running."""
     CLOSED = "closed"
+
+
+class SubscriptionState(enum.Enum):
+    """Where a subscription stands (see :meth:`~reaqtive.engine.Engine.subscriptions`)."""
+
+    RUNNING = "running"
+    PAUSED = "paused"
+    """Paused by :meth:`~reaqtive.engine.Engine.pause`: its input waits in the log."""
+    CATCHING_UP = "catching_up"
+    """Behind the engine, not paused: the processing loop hands it the log it has not read (after a resume, a
+    recovery, a restart)."""
+    COMPLETED = "completed"
+    """Its query completed: it produces nothing more."""
+    FAILED = "failed"
+    """A user function in its query raised and its error policy said stop: stopped as of its last checkpoint,
+    until :meth:`~reaqtive.engine.Engine.restart_subscription`; the engine is DEGRADED."""
+    STOPPED = "stopped"
+    """Kept in the store without running: it failed to recover, or a fault stopped it (``engine.faults``); it
+    recovers at the next open if the cause is gone, or with :meth:`~reaqtive.engine.Engine.restart_subscription`."""
+
+
+@dataclass(frozen=True)
+class SubscriptionStatus:
+    """One subscription's state, and for a FAILED or STOPPED one what stopped it: the error's type and message,
+    the log position of the event that stopped it (``None`` where unknown), when, and for an error of a user
+    function where it was raised (the unit: the subscription or one of its inner units; the operator's persisted
+    name; its path in the unit's tree). ``outputs``: the number of its next output. ``on_error``: its error policy
+    (``"stop"``, ``"skip"`` or ``"function"``; ``"default"``: the engine's)."""
+
+    uri: str
+    state: SubscriptionState
+    outputs: int = 0
+    on_error: str = "default"
+    error_type: str | None = None
+    error: str | None = None
+    position: int | None = None
+    failed_at: datetime | None = None
+    unit: str | None = None
+    operator: str | None = None
+    path: str | None = None
 
 
 class RecoveryPolicy(enum.Enum):
@@ -71,6 +113,11 @@ class ArtifactInfo:
     references: tuple[str, ...]
     state_bytes: int
     running: bool
+    schema: str | None = None
+    """A stream's validator, by the name it was registered under (``None``: an untyped stream, or not a stream)."""
+    status: SubscriptionStatus | None = None
+    """A subscription's state (running, paused, catching up, completed, FAILED with what stopped it, stopped);
+    ``None`` for other artifacts."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +131,9 @@ class StreamStatus:
     """The sequence number of the last event delivered to the queries (-1: none yet)."""
     retained: int
     """Events still in the ingress log (not yet covered by a committed checkpoint)."""
+    schema: str | None = None
+    """The name of the validator its events must pass (``None``: untyped; see ``docs/engine.md``, "Typed
+    streams")."""
 
 
 @dataclass(frozen=True)

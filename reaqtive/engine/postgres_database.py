@@ -5,14 +5,16 @@
 ingress log, the durable sink, the acknowledgements and the dead letters are the tables of
 :mod:`reaqtive.engine.database` with the same columns, rows, checksums and transactions — it *is* an
 :class:`~reaqtive.engine.database.EngineStore`, whose every method runs here unchanged but for the SQL dialect.
-It starts at engine layout 4 (there is nothing older to migrate); an unknown layout is refused untouched
-(:class:`~reaqtive.engine.database.UnknownEngineVersionError`).
+It is at engine layout 5; a database of layout 4 (the first one PostgreSQL stores had) is migrated when it is
+opened, in the opening transaction, as the SQLite file is (its dead letters get their numbers). An unknown
+layout is refused untouched (:class:`~reaqtive.engine.database.UnknownEngineVersionError`).
 
 **Tables** (in the connection's current schema): ``reaqtive_meta`` and ``reaqtive_blobs`` (the checkpoint
-store's), ``reaqtive_ingress``, ``reaqtive_stream_heads``, ``reaqtive_egress``, ``reaqtive_acks`` and
-``reaqtive_dead_letters``. Blobs are ``bytea``, numbers ``bigint``, names ``text COLLATE "C"`` (ordered by their
-bytes, as SQLite orders them). A dead letter's ``time`` is kept as the msgpack of what it was stored with (an
-integer, or the bytes of a damaged row's times), since a column of PostgreSQL has one type.
+store's), ``reaqtive_ingress``, ``reaqtive_stream_heads``, ``reaqtive_egress``, ``reaqtive_acks``,
+``reaqtive_dead_letters``, ``reaqtive_failed_elements`` and ``reaqtive_dead_letter_acks``. Blobs are ``bytea``,
+numbers ``bigint``, names ``text COLLATE "C"`` (ordered by their bytes, as SQLite orders them). A dead letter's
+``time`` is kept as the msgpack of what it was stored with (an integer, or the bytes of a damaged row's times),
+since a column of PostgreSQL has one type.
 
 **Transactions** map one to one to the SQLite store's: an append (or a group commit) is one transaction, durable
 when it returns (``synchronous_commit`` on, the server's default; ``synchronous="OFF"`` turns it off for the
@@ -47,14 +49,18 @@ import msgpack
 from reaqtive.engine.database import (
     _INGRESS_COUNTS,
     _INSERT_DEAD_LETTER,
+    _INSERT_FAILED,
     _INSERT_OUTPUTS,
+    _LETTER_ID_KEY,
     _POSITION_KEY,
+    _SET_COUNTER,
     _SET_POSITION,
     ENGINE_SCHEMA_VERSION,
     ROW_EVENTS,
     EngineStore,
     UnknownEngineVersionError,
     check_layout,
+    dead_letter_id_checksum,
 )
 from reaqtive.state import DEFAULT_CODEC, StateCodec, StoreError, StoreLockedError
 from reaqtive.state.postgres_store import (
@@ -69,6 +75,7 @@ from reaqtive.state.postgres_store import (
 
 __all__ = ["PostgresEngineStore", "postgres_sql"]
 
+_MIGRATES: Final = (4,)  # the older engine layouts of a PostgreSQL store that opening migrates
 _WRITER_LOCK: Final = 0x72710002  # the advisory lock's first key; the second is the schema's
 _NAME: Final = 'text COLLATE "C" NOT NULL'  # byte order, as SQLite's BINARY
 _TABLES: Final = (
@@ -79,15 +86,33 @@ _TABLES: Final = (
     f"CREATE TABLE reaqtive_egress (subscription {_NAME}, seq bigint NOT NULL, count integer NOT NULL, "
     "payload bytea NOT NULL, crc bigint NOT NULL, PRIMARY KEY (subscription, seq))",
     f"CREATE TABLE reaqtive_dead_letters (stream {_NAME}, seq bigint NOT NULL, pos bigint, time bytea, "
-    "payload bytea, reason text NOT NULL, at bigint NOT NULL, crc bigint NOT NULL, PRIMARY KEY (stream, seq))",
+    "payload bytea, reason text NOT NULL, at bigint NOT NULL, crc bigint NOT NULL, id bigint NOT NULL UNIQUE, "
+    "id_crc bigint NOT NULL, PRIMARY KEY (stream, seq))",
     f"CREATE TABLE reaqtive_acks (subscription {_NAME} PRIMARY KEY, seq bigint NOT NULL, crc bigint NOT NULL)",
+)
+# The tables layout 5 added (the dead letters' numbers are added to their table by the migration).
+_TABLES_5: Final = (
+    f"CREATE TABLE reaqtive_failed_elements (id bigint PRIMARY KEY, subscription {_NAME}, unit {_NAME}, "
+    f"path {_NAME}, pos bigint NOT NULL, ordinal bigint NOT NULL, operator text NOT NULL, error_type text NOT NULL, "
+    "message text NOT NULL, traceback text NOT NULL, element text, at bigint NOT NULL, payload bytea, "
+    "crc bigint NOT NULL, UNIQUE (subscription, unit, path, pos, ordinal))",
+    f"CREATE TABLE reaqtive_dead_letter_acks (name {_NAME} PRIMARY KEY, id bigint NOT NULL, crc bigint NOT NULL)",
 )
 
 # The statements of EngineStore that are not plain SQL with '?' parameters, in PostgreSQL's words.
 _DIALECT: Final = {
     _INSERT_DEAD_LETTER: (
-        "INSERT INTO reaqtive_dead_letters (stream, seq, pos, time, payload, reason, at, crc) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+        "INSERT INTO reaqtive_dead_letters (stream, seq, pos, time, payload, reason, at, crc, id, id_crc) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+    ),
+    _INSERT_FAILED: (
+        "INSERT INTO reaqtive_failed_elements (id, subscription, unit, path, pos, ordinal, operator, error_type, "
+        "message, traceback, element, at, payload, crc) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+        "%s, %s) ON CONFLICT DO NOTHING"
+    ),
+    _SET_COUNTER: (
+        "INSERT INTO reaqtive_meta (key, value) VALUES (%s, to_jsonb(%s::bigint)) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
     ),
     _INSERT_OUTPUTS: (
         "INSERT INTO reaqtive_egress (subscription, seq, count, payload, crc) VALUES (%s, %s, %s, %s, %s) "
@@ -154,26 +179,29 @@ class PostgresEngineStore(EngineStore):
 
     def _prepare(self, db: Any) -> None:
         """Inside the checkpoint store's opening transaction: refuse an unknown layout, take the writer lock,
-        create the engine tables of a new store."""
+        create the engine tables of a new store or migrate an older one."""
         row = db.execute("SELECT value FROM reaqtive_meta WHERE key = 'engine_schema_version'").fetchone()
         version = None if row is None else row[0]
-        if version is not None and version != ENGINE_SCHEMA_VERSION:
+        if version is not None and version not in (ENGINE_SCHEMA_VERSION, *_MIGRATES):
             raise UnknownEngineVersionError(
                 f"{self._where}: written by an engine with store layout version {version!r}; this engine knows "
-                f"version {ENGINE_SCHEMA_VERSION}. The database was left untouched"
+                f"version {ENGINE_SCHEMA_VERSION} (and migrates version "
+                f"{', '.join(map(str, _MIGRATES))}). The database was left untouched"
             )
         if version is not None:  # before the lock is taken: a mismatch leaves the database untouched
-            check_layout(self._where, ENGINE_SCHEMA_VERSION, _postgres_columns(db))
+            check_layout(self._where, version, _postgres_columns(db))
         (schema,) = db.execute("SELECT current_schema()").fetchone()
         key = zlib.crc32(schema.encode("utf-8")) & 0x7FFFFFFF
         (taken,) = db.execute("SELECT pg_try_advisory_lock(%s, %s)", (_WRITER_LOCK, key)).fetchone()
         if not taken:
             raise StoreLockedError(self._where, _holder(db, key), inspectable=False)
         if version is None:
-            for statement in _TABLES:
+            for statement in (*_TABLES, *_TABLES_5):
                 db.execute(statement)
             db.execute("INSERT INTO reaqtive_meta (key, value) VALUES ('engine_schema_version', to_jsonb(%s))",
                        (ENGINE_SCHEMA_VERSION,))
+        elif version == 4:
+            _migrate_from_4(db)
 
     # -- the database seam ----------------------------------------------------------------------------------------
 
@@ -229,6 +257,27 @@ class PostgresEngineStore(EngineStore):
 
     def __repr__(self) -> str:
         return f"PostgresEngineStore({self._where!r})"
+
+
+def _migrate_from_4(db: Any) -> None:
+    """Engine layout 4 → 5, inside the opening transaction (see the SQLite store's migration): every dead letter
+    gets a number in the order ``(pos, stream, seq)``, never-logged events (``pos`` NULL) last, and an ``id_crc``;
+    its other columns and its ``crc`` stay as they were. The failed elements' table and the dead letters'
+    acknowledgement are created empty."""
+    keys = db.execute("SELECT stream, seq FROM reaqtive_dead_letters ORDER BY pos ASC NULLS LAST, stream, seq"
+                      ).fetchall()
+    db.execute("ALTER TABLE reaqtive_dead_letters ADD COLUMN id bigint, ADD COLUMN id_crc bigint")
+    if keys:
+        db.cursor().executemany(
+            "UPDATE reaqtive_dead_letters SET id = %s, id_crc = %s WHERE stream = %s AND seq = %s",
+            [(n, dead_letter_id_checksum(n, stream, seq), stream, seq) for n, (stream, seq) in enumerate(keys, 1)],
+        )
+        db.execute(postgres_sql(_SET_COUNTER), (_LETTER_ID_KEY, len(keys)))
+    db.execute("ALTER TABLE reaqtive_dead_letters ALTER COLUMN id SET NOT NULL, ALTER COLUMN id_crc SET NOT NULL, "
+               "ADD UNIQUE (id)")
+    for statement in _TABLES_5:
+        db.execute(statement)
+    db.execute("UPDATE reaqtive_meta SET value = to_jsonb(5) WHERE key = 'engine_schema_version'")
 
 
 def _postgres_columns(db: Any) -> dict[str, set[str]]:

@@ -116,7 +116,34 @@ def parse_artifact(uri: str, blob: bytes) -> dict[str, Any]:
             _require(record, "start", where, _is_watermarks, "a mapping of stream URI to position")
         if "clock" in record:
             _require(record, "clock", where, _is_micros, "microseconds since the epoch")
+        if "on_error" in record:
+            _require(record, "on_error", where, _is_on_error, "'stop', 'skip' or {'function': reference}")
+        if "failed" in record:
+            _require(record, "failed", where, _is_failure, "a failure (error_type, message, pos, at, ...)")
+        if "skipping" in record:
+            _require(record, "skipping", where, _is_skipping, "a list of {unit, path, pos}")
     return record
+
+
+def _is_skipping(value: object) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(entry, dict) and set(entry) == {"unit", "path", "pos"} and isinstance(entry["unit"], str)
+        and isinstance(entry["path"], str) and _is_int(entry["pos"]) and entry["pos"] >= -1 for entry in value)
+
+
+def _is_on_error(value: object) -> bool:
+    return value in ("stop", "skip") or (isinstance(value, dict) and set(value) == {"function"}
+                                         and isinstance(value["function"], (dict, str)))
+
+
+_FAILURE_TEXTS: Final = ("error_type", "message", "traceback", "unit", "operator", "path")
+
+
+def _is_failure(value: object) -> bool:
+    return (isinstance(value, dict) and set(value) <= {*_FAILURE_TEXTS, "pos", "at"}
+            and {"error_type", "message", "pos", "at"} <= set(value)
+            and all(isinstance(value[key], str) for key in _FAILURE_TEXTS if key in value and value[key] is not None)
+            and _is_int(value["pos"]) and value["pos"] >= -1 and _is_timestamp(value["at"]))
 
 
 def parse_template(key: str, blob: bytes) -> dict[str, Any]:

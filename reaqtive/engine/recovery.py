@@ -25,10 +25,12 @@ from reaqtive.engine.engine_errors import (
     MalformedRecordError,
     OrphanedDataError,
     RecoveryError,
+    UnknownSchemaError,
 )
 from reaqtive.engine.expressions import (
     decode_query,
 )
+from reaqtive.engine.failures import ElementFailure, RecordedError, SubscriptionFailedError
 from reaqtive.engine.model import (
     DISCARD_SINK,
     DURABLE_SINK,
@@ -87,6 +89,9 @@ class Recovery(EngineRoom):
             if record["kind"] != "subscription":
                 continue
             self._records[uri] = record
+            if "failed" in record:
+                self._keep_failed(uri, record)
+                continue
             try:
                 self._subscriptions[uri] = self._recover_subscription(
                     uri, record, state.get(uri), damaged[STATE_CATEGORY], template_errors
@@ -153,10 +158,31 @@ class Recovery(EngineRoom):
 
     def _recover_definitions(self, records: dict[str, dict[str, Any]]) -> None:
         """Streams, then the observable and observer definitions (decoded now, so that a definition naming a
-        function the host does not provide fails here, under the policy, before any query uses it)."""
+        function the host does not provide fails here, under the policy, before any query uses it).
+
+        A typed stream whose validator the host did not register fails under the policy too. KEEP keeps it open,
+        unlike other artifacts: its queries read it and its log is delivered (nothing is pinned), only appends to
+        it are refused until the host registers the validator, and the engine is DEGRADED meanwhile (the failure
+        is in ``recovery.failures`` and the log). REMOVE deletes the stream (then its queries fail to bind)."""
         for uri, record in records.items():
             kind = record["kind"]
             if kind == "stream":
+                name = record.get("schema")
+                if name is not None:
+                    problem: Exception | None = None
+                    if not isinstance(name, str) or not name:
+                        problem = MalformedRecordError(f"the record of stream {uri!r}: its schema is {name!r}, not "
+                                                       "a validator's name (the row was altered)")
+                    elif self.functions.schema(name) is None:
+                        problem = UnknownSchemaError(
+                            f"stream {uri!r} is validated by schema {name!r}, which is not registered (register "
+                            f"it before the engine opens: Engine(schemas={{{name!r}: validator}}) or "
+                            "FunctionRegistry.register_schema)", stream=uri, schema=name)
+                    if problem is not None:
+                        if self._recovery_failed(uri, kind, problem) is RecoveryPolicy.REMOVE:
+                            continue
+                        self._broken.discard(uri)  # KEEP: open and delivered, not pinned (see above)
+                        self._schemas_missing.add(uri)  # DEGRADED until its validator is registered
                 self._records[uri] = record
                 self._open_stream(uri)
                 self.recovery.streams += 1
@@ -418,6 +444,25 @@ class Recovery(EngineRoom):
                                "replay computes them again)", uri, dropped, counter.next - 1,
                                extra={"reaqtive_event": "provisional_outputs_dropped", "subscription": uri,
                                       "outputs": dropped, "seq": counter.next})
+
+    def _keep_failed(self, uri: str, record: dict[str, Any]) -> None:
+        """A subscription that FAILED (its error policy stopped it) stays failed across restarts, visibly, until
+        restart_subscription: kept stored without running, pinned where its last checkpoint left it."""
+        detail = record["failed"]
+        error = RecordedError(detail["error_type"], detail["message"])
+        failure = None
+        if detail.get("unit") is not None:
+            failure = ElementFailure(uri, detail["unit"], detail.get("operator") or "?", detail.get("path") or "?",
+                                     detail["pos"], detail["error_type"], detail["message"],
+                                     detail.get("traceback") or "")
+        failed = SubscriptionFailedError(uri, error, failure, detail["pos"])
+        self._failed[uri] = failed
+        self._broken.add(uri)
+        self.faults.append(RecoveryFailure(uri, "subscription", failed, RecoveryPolicy.KEEP))
+        self._log.error("%s; FAILED since %s, until restart_subscription", failed, detail["at"],
+                        extra={"reaqtive_event": "subscription_failed", "subscription": uri,
+                               "error_type": detail["error_type"], "pos": detail["pos"], "unit": detail.get("unit"),
+                               "operator": detail.get("operator"), "path": detail.get("path")})
 
     def _restore_legacy_delivery(self, delivery: DeliveryRecord) -> None:
         """A delivery record written before log positions: the position of each stream's last delivered event

@@ -29,6 +29,7 @@ from reaqtive.engine.engine_errors import (
     ArtifactInUseError,
     ArtifactNotFoundError,
     MalformedRecordError,
+    UnknownSchemaError,
 )
 from reaqtive.engine.expressions import (
     decode_query,
@@ -37,6 +38,7 @@ from reaqtive.engine.expressions import (
     template_id,
     templatize,
 )
+from reaqtive.engine.failures import OnError, check_on_error
 from reaqtive.engine.model import (
     DURABLE_SINK,
     ArtifactInfo,
@@ -85,11 +87,34 @@ class ArtifactRegistry(EngineRoom):
             raise MalformedRecordError(f"the stored state of source {name!r} is damaged: {stored}") from stored
         return stored
 
-    def create_stream(self, uri: str) -> None:
-        """Create the durable stream ``uri``."""
+    def create_stream(self, uri: str, schema: str | None = None) -> None:
+        """Create the durable stream ``uri``.
+
+        ``schema``: the name of a validator registered with :meth:`register_schema` (or ``Engine(schemas=...)``):
+        every event appended to the stream must pass it, and is stored in its validated form (see
+        ``docs/engine.md``, "Typed streams"). The record stores the name; every process that opens the store
+        must register it again. Refused (changing nothing): a name not registered (:class:`UnknownSchemaError`),
+        a URI that exists (:class:`ArtifactExistsError`; a stream's schema is fixed when it is created).
+        """
+        if schema is not None and (not isinstance(schema, str) or not schema):
+            raise TypeError(f"create_stream({uri!r}): schema must be the name of a registered validator (a "
+                            f"non-empty str) or None, got {schema!r}")
         with self._lock:
+            existing = self._records.get(uri) if isinstance(uri, str) else None
+            if existing is not None and existing["kind"] == "stream" and existing.get("schema") != schema:
+                self._check_open()
+                has = f"schema {existing['schema']!r}" if existing.get("schema") is not None else "no schema"
+                raise ArtifactExistsError(f"stream {uri!r} already exists, with {has}: create_stream(schema="
+                                          f"{schema!r}) cannot change it (a stream's schema is fixed when it is "
+                                          "created)")
             self._check_new(uri)
-            record = {"kind": "stream", "created": _now_text()}
+            record: dict[str, Any] = {"kind": "stream", "created": _now_text()}
+            if schema is not None:
+                if self.functions.schema(schema) is None:
+                    raise UnknownSchemaError(
+                        f"create_stream({uri!r}): schema {schema!r} is not registered (register its validator "
+                        f"first: engine.register_schema({schema!r}, validator))", stream=uri, schema=schema)
+                record["schema"] = schema  # absent: an untyped stream (the records of older stores stay valid)
             self._commit_record(uri, record)
             self._open_stream(uri)
 
@@ -109,7 +134,8 @@ class ArtifactRegistry(EngineRoom):
             self._check_open()
             heads, retained = self._store.stream_heads(), self._store.ingress_counts()
             return {
-                uri: StreamStatus(uri, heads.get(uri, 0), self._delivered.get(uri, -1), retained.get(uri, 0))
+                uri: StreamStatus(uri, heads.get(uri, 0), self._delivered.get(uri, -1), retained.get(uri, 0),
+                                  self._records.get(uri, {}).get("schema"))
                 for uri in sorted(self._streams)
             }
 
@@ -143,15 +169,26 @@ class ArtifactRegistry(EngineRoom):
             del self._records[uri]
 
     def create_subscription(
-        self, uri: str, query: Query[Any], observer: str = DURABLE_SINK, *, priority: int = 0
+        self,
+        uri: str,
+        query: Query[Any],
+        observer: str = DURABLE_SINK,
+        *,
+        priority: int = 0,
+        on_error: OnError | None = None,
     ) -> None:
         """Start the standing query ``query`` as ``uri``, its outputs going to the observer ``observer``.
 
         ``priority``: where its work goes among other queries' work due at the same instant, lower first (see
-        :meth:`set_priority`). Fails (changing nothing) if the query cannot be persisted (the message names the
-        argument), reads an unknown stream or definition, or the URI exists.
+        :meth:`set_priority`). ``on_error``: what happens when a user function in the query raises (``"stop"``:
+        the query stops, FAILED; ``"skip"``: the element is dropped there and kept as a dead letter; or a function
+        ``(error, context) -> "skip" | "stop"``, persisted by reference like the query's functions); ``None``: the
+        engine's default (see :mod:`reaqtive.engine.failures`). Fails (changing nothing) if the query cannot be
+        persisted (the message names the argument), reads an unknown stream or definition, or the URI exists.
         """
         check_priority(priority)
+        if on_error is not None:
+            check_on_error(on_error)
         with self._lock:
             self._check_open()
             self._check_new(uri)
@@ -182,6 +219,9 @@ class ArtifactRegistry(EngineRoom):
             }
             if priority:  # absent means 0: the records of stores from before priorities stay as they were
                 record["priority"] = priority
+            if on_error is not None:  # absent: the engine's default, whatever it is when the query runs
+                record["on_error"] = on_error if isinstance(on_error, str) else {
+                    "function": encode_query(Query("observer", (on_error,)), self.functions)["args"][0]}
             puts = [(_ARTIFACTS, uri, _to_bytes(record))]
             if tid not in self._templates:
                 puts.append((_TEMPLATES, tid, _to_bytes(template)))
@@ -248,6 +288,8 @@ class ArtifactRegistry(EngineRoom):
                 self._templates.pop(tid, None)
             self._ended.pop(uri, None)
             self._broken.discard(uri)
+            self._failed.pop(uri, None)
+            self._policies.pop(uri, None)
             self._paused.discard(uri)
             self._behind.pop(uri, None)
             self._pins.pop(uri, None)
@@ -314,11 +356,9 @@ class ArtifactRegistry(EngineRoom):
             references=tuple(record.get("refs", ())),
             state_bytes=state,
             running=uri in self._subscriptions or kind != "subscription",
+            schema=record.get("schema") if kind == "stream" else None,
+            status=self._status_of(uri, record) if kind == "subscription" else None,
         )
-
-    def subscription_error(self, uri: str) -> BaseException | None:
-        """The error that ended subscription ``uri`` (``None`` if it is running or completed normally)."""
-        return self._ended.get(uri)
 
     def _expand(self, root: Query[Any]) -> Query[Any]:
         """Replace references to observable definitions by the queries they name. Iterative: a stored query
@@ -384,3 +424,17 @@ class ArtifactRegistry(EngineRoom):
     def _commit_record(self, uri: str, record: dict[str, Any]) -> None:
         self._commit_changes(puts=[(_ARTIFACTS, uri, _to_bytes(record))])
         self._records[uri] = record
+
+    def register_schema(self, name: str, validator: object) -> None:
+        """Register ``validator`` as the schema ``name`` of typed streams (``create_stream(uri, schema=name)``):
+        a pydantic model class, a pydantic ``TypeAdapter``, a msgspec ``Struct`` type, or a callable
+        ``event -> value`` that raises on a bad event (see :mod:`reaqtive.engine.schemas`). Register it again
+        in every process that opens the store, before it opens (``Engine(schemas=...)``), as the functions of
+        stored queries: recovery fails a stream whose validator is missing, under the recovery policy. A stream
+        kept by ``RecoveryPolicy.KEEP`` without its validator accepts appends again once it is registered (and the
+        engine is no longer DEGRADED for it)."""
+        self.functions.register_schema(name, validator)
+        with self._lock:
+            self._schemas_missing = {uri for uri in self._schemas_missing
+                                     if self.functions.schema(self._records[uri]["schema"]) is None}
+            self._settle_status()

@@ -5,15 +5,19 @@ the recovery policy.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
 from reaqtive.context import OperatorContext
-from reaqtive.engine._room import EngineRoom
+from reaqtive.engine._room import _ARTIFACTS, _OUTPUTS, EngineRoom, _to_bytes
 from reaqtive.engine.behind import Lag
-from reaqtive.engine.database import from_micros
-from reaqtive.engine.egress import Output
+from reaqtive.engine.database import ElementLetter, element_payload, from_micros
+from reaqtive.engine.egress import Output, OutputCounter
 from reaqtive.engine.engine_errors import (
+    ArtifactInUseError,
+    InnerRecoveryError,
+    MalformedRecordError,
     QueryFailedError,
     UnstorableOutputError,
 )
@@ -21,17 +25,34 @@ from reaqtive.engine.expressions import (
     decode_query,
     instantiate,
 )
+from reaqtive.engine.failures import (
+    ElementFailure,
+    OnError,
+    SubscriptionFailedError,
+    SubscriptionPolicy,
+    check_on_error,
+    element_repr,
+    error_name,
+)
 from reaqtive.engine.model import (
+    DURABLE_SINK,
+    EngineStatus,
     RecoveryFailure,
     RecoveryPolicy,
+    SubscriptionState,
+    SubscriptionStatus,
 )
 from reaqtive.engine.readers import CAUGHT_UP_SETTING, LEGACY_CAUGHT_UP_SETTING, START_POSITION_SETTING
-from reaqtive.engine.records import Behind
+from reaqtive.engine.records import Behind, parse_counter
 from reaqtive.engine.scheduling import record_priority
+from reaqtive.error_policy import ERROR_POLICY_SETTING
+from reaqtive.operator import OperatorBase
 from reaqtive.operators.keyed_groups import keyed_execution
 from reaqtive.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs
+from reaqtive.state import STATE_CATEGORY, MissingStateError
 from reaqtive.state.host import HostedQuery, QueryState
+from reaqtive.state.traversal import iter_nodes
 from reaqtive.streams import LONG_MAX, Subscription
 
 
@@ -71,8 +92,63 @@ class _Observer:
         self._engine._subscription_ended(self._uri, None)
 
 
+class _PolicyHost:
+    """The engine's side of its subscriptions' error policies (see reaqtive.engine.failures)."""
+
+    __slots__ = ("_engine",)
+
+    def __init__(self, engine: Running) -> None:
+        self._engine = engine
+
+    def position_of(self, unit: str) -> int:
+        return self._engine._environment.start_position(unit)
+
+    def path_of(self, unit: str, operator: OperatorBase[Any]) -> str:
+        engine = self._engine
+        hosted = engine._subscriptions.get(unit)
+        handle = hosted.handle if hosted is not None else engine._environment.inner_subscriptions().get(unit)
+        if handle is not None:
+            for node, path in iter_nodes(handle):
+                if node is operator:
+                    return "/".join(map(str, path))
+        return "?"
+
+    def element_skipped(self, failure: ElementFailure) -> None:
+        self._engine._element_skipped(failure)
+
+
 class Running(EngineRoom):
     """See the module docstring."""
+
+    def _count_user_error(self, uri: str, error_type: str, action: str) -> None:
+        key = (uri, error_type, action)
+        self._user_errors[key] = self._user_errors.get(key, 0) + 1
+
+    def _make_policy_host(self) -> _PolicyHost:
+        return _PolicyHost(self)
+
+    def _element_skipped(self, failure: ElementFailure) -> None:
+        """A user function raised and the subscription's policy skipped the element: it is kept as a dead letter
+        (written with the batch's quarantine; recorded once, a replay finds it there)."""
+        # Several elements of one event may fail at one operator: the n-th of them, counted by element, keeps its
+        # own letter (a replay numbers them the same way, so each is recorded once).
+        # Counted per event: a replay (after a crash, a restart, a catch-up) meets the event again and counts anew.
+        shown = element_repr(failure.element)
+        position, counts = self._letter_ordinals.get(failure.subscription, (None, {}))
+        if position != failure.position:
+            counts = {}
+            self._letter_ordinals[failure.subscription] = (failure.position, counts)
+        key = (failure.unit, failure.path, shown)
+        ordinal = counts[key] = counts.get(key, -1) + 1
+        self._count_user_error(failure.subscription, failure.error_type, "skip")
+        self._element_letters.append(ElementLetter(
+            failure.subscription, failure.unit, failure.path, failure.position, failure.operator, failure.error_type,
+            failure.message, failure.traceback, element_payload(failure.element, self._store.codec), shown,
+            ordinal))
+        self._log.warning("subscription %r skipped an element: %s", failure.subscription, failure.describe(),
+                          extra={"reaqtive_event": "element_skipped", "subscription": failure.subscription,
+                                 "error_type": failure.error_type, "pos": failure.position, "unit": failure.unit,
+                                 "operator": failure.operator, "path": failure.path})
 
     def _bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None) -> HostedQuery:
         """Bind subscription ``uri`` (its query, then the egress stamp and its observer) on the engine's query
@@ -96,6 +172,11 @@ class Running(EngineRoom):
         if stood is not None:
             self._behind[uri] = Lag(uri, scheduler, stood.pos)  # before it starts: its readers are held off
         settings = self._position_settings(uri, record, stood)
+        self._letter_ordinals.pop(uri, None)  # it goes on from a checkpoint: its skips are counted anew
+        skipping = frozenset((entry["unit"], entry["path"], entry["pos"]) for entry in record.get("skipping", ()))
+        policy = self._policies[uri] = SubscriptionPolicy(uri, self._on_error_of(uri, record), self._policy_host,
+                                                          skipping)
+        settings[ERROR_POLICY_SETTING] = policy
         # Bounds for the times its operators saved (deadlines): after it started, and no later than the last clock
         # its state can have been saved at (this checkpoint's, or its creation if later).
         started = from_micros(record["clock"]) if blob is not None and "clock" in record else None
@@ -140,12 +221,156 @@ class Running(EngineRoom):
         args.handled = True
         self._unit_failed(unit, args.exception)
 
+    # -- restarting a failed or stopped subscription ----------------------------------------------------------
+
+    def restart_subscription(self, uri: str, *, skip_failed: bool = False) -> None:
+        """Run subscription ``uri`` again from its last checkpoint: a FAILED one (after the host registered a
+        fixed function, for instance) or one STOPPED by a fault or a recovery failure. It catches up through the
+        log from where its last checkpoint left it, on its own clock, and its outputs go on exactly once (those
+        the sink holds already are produced again with the same ids and compared). ``skip_failed``: skip the
+        element that failed it (kept as a dead letter) when it fails again. Raises
+        :class:`~reaqtive.engine.ArtifactInUseError` for a subscription that runs; if it cannot start (its
+        function still missing...), it stays as it was and the error is raised."""
+        with self._lock:
+            self._check_open()
+            record = self._check_kind(uri, "subscription")
+            if uri in self._subscriptions:
+                raise ArtifactInUseError(f"subscription {uri!r} runs: only a failed or stopped one restarts")
+            failed = self._failed.get(uri)
+            if skip_failed and (failed is None or failed.failure is None):
+                raise ValueError(f"subscription {uri!r} did not fail on an element of a user function: there is "
+                                 "none to skip")
+            template = self._templates.get(record["template"])
+            if template is None:
+                raise MissingStateError(f"subscription {uri!r}: its query template is not in the store")
+            snapshot = self._store.checkpoints.read(strict=False)
+            prefix = uri + "/"
+            inner = {key: blob for key, blob in snapshot.items(STATE_CATEGORY) if key.startswith(prefix)}
+            counter = snapshot.get(_OUTPUTS, uri)
+            restarted = {key: value for key, value in record.items() if key != "failed"}
+            if skip_failed and failed is not None and failed.failure is not None:
+                # Stored with it: every replay of that element (after a crash, a later restart) skips it again.
+                where = failed.failure
+                restarted["skipping"] = [*record.get("skipping", []),
+                                         {"unit": where.unit, "path": where.path, "pos": where.position}]
+            self._environment.release_ids(uri)  # its inner units get the ids a recovery would give them
+            self._environment.restore(inner)
+            self._counters[uri] = OutputCounter(*(2 * (parse_counter(uri, counter) if counter is not None else 0,)))
+            try:
+                hosted = self._bind(uri, restarted, template, snapshot.get(STATE_CATEGORY, uri))
+                inner_failures = self._environment.take_load_failures(uri)
+                if inner_failures:
+                    hosted.abandon()
+                    inner_id, error = min(inner_failures.items())
+                    raise InnerRecoveryError(inner_id, error)
+            except BaseException:
+                self._environment.discard_saved(list(inner), delete=False)
+                self._counters.pop(uri, None)
+                self._policies.pop(uri, None)
+                raise
+            if restarted != record:
+                self._commit_changes(puts=[(_ARTIFACTS, uri, _to_bytes(restarted))])
+            self._records[uri] = restarted
+            self._subscriptions[uri] = hosted
+            self._broken.discard(uri)
+            self._failed.pop(uri, None)
+            self._ended.pop(uri, None)
+            self.faults[:] = [fault for fault in self.faults if fault.uri != uri]
+            if self._clock_mode == "event" and record["observer"] == DURABLE_SINK:
+                highest = self._store.max_output_seqs().get(uri)
+                if highest is not None:
+                    self._replayed_upto[uri] = highest  # what it produces again is compared with the sink
+            self._settle_status()
+            self._log.info("subscription %r restarted from its last checkpoint%s", uri,
+                           " (skipping the element that failed it)" if skip_failed else "",
+                           extra={"reaqtive_event": "subscription_restarted", "subscription": uri})
+        self.appended.fire()  # a processing loop catches it up
+
+    # -- what each subscription is doing ----------------------------------------------------------------------
+
+    def subscriptions(self) -> list[SubscriptionStatus]:
+        """Every subscription's state (running, paused, catching up, completed, failed, stopped), sorted by URI;
+        a failed or stopped one with what stopped it (see :class:`~reaqtive.engine.model.SubscriptionStatus`)."""
+        with self._lock:
+            return [self._status_of(uri, record) for uri, record in sorted(self._records.items())
+                    if record["kind"] == "subscription"]
+
+    def stopped_error(self, uri: str) -> BaseException | None:
+        """Why subscription ``uri`` does not run, if it does not (a FAILED one: its
+        :class:`~reaqtive.engine.failures.SubscriptionFailedError`; one stopped by a fault or a recovery failure:
+        that error); ``None`` while it runs, is paused or catching up, or once it completed."""
+        with self._lock:
+            failed = self._failed.get(uri)
+            if failed is not None:
+                return failed
+            if uri in self._broken:
+                return next((f.error for f in reversed([*self.recovery.failures, *self.faults]) if f.uri == uri),
+                            None)
+            return None
+
+    def subscription_error(self, uri: str) -> BaseException | None:
+        """The error that ended subscription ``uri``'s query: for a FAILED one the error its query raised (after a
+        restart of the process, a :class:`~reaqtive.engine.failures.RecordedError` with its type's name and its
+        message); ``None`` while it runs, once it completed, or when something else stopped it (a fault, a
+        recovery failure: see :meth:`stopped_error` and :meth:`subscription_status`)."""
+        with self._lock:
+            failed = self._failed.get(uri)
+            return failed.error if failed is not None else self._ended.get(uri)
+
+    def subscription_status(self, uri: str) -> SubscriptionStatus:
+        """The state of subscription ``uri`` (see :meth:`subscriptions`)."""
+        with self._lock:
+            return self._status_of(uri, self._check_kind(uri, "subscription"))
+
+    def _status_of(self, uri: str, record: dict[str, Any]) -> SubscriptionStatus:
+        stored = record.get("on_error")
+        on_error = "default" if stored is None else stored if isinstance(stored, str) else "function"
+        counter = self._counters.get(uri)
+        outputs = counter.next if counter is not None else 0
+        failed = record.get("failed")
+        if failed is not None:
+            return SubscriptionStatus(
+                uri, SubscriptionState.FAILED, outputs, on_error, failed["error_type"], failed["message"],
+                failed["pos"], datetime.fromisoformat(failed["at"]), failed.get("unit"), failed.get("operator"),
+                failed.get("path"))
+        if uri not in self._subscriptions:
+            problem = next((f.error for f in reversed([*self.recovery.failures, *self.faults]) if f.uri == uri), None)
+            return SubscriptionStatus(uri, SubscriptionState.STOPPED, outputs, on_error,
+                                      None if problem is None else type(problem).__name__,
+                                      None if problem is None else str(problem))
+        if uri in self._paused:
+            state = SubscriptionState.PAUSED
+        elif uri in self._behind:
+            state = SubscriptionState.CATCHING_UP
+        elif uri in self._ended and self._ended[uri] is None:
+            state = SubscriptionState.COMPLETED
+        else:
+            state = SubscriptionState.RUNNING
+        return SubscriptionStatus(uri, state, outputs, on_error)
+
+    def _on_error_of(self, uri: str, record: dict[str, Any]) -> OnError:
+        """The error policy of subscription ``uri``: its own (stored with it) or the engine's default."""
+        stored = record.get("on_error")
+        if stored is None:
+            return self._on_error
+        if isinstance(stored, str):
+            return stored
+        decoded = decode_query({"op": "observer", "args": [stored["function"]]}, self.functions)
+        function = decoded.args[0]
+        if not callable(function):
+            raise MalformedRecordError(f"the record of {uri!r}: its on_error function is not callable")
+        return check_on_error(function, f"the on_error of {uri!r}")
+
     def _subscription_ended(self, uri: str, error: BaseException | None) -> None:
         self._ended[uri] = error
-        if error is not None:
-            self._log.error("subscription %r ended with an error: %s", uri, error, exc_info=error,
-                            extra={"reaqtive_event": "subscription_error", "subscription": uri,
-                                   "error_type": type(error).__name__})
+        if error is None or self._status is EngineStatus.RECOVERING:
+            return  # completed; or it failed while it recovered, which recovery reports under its policy
+        policy = self._policies.get(uri)
+        failure = policy.last_failure if policy is not None else None
+        if failure is not None and failure.error_type != type(error).__name__:
+            failure = None  # not the user error the policy stopped on
+        position = self._environment.start_position(uri)
+        self._fault_later(uri, SubscriptionFailedError(uri, error, failure, position))
 
     def _unit_failed(self, instance_id: str, error: Exception) -> None:
         """A query, or one of its inner units, raised out of its operators: stop the query after this event."""
@@ -171,6 +396,9 @@ class Running(EngineRoom):
         at the next open. ``engine.faults`` lists it; the engine is DEGRADED."""
         if uri not in self._subscriptions:
             return  # already stopped (or deleted)
+        if isinstance(error, SubscriptionFailedError):
+            self._fail(uri, error)
+            return
         policy = RecoveryPolicy.REMOVE if self._policy is RecoveryPolicy.REMOVE else RecoveryPolicy.KEEP
         if self._on_failure is not None:
             chosen = self._on_failure(uri, error)
@@ -184,16 +412,49 @@ class Running(EngineRoom):
         if policy is RecoveryPolicy.REMOVE:
             self.delete_subscription(uri)
         else:
-            outbox = self._outboxes.get(uri)
-            if outbox is not None and outbox.pending:
-                self._store.write_outputs(list(outbox.pending))  # kept for the next open to deliver
-            self._subscriptions.pop(uri).abandon()
-            self._paused.discard(uri)
-            self._behind.pop(uri, None)
-            # Its outputs so far stay on their way to the durable sink: the replay after the next open produces
-            # them again with the same ids, and the sink keeps one copy.
-            self._counters.pop(uri, None)
-            self._outboxes.pop(uri, None)
-            self._broken.add(uri)
-            self._pins.setdefault(uri, self._pin_for(uri))
+            self._stop_as_of_last_checkpoint(uri)
         self._settle_status()
+
+    def _stop_as_of_last_checkpoint(self, uri: str) -> None:
+        """Stop running subscription ``uri`` and keep it stored as of its last checkpoint (its state, its position
+        and clock: pinned), with the input it needs and its undelivered outputs."""
+        outbox = self._outboxes.get(uri)
+        if outbox is not None and outbox.pending:
+            self._store.write_outputs(list(outbox.pending))  # kept for the next run to deliver
+        self._subscriptions.pop(uri).abandon()
+        self._policies.pop(uri, None)
+        self._paused.discard(uri)
+        self._behind.pop(uri, None)
+        # Its outputs so far stay on their way to the durable sink: the replay of its next run produces them again
+        # with the same ids, and the sink keeps one copy.
+        self._counters.pop(uri, None)
+        self._outboxes.pop(uri, None)
+        self._broken.add(uri)
+        self._pins.setdefault(uri, self._pin_for(uri))
+
+    def _fail(self, uri: str, error: SubscriptionFailedError) -> None:
+        """Subscription ``uri`` stopped with an error of its query (its policy said stop): it is FAILED, visibly
+        (its record says so, also after a restart, until restart_subscription), stopped as of its last checkpoint."""
+        failure = error.failure
+        detail = {"error_type": type(error.error).__name__, "message": str(error.error)[:1000], "pos": error.position,
+                  "at": datetime.now(UTC).isoformat()}
+        if failure is not None:
+            detail.update(unit=failure.unit, operator=failure.operator, path=failure.path,
+                          traceback=failure.traceback)
+        record = {**self._records[uri], "failed": detail}
+        # The outputs it produced before it failed reach the durable sink first: a crash after the record's commit
+        # must not lose them (a FAILED query is not replayed at the next open).
+        self._flush_egress()
+        self._commit_changes(puts=[(_ARTIFACTS, uri, _to_bytes(record))])
+        self._records[uri] = record
+        self._log.error("%s", error, exc_info=error.error,
+                        extra={"reaqtive_event": "subscription_failed", "subscription": uri,
+                               "error_type": detail["error_type"], "pos": error.position,
+                               "unit": detail.get("unit"), "operator": detail.get("operator"),
+                               "path": detail.get("path")})
+        self.faults.append(RecoveryFailure(uri, "subscription", error, RecoveryPolicy.KEEP))
+        self._failed[uri] = error
+        self._count_user_error(uri, error_name(error.error), "stop")
+        self._stop_as_of_last_checkpoint(uri)
+        self._settle_status()
+        self.produced.fire()  # its consumers wake up and find it failed

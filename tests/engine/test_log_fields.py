@@ -199,8 +199,10 @@ def test_a_query_that_raises_logs_its_error_and_its_subscription(capture: Captur
         engine.create_subscription("q", Query.stream("s").map(fail_on_three))
         engine.append_many("s", [(i, at(i)) for i in range(5)])
         engine.process()
-    assert capture.one("subscription_error") == {"reaqtive_event": "subscription_error", "subscription": "q",
-                                                 "error_type": "ValueError"}
+    assert capture.one("subscription_failed") == {"reaqtive_event": "subscription_failed", "subscription": "q",
+                                                  "error_type": "ValueError", "pos": 4, "unit": "q",
+                                                  "operator": "reaqtive:map", "path": "0/0"}
+    assert capture.events("subscription_failed")[0].levelno == logging.ERROR
 
 
 def test_the_quarantine_line_names_the_event_and_why(capture: Capture) -> None:

@@ -20,6 +20,7 @@ from reaqtive.engine import (
     EngineStatus,
     EngineStore,
     GroupCommit,
+    SubscriptionState,
 )
 from reaqtive.engine.database import MEMORY
 
@@ -120,7 +121,8 @@ def test_a_query_that_fails_ends_alone(engine_at: OpenEngine) -> None:
     engine.process()
     assert values(engine, "q://inverse") == [], "1/0 at the first event ended it"
     assert values(engine, "q://sum") == [0, 1, 3], "the others run on"
-    assert engine.status is EngineStatus.RUNNING
+    assert engine.subscription_status("q://inverse").state is SubscriptionState.FAILED
+    assert engine.status is EngineStatus.DEGRADED, "a query that stopped is never silent"
 
 
 def test_events_out_of_bounds_go_to_the_dead_letters(engine_at: OpenEngine) -> None:

@@ -42,7 +42,7 @@ from reaqtive.engine import (
     RecoveryError,
     RecoveryPolicy,
 )
-from reaqtive.engine.database import EngineStore, ack_checksum, egress_checksum
+from reaqtive.engine.database import ENGINE_SCHEMA_VERSION, EngineStore, ack_checksum, egress_checksum
 from reaqtive.engine.engine_errors import OrphanedDataError
 from reaqtive.engine.stores import open_engine_store
 from reaqtive.state import InMemoryCheckpointStore, MissingStateError, StoreCorruptError, StoreError
@@ -665,7 +665,8 @@ def test_on_postgresql_tables_that_are_not_the_layout_are_refused_untouched(post
     store.execute(change)
     columns = "SELECT table_name, column_name FROM information_schema.columns WHERE table_name LIKE 'reaqtive%%'"
     before = (sorted(store.rows(columns)), sorted(store.rows("SELECT key, value::text FROM reaqtive_meta")))
-    with pytest.raises(StoreLayoutError, match="reaqtive_meta says the engine tables are of layout 4"):
+    with pytest.raises(StoreLayoutError,
+                       match=f"reaqtive_meta says the engine tables are of layout {ENGINE_SCHEMA_VERSION}"):
         open_engine_store(postgres_dsn)
     assert (sorted(store.rows(columns)), sorted(store.rows("SELECT key, value::text FROM reaqtive_meta"))) == before
 

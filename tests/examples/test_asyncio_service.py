@@ -1,5 +1,6 @@
-"""examples/asyncio_service.py, the service of docs/deploying.md: events in over HTTP, outputs streamed with
-cursors and acknowledgements, a restart that resumes, and SIGTERM under uvicorn ending in a final checkpoint."""
+"""examples/asyncio_service.py, the service of docs/deploying.md: events in over HTTP (bodies validated: 422 for a
+bad one, and the stream typed), outputs streamed with cursors and acknowledgements, a restart that resumes, and
+SIGTERM under uvicorn ending in a final checkpoint."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from examples import asyncio_service
-from reaqtive.engine import Engine
+from reaqtive import Query
+from reaqtive.engine import Engine, SchemaValidationError
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -79,6 +81,39 @@ def test_bad_requests_get_clear_statuses(tmp_path: Path) -> None:
         assert "reaqtive_" in client.get("/metrics").text
 
 
+def test_a_bad_body_gets_422_with_fastapis_detail_and_appends_nothing(tmp_path: Path) -> None:
+    with client_on(tmp_path / "svc.db") as client:
+        missing = client.post("/events/readings", json=[reading("k1", 21.0), {"sensor": "k2"}])
+        assert missing.status_code == 422
+        assert [(d["type"], d["loc"]) for d in missing.json()["detail"]] == [("missing", ["body", 1, "celsius"])]
+        wrong = client.post("/events/readings", json={"sensor": "k3", "celsius": "hot"})  # one reading, not a list
+        assert wrong.status_code == 422
+        assert [(d["type"], d["loc"]) for d in wrong.json()["detail"]] == [("float_parsing", ["body", 0, "celsius"])]
+        assert client.post("/events/readings", json=[{"sensor": 5, "celsius": 1.0}]).status_code == 422
+        assert client.post("/events/readings", json="text").status_code == 422
+        assert client.post("/events/readings", json=[{"sensor": "k4", "celsius": "31.5"}]).json() == {"seqs": [0]}
+        assert [o["value"] for o in read_outputs(client, "hot", after=-1, limit=1)] == [
+            {"sensor": "k4", "celsius": 31.5}]  # the validated form: the text became a number
+        assert client.get("/health").json()["lag"] == {"readings": 0}
+
+
+def test_the_stream_is_typed_so_appends_from_elsewhere_are_checked_too(tmp_path: Path) -> None:
+    store = tmp_path / "svc.db"
+    with Engine(store, schemas=asyncio_service.SCHEMAS) as engine:  # another stream, typed, made by another program
+        engine.create_stream("more-readings", schema="reading")
+    with client_on(store) as client:  # its bodies reach the engine unchecked by FastAPI: the engine refuses them
+        refused = client.post("/events/more-readings", json=[reading("a", 1.0), {"sensor": "b", "celsius": "x"}])
+        assert refused.status_code == 422
+        ((detail,),) = [refused.json()["detail"]]
+        assert (detail["type"], detail["loc"]) == ("schema", ["body", 1, "celsius"])
+        assert client.post("/events/more-readings", json=[reading("a", 1.0)]).json() == {"seqs": [0]}
+    with Engine(store, functions=asyncio_service.make_functions(), schemas=asyncio_service.SCHEMAS) as engine:
+        assert engine.streams()["readings"].schema == "reading"
+        with pytest.raises(SchemaValidationError, match=r"stream 'readings' .* event #0 .* field 'celsius'"):
+            engine.append("readings", {"sensor": "k1", "celsius": None}, T0)
+        assert engine.streams()["readings"].appended == 0 and engine.streams()["more-readings"].appended == 1
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -123,7 +158,40 @@ def test_sigterm_under_uvicorn_ends_with_a_final_checkpoint(served: tuple[subpro
     process.send_signal(signal.SIGTERM)
     # uvicorn shuts the application down (its lifespan's aclose), then re-raises the signal it caught
     assert process.wait(60) in (0, -signal.SIGTERM)
-    with Engine(store, functions=asyncio_service.make_functions()) as engine:
+    with Engine(store, functions=asyncio_service.make_functions(), schemas=asyncio_service.SCHEMAS) as engine:
         status = engine.streams()["readings"]
         assert (status.appended, status.retained) == (50, 0)  # the final checkpoint covered every event
         assert len(engine.outputs("hot")) == 50
+
+
+def per_mille(reading: dict[str, Any]) -> float:
+    """A query function with a bug: a reading of exactly 0 degrees divides by zero."""
+    return 1000 / float(reading["celsius"])
+
+
+def test_a_failed_query_shows_in_health_ends_its_output_stream_and_restarts_after_a_fix(tmp_path: Path) -> None:
+    """Issue 30: a query a reading makes fail is FAILED, never silent: /health answers 503 and names it, its output
+    stream ends instead of waiting forever; after a fix (here: restarting it with the element skipped) it runs."""
+    store = tmp_path / "svc.db"
+    functions = asyncio_service.make_functions()
+    functions.register("per_mille", per_mille)
+    with Engine(store, functions=functions, schemas=asyncio_service.SCHEMAS, start=T0) as engine:
+        engine.create_stream("readings", schema="reading")
+        engine.create_subscription("per-mille", Query.stream("readings").map(per_mille))
+    app = asyncio_service.create_app(str(store), start=T0, synchronous="NORMAL", functions=functions)
+    with TestClient(app) as client:
+        client.post("/events/readings", json=[reading("k1", 20.0), reading("k2", 0.0), reading("k3", 40.0)])
+        (first, ended) = read_outputs(client, "per-mille", after=-1, limit=5)
+        assert first["value"] == 50.0
+        assert "ZeroDivisionError" in ended["error"], "the stream ends, saying why, instead of waiting forever"
+        health = client.get("/health")
+        assert health.status_code == 503
+        (stopped,) = health.json()["stopped"]
+        assert stopped["subscription"] == "per-mille" and stopped["state"] == "failed"
+        assert stopped["error"].startswith("ZeroDivisionError") and stopped["position"] == 2
+        assert client.post("/subscriptions/hot/restart").status_code == 409, "it runs"
+        assert client.post("/subscriptions/per-mille/restart?skip_failed=true").json() == {"restarted": "per-mille"}
+        assert [o["value"] for o in read_outputs(client, "per-mille", after=-1, limit=2)] == [50.0, 25.0]
+        assert client.get("/health").status_code == 200
+        letters = client.get("/dead-letters").json()
+        assert [(d["kind"], d["subscription"], d["pos"]) for d in letters] == [("element", "per-mille", 2)]
