@@ -387,6 +387,16 @@ class DeadLetter:
     ordinal: int | None = None
 
 
+def check_dead_letter_query(stream: str | None, subscription: str | None, after: object, limit: object) -> None:
+    """The arguments of a listing of dead letters: a stream or a subscription (not both), a cursor, a limit."""
+    if stream is not None and subscription is not None:
+        raise ValueError("dead_letters(): give a stream or a subscription, not both")
+    if limit is not None and (type(limit) is not int or limit < 0):
+        raise ValueError(f"dead_letters(): limit must be a whole number >= 0, got {limit!r}")
+    if after is not None and type(after) is not int:
+        raise TypeError(f"dead_letters(): after must be a dead letter's number (int), got {after!r}")
+
+
 ELEMENT_REPR_CHARS: Final = 200
 """How much of an element's ``repr`` a failed element keeps."""
 MESSAGE_CHARS: Final = 2000
@@ -1066,12 +1076,7 @@ class EngineStore:
         ``after``/``limit``: a cursor, the letters numbered above ``after``, at most ``limit`` of them. Every
         letter the store holds is listed, acknowledged or not (the engine's listing starts after the
         acknowledgement)."""
-        if stream is not None and subscription is not None:
-            raise ValueError("dead_letters(): give a stream or a subscription, not both")
-        if limit is not None and (type(limit) is not int or limit < 0):
-            raise ValueError(f"dead_letters(): limit must be a whole number >= 0, got {limit!r}")
-        if after is not None and type(after) is not int:
-            raise TypeError(f"dead_letters(): after must be a dead letter's number (int), got {after!r}")
+        check_dead_letter_query(stream, subscription, after, limit)
         with self._reading("reading the dead letters") as db:
             events = [] if subscription is not None else self._all(
                 db, *_letters_query(_EVENT_LETTER_COLUMNS, "reaqtive_dead_letters", "stream", stream, after=after,

@@ -19,7 +19,14 @@ from reaqtive.engine._room import (
     EngineRoom,
     _check_whole,
 )
-from reaqtive.engine.database import DeadLetter, IngressEvent, IngressRun, from_micros, to_micros
+from reaqtive.engine.database import (
+    DeadLetter,
+    IngressEvent,
+    IngressRun,
+    check_dead_letter_query,
+    from_micros,
+    to_micros,
+)
 from reaqtive.engine.engine_errors import (
     EngineClosedError,
     EngineRunningError,
@@ -122,12 +129,7 @@ class Delivery(EngineRoom):
         """
         from reaqtive.state import DamagedRowError
 
-        if stream is not None and subscription is not None:
-            raise ValueError("dead_letters(): give a stream or a subscription, not both")
-        if limit is not None and (type(limit) is not int or limit < 0):
-            raise ValueError(f"dead_letters(): limit must be a whole number >= 0, got {limit!r}")
-        if after is not None and type(after) is not int:
-            raise TypeError(f"dead_letters(): after must be a dead letter's number (int), got {after!r}")
+        check_dead_letter_query(stream, subscription, after, limit)
         with self._lock:
             self._check_open()
             self._flush_quarantine()
