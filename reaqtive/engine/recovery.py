@@ -415,6 +415,19 @@ class Recovery(EngineRoom):
         if delivery.pos > self._store.last_position():
             raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", MalformedRecordError(
                 f"the delivery record's log position {delivery.pos} is past the last event ever appended"))
+        # Nothing stands past the engine's position, nor runs on a clock ahead of its own: a position forged
+        # ahead would make a query skip the events up to it.
+        for stream, pos in (delivery.delivered_at or {}).items():
+            if pos > delivery.pos:
+                raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", MalformedRecordError(
+                    f"the delivery record says the last event of {stream!r} delivered is at log position {pos}, "
+                    f"past the position delivered up to, {delivery.pos}"))
+        for uri, entry in [*delivery.behind.items(), *delivery.pinned.items()]:
+            if entry.pos > delivery.pos or entry.floor > delivery.pos or (
+                    entry.clock is not None and delivery.now is not None and entry.clock > delivery.now):
+                raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", MalformedRecordError(
+                    f"the delivery record says {uri!r} stands at log position {entry.pos} (floor {entry.floor}, "
+                    f"clock {entry.clock}), ahead of the engine (position {delivery.pos}, clock {delivery.now})"))
 
     def _pin_broken(self) -> None:
         """Pin each artifact kept without running. Its stored state says "caught up" relative to the checkpoint it

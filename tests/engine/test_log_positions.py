@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from reaqtive import Query
-from reaqtive.engine import Engine, EngineStatus, FunctionRegistry, RecoveryPolicy, delivery
+from reaqtive.engine import Engine, EngineStatus, FunctionRegistry, RecoveryError, RecoveryPolicy, delivery
 from tests.engine.store_targets import STORES, store_sql
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -316,3 +316,38 @@ def test_a_query_is_behind_while_paused_and_until_its_catch_up_reaches_the_engin
         assert engine.process() == 5, "the catch-up's events count"
         assert not engine.is_behind("sum")
         assert [o.value for o in engine.outputs("sum")] == [o.value for o in engine.outputs("twin")]
+
+
+@pytest.mark.parametrize("forged", ["behind-pos", "behind-clock", "pinned-pos", "delivered-at"])
+def test_a_delivery_record_that_puts_a_query_ahead_of_the_engine_refuses_the_open(
+    tmp_path: Path, forged: str
+) -> None:
+    """A position forged ahead (behind a valid checksum) would make a query skip events silently: refused, like a
+    record that says more was delivered than appended, and nothing is changed."""
+    import json
+
+    from tests.engine.test_engine_faults import put_row, rows
+
+    path = tmp_path / "s.db"
+    run = setup(path)
+    run.engine.append_many("a", [(i, at(i)) for i in range(5)])
+    run.engine.process()
+    run.engine.pause("merged")
+    run.engine.append_many("b", [(i, at(10 + i)) for i in range(3)])
+    run.engine.process()
+    run.engine.checkpoint()
+    run.engine.close()
+    record = json.loads(rows(path, "engine")["delivery"])
+    if forged == "behind-pos":
+        record["behind"]["merged"]["pos"] = record["pos"] + 1
+    elif forged == "behind-clock":
+        record["behind"]["merged"]["clock"] = record["now"] + 1
+    elif forged == "pinned-pos":
+        record["pinned"] = {"merged": {"pos": record["pos"] + 2, "floor": 0}}
+    else:
+        record["delivered_at"]["b"] = record["pos"] + 1
+    put_row(path, "engine", "delivery", json.dumps(record).encode())
+    before = path.read_bytes()
+    with pytest.raises(RecoveryError, match="engine/delivery"):
+        Engine(path, **run.options)
+    assert path.read_bytes() == before
