@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from reaqtive.connectors.errors import UnencodableOutputError
@@ -13,12 +13,33 @@ JsonDefault = Callable[[Any], Any]
 """Converts a value JSON cannot represent into one it can (``json.dumps``'s ``default``), or raises."""
 
 
-def output_json(output: Output, default: JsonDefault | None) -> bytes:
-    """UTF-8 JSON on one line (no raw newline: JSON escapes them in strings); NaN and infinities are refused,
-    since JSON has none. Raises :class:`UnencodableOutputError` naming the output."""
-    try:
-        text = json.dumps({"subscription": output.subscription, "seq": output.seq, "value": output.value},
-                          default=default, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
-        return text.encode("utf-8")
-    except Exception as error:  # TypeError, ValueError (NaN, lone surrogates), RecursionError, default's own
-        raise UnencodableOutputError(output.subscription, output.seq, error) from error
+class OutputJson:
+    """Encodes outputs as UTF-8 JSON on one line each (no raw newline: JSON escapes them in strings); NaN and
+    infinities are refused, since JSON has none. One encoder per sink: ``json.dumps`` with options builds a new
+    one per call, which costs more than the encoding of a small output. Raises :class:`UnencodableOutputError`
+    naming the output."""
+
+    __slots__ = ("_encode",)
+
+    def __init__(self, default: JsonDefault | None) -> None:
+        self._encode = json.JSONEncoder(default=default, allow_nan=False, ensure_ascii=False,
+                                        separators=(",", ":")).encode
+
+    def one(self, output: Output) -> bytes:
+        """One output."""
+        try:
+            return self._encode({"subscription": output.subscription, "seq": output.seq,
+                                 "value": output.value}).encode("utf-8")
+        except Exception as error:  # TypeError, ValueError (NaN, lone surrogates), RecursionError, default's own
+            raise UnencodableOutputError(output.subscription, output.seq, error) from error
+
+    def array(self, outputs: Sequence[Output]) -> bytes:
+        """The outputs as one JSON array (one call into the encoder for all of them)."""
+        try:
+            return self._encode([{"subscription": output.subscription, "seq": output.seq, "value": output.value}
+                                 for output in outputs]).encode("utf-8")
+        except Exception:
+            for output in outputs:
+                self.one(output)  # raises, naming the first output that cannot be encoded
+            raise
+

@@ -23,7 +23,8 @@ The engine's outbox hands the sink each output at least once, in order. The sink
 the file: when it opens, it reads the file and learns the last ``seq`` written per subscription; an output at or
 below it is a repeat (a replay after a crash) and is skipped. Each line is written with one ``write`` on a file
 opened for appending, then flushed to disk (``fsync=True``) before the call returns, so an output the outbox
-counts as delivered is on disk.
+counts as delivered is on disk. The outbox hands over batches (:meth:`JsonLinesSink.write_batch`): one write and
+one flush to disk per batch.
 
 **A crash in the middle of a write** leaves the last line without its newline. Such a line belongs to a call that
 never returned, so the outbox still has its output and will deliver it again; on open the sink cuts the file
@@ -46,10 +47,11 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from reaqtive.connectors._json import JsonDefault, output_json
+from reaqtive.connectors._json import JsonDefault, OutputJson
 from reaqtive.connectors.errors import SinkFileError
 from reaqtive.engine.egress import Output
 
@@ -72,7 +74,7 @@ class JsonLinesSink:
                  json_default: JsonDefault | None = None) -> None:
         self.path = Path(path)
         self._fsync = fsync
-        self._default = json_default
+        self._json = OutputJson(json_default)
         self._lock = threading.Lock()
         self._last: dict[str, int] = {}
         self.repeats = 0
@@ -93,17 +95,32 @@ class JsonLinesSink:
 
     def __call__(self, output: Output) -> None:
         """Append ``output`` unless its ``(subscription, seq)`` was already written."""
+        self.write_batch((output,))
+
+    def write_batch(self, outputs: Sequence[Output]) -> None:
+        """Append the outputs not written yet, with one write and one flush to disk (the outbox hands over a
+        batch this way): all of them are in the file when this returns, or none (a failed write is cut back)."""
         with self._lock:
             if self._fd < 0:
                 raise SinkFileError(f"{self.path}: the sink is closed")
-            if output.seq <= self._last.get(output.subscription, -1):
-                self.repeats += 1  # the outbox delivers at least once
+            last = self._last
+            encode = self._json.one
+            fresh: dict[str, int] = {}  # per subscription, its last seq in this batch
+            lines: list[bytes] = []
+            for output in outputs:
+                if output.seq <= fresh.get(output.subscription, last.get(output.subscription, -1)):
+                    self.repeats += 1  # the outbox delivers at least once
+                    continue
+                lines.append(encode(output))
+                fresh[output.subscription] = output.seq
+            if not lines:
                 return
-            line = output_json(output, self._default) + b"\n"
+            lines.append(b"")
+            data = b"\n".join(lines)
             if self._torn:
                 self._cut(self._size)
             try:
-                view = memoryview(line)
+                view = memoryview(data)
                 while view:  # a regular file takes it in one write; a short write goes on where it stopped
                     view = view[os.write(self._fd, view):]
                 if self._fsync:
@@ -113,8 +130,8 @@ class JsonLinesSink:
                 with contextlib.suppress(OSError):  # leave no torn line behind (or the next call cuts it)
                     self._cut(self._size)
                 raise
-            self._size += len(line)
-            self._last[output.subscription] = output.seq
+            self._size += len(data)
+            last.update(fresh)
 
     def last_seq(self, subscription: str) -> int:
         """The last ``seq`` of ``subscription`` in the file (-1: none)."""

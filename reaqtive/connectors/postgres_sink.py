@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+from collections.abc import Sequence
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,14 @@ def _import_psycopg() -> ModuleType:
     except ImportError as error:  # pragma: no cover - the extra is installed wherever this is tested
         raise PostgresSinkError("PostgresSink needs psycopg: pip install 'reaqtive[postgres]'") from error
     return psycopg
+
+
+def _untranslatable(rows: list[tuple[str, int, str]]) -> tuple[str, int]:
+    """The first row whose value jsonb cannot hold (a NUL escaped in a string), else the first row."""
+    for subscription, seq, value in rows:
+        if "\\u0000" in value:
+            return subscription, seq
+    return rows[0][0], rows[0][1]
 
 
 def _describe(dsn: str) -> str:
@@ -124,40 +133,53 @@ class PostgresSink:
 
     def __call__(self, output: Output) -> None:
         """Write ``output`` unless its ``(subscription, seq)`` is in the table already; committed on return."""
+        self.write_batch((output,))
+
+    def write_batch(self, outputs: Sequence[Output]) -> None:
+        """Write the outputs not in the table yet, in one transaction (the outbox hands over a batch this way):
+        all of them are committed when this returns, or none."""
+        rows = [(output.subscription, output.seq, self._json(output)) for output in outputs]
+        if rows:
+            with self._lock:
+                self._write(rows)
+
+    def _json(self, output: Output) -> str:
         try:
             value = json.dumps(output.value, default=self._json_default, allow_nan=False, ensure_ascii=False)
             value.encode("utf-8")  # a lone surrogate passes dumps with ensure_ascii=False, not the server
         except Exception as error:  # TypeError, ValueError (NaN), UnicodeEncodeError, RecursionError, default's
             raise UnencodableOutputError(output.subscription, output.seq, error) from error
-        with self._lock:
-            self._write(output, value)
+        return value
 
-    def _write(self, output: Output, value: str) -> None:
+    def _write(self, rows: list[tuple[str, int, str]]) -> None:
         psycopg = _import_psycopg()
-        params = (output.subscription, output.seq, value)
+        first = f"{rows[0][0]}#{rows[0][1]}" + ("" if len(rows) == 1 else f" (and {len(rows) - 1} more)")
         for attempt in (1, 2):
             try:
                 connection, insert = self._connected()
-                connection.execute(insert, params)
+                if len(rows) == 1:
+                    connection.execute(insert, rows[0])
+                else:
+                    with connection.transaction(), connection.cursor() as cursor:
+                        cursor.executemany(insert, rows)
                 return
             except psycopg.errors.UntranslatableCharacter as error:
                 # jsonb holds no U+0000 in strings: a property of the value, so retrying cannot help.
-                raise UnencodableOutputError(output.subscription, output.seq, error) from error
+                subscription, seq = _untranslatable(rows)
+                raise UnencodableOutputError(subscription, seq, error) from error
             except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn) as error:
                 raise PostgresSinkTableError(f"{self._where}: changed under the sink ({error})") from error
             except psycopg.OperationalError as error:
                 # The connection is gone or unusable (server restart, terminated backend, network): the insert
-                # is idempotent, so one more try on a fresh connection cannot write the output twice.
+                # is idempotent, so one more try on a fresh connection cannot write an output twice.
                 self._drop_connection()
                 if attempt == 2:
                     raise PostgresSinkUnavailableError(
-                        f"{self._where}: output {output.subscription}#{output.seq} not written: {error}"
+                        f"{self._where}: output {first} not written: {error}"
                     ) from error
             except psycopg.Error as error:
                 self._drop_connection()
-                raise PostgresSinkUnavailableError(
-                    f"{self._where}: output {output.subscription}#{output.seq} not written: {error}"
-                ) from error
+                raise PostgresSinkUnavailableError(f"{self._where}: output {first} not written: {error}") from error
 
     # -- the connection ----------------------------------------------------------------------------------------
 

@@ -24,13 +24,21 @@ resolves the name), then name it as an observer::
     engine = Engine("app.db", functions=functions)
     engine.define_observer("obs://alerts-hook", hook)          # once, when the store is new
 
+**Batches.** The engine's outbox hands the sink its outputs in batches (``write_batch``). By default each output is
+still one request. With ``batch=True`` a batch is one request (up to ``batch_size`` outputs of one
+subscription): a JSON array of the objects above, with ``Idempotency-Key: <subscription>:<first>-<last>``,
+``Reaqtive-First-Seq: <first>`` and ``Reaqtive-Seq: <last>``. A batch is all or nothing for the sink: after a
+failure or a restart it may come again cut differently, so a receiver deduplicates by ``(subscription, seq)``
+inside it (or keeps the last ``seq`` per subscription and skips what is at or below it).
+
 **Retries.** A connection error, a timeout, a 5xx, 408 or 429 is retried inside the call, after an exponential
 backoff with jitter (``backoff``, then doubling up to ``max_backoff``; a ``Retry-After`` header, in seconds or as
-an HTTP date, is honoured), at most ``retries`` times, never waiting past ``deadline`` seconds in all: the
-engine's outbox calls the sink under the engine's lock, so a call must end soon. When the budget is spent the
-call raises :class:`WebhookUnavailableError` and the outbox takes over: it keeps the output first in line and
-tries again after its own backoff (``Engine(observer_retries=, observer_backoff=)``), then stops the
-subscription with its outputs kept. For outages longer than a few seconds, raise the engine's
+an HTTP date, is honoured), at most ``retries`` times, never waiting past ``deadline`` seconds in all. The
+outbox calls the sink outside the engine's lock (on a courier thread in running mode), so a slow receiver holds
+up neither appends nor processing; still, while one call runs no other output of that subscription is sent.
+When the budget is spent the call raises :class:`WebhookUnavailableError` and the outbox takes over: it keeps
+the batch first in line and tries again after its own backoff (``Engine(observer_retries=, observer_backoff=)``),
+then stops the subscription with its outputs kept. For outages longer than a few seconds, raise the engine's
 ``observer_retries``/``observer_backoff``, not the sink's deadline. Any other 4xx or a redirect is permanent:
 :class:`WebhookRejectedError` at once, with the status and the start of the response. A value JSON cannot
 represent raises :class:`~reaqtive.connectors.errors.UnencodableOutputError` before anything is sent.
@@ -49,11 +57,11 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Final
 
-from reaqtive.connectors._json import JsonDefault, output_json
+from reaqtive.connectors._json import JsonDefault, OutputJson
 from reaqtive.connectors.errors import WebhookRejectedError, WebhookUnavailableError
 from reaqtive.engine.egress import Output
 
@@ -70,7 +78,9 @@ class WebhookSink:
     the idempotency headers). ``timeout``: seconds per socket operation. ``retries``: further attempts after the
     first. ``backoff``/``max_backoff``: seconds before the first retry / at most between two. ``deadline``: seconds
     a call may take in all. ``json_default``: converts values JSON cannot represent. ``ssl_context``: for
-    ``https`` URLs. ``sleep``, ``clock`` and ``jitter`` (a number in [0, 1)) are injectable for tests."""
+    ``https`` URLs. ``batch``: POST the outbox's batches as JSON arrays of up to ``batch_size`` outputs (the
+    receiver must accept them; see the module). ``sleep``, ``clock`` and ``jitter`` (a number in [0, 1)) are
+    injectable for tests."""
 
     def __init__(
         self,
@@ -84,6 +94,8 @@ class WebhookSink:
         deadline: float = 10.0,
         json_default: JsonDefault | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        batch: bool = False,
+        batch_size: int = 10_000,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         jitter: Callable[[], float] = random.random,
@@ -97,10 +109,13 @@ class WebhookSink:
                 raise ValueError(f"WebhookSink: {name} must be a number of seconds >= 0, got {value!r}")
         if timeout == 0 or deadline == 0:
             raise ValueError("WebhookSink: timeout and deadline must be > 0")
+        if type(batch_size) is not int or batch_size < 1:
+            raise ValueError(f"WebhookSink: batch_size must be a whole number >= 1, got {batch_size!r}")
         if type(retries) is not int or retries < 0:
             raise ValueError(f"WebhookSink: retries must be a whole number >= 0, got {retries!r}")
         extra = dict(headers or {})
-        reserved = {IDEMPOTENCY_HEADER.lower(), "reaqtive-subscription", "reaqtive-seq", "content-length"}
+        reserved = {IDEMPOTENCY_HEADER.lower(), "reaqtive-subscription", "reaqtive-seq", "reaqtive-first-seq",
+                    "content-length"}
         clashing = sorted(name for name in extra if name.lower() in reserved)
         if clashing:
             raise ValueError(f"WebhookSink: headers {clashing} are set by the sink")
@@ -115,8 +130,10 @@ class WebhookSink:
         self._backoff = float(backoff)
         self._max_backoff = float(max_backoff)
         self._deadline = float(deadline)
-        self._default = json_default
+        self._json = OutputJson(json_default)
         self._ssl = ssl_context
+        self._batch = batch
+        self._batch_size = batch_size
         self._sleep = sleep
         self._clock = clock
         self._jitter = jitter
@@ -129,39 +146,59 @@ class WebhookSink:
     def __call__(self, output: Output) -> None:
         """POST ``output``; returns once the receiver answered 2xx. Raises :class:`WebhookRejectedError`,
         :class:`WebhookUnavailableError` or :class:`~reaqtive.connectors.errors.UnencodableOutputError`."""
-        subscription, seq = output.subscription, output.seq
         with self._lock:
-            if seq <= self._sent.get(subscription, -1):
+            if output.seq <= self._sent.get(output.subscription, -1):
                 return  # accepted already (the outbox repeats after a restart of the engine in this process)
-            body = output_json(output, self._default)
-            headers = {**self._headers, IDEMPOTENCY_HEADER: f"{subscription}:{seq}",
-                       "Reaqtive-Subscription": subscription, "Reaqtive-Seq": str(seq)}
-            started = self._clock()
-            attempts = 0
-            while True:
-                attempts += 1
-                left = self._deadline - (self._clock() - started)
-                retry_after: float | None = None
-                cause: BaseException | None = None
-                try:
-                    status, reason, retry_after, excerpt = self._post(body, headers, max(min(self._timeout, left),
-                                                                                         0.001))
-                except (OSError, http.client.HTTPException) as error:  # timeouts are OSErrors
-                    self._disconnect()
-                    last, cause = f"{type(error).__name__}: {error}", error
-                else:
-                    if 200 <= status < 300:
-                        self._sent[subscription] = seq
-                        return
-                    if status not in _RETRIED_STATUSES and status < 500:
-                        raise WebhookRejectedError(self.url, subscription, seq, status=status, reason=reason,
-                                                   body=excerpt)
-                    last = f"{status} {reason}" + (f" (Retry-After {retry_after:g} s)" if retry_after is not None
-                                                   else "")
-                delay = self._delay(attempts, retry_after)
-                if attempts > self._retries or self._clock() - started + delay >= self._deadline:
-                    raise WebhookUnavailableError(self.url, subscription, seq, attempts, last) from cause
-                self._sleep(delay)
+            self._send(output.subscription, output.seq, output.seq, self._json.one(output),
+                       {IDEMPOTENCY_HEADER: f"{output.subscription}:{output.seq}", "Reaqtive-Seq": str(output.seq)})
+
+    def write_batch(self, outputs: Sequence[Output]) -> None:
+        """POST ``outputs`` (the outbox hands over batches this way): with ``batch=True``, as JSON arrays of up to
+        ``batch_size`` outputs of one subscription per request (see the module); otherwise one request each."""
+        if not self._batch:
+            for output in outputs:
+                self(output)
+            return
+        with self._lock:
+            for subscription, group in _by_subscription(outputs):
+                fresh = [output for output in group if output.seq > self._sent.get(subscription, -1)]
+                for start in range(0, len(fresh), self._batch_size):
+                    chunk = fresh[start:start + self._batch_size]
+                    first, last = chunk[0].seq, chunk[-1].seq
+                    body = self._json.array(chunk)
+                    self._send(subscription, first, last, body,
+                               {IDEMPOTENCY_HEADER: f"{subscription}:{first}-{last}",
+                                "Reaqtive-Seq": str(last), "Reaqtive-First-Seq": str(first)})
+
+    def _send(self, subscription: str, first: int, last: int, body: bytes, keys: dict[str, str]) -> None:
+        """POST ``body`` (outputs ``first``..``last`` of ``subscription``) with retries; under the sink's lock."""
+        headers = {**self._headers, **keys, "Reaqtive-Subscription": subscription}
+        started = self._clock()
+        attempts = 0
+        while True:
+            attempts += 1
+            left = self._deadline - (self._clock() - started)
+            retry_after: float | None = None
+            cause: BaseException | None = None
+            try:
+                status, reason, retry_after, excerpt = self._post(body, headers, max(min(self._timeout, left),
+                                                                                     0.001))
+            except (OSError, http.client.HTTPException) as error:  # timeouts are OSErrors
+                self._disconnect()
+                message, cause = f"{type(error).__name__}: {error}", error
+            else:
+                if 200 <= status < 300:
+                    self._sent[subscription] = last
+                    return
+                if status not in _RETRIED_STATUSES and status < 500:
+                    raise WebhookRejectedError(self.url, subscription, first, status=status, reason=reason,
+                                               body=excerpt)
+                message = f"{status} {reason}" + (f" (Retry-After {retry_after:g} s)" if retry_after is not None
+                                                  else "")
+            delay = self._delay(attempts, retry_after)
+            if attempts > self._retries or self._clock() - started + delay >= self._deadline:
+                raise WebhookUnavailableError(self.url, subscription, first, attempts, message) from cause
+            self._sleep(delay)
 
     def close(self) -> None:
         """Close the kept-alive connection (a later call opens a new one)."""
@@ -204,6 +241,14 @@ class WebhookSink:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+
+
+def _by_subscription(outputs: Sequence[Output]) -> list[tuple[str, list[Output]]]:
+    """The outputs grouped by subscription, each group in the order given (the outbox gives one subscription's)."""
+    groups: dict[str, list[Output]] = {}
+    for output in outputs:
+        groups.setdefault(output.subscription, []).append(output)
+    return list(groups.items())
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -15,7 +15,7 @@ from sortedcontainers import SortedList
 
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.database import ElementLetter, EngineStore, IngressEvent
-from reaqtive.engine.egress import Output, OutputCounter
+from reaqtive.engine.egress import Output, OutputCounter, OutputWriter
 from reaqtive.engine.engine_errors import (
     ArtifactNotFoundError,
     EngineClosedError,
@@ -41,7 +41,7 @@ from reaqtive.engine.model import (
     RecoveryPolicy,
     SubscriptionStatus,
 )
-from reaqtive.engine.outbox import Outbox
+from reaqtive.engine.outbox import ObserverFailedError, Outbox, Outboxes
 from reaqtive.engine.readers import Envelope, LogCursor, StreamNotFoundError, StreamReader
 from reaqtive.engine.records import Behind
 from reaqtive.engine.signals import Signal
@@ -342,7 +342,7 @@ class EngineRoom:
         self._committed: Behind = Behind(0, None, 0)  # the last checkpoint's position and clock (see _pin_for)
         self._stood_behind: dict[str, Behind] = {}  # the queries behind the engine at the last checkpoint
         self._legacy_caught_up: dict[str, int] = {}  # a delivery record from before log positions: its watermarks
-        self._outboxes: dict[str, Outbox] = {}
+        self._outboxes = Outboxes(self._courier_gave_up)
         self._observed: dict[str, int] = {}  # the delivery cursors of the outboxes in the store
         self._sources: dict[str, Callable[[], bytes]] = {}  # register_source: read at each checkpoint
         self._source_states: dict[str, bytes | Exception] = {}  # their committed bytes (or why unreadable)
@@ -479,7 +479,19 @@ class EngineRoom:
     def _bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None) -> HostedQuery:
         raise NotImplementedError  # Running
 
-    def _deliver_outboxes(self) -> None:
+    def _hand_outputs_on(self) -> None:
+        raise NotImplementedError  # Egress
+
+    def _outbox_snapshots(self) -> dict[str, tuple[int, list[Output]]]:
+        raise NotImplementedError  # Egress
+
+    def _courier_gave_up(self, outbox: Outbox, failure: ObserverFailedError) -> None:
+        raise NotImplementedError  # Egress
+
+    def _start_couriers(self) -> None:
+        raise NotImplementedError  # Egress
+
+    def _stop_couriers(self, timeout: float | None = None) -> None:
         raise NotImplementedError  # Egress
 
     def _delivery_bytes(
@@ -493,7 +505,7 @@ class EngineRoom:
     def _fault(self, uri: str, error: Exception) -> None:
         raise NotImplementedError  # Running
 
-    def _flush_egress(self, *, with_outboxes: bool = False) -> float:
+    def _flush_egress(self, *, outboxes: Mapping[str, tuple[int, list[Output]]] | None = None) -> float:
         raise NotImplementedError  # Egress
 
     def _flush_quarantine(self) -> None:
@@ -532,7 +544,7 @@ class EngineRoom:
     def _recover(self) -> None:
         raise NotImplementedError  # Recovery
 
-    def _sink_for(self, uri: str, observer: str) -> Callable[[Output], object] | None:
+    def _sink_for(self, uri: str, observer: str) -> OutputWriter | None:
         raise NotImplementedError  # Egress
 
     def _start_clock(self, at: datetime) -> None:

@@ -69,8 +69,8 @@ class Checkpointing(EngineRoom):
     def _checkpoint(self, full: bool) -> CheckpointMetrics:
         self._flush_quarantine()  # before the checkpoint covers the events: the log may then drop them
         self._apply_faults()
-        self._deliver_outboxes()
-        egress_seconds = self._flush_egress(with_outboxes=True)
+        snapshots = self._outbox_snapshots()  # couriers may deliver meanwhile: the stored cursors are these
+        egress_seconds = self._flush_egress(outboxes=snapshots)
         handles = self._host.units()
         removed = self._environment.removed_inner_ids()
         mode = CheckpointMode.FULL if full else CheckpointMode.DIFFERENTIAL
@@ -78,7 +78,7 @@ class Checkpointing(EngineRoom):
         reported: set[str] = set()  # the output counters that reported a move since the last checkpoint
         dirty = self._environment.dirty
         unsaved: dict[str, UnstorableStateError] = {}
-        observed = {uri: outbox.delivered for uri, outbox in self._outboxes.items()}
+        observed = {uri: delivered for uri, (delivered, _) in snapshots.items()}
         sources: dict[str, bytes] = {}  # the sources' positions this checkpoint stores
 
         def isolate(key: str, error: Exception) -> str:

@@ -39,6 +39,7 @@ from reaqtive.engine.ingress import chunks
 from reaqtive.engine.readers import Envelope, StreamReader
 from reaqtive.state import StoreError
 
+_COURIER_DRAIN_SECONDS: Final = 30.0  # how long serve() lets the couriers deliver what waits when it ends
 MIN_WAKE_SECONDS: Final = 0.001
 """The shortest wait of an idle processing loop (see :meth:`Delivery.idle_seconds`)."""
 
@@ -177,44 +178,52 @@ class Delivery(EngineRoom):
 
     def process(self, max_events: int | None = None) -> int:
         """Deliver pending ingress events (all, or up to ``max_events``) in append order, applying the checkpoint
-        policy as it goes; returns how many were delivered."""
+        policy as it goes; returns how many were delivered. After each slice, once it let go of the engine, the
+        outputs waiting for observer functions are handed on (see :mod:`reaqtive.engine.outbox`)."""
         self.flush_ingress()  # events appended under group commit are delivered once durable, not before
         delivered = 0
-        attempted = False  # handed waiting outputs to observer functions (once per batch)
+        handed = False  # outputs were handed on after a slice of this call (once per slice, and at least once)
         lock = self._lock
-        while max_events is None or delivered < max_events:
+        while True:
             with lock:
                 self._check_open()
-                limit = _DELIVERY_BATCH if max_events is None else min(_DELIVERY_BATCH, max_events - delivered)
-                if self._behind:
-                    # Queries behind the engine catch up first (a resumed query, or one behind after a recovery).
-                    caught = self._catch_up(limit)
-                    if caught:
-                        delivered += caught
-                        self._deliver_outboxes()
-                        attempted = True
-                        if self._egress:
-                            self.produced.fire()
-                        continue
-                runs = self._read_runs(limit)
-                if not runs:
-                    self._advance_wall_clock()
-                    self._maybe_checkpoint(force_time=True)
-                    if self._egress:
-                        self.produced.fire()  # timers the wall clock fired
-                    break
-                delivered += self._deliver_batch(runs, None if max_events is None else max_events - delivered)
-                self._flush_quarantine()
-                if len(self._egress) >= _EGRESS_FLUSH_OUTPUTS:
-                    self._flush_egress()  # bounded memory between checkpoints (the sink keeps the first copy)
-                self._deliver_outboxes()
-                attempted = True
+                taken = None if max_events == 0 else self._process_slice(
+                    None if max_events is None else max_events - delivered)
+            if taken is not None or not handed:
+                self._hand_outputs_on()
+                handed = True
+            if taken is None:
+                return delivered
+            delivered += taken
+            if max_events is not None and delivered >= max_events:
+                return delivered
+
+    def _process_slice(self, budget: int | None) -> int | None:
+        """Under the engine's lock: deliver one slice of events (at most ``budget``); ``None``: nothing was left
+        (the wall clock advanced and the periodic checkpoint had its chance)."""
+        if self._faults_pending:
+            self._apply_faults()  # an observer's courier gave up
+        limit = _DELIVERY_BATCH if budget is None else min(_DELIVERY_BATCH, budget)
+        if self._behind:
+            # Queries behind the engine catch up first (a resumed query, or one behind after a recovery).
+            caught = self._catch_up(limit)
+            if caught:
                 if self._egress:
-                    self.produced.fire()  # a consumer's outputs() flushes the buffer to the sink
-        if not attempted:
-            with self._lock:
-                self._check_open()
-                self._deliver_outboxes()
+                    self.produced.fire()
+                return caught
+        runs = self._read_runs(limit)
+        if not runs:
+            self._advance_wall_clock()
+            self._maybe_checkpoint(force_time=True)
+            if self._egress:
+                self.produced.fire()  # timers the wall clock fired
+            return None
+        delivered = self._deliver_batch(runs, budget)
+        self._flush_quarantine()
+        if len(self._egress) >= _EGRESS_FLUSH_OUTPUTS:
+            self._flush_egress()  # bounded memory between checkpoints (the sink keeps the first copy)
+        if self._egress:
+            self.produced.fire()  # a consumer's outputs() flushes the buffer to the sink
         return delivered
 
     def _deliver_batch(self, runs: list[IngressRun], budget: int | None) -> int:
@@ -257,6 +266,7 @@ class Delivery(EngineRoom):
         _check_whole("batch_events", batch_events, minimum=1)
         with self._lock:
             self._check_open()
+        self._start_couriers()  # observers get their outputs on threads of their own while this loop runs
         try:
             while not self._stop_serving:
                 seen = self.appended.generation  # before the work: an append during it makes the wait return at once
@@ -268,6 +278,7 @@ class Delivery(EngineRoom):
                     self.appended.wait(seen, self.idle_seconds() if idle_seconds is None else idle_seconds)
         finally:
             self._stop_serving = False  # consumed: the next serve() runs
+            self._stop_couriers(_COURIER_DRAIN_SECONDS)
 
     def start(self, *, batch_events: int = _DELIVERY_BATCH) -> None:
         """Run the engine in **running mode** on a processing thread of its own (named ``reaqtive-engine``):

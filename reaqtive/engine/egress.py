@@ -19,6 +19,8 @@ ones are plain stores, as with a stateful operator's dirty flag.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar
 
 from reaqtive.arguments import arguments
@@ -34,7 +36,7 @@ from reaqtive.subscriptions import SubscriptionHandle
 if TYPE_CHECKING:
     from reaqtive.query import Query
 
-__all__ = ["EgressStamp", "Output", "OutputCounter"]
+__all__ = ["EgressStamp", "Output", "OutputCounter", "OutputTaker", "OutputWriter"]
 
 T = TypeVar("T")
 
@@ -45,6 +47,21 @@ class Output(NamedTuple):
     subscription: str
     seq: int
     value: Any
+
+
+OutputWriter = Callable[[int, Any], None]
+"""Where a subscription's outputs go: ``write(seq, value)`` (the engine's durable sink, or an outbox)."""
+
+
+class OutputTaker(ABC):
+    """The end of a subscription that takes outputs as ``(seq, value)``: the stamp then hands them over without
+    making an :class:`Output` per output (the engine's subscriptions end in one)."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def write_output(self, seq: int, value: Any) -> None:
+        """Output ``seq`` of the subscription, ``value``."""
 
 
 class OutputCounter:
@@ -114,7 +131,7 @@ class EgressStamp(StatefulUnaryOperatorBase[T, Output], Generic[T]):
     name = "reaqtive:egress"
     version: Version = (1,)
 
-    __slots__ = ("_counter", "_local", "_source", "_uri")
+    __slots__ = ("_counter", "_local", "_source", "_take", "_uri")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Output]) -> None:
         super().__init__(downstream)
@@ -123,6 +140,8 @@ class EgressStamp(StatefulUnaryOperatorBase[T, Output], Generic[T]):
         self._uri = args.text(1)
         self._counter = OutputCounter()
         self._local = True
+        # An engine's subscription ends in a taker: outputs go to it as (seq, value), with no Output made.
+        self._take = downstream.write_output if isinstance(downstream, OutputTaker) else None
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
@@ -154,6 +173,10 @@ class EgressStamp(StatefulUnaryOperatorBase[T, Output], Generic[T]):
         counter = self._counter
         seq = counter.next
         counter.next = seq + 1
+        take = self._take
+        if take is not None:
+            take(seq, value)
+            return
         if self._local:
             self._state.changed = True
         self._downstream.on_next(Output(self._uri, seq, value))

@@ -21,7 +21,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 from reaqtive.engine._room import (
     _LOG,
@@ -36,7 +37,7 @@ from reaqtive.engine.event_times import DEFAULT_MAX_EVENT_TIME_AHEAD, EventTimeB
 from reaqtive.engine.expressions import (
     FunctionRegistry,
 )
-from reaqtive.engine.failures import OnError, check_on_error
+from reaqtive.engine.failures import OnError, check_on_error, error_name
 from reaqtive.engine.gc_policy import GcFreeze
 from reaqtive.engine.handover import EngineLock
 from reaqtive.engine.ingress import IngressCommit, IngressWriter
@@ -45,11 +46,14 @@ from reaqtive.engine.model import (
     DURABLE_SINK,
     ArtifactInfo,
     CheckpointMetrics,
+    EngineReadings,
     EngineStatus,
     RecoveryFailure,
     RecoveryMetrics,
     RecoveryPolicy,
+    StreamReading,
     StreamStatus,
+    SubscriptionReading,
 )
 from reaqtive.engine.outbox import DEFAULT_OBSERVER_BACKOFF, DEFAULT_OBSERVER_RETRIES
 from reaqtive.engine.recovery import Recovery
@@ -59,6 +63,8 @@ from reaqtive.engine.scheduling import Scheduling
 from reaqtive.engine.sinks import Egress
 from reaqtive.engine.stores import open_engine_store
 from reaqtive.scheduler import VirtualTimeScheduler
+
+_CLOSE_COURIERS_SECONDS: Final = 5.0  # close() waits this long, in all, for observer batches in flight
 
 __all__ = [
     "DISCARD_SINK",
@@ -207,6 +213,66 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         """The engine's scheduler (its clock); operators get it from their context."""
         return self._scheduler
 
+    def snapshot(self) -> EngineReadings:
+        """What a monitor wants to know, copied at one moment (see :class:`~reaqtive.engine.model.EngineReadings`):
+        status, per stream appended/delivered/lag, per subscription its outputs and observer backlog, faults,
+        failures, user errors. Metrics (:mod:`reaqtive.engine.metrics`) and services read this. Safe from any
+        thread: it holds the engine's lock while it copies (a batch of :meth:`process` or a checkpoint in
+        progress delays it), and reads nothing from the store. A closed engine reports its status, and what it
+        held last.
+
+        Example: ``lag = engine.snapshot().streams["orders"].lag``
+        """
+        with self._lock:
+            status = self._status
+            heads = dict(self._heads)  # appends update it without the lock: one C-level copy, atomic
+            delivered = dict(self._delivered)
+            dead: dict[str, int] = {}
+            dead_ahead: dict[str, int] = {}  # dead letters past the delivered position: not a backlog
+            for stream, seq in self._dead:
+                dead[stream] = dead.get(stream, 0) + 1
+                if seq > delivered.get(stream, -1):
+                    dead_ahead[stream] = dead_ahead.get(stream, 0) + 1
+            streams: dict[str, StreamReading] = {}
+            for uri in sorted(self._streams):
+                appended, done = heads.get(uri, 0), delivered.get(uri, -1) + 1
+                lag = max(appended - done - dead_ahead.get(uri, 0), 0)
+                streams[uri] = StreamReading(appended, done, dead.get(uri, 0), lag)
+            acks = self._store.acks() if status is not EngineStatus.CLOSED else {}
+            # (the store keeps these counts in memory: no read of the database under the engine's lock)
+            failed_elements = self._store.failed_element_counts() if status is not EngineStatus.CLOSED else {}
+            subscriptions: dict[str, SubscriptionReading] = {}
+            for uri in sorted(self._subscriptions):
+                observer = self._records.get(uri, {}).get("observer", DISCARD_SINK)
+                counter = self._counters.get(uri)
+                outbox = self._outboxes.get(uri)
+                subscriptions[uri] = SubscriptionReading(
+                    observer=observer,
+                    produced=counter.next if counter is not None else 0,
+                    acknowledged=acks.get(uri, -1) + 1 if observer == DURABLE_SINK else None,
+                    pending=len(outbox.pending) if outbox is not None else None,
+                    failed_attempts=outbox.attempts if outbox is not None else None,
+                )
+            faults = {policy: 0 for policy in (RecoveryPolicy.KEEP, RecoveryPolicy.REMOVE)}  # never FAIL while running
+            for failure in self.faults:
+                faults[failure.policy] = faults.get(failure.policy, 0) + 1
+            recovery = self.recovery
+            return EngineReadings(
+                status=status,
+                streams=MappingProxyType(streams),
+                subscriptions=MappingProxyType(subscriptions),
+                kept_subscriptions=len(self._broken) - len(self._failed),
+                faults=MappingProxyType(faults),
+                egress_buffered=len(self._egress),
+                recovery=RecoveryMetrics(dict(recovery.phases), recovery.streams, recovery.definitions,
+                                         recovery.subscriptions, recovery.inner_subscriptions,
+                                         list(recovery.failures), list(recovery.orphans)),
+                last_checkpoint=self.last_checkpoint,
+                failed_elements=MappingProxyType(failed_elements),
+                failed=MappingProxyType({uri: error_name(failed.error) for uri, failed in self._failed.items()}),
+                user_errors=MappingProxyType(dict(self._user_errors)),
+            )
+
     def close(self) -> None:
         """Flush the durable sink, dispose every query and close the store (no checkpoint is taken)."""
         with self._lock:
@@ -215,6 +281,7 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
             try:
                 self._flush_egress()
             finally:
+                self._outboxes.close(_CLOSE_COURIERS_SECONDS)
                 self._host.dispose()  # the queries, then the inner units, then the scheduler
                 self._store.close()
                 self._gc.release()

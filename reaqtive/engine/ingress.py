@@ -107,6 +107,7 @@ class IngressWriter:
         self._waiting = 0  # events in the queue
         self._oldest = 0.0  # when the oldest of them was queued (time.monotonic)
         self._committing = False  # a thread is committing (the leader, the flusher, a flush)
+        self._callers = 0  # threads in append() ("call" mode): more than one, a leader waits for the others
         self._heads: dict[str, int] = {}  # GroupCommit: each stream's next number, queued events included
         self._error: BaseException | None = None  # GroupCommit: the last failed commit, until one succeeds
         self._flusher: threading.Thread | None = None
@@ -194,13 +195,20 @@ class IngressWriter:
         with cond:
             self._check_open()
             self._queue.append(pending)
+            self._callers += 1
             while self._committing and not pending.done:
                 cond.wait()  # another caller is committing; it takes this batch too, or the next leader does
             if not pending.done:
                 self._committing = True
+            others = self._callers > 1
+            self._callers -= 1
         if not pending.done:
             try:
-                time.sleep(0)  # let the callers just woken by the last commit queue their appends: one commit more
+                if others:
+                    # Let the callers just woken by the last commit queue their appends: one commit more. Not
+                    # for a lone producer: giving up the interpreter to a busy processing thread costs it a
+                    # switch interval (5 ms) for nothing.
+                    time.sleep(0)
                 with cond:
                     taken, self._queue = self._queue, []
                 self._commit_call(taken)

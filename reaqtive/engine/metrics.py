@@ -33,19 +33,17 @@ import re
 import threading
 import weakref
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from reaqtive.engine.engine_errors import EngineError
-from reaqtive.engine.failures import error_name
 from reaqtive.engine.model import (
-    DISCARD_SINK,
-    DURABLE_SINK,
     CheckpointMetrics,
+    EngineReadings,
     EngineStatus,
-    RecoveryMetrics,
     RecoveryPolicy,
+    StreamReading,
+    SubscriptionReading,
 )
 
 if TYPE_CHECKING:
@@ -129,117 +127,13 @@ class MetricsUnavailableError(EngineError, ImportError):
     """:class:`PrometheusMetrics` was asked for without the ``prometheus`` extra installed."""
 
 
-@dataclass(frozen=True)
-class StreamReading:
-    """One durable stream: events appended (the next sequence number) and delivered to the queries."""
-
-    appended: int
-    delivered: int
-    """Events delivered (the last delivered sequence number + 1)."""
-    dead_letters: int
-    """Its events taken out of delivery (quarantined or missing), kept in the store."""
-    lag: int
-    """Events appended and still to be delivered: ``appended - delivered``, less the dead letters among them
-    (never delivered, they are no backlog)."""
-
-
-@dataclass(frozen=True)
-class SubscriptionReading:
-    """One running subscription: its observer, the outputs it produced, and how far its consumers got."""
-
-    observer: str
-    produced: int
-    """Outputs produced (its next output sequence number)."""
-    acknowledged: int | None
-    """Outputs its consumers acknowledged (durable sink only; ``None`` for other observers)."""
-    pending: int | None
-    """Outputs waiting in its observer function's outbox (observer functions only; ``None`` otherwise)."""
-    failed_attempts: int | None
-    """Failed attempts in a row of its observer function on the first waiting output (``None``: no function)."""
-
-
-@dataclass(frozen=True)
-class EngineReadings:
-    """What :func:`read_engine` copied from one engine at one moment."""
-
-    status: EngineStatus
-    streams: Mapping[str, StreamReading]
-    subscriptions: Mapping[str, SubscriptionReading]
-    kept_subscriptions: int
-    """Artifacts kept in the store without running (failed to recover, or stopped by a fault)."""
-    faults: Mapping[RecoveryPolicy, int]
-    """Subscriptions stopped while running, by what was done with them."""
-    egress_buffered: int
-    """Outputs for the durable sink not written to the store yet."""
-    recovery: RecoveryMetrics
-    last_checkpoint: CheckpointMetrics | None
-    failed_elements: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    """Per subscription, the elements a user function raised on that it skipped (error policy ``"skip"``) and
-    that the store keeps as dead letters (acknowledged ones too, until a checkpoint trims them); only
-    subscriptions that have some."""
-    failed: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    """The FAILED subscriptions (their error policy stopped them on a user error), with the error's type name."""
-    user_errors: Mapping[tuple[str, str, str], int] = field(default_factory=lambda: MappingProxyType({}))
-    """User errors since the engine opened, by ``(subscription, error type, action)``, the action ``"skip"`` (the
-    element was skipped) or ``"stop"`` (the subscription failed)."""
-
-
 def read_engine(engine: Engine) -> EngineReadings:
-    """Copy what a monitor wants to know from ``engine`` (see :class:`EngineReadings`). Safe from any thread: it
-    holds the engine's lock while it copies (a batch of :meth:`~Engine.process` or a checkpoint in progress
-    delays it), and reads nothing from the store. A closed engine reports its status, and what it held last.
+    """What a monitor wants to know from ``engine``: :meth:`Engine.snapshot <reaqtive.engine.Engine.snapshot>`
+    (see :class:`EngineReadings`).
 
     Example: ``lag = read_engine(engine).streams["orders"].lag``
     """
-    with engine._lock:
-        status = engine._status
-        heads = dict(engine._heads)  # appends update it without the lock: one C-level copy, atomic
-        delivered = dict(engine._delivered)
-        dead: dict[str, int] = {}
-        dead_ahead: dict[str, int] = {}  # dead letters past the delivered position: not a backlog
-        for stream, seq in engine._dead:
-            dead[stream] = dead.get(stream, 0) + 1
-            if seq > delivered.get(stream, -1):
-                dead_ahead[stream] = dead_ahead.get(stream, 0) + 1
-        streams: dict[str, StreamReading] = {}
-        for uri in sorted(engine._streams):
-            appended, done = heads.get(uri, 0), delivered.get(uri, -1) + 1
-            lag = max(appended - done - dead_ahead.get(uri, 0), 0)
-            streams[uri] = StreamReading(appended, done, dead.get(uri, 0), lag)
-        acks = engine._store.acks() if status is not EngineStatus.CLOSED else {}
-        # (the store keeps these counts in memory: no read of the database under the engine's lock)
-        failed_elements = engine._store.failed_element_counts() if status is not EngineStatus.CLOSED else {}
-        subscriptions: dict[str, SubscriptionReading] = {}
-        for uri in sorted(engine._subscriptions):
-            observer = engine._records.get(uri, {}).get("observer", DISCARD_SINK)
-            counter = engine._counters.get(uri)
-            outbox = engine._outboxes.get(uri)
-            subscriptions[uri] = SubscriptionReading(
-                observer=observer,
-                produced=counter.next if counter is not None else 0,
-                acknowledged=acks.get(uri, -1) + 1 if observer == DURABLE_SINK else None,
-                pending=len(outbox.pending) if outbox is not None else None,
-                failed_attempts=outbox.attempts if outbox is not None else None,
-            )
-        faults = {policy: 0 for policy in _FAULT_POLICIES}
-        for failure in engine.faults:
-            faults[failure.policy] = faults.get(failure.policy, 0) + 1
-        recovery = engine.recovery
-        return EngineReadings(
-            status=status,
-            streams=MappingProxyType(streams),
-            subscriptions=MappingProxyType(subscriptions),
-            kept_subscriptions=len(engine._broken) - len(engine._failed),
-            faults=MappingProxyType(faults),
-            egress_buffered=len(engine._egress),
-            recovery=RecoveryMetrics(dict(recovery.phases), recovery.streams, recovery.definitions,
-                                     recovery.subscriptions, recovery.inner_subscriptions,
-                                     list(recovery.failures), list(recovery.orphans)),
-            last_checkpoint=engine.last_checkpoint,
-            failed_elements=MappingProxyType(failed_elements),
-            failed=MappingProxyType({uri: error_name(failed.error) for uri, failed in engine._failed.items()}),
-            user_errors=MappingProxyType(dict(engine._user_errors)),
-        )
+    return engine.snapshot()
 
 
 def _prometheus() -> Any:

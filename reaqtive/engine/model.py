@@ -5,8 +5,10 @@ and recovery metrics, the built-in observers.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Final
 
 __all__ = [
@@ -166,3 +168,57 @@ class RecoveryMetrics:
     """Stored states no artifact claimed that the policy REMOVE deleted (at the next checkpoint). Under FAIL and
     KEEP such a state is a failure like any other (see ``failures``)."""
 
+
+@dataclass(frozen=True)
+class StreamReading:
+    """One durable stream: events appended (the next sequence number) and delivered to the queries."""
+
+    appended: int
+    delivered: int
+    """Events delivered (the last delivered sequence number + 1)."""
+    dead_letters: int
+    """Its events taken out of delivery (quarantined or missing), kept in the store."""
+    lag: int
+    """Events appended and still to be delivered: ``appended - delivered``, less the dead letters among them
+    (never delivered, they are no backlog)."""
+
+
+@dataclass(frozen=True)
+class SubscriptionReading:
+    """One running subscription: its observer, the outputs it produced, and how far its consumers got."""
+
+    observer: str
+    produced: int
+    """Outputs produced (its next output sequence number)."""
+    acknowledged: int | None
+    """Outputs its consumers acknowledged (durable sink only; ``None`` for other observers)."""
+    pending: int | None
+    """Outputs waiting in its observer function's outbox (observer functions only; ``None`` otherwise)."""
+    failed_attempts: int | None
+    """Failed attempts in a row of its observer function on the first waiting output (``None``: no function)."""
+
+
+@dataclass(frozen=True)
+class EngineReadings:
+    """What :func:`read_engine` copied from one engine at one moment."""
+
+    status: EngineStatus
+    streams: Mapping[str, StreamReading]
+    subscriptions: Mapping[str, SubscriptionReading]
+    kept_subscriptions: int
+    """Artifacts kept in the store without running (failed to recover, or stopped by a fault)."""
+    faults: Mapping[RecoveryPolicy, int]
+    """Subscriptions stopped while running, by what was done with them."""
+    egress_buffered: int
+    """Outputs for the durable sink not written to the store yet."""
+    recovery: RecoveryMetrics
+    last_checkpoint: CheckpointMetrics | None
+    failed_elements: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    """Per subscription, the elements a user function raised on that it skipped (error policy ``"skip"``) and
+    that the store keeps as dead letters (acknowledged ones too, until a checkpoint trims them); only
+    subscriptions that have some."""
+    failed: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """The FAILED subscriptions (their error policy stopped them on a user error), with the error's type name."""
+    user_errors: Mapping[tuple[str, str, str], int] = field(default_factory=lambda: MappingProxyType({}))
+    """User errors since the engine opened, by ``(subscription, error type, action)``, the action ``"skip"`` (the
+    element was skipped) or ``"stop"`` (the subscription failed)."""

@@ -281,7 +281,7 @@ class ArtifactRegistry(EngineRoom):
             else:  # kept without running (failed to recover, or stopped by a fault)
                 self._environment.release_ids(uri)
                 self._counters.pop(uri, None)
-                self._outboxes.pop(uri, None)
+                self._outboxes.pop(uri)
                 self._observed.pop(uri, None)
             self._environment.confirm_removed(inner)
             if (_TEMPLATES, tid) in deletes:
@@ -303,7 +303,7 @@ class ArtifactRegistry(EngineRoom):
         hosted.delete()
         self._egress[:] = [row for row in self._egress if row[0] != uri]
         self._counters.pop(uri, None)
-        self._outboxes.pop(uri, None)
+        self._outboxes.pop(uri)
         self._observed.pop(uri, None)
 
     def _take_own_outputs(self, uri: str) -> list[tuple[str, int, bytes]]:
@@ -315,7 +315,7 @@ class ArtifactRegistry(EngineRoom):
         outbox = self._outboxes.get(uri)
         if outbox is not None:
             encode = self._store.codec.encode
-            own += [(uri, output.seq, encode(output.value)) for output in outbox.pending]
+            own += [(uri, output.seq, encode(output.value)) for output in outbox.snapshot()[1]]
         return own
 
     def artifacts(self) -> list[ArtifactInfo]:

@@ -4,7 +4,6 @@ the recovery policy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
@@ -13,7 +12,7 @@ from reaqtive.context import OperatorContext
 from reaqtive.engine._room import _ARTIFACTS, _OUTPUTS, EngineRoom, _to_bytes
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.database import ElementLetter, element_payload, from_micros
-from reaqtive.engine.egress import Output, OutputCounter
+from reaqtive.engine.egress import Output, OutputCounter, OutputTaker, OutputWriter
 from reaqtive.engine.engine_errors import (
     ArtifactInUseError,
     InnerRecoveryError,
@@ -56,17 +55,17 @@ from reaqtive.state.traversal import iter_nodes
 from reaqtive.streams import LONG_MAX, Subscription
 
 
-class _Observer:
-    """The end of a subscription: takes everything, hands outputs to the engine's sink for its observer. An
-    output the sink cannot keep (a value the store cannot encode) stops this subscription alone: the engine
+class _Observer(OutputTaker):
+    """The end of a subscription: takes everything, hands outputs to the engine's writer for its observer. An
+    output the writer cannot keep (a value the store cannot encode) stops this subscription alone: the engine
     faults it once the event at hand was delivered to the others."""
 
-    __slots__ = ("_engine", "_failed", "_sink", "_subscription", "_uri")
+    __slots__ = ("_engine", "_failed", "_subscription", "_uri", "_write")
 
-    def __init__(self, engine: Running, uri: str, sink: Callable[[Output], object] | None) -> None:
+    def __init__(self, engine: Running, uri: str, write: OutputWriter | None) -> None:
         self._engine = engine
         self._uri = uri
-        self._sink = sink
+        self._write = write
         self._subscription: Subscription | None = None
         self._failed = False
 
@@ -74,16 +73,20 @@ class _Observer:
         self._subscription = subscription
         subscription.request(LONG_MAX)
 
-    def on_next(self, value: Output) -> None:
-        if self._sink is None or self._failed:
+    def write_output(self, seq: int, value: Any) -> None:
+        write = self._write
+        if write is None or self._failed:
             return
         try:
-            self._sink(value)
+            write(seq, value)
         except UnstorableOutputError as error:
             self._failed = True
             if self._subscription is not None:
                 self._subscription.cancel()
             self._engine._fault_later(self._uri, error)
+
+    def on_next(self, value: Output) -> None:
+        self.write_output(value.seq, value.value)
 
     def on_error(self, error: BaseException) -> None:
         self._engine._subscription_ended(self._uri, error)
@@ -418,9 +421,11 @@ class Running(EngineRoom):
     def _stop_as_of_last_checkpoint(self, uri: str) -> None:
         """Stop running subscription ``uri`` and keep it stored as of its last checkpoint (its state, its position
         and clock: pinned), with the input it needs and its undelivered outputs."""
-        outbox = self._outboxes.get(uri)
-        if outbox is not None and outbox.pending:
-            self._store.write_outputs(list(outbox.pending))  # kept for the next run to deliver
+        outbox = self._outboxes.pop(uri)  # its courier ends after the batch in flight
+        if outbox is not None:
+            waiting = outbox.snapshot()[1]
+            if waiting:
+                self._store.write_outputs(waiting)  # kept for the next run to deliver
         self._subscriptions.pop(uri).abandon()
         self._policies.pop(uri, None)
         self._paused.discard(uri)
@@ -428,7 +433,6 @@ class Running(EngineRoom):
         # Its outputs so far stay on their way to the durable sink: the replay of its next run produces them again
         # with the same ids, and the sink keeps one copy.
         self._counters.pop(uri, None)
-        self._outboxes.pop(uri, None)
         self._broken.add(uri)
         self._pins.setdefault(uri, self._pin_for(uri))
 

@@ -5,14 +5,14 @@ their outboxes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from reaqtive.engine._room import (
     EngineRoom,
     _same_value,
 )
-from reaqtive.engine.egress import Output
+from reaqtive.engine.egress import Output, OutputWriter
 from reaqtive.engine.engine_errors import (
     AckError,
     ArtifactNotFoundError,
@@ -27,7 +27,7 @@ from reaqtive.engine.model import (
     DISCARD_SINK,
     DURABLE_SINK,
 )
-from reaqtive.engine.outbox import Outbox
+from reaqtive.engine.outbox import ObserverFailedError, Outbox
 from reaqtive.state import (
     DEFAULT_CODEC,
     DamagedRowError,
@@ -107,9 +107,10 @@ class Egress(EngineRoom):
             self._check_open()
             return self._store.trim_outputs()
 
-    def _flush_egress(self, *, with_outboxes: bool = False) -> float:
+    def _flush_egress(self, *, outboxes: Mapping[str, tuple[int, list[Output]]] | None = None) -> float:
         """Write the durable sink's new outputs; at a checkpoint also the outputs still waiting for an observer
-        function (the checkpoint's state is past them, so a restart could not produce them again)."""
+        function (``outboxes``: their snapshots; the checkpoint's state is past them, so a restart could not
+        produce them again)."""
         started = time.perf_counter()
         if self._egress:
             if self._replayed_upto:
@@ -120,8 +121,8 @@ class Egress(EngineRoom):
             # Consumers wait on it: a checkpoint inside process() may write a batch's outputs before the batch's
             # end looks at the buffer, which is then empty.
             self.produced.fire()
-        if with_outboxes:
-            waiting = [output for outbox in self._outboxes.values() for output in outbox.pending]
+        if outboxes:  # a checkpoint's snapshots of the outboxes: what still waits is stored with it
+            waiting = [output for _, outputs in outboxes.values() for output in outputs]
             if waiting:
                 self._store.write_outputs(waiting)
         return time.perf_counter() - started
@@ -155,22 +156,26 @@ class Egress(EngineRoom):
             if counter is None or counter.next > upto:
                 del self._replayed_upto[uri]  # past what the sink held: nothing left to compare
 
-    def _sink_for(self, uri: str, observer: str) -> Callable[[Output], object] | None:
-        """Where subscription ``uri``'s outputs go: the egress table, nowhere, or the outbox of an observer
-        function. Every kept output must be storable (the egress table and a checkpoint of an outbox hold it)."""
+    def _sink_for(self, uri: str, observer: str) -> OutputWriter | None:
+        """Where subscription ``uri``'s outputs go, as ``write(seq, value)``: the egress table, nowhere, or the
+        outbox of an observer function. Every kept output must be storable (the egress table and a checkpoint of
+        an outbox hold it): one that is not raises :class:`UnstorableOutputError`."""
         if observer == DISCARD_SINK:
             return None
-        encode = DEFAULT_CODEC.encode
+        # A packer of this subscription's own: outputs are written under the engine's lock, one thread at a time,
+        # so it needs neither the codec's per-thread lookup nor a lock.
+        pack = DEFAULT_CODEC.new_packer()
         if observer == DURABLE_SINK:
-            # Encoded once, here: an output the sink cannot hold stops this subscription at once, alone.
+            # Encoded once, here (the value is frozen as it was produced): an output the sink cannot hold stops
+            # this subscription at once, alone.
             append = self._egress.append
 
-            def durable(output: Output) -> None:
+            def durable(seq: int, value: Any) -> None:
                 try:
-                    payload = encode(output.value)
-                except StateEncodeError as error:
-                    raise UnstorableOutputError(uri, output.seq, error) from error
-                append((uri, output.seq, payload))
+                    payload = pack(value)
+                except Exception as error:
+                    raise _unstorable(uri, seq, value, error) from error
+                append((uri, seq, payload))
 
             return durable
         record = self._require(observer)
@@ -180,15 +185,15 @@ class Egress(EngineRoom):
                         retries=self._observer_retries, backoff=self._observer_backoff,
                         delivered=self._observed.get(uri, -1))
         outbox.restore(Output(*row) for row in self._store.read_outputs(uri))
-        self._outboxes[uri] = outbox
+        self._outboxes.add(outbox)
         keep = outbox.add
 
-        def sink(output: Output) -> None:
+        def sink(seq: int, value: Any) -> None:
             try:
-                encode(output.value)  # a checkpoint may have to store it while it waits
-            except StateEncodeError as error:
-                raise UnstorableOutputError(uri, output.seq, error) from error
-            keep(output)
+                pack(value)  # a checkpoint may have to store it while it waits
+            except Exception as error:
+                raise _unstorable(uri, seq, value, error) from error
+            keep(Output(uri, seq, value))
 
         return sink
 
@@ -200,10 +205,41 @@ class Egress(EngineRoom):
             raise MalformedRecordError(f"observer definition {uri!r}: its function is not callable")
         return function
 
-    def _deliver_outboxes(self) -> None:
-        """Hand waiting outputs to their observer functions; stop the subscriptions whose observer gave up."""
-        for uri, outbox in list(self._outboxes.items()):
-            if outbox.waiting:
-                failure = outbox.deliver()
-                if failure is not None:
-                    self._fault(uri, failure)
+    def _hand_outputs_on(self) -> None:
+        """Outside the engine's lock: hand the outputs waiting in outboxes to their observer functions (see
+        :meth:`Outboxes.hand_on`); the subscriptions whose observer gave up stop."""
+        failures = self._outboxes.hand_on()
+        if failures:
+            with self._lock:
+                for outbox, failure in failures:
+                    if self._outboxes.is_current(outbox):
+                        self._fault(outbox.subscription, failure)
+
+    def _courier_gave_up(self, outbox: Outbox, failure: ObserverFailedError) -> None:
+        """On a courier's thread: its observer kept failing. The processing loop stops the subscription (under the
+        engine's lock, at its next slice: this thread must not wait for the lock, which close() holds while it
+        ends the couriers)."""
+        self._faults_pending.append((outbox.subscription, failure))
+        self.appended.fire()  # wakes an idle processing loop
+
+    def _start_couriers(self) -> None:
+        """Running mode: each outbox delivers on a courier thread of its own from now on."""
+        with self._lock:
+            self._outboxes.start_couriers()
+
+    def _stop_couriers(self, timeout: float | None = None) -> None:
+        """Back to manual mode: the couriers deliver what waits and end (outside the engine's lock)."""
+        self._outboxes.stop_couriers(timeout)
+
+    def _outbox_snapshots(self) -> dict[str, tuple[int, list[Output]]]:
+        """Per outbox, how far delivery got and what still waits, each read as one."""
+        return self._outboxes.snapshots()
+
+
+def _unstorable(uri: str, seq: int, value: object, error: Exception) -> UnstorableOutputError:
+    """The error of an output the store cannot hold, with the codec's own message (naming the type)."""
+    try:
+        DEFAULT_CODEC.encode(value)
+    except StateEncodeError as encode_error:
+        return UnstorableOutputError(uri, seq, encode_error)
+    return UnstorableOutputError(uri, seq, StateEncodeError(f"cannot save {type(value).__name__}: {error}"))

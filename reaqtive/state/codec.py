@@ -125,6 +125,14 @@ class StateCodec:
             self._local.pack = pack
         return pack
 
+    def new_packer(self) -> Callable[[object], bytes]:
+        """A packer of the caller's own, for one owner that packs from one thread at a time (the engine's output
+        writers): no per-thread lookup per value. It raises msgpack's own errors (see :meth:`encode` for a
+        :class:`StateEncodeError` that names the value)."""
+        pack: Callable[[object], bytes] = msgpack.Packer(default=self._default, strict_types=True,
+                                                         use_bin_type=True).pack
+        return pack
+
     def encode(self, value: object) -> bytes:
         """One value as msgpack bytes (see :meth:`packer`)."""
         try:

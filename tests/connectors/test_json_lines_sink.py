@@ -128,6 +128,50 @@ def test_a_write_that_fails_midway_leaves_no_torn_line(tmp_path: Path, monkeypat
     assert file_lines(path) == [("q://a", 0, "first"), ("q://a", 1, "second")]
 
 
+def test_a_batch_is_one_write_and_one_flush_to_disk_and_skips_what_the_file_has(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "out.jsonl"
+    sink = JsonLinesSink(path)
+    sink(Output("q://a", 0, "first"))
+    syncs: list[int] = []
+    writes: list[int] = []
+    real_fsync, real_write = os.fsync, os.write
+    monkeypatch.setattr(os, "fsync", lambda fd: (syncs.append(fd), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "write", lambda fd, data: (writes.append(fd), real_write(fd, data))[1])
+    batch = [Output("q://a", 0, "first"), Output("q://a", 1, "x"), Output("q://b", 0, "y"), Output("q://a", 1, "x"),
+             Output("q://a", 2, "z")]
+    sink.write_batch(batch)
+    assert len(syncs) == 1 and len(writes) == 1
+    assert sink.repeats == 2  # a#0 was in the file; a#1 came twice in the batch
+    sink.close()
+    assert file_lines(path) == [("q://a", 0, "first"), ("q://a", 1, "x"), ("q://b", 0, "y"), ("q://a", 2, "z")]
+
+
+def test_a_batch_whose_write_fails_midway_leaves_none_of_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "out.jsonl"
+    sink = JsonLinesSink(path, fsync=False)
+    sink(Output("q://a", 0, "first"))
+    data = path.read_bytes()
+    real_write = os.write
+
+    def half_then_disk_full(fd: int, chunk: Any) -> int:
+        if fd == sink._fd:
+            real_write(fd, bytes(chunk[: len(chunk) // 2]))
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, chunk)
+
+    monkeypatch.setattr(os, "write", half_then_disk_full)
+    batch = [Output("q://a", seq, f"v{seq}") for seq in range(1, 6)]
+    with pytest.raises(OSError, match="No space"):
+        sink.write_batch(batch)
+    assert path.read_bytes() == data
+    monkeypatch.undo()
+    sink.write_batch(batch)  # the outbox offers the batch again
+    sink.close()
+    assert file_lines(path) == [("q://a", 0, "first")] + [("q://a", seq, f"v{seq}") for seq in range(1, 6)]
+
+
 def test_a_failed_cut_after_a_failed_write_is_done_before_the_next_write(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "out.jsonl"

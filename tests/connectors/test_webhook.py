@@ -46,6 +46,7 @@ class Receiver:
         self.duplicates = 0
         self.out_of_order: list[str] = []
         self.requests: list[tuple[str, dict[str, str]]] = []
+        self.batches: list[int] = []  # the size of each batch request accepted
         self._attempts: Counter[str] = Counter()
         self._done: set[str] = set()
         self._lock = threading.Lock()
@@ -106,9 +107,25 @@ class Receiver:
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True)
         self._thread.start()
 
-    def handle(self, key: str, body: dict[str, Any], headers: Any) -> None:
+    def handle(self, key: str, body: Any, headers: Any) -> None:
+        if isinstance(body, list):  # a batch (batch=True): one subscription's outputs, first..last
+            subscription, first, last = body[0]["subscription"], body[0]["seq"], body[-1]["seq"]
+            assert key == f"{subscription}:{first}-{last}" == (
+                f"{headers['Reaqtive-Subscription']}:{headers['Reaqtive-First-Seq']}-{headers['Reaqtive-Seq']}")
+            assert [item["seq"] for item in body] == list(range(first, last + 1))
+            assert {item["subscription"] for item in body} == {subscription}
+            self.batches.append(len(body))
+            for item in body:
+                self.take(item)
+            return
         subscription, seq = body["subscription"], body["seq"]
         assert key == f"{subscription}:{seq}" == f"{headers['Reaqtive-Subscription']}:{headers['Reaqtive-Seq']}"
+        self.take(body)
+
+    def take(self, body: dict[str, Any]) -> None:
+        """One output, handled once per (subscription, seq)."""
+        subscription, seq = body["subscription"], body["seq"]
+        key = f"{subscription}:{seq}"
         with self._lock:
             if key in self._done:
                 self.duplicates += 1
@@ -178,8 +195,9 @@ def drain(engine: Engine, server: Receiver, rounds: int = 200) -> None:
 # -- through the engine -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("batch", [False, True], ids=["per-output", "batches"])
 def test_every_output_reaches_the_receiver_once_in_order_through_faults_and_restarts(
-        tmp_path: Path, receiver: Any) -> None:
+        tmp_path: Path, receiver: Any, batch: bool) -> None:
     rng = random.Random(5)
     slow = [3]  # responses slower than the timeout cost real time: a few
 
@@ -196,7 +214,7 @@ def test_every_output_reaches_the_receiver_once_in_order_through_faults_and_rest
     clock = FakeClock()
     store = tmp_path / "store.db"
     for run in range(3):  # each run: events, a checkpoint midway, more events, then a crash (no checkpoint)
-        engine = open_engine(store, "hook", sink_for(server, clock))
+        engine = open_engine(store, "hook", sink_for(server, clock, batch=batch, batch_size=7))
         drain(engine, server)  # after a restart: the outbox's stored outputs and the replay's
         start = run * 40
         engine.append_many(STREAM, [(value_of(i), when(i)) for i in range(start, start + 20)])
@@ -205,7 +223,7 @@ def test_every_output_reaches_the_receiver_once_in_order_through_faults_and_rest
         engine.append_many(STREAM, [(value_of(i), when(i)) for i in range(start + 20, start + 40)])
         drain(engine, server)
         engine.close()
-    with open_engine(store, "hook", sink_for(server, clock)) as engine:
+    with open_engine(store, "hook", sink_for(server, clock, batch=batch, batch_size=7)) as engine:
         drain(engine, server)
         assert not engine.faults
         want = expected(engine)
@@ -213,6 +231,8 @@ def test_every_output_reaches_the_receiver_once_in_order_through_faults_and_rest
     assert server.out_of_order == []
     assert server.duplicates > 0  # replays and lost answers did repeat keys: the receiver dropped them
     assert max(clock.slept) >= 2  # a Retry-After was honoured
+    assert (max(server.batches, default=0) > 1) == batch  # batches were posted as arrays, up to batch_size outputs each
+    assert not batch or max(server.batches) <= 7
 
 
 def test_a_rejected_output_stops_its_subscription_with_outputs_kept_until_a_reopen_delivers_them(
