@@ -41,7 +41,8 @@ from reaqtive.engine.model import (
     RecoveryPolicy,
     SubscriptionStatus,
 )
-from reaqtive.engine.outbox import ObserverFailedError, Outbox, Outboxes
+from reaqtive.engine.outbox import ObserverFailedError, Outbox
+from reaqtive.engine.outputs import Outputs
 from reaqtive.engine.readers import Envelope, LogCursor, StreamNotFoundError, StreamReader
 from reaqtive.engine.records import Behind
 from reaqtive.engine.signals import Signal
@@ -168,13 +169,6 @@ class _EngineEnvironment(InnerEnvironment, EngineEnvironment):
         if counter is None:
             counter = self._output_counters[uri] = OutputCounter()
         return counter
-
-
-def _same_value(stored: object, produced: object) -> bool:
-    """Whether a replayed output equals the stored one (NaN equals NaN here: the same computation)."""
-    if stored == produced:
-        return True
-    return isinstance(stored, float) and isinstance(produced, float) and math.isnan(stored) and math.isnan(produced)
 
 
 def _owned_by(key: str, owners: set[str]) -> bool:
@@ -317,17 +311,22 @@ class EngineRoom:
 
     def _init_runtime(self, tick: timedelta) -> None:
         """The engine's running state, empty until recovery fills it."""
+        self._init_running_mode()
         self._scheduler = self._root_scheduler(tick)
         self._delivered: dict[str, int] = {}  # per stream, the sequence number of the last event delivered
         self._delivered_at: dict[str, int] = {}  # per stream, its log position (what caught-up readers are at)
         self._cursor = LogCursor(0)  # the log position of the event the engine delivers now (or delivered last)
         self._behind: dict[str, Lag] = {}  # queries behind the engine: paused or catching up (reaqtive.engine.behind)
-        self._counters: dict[str, OutputCounter] = {}
+        # The output side, a part of its own (reaqtive.engine.outputs): the durable sink's buffer, the output
+        # counters, the outboxes and how far each got.
+        self._outputs = Outputs(self._store, fault=self._fault, fired=self.produced.fire,
+                                gave_up=self._courier_gave_up)
         self._heads: dict[str, int] = {}
         self._expected: dict[str, int] = {}  # per stream, the next event the log must hold (see _deliver_checked)
         self._streams: dict[str, SimpleSubject[Envelope]] = {}
         self._environment = _EngineEnvironment(
-            delivered=self._delivered_at, counters=self._counters, cursor=self._cursor, behind=self._behind,
+            delivered=self._delivered_at, counters=self._outputs.counters, cursor=self._cursor,
+            behind=self._behind,
             streams=self._streams, store=self._store, failed=self._unit_failed)
         self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
         self._records = _Records()
@@ -342,13 +341,10 @@ class EngineRoom:
         self._committed: Behind = Behind(0, None, 0)  # the last checkpoint's position and clock (see _pin_for)
         self._stood_behind: dict[str, Behind] = {}  # the queries behind the engine at the last checkpoint
         self._legacy_caught_up: dict[str, int] = {}  # a delivery record from before log positions: its watermarks
-        self._outboxes = Outboxes(self._courier_gave_up)
-        self._observed: dict[str, int] = {}  # the delivery cursors of the outboxes in the store
         self._sources: dict[str, Callable[[], bytes]] = {}  # register_source: read at each checkpoint
         self._source_states: dict[str, bytes | Exception] = {}  # their committed bytes (or why unreadable)
         self._faults_pending: list[tuple[str, Exception]] = []
         self._quarantine: list[tuple[IngressEvent, str]] = []
-        self._replayed_upto: dict[str, int] = {}  # per durable-sink subscription, the sink's highest id
         self._dead: set[tuple[str, int]] = self._store.dead_lettered()
         self._batch_delivery = True  # the fast path of _deliver_run (tests clear it to compare with the general one)
         self._dead_index: dict[str, SortedList] = {}  # see _any_dead
@@ -364,14 +360,12 @@ class EngineRoom:
         self._counter_errors: dict[str, Exception] = {}
         self._output_extents: dict[str, tuple[int, int, int]] = {}
         self._ended: dict[str, BaseException | None] = {}
-        self._egress: list[tuple[str, int, bytes]] = []  # the durable sink's new outputs, encoded
         self._since_checkpoint = 0
         self._last_checkpoint_time = time.monotonic()
         self.last_checkpoint: CheckpointMetrics | None = None
         self.recovery = RecoveryMetrics()
         self._clock_started = False
         self._checkpoint_listeners: tuple[CheckpointListener, ...] = ()  # replaced, never mutated
-        self._init_running_mode()
         self._init_error_policies()
 
     def _init_error_policies(self) -> None:
@@ -482,9 +476,6 @@ class EngineRoom:
     def _hand_outputs_on(self) -> None:
         raise NotImplementedError  # Egress
 
-    def _outbox_snapshots(self) -> dict[str, tuple[int, list[Output]]]:
-        raise NotImplementedError  # Egress
-
     def _courier_gave_up(self, outbox: Outbox, failure: ObserverFailedError) -> None:
         raise NotImplementedError  # Egress
 
@@ -504,9 +495,6 @@ class EngineRoom:
 
     def _fault(self, uri: str, error: Exception) -> None:
         raise NotImplementedError  # Running
-
-    def _flush_egress(self, *, outboxes: Mapping[str, tuple[int, list[Output]]] | None = None) -> float:
-        raise NotImplementedError  # Egress
 
     def _flush_quarantine(self) -> None:
         raise NotImplementedError  # Delivery
@@ -544,7 +532,7 @@ class EngineRoom:
     def _recover(self) -> None:
         raise NotImplementedError  # Recovery
 
-    def _sink_for(self, uri: str, observer: str) -> OutputWriter | None:
+    def _writer_for(self, uri: str, observer: str) -> OutputWriter | None:
         raise NotImplementedError  # Egress
 
     def _start_clock(self, at: datetime) -> None:

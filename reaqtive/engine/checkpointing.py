@@ -69,8 +69,8 @@ class Checkpointing(EngineRoom):
     def _checkpoint(self, full: bool) -> CheckpointMetrics:
         self._flush_quarantine()  # before the checkpoint covers the events: the log may then drop them
         self._apply_faults()
-        snapshots = self._outbox_snapshots()  # couriers may deliver meanwhile: the stored cursors are these
-        egress_seconds = self._flush_egress(outboxes=snapshots)
+        snapshots = self._outputs.outboxes.snapshots()  # couriers may deliver meanwhile: the stored cursors are these
+        egress_seconds = self._outputs.flush(snapshots)
         handles = self._host.units()
         removed = self._environment.removed_inner_ids()
         mode = CheckpointMode.FULL if full else CheckpointMode.DIFFERENTIAL
@@ -98,7 +98,7 @@ class Checkpointing(EngineRoom):
             transaction.put(_ENGINE, _DELIVERY, self._delivery_bytes(extra_pins=pins, behind=behind))
             self._put_counters(transaction, full, unsaved, reported, moved)
             for uri, seq in observed.items():
-                if uri not in unsaved and (seq != self._observed.get(uri, -1) or full):
+                if uri not in unsaved and (seq != self._outputs.observed.get(uri, -1) or full):
                     transaction.put(_OBSERVED, uri, _counter_bytes(seq))
             self._put_sources(transaction, sources)
 
@@ -119,8 +119,8 @@ class Checkpointing(EngineRoom):
         self._source_states.update(sources)
         self._environment.confirm_removed(removed)
         for uri, seq in observed.items():
-            if uri not in unsaved and seq != self._observed.get(uri, -1):
-                self._observed[uri] = seq
+            if uri not in unsaved and seq != self._outputs.observed.get(uri, -1):
+                self._outputs.observed[uri] = seq
                 self._store.delete_outputs(uri, upto=seq)  # delivered: the outbox's rows up to it can go
         for uri, unsaved_error in unsaved.items():
             self._fault(uri, unsaved_error)
@@ -177,7 +177,7 @@ class Checkpointing(EngineRoom):
         reported a move, ``moved`` those written. Each is re-armed: its next move reports again."""
         dirty = self._environment.dirty
         reported.update(dirty.take_moved())
-        counters = self._counters
+        counters = self._outputs.counters
         for uri, counter in counters.items() if full else [(uri, counters.get(uri)) for uri in sorted(reported)]:
             if counter is None:
                 continue  # deleted since

@@ -208,21 +208,21 @@ class Delivery(EngineRoom):
             # Queries behind the engine catch up first (a resumed query, or one behind after a recovery).
             caught = self._catch_up(limit)
             if caught:
-                if self._egress:
+                if self._outputs.buffer:
                     self.produced.fire()
                 return caught
         runs = self._read_runs(limit)
         if not runs:
             self._advance_wall_clock()
             self._maybe_checkpoint(force_time=True)
-            if self._egress:
+            if self._outputs.buffer:
                 self.produced.fire()  # timers the wall clock fired
             return None
         delivered = self._deliver_batch(runs, budget)
         self._flush_quarantine()
-        if len(self._egress) >= _EGRESS_FLUSH_OUTPUTS:
-            self._flush_egress()  # bounded memory between checkpoints (the sink keeps the first copy)
-        if self._egress:
+        if len(self._outputs.buffer) >= _EGRESS_FLUSH_OUTPUTS:
+            self._outputs.flush()  # bounded memory between checkpoints (the sink keeps the first copy)
+        if self._outputs.buffer:
             self.produced.fire()  # a consumer's outputs() flushes the buffer to the sink
         return delivered
 
@@ -514,7 +514,7 @@ class Delivery(EngineRoom):
             if to > self._scheduler.now:
                 self._scheduler.advance_to(to)
             self._apply_faults()
-            if self._egress:
+            if self._outputs.buffer:
                 self.produced.fire()
 
     def _advance_before(self, when: datetime) -> bool:

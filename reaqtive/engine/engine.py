@@ -244,8 +244,8 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
             subscriptions: dict[str, SubscriptionReading] = {}
             for uri in sorted(self._subscriptions):
                 observer = self._records.get(uri, {}).get("observer", DISCARD_SINK)
-                counter = self._counters.get(uri)
-                outbox = self._outboxes.get(uri)
+                counter = self._outputs.counters.get(uri)
+                outbox = self._outputs.outboxes.get(uri)
                 subscriptions[uri] = SubscriptionReading(
                     observer=observer,
                     produced=counter.next if counter is not None else 0,
@@ -263,7 +263,7 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
                 subscriptions=MappingProxyType(subscriptions),
                 kept_subscriptions=len(self._broken) - len(self._failed),
                 faults=MappingProxyType(faults),
-                egress_buffered=len(self._egress),
+                egress_buffered=len(self._outputs.buffer),
                 recovery=RecoveryMetrics(dict(recovery.phases), recovery.streams, recovery.definitions,
                                          recovery.subscriptions, recovery.inner_subscriptions,
                                          list(recovery.failures), list(recovery.orphans)),
@@ -279,9 +279,9 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
             if self._status is EngineStatus.CLOSED:
                 return
             try:
-                self._flush_egress()
+                self._outputs.flush()
             finally:
-                self._outboxes.close(_CLOSE_COURIERS_SECONDS)
+                self._outputs.outboxes.close(_CLOSE_COURIERS_SECONDS)
                 self._host.dispose()  # the queries, then the inner units, then the scheduler
                 self._store.close()
                 self._gc.release()

@@ -105,7 +105,7 @@ class Recovery(EngineRoom):
         self._fall_behind_where_readers_lag()
         if self._clock_mode == "event":  # with the wall clock, a replay may legitimately differ
             highest = self._store.max_output_seqs()
-            self._replayed_upto = {
+            self._outputs.replayed_upto = {
                 uri: highest[uri] for uri, record in records.items()
                 if uri in self._subscriptions and record["observer"] == DURABLE_SINK and uri in highest
             }
@@ -226,7 +226,7 @@ class Recovery(EngineRoom):
         counter_error = self._counter_errors.get(uri)
         if counter_error is not None:
             raise counter_error
-        if uri not in self._counters:
+        if uri not in self._outputs.counters:
             raise MissingStateError(f"subscription {uri!r}: its output counter is not in the store")
         self._check_outputs_kept(uri, record)
         for stream, seq in record.get("start", {}).items():
@@ -244,7 +244,7 @@ class Recovery(EngineRoom):
             # but it is a recovery failure of the query, for the policy (never a silent end).
             handle.abandon()
             self._ended.pop(uri, None)
-            self._egress[:] = [row for row in self._egress if row[0] != uri]
+            self._outputs.drop_buffered(uri)
             if inner_failures:
                 inner_id, error = min(inner_failures.items())
                 raise InnerRecoveryError(inner_id, error)
@@ -264,8 +264,8 @@ class Recovery(EngineRoom):
         if observer == DISCARD_SINK:
             return
         durable = observer == DURABLE_SINK
-        first = (self._store.acked(uri) if durable else self._observed.get(uri, -1)) + 1
-        committed = self._counters[uri].next
+        first = (self._store.acked(uri) if durable else self._outputs.observed.get(uri, -1)) + 1
+        committed = self._outputs.counters[uri].next
         # Beyond the counter the sink holds provisional outputs: with the wall clock recovery drops them, and an
         # outbox gets only what still waits at a checkpoint (outputs delivered in between are never written).
         whole = durable and self._clock_mode == "event"
@@ -297,8 +297,8 @@ class Recovery(EngineRoom):
         owners = {uri for uri, record in self._records.items() if record["kind"] == "subscription"}
         owners |= self._broken | self._removed_at_recovery
         for uri in self._removed_at_recovery:  # deleted from the store: a checkpoint must not write them back
-            self._counters.pop(uri, None)
-            self._observed.pop(uri, None)
+            self._outputs.counters.pop(uri, None)
+            self._outputs.observed.pop(uri, None)
             self._counter_errors.pop(uri, None)
         restored = self._environment.unclaimed_inner_ids()
         self._environment.discard_saved([key for key in restored if self._owned_by_broken(key)], delete=False)
@@ -310,7 +310,8 @@ class Recovery(EngineRoom):
             if not _owned_by(key, owners) and key not in found:
                 found.setdefault(key, []).append("a damaged state" if key in damaged_state else "a state")
         states = set(found)  # keys with a stored state (the rest: rows of the durable sink's side only)
-        for what, keys in (("an output counter", self._counters), ("an observer cursor", self._observed),
+        outputs = self._outputs
+        for what, keys in (("an output counter", outputs.counters), ("an observer cursor", outputs.observed),
                            ("a damaged output counter or observer cursor", self._counter_errors),
                            ("an acknowledgement", self._store.acknowledged())):
             for key in sorted(keys):
@@ -331,8 +332,8 @@ class Recovery(EngineRoom):
             if rows:
                 # Out of the engine's memory whatever the policy: a subscription created later under this URI
                 # starts its own (numbering at #0), and trimming leaves the kept rows as they are.
-                self._counters.pop(key, None)
-                self._observed.pop(key, None)
+                self._outputs.counters.pop(key, None)
+                self._outputs.observed.pop(key, None)
                 self._counter_errors.pop(key, None)
                 self._store.keep_outputs(key)
                 if remove:
@@ -391,10 +392,10 @@ class Recovery(EngineRoom):
             except MalformedRecordError as error:
                 self._counter_errors[key] = error
                 continue
-            self._counters[key] = OutputCounter(committed, committed)
+            self._outputs.counters[key] = OutputCounter(committed, committed)
         for key, cursor_blob in snapshot.items(_OBSERVED):
             try:
-                self._observed[key] = parse_counter(key, cursor_blob, what="observer cursor", minimum=-1)
+                self._outputs.observed[key] = parse_counter(key, cursor_blob, what="observer cursor", minimum=-1)
             except MalformedRecordError as error:
                 self._counter_errors[key] = error
         if delivery.now is not None:  # before any query is bound: timers and windows resume on the checkpoint's clock
@@ -448,7 +449,7 @@ class Recovery(EngineRoom):
         version beside the replay's would count an event in two windows. The sink drops them and takes the
         replay's (same ids from the checkpoint's counter on): it always holds what the committed state produced."""
         for uri, record in records.items():
-            counter = self._counters.get(uri)
+            counter = self._outputs.counters.get(uri)
             if uri not in self._subscriptions or record["observer"] != DURABLE_SINK or counter is None:
                 continue
             dropped = self._store.drop_provisional_outputs(uri, counter.next)
@@ -549,8 +550,8 @@ class Recovery(EngineRoom):
                 forget=[uri],
             )
             self._records.pop(uri, None)
-            self._counters.pop(uri, None)
-            self._observed.pop(uri, None)
+            self._outputs.counters.pop(uri, None)
+            self._outputs.observed.pop(uri, None)
         else:
             self._broken.add(uri)
         return policy

@@ -239,8 +239,8 @@ class ArtifactRegistry(EngineRoom):
                 puts.append((_OUTPUTS, uri, _counter_bytes(counter.next)))
                 # The outputs it produced on start are written in the same transaction, after whatever the store
                 # holds under its URI (rows recovery kept as orphans) is deleted: a crash leaves all of it or none.
-                own = self._take_own_outputs(uri)
-                self._flush_egress()  # the others' outputs, as before any commit
+                own = self._outputs.take_own(uri)
+                self._outputs.flush()  # the others' outputs, as before any commit
                 self._store.commit_with_outputs(puts, [(_OBSERVED, uri)], forget=[uri], outputs=own, encoded=True)
             except BaseException:
                 self._discard(uri, handle)
@@ -280,9 +280,7 @@ class ArtifactRegistry(EngineRoom):
                 self._discard(uri, handle)
             else:  # kept without running (failed to recover, or stopped by a fault)
                 self._environment.release_ids(uri)
-                self._counters.pop(uri, None)
-                self._outboxes.pop(uri)
-                self._observed.pop(uri, None)
+                self._outputs.forget(uri)
             self._environment.confirm_removed(inner)
             if (_TEMPLATES, tid) in deletes:
                 self._templates.pop(tid, None)
@@ -301,22 +299,7 @@ class ArtifactRegistry(EngineRoom):
         """Stop a subscription and forget its inner subscriptions and its pending outputs (its rows in the store
         are deleted, or were never written, by the transaction of its deletion or creation)."""
         hosted.delete()
-        self._egress[:] = [row for row in self._egress if row[0] != uri]
-        self._counters.pop(uri, None)
-        self._outboxes.pop(uri)
-        self._observed.pop(uri, None)
-
-    def _take_own_outputs(self, uri: str) -> list[tuple[str, int, bytes]]:
-        """The outputs a subscription being created produced on start, encoded, taken out of the durable sink's
-        buffer (or of its outbox, where they also stay to be delivered): its creation writes them."""
-        own = [row for row in self._egress if row[0] == uri]
-        if own:  # the sinks hold the buffer's bound append: change it in place
-            self._egress[:] = [row for row in self._egress if row[0] != uri]
-        outbox = self._outboxes.get(uri)
-        if outbox is not None:
-            encode = self._store.codec.encode
-            own += [(uri, output.seq, encode(output.value)) for output in outbox.snapshot()[1]]
-        return own
+        self._outputs.forget(uri)
 
     def artifacts(self) -> list[ArtifactInfo]:
         """Every artifact, by URI."""

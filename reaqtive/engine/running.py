@@ -162,7 +162,7 @@ class Running(EngineRoom):
             return self._bind_in_form(uri, record, query, blob)
 
     def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None) -> HostedQuery:
-        observer = _Observer(self, uri, self._sink_for(uri, record["observer"]))
+        observer = _Observer(self, uri, self._writer_for(uri, record["observer"]))
         # Its own scheduler, a child of the engine's root: paused, prioritized and faulted alone.
         scheduler = self._scheduler.create_child(uri, priority=record_priority(uri, record))
         stood = (self._stood_behind.get(uri) or self._pins.get(uri)) if blob is not None else None
@@ -258,7 +258,8 @@ class Running(EngineRoom):
                                          {"unit": where.unit, "path": where.path, "pos": where.position}]
             self._environment.release_ids(uri)  # its inner units get the ids a recovery would give them
             self._environment.restore(inner)
-            self._counters[uri] = OutputCounter(*(2 * (parse_counter(uri, counter) if counter is not None else 0,)))
+            self._outputs.counters[uri] = OutputCounter(
+                *(2 * (parse_counter(uri, counter) if counter is not None else 0,)))
             try:
                 hosted = self._bind(uri, restarted, template, snapshot.get(STATE_CATEGORY, uri))
                 inner_failures = self._environment.take_load_failures(uri)
@@ -268,7 +269,7 @@ class Running(EngineRoom):
                     raise InnerRecoveryError(inner_id, error)
             except BaseException:
                 self._environment.discard_saved(list(inner), delete=False)
-                self._counters.pop(uri, None)
+                self._outputs.counters.pop(uri, None)
                 self._policies.pop(uri, None)
                 raise
             if restarted != record:
@@ -282,7 +283,7 @@ class Running(EngineRoom):
             if self._clock_mode == "event" and record["observer"] == DURABLE_SINK:
                 highest = self._store.max_output_seqs().get(uri)
                 if highest is not None:
-                    self._replayed_upto[uri] = highest  # what it produces again is compared with the sink
+                    self._outputs.replayed_upto[uri] = highest  # what it produces again is compared with the sink
             self._settle_status()
             self._log.info("subscription %r restarted from its last checkpoint%s", uri,
                            " (skipping the element that failed it)" if skip_failed else "",
@@ -328,7 +329,7 @@ class Running(EngineRoom):
     def _status_of(self, uri: str, record: dict[str, Any]) -> SubscriptionStatus:
         stored = record.get("on_error")
         on_error = "default" if stored is None else stored if isinstance(stored, str) else "function"
-        counter = self._counters.get(uri)
+        counter = self._outputs.counters.get(uri)
         outputs = counter.next if counter is not None else 0
         failed = record.get("failed")
         if failed is not None:
@@ -421,18 +422,13 @@ class Running(EngineRoom):
     def _stop_as_of_last_checkpoint(self, uri: str) -> None:
         """Stop running subscription ``uri`` and keep it stored as of its last checkpoint (its state, its position
         and clock: pinned), with the input it needs and its undelivered outputs."""
-        outbox = self._outboxes.pop(uri)  # its courier ends after the batch in flight
-        if outbox is not None:
-            waiting = outbox.snapshot()[1]
-            if waiting:
-                self._store.write_outputs(waiting)  # kept for the next run to deliver
+        waiting = self._outputs.stop(uri)
+        if waiting:
+            self._store.write_outputs(waiting)  # kept for the next run to deliver
         self._subscriptions.pop(uri).abandon()
         self._policies.pop(uri, None)
         self._paused.discard(uri)
         self._behind.pop(uri, None)
-        # Its outputs so far stay on their way to the durable sink: the replay of its next run produces them again
-        # with the same ids, and the sink keeps one copy.
-        self._counters.pop(uri, None)
         self._broken.add(uri)
         self._pins.setdefault(uri, self._pin_for(uri))
 
@@ -448,7 +444,7 @@ class Running(EngineRoom):
         record = {**self._records[uri], "failed": detail}
         # The outputs it produced before it failed reach the durable sink first: a crash after the record's commit
         # must not lose them (a FAILED query is not replayed at the next open).
-        self._flush_egress()
+        self._outputs.flush()
         self._commit_changes(puts=[(_ARTIFACTS, uri, _to_bytes(record))])
         self._records[uri] = record
         self._log.error("%s", error, exc_info=error.error,

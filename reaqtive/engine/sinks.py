@@ -4,21 +4,17 @@ their outboxes.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from reaqtive.engine._room import (
     EngineRoom,
-    _same_value,
 )
 from reaqtive.engine.egress import Output, OutputWriter
 from reaqtive.engine.engine_errors import (
     AckError,
     ArtifactNotFoundError,
     MalformedRecordError,
-    OutputDivergenceError,
-    UnstorableOutputError,
 )
 from reaqtive.engine.expressions import (
     decode_query,
@@ -29,9 +25,6 @@ from reaqtive.engine.model import (
 )
 from reaqtive.engine.outbox import ObserverFailedError, Outbox
 from reaqtive.state import (
-    DEFAULT_CODEC,
-    DamagedRowError,
-    StateEncodeError,
     StoreError,
 )
 
@@ -58,7 +51,7 @@ class Egress(EngineRoom):
             raise TypeError(f"outputs(): after must be a sequence number (int), got {after!r}")
         with self._lock:
             self._check_open()
-            self._flush_egress()
+            self._outputs.flush()
             acks = self._store.acks()
             start = None if subscription is None else max(-1 if after is None else after,
                                                           self._store.acked(subscription))
@@ -89,7 +82,7 @@ class Egress(EngineRoom):
                                "durable sink; only durable-sink outputs are acknowledged")
             if seq < -1:
                 raise AckError(f"ack({subscription!r}, {seq}): sequence numbers start at 0 (-1: none)")
-            self._flush_egress()
+            self._outputs.flush()
             acked = self._store.acked(subscription)
             if seq <= acked:
                 return
@@ -107,95 +100,19 @@ class Egress(EngineRoom):
             self._check_open()
             return self._store.trim_outputs()
 
-    def _flush_egress(self, *, outboxes: Mapping[str, tuple[int, list[Output]]] | None = None) -> float:
-        """Write the durable sink's new outputs; at a checkpoint also the outputs still waiting for an observer
-        function (``outboxes``: their snapshots; the checkpoint's state is past them, so a restart could not
-        produce them again)."""
-        started = time.perf_counter()
-        if self._egress:
-            if self._replayed_upto:
-                self._check_replayed_outputs()
-            # The sinks of running subscriptions hold this list's bound ``append``: empty it, never replace it.
-            self._store.write_outputs(self._egress, encoded=True)
-            self._egress.clear()
-            # Consumers wait on it: a checkpoint inside process() may write a batch's outputs before the batch's
-            # end looks at the buffer, which is then empty.
-            self.produced.fire()
-        if outboxes:  # a checkpoint's snapshots of the outboxes: what still waits is stored with it
-            waiting = [output for _, outputs in outboxes.values() for output in outputs]
-            if waiting:
-                self._store.write_outputs(waiting)
-        return time.perf_counter() - started
-
-    def _check_replayed_outputs(self) -> None:
-        """After a recovery, a replay produces again the outputs the durable sink got after the checkpoint, with
-        the same ids, and the sink keeps the first copy. That is only right if they are the same outputs: a
-        query whose replay diverges (it is not deterministic, or its stored output counter was damaged, which
-        would make new outputs vanish as "duplicates") is stopped instead, under the failure policy."""
-        by_subscription: dict[str, list[Output]] = {}
-        decode = DEFAULT_CODEC.decode_entries
-        for uri, seq, payload in self._egress:
-            upto = self._replayed_upto.get(uri)
-            if upto is not None and seq <= upto:
-                by_subscription.setdefault(uri, []).append(Output(uri, seq, decode(payload, "an output")[0]))
-        for uri, outputs in by_subscription.items():
-            try:
-                stored = {seq: value for _, seq, value in
-                          self._store.read_outputs(uri, after=outputs[0].seq - 1, upto=outputs[-1].seq)}
-            except DamagedRowError as error:  # its sink rows are damaged: that subscription, not the others
-                self._egress[:] = [row for row in self._egress if row[0] != uri]
-                self._fault(uri, error)
-                continue
-            for output in outputs:
-                if output.seq in stored and not _same_value(stored[output.seq], output.value):
-                    self._egress[:] = [row for row in self._egress if row[0] != uri]
-                    self._fault(uri, OutputDivergenceError(uri, output.seq, stored[output.seq], output.value))
-                    break
-        for uri, upto in list(self._replayed_upto.items()):
-            counter = self._counters.get(uri)
-            if counter is None or counter.next > upto:
-                del self._replayed_upto[uri]  # past what the sink held: nothing left to compare
-
-    def _sink_for(self, uri: str, observer: str) -> OutputWriter | None:
-        """Where subscription ``uri``'s outputs go, as ``write(seq, value)``: the egress table, nowhere, or the
-        outbox of an observer function. Every kept output must be storable (the egress table and a checkpoint of
-        an outbox hold it): one that is not raises :class:`UnstorableOutputError`."""
+    def _writer_for(self, uri: str, observer: str) -> OutputWriter | None:
+        """Where subscription ``uri``'s outputs go (see :meth:`Outputs.writer_for`): the durable sink, nowhere, or
+        the outbox of observer definition ``observer``'s function."""
         if observer == DISCARD_SINK:
             return None
-        # A packer of this subscription's own: outputs are written under the engine's lock, one thread at a time,
-        # so it needs neither the codec's per-thread lookup nor a lock.
-        pack = DEFAULT_CODEC.new_packer()
-        if observer == DURABLE_SINK:
-            # Encoded once, here (the value is frozen as it was produced): an output the sink cannot hold stops
-            # this subscription at once, alone.
-            append = self._egress.append
-
-            def durable(seq: int, value: Any) -> None:
-                try:
-                    payload = pack(value)
-                except Exception as error:
-                    raise _unstorable(uri, seq, value, error) from error
-                append((uri, seq, payload))
-
-            return durable
-        record = self._require(observer)
-        if record["kind"] != "observer":
-            raise ArtifactNotFoundError(f"{observer!r} is a {record['kind']}, not an observer")
-        outbox = Outbox(uri, observer, self._observer_function(observer, record),
-                        retries=self._observer_retries, backoff=self._observer_backoff,
-                        delivered=self._observed.get(uri, -1))
-        outbox.restore(Output(*row) for row in self._store.read_outputs(uri))
-        self._outboxes.add(outbox)
-        keep = outbox.add
-
-        def sink(seq: int, value: Any) -> None:
-            try:
-                pack(value)  # a checkpoint may have to store it while it waits
-            except Exception as error:
-                raise _unstorable(uri, seq, value, error) from error
-            keep(Output(uri, seq, value))
-
-        return sink
+        function = None
+        if observer != DURABLE_SINK:
+            record = self._require(observer)
+            if record["kind"] != "observer":
+                raise ArtifactNotFoundError(f"{observer!r} is a {record['kind']}, not an observer")
+            function = self._observer_function(observer, record)
+        return self._outputs.writer_for(uri, observer, function, retries=self._observer_retries,
+                                        backoff=self._observer_backoff)
 
     def _observer_function(self, uri: str, record: dict[str, Any]) -> Callable[[Output], object]:
         """The function of observer definition ``uri`` (resolved like the functions of queries)."""
@@ -208,11 +125,11 @@ class Egress(EngineRoom):
     def _hand_outputs_on(self) -> None:
         """Outside the engine's lock: hand the outputs waiting in outboxes to their observer functions (see
         :meth:`Outboxes.hand_on`); the subscriptions whose observer gave up stop."""
-        failures = self._outboxes.hand_on()
+        failures = self._outputs.outboxes.hand_on()
         if failures:
             with self._lock:
                 for outbox, failure in failures:
-                    if self._outboxes.is_current(outbox):
+                    if self._outputs.outboxes.is_current(outbox):
                         self._fault(outbox.subscription, failure)
 
     def _courier_gave_up(self, outbox: Outbox, failure: ObserverFailedError) -> None:
@@ -225,21 +142,10 @@ class Egress(EngineRoom):
     def _start_couriers(self) -> None:
         """Running mode: each outbox delivers on a courier thread of its own from now on."""
         with self._lock:
-            self._outboxes.start_couriers()
+            self._outputs.outboxes.start_couriers()
 
     def _stop_couriers(self, timeout: float | None = None) -> None:
         """Back to manual mode: the couriers deliver what waits and end (outside the engine's lock)."""
-        self._outboxes.stop_couriers(timeout)
-
-    def _outbox_snapshots(self) -> dict[str, tuple[int, list[Output]]]:
-        """Per outbox, how far delivery got and what still waits, each read as one."""
-        return self._outboxes.snapshots()
+        self._outputs.outboxes.stop_couriers(timeout)
 
 
-def _unstorable(uri: str, seq: int, value: object, error: Exception) -> UnstorableOutputError:
-    """The error of an output the store cannot hold, with the codec's own message (naming the type)."""
-    try:
-        DEFAULT_CODEC.encode(value)
-    except StateEncodeError as encode_error:
-        return UnstorableOutputError(uri, seq, encode_error)
-    return UnstorableOutputError(uri, seq, StateEncodeError(f"cannot save {type(value).__name__}: {error}"))

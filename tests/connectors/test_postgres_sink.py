@@ -464,6 +464,7 @@ def test_an_engine_killed_at_random_while_it_delivers_leaves_each_output_once(
     ]
     rng = random.Random(19)
     kills = sorted(rng.sample(range(CRASH_CHUNK, CRASH_EVENTS - CRASH_CHUNK, CRASH_CHUNK), 10))
+    killed = 0
     for position in [*kills, None]:
         environment = {**os.environ, "PYTHONPATH": str(root)}
         worker = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, text=True, env=environment)
@@ -474,7 +475,11 @@ def test_an_engine_killed_at_random_while_it_delivers_leaves_each_output_once(
                 worker.send_signal(signal.SIGKILL)
                 break
         worker.communicate(timeout=60)
-        assert worker.returncode == (0 if position is None else -signal.SIGKILL), (position, worker.returncode)
+        # Near the end a worker may finish within the random moment: that run then was not killed.
+        allowed = (0,) if position is None else (0, -signal.SIGKILL)
+        assert worker.returncode in allowed, (position, worker.returncode)
+        killed += worker.returncode == -signal.SIGKILL
+    assert killed >= 7  # most runs were killed mid-way
     sink = PostgresSink(postgres_dsn, TABLE)
     with open_engine(tmp_path / "e.db", sink) as engine:
         assert engine.faults == []

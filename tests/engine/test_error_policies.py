@@ -168,7 +168,7 @@ def test_skip_drops_the_failing_elements_and_keeps_each_as_a_dead_letter_once(
         engine.create_subscription("q", QUERY, on_error=on_error)
         engine.append_many("r", [(reading, at(i)) for i, reading in enumerate(READINGS)])
         engine.process(max_events=4)
-        engine._egress.clear()  # a kill: what the sink had not written is lost, and nothing was checkpointed
+        engine._outputs.buffer.clear()  # a kill: what the sink had not written is lost, and nothing was checkpointed
     with open_engine(target) as engine:
         engine.process()
         if policy == "skip":

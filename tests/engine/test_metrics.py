@@ -407,7 +407,8 @@ def test_scraping_from_another_thread_while_producing_and_processing_breaks_noth
     last = scraped[-1]
     assert value(last, "reaqtive_stream_delivered_events_total", store="e", stream="s") == rounds * size
     assert value(last, "reaqtive_stream_lag_events", store="e", stream="s") == 0
-    assert value(last, "reaqtive_checkpoint_pause_seconds_count", store="e") == passes // 5
+    # (no checkpoint yet: the histogram has no sample at all)
+    assert (value(last, "reaqtive_checkpoint_pause_seconds_count", store="e") or 0) == passes // 5
     assert [o.value for o in engine.outputs("q")] == list(itertools.accumulate(
         i for _ in range(rounds) for i in range(size)))
 

@@ -203,7 +203,7 @@ def test_an_outbox_past_its_high_water_mark_makes_processing_wait_for_its_courie
 
     class Measuring(BatchRecorder):
         def write_batch(self, outputs: Sequence[Output]) -> None:
-            outbox = engines[0]._outboxes.get("q")
+            outbox = engines[0]._outputs.outboxes.get("q")
             assert outbox is not None
             largest.append(len(outbox.pending))
             super().write_batch(outputs)
@@ -212,7 +212,7 @@ def test_an_outbox_past_its_high_water_mark_makes_processing_wait_for_its_courie
     engine = open_engine(path, recorder)
     engines.append(engine)
     try:
-        engine._outboxes.high_water = 100
+        engine._outputs.outboxes.high_water = 100
         engine.start(batch_events=50)
         engine.append_many("s", [(i, at(i)) for i in range(5000)])
         seen = engine.produced.generation

@@ -794,7 +794,7 @@ def test_a_failed_subscription_keeps_the_outputs_it_produced_before_it_failed_ac
         engine.process()
         status = engine.subscription_status("q")  # (not outputs(): it would write the sink)
         assert (status.state, status.position) == (SubscriptionState.FAILED, 5)
-        engine._egress.clear()  # a kill -9: what the sink had not written is lost
+        engine._outputs.buffer.clear()  # a kill -9: what the sink had not written is lost
     with _minimal(target) as engine:
         assert _state(engine) == ("FAILED", 5, [1, 2, 3, 4], [])
 
@@ -822,7 +822,7 @@ def test_an_element_a_restart_skipped_stays_skipped_when_the_query_is_replayed(
             status = engine.subscription_status("q")
             assert (status.state, [d.pos for d in engine.dead_letters(subscription="q")]) == (
                 SubscriptionState.RUNNING, [2])
-            engine._egress.clear()  # a kill -9 before a checkpoint covers the skipped element
+            engine._outputs.buffer.clear()  # a kill -9 before a checkpoint covers the skipped element
             engine.close()
             engine = _minimal(target)
             engine.process()
