@@ -14,7 +14,7 @@ from typing import Any, Final
 from sortedcontainers import SortedList
 
 from reaqtive.engine.behind import Lag
-from reaqtive.engine.database import ElementLetter, EngineStore, IngressEvent
+from reaqtive.engine.database import EngineStore, IngressEvent
 from reaqtive.engine.egress import Output, OutputCounter, OutputWriter
 from reaqtive.engine.engine_errors import (
     ArtifactNotFoundError,
@@ -43,6 +43,7 @@ from reaqtive.engine.model import (
 )
 from reaqtive.engine.outbox import ObserverFailedError, Outbox
 from reaqtive.engine.outputs import Outputs
+from reaqtive.engine.quarantine import Quarantine
 from reaqtive.engine.readers import Envelope, LogCursor, StreamNotFoundError, StreamReader
 from reaqtive.engine.records import Behind
 from reaqtive.engine.signals import Signal
@@ -344,11 +345,9 @@ class EngineRoom:
         self._sources: dict[str, Callable[[], bytes]] = {}  # register_source: read at each checkpoint
         self._source_states: dict[str, bytes | Exception] = {}  # their committed bytes (or why unreadable)
         self._faults_pending: list[tuple[str, Exception]] = []
-        self._quarantine: list[tuple[IngressEvent, str]] = []
-        self._dead: set[tuple[str, int]] = self._store.dead_lettered()
+        # The dead letters of delivery, a part of its own (reaqtive.engine.quarantine).
+        self._quarantine = Quarantine(self._store, self._log)
         self._batch_delivery = True  # the fast path of _deliver_run (tests clear it to compare with the general one)
-        self._dead_index: dict[str, SortedList] = {}  # see _any_dead
-        self._dead_index_size = 0
         tick_micros = tick // timedelta(microseconds=1)
         # Engine ticks are microseconds since the Unix epoch unless another tick was chosen: then rounded up, as
         # the scheduler rounds a datetime.
@@ -374,10 +373,6 @@ class EngineRoom:
         self._policy_host = self._make_policy_host()
         self._failed: dict[str, SubscriptionFailedError] = {}  # FAILED subscriptions
         self._schemas_missing: set[str] = set()  # typed streams kept (KEEP) whose validator is not registered
-        self._element_letters: list[ElementLetter] = []  # skipped elements, written with the quarantine
-        # Per subscription, the event its skipped elements came from last, and how many of them at each operator
-        # (see Running._element_skipped).
-        self._letter_ordinals: dict[str, tuple[int, dict[tuple[str, str, str], int]]] = {}
         self._user_errors: dict[tuple[str, str, str], int] = {}  # (subscription, error type, skip/stop): count
 
     def _init_running_mode(self) -> None:
@@ -496,19 +491,10 @@ class EngineRoom:
     def _fault(self, uri: str, error: Exception) -> None:
         raise NotImplementedError  # Running
 
-    def _flush_quarantine(self) -> None:
-        raise NotImplementedError  # Delivery
-
     def _follow_wall_clock(self) -> None:
         raise NotImplementedError  # Delivery
 
     def _misplaced(self, event: IngressEvent) -> str | None:
-        raise NotImplementedError  # Delivery
-
-    def _note_missing(self, stream: str, first: int, seq: int) -> None:
-        raise NotImplementedError  # Delivery
-
-    def _quarantine_event(self, event: IngressEvent, reason: str) -> None:
         raise NotImplementedError  # Delivery
 
     def _maybe_checkpoint(self, force_time: bool = False) -> bool:

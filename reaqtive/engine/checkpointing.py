@@ -67,7 +67,7 @@ class Checkpointing(EngineRoom):
         return metrics
 
     def _checkpoint(self, full: bool) -> CheckpointMetrics:
-        self._flush_quarantine()  # before the checkpoint covers the events: the log may then drop them
+        self._quarantine.flush()  # before the checkpoint covers the events: the log may then drop them
         self._apply_faults()
         snapshots = self._outputs.outboxes.snapshots()  # couriers may deliver meanwhile: the stored cursors are these
         egress_seconds = self._outputs.flush(snapshots)

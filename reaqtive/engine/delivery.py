@@ -11,8 +11,6 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sortedcontainers import SortedList
-
 from reaqtive.engine._room import (
     _DELIVERY_BATCH,
     _EGRESS_FLUSH_OUTPUTS,
@@ -24,7 +22,6 @@ from reaqtive.engine.database import (
     IngressEvent,
     IngressRun,
     check_dead_letter_query,
-    from_micros,
     to_micros,
 )
 from reaqtive.engine.engine_errors import (
@@ -88,8 +85,7 @@ class Delivery(EngineRoom):
             self._heads[stream] = max(self._heads.get(stream, 0), first + count)
         if batch.reasons is not None:
             with self._lock:  # the delivery must know these numbers are taken, not missing
-                self._dead.update((stream, first + i) for i, reason in enumerate(batch.reasons)
-                                  if reason is not None)
+                self._quarantine.add_appended(stream, first, batch.reasons)
         return list(range(first, first + count))
 
     def extend(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> int:
@@ -133,7 +129,7 @@ class Delivery(EngineRoom):
         check_dead_letter_query(stream, subscription, after, limit)
         with self._lock:
             self._check_open()
-            self._flush_quarantine()
+            self._quarantine.flush()
             try:
                 acked = self._store.acked_dead_letters()
             except DamagedRowError:
@@ -163,7 +159,7 @@ class Delivery(EngineRoom):
             self._check_open()
             if upto_id < 0:
                 raise AckError(f"ack_dead_letters({upto_id}): dead letters are numbered from 1 (0: none)")
-            self._flush_quarantine()
+            self._quarantine.flush()
             try:
                 acked = self._store.acked_dead_letters()
             except DamagedRowError:
@@ -219,7 +215,7 @@ class Delivery(EngineRoom):
                 self.produced.fire()  # timers the wall clock fired
             return None
         delivered = self._deliver_batch(runs, budget)
-        self._flush_quarantine()
+        self._quarantine.flush()
         if len(self._outputs.buffer) >= _EGRESS_FLUSH_OUTPUTS:
             self._outputs.flush()  # bounded memory between checkpoints (the sink keeps the first copy)
         if self._outputs.buffer:
@@ -402,26 +398,12 @@ class Delivery(EngineRoom):
             self._heads.update(self._store.stream_heads())
             if last >= self._heads.get(stream, 0):
                 return False
-        if self._dead and self._any_dead(stream, seq, last):
+        if self._quarantine and self._quarantine.any_in(stream, seq, last):
             return False
         bounds = self._event_times
         if bounds.allowed_lateness is not None:
             return False
         return not (bounds.max_ahead is not None and max(run.micros[:count]) > to_micros(wall))
-
-    def _any_dead(self, stream: str, first: int, last: int) -> bool:
-        """Whether an event from ``first`` to ``last`` of ``stream`` is among the dead letters (an index per
-        stream, rebuilt when the set grew)."""
-        if self._dead_index_size != len(self._dead):
-            index: dict[str, SortedList] = {}
-            for name, number in self._dead:
-                index.setdefault(name, SortedList()).add(number)
-            self._dead_index, self._dead_index_size = index, len(self._dead)
-        numbers = self._dead_index.get(stream)
-        if not numbers:
-            return False
-        at: int = numbers.bisect_left(first)
-        return at < len(numbers) and bool(numbers[at] <= last)
 
     def _deliver_one_by_one(self, run: IngressRun, wall: datetime, count: int) -> int:
         lock = self._lock
@@ -542,7 +524,7 @@ class Delivery(EngineRoom):
         expected = self._expected.get(stream, 0)
         if seq >= expected:
             self._expected[stream] = seq + 1
-        if key in self._dead:
+        if self._quarantine.holds(stream, seq):
             return True
         reason = event.damage or self._misplaced(event)
         if reason is None and seq <= self._delivered.get(stream, -1):
@@ -554,24 +536,16 @@ class Delivery(EngineRoom):
                                    "pos": event.pos})
             return True
         if reason is None and seq > expected:
-            self._note_missing(stream, expected, seq)
+            self._quarantine.note_missing(stream, expected, seq)
         if reason is None:
             reason = self._out_of_bounds(event.time, wall)
         if reason is not None:
-            self._quarantine_event(event, reason)
+            self._quarantine.take_out(event, reason)
             return True
         if not self._advance_before(event.time):
             return False
         self._deliver(event.stream, event.seq, event.pos, event.value, event.time)
         return True
-
-    def _quarantine_event(self, event: IngressEvent, reason: str) -> None:
-        """Take ``event`` out of delivery for good, with its reason (a dead letter, written at the batch's end)."""
-        self._dead.add((event.stream, event.seq))
-        self._quarantine.append((event, reason))
-        self._log.warning("event %s#%d quarantined: %s", event.stream, event.seq, reason,
-                          extra={"reaqtive_event": "quarantine", "stream": event.stream, "seq": event.seq,
-                                 "reason": reason})
 
     def _out_of_bounds(self, time: datetime, wall: datetime) -> str | None:
         bounds = self._event_times
@@ -592,29 +566,6 @@ class Delivery(EngineRoom):
             if event.seq >= self._heads.get(event.stream, 0):
                 return f"#{event.seq} is beyond what was appended to {event.stream!r} (the row was altered)"
         return None
-
-    def _note_missing(self, stream: str, first: int, seq: int) -> None:
-        """Events ``first`` to ``seq - 1`` of ``stream`` are neither in the log nor among the dead letters: rows
-        deleted or lost from the file. Nothing can bring them back; each is recorded as a dead letter without
-        content, so that the loss is visible (``dead_letters()``, ``reaqtive inspect``) rather than silent."""
-        missing = [number for number in range(first, seq) if (stream, number) not in self._dead]
-        for number in missing:
-            self._dead.add((stream, number))
-            gap = IngressEvent(-1, stream, number, from_micros(0), None, damage="missing", payload=None, micros=None)
-            self._quarantine.append((gap, "missing from the log: its row was deleted or lost"))
-        if missing:
-            self._log.error("stream %r: %d event(s) missing from the log before #%d", stream, len(missing), seq,
-                            extra={"reaqtive_event": "events_missing", "stream": stream, "seq": missing[0],
-                                   "events": len(missing)})
-
-    def _flush_quarantine(self) -> None:
-        """Write the dead letters of the batch: the events quarantined and the elements skipped."""
-        if self._quarantine:
-            pending, self._quarantine = self._quarantine, []
-            self._store.quarantine(pending)
-        if self._element_letters:
-            skipped, self._element_letters = self._element_letters, []
-            self._store.record_failed_elements(skipped)
 
     def _deliver(self, stream: str, seq: int, pos: int, value: Any, when: datetime) -> None:
         scheduler = self._scheduler

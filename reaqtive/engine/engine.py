@@ -227,12 +227,7 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
             status = self._status
             heads = dict(self._heads)  # appends update it without the lock: one C-level copy, atomic
             delivered = dict(self._delivered)
-            dead: dict[str, int] = {}
-            dead_ahead: dict[str, int] = {}  # dead letters past the delivered position: not a backlog
-            for stream, seq in self._dead:
-                dead[stream] = dead.get(stream, 0) + 1
-                if seq > delivered.get(stream, -1):
-                    dead_ahead[stream] = dead_ahead.get(stream, 0) + 1
+            dead, dead_ahead = self._quarantine.per_stream(delivered)  # those ahead are no backlog
             streams: dict[str, StreamReading] = {}
             for uri in sorted(self._streams):
                 appended, done = heads.get(uri, 0), delivered.get(uri, -1) + 1

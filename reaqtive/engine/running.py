@@ -11,7 +11,7 @@ from typing import Any
 from reaqtive.context import OperatorContext
 from reaqtive.engine._room import _ARTIFACTS, _OUTPUTS, EngineRoom, _to_bytes
 from reaqtive.engine.behind import Lag
-from reaqtive.engine.database import ElementLetter, element_payload, from_micros
+from reaqtive.engine.database import from_micros
 from reaqtive.engine.egress import Output, OutputCounter, OutputTaker, OutputWriter
 from reaqtive.engine.engine_errors import (
     ArtifactInUseError,
@@ -30,7 +30,6 @@ from reaqtive.engine.failures import (
     SubscriptionFailedError,
     SubscriptionPolicy,
     check_on_error,
-    element_repr,
     error_name,
 )
 from reaqtive.engine.model import (
@@ -131,27 +130,9 @@ class Running(EngineRoom):
         return _PolicyHost(self)
 
     def _element_skipped(self, failure: ElementFailure) -> None:
-        """A user function raised and the subscription's policy skipped the element: it is kept as a dead letter
-        (written with the batch's quarantine; recorded once, a replay finds it there)."""
-        # Several elements of one event may fail at one operator: the n-th of them, counted by element, keeps its
-        # own letter (a replay numbers them the same way, so each is recorded once).
-        # Counted per event: a replay (after a crash, a restart, a catch-up) meets the event again and counts anew.
-        shown = element_repr(failure.element)
-        position, counts = self._letter_ordinals.get(failure.subscription, (None, {}))
-        if position != failure.position:
-            counts = {}
-            self._letter_ordinals[failure.subscription] = (failure.position, counts)
-        key = (failure.unit, failure.path, shown)
-        ordinal = counts[key] = counts.get(key, -1) + 1
+        """A user function raised and the subscription's policy skipped the element: a dead letter, counted."""
         self._count_user_error(failure.subscription, failure.error_type, "skip")
-        self._element_letters.append(ElementLetter(
-            failure.subscription, failure.unit, failure.path, failure.position, failure.operator, failure.error_type,
-            failure.message, failure.traceback, element_payload(failure.element, self._store.codec), shown,
-            ordinal))
-        self._log.warning("subscription %r skipped an element: %s", failure.subscription, failure.describe(),
-                          extra={"reaqtive_event": "element_skipped", "subscription": failure.subscription,
-                                 "error_type": failure.error_type, "pos": failure.position, "unit": failure.unit,
-                                 "operator": failure.operator, "path": failure.path})
+        self._quarantine.skipped(failure)
 
     def _bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None) -> HostedQuery:
         """Bind subscription ``uri`` (its query, then the egress stamp and its observer) on the engine's query
@@ -175,7 +156,7 @@ class Running(EngineRoom):
         if stood is not None:
             self._behind[uri] = Lag(uri, scheduler, stood.pos)  # before it starts: its readers are held off
         settings = self._position_settings(uri, record, stood)
-        self._letter_ordinals.pop(uri, None)  # it goes on from a checkpoint: its skips are counted anew
+        self._quarantine.restart_count(uri)  # it goes on from a checkpoint: its skips are counted anew
         skipping = frozenset((entry["unit"], entry["path"], entry["pos"]) for entry in record.get("skipping", ()))
         policy = self._policies[uri] = SubscriptionPolicy(uri, self._on_error_of(uri, record), self._policy_host,
                                                           skipping)

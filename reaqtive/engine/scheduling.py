@@ -202,16 +202,16 @@ class Scheduling(EngineRoom):
             expected = seq0 + first if before is None else before + 1
         if run.damage is not None or stream not in self._streams or seq0 + end > self._heads.get(stream, 0):
             return self._catch_up_checked(lag, run, first, end, expected)
-        dead = self._dead
+        quarantine = self._quarantine
         for i in range(first, end):
             seq = seq0 + i
             if seq < expected:  # a row that claims an event handed already (it was altered): ignored, as the engine did
                 cursor.pos = run.pos + i
                 continue
             if seq > expected:
-                self._note_missing(stream, expected, seq)
+                self._quarantine.note_missing(stream, expected, seq)
             expected = seq + 1
-            if dead and (stream, seq) in dead:  # quarantined when the engine first passed it
+            if quarantine and quarantine.holds(stream, seq):  # quarantined when the engine first passed it
                 cursor.pos = run.pos + i
                 continue
             self._catch_up_event(lag, stream, run.pos + i, run.micros[i], run.values[i])
@@ -226,11 +226,11 @@ class Scheduling(EngineRoom):
             if event.seq < expected and event.damage is None:
                 lag.cursor.pos = event.pos
                 continue
-            key = (event.stream, event.seq)
-            reason = None if key in self._dead else event.damage or self._misplaced(event)
-            if reason is None and key not in self._dead:
+            dead = self._quarantine.holds(event.stream, event.seq)
+            reason = None if dead else event.damage or self._misplaced(event)
+            if reason is None and not dead:
                 if event.seq > expected:
-                    self._note_missing(event.stream, expected, event.seq)
+                    self._quarantine.note_missing(event.stream, expected, event.seq)
                 expected = max(expected, event.seq + 1)
                 assert event.micros is not None  # a sound event has its time
                 self._catch_up_event(lag, event.stream, event.pos, event.micros, event.value)
@@ -238,11 +238,11 @@ class Scheduling(EngineRoom):
                     break
                 continue
             if reason is not None:
-                self._quarantine_event(event, reason)
+                self._quarantine.take_out(event, reason)
             lag.cursor.pos = event.pos
         if run.damage is None and run.stream in self._streams:
             lag.expected[run.stream] = expected
-        self._flush_quarantine()
+        self._quarantine.flush()
         return end - first
 
     def _catch_up_event(self, lag: Lag, stream: str, pos: int, micros: int, value: object) -> None:

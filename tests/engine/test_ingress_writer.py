@@ -136,7 +136,7 @@ def test_an_event_dated_too_far_ahead_is_numbered_and_quarantined_without_a_posi
     assert [(r.pos, r.seq, r.values) for r in runs] == [(1, 0, [1]), (2, 2, [3])]
     (letter,) = engine.dead_letters()
     assert (letter.seq, letter.pos, letter.time) == (1, None, far) and "max_event_time_ahead" in letter.reason
-    assert ("s://0", 1) in engine._dead
+    assert engine._quarantine.holds("s://0", 1)
 
 
 def test_an_unknown_commit_mode_is_refused_and_releases_the_store(tmp_path: Path) -> None:
