@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import math
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -14,6 +13,7 @@ from typing import Any, Final
 from sortedcontainers import SortedList
 
 from reaqtive.engine.behind import Lag
+from reaqtive.engine.checkpoint_policy import CheckpointPolicy
 from reaqtive.engine.database import EngineStore, IngressEvent
 from reaqtive.engine.egress import Output, OutputCounter, OutputWriter
 from reaqtive.engine.engine_errors import (
@@ -47,6 +47,7 @@ from reaqtive.engine.quarantine import Quarantine
 from reaqtive.engine.readers import Envelope, LogCursor, StreamNotFoundError, StreamReader
 from reaqtive.engine.records import Behind
 from reaqtive.engine.signals import Signal
+from reaqtive.engine.sources import Sources
 from reaqtive.errors import InvalidSettingError
 from reaqtive.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
@@ -302,8 +303,7 @@ class EngineRoom:
     _settings: dict[str, object]
     _policy: RecoveryPolicy
     _on_failure: Callable[[str, BaseException], RecoveryPolicy | None] | None
-    _every_events: int | None
-    _every_seconds: float | None
+    _checkpoint_policy: CheckpointPolicy
     _log: logging.Logger
     _status: EngineStatus
     _gc: GcFreeze
@@ -342,8 +342,7 @@ class EngineRoom:
         self._committed: Behind = Behind(0, None, 0)  # the last checkpoint's position and clock (see _pin_for)
         self._stood_behind: dict[str, Behind] = {}  # the queries behind the engine at the last checkpoint
         self._legacy_caught_up: dict[str, int] = {}  # a delivery record from before log positions: its watermarks
-        self._sources: dict[str, Callable[[], bytes]] = {}  # register_source: read at each checkpoint
-        self._source_states: dict[str, bytes | Exception] = {}  # their committed bytes (or why unreadable)
+        self._sources = Sources()  # register_source: their positions, stored with each checkpoint
         self._faults_pending: list[tuple[str, Exception]] = []
         # The dead letters of delivery, a part of its own (reaqtive.engine.quarantine).
         self._quarantine = Quarantine(self._store, self._log)
@@ -359,8 +358,6 @@ class EngineRoom:
         self._counter_errors: dict[str, Exception] = {}
         self._output_extents: dict[str, tuple[int, int, int]] = {}
         self._ended: dict[str, BaseException | None] = {}
-        self._since_checkpoint = 0
-        self._last_checkpoint_time = time.monotonic()
         self.last_checkpoint: CheckpointMetrics | None = None
         self.recovery = RecoveryMetrics()
         self._clock_started = False
@@ -497,7 +494,7 @@ class EngineRoom:
     def _misplaced(self, event: IngressEvent) -> str | None:
         raise NotImplementedError  # Delivery
 
-    def _maybe_checkpoint(self, force_time: bool = False) -> bool:
+    def _maybe_checkpoint(self) -> bool:
         raise NotImplementedError  # Checkpointing
 
     def checkpoint(self, *, full: bool = False) -> CheckpointMetrics:

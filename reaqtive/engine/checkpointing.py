@@ -4,7 +4,6 @@ the ingress log truncated to what it covers, and the acknowledged outputs trimme
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
@@ -116,7 +115,7 @@ class Checkpointing(EngineRoom):
         for counter in moved.values():
             counter.committed = counter.pending
         self._note_committed(behind, unsaved)
-        self._source_states.update(sources)
+        self._sources.committed(sources)
         self._environment.confirm_removed(removed)
         for uri, seq in observed.items():
             if uri not in unsaved and seq != self._outputs.observed.get(uri, -1):
@@ -141,8 +140,7 @@ class Checkpointing(EngineRoom):
         )
         self.last_checkpoint = metrics
         self._gc.after_checkpoint()
-        self._since_checkpoint = 0
-        self._last_checkpoint_time = time.monotonic()
+        self._checkpoint_policy.committed()
         self._log.info(
             "checkpoint %d: paused %.2f ms, commit %.2f ms, %d bytes, %d dirty subscriptions",
             metrics.checkpoint_id, metrics.pause_seconds * 1e3, metrics.commit_seconds * 1e3,
@@ -192,19 +190,13 @@ class Checkpointing(EngineRoom):
 
     def _put_sources(self, transaction: CheckpointTransaction, sources: dict[str, bytes]) -> None:
         """While paused: each registered source's position (register_source), consistent with its stream."""
-        for name, state in self._sources.items():
-            blob = sources[name] = state()
-            if not isinstance(blob, bytes):
-                raise TypeError(f"source {name!r}: its state is a {type(blob).__name__}, not bytes")
+        sources.update(self._sources.read_now())
+        for name, blob in sources.items():
             transaction.put(_SOURCES, name, blob)
 
-    def _maybe_checkpoint(self, force_time: bool = False) -> bool:
-        due = (self._every_events is not None and self._since_checkpoint >= self._every_events) or (
-            self._every_seconds is not None
-            and (self._since_checkpoint or force_time)
-            and time.monotonic() - self._last_checkpoint_time >= self._every_seconds
-        )
-        if due and self._since_checkpoint:
+    def _maybe_checkpoint(self) -> bool:
+        """Take a checkpoint if the periodic policy says one is due (see reaqtive.engine.checkpoint_policy)."""
+        if self._checkpoint_policy.due():
             self._checkpoint_reporting(full=False)
             return True
         return False

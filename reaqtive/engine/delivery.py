@@ -5,7 +5,6 @@ the clock, quarantining what cannot be delivered.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -210,7 +209,7 @@ class Delivery(EngineRoom):
         runs = self._read_runs(limit)
         if not runs:
             self._advance_wall_clock()
-            self._maybe_checkpoint(force_time=True)
+            self._maybe_checkpoint()
             if self._outputs.buffer:
                 self.produced.fire()  # timers the wall clock fired
             return None
@@ -336,8 +335,9 @@ class Delivery(EngineRoom):
         from the host); with ``checkpoint_every_seconds``, until the periodic checkpoint is due; otherwise
         ``None``: only appends wake it."""
         waits: list[float] = []
-        if self._every_seconds is not None:
-            waits.append(self._every_seconds - (time.monotonic() - self._last_checkpoint_time))
+        until_checkpoint = self._checkpoint_policy.seconds_left()
+        if until_checkpoint is not None:
+            waits.append(until_checkpoint)
         if self._clock_mode == "wall":
             with self._lock:
                 due = self._scheduler.next_due
@@ -373,13 +373,13 @@ class Delivery(EngineRoom):
             if taken and lock.waiting:
                 break  # a yield point, after a slice at least: the rest goes on after the hand-over
             upto = min(count, taken + SLICE_EVENTS)
-            every = self._every_events
-            if every is not None:  # the checkpoint positions of event-at-a-time delivery
-                upto = min(upto, taken + max(every - self._since_checkpoint, 1))
+            left = self._checkpoint_policy.events_left()
+            if left is not None:  # the checkpoint positions of event-at-a-time delivery
+                upto = min(upto, taken + left)
             reached = self._deliver_plain(run, taken, upto)
             if reached == taken:
                 break  # a task due before the next event gave way: the hand-over comes first
-            self._since_checkpoint += reached - taken
+            self._checkpoint_policy.delivered(reached - taken)
             taken = reached
             self._maybe_checkpoint()
         return taken
@@ -413,7 +413,7 @@ class Delivery(EngineRoom):
                 return taken  # a yield point (or a task due before the event gave way: the event comes after it)
             taken += 1
             self._cursor.pos = max(self._cursor.pos, event.pos)
-            self._since_checkpoint += 1
+            self._checkpoint_policy.delivered(1)
             if self._faults_pending:
                 self._apply_faults()
             self._maybe_checkpoint()

@@ -30,6 +30,7 @@ from reaqtive.engine._room import (
     _check_seconds,
     _check_whole,
 )
+from reaqtive.engine.checkpoint_policy import CheckpointPolicy
 from reaqtive.engine.checkpointing import Checkpointing
 from reaqtive.engine.database import MEMORY
 from reaqtive.engine.delivery import Delivery
@@ -164,8 +165,7 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         self._settings = dict(settings or {})
         self._policy = recovery_policy
         self._on_failure = on_recovery_failure
-        self._every_events = checkpoint_every_events
-        self._every_seconds = checkpoint_every_seconds
+        self._checkpoint_policy = CheckpointPolicy(checkpoint_every_events, checkpoint_every_seconds)
         if start is not None and start.tzinfo is None:
             raise ValueError(f"start must be timezone-aware, got {start}")
         self._log = logger or _LOG

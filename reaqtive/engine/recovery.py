@@ -71,7 +71,7 @@ class Recovery(EngineRoom):
             damaged.setdefault(category, {})[key] = error
         self._stored_state_keys = set(state) | set(damaged[STATE_CATEGORY])
         # The sources' positions, read back by each source (register_source); a damaged one raises there.
-        self._source_states = {**dict(snapshot.items(_SOURCES)), **damaged.get(_SOURCES, {})}
+        self._sources.committed({**dict(snapshot.items(_SOURCES)), **damaged.get(_SOURCES, {})})
         records = self._read_records(snapshot, damaged[_ARTIFACTS])
         template_errors = self._read_templates(snapshot, damaged[_TEMPLATES])
         phases["read"] = time.perf_counter() - started

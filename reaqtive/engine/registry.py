@@ -68,21 +68,19 @@ class ArtifactRegistry(EngineRoom):
         ``state`` is called under the engine's lock: it must be quick and must not call the engine."""
         with self._lock:
             self._check_open()
-            if not isinstance(name, str) or not name or name in self._sources:
-                raise ValueError(f"register_source: {name!r} is not a new non-empty name")
-            self._sources[name] = state
+            self._sources.register(name, state)
 
     def unregister_source(self, name: str) -> None:
         """Stop storing source ``name``'s state (its last stored state stays; unknown: a no-op)."""
         with self._lock:
-            self._sources.pop(name, None)
+            self._sources.unregister(name)
 
     def source_state(self, name: str) -> bytes | None:
         """The state of source ``name`` in the last checkpoint (``None``: none stored). Data, never code: the
         source decodes it with checks. A damaged row raises :class:`MalformedRecordError`."""
         with self._lock:
             self._check_open()
-            stored = self._source_states.get(name)
+            stored = self._sources.stored(name)
         if isinstance(stored, Exception):
             raise MalformedRecordError(f"the stored state of source {name!r} is damaged: {stored}") from stored
         return stored
