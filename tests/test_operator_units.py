@@ -23,8 +23,8 @@ import pytest
 import reaqtive
 import reaqtive.fluent
 from reaqtive import Query
-from reaqtive.binding import OperatorSpec, operator_specs
-from reaqtive.expression import Expression
+from reaqtive.core.binding import OperatorSpec, operator_specs
+from reaqtive.core.expression import Expression
 from tests.operators.test_arguments import VALID
 
 PACKAGE = Path(reaqtive.__file__).resolve().parent

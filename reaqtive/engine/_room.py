@@ -13,6 +13,9 @@ from typing import Any, Final
 
 from sortedcontainers import SortedList
 
+from reaqtive.core.errors import InvalidSettingError
+from reaqtive.core.subjects import SimpleSubject
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.database import ElementLetter, EngineStore, IngressEvent
 from reaqtive.engine.egress import Output, OutputCounter
@@ -45,8 +48,7 @@ from reaqtive.engine.outbox import Outbox
 from reaqtive.engine.readers import Envelope, LogCursor, StreamNotFoundError, StreamReader
 from reaqtive.engine.records import Behind
 from reaqtive.engine.signals import Signal
-from reaqtive.errors import InvalidSettingError
-from reaqtive.query import Query
+from reaqtive.fluent.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
 from reaqtive.state import (
     Checkpointer,
@@ -55,8 +57,6 @@ from reaqtive.state import (
     save_subscription,
 )
 from reaqtive.state.host import HostedQuery, QueryHost
-from reaqtive.subjects import SimpleSubject
-from reaqtive.subscriptions import SubscriptionHandle
 
 _LOG: Final = logging.getLogger("reaqtive.engine")
 _ARTIFACTS: Final = "artifacts"

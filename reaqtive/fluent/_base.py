@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 if TYPE_CHECKING:
-    from reaqtive.expression import OperatorCall
-    from reaqtive.query import Query
+    from reaqtive.core.expression import OperatorCall
+    from reaqtive.fluent.query import Query
 
 __all__ = ["Fluent"]
 

@@ -6,12 +6,12 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from reaqtive.expression import source_node
+from reaqtive.core.expression import source_node
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators import empty, from_iterable, never, return_value, throw, timer
-from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["SourceConstructors"]
 
@@ -19,7 +19,7 @@ R = TypeVar("R")
 
 
 def _subscribable_node(source: Subscribable[R]) -> Query[R]:
-    """A ``subscribable`` node (an internal operator: :mod:`reaqtive.expression`) over ``source``."""
+    """A ``subscribable`` node (an internal operator: :mod:`reaqtive.core.expression`) over ``source``."""
     if not isinstance(source, Subscribable):
         raise TypeError(f"from_subscribable needs a Subscribable, got {type(source).__name__}")
     return source_node("subscribable", (source,))

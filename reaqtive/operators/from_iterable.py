@@ -7,17 +7,17 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, source_node
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, source_node
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import YieldToken
+from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.operators._fusion import SOURCE_DISPOSED, STOPPED_AT_NONE, FusedEntry, emits_batches
 from reaqtive.operators._source import EMIT_BATCH, TERMINATED, PullSource
-from reaqtive.scheduler_interface import YieldToken
-from reaqtive.streams import LONG_MAX, Subscriber
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["FromIterable", "FromIterableArgs", "from_iterable"]
 
@@ -59,7 +59,8 @@ class FromIterableArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> FromIterableArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         return cls(arguments(query, "iterable").iterable(0))
 
 

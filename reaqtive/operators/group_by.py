@@ -7,25 +7,25 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import Arguments, arguments, require_callable, require_duration, require_positive_int
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.errors import LimitExceededError, ObjectDisposedError
-from reaqtive.expression import Expression, OperatorCall, new_grouped_stream
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import Arguments, arguments, require_callable, require_duration, require_positive_int
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import LimitExceededError, ObjectDisposedError
+from reaqtive.core.expression import Expression, OperatorCall, new_grouped_stream
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.streams import LONG_MAX, Subscriber
+from reaqtive.core.subjects import MultiSubject
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators._timing import add_safe
 from reaqtive.operators.settings import MAX_GROUP_COUNT, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state.fields import time_bounds
-from reaqtive.streams import LONG_MAX, Subscriber
-from reaqtive.subjects import MultiSubject
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
-    from reaqtive.query import GroupedStream, InnerStream, Query
+    from reaqtive.fluent.query import GroupedStream, InnerStream, Query
 
 __all__ = [
     "GroupBy",
@@ -48,7 +48,7 @@ def group_by(
     expire_after: timedelta | None = None,
 ) -> OperatorCall[Any]:
     """Split the elements into one inner stream per key: each new key emits a
-    :class:`~reaqtive.query.GroupedStream` (a query, with ``.key``), and each element goes into the group of
+    :class:`~reaqtive.fluent.query.GroupedStream` (a query, with ``.key``), and each element goes into the group of
     ``key_selector(element)``, as ``element_selector(element)`` if given.
 
     >>> from_iterable(range(7)).group_by(lambda x: x % 3).flat_map(
@@ -117,7 +117,8 @@ class GroupByArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> GroupByArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = _arguments(query)
         return cls(
             args.source(0),

@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, source_node
-from reaqtive.operator import Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, source_node
+from reaqtive.core.operator import Version
+from reaqtive.core.scheduler_interface import YieldToken
+from reaqtive.core.streams import Subscriber
 from reaqtive.operators._source import PullSource
-from reaqtive.scheduler_interface import YieldToken
-from reaqtive.streams import Subscriber
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["Never", "NeverArgs", "never"]
 
@@ -41,7 +41,8 @@ class NeverArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> NeverArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if there are any)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if there are
+        any)."""
         arguments(query)
         return cls()
 

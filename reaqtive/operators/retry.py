@@ -6,15 +6,13 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_positive_int
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.scheduler import ActionTask
-from reaqtive.scheduler_interface import Scheduler
-from reaqtive.state import StatefulOperatorBase
-from reaqtive.streams import (
+from reaqtive.core.arguments import arguments, require_positive_int
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.streams import (
     LONG_MAX,
     Subscriber,
     Subscription,
@@ -22,14 +20,16 @@ from reaqtive.streams import (
     non_positive_request_error,
     require_not_none,
 )
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import set_context_all, start_all, subscribe_all
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import set_context_all, start_all, subscribe_all
+from reaqtive.scheduler import ActionTask
+from reaqtive.state import StatefulOperatorBase
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["Retry", "RetryArgs", "RetryCount", "retry"]
 
@@ -76,7 +76,8 @@ class RetryArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> RetryArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "count")
         return cls(args.source(0), args.optional_integer(1, minimum=1))
 

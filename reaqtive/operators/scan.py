@@ -6,18 +6,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, overload
 
-from reaqtive.arguments import arguments
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators.keyed_steps import KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["NO_SEED", "Scan", "ScanArgs", "ScanSeed", "ScanSeedArgs", "bind_scan", "scan"]
 
@@ -112,7 +112,7 @@ class ScanArgs:
     @classmethod
     def read(cls, query: Expression[Any]) -> ScanArgs | ScanSeedArgs:
         """The checked arguments of ``query``: a :class:`ScanSeedArgs` when it has a seed
-        (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not fit)."""
         if len(query.args) == 3:
             return ScanSeedArgs.read(query)
         args = arguments(query, ("source", "accumulator"), ("source", "seed", "accumulator"))

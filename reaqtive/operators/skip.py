@@ -6,21 +6,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber, add_demand
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._take_skip import OpenAtDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.state.fields import time_bounds
-from reaqtive.streams import Subscriber, add_demand
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["Skip", "SkipArgs", "SkipDuration", "SkipDurationArgs", "skip"]
 

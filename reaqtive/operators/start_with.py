@@ -6,21 +6,21 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SingleAssignmentSubscription, SubscriptionHandle
+from reaqtive.core.visitors import initialize, set_context_all, subscribe_all
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SingleAssignmentSubscription, SubscriptionHandle
-from reaqtive.visitors import initialize, set_context_all, subscribe_all
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["StartWith", "StartWithArgs", "start_with"]
 
@@ -67,7 +67,8 @@ class StartWithArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> StartWithArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "values")
         return cls(args.source(0), args.elements(1))
 

@@ -6,21 +6,21 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 from reaqtive.operators._take_skip import TakeUntilDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
 from reaqtive.operators.keyed_steps import DONE, KeyedStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.state.fields import time_bounds
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["Take", "TakeArgs", "TakeDuration", "TakeDurationArgs", "take"]
 
@@ -72,7 +72,8 @@ class TakeArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> TakeArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "count")
         return cls(args.source(0), args.integer(1))
 

@@ -7,18 +7,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber, require_not_none
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 from reaqtive.operators._take_skip import TakeUntilDeadline, UntilObserver, other_or_time
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber, require_not_none
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["TakeUntil", "TakeUntilArgs", "TakeUntilTime", "TakeUntilTimeArgs", "take_until"]
 

@@ -6,22 +6,22 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from reaqtive.arguments import arguments, require_positive_duration
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.errors import LimitExceededError
-from reaqtive.expression import Expression, source_node
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments, require_positive_duration
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.expression import Expression, source_node
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler, YieldToken, utc
+from reaqtive.core.streams import Subscriber, add_demand
 from reaqtive.operators._source import EMIT_BATCH, TERMINATED, PullSource
 from reaqtive.operators._timing import MAX_TIME, add_safe, due_bounds, due_time, multiply_safe, require_due
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
 from reaqtive.scheduler import YieldableActionTask
-from reaqtive.scheduler_interface import Scheduler, YieldToken, utc
 from reaqtive.state.fields import time_bounds
-from reaqtive.streams import Subscriber, add_demand
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = [
     "IntervalArgs",
@@ -103,7 +103,8 @@ class TimerArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> TimerArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, ("due",), ("due", "period"))
         if len(args) == 1:
             return TimerArgs(args.due(0))

@@ -8,26 +8,26 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.errors import LimitExceededError
-from reaqtive.expression import Expression, new_inner_stream
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.expression import Expression, new_inner_stream
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
+from reaqtive.core.subjects import MultiSubject
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators._timing import MAX_SPAN, add_safe, earlier, multiply_safe
 from reaqtive.operators.settings import MAX_WINDOW_COUNT, UNLIMITED, read_limit
 from reaqtive.operators.window import window
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state.fields import time_bounds
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand
-from reaqtive.subjects import MultiSubject
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
-    from reaqtive.query import InnerStream, Query
+    from reaqtive.fluent.query import InnerStream, Query
 
 __all__ = [
     "WindowTime",
@@ -51,7 +51,8 @@ class WindowTimeArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> WindowTimeArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "duration", "shift")
         source, duration, shift = args.source(0), args.duration(1, positive=True), args.duration(2, positive=True)
         if shift != duration and shift > MAX_SPAN:

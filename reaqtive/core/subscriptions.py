@@ -2,10 +2,10 @@
 
 A :class:`SubscriptionHandle` is the Reaqtive view of a subscription: it can be disposed, and it accepts a
 visitor that walks the operator tree under it (to start it, save or load its state, unload it, ...). It is not the
-Reactive Streams :class:`~reaqtive.streams.Subscription` (``request``/``cancel``), although every operator is both.
+Reactive Streams :class:`~reaqtive.core.streams.Subscription` (``request``/``cancel``), although every operator is both.
 
 Holders in this module forward a visitor to what they hold, in insertion order, so a traversal reaches every
-operator under a tree of composites (see :mod:`reaqtive.visitors` for the order).
+operator under a tree of composites (see :mod:`reaqtive.core.visitors` for the order).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, final
 
-from reaqtive.errors import SubscriptionAssignedError
+from reaqtive.core.errors import SubscriptionAssignedError
 
 if TYPE_CHECKING:
-    from reaqtive.visitors import SubscriptionVisitor
+    from reaqtive.core.visitors import SubscriptionVisitor
 
 __all__ = [
     "NOP_SUBSCRIPTION",

@@ -3,7 +3,7 @@
 By the Reactive Streams contract an error ends a stream: an exception from a ``map`` selector becomes ``on_error``
 downstream and the query is over. A host may instead give a query an **error policy** (the operator context's
 setting :data:`ERROR_POLICY_SETTING`, inherited by its inner units): every operator that calls a user function
-hands the exception to :meth:`OperatorBase._user_error <reaqtive.operator.OperatorBase._user_error>`, which asks
+hands the exception to :meth:`OperatorBase._user_error <reaqtive.core.operator.OperatorBase._user_error>`, which asks
 the policy. ``skip`` drops the element at that operator (it never reaches what follows; a stage that passes one
 element on per element asks its upstream for another in its place) and the query goes on; ``stop`` is the
 contract's ``on_error``. A policy that skips is told so it can keep the element as a dead letter (the engine does:
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from reaqtive.operator import OperatorBase
+    from reaqtive.core.operator import OperatorBase
 
 __all__ = ["ERROR_POLICY_SETTING", "NO_ELEMENT", "ErrorContext", "ErrorDecision", "ErrorPolicy"]
 
