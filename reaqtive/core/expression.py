@@ -41,7 +41,6 @@ from reaqtive.core.visitors import initialize
 
 if TYPE_CHECKING:
     from reaqtive.core.scheduler_interface import Scheduler
-    from reaqtive.fluent.query import GroupedStream, InnerStream, Query
 
 __all__ = [
     "DEFAULT_INSTANCE_ID",
@@ -101,7 +100,7 @@ class OperatorCall(Generic[R_co]):
         self.op = op
         self.args = args
 
-    def __call__(self, source: Subscribable[Any]) -> Query[R_co]:
+    def __call__(self, source: Subscribable[Any]) -> Expression[R_co]:
         """The node ``op(source, *args)``."""
         return new_node(self.op, (as_expression(source), *self.args))
 
@@ -109,7 +108,7 @@ class OperatorCall(Generic[R_co]):
         return f"{self.op}({', '.join(_describe(a) for a in self.args)})"
 
 
-def source_node(op: str, args: tuple[object, ...] = ()) -> Query[Any]:
+def source_node(op: str, args: tuple[object, ...] = ()) -> Expression[Any]:
     """The node of a source operator (no upstream): what a source's builder returns (``from_iterable([1])``)."""
     return new_node(op, args)
 
@@ -171,12 +170,12 @@ class Expression(Subscribable[T], Generic[T]):
     # -- chaining ----------------------------------------------------------------------------------------------
 
     @overload
-    def pipe(self, step: OperatorCall[R], /) -> Query[R]: ...
+    def pipe(self, step: OperatorCall[R], /) -> Expression[R]: ...
 
     @overload
-    def pipe(self, *steps: OperatorCall[Any] | Callable[[Query[Any]], Query[Any]]) -> Query[Any]: ...
+    def pipe(self, *steps: OperatorCall[Any] | Callable[[Expression[Any]], Expression[Any]]) -> Expression[Any]: ...
 
-    def pipe(self, *steps: OperatorCall[Any] | Callable[[Query[Any]], Query[Any]]) -> Query[Any]:
+    def pipe(self, *steps: OperatorCall[Any] | Callable[[Expression[Any]], Expression[Any]]) -> Expression[Any]:
         """Apply ``steps`` in order: each an operator call (``take(3)``, a user operator's ``clamp(0, 10)``) or
         a function from a query to a query. ``query.pipe(take(3))`` is ``query.take(3)``.
 
@@ -357,7 +356,7 @@ class InnerStreamNode(Expression[T], Generic[T]):
         return ("window", self._stream_id)
 
     @staticmethod
-    def from_reference(reference: tuple[object, ...], environment: HigherOrderEnvironment) -> InnerStream[Any]:
+    def from_reference(reference: tuple[object, ...], environment: HigherOrderEnvironment) -> InnerStreamNode[Any]:
         """Re-create a saved inner stream, looking its subject up (or re-creating it) in ``environment``."""
         return inner_stream_from_reference(reference, environment)
 
@@ -389,6 +388,10 @@ class GroupedStreamNode(InnerStreamNode[T], Generic[T]):
 
 # -- making facade nodes below the facade -------------------------------------------------------------------------
 
+# These functions are typed with the node classes of this module: the facade's classes are defined above the
+# core, which must not import them (not even for the type checker). At run time they make the facade's classes,
+# and the facade's own methods are typed with them.
+
 class _Facade:
     """The node classes users hold, set once by :mod:`reaqtive.fluent.query` (:func:`use_facade`)."""
 
@@ -403,17 +406,17 @@ def use_facade(query: type[Expression[Any]], inner_stream: type[InnerStreamNode[
     _Facade.query, _Facade.inner_stream, _Facade.grouped_stream = query, inner_stream, grouped_stream
 
 
-def new_node(op: str, args: tuple[object, ...]) -> Query[Any]:
+def new_node(op: str, args: tuple[object, ...]) -> Expression[Any]:
     """The query node ``op(*args)``, with the fluent methods."""
     return _Facade.query(op, args)  # type: ignore[no-any-return]
 
 
-def new_inner_stream(subject: Subscribable[T], stream_id: str | None) -> InnerStream[T]:
+def new_inner_stream(subject: Subscribable[T], stream_id: str | None) -> InnerStreamNode[T]:
     """A window's query over ``subject`` (see :class:`InnerStreamNode`)."""
     return _Facade.inner_stream(subject, stream_id)  # type: ignore[no-any-return]
 
 
-def new_grouped_stream(subject: Subscribable[T], stream_id: str | None, key: object) -> GroupedStream[T]:
+def new_grouped_stream(subject: Subscribable[T], stream_id: str | None, key: object) -> GroupedStreamNode[T]:
     """A group's query over ``subject`` (see :class:`GroupedStreamNode`)."""
     return _Facade.grouped_stream(subject, stream_id, key)  # type: ignore[no-any-return]
 
@@ -425,7 +428,7 @@ def grouped_stream_class() -> type[GroupedStreamNode[Any]]:
 
 def inner_stream_from_reference(
     reference: tuple[object, ...], environment: HigherOrderEnvironment
-) -> InnerStream[Any]:
+) -> InnerStreamNode[Any]:
     """Re-create a saved inner stream (:meth:`InnerStreamNode.reference`), looking its subject up (or
     re-creating it) in ``environment``."""
     kind, stream_id, *rest = reference

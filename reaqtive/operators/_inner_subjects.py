@@ -70,7 +70,7 @@ from reaqtive.operators.settings import MAX_QUEUE_SIZE
 from reaqtive.state import StatefulUnaryOperatorBase
 
 if TYPE_CHECKING:
-    from reaqtive.fluent.query import InnerStream
+    from reaqtive.core.expression import InnerStreamNode
 
 __all__ = ["DEFAULT_MAX_WAITING", "Inner", "InnerStreamOperator", "input_of"]
 
@@ -133,7 +133,7 @@ class Inner:
         return f"<inner {self.number} key={self.key!r} {where}{' closed' if self.closed else ''}>"
 
 
-class InnerStreamOperator(StatefulUnaryOperatorBase[T, "InnerStream[Any]"], Generic[T]):
+class InnerStreamOperator(StatefulUnaryOperatorBase[T, "InnerStreamNode[Any]"], Generic[T]):
     """The base of ``group_by`` and the ``window`` stages (see the module docstring for the shared rules).
 
     Subclasses implement :meth:`_element` (an action: one element from upstream), :meth:`_close_all` (the
@@ -169,7 +169,7 @@ class InnerStreamOperator(StatefulUnaryOperatorBase[T, "InnerStream[Any]"], Gene
         "_wip",
     )
 
-    def __init__(self, source: Subscribable[T], downstream: Subscriber[InnerStream[Any]]) -> None:
+    def __init__(self, source: Subscribable[T], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         super().__init__(downstream)
         self._source = source
         self._lock = threading.Lock()
@@ -254,7 +254,9 @@ class InnerStreamOperator(StatefulUnaryOperatorBase[T, "InnerStream[Any]"], Gene
         """Drop the subclass's own bookkeeping of open streams (they were ended or failed)."""
         raise NotImplementedError
 
-    def _make_stream(self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None) -> InnerStream[Any]:
+    def _make_stream(
+        self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None
+    ) -> InnerStreamNode[Any]:
         """What goes downstream for ``inner``."""
         raise NotImplementedError
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -21,9 +21,6 @@ from reaqtive.operators._timing import span_arguments
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
 from reaqtive.state import DirtyState, StatefulUnaryOperatorBase
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["BufferArgs", "BufferCount", "BufferCountSkip", "bind_buffer", "buffer"]
 
@@ -137,7 +134,7 @@ def _closed_before(received: int, count: int, skip: int) -> int:
 
 
 @register_operator("buffer", builder=buffer, args=BufferArgs)
-def bind_buffer(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+def bind_buffer(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of :func:`buffer` by count: :class:`BufferCount` when ``skip == count``, else
     :class:`BufferCountSkip`."""
     args = BufferArgs.read(query)
@@ -166,7 +163,7 @@ class BufferCount(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
         "_threshold",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(downstream)
         args = BufferArgs.read(query)
         self._source: Subscribable[T] = args.source
@@ -282,7 +279,7 @@ class BufferCountSkip(UnaryEmitterBase[T, list[T]], Generic[T]):
         "_threshold",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(downstream)
         args = BufferArgs.read(query)
         self._source: Subscribable[T] = args.source

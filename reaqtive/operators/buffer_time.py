@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -26,9 +26,6 @@ from reaqtive.operators.buffer import buffer
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
 from reaqtive.state.fields import time_bounds
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = [
     "BufferTime",
@@ -75,7 +72,7 @@ class BufferTimeOrCountArgs:
 
 
 @register_operator("buffer_time", frames=4, builder=buffer, args=BufferTimeArgs)
-def bind_buffer_time(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+def bind_buffer_time(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of :func:`~reaqtive.operators.buffer.buffer` by duration (and shift): :class:`BufferTime`
     when ``shift == duration``, else :class:`BufferTimeShift`."""
     args = BufferTimeArgs.read(query)
@@ -334,7 +331,7 @@ class BufferTime(_TickBuffer[T], Generic[T]):
 
     __slots__ = ()
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         args = BufferTimeArgs.read(query)
         super().__init__(args.source, args.duration, downstream)
 
@@ -381,7 +378,7 @@ class BufferTimeShift(_TimeBuffer[T], Generic[T]):
 
     __slots__ = ("_buffers", "_duration", "_next_open", "_shift")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         args = BufferTimeArgs.read(query)
         super().__init__(args.source, downstream)
         self._duration = args.duration
@@ -489,7 +486,7 @@ class BufferTimeOrCount(_TickBuffer[T], Generic[T]):
 
     __slots__ = ("_count", "_credit", "_requested")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         args = BufferTimeOrCountArgs.read(query)
         super().__init__(args.source, args.duration, downstream)
         self._count = args.count

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import require_callable, variadic_arguments
 from reaqtive.core.binding import register_operator
@@ -15,9 +15,6 @@ from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._emitter import COMPLETE, IDLE, EmitterInput, MultiInputEmitter, input_source
 from reaqtive.state import StateShapeError
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["CombineLatest", "CombineLatestArgs", "combine_latest"]
 
@@ -125,7 +122,7 @@ class CombineLatest(MultiInputEmitter[R], Generic[R]):
 
     __slots__ = ("_combine_inputs", "_complete_now", "_emit_now", "_latest", "_missing", "_queue", "_selector")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         super().__init__(downstream)
         args = CombineLatestArgs.read(query)
         sources = (args.source, *args.others)

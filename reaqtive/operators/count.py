@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -14,9 +14,6 @@ from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage, optional_callable
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["Count", "CountArgs", "count"]
 
@@ -67,7 +64,7 @@ class Count(AggregateStage[T, int], Generic[T]):
 
     __slots__ = ("_count", "_predicate")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[int]) -> None:
         args = CountArgs.read(query)
         super().__init__(args.source, downstream)
         self._predicate: Callable[[T], object] | None = args.predicate

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments, require_duration
 from reaqtive.core.binding import register_operator
@@ -21,9 +21,6 @@ from reaqtive.operators._inner_subscriptions import InnerHost, needs_environment
 from reaqtive.operators._timing import add_safe
 from reaqtive.scheduler import ActionTask
 from reaqtive.state.fields import time_bounds
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["Debounce", "DebounceArgs", "DebounceSelector", "debounce"]
 
@@ -103,7 +100,7 @@ class DebounceArgs:
 
 
 @register_operator("debounce", frames=20, builder=debounce, args=DebounceArgs)
-def _bind_debounce(query: Query[Any], downstream: Subscriber[Any]) -> _DebounceBase[Any]:
+def _bind_debounce(query: Expression[Any], downstream: Subscriber[Any]) -> _DebounceBase[Any]:
     """``debounce(duration)`` or ``debounce(duration_selector)``: one expression operator, two stages."""
     if isinstance(DebounceArgs.read(query).duration, timedelta):
         return Debounce(query, downstream)
@@ -212,7 +209,7 @@ class Debounce(_DebounceBase[T], Generic[T]):
 
     __slots__ = ("_armed", "_due", "_duration", "_scheduler")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         args = DebounceArgs.read(query)
         super().__init__(args, downstream)
         duration = args.duration
@@ -306,7 +303,7 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
 
     __slots__ = ("_count", "_has_inner", "_host", "_selector")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         args = DebounceArgs.read(query)
         super().__init__(args, downstream)
         selector = args.duration

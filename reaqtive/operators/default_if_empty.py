@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -15,9 +15,6 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.keyed_steps import KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["DefaultIfEmpty", "DefaultIfEmptyArgs", "default_if_empty"]
 
@@ -73,7 +70,7 @@ class DefaultIfEmpty(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_default", "_lock", "_not_empty", "_pending", "_requested", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = DefaultIfEmptyArgs.read(query)
         self._source: Subscribable[T] = args.source

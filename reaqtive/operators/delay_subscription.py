@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -19,9 +19,6 @@ from reaqtive.core.visitors import set_context_all, start_all, subscribe_all
 from reaqtive.operators._timing import due_bounds, due_time, require_due
 from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["DelaySubscription", "DelaySubscriptionArgs", "delay_subscription"]
 
@@ -86,7 +83,7 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_due", "_holder", "_next_due", "_scheduler", "_source", "_subscribed")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = DelaySubscriptionArgs.read(query)
         self._source: Subscribable[T] = args.source

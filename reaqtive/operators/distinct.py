@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments, require_callable
 from reaqtive.core.binding import register_operator
@@ -18,9 +18,6 @@ from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.settings import MAX_DISTINCT_ELEMENTS, read_limit
 from reaqtive.state import StatefulUnaryOperatorBase
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["Distinct", "DistinctArgs", "DistinctComparer", "bind_distinct", "distinct"]
 
@@ -123,7 +120,7 @@ class Distinct(_DistinctBase[T], Generic[T]):
 
     __slots__ = ("_keys",)
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(DistinctArgs.read(query), downstream)
         self._keys: set[object] = set()
 
@@ -161,7 +158,7 @@ class DistinctComparer(_DistinctBase[T], Generic[T]):
 
     __slots__ = ("_comparer", "_keys")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         args = DistinctArgs.read(query)
         super().__init__(args, downstream)
         comparer = args.comparer
@@ -197,7 +194,7 @@ class DistinctComparer(_DistinctBase[T], Generic[T]):
 
 
 @register_operator("distinct", builder=distinct, args=DistinctArgs)
-def bind_distinct(query: Query[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
+def bind_distinct(query: Expression[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of ``distinct``: args ``(source, key_selector | None, comparer | None)``."""
     if arguments(query, "source", "key_selector", "comparer").value(2) is None:  # the stages check the rest
         return Distinct(query, downstream)

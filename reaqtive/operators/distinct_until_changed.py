@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments, require_callable
 from reaqtive.core.binding import register_operator
@@ -15,9 +15,6 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["DistinctUntilChanged", "DistinctUntilChangedArgs", "distinct_until_changed"]
 
@@ -82,7 +79,7 @@ class DistinctUntilChanged(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_comparer", "_has_key", "_key", "_key_selector", "_requested", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = DistinctUntilChangedArgs.read(query)
         self._source: Subscribable[T] = args.source

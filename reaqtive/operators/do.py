@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments, require_callable
 from reaqtive.core.expression import Expression, OperatorCall
@@ -15,9 +15,6 @@ from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators.keyed_steps import NO_OUTPUTS, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["Do", "DoArgs", "do"]
 
@@ -111,7 +108,7 @@ class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_on_complete", "_on_error", "_on_next", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = DoArgs.read(query)
         self._source: Subscribable[T] = args.source

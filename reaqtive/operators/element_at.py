@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments, require_non_negative_int
 from reaqtive.core.binding import register_operator
@@ -20,9 +20,6 @@ from reaqtive.operators.keyed_steps import (
     is_immutable_value,
     register_keyed_step,
 )
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["ElementAt", "ElementAtArgs", "ElementAtOrDefaultArgs", "element_at", "element_at_or_default"]
 
@@ -106,7 +103,7 @@ class ElementAt(AggregateStage[T, T], Generic[T]):
 
     __slots__ = ("_default", "_index", "_op", "_remaining")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         args: ElementAtArgs | ElementAtOrDefaultArgs
         default: object = None
         if query.op == "element_at_or_default":

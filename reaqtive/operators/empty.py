@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -13,15 +13,12 @@ from reaqtive.core.scheduler_interface import YieldToken
 from reaqtive.core.streams import Subscriber
 from reaqtive.operators._source import TERMINATED, PullSource
 
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
-
 __all__ = ["Empty", "EmptyArgs", "empty"]
 
 T = TypeVar("T")
 
 
-def empty() -> Query[Any]:
+def empty() -> Expression[Any]:
     """A source that completes at once, without elements.
 
     >>> Query.empty().run(print, on_complete=lambda: print("done"))  # doctest: +ELLIPSIS
@@ -61,7 +58,7 @@ class Empty(PullSource[Any]):
 
     __slots__ = ()
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         EmptyArgs.read(query)
         super().__init__(downstream)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments, require_callable
 from reaqtive.core.binding import register_operator
@@ -16,9 +16,6 @@ from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["Filter", "FilterArgs", "FilterIndexed", "FilterIndexedArgs", "filter", "filter_indexed"]
 
@@ -112,7 +109,7 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_predicate", "_requested", "_source", "_unbounded")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = FilterArgs.read(query)
         self._source: Subscribable[T] = args.source
@@ -177,7 +174,7 @@ class FilterIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_index", "_predicate", "_requested", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = FilterIndexedArgs.read(query)
         self._source: Subscribable[T] = args.source

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments, require_callable, require_positive_int
 from reaqtive.core.binding import register_operator
@@ -18,9 +18,6 @@ from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._inner_subscriptions import InnerMergeBase, InnerSlot, selected_source
 from reaqtive.operators.keyed_groups import bind_keyed_groups
 from reaqtive.operators.settings import MAX_CONCURRENT_INNER, read_limit
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["FlatMap", "FlatMapArgs", "MergeAll", "MergeAllArgs", "bind_flat_map", "flat_map", "merge_all"]
 
@@ -141,7 +138,7 @@ class MergeAllArgs:
 
 
 @register_operator("flat_map", frames=20, builder=flat_map, args=FlatMapArgs)
-def bind_flat_map(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+def bind_flat_map(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of :func:`flat_map`: over a ``group_by`` whose groups' query is a chain of operators with keyed
     steps, the keyed stage (:mod:`reaqtive.operators.keyed_groups`); otherwise :class:`FlatMap`."""
     args = FlatMapArgs.read(query)
@@ -165,7 +162,7 @@ class FlatMap(InnerMergeBase[R], Generic[R]):
 
     __slots__ = ("_max_concurrent", "_selector")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         args = FlatMapArgs.read(query)
         super().__init__(args.source, downstream)
         self._selector: Callable[[Any], Any] | None = args.selector
@@ -223,7 +220,7 @@ class MergeAll(FlatMap[R], Generic[R]):
 
     __slots__ = ()
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         args = MergeAllArgs.read(query)
         InnerMergeBase.__init__(self, args.source, downstream)
         self._selector = None

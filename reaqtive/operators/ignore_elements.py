@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -14,9 +14,6 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.keyed_steps import SKIP, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["IgnoreElements", "IgnoreElementsArgs", "ignore_elements"]
 
@@ -64,7 +61,7 @@ class IgnoreElements(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_source",)
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         self._source: Subscribable[T] = IgnoreElementsArgs.read(query).source
 

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
 from reaqtive.core.arguments import arguments, require_callable, require_positive_duration, require_time
 from reaqtive.core.binding import register_operator
@@ -24,9 +24,6 @@ from reaqtive.scheduler import YieldableActionTask
 from reaqtive.scheduler.clock import EPOCH  # the default origin of window boundaries (as in Spark, Flink, Bytewax)
 from reaqtive.state.fields import RecordReader, time_bounds
 from reaqtive.state.keyed import KeyedPage, KeyedStateTable
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = [
     "AGGREGATES",
@@ -297,7 +294,7 @@ class AggregateByKeyArgs:
 
 
 @register_operator(_OP, frames=4, builder=aggregate_by_key, args=AggregateByKeyArgs)
-def bind_aggregate_by_key(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+def bind_aggregate_by_key(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of :func:`aggregate_by_key`: one stage per kind of window (each saves its own records)."""
     args = AggregateByKeyArgs.read(query)
     if args.kind == "tumbling":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments, require_callable
 from reaqtive.core.binding import register_operator
@@ -16,9 +16,6 @@ from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators.keyed_steps import KeyedStep, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["Map", "MapArgs", "MapIndexed", "MapIndexedArgs", "map", "map_indexed"]
 
@@ -107,7 +104,7 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
 
     __slots__ = ("_selector", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         super().__init__(downstream)
         args = MapArgs.read(query)
         self._source: Subscribable[S] = args.source
@@ -155,7 +152,7 @@ class MapIndexed(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
 
     __slots__ = ("_index", "_selector", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         super().__init__(downstream)
         args = MapIndexedArgs.read(query)
         self._source: Subscribable[S] = args.source

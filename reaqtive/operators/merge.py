@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import variadic_arguments
 from reaqtive.core.binding import register_operator
@@ -14,9 +14,6 @@ from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._emitter import COMPLETE, IDLE, EmitterInput, MultiInputEmitter, input_source
 from reaqtive.state import StateShapeError
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["Merge", "MergeArgs", "merge"]
 
@@ -129,7 +126,7 @@ class Merge(MultiInputEmitter[T], Generic[T]):
 
     __slots__ = ("_cursor", "_from", "_merge_inputs", "_queued")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = MergeArgs.read(query)
         sources = (args.source, *args.others)

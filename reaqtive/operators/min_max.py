@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -15,9 +15,6 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.state import register_state_type
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["Max", "Min", "MinMaxArgs", "max", "min"]
 
@@ -101,7 +98,7 @@ class _Extremum(AggregateStage[T, T], Generic[T]):
 
     __slots__ = ("_best", "_best_key", "_key")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         args = MinMaxArgs.read(query)
         super().__init__(args.source, downstream)
         self._key: Callable[[T], Any] | None = args.key

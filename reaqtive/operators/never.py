@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -13,13 +13,10 @@ from reaqtive.core.scheduler_interface import YieldToken
 from reaqtive.core.streams import Subscriber
 from reaqtive.operators._source import PullSource
 
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
-
 __all__ = ["Never", "NeverArgs", "never"]
 
 
-def never() -> Query[Any]:
+def never() -> Expression[Any]:
     """A source that never signals anything: no element, no completion; it ends only when disposed.
 
     >>> handle = Query.never().run(print)   # nothing is printed, ever
@@ -56,7 +53,7 @@ class Never(PullSource[Any]):
 
     __slots__ = ()
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         NeverArgs.read(query)
         super().__init__(downstream)
 

@@ -29,7 +29,6 @@ from reaqtive.state import StatefulOperatorBase
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from reaqtive.fluent.query import Query
 
 __all__ = ["Retry", "RetryArgs", "RetryCount", "retry"]
 
@@ -83,7 +82,7 @@ class RetryArgs:
 
 
 @register_operator("retry", frames=4, builder=retry, args=RetryArgs)
-def _bind_retry(query: Query[Any], downstream: Subscriber[Any]) -> Retry[Any]:
+def _bind_retry(query: Expression[Any], downstream: Subscriber[Any]) -> Retry[Any]:
     """``retry()`` or ``retry(count)``: one expression operator, two stages (their state differs)."""
     return Retry(query, downstream) if RetryArgs.read(query).count is None else RetryCount(query, downstream)
 
@@ -115,7 +114,7 @@ class Retry(StatefulOperatorBase[T], Generic[T]):
         "_upstream",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = RetryArgs.read(query)
         self._source: Subscribable[T] = args.source

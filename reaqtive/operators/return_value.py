@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -13,16 +13,13 @@ from reaqtive.core.scheduler_interface import YieldToken
 from reaqtive.core.streams import Subscriber
 from reaqtive.operators._source import TERMINATED, PullSource
 
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
-
 __all__ = ["ReturnValue", "ReturnValueArgs", "return_value"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-def return_value(value: R) -> Query[R]:
+def return_value(value: R) -> Expression[R]:
     """A source of exactly one element, ``value``, then completion.
 
     >>> Query.return_value(42).run(print)  # doctest: +ELLIPSIS
@@ -68,7 +65,7 @@ class ReturnValue(PullSource[T], Generic[T]):
 
     __slots__ = ("_value",)
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         self._value: T = ReturnValueArgs.read(query).value  # type: ignore[assignment]
 

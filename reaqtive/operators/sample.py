@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments, require_positive_duration
 from reaqtive.core.binding import register_operator
@@ -25,9 +25,6 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import COMPLETE, IDLE, EmitterBase
 from reaqtive.scheduler import ITEM_PROCESSING_PRIORITY, ActionTask
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["Sample", "SampleArgs", "sample"]
 
@@ -115,7 +112,7 @@ class Sample(EmitterBase[T], Generic[T]):
         "_value",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = SampleArgs.read(query)
         self._source: Subscribable[T] = args.source

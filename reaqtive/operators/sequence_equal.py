@@ -6,7 +6,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -27,9 +27,6 @@ from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._aggregate import optional_callable
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
 from reaqtive.state import StatefulOperatorBase
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["SequenceEqual", "SequenceEqualArgs", "sequence_equal"]
 
@@ -165,7 +162,7 @@ class SequenceEqual(StatefulOperatorBase[bool], Generic[T]):
         "_sides",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[bool]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[bool]) -> None:
         super().__init__(downstream)
         args = SequenceEqualArgs.read(query)
         self._first: Subscribable[T] = args.source

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -15,9 +15,6 @@ from reaqtive.core.streams import Subscriber, require_not_none
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 from reaqtive.operators._take_skip import DroppingStage, OpenAtDeadline, UntilObserver, other_or_time
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["SkipUntil", "SkipUntilArgs", "SkipUntilTime", "SkipUntilTimeArgs", "skip_until"]
 
@@ -95,7 +92,7 @@ class SkipUntil(DroppingStage[T], Generic[T]):
 
     __slots__ = ("_lock", "_open", "_other", "_other_done", "_other_observer", "_source", "_source_done")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = SkipUntilArgs.read(query)
         self._source: Subscribable[T] = args.source
@@ -197,7 +194,7 @@ class SkipUntilTime(OpenAtDeadline[T], Generic[T]):
 
     __slots__ = ("_source", "_start_time")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = SkipUntilTimeArgs.read(query)
         self._source: Subscribable[T] = args.source

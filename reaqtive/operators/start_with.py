@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -18,9 +18,6 @@ from reaqtive.core.subscriptions import SingleAssignmentSubscription, Subscripti
 from reaqtive.core.visitors import initialize, set_context_all, subscribe_all
 from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["StartWith", "StartWithArgs", "start_with"]
 
@@ -96,7 +93,7 @@ class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
         "_wip",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = StartWithArgs.read(query)
         self._source: Subscribable[T] = args.source

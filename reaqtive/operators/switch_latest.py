@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments, require_callable
 from reaqtive.core.binding import register_operator
@@ -13,9 +13,6 @@ from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._inner_subscriptions import InnerMergeBase, InnerSlot, selected_source
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["SwitchLatest", "SwitchLatestArgs", "switch_latest"]
 
@@ -88,7 +85,7 @@ class SwitchLatest(InnerMergeBase[R], Generic[R]):
 
     __slots__ = ("_current", "_selector")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         args = SwitchLatestArgs.read(query)
         super().__init__(args.source, downstream)
         self._selector: Callable[[Any], Any] | None = args.selector

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -18,9 +18,6 @@ from reaqtive.operators._timing import deadline
 from reaqtive.operators.keyed_steps import DONE, KeyedStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.state.fields import time_bounds
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["Take", "TakeArgs", "TakeDuration", "TakeDurationArgs", "take"]
 
@@ -106,7 +103,7 @@ class Take(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_can_request", "_remaining", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = TakeArgs.read(query)
         self._source: Subscribable[T] = args.source
@@ -156,7 +153,7 @@ class TakeDuration(TakeUntilDeadline[T], Generic[T]):
 
     __slots__ = ("_duration", "_end", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = TakeDurationArgs.read(query)
         self._source: Subscribable[T] = args.source

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments, require_callable
 from reaqtive.core.binding import register_operator
@@ -15,9 +15,6 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["TakeWhile", "TakeWhileArgs", "TakeWhileIndexed", "take_while", "take_while_indexed"]
 
@@ -94,7 +91,7 @@ class TakeWhile(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_inclusive", "_predicate", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = TakeWhileArgs.read(query)
         self._source: Subscribable[T] = args.source
@@ -127,7 +124,7 @@ class TakeWhileIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_inclusive", "_index", "_predicate", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = TakeWhileArgs.read(query)
         self._source: Subscribable[T] = args.source

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -13,13 +13,10 @@ from reaqtive.core.scheduler_interface import YieldToken
 from reaqtive.core.streams import Subscriber
 from reaqtive.operators._source import TERMINATED, PullSource
 
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
-
 __all__ = ["Throw", "ThrowArgs", "throw"]
 
 
-def throw(error: BaseException) -> Query[Any]:
+def throw(error: BaseException) -> Expression[Any]:
     """A source that fails at once with ``error``.
 
     >>> Query.throw(ValueError("boom")).run(print, on_error=lambda e: print("error:", e))  # doctest: +ELLIPSIS
@@ -62,7 +59,7 @@ class Throw(PullSource[Any]):
 
     __slots__ = ("_error",)
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         super().__init__(downstream)
         self._error = ThrowArgs.read(query).error
 

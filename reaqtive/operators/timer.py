@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from reaqtive.core.arguments import arguments, require_positive_duration
 from reaqtive.core.binding import register_operator
@@ -20,9 +20,6 @@ from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
 from reaqtive.scheduler import YieldableActionTask
 from reaqtive.state.fields import time_bounds
 
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
-
 __all__ = [
     "IntervalArgs",
     "PeriodicTimer",
@@ -36,7 +33,7 @@ __all__ = [
 _ZERO = timedelta(0)
 
 
-def timer(due: timedelta | datetime, period: timedelta | None = None) -> Query[int]:
+def timer(due: timedelta | datetime, period: timedelta | None = None) -> Expression[int]:
     """``0`` at ``due``, then completion; with ``period``: ``0, 1, 2, ...`` from ``due``, one per period,
     never completing.
 
@@ -76,7 +73,7 @@ def timer(due: timedelta | datetime, period: timedelta | None = None) -> Query[i
     return source_node("timer", (due, require_positive_duration(period, "timer", "period")))
 
 
-def interval(period: timedelta) -> Query[int]:
+def interval(period: timedelta) -> Expression[int]:
     """``0, 1, 2, ...``, one per ``period``, the first one ``period`` after the start; never completes. Needs a
     scheduler in the operator context.
 
@@ -259,7 +256,7 @@ class _TimerSource(PullSource[int]):
 
 
 @register_operator("timer", builder=timer, args=TimerArgs)
-def _bind_timer(query: Query[Any], downstream: Subscriber[int]) -> _TimerSource:
+def _bind_timer(query: Expression[Any], downstream: Subscriber[int]) -> _TimerSource:
     """``timer(due)`` or ``timer(due, period)``: one expression operator, two stages (their state differs)."""
     if isinstance(TimerArgs.read(query), TimerPeriodArgs):
         return PeriodicTimer(query, downstream)
@@ -275,7 +272,7 @@ class SingleTimer(_TimerSource):
 
     __slots__ = ()
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[int]) -> None:
         super().__init__(TimerArgs.read(query).due, downstream)
 
     def save_state_core(self, writer: StateWriter) -> None:
@@ -301,7 +298,7 @@ class PeriodicTimer(_TimerSource):
 
     __slots__ = ("_period",)
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[int]) -> None:
         due: timedelta | datetime
         if query.op == "interval":
             due = period = IntervalArgs.read(query).period

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -16,9 +16,6 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.settings import MAX_LIST_SIZE, UNLIMITED, read_limit
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["ToList", "ToListArgs", "to_list"]
 
@@ -67,7 +64,7 @@ class ToList(AggregateStage[T, list[T]], Generic[T]):
 
     __slots__ = ("_items", "_limit")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(ToListArgs.read(query).source, downstream)
         self._items: list[T] = []
         self._limit = UNLIMITED

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments, require_callable
 from reaqtive.core.binding import register_operator
@@ -14,9 +14,6 @@ from reaqtive.core.streams import Subscriber, Subscription
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.state import StatefulUnaryOperatorBase
-
-if TYPE_CHECKING:
-    from reaqtive.fluent.query import Query
 
 __all__ = ["Trace", "TraceArgs", "trace"]
 
@@ -72,7 +69,7 @@ class Trace(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_emit", "_label", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = TraceArgs.read(query)
         self._source: Subscribable[T] = args.source
