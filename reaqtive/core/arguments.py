@@ -31,13 +31,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
+from typing import Any, Final, NoReturn, TypeVar
 
+from reaqtive.core.binding import QueryNode
 from reaqtive.core.errors import OperatorArgumentError
 from reaqtive.core.subscribable import Subscribable
-
-if TYPE_CHECKING:
-    from reaqtive.core.expression import Expression
 
 __all__ = [
     "Arguments",
@@ -69,7 +67,7 @@ def _is_subscribable(cls: type) -> bool:
     return known
 
 
-def arguments(query: Expression[Any], *shape: str | tuple[str, ...]) -> Arguments:
+def arguments(query: QueryNode, *shape: str | tuple[str, ...]) -> Arguments:
     """The arguments of ``query``, checked to be exactly the ones named in ``shape``.
 
     ``arguments(query, "source", "selector")``: exactly two. Several shapes, as tuples, allow alternative
@@ -95,7 +93,7 @@ def arguments(query: Expression[Any], *shape: str | tuple[str, ...]) -> Argument
 
 
 def variadic_arguments(
-    query: Expression[Any], name: str, *, minimum: int = 1, trailing: tuple[str, ...] = ()
+    query: QueryNode, name: str, *, minimum: int = 1, trailing: tuple[str, ...] = ()
 ) -> Arguments:
     """The arguments of ``query``: at least ``minimum`` named ``name`` (``"source 0"``, ``"source 1"``, ...),
     then the ones named in ``trailing`` (``merge``: sources; ``combine_latest``: sources, then the selector)."""

@@ -31,20 +31,18 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
+from typing import Any, Final, Protocol, TypeAlias, TypeVar
 
 from reaqtive.core.errors import OperatorPluginError, UnknownOperatorError
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.core.expression import Expression
 
 __all__ = [
     "DEFAULT_FRAMES",
     "ENTRY_POINT_GROUP",
     "Binder",
     "OperatorSpec",
+    "QueryNode",
     "bind",
     "frames_of",
     "is_registered",
@@ -55,7 +53,22 @@ __all__ = [
     "registered_operators",
 ]
 
-Binder: TypeAlias = "Callable[[Expression[Any], Subscriber[Any]], SubscriptionHandle]"
+
+class QueryNode(Protocol):
+    """What the registry and the argument checks (:mod:`reaqtive.core.arguments`) read of a query node: its
+    operator name and its arguments. The nodes are :class:`~reaqtive.core.expression.Expression`; the expression
+    layer is built on this module, so the node is named here by what is read of it."""
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def args(self) -> tuple[object, ...]: ...
+
+
+Binder: TypeAlias = Callable[[Any, Subscriber[Any]], SubscriptionHandle]
+"""``binder(query, subscriber)``: the query is the :class:`~reaqtive.core.expression.Expression` node being bound
+(``Any`` here: a binder may declare the node class, which this module, below it, does not name)."""
 
 B = TypeVar("B", bound=Callable[..., SubscriptionHandle])
 
@@ -151,7 +164,7 @@ def frames_of(op: str) -> int:
     return _FRAMES.get(op, DEFAULT_FRAMES)
 
 
-def bind(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+def bind(query: QueryNode, subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """Create the operator for ``query``'s top node, subscribed by ``subscriber`` (not started)."""
     binder = _BINDERS.get(query.op)
     if binder is None:

@@ -16,10 +16,7 @@ replay after a crash then skips the same elements, and the outputs stay exactly-
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
-
-if TYPE_CHECKING:
-    from reaqtive.core.operator import OperatorBase
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 __all__ = ["ERROR_POLICY_SETTING", "NO_ELEMENT", "ErrorContext", "ErrorDecision", "ErrorPolicy"]
 
@@ -60,7 +57,10 @@ class ErrorContext:
 class ErrorPolicy(Protocol):
     """Decides, per user error, whether the element is skipped (``True``) or the query stops (``False``)."""
 
-    def skips(self, operator: OperatorBase[Any], error: Exception, element: object) -> bool:
+    def skips(self, operator: Any, error: Exception, element: object) -> bool:
         """Whether ``element`` is dropped at ``operator`` (and the query goes on) after its user function raised
-        ``error``. Called on the query's scheduler, inside the operator."""
+        ``error``. Called on the query's scheduler, inside the operator.
+
+        ``operator`` is the :class:`~reaqtive.core.operator.OperatorBase` asking; it is typed ``Any`` because the
+        operator base is built on this module (a policy may declare ``OperatorBase[Any]``)."""
         ...

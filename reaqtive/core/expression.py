@@ -34,6 +34,7 @@ from reaqtive.core.binding import bind, frames_of, register_operator
 from reaqtive.core.context import HigherOrderEnvironment, OperatorContext
 from reaqtive.core.errors import QueryTooDeepError
 from reaqtive.core.streams import Subscriber
+from reaqtive.core.subjects import use_query_maker
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscribers import CallbackSubscriber
 from reaqtive.core.subscriptions import SubscriptionHandle
@@ -449,6 +450,14 @@ def as_expression(source: Subscribable[Any]) -> Expression[Any]:
     if not isinstance(source, Subscribable):
         raise TypeError(f"a source must be a query (or another Subscribable), got {type(source).__name__}")
     return new_node("subscribable", (source,))
+
+
+def _subscribable_node(source: Subscribable[Any]) -> Expression[Any]:
+    """The ``subscribable`` node over ``source`` (what a subject's ``as_query`` returns)."""
+    return new_node("subscribable", (source,))
+
+
+use_query_maker(_subscribable_node)
 
 
 @register_operator("subscribable", internal=True)

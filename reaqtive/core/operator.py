@@ -31,11 +31,10 @@ from reaqtive.core.streams import (
     require_not_none,
 )
 from reaqtive.core.subscribers import NOP_SUBSCRIBER
-from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
+from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, HandleVisitor, SubscriptionHandle
 
 if TYPE_CHECKING:
     from reaqtive.core.context import OperatorContext
-    from reaqtive.core.visitors import SubscriptionVisitor
 
 __all__ = [
     "FieldReader",
@@ -86,7 +85,7 @@ class Operator(SubscriptionHandle):
     def start(self) -> None:
         """Start the flow of events. Runs at most once."""
 
-    def accept(self, visitor: SubscriptionVisitor) -> None:
+    def accept(self, visitor: HandleVisitor) -> None:
         visitor.visit(self)
 
 

@@ -16,7 +16,8 @@ import enum
 import threading
 from abc import ABC, abstractmethod
 from collections import deque
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Final, Generic, TypeVar
 
 from reaqtive.core.errors import BufferOverflowError, ObjectDisposedError
 from reaqtive.core.streams import (
@@ -29,10 +30,7 @@ from reaqtive.core.streams import (
 )
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscribers import NOP_SUBSCRIBER
-from reaqtive.core.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.core.visitors import SubscriptionVisitor
+from reaqtive.core.subscriptions import HandleVisitor, SubscriptionHandle
 
 __all__ = [
     "DEFAULT_SUBJECT_BUFFER_SIZE",
@@ -41,6 +39,7 @@ __all__ = [
     "SimpleSubject",
     "UntypedMultiSubject",
     "to_typed",
+    "use_query_maker",
 ]
 
 T = TypeVar("T")
@@ -237,9 +236,10 @@ class SimpleSubject(MultiSubject[T, T], UntypedMultiSubject, Subscriber[T], Gene
 
     def as_query(self) -> Any:
         """This subject as the source of a query (see :class:`reaqtive.fluent.query.Query`)."""
-        from reaqtive.core.expression import new_node  # the expression layer sits above subjects
-
-        return new_node("subscribable", (self,))
+        make = _QueryMaker.make
+        if make is None:  # pragma: no cover - importing reaqtive loads the expression layer
+            raise RuntimeError("as_query needs the expression layer (reaqtive.core.expression): import reaqtive")
+        return make(self)
 
     # -- input side --------------------------------------------------------------------------------------------
 
@@ -314,6 +314,20 @@ class SimpleSubject(MultiSubject[T, T], UntypedMultiSubject, Subscriber[T], Gene
 
     def __repr__(self) -> str:
         return f"<SimpleSubject {self._name!r} subscribers={len(self._subscriptions)}>"
+
+
+class _QueryMaker:
+    """How a subscribable becomes a query node (``Query.from_subscribable``): handed over by the expression layer
+    when it loads (:func:`use_query_maker`), because that layer is built on subjects and this module imports
+    nothing of it."""
+
+    make: Callable[[Subscribable[Any]], Any] | None = None
+
+
+def use_query_maker(make: Callable[[Subscribable[Any]], Any]) -> None:
+    """Make :meth:`SimpleSubject.as_query` build its node with ``make`` (called by
+    :mod:`reaqtive.core.expression` when it loads)."""
+    _QueryMaker.make = make
 
 
 class _SubjectSubscription(SubscriptionHandle, Subscription, Generic[T]):
@@ -455,7 +469,7 @@ class _SubjectSubscription(SubscriptionHandle, Subscription, Generic[T]):
     def dispose(self) -> None:
         self.cancel()
 
-    def accept(self, visitor: SubscriptionVisitor) -> None:
+    def accept(self, visitor: HandleVisitor) -> None:
         # A subject's subscriptions are not part of the operator tree: the host saves subjects separately.
         pass
 
