@@ -31,13 +31,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # Imported after the path set-up, so the script runs from a checkout.
+from reaqtive.core.scheduler_interface import YieldToken
 from reaqtive.scheduler import (
     ActionTask,
     LogicalScheduler,
     PhysicalScheduler,
     YieldableActionTask,
 )
-from reaqtive.scheduler_interface import YieldToken
 
 WAIT = 60.0
 

@@ -5,7 +5,7 @@ The public API is re-exported here; see ``docs/architecture.md`` for how the lay
 """
 
 from reaqtive import operators as _operators  # registers every operator's binder
-from reaqtive.binding import (
+from reaqtive.core.binding import (
     ENTRY_POINT_GROUP,
     OperatorSpec,
     load_operator_plugins,
@@ -14,21 +14,9 @@ from reaqtive.binding import (
     register_operator,
     registered_operators,
 )
-from reaqtive.context import ExecutionEnvironment, HigherOrderEnvironment, OperatorContext
-from reaqtive.engine import (
-    DURABLE_SINK,
-    AsyncEngine,
-    CheckpointMetrics,
-    Engine,
-    EngineError,
-    EngineStatus,
-    FunctionRegistry,
-    Output,
-    RecoveryPolicy,
-    UnpersistableQueryError,
-)
-from reaqtive.error_policy import NO_ELEMENT, ErrorContext, ErrorPolicy
-from reaqtive.errors import (
+from reaqtive.core.context import ExecutionEnvironment, HigherOrderEnvironment, OperatorContext
+from reaqtive.core.error_policy import NO_ELEMENT, ErrorContext, ErrorPolicy
+from reaqtive.core.errors import (
     BufferOverflowError,
     InvalidSettingError,
     LimitExceededError,
@@ -41,8 +29,8 @@ from reaqtive.errors import (
     SubscriptionAssignedError,
     UnknownOperatorError,
 )
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import (
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import (
     Operator,
     OperatorBase,
     StatefulOperator,
@@ -54,11 +42,43 @@ from reaqtive.operator import (
     Version,
     Versioned,
 )
-from reaqtive.operators.keyed_groups import keyed_execution, set_keyed_execution
-from reaqtive.operators.keyed_window import Fold, Hopping, Session, Tumbling
-from reaqtive.processor import QueryProcessor, as_processor
-from reaqtive.publisher import as_publisher
-from reaqtive.query import (
+from reaqtive.core.scheduler_interface import Scheduler, SchedulerTask, YieldableSchedulerTask, YieldToken
+from reaqtive.core.streams import LONG_MAX, Processor, Publisher, Subscriber, Subscription
+from reaqtive.core.subjects import MultiSubject, OverflowPolicy, SimpleSubject, UntypedMultiSubject, to_typed
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscribers import NOP_SUBSCRIBER, CallbackSubscriber, NopSubscriber
+from reaqtive.core.subscriptions import (
+    NOP_SUBSCRIPTION,
+    CompositeSubscription,
+    NopSubscription,
+    SerialSubscription,
+    SingleAssignmentSubscription,
+    StableCompositeSubscription,
+    StaticCompositeSubscription,
+    SubscriptionHandle,
+)
+from reaqtive.core.visitors import (
+    SubscriptionVisitor,
+    SubscriptionVisitorBuilder,
+    initialize,
+    set_context_all,
+    start_all,
+    subscribe_all,
+    walk,
+)
+from reaqtive.engine import (
+    DURABLE_SINK,
+    AsyncEngine,
+    CheckpointMetrics,
+    Engine,
+    EngineError,
+    EngineStatus,
+    FunctionRegistry,
+    Output,
+    RecoveryPolicy,
+    UnpersistableQueryError,
+)
+from reaqtive.fluent.query import (
     GroupedStream,
     InnerStream,
     Query,
@@ -72,30 +92,10 @@ from reaqtive.query import (
     throw,
     timer,
 )
-from reaqtive.scheduler_interface import Scheduler, SchedulerTask, YieldableSchedulerTask, YieldToken
-from reaqtive.streams import LONG_MAX, Processor, Publisher, Subscriber, Subscription
-from reaqtive.subjects import MultiSubject, OverflowPolicy, SimpleSubject, UntypedMultiSubject, to_typed
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscribers import NOP_SUBSCRIBER, CallbackSubscriber, NopSubscriber
-from reaqtive.subscriptions import (
-    NOP_SUBSCRIPTION,
-    CompositeSubscription,
-    NopSubscription,
-    SerialSubscription,
-    SingleAssignmentSubscription,
-    StableCompositeSubscription,
-    StaticCompositeSubscription,
-    SubscriptionHandle,
-)
-from reaqtive.visitors import (
-    SubscriptionVisitor,
-    SubscriptionVisitorBuilder,
-    initialize,
-    set_context_all,
-    start_all,
-    subscribe_all,
-    walk,
-)
+from reaqtive.operators.keyed_groups import keyed_execution, set_keyed_execution
+from reaqtive.operators.keyed_window import Fold, Hopping, Session, Tumbling
+from reaqtive.processor import QueryProcessor, as_processor
+from reaqtive.publisher import as_publisher
 
 del _operators
 

@@ -1,4 +1,4 @@
-"""The Reactive Streams :class:`~reaqtive.streams.Processor` view of a query stage.
+"""The Reactive Streams :class:`~reaqtive.core.streams.Processor` view of a query stage.
 
 ``as_processor(lambda q: q.map(f))`` is a processor: it subscribes to an upstream publisher as a subscriber,
 runs the query built over its input, and publishes the result to one downstream subscriber. Demand passes
@@ -11,11 +11,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar
 
-from reaqtive.context import OperatorContext
-from reaqtive.errors import ReaqtiveError
-from reaqtive.operator import OperatorBase
-from reaqtive.query import DEFAULT_INSTANCE_ID, Query
-from reaqtive.streams import (
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import ReaqtiveError
+from reaqtive.core.operator import OperatorBase
+from reaqtive.core.streams import (
     Processor,
     Subscriber,
     Subscription,
@@ -23,9 +22,10 @@ from reaqtive.streams import (
     non_positive_request_error,
     require_not_none,
 )
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import set_context_all, start_all, subscribe_all
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import set_context_all, start_all, subscribe_all
+from reaqtive.fluent.query import DEFAULT_INSTANCE_ID, Query
 
 __all__ = ["QueryProcessor", "as_processor"]
 

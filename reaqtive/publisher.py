@@ -1,4 +1,4 @@
-"""The plain Reactive Streams view of a query: a :class:`~reaqtive.streams.Publisher` whose ``subscribe``
+"""The plain Reactive Streams view of a query: a :class:`~reaqtive.core.streams.Publisher` whose ``subscribe``
 binds, initializes and starts in one call (an adapter over the Reaqtive lifecycle, not a second
 implementation)."""
 
@@ -8,11 +8,11 @@ import itertools
 import threading
 from typing import Generic, TypeVar
 
-from reaqtive.context import OperatorContext
-from reaqtive.expression import DEFAULT_INSTANCE_ID
-from reaqtive.streams import Publisher, Subscriber, Subscription, require_not_none
-from reaqtive.subscribable import Subscribable
-from reaqtive.visitors import set_context_all, start_all, subscribe_all
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.expression import DEFAULT_INSTANCE_ID
+from reaqtive.core.streams import Publisher, Subscriber, Subscription, require_not_none
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.visitors import set_context_all, start_all, subscribe_all
 
 __all__ = ["SubscribablePublisher", "as_publisher"]
 
@@ -72,7 +72,7 @@ class SubscribablePublisher(Publisher[T], Generic[T]):
 
 
 def as_publisher(source: Subscribable[T], context: OperatorContext | None = None) -> Publisher[T]:
-    """A Reactive Streams :class:`~reaqtive.streams.Publisher` over ``source`` (a query or any subscribable).
+    """A Reactive Streams :class:`~reaqtive.core.streams.Publisher` over ``source`` (a query or any subscribable).
 
     >>> from reaqtive import from_iterable, CallbackSubscriber
     >>> as_publisher(from_iterable("ab")).subscribe(CallbackSubscriber(print))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reaqtive.streams import LONG_MAX, Subscription
+from reaqtive.core.streams import LONG_MAX, Subscription
 
 
 class Recorder:

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from reaqtive import CallbackSubscriber, Query, QueryTooDeepError, from_iterable
-from reaqtive.binding import frames_of
-from reaqtive.operator import OperatorBase
-from reaqtive.query import RESERVED_FRAMES, frame_budget
+from reaqtive.core.binding import frames_of
+from reaqtive.core.operator import OperatorBase
+from reaqtive.core.visitors import initialize, walk
+from reaqtive.fluent.query import RESERVED_FRAMES, frame_budget
 from reaqtive.state.traversal import save_subscription, state_loader
 from reaqtive.testing import TestScheduler, on_completed, on_next, subscribe
 from reaqtive.testing.sources import TestableQuery
-from reaqtive.visitors import initialize, walk
 
 
 def increment(x: int) -> int:

@@ -19,11 +19,11 @@ import reaqtive.operators
 ROOT = Path(__file__).resolve().parent.parent
 
 DOCTESTED_MODULES = [
-    "reaqtive.arguments",
-    "reaqtive.query",
-    "reaqtive.expression",
-    "reaqtive.subscribers",
-    "reaqtive.subjects",
+    "reaqtive.core.arguments",
+    "reaqtive.fluent.query",
+    "reaqtive.core.expression",
+    "reaqtive.core.subscribers",
+    "reaqtive.core.subjects",
     "reaqtive.publisher",
     "reaqtive.processor",
     # every operator module and fluent family that has examples (found, so new ones are covered without editing

@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 import reaqtive
 import reaqtive.state.host
 from reaqtive import Query, SimpleSubject
+from reaqtive.core.streams import LONG_MAX, Subscription
 from reaqtive.scheduler import VirtualTimeScheduler
 from reaqtive.state import CheckpointMode, InnerEnvironment, MissingStateError, StateShapeError
 from reaqtive.state.fields import SAVED_BY, STARTED_AT
 from reaqtive.state.host import HostedQuery, QueryHost, QueryState
-from reaqtive.streams import LONG_MAX, Subscription
 
 US = timedelta(microseconds=1)
 QueryFactory = Callable[[SimpleSubject[Any]], Query[Any]]

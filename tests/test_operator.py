@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from reaqtive import CallbackSubscriber, OperatorContext, SimpleSubject, from_iterable
-from reaqtive.operator import OperatorBase, UnaryOperatorBase
-from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import initialize, set_context_all, start_all, subscribe_all, walk
+from reaqtive.core.operator import OperatorBase, UnaryOperatorBase
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize, set_context_all, start_all, subscribe_all, walk
 from tests.support import Recorder
 
 CONTEXT = OperatorContext("test://lifecycle")
@@ -135,7 +135,7 @@ def test_unary_operator_accumulates_demand_until_upstream_subscribes() -> None:
         def on_next(self, value: int) -> None:
             self._downstream.on_next(value)
 
-    from reaqtive.subscriptions import NOP_SUBSCRIPTION as NOP
+    from reaqtive.core.subscriptions import NOP_SUBSCRIPTION as NOP
 
     stage = Pass(recorder)
     initialize(stage, CONTEXT)
@@ -156,7 +156,7 @@ def test_unary_operator_rejects_non_positive_request_before_upstream_with_on_err
 
     class Pass(UnaryOperatorBase[int, int]):
         def subscribe_input(self) -> SubscriptionHandle:
-            from reaqtive.subscriptions import NOP_SUBSCRIPTION
+            from reaqtive.core.subscriptions import NOP_SUBSCRIPTION
 
             return NOP_SUBSCRIPTION
 

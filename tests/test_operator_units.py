@@ -4,6 +4,8 @@
   the builder's; every fluent method writes a registered operator; the method shows the builder's docstring;
 * the argument record reads every valid node of ``tests/operators/test_arguments.py`` back, field for argument;
 * no module of reaqtive imports another in a cycle at run time (imports under ``TYPE_CHECKING`` do not run);
+* the core (``reaqtive/core/``) imports no other part of reaqtive, and no loop of imports passes through it, even
+  counting the imports made for the type checker only;
 * no operator module imports a private name from another operator module.
 """
 
@@ -23,8 +25,8 @@ import pytest
 import reaqtive
 import reaqtive.fluent
 from reaqtive import Query
-from reaqtive.binding import OperatorSpec, operator_specs
-from reaqtive.expression import Expression
+from reaqtive.core.binding import OperatorSpec, operator_specs
+from reaqtive.core.expression import Expression
 from tests.operators.test_arguments import VALID
 
 PACKAGE = Path(reaqtive.__file__).resolve().parent
@@ -189,6 +191,43 @@ def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
                 if len(component) > 1:
                     components.append(sorted(component))
     return components
+
+
+def all_imports(path: Path, known: dict[str, Path]) -> set[str]:
+    """Every module of reaqtive that ``path`` imports: at run time, in a function, or for the type checker."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                found.add(full if full in known else node.module)
+    return {module for module in found if module in known}
+
+
+# What the core may import above itself: the real-time scheduler that ``Expression.run`` makes, on first use, for
+# queries run standalone (``standalone_scheduler``). The scheduler package imports only the scheduler interfaces.
+CORE_REACHES_UP = {"reaqtive.core.expression": {"reaqtive.scheduler"}}
+
+
+def test_the_core_imports_no_other_part_of_reaqtive() -> None:
+    known = module_names()
+    offences = []
+    for name, path in known.items():
+        if not name.startswith("reaqtive.core."):
+            continue
+        for module in sorted(all_imports(path, known) - CORE_REACHES_UP.get(name, set())):
+            if not module.startswith("reaqtive.core."):
+                offences.append(f"{name} imports {module}")
+    assert not offences, offences
+
+
+def test_no_loop_of_imports_passes_through_the_core_even_for_the_type_checker() -> None:
+    known = module_names()
+    graph = {name: all_imports(path, known) - {name} for name, path in known.items()}
+    cycles = [cycle for cycle in strongly_connected(graph) if any(m.startswith("reaqtive.core.") for m in cycle)]
+    assert not cycles, f"modules importing each other (at run time or for the type checker): {cycles}"
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:

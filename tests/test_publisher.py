@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from reaqtive import OperatorContext, Query, Subscribable, as_publisher, from_iterable
-from reaqtive.subscriptions import SubscriptionHandle
+from reaqtive.core.subscriptions import SubscriptionHandle
 from tests.support import Recorder
 
 

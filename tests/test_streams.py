@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reaqtive.streams import (
+from reaqtive.core.streams import (
     LONG_MAX,
     Publisher,
     Subscriber,

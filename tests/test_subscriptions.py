@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reaqtive.errors import SubscriptionAssignedError
-from reaqtive.subscriptions import (
+from reaqtive.core.errors import SubscriptionAssignedError
+from reaqtive.core.subscriptions import (
     NOP_SUBSCRIPTION,
     CompositeSubscription,
     SerialSubscription,
@@ -14,7 +14,7 @@ from reaqtive.subscriptions import (
     StaticCompositeSubscription,
     SubscriptionHandle,
 )
-from reaqtive.visitors import SubscriptionVisitor
+from reaqtive.core.visitors import SubscriptionVisitor
 
 
 class Probe(SubscriptionHandle):

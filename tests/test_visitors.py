@@ -6,10 +6,9 @@ import sys
 from collections.abc import Iterable, Sequence
 
 from reaqtive import OperatorContext, UnloadableOperator, from_iterable
-from reaqtive.operator import Operator, OperatorBase
-from reaqtive.query import RESERVED_FRAMES
-from reaqtive.subscribers import NOP_SUBSCRIBER
-from reaqtive.subscriptions import (
+from reaqtive.core.operator import Operator, OperatorBase
+from reaqtive.core.subscribers import NOP_SUBSCRIBER
+from reaqtive.core.subscriptions import (
     CompositeSubscription,
     SerialSubscription,
     SingleAssignmentSubscription,
@@ -17,7 +16,8 @@ from reaqtive.subscriptions import (
     StaticCompositeSubscription,
     SubscriptionHandle,
 )
-from reaqtive.visitors import SubscriptionVisitor, initialize, set_context_all, start_all, subscribe_all, walk
+from reaqtive.core.visitors import SubscriptionVisitor, initialize, set_context_all, start_all, subscribe_all, walk
+from reaqtive.fluent.query import RESERVED_FRAMES
 
 
 class Node(OperatorBase[int]):

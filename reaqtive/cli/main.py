@@ -388,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _one_line(error: BaseException) -> str:
     """An error as one line: ours say what and where; anything else is named by its type (a bug: --traceback)."""
-    from reaqtive.errors import ReaqtiveError
+    from reaqtive.core.errors import ReaqtiveError
 
     if isinstance(error, OSError) and error.filename:
         text = f"{error.filename}: {error.strerror}" if error.strerror else str(error)

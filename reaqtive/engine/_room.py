@@ -12,6 +12,9 @@ from typing import Any, Final
 
 from sortedcontainers import SortedList
 
+from reaqtive.core.errors import InvalidSettingError
+from reaqtive.core.subjects import SimpleSubject
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
 from reaqtive.engine.database import EngineStore, IngressEvent
@@ -48,8 +51,7 @@ from reaqtive.engine.readers import Envelope, LogCursor, StreamNotFoundError, St
 from reaqtive.engine.records import Behind
 from reaqtive.engine.signals import Signal
 from reaqtive.engine.sources import Sources
-from reaqtive.errors import InvalidSettingError
-from reaqtive.query import Query
+from reaqtive.fluent.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
 from reaqtive.state import (
     Checkpointer,
@@ -58,8 +60,6 @@ from reaqtive.state import (
     save_subscription,
 )
 from reaqtive.state.host import HostedQuery, QueryHost
-from reaqtive.subjects import SimpleSubject
-from reaqtive.subscriptions import SubscriptionHandle
 
 _LOG: Final = logging.getLogger("reaqtive.engine")
 _ARTIFACTS: Final = "artifacts"

@@ -45,7 +45,7 @@ from reaqtive.engine.engine_errors import ArtifactNotFoundError, EngineClosedErr
 from reaqtive.engine.failures import OnError
 from reaqtive.engine.model import DURABLE_SINK, CheckpointMetrics, EngineStatus, SubscriptionStatus
 from reaqtive.engine.signals import Signal
-from reaqtive.query import Query
+from reaqtive.fluent.query import Query
 from reaqtive.state import StoreError
 
 __all__ = ["AsyncEngine", "ProcessingFailedError"]

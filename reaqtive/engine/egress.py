@@ -23,18 +23,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.engine.environment import EngineEnvironment
-from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["EgressStamp", "Output", "OutputCounter", "OutputTaker", "OutputWriter"]
 

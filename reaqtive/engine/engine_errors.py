@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from reaqtive.errors import ReaqtiveError
+from reaqtive.core.errors import ReaqtiveError
 
 __all__ = [
     "AckError",

@@ -16,9 +16,9 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from reaqtive.core.subscriptions import SubscriptionHandle
     from reaqtive.engine.egress import OutputCounter
     from reaqtive.engine.readers import StreamReader
-    from reaqtive.subscriptions import SubscriptionHandle
 
 __all__ = ["EngineEnvironment"]
 

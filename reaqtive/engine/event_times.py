@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from reaqtive.errors import InvalidSettingError
+from reaqtive.core.errors import InvalidSettingError
 
 __all__ = ["DEFAULT_MAX_EVENT_TIME_AHEAD", "EventTimeBounds"]
 

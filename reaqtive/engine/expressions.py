@@ -1,4 +1,4 @@
-"""Queries are data: encode a :class:`~reaqtive.query.Query` as a plain, language-neutral tree and back.
+"""Queries are data: encode a :class:`~reaqtive.fluent.query.Query` as a plain, language-neutral tree and back.
 
 The encoded form holds only JSON types (``dict``, ``list``, ``str``, ``int``, ``float``, ``bool``, ``None``), so it
 can be stored as JSON or msgpack, read by other tools, and it never names a Python class. A node is
@@ -63,9 +63,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from reaqtive.core.errors import ReaqtiveError
 from reaqtive.engine.schemas import Schema, make_schema
-from reaqtive.errors import ReaqtiveError
-from reaqtive.query import Query
+from reaqtive.fluent.query import Query
 
 __all__ = [
     "STANDARD_FUNCTIONS",
@@ -152,11 +152,12 @@ Not ``eval``, ``open``, ``getattr`` or anything else that reaches beyond its arg
 _STANDARD_PATHS: Final[dict[int, str]] = {id(fn): path for path, fn in reversed(list(STANDARD_FUNCTIONS.items()))}
 
 _REAQTIVE_ERROR_MODULES: Final = (
-    "reaqtive.errors", "reaqtive.state.state_errors", "reaqtive.engine.engine_errors", "reaqtive.engine.readers",
+    "reaqtive.core.errors", "reaqtive.state.state_errors", "reaqtive.engine.engine_errors", "reaqtive.engine.readers",
     "reaqtive.engine.database", "reaqtive.engine.outbox", __name__,
 )
 _RENAMED_ERROR_MODULES: Final = {
     # modules renamed after stores were written with their import paths: the old path still reads
+    "reaqtive.core.errors": "reaqtive.errors",
     "reaqtive.state.state_errors": "reaqtive.state.errors",
     "reaqtive.engine.engine_errors": "reaqtive.engine.errors",
     "reaqtive.engine.readers": "reaqtive.engine.streams",

@@ -10,7 +10,7 @@
   letter** (the subscription, the unit and the operator's path, the log position of the event that carried it,
   the error's type, message and a short traceback, the element itself when the codec can keep it). Recorded once:
   a replay after a crash skips the same element and finds its dead letter there;
-* a function ``(error, context) -> "skip" | "stop"`` (an :class:`~reaqtive.error_policy.ErrorContext`), persisted
+* a function ``(error, context) -> "skip" | "stop"`` (an :class:`~reaqtive.core.error_policy.ErrorContext`), persisted
   by reference like the functions of queries: it must decide from the error and the element alone.
 """
 
@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from reaqtive.core.error_policy import NO_ELEMENT, ErrorContext
+from reaqtive.core.operator import OperatorBase
 from reaqtive.engine.engine_errors import EngineError
-from reaqtive.error_policy import NO_ELEMENT, ErrorContext
-from reaqtive.operator import OperatorBase
 
 __all__ = [
     "ON_ERROR_MODES",
@@ -111,7 +111,7 @@ class SubscriptionFailedError(EngineError):
 
 
 class SubscriptionPolicy:
-    """The :class:`~reaqtive.error_policy.ErrorPolicy` the engine gives one subscription's operators (a context
+    """The :class:`~reaqtive.core.error_policy.ErrorPolicy` the engine gives one subscription's operators (a context
     setting, inherited by its inner units). The engine supplies where things are: the position of the event being
     handed to a unit, an operator's path in its unit, and where skipped elements and failures go."""
 

@@ -40,10 +40,10 @@ from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any, Final, TypeAlias
 
+from reaqtive.core.errors import InvalidSettingError
 from reaqtive.engine.database import EngineStore, IngressBatch, from_micros
 from reaqtive.engine.event_times import EventTimeBounds
 from reaqtive.engine.schemas import Schema
-from reaqtive.errors import InvalidSettingError
 from reaqtive.state import StoreError
 
 __all__ = ["EXTEND_CHUNK", "GroupCommit", "IngressCommit", "IngressWriter", "chunks"]

@@ -42,20 +42,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import ReaqtiveError
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
+from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 from reaqtive.engine.environment import EngineEnvironment
-from reaqtive.errors import ReaqtiveError
-from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import StateFormatError, StatefulUnaryOperatorBase
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand
-from reaqtive.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.core.subjects import SimpleSubject
+    from reaqtive.fluent.query import Query
     from reaqtive.scheduler.virtual import Timeline
-    from reaqtive.subjects import SimpleSubject
 
 __all__ = [
     "CAUGHT_UP_SETTING",

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from reaqtive.core.subjects import OverflowPolicy, SimpleSubject
 from reaqtive.engine._room import (
     _ARTIFACTS,
     _BUILTIN_OBSERVERS,
@@ -45,14 +46,13 @@ from reaqtive.engine.model import (
     StreamStatus,
 )
 from reaqtive.engine.scheduling import check_priority
+from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_groups import keyed_execution_enabled
-from reaqtive.query import Query
 from reaqtive.state import (
     STATE_CATEGORY,
     confirm_saved,
 )
 from reaqtive.state.host import HostedQuery
-from reaqtive.subjects import OverflowPolicy, SimpleSubject
 
 
 class ArtifactRegistry(EngineRoom):

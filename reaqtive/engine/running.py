@@ -8,7 +8,10 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from reaqtive.context import OperatorContext
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.error_policy import ERROR_POLICY_SETTING
+from reaqtive.core.operator import OperatorBase
+from reaqtive.core.streams import LONG_MAX, Subscription
 from reaqtive.engine._room import _ARTIFACTS, _OUTPUTS, EngineRoom, _to_bytes
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.database import from_micros
@@ -43,15 +46,12 @@ from reaqtive.engine.model import (
 from reaqtive.engine.readers import CAUGHT_UP_SETTING, LEGACY_CAUGHT_UP_SETTING, START_POSITION_SETTING
 from reaqtive.engine.records import Behind, parse_counter
 from reaqtive.engine.scheduling import record_priority
-from reaqtive.error_policy import ERROR_POLICY_SETTING
-from reaqtive.operator import OperatorBase
+from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_groups import keyed_execution
-from reaqtive.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs
 from reaqtive.state import STATE_CATEGORY, MissingStateError
 from reaqtive.state.host import HostedQuery, QueryState
 from reaqtive.state.traversal import iter_nodes
-from reaqtive.streams import LONG_MAX, Subscription
 
 
 class _Observer(OutputTaker):

@@ -1,4 +1,4 @@
-"""The fluent facade: one mixin per operator family; :class:`reaqtive.query.Query` combines them.
+"""The fluent facade: one mixin per operator family; :class:`reaqtive.fluent.query.Query` combines them.
 
 Each method is one typed line delegating to the operator's builder in :mod:`reaqtive.operators` (which checks
 the arguments, holds the operator's docstring and returns the call that ``pipe`` turns into a node); it never

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 if TYPE_CHECKING:
-    from reaqtive.expression import OperatorCall
-    from reaqtive.query import Query
+    from reaqtive.core.expression import Expression, OperatorCall
+    from reaqtive.fluent.query import Query
 
 __all__ = ["Fluent"]
 
@@ -21,11 +21,11 @@ class Fluent(Generic[R]):
 
     __slots__ = ()
 
-    if TYPE_CHECKING:  # the same signature as Expression.pipe
+    if TYPE_CHECKING:  # Expression.pipe, typed with the facade: a step is given a Query, and pipe returns one
         @overload
         def pipe(self, step: OperatorCall[X], /) -> Query[X]: ...
 
         @overload
-        def pipe(self, *steps: OperatorCall[Any] | Callable[[Query[Any]], Query[Any]]) -> Query[Any]: ...
+        def pipe(self, *steps: OperatorCall[Any] | Callable[[Query[Any]], Expression[Any]]) -> Query[Any]: ...
 
-        def pipe(self, *steps: OperatorCall[Any] | Callable[[Query[Any]], Query[Any]]) -> Query[Any]: ...
+        def pipe(self, *steps: OperatorCall[Any] | Callable[[Query[Any]], Expression[Any]]) -> Query[Any]: ...

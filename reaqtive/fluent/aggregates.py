@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.fluent._base import Fluent
 from reaqtive.operators import (
     aggregate,
@@ -27,10 +28,9 @@ from reaqtive.operators import (
 )
 from reaqtive.operators.aggregate import NO_SEED
 from reaqtive.operators.keyed_window import EPOCH, AggregateName, Fold, Hopping, Session, Tumbling, WindowRow
-from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["AggregateMixin"]
 

@@ -9,7 +9,7 @@ from reaqtive.fluent._base import Fluent
 from reaqtive.operators import buffer
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["BufferMixin"]
 

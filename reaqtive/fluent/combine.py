@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.fluent._base import Fluent
 from reaqtive.operators import combine_latest, merge
-from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["CombineMixin"]
 

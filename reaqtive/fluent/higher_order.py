@@ -6,12 +6,12 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.fluent._base import Fluent
 from reaqtive.operators import debounce, flat_map, group_by, switch_latest, window
-from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
-    from reaqtive.query import GroupedStream, InnerStream, Query
+    from reaqtive.fluent.query import GroupedStream, InnerStream, Query
 
 __all__ = ["HigherOrderMixin"]
 

@@ -4,32 +4,39 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from reaqtive.expression import source_node
+from reaqtive.core.expression import Expression, source_node
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators import empty, from_iterable, never, return_value, throw, timer
-from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["SourceConstructors"]
 
 R = TypeVar("R")
 
 
+def _query(node: Expression[R]) -> Query[R]:
+    """``node``, made below the facade, typed as the facade's node: the core and the operators are typed with the
+    node class (they sit below this layer), and the core makes every node a ``Query`` once the facade is loaded
+    (:func:`~reaqtive.core.expression.use_facade`), as it is whenever these constructors run."""
+    return cast("Query[R]", node)
+
+
 def _subscribable_node(source: Subscribable[R]) -> Query[R]:
-    """A ``subscribable`` node (an internal operator: :mod:`reaqtive.expression`) over ``source``."""
+    """A ``subscribable`` node (an internal operator: :mod:`reaqtive.core.expression`) over ``source``."""
     if not isinstance(source, Subscribable):
         raise TypeError(f"from_subscribable needs a Subscribable, got {type(source).__name__}")
-    return source_node("subscribable", (source,))
+    return _query(source_node("subscribable", (source,)))
 
 
 def _stream_node(uri: str) -> Query[Any]:
     """A ``stream`` node (an internal operator, bound by the engine: :mod:`reaqtive.engine.readers`)."""
     if not isinstance(uri, str) or not uri:
         raise TypeError(f"stream needs a non-empty URI string, got {uri!r}")
-    return source_node("stream", (uri,))
+    return _query(source_node("stream", (uri,)))
 
 
 class SourceConstructors:
@@ -39,7 +46,7 @@ class SourceConstructors:
 
     @staticmethod
     def from_iterable(iterable: Iterable[R]) -> Query[R]:
-        return from_iterable.from_iterable(iterable)
+        return _query(from_iterable.from_iterable(iterable))
 
     @staticmethod
     def from_subscribable(source: Subscribable[R]) -> Query[R]:
@@ -58,24 +65,24 @@ class SourceConstructors:
 
     @staticmethod
     def return_value(value: R) -> Query[R]:
-        return return_value.return_value(value)
+        return _query(return_value.return_value(value))
 
     @staticmethod
     def empty() -> Query[Any]:
-        return empty.empty()
+        return _query(empty.empty())
 
     @staticmethod
     def never() -> Query[Any]:
-        return never.never()
+        return _query(never.never())
 
     @staticmethod
     def throw(error: BaseException) -> Query[Any]:
-        return throw.throw(error)
+        return _query(throw.throw(error))
 
     @staticmethod
     def timer(due: timedelta | datetime, period: timedelta | None = None) -> Query[int]:
-        return timer.timer(due, period)
+        return _query(timer.timer(due, period))
 
     @staticmethod
     def interval(period: timedelta) -> Query[int]:
-        return timer.interval(period)
+        return _query(timer.interval(period))

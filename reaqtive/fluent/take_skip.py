@@ -16,12 +16,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.fluent._base import Fluent
 from reaqtive.operators import skip, skip_until, skip_while, take, take_until, take_while
-from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["TakeSkipMixin"]
 

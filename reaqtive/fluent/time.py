@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.fluent._base import Fluent
 from reaqtive.operators import delay_subscription, retry, sample
-from reaqtive.subscribable import Subscribable
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["TimeMixin"]
 

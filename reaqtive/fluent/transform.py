@@ -22,7 +22,7 @@ from reaqtive.operators import (
 )
 
 if TYPE_CHECKING:
-    from reaqtive.query import Query
+    from reaqtive.fluent.query import Query
 
 __all__ = ["TransformMixin"]
 

@@ -1,7 +1,7 @@
 """The operator library: one module per operator family.
 
 Importing this package imports every module in it, which registers each operator's binder with
-:mod:`reaqtive.binding` (modules whose name starts with ``_`` hold shared building blocks).
+:mod:`reaqtive.core.binding` (modules whose name starts with ``_`` hold shared building blocks).
 """
 
 import importlib

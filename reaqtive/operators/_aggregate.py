@@ -34,13 +34,13 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Final, Generic, TypeVar
 
-from reaqtive.arguments import require_callable
-from reaqtive.error_policy import NO_ELEMENT
-from reaqtive.operator import StateReader, StateWriter
+from reaqtive.core.arguments import require_callable
+from reaqtive.core.error_policy import NO_ELEMENT
+from reaqtive.core.operator import StateReader, StateWriter
+from reaqtive.core.streams import LONG_MAX, Subscriber, non_positive_request_error
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.state import StatefulUnaryOperatorBase, register_state_type
-from reaqtive.streams import LONG_MAX, Subscriber, non_positive_request_error
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 
 __all__ = ["AggregateStage", "no_elements_error", "none_result_error", "optional_callable", "require_element"]
 

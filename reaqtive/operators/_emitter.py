@@ -33,7 +33,7 @@ error), then drains. ``_poll`` decrements it for each element it hands out.
 
 **Errors.** The first error wins (:meth:`Emitter._set_error`, lock held; :meth:`Emitter._fail` takes the lock
 and drains). A queue that outgrows its bound is an error too (:meth:`Emitter._queue_overflow`:
-:class:`~reaqtive.errors.LimitExceededError` for ``MAX_QUEUE_SIZE``). A user function's error goes through the
+:class:`~reaqtive.core.errors.LimitExceededError` for ``MAX_QUEUE_SIZE``). A user function's error goes through the
 query's error policy: ``_user_error`` outside the lock (stopping is :meth:`Emitter._fail`), or, under the lock,
 ``_skips`` and then :meth:`Emitter._set_error` unless the element is skipped.
 
@@ -51,12 +51,10 @@ from abc import abstractmethod
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
-from reaqtive.errors import LimitExceededError
-from reaqtive.expression import Expression, as_expression
-from reaqtive.operator import OperatorBase, UnaryOperatorBase
-from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
-from reaqtive.state import StatefulOperatorBase, StatefulUnaryOperatorBase
-from reaqtive.streams import (
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.expression import Expression, as_expression
+from reaqtive.core.operator import OperatorBase, UnaryOperatorBase
+from reaqtive.core.streams import (
     LONG_MAX,
     Subscriber,
     Subscription,
@@ -64,13 +62,15 @@ from reaqtive.streams import (
     non_positive_request_error,
     require_not_none,
 )
-from reaqtive.subscribable import Subscribable
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
+from reaqtive.state import StatefulOperatorBase, StatefulUnaryOperatorBase
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from reaqtive.context import OperatorContext
-    from reaqtive.subscriptions import SubscriptionHandle
+    from reaqtive.core.context import OperatorContext
+    from reaqtive.core.subscriptions import SubscriptionHandle
 
 __all__ = [
     "COMPLETE",
@@ -154,7 +154,7 @@ class Emitter(OperatorBase[R], Generic[R]):
     _error: BaseException | None  # the first error, delivered ahead of anything queued
     _demand: int  # outstanding downstream demand; LONG_MAX is unbounded
 
-    if TYPE_CHECKING:  # the stages' persisted name (reaqtive.operator.Versioned), in messages
+    if TYPE_CHECKING:  # the stages' persisted name (reaqtive.core.operator.Versioned), in messages
 
         @property
         def name(self) -> str: ...

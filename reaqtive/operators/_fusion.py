@@ -35,7 +35,7 @@ through the stages themselves, unchanged.
 stored. The tree and its saved state: the stages of a run are the ordinary stage objects, linked by ``inputs``
 as before, so checkpoint traversals see the same nodes at the same paths and save the same bytes, and state
 saved by a fused run loads into an unfused one and the other way round. The frames a stage takes on the
-deepest path (:func:`reaqtive.binding.frames_of`): an element takes one frame for the whole run, and a
+deepest path (:func:`reaqtive.core.binding.frames_of`): an element takes one frame for the whole run, and a
 completion, an error and a request take the path they took before.
 
 **Which stages fuse.** Those registered with :func:`fusible`: stages that handle an element in a few lines and
@@ -68,12 +68,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Protocol, TypeVar, cast
 
-from reaqtive.binding import DEFAULT_FRAMES, register_operator
-from reaqtive.expression import Expression
-from reaqtive.operator import OperatorBase
-from reaqtive.streams import Subscriber, Subscription
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
+from reaqtive.core.binding import DEFAULT_FRAMES, register_operator
+from reaqtive.core.expression import Expression
+from reaqtive.core.operator import OperatorBase
+from reaqtive.core.streams import Subscriber, Subscription
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 
 __all__ = [
     "MAX_RUN",
@@ -213,7 +213,7 @@ def fusible(
     op: str, *, frames: int = DEFAULT_FRAMES, builder: Callable[..., Any] | None = None, args: type | None = None
 ) -> Callable[[B], B]:
     """Decorator of a stage class, or of a function ``(query, downstream) -> stage`` that chooses one: register
-    it as the binder of ``op`` (as :func:`~reaqtive.binding.register_operator` does, with the same ``frames``,
+    it as the binder of ``op`` (as :func:`~reaqtive.core.binding.register_operator` does, with the same ``frames``,
     ``builder`` and ``args``), bound fused with the fusible stages next to it.
 
     Each stage class it creates declares ``fused_step`` (a :class:`FusedStep`), takes ``(query, downstream)``,

@@ -2,13 +2,13 @@
 window), each backed by an inner subject that the operator feeds.
 
 **Inner subjects.** Hosted (the context's execution environment is a
-:class:`~reaqtive.context.HigherOrderEnvironment`), the operator takes an id prefix in ``set_context``
+:class:`~reaqtive.core.context.HigherOrderEnvironment`), the operator takes an id prefix in ``set_context``
 (``env.allocate_id(instance_id, "group_by")``) and the n-th inner stream it ever opens is the subject
 ``f"{prefix}/{n}"`` of the environment (``get_or_create_subject``); ``n`` is a counter in the operator's state,
 so a replay after recovery derives the same ids (never random, never a hash of the key). When the stream ends
 the subject is completed, then deleted (``delete_subject``). Standalone, each inner stream is a local
-:class:`~reaqtive.subjects.SimpleSubject`. Downstream receives an :class:`~reaqtive.query.InnerStream` (or a
-:class:`~reaqtive.query.GroupedStream`) over the subject, whose ``stream_id`` is the subject id (``None``
+:class:`~reaqtive.core.subjects.SimpleSubject`. Downstream receives an :class:`~reaqtive.fluent.query.InnerStream` (or a
+:class:`~reaqtive.fluent.query.GroupedStream`) over the subject, whose ``stream_id`` is the subject id (``None``
 standalone): a consumer saves ``stream.reference()`` and re-creates the stream after a restart with
 ``InnerStream.from_reference(ref, env)``.
 
@@ -19,9 +19,9 @@ does) sees every element. A subject is hot: elements pushed while a stream has n
 **Demand across the boundary.** *Outer*: an inner stream is emitted only when downstream demand allows it.
 One that opens without demand waits, with the elements that arrive for it, in a queue; waiting streams and the
 elements held for them count together against ``MAX_QUEUE_SIZE`` (:data:`DEFAULT_MAX_WAITING` when the host
-sets none), and one more fails the operator with :class:`~reaqtive.errors.LimitExceededError`. *Inner*: each
+sets none), and one more fails the operator with :class:`~reaqtive.core.errors.LimitExceededError`. *Inner*: each
 subscriber of an inner subject has its own demand and a bounded buffer with the subject's overflow policy
-(:class:`~reaqtive.subjects.SimpleSubject`: 1024 elements, then ``BufferOverflowError`` to that subscriber).
+(:class:`~reaqtive.core.subjects.SimpleSubject`: 1024 elements, then ``BufferOverflowError`` to that subscriber).
 What each operator asks its upstream for is stated by the operator.
 
 **Termination.** The source's completion ends every open inner stream (completed, then the outer stream
@@ -58,19 +58,19 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar
 
-from reaqtive.context import HigherOrderEnvironment, OperatorContext
-from reaqtive.errors import LimitExceededError
-from reaqtive.operator import StateReader, StateWriter, UnaryOperatorBase
+from reaqtive.core.context import HigherOrderEnvironment, OperatorContext
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.operator import StateReader, StateWriter, UnaryOperatorBase
+from reaqtive.core.streams import LONG_MAX, Subscriber, Subscription, add_demand, non_positive_request_error
+from reaqtive.core.subjects import MultiSubject, SimpleSubject
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import DEFAULT_QUEUE_SIZE, queue_capacity
 from reaqtive.operators.settings import MAX_QUEUE_SIZE
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import LONG_MAX, Subscriber, Subscription, add_demand, non_positive_request_error
-from reaqtive.subjects import MultiSubject, SimpleSubject
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
-    from reaqtive.query import InnerStream
+    from reaqtive.core.expression import InnerStreamNode
 
 __all__ = ["DEFAULT_MAX_WAITING", "Inner", "InnerStreamOperator", "input_of"]
 
@@ -99,7 +99,7 @@ _UNLIMITED: Final = _Unlimited()
 
 def input_of(subject: MultiSubject[Any, Any]) -> Subscriber[Any]:
     """Where to push a subject's elements: the subject itself when it is a subscriber (a
-    :class:`~reaqtive.subjects.SimpleSubject`), else a new input observer of it."""
+    :class:`~reaqtive.core.subjects.SimpleSubject`), else a new input observer of it."""
     # The concrete class first: an isinstance check against the Subscriber protocol costs microseconds, and a
     # group_by opens one subject per key.
     if isinstance(subject, (SimpleSubject, Subscriber)):
@@ -133,7 +133,7 @@ class Inner:
         return f"<inner {self.number} key={self.key!r} {where}{' closed' if self.closed else ''}>"
 
 
-class InnerStreamOperator(StatefulUnaryOperatorBase[T, "InnerStream[Any]"], Generic[T]):
+class InnerStreamOperator(StatefulUnaryOperatorBase[T, "InnerStreamNode[Any]"], Generic[T]):
     """The base of ``group_by`` and the ``window`` stages (see the module docstring for the shared rules).
 
     Subclasses implement :meth:`_element` (an action: one element from upstream), :meth:`_close_all` (the
@@ -169,7 +169,7 @@ class InnerStreamOperator(StatefulUnaryOperatorBase[T, "InnerStream[Any]"], Gene
         "_wip",
     )
 
-    def __init__(self, source: Subscribable[T], downstream: Subscriber[InnerStream[Any]]) -> None:
+    def __init__(self, source: Subscribable[T], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         super().__init__(downstream)
         self._source = source
         self._lock = threading.Lock()
@@ -254,7 +254,9 @@ class InnerStreamOperator(StatefulUnaryOperatorBase[T, "InnerStream[Any]"], Gene
         """Drop the subclass's own bookkeeping of open streams (they were ended or failed)."""
         raise NotImplementedError
 
-    def _make_stream(self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None) -> InnerStream[Any]:
+    def _make_stream(
+        self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None
+    ) -> InnerStreamNode[Any]:
         """What goes downstream for ``inner``."""
         raise NotImplementedError
 

@@ -2,7 +2,7 @@
 the merging core of ``flat_map``, ``merge_all`` and ``switch_latest``.
 
 **Where inner subscriptions live** (:class:`InnerHost`). Under a
-:class:`~reaqtive.context.HigherOrderEnvironment` (the engine, or :class:`~reaqtive.state.InnerEnvironment` in
+:class:`~reaqtive.core.context.HigherOrderEnvironment` (the engine, or :class:`~reaqtive.state.InnerEnvironment` in
 tests) every inner subscription is an artifact of its own, registered under ``f"{prefix}/{n}"``: ``prefix`` is
 what ``allocate_id(instance_id, kind)`` gave the stage in ``set_context`` (the traversal order is deterministic,
 so the same stage gets the same prefix after a restart) and ``n`` counts the outer elements, a counter the stage
@@ -11,9 +11,9 @@ own saved state when the stage re-creates it. Without such an environment (stand
 in memory, work the same, and cannot be checkpointed while they are live.
 
 **Outer elements in the state** (:func:`save_outer_element`). A stage re-creates a live inner subscription after
-a restart from the outer element that created it: an :class:`~reaqtive.query.InnerStream` (a group of
-``group_by``, a window of ``window``) is saved by :meth:`~reaqtive.query.InnerStream.reference` and re-created
-with :meth:`~reaqtive.query.InnerStream.from_reference`; any other element is saved as a value, so it must be
+a restart from the outer element that created it: an :class:`~reaqtive.fluent.query.InnerStream` (a group of
+``group_by``, a window of ``window``) is saved by :meth:`~reaqtive.fluent.query.InnerStream.reference` and re-created
+with :meth:`~reaqtive.fluent.query.InnerStream.from_reference`; any other element is saved as a value, so it must be
 encodable by the state codec. A plain query is not a value: a stream of queries (``xs.map(f).merge_all()``)
 cannot be checkpointed while an inner is live, its selector form (``xs.flat_map(f)``) can.
 
@@ -40,10 +40,21 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar
 
-from reaqtive.context import HigherOrderEnvironment, OperatorContext
-from reaqtive.errors import LimitExceededError
-from reaqtive.expression import InnerStreamNode, inner_stream_from_reference
-from reaqtive.operator import FieldReader, StateReader, StateWriter, Version
+from reaqtive.core.context import HigherOrderEnvironment, OperatorContext
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.expression import InnerStreamNode, inner_stream_from_reference
+from reaqtive.core.operator import FieldReader, StateReader, StateWriter, Version
+from reaqtive.core.streams import (
+    LONG_MAX,
+    Subscriber,
+    Subscription,
+    add_demand,
+    non_positive_request_error,
+    require_not_none,
+)
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize
 from reaqtive.operators._emitter import (
     COMPLETE,
     DEFAULT_QUEUE_SIZE,
@@ -57,17 +68,6 @@ from reaqtive.operators._emitter import (
 from reaqtive.operators.keyed_steps import keyed_execution, keyed_execution_enabled
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED
 from reaqtive.state import OperatorStateError
-from reaqtive.streams import (
-    LONG_MAX,
-    Subscriber,
-    Subscription,
-    add_demand,
-    non_positive_request_error,
-    require_not_none,
-)
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import initialize
 
 __all__ = [
     "InnerHost",
@@ -84,7 +84,7 @@ R = TypeVar("R")
 _VALUE = 0
 _REFERENCE = 1
 _REFERENCE_LENGTHS: Final = {"group": 3, "window": 2}
-"""The kinds of :meth:`~reaqtive.query.InnerStream.reference`, and the length of each."""
+"""The kinds of :meth:`~reaqtive.fluent.query.InnerStream.reference`, and the length of each."""
 
 
 def _take(token: list[bool]) -> bool:

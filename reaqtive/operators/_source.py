@@ -28,11 +28,11 @@ import threading
 from abc import abstractmethod
 from typing import Final, Generic, TypeVar
 
-from reaqtive.context import OperatorContext
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.scheduler_interface import Scheduler, YieldToken
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
 from reaqtive.scheduler import DEFAULT_BATCH_SIZE, YieldableActionTask
-from reaqtive.scheduler_interface import Scheduler, YieldToken
 from reaqtive.state import StatefulOperatorBase
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
 
 __all__ = ["EMIT_BATCH", "PullSource"]
 

@@ -13,15 +13,15 @@ from abc import abstractmethod
 from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
-from reaqtive.arguments import require_non_negative_int, require_time
-from reaqtive.context import OperatorContext
-from reaqtive.errors import MissingSchedulerError
-from reaqtive.expression import as_expression
+from reaqtive.core.arguments import require_non_negative_int, require_time
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import MissingSchedulerError
+from reaqtive.core.expression import as_expression
+from reaqtive.core.streams import LONG_MAX, Subscriber, Subscription, add_demand, require_not_none
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._timing import MAX_TIME
 from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import LONG_MAX, Subscriber, Subscription, add_demand, require_not_none
-from reaqtive.subscribable import Subscribable
 
 __all__ = [
     "DeadlineStage",
@@ -91,7 +91,7 @@ class DroppingStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
 class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """A one-input stage with one timer at an absolute time (``take``/``skip`` by duration, ``take_until``/
     ``skip_until`` a time). Needs a scheduler in its context: ``set_context`` raises
-    :class:`~reaqtive.errors.MissingSchedulerError` without one.
+    :class:`~reaqtive.core.errors.MissingSchedulerError` without one.
 
     At start the subclass names the deadline (:meth:`deadline`); a deadline already reached is handled at once,
     in ``start``, before the source starts; otherwise a task on the scheduler runs :meth:`on_deadline` when it

@@ -1,15 +1,15 @@
 """Due-time arithmetic shared by the time-based sources and operators: absolute due times computed from
 ``scheduler.now`` that never overflow. A deadline past ``datetime.max`` is :data:`MAX_TIME`
-(:data:`reaqtive.scheduler_interface.NEVER`): it never comes (see :mod:`reaqtive.scheduler_interface`)."""
+(:data:`reaqtive.core.scheduler_interface.NEVER`): it never comes (see :mod:`reaqtive.core.scheduler_interface`)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from typing import Final
 
-from reaqtive.arguments import require_positive_duration, require_positive_int, require_time
-from reaqtive.context import OperatorContext
-from reaqtive.scheduler_interface import EARLIEST, NEVER, deadline, earlier, utc
+from reaqtive.core.arguments import require_positive_duration, require_positive_int, require_time
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.scheduler_interface import EARLIEST, NEVER, deadline, earlier, utc
 from reaqtive.state.fields import time_bounds
 
 __all__ = [
@@ -36,7 +36,8 @@ MAX_SPAN: Final = datetime.max - datetime.min
 ``window`` longer than it could never open a second list or window, and is refused at bind."""
 
 add_safe: Final = deadline
-"""``time + delta`` clamped to :data:`MIN_TIME` / :data:`MAX_TIME`: :func:`reaqtive.scheduler_interface.deadline`."""
+"""``time + delta`` clamped to :data:`MIN_TIME` / :data:`MAX_TIME`:
+:func:`reaqtive.core.scheduler_interface.deadline`."""
 
 
 def multiply_safe(period: timedelta, count: int) -> timedelta:

@@ -5,19 +5,16 @@ from __future__ import annotations
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_callable
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, Version
+from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage, optional_callable, require_element
 from reaqtive.operators.keyed_steps import DONE, SKIP, StatelessStep, register_keyed_step
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = [
     "All",
@@ -189,7 +186,7 @@ class Any(_Quantifier[T], Generic[T]):
 
     __slots__ = ("_predicate",)
 
-    def __init__(self, query: Query[object], downstream: Subscriber[bool]) -> None:
+    def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
         args = AnyArgs.read(query)
         super().__init__(args.source, downstream)
         self._predicate: Callable[[T], object] | None = args.predicate
@@ -216,7 +213,7 @@ class All(_Quantifier[T], Generic[T]):
 
     __slots__ = ("_predicate",)
 
-    def __init__(self, query: Query[object], downstream: Subscriber[bool]) -> None:
+    def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
         args = AllArgs.read(query)
         super().__init__(args.source, downstream)
         self._predicate: Callable[[T], object] = args.predicate
@@ -241,7 +238,7 @@ class Contains(_Quantifier[T], Generic[T]):
 
     __slots__ = ("_value",)
 
-    def __init__(self, query: Query[object], downstream: Subscriber[bool]) -> None:
+    def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
         args = ContainsArgs.read(query)
         super().__init__(args.source, downstream)
         self._value: object = args.value
@@ -266,7 +263,7 @@ class IsEmpty(_Quantifier[T], Generic[T]):
 
     __slots__ = ()
 
-    def __init__(self, query: Query[object], downstream: Subscriber[bool]) -> None:
+    def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
         super().__init__(IsEmptyArgs.read(query).source, downstream)
 
     def on_next(self, value: T) -> None:

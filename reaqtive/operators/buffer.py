@@ -5,25 +5,22 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.errors import LimitExceededError
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import COMPLETE, IDLE, UnaryEmitterBase
 from reaqtive.operators._timing import span_arguments
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
 from reaqtive.state import DirtyState, StatefulUnaryOperatorBase
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["BufferArgs", "BufferCount", "BufferCountSkip", "bind_buffer", "buffer"]
 
@@ -112,7 +109,8 @@ class BufferArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> BufferArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "count", "skip")
         return cls(args.source(0), args.integer(1, minimum=1), args.integer(2, minimum=1))
 
@@ -136,7 +134,7 @@ def _closed_before(received: int, count: int, skip: int) -> int:
 
 
 @register_operator("buffer", builder=buffer, args=BufferArgs)
-def bind_buffer(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+def bind_buffer(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of :func:`buffer` by count: :class:`BufferCount` when ``skip == count``, else
     :class:`BufferCountSkip`."""
     args = BufferArgs.read(query)
@@ -165,7 +163,7 @@ class BufferCount(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
         "_threshold",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(downstream)
         args = BufferArgs.read(query)
         self._source: Subscribable[T] = args.source
@@ -281,7 +279,7 @@ class BufferCountSkip(UnaryEmitterBase[T, list[T]], Generic[T]):
         "_threshold",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(downstream)
         args = BufferArgs.read(query)
         self._source: Subscribable[T] = args.source

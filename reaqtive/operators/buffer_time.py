@@ -6,14 +6,18 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.errors import LimitExceededError
-from reaqtive.expression import Expression
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.expression import Expression
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import (
     PendingEmitterBase,
 )
@@ -21,14 +25,7 @@ from reaqtive.operators._timing import MAX_SPAN, deadline, earlier, multiply_saf
 from reaqtive.operators.buffer import buffer
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state.fields import time_bounds
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = [
     "BufferTime",
@@ -53,7 +50,8 @@ class BufferTimeArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> BufferTimeArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "duration", "shift")
         return cls(args.source(0), args.duration(1, positive=True), args.duration(2, positive=True))
 
@@ -74,7 +72,7 @@ class BufferTimeOrCountArgs:
 
 
 @register_operator("buffer_time", frames=4, builder=buffer, args=BufferTimeArgs)
-def bind_buffer_time(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+def bind_buffer_time(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of :func:`~reaqtive.operators.buffer.buffer` by duration (and shift): :class:`BufferTime`
     when ``shift == duration``, else :class:`BufferTimeShift`."""
     args = BufferTimeArgs.read(query)
@@ -333,7 +331,7 @@ class BufferTime(_TickBuffer[T], Generic[T]):
 
     __slots__ = ()
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         args = BufferTimeArgs.read(query)
         super().__init__(args.source, args.duration, downstream)
 
@@ -380,7 +378,7 @@ class BufferTimeShift(_TimeBuffer[T], Generic[T]):
 
     __slots__ = ("_buffers", "_duration", "_next_open", "_shift")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         args = BufferTimeArgs.read(query)
         super().__init__(args.source, downstream)
         self._duration = args.duration
@@ -488,7 +486,7 @@ class BufferTimeOrCount(_TickBuffer[T], Generic[T]):
 
     __slots__ = ("_count", "_credit", "_requested")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         args = BufferTimeOrCountArgs.read(query)
         super().__init__(args.source, args.duration, downstream)
         self._count = args.count

@@ -5,19 +5,16 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import require_callable, variadic_arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import require_callable, variadic_arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import LONG_MAX, Subscriber
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._emitter import COMPLETE, IDLE, EmitterInput, MultiInputEmitter, input_source
 from reaqtive.state import StateShapeError
-from reaqtive.streams import LONG_MAX, Subscriber
-from reaqtive.subscribable import Subscribable
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["CombineLatest", "CombineLatestArgs", "combine_latest"]
 
@@ -83,7 +80,8 @@ class CombineLatestArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> CombineLatestArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = variadic_arguments(query, "source", minimum=2, trailing=("selector",))
         last = len(args) - 1
         return cls(args.source(0), tuple(args.sources(1, last)), args.optional_function(last))
@@ -124,7 +122,7 @@ class CombineLatest(MultiInputEmitter[R], Generic[R]):
 
     __slots__ = ("_combine_inputs", "_complete_now", "_emit_now", "_latest", "_missing", "_queue", "_selector")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         super().__init__(downstream)
         args = CombineLatestArgs.read(query)
         sources = (args.source, *args.others)

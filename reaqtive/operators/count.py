@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage, optional_callable
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Count", "CountArgs", "count"]
 
@@ -67,7 +64,7 @@ class Count(AggregateStage[T, int], Generic[T]):
 
     __slots__ = ("_count", "_predicate")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[int]) -> None:
         args = CountArgs.read(query)
         super().__init__(args.source, downstream)
         self._predicate: Callable[[T], object] | None = args.predicate

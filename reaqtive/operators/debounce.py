@@ -5,25 +5,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_duration
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments, require_duration
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.streams import LONG_MAX, Subscriber, Subscription, require_not_none
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import COMPLETE, IDLE, UnaryEmitterBase
 from reaqtive.operators._inner_subscriptions import InnerHost, needs_environment_error, selected_source
 from reaqtive.operators._timing import add_safe
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state.fields import time_bounds
-from reaqtive.streams import LONG_MAX, Subscriber, Subscription, require_not_none
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Debounce", "DebounceArgs", "DebounceSelector", "debounce"]
 
@@ -90,7 +87,8 @@ class DebounceArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> DebounceArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "duration")
         source = args.source(0)
         duration = args.value(1)
@@ -102,7 +100,7 @@ class DebounceArgs:
 
 
 @register_operator("debounce", frames=20, builder=debounce, args=DebounceArgs)
-def _bind_debounce(query: Query[Any], downstream: Subscriber[Any]) -> _DebounceBase[Any]:
+def _bind_debounce(query: Expression[Any], downstream: Subscriber[Any]) -> _DebounceBase[Any]:
     """``debounce(duration)`` or ``debounce(duration_selector)``: one expression operator, two stages."""
     if isinstance(DebounceArgs.read(query).duration, timedelta):
         return Debounce(query, downstream)
@@ -211,7 +209,7 @@ class Debounce(_DebounceBase[T], Generic[T]):
 
     __slots__ = ("_armed", "_due", "_duration", "_scheduler")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         args = DebounceArgs.read(query)
         super().__init__(args, downstream)
         duration = args.duration
@@ -305,7 +303,7 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
 
     __slots__ = ("_count", "_has_inner", "_host", "_selector")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         args = DebounceArgs.read(query)
         super().__init__(args, downstream)
         selector = args.duration

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber, non_positive_request_error
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.keyed_steps import KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber, non_positive_request_error
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["DefaultIfEmpty", "DefaultIfEmptyArgs", "default_if_empty"]
 
@@ -57,7 +54,8 @@ class DefaultIfEmptyArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> DefaultIfEmptyArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "default")
         return cls(args.source(0), args.element(1))
 
@@ -72,7 +70,7 @@ class DefaultIfEmpty(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_default", "_lock", "_not_empty", "_pending", "_requested", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = DefaultIfEmptyArgs.read(query)
         self._source: Subscribable[T] = args.source

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SingleAssignmentSubscription, SubscriptionHandle
+from reaqtive.core.visitors import set_context_all, start_all, subscribe_all
 from reaqtive.operators._timing import due_bounds, due_time, require_due
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SingleAssignmentSubscription, SubscriptionHandle
-from reaqtive.visitors import set_context_all, start_all, subscribe_all
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["DelaySubscription", "DelaySubscriptionArgs", "delay_subscription"]
 
@@ -65,7 +62,8 @@ class DelaySubscriptionArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> DelaySubscriptionArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "due")
         return cls(args.source(0), args.due(1))
 
@@ -85,7 +83,7 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_due", "_holder", "_next_due", "_scheduler", "_source", "_subscribed")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = DelaySubscriptionArgs.read(query)
         self._source: Subscribable[T] = args.source

@@ -4,23 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_callable
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.errors import LimitExceededError
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.settings import MAX_DISTINCT_ELEMENTS, read_limit
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Distinct", "DistinctArgs", "DistinctComparer", "bind_distinct", "distinct"]
 
@@ -71,7 +68,8 @@ class DistinctArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> DistinctArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "key_selector", "comparer")
         comparer = None if args.value(2) is None else args.function(2)
         return cls(args.source(0), args.optional_function(1), comparer)
@@ -122,7 +120,7 @@ class Distinct(_DistinctBase[T], Generic[T]):
 
     __slots__ = ("_keys",)
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(DistinctArgs.read(query), downstream)
         self._keys: set[object] = set()
 
@@ -160,7 +158,7 @@ class DistinctComparer(_DistinctBase[T], Generic[T]):
 
     __slots__ = ("_comparer", "_keys")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         args = DistinctArgs.read(query)
         super().__init__(args, downstream)
         comparer = args.comparer
@@ -196,7 +194,7 @@ class DistinctComparer(_DistinctBase[T], Generic[T]):
 
 
 @register_operator("distinct", builder=distinct, args=DistinctArgs)
-def bind_distinct(query: Query[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
+def bind_distinct(query: Expression[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of ``distinct``: args ``(source, key_selector | None, comparer | None)``."""
     if arguments(query, "source", "key_selector", "comparer").value(2) is None:  # the stages check the rest
         return Distinct(query, downstream)

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_callable
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import Version
+from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import Version
+from reaqtive.core.streams import Subscriber, require_not_none
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators.keyed_steps import NO_OUTPUTS, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber, require_not_none
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Do", "DoArgs", "do"]
 
@@ -84,7 +81,8 @@ class DoArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> DoArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "on_next", "on_error", "on_complete")
         source = args.source(0)
         on_next = args.optional_function(1)
@@ -110,7 +108,7 @@ class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_on_complete", "_on_error", "_on_next", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = DoArgs.read(query)
         self._source: Subscribable[T] = args.source

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_non_negative_int
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments, require_non_negative_int
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage, require_element
 from reaqtive.operators.keyed_steps import (
     DONE,
@@ -18,11 +20,6 @@ from reaqtive.operators.keyed_steps import (
     is_immutable_value,
     register_keyed_step,
 )
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["ElementAt", "ElementAtArgs", "ElementAtOrDefaultArgs", "element_at", "element_at_or_default"]
 
@@ -106,7 +103,7 @@ class ElementAt(AggregateStage[T, T], Generic[T]):
 
     __slots__ = ("_default", "_index", "_op", "_remaining")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         args: ElementAtArgs | ElementAtOrDefaultArgs
         default: object = None
         if query.op == "element_at_or_default":

@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, source_node
-from reaqtive.operator import Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, source_node
+from reaqtive.core.operator import Version
+from reaqtive.core.scheduler_interface import YieldToken
+from reaqtive.core.streams import Subscriber
 from reaqtive.operators._source import TERMINATED, PullSource
-from reaqtive.scheduler_interface import YieldToken
-from reaqtive.streams import Subscriber
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Empty", "EmptyArgs", "empty"]
 
 T = TypeVar("T")
 
 
-def empty() -> Query[Any]:
+def empty() -> Expression[Any]:
     """A source that completes at once, without elements.
 
     >>> Query.empty().run(print, on_complete=lambda: print("done"))  # doctest: +ELLIPSIS
@@ -46,7 +43,8 @@ class EmptyArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> EmptyArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if there are any)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if there are
+        any)."""
         arguments(query)
         return cls()
 
@@ -60,7 +58,7 @@ class Empty(PullSource[Any]):
 
     __slots__ = ()
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         EmptyArgs.read(query)
         super().__init__(downstream)
 

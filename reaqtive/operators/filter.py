@@ -4,21 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_callable
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Filter", "FilterArgs", "FilterIndexed", "FilterIndexedArgs", "filter", "filter_indexed"]
 
@@ -82,7 +79,8 @@ class FilterArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> FilterArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "predicate")
         return cls(args.source(0), args.function(1))
 
@@ -111,7 +109,7 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_predicate", "_requested", "_source", "_unbounded")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = FilterArgs.read(query)
         self._source: Subscribable[T] = args.source
@@ -176,7 +174,7 @@ class FilterIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_index", "_predicate", "_requested", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = FilterIndexedArgs.read(query)
         self._source: Subscribable[T] = args.source

@@ -4,21 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_callable
-from reaqtive.binding import register_operator
-from reaqtive.context import DEFAULT_LOGGER
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import Version
+from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import DEFAULT_LOGGER
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["FinallyAction", "FinallyActionArgs", "finally_action"]
 
@@ -59,7 +56,8 @@ class FinallyActionArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> FinallyActionArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "action")
         return cls(args.source(0), args.function(1))
 
@@ -74,7 +72,7 @@ class FinallyAction(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_action", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = FinallyActionArgs.read(query)
         self._source: Subscribable[T] = args.source

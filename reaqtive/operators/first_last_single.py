@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable, require_element
 from reaqtive.operators.keyed_steps import (
     DONE,
@@ -19,11 +21,6 @@ from reaqtive.operators.keyed_steps import (
     is_immutable_value,
     register_keyed_step,
 )
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = [
     "First",
@@ -189,7 +186,7 @@ class _Pick(AggregateStage[T, T], Generic[T]):
 
     __slots__ = ("_default", "_op", "_predicate")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         args: PickArgs | PickOrDefaultArgs
         default: object = None
         if query.op.endswith("_or_default"):
@@ -251,7 +248,7 @@ class Last(_Pick[T], Generic[T]):
 
     __slots__ = ("_last",)
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(query, downstream)
         self._last: T | None = None
 
@@ -290,7 +287,7 @@ class Single(_Pick[T], Generic[T]):
 
     __slots__ = ("_found",)
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(query, downstream)
         self._found: T | None = None
 

@@ -4,23 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_callable, require_positive_int
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.errors import LimitExceededError
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import Version
+from reaqtive.core.arguments import arguments, require_callable, require_positive_int
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._inner_subscriptions import InnerMergeBase, InnerSlot, selected_source
 from reaqtive.operators.keyed_groups import bind_keyed_groups
 from reaqtive.operators.settings import MAX_CONCURRENT_INNER, read_limit
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["FlatMap", "FlatMapArgs", "MergeAll", "MergeAllArgs", "bind_flat_map", "flat_map", "merge_all"]
 
@@ -120,7 +117,8 @@ class FlatMapArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> FlatMapArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "selector", "result_selector", "max_concurrent")
         return cls(args.source(0), args.function(1), args.optional_function(2), args.optional_integer(3, minimum=1))
 
@@ -140,7 +138,7 @@ class MergeAllArgs:
 
 
 @register_operator("flat_map", frames=20, builder=flat_map, args=FlatMapArgs)
-def bind_flat_map(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+def bind_flat_map(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of :func:`flat_map`: over a ``group_by`` whose groups' query is a chain of operators with keyed
     steps, the keyed stage (:mod:`reaqtive.operators.keyed_groups`); otherwise :class:`FlatMap`."""
     args = FlatMapArgs.read(query)
@@ -164,7 +162,7 @@ class FlatMap(InnerMergeBase[R], Generic[R]):
 
     __slots__ = ("_max_concurrent", "_selector")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         args = FlatMapArgs.read(query)
         super().__init__(args.source, downstream)
         self._selector: Callable[[Any], Any] | None = args.selector
@@ -222,7 +220,7 @@ class MergeAll(FlatMap[R], Generic[R]):
 
     __slots__ = ()
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         args = MergeAllArgs.read(query)
         InnerMergeBase.__init__(self, args.source, downstream)
         self._selector = None

@@ -5,19 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sized
 from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, source_node
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, source_node
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import YieldToken
+from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.operators._fusion import SOURCE_DISPOSED, STOPPED_AT_NONE, FusedEntry, emits_batches
 from reaqtive.operators._source import EMIT_BATCH, TERMINATED, PullSource
-from reaqtive.scheduler_interface import YieldToken
-from reaqtive.streams import LONG_MAX, Subscriber
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["FromIterable", "FromIterableArgs", "from_iterable"]
 
@@ -25,7 +22,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def from_iterable(iterable: Iterable[R]) -> Query[R]:
+def from_iterable(iterable: Iterable[R]) -> Expression[R]:
     """A cold source that emits the elements of ``iterable`` as they are requested, then completes.
 
     >>> from_iterable([1, 2, 3]).run(print)  # doctest: +ELLIPSIS
@@ -59,7 +56,8 @@ class FromIterableArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> FromIterableArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         return cls(arguments(query, "iterable").iterable(0))
 
 
@@ -86,7 +84,7 @@ class FromIterable(PullSource[T], Generic[T]):
 
     __slots__ = ("_iterable", "_iterator", "_looked", "_peeked", "_position")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         self._iterable: Iterable[T] = FromIterableArgs.read(query).iterable
         self._iterator: Iterator[T] | None = None

@@ -5,27 +5,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import Arguments, arguments, require_callable, require_duration, require_positive_int
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.errors import LimitExceededError, ObjectDisposedError
-from reaqtive.expression import Expression, OperatorCall, new_grouped_stream
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import Arguments, arguments, require_callable, require_duration, require_positive_int
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import LimitExceededError, ObjectDisposedError
+from reaqtive.core.expression import Expression, GroupedStreamNode, InnerStreamNode, OperatorCall, new_grouped_stream
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.streams import LONG_MAX, Subscriber
+from reaqtive.core.subjects import MultiSubject
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators._timing import add_safe
 from reaqtive.operators.settings import MAX_GROUP_COUNT, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state.fields import time_bounds
-from reaqtive.streams import LONG_MAX, Subscriber
-from reaqtive.subjects import MultiSubject
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import GroupedStream, InnerStream, Query
 
 __all__ = [
     "GroupBy",
@@ -48,7 +45,7 @@ def group_by(
     expire_after: timedelta | None = None,
 ) -> OperatorCall[Any]:
     """Split the elements into one inner stream per key: each new key emits a
-    :class:`~reaqtive.query.GroupedStream` (a query, with ``.key``), and each element goes into the group of
+    :class:`~reaqtive.fluent.query.GroupedStream` (a query, with ``.key``), and each element goes into the group of
     ``key_selector(element)``, as ``element_selector(element)`` if given.
 
     >>> from_iterable(range(7)).group_by(lambda x: x % 3).flat_map(
@@ -117,7 +114,8 @@ class GroupByArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> GroupByArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = _arguments(query)
         return cls(
             args.source(0),
@@ -133,7 +131,7 @@ def _arguments(query: Expression[Any]) -> Arguments:
 
 
 @register_operator("group_by", frames=8, builder=group_by, args=GroupByArgs)
-def bind_group_by(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+def bind_group_by(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of :func:`group_by`: :class:`GroupBy`, or :class:`GroupByExpiring` with ``expire_after``."""
     if GroupByArgs.read(query).expire_after is None:
         return GroupBy(query, subscriber)
@@ -196,7 +194,7 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
         "_sinks",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         args = GroupByArgs.read(query)
         super().__init__(args.source, downstream)
         self._key_selector: Callable[[T], object] = args.key_selector
@@ -308,7 +306,9 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
 
     # -- the shared machinery's hooks --------------------------------------------------------------------------
 
-    def _make_stream(self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None) -> GroupedStream[Any]:
+    def _make_stream(
+        self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None
+    ) -> GroupedStreamNode[Any]:
         if not inner.closed:
             sink = inner.sink
             assert sink is not None
@@ -349,7 +349,7 @@ class GroupByExpiring(GroupBy[T], Generic[T]):
 
     __slots__ = ("_expire_after", "_scheduler", "_timer_due")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         super().__init__(query, downstream)
         expire_after = GroupByArgs.read(query).expire_after
         if expire_after is None:  # a query bound to the wrong stage

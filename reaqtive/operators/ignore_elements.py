@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import Version
+from reaqtive.core.streams import LONG_MAX, Subscriber, Subscription
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.keyed_steps import SKIP, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import LONG_MAX, Subscriber, Subscription
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["IgnoreElements", "IgnoreElementsArgs", "ignore_elements"]
 
@@ -49,7 +46,8 @@ class IgnoreElementsArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> IgnoreElementsArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         return cls(arguments(query, "source").source(0))
 
 
@@ -63,7 +61,7 @@ class IgnoreElements(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_source",)
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         self._source: Subscribable[T] = IgnoreElementsArgs.read(query).source
 

@@ -45,13 +45,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from reaqtive.context import OperatorContext
-from reaqtive.error_policy import NO_ELEMENT
-from reaqtive.errors import LimitExceededError
-from reaqtive.expression import Expression, grouped_stream_class, is_expression
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.error_policy import NO_ELEMENT
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.expression import Expression, GroupedStreamNode, grouped_stream_class, is_expression
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.streams import LONG_MAX, Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import PullingEmitterBase
 from reaqtive.operators._timing import add_safe
 from reaqtive.operators.group_by import GroupByArgs, none_element_error, unhashable_key_error
@@ -67,15 +71,8 @@ from reaqtive.operators.keyed_steps import (
 )
 from reaqtive.operators.settings import MAX_CONCURRENT_INNER, MAX_GROUP_COUNT, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state.fields import RecordReader, time_bounds
 from reaqtive.state.keyed import KeyedPage, KeyedStateTable
-from reaqtive.streams import LONG_MAX, Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import GroupedStream
 
 __all__ = [
     "KeyedGroupProbe",
@@ -112,12 +109,12 @@ class KeyedGroupProbe:
     _class: type[Any] | None = None
 
     @classmethod
-    def new(cls) -> GroupedStream[Any]:
+    def new(cls) -> GroupedStreamNode[Any]:
         """A new stand-in (of a subclass of the facade's group class, made once)."""
         probe_class = cls._class
         if probe_class is None:
             probe_class = cls._class = _make_probe_class(grouped_stream_class())
-        probe: GroupedStream[Any] = probe_class(_NoStream(), None, None)
+        probe: GroupedStreamNode[Any] = probe_class(_NoStream(), None, None)
         return probe
 
 

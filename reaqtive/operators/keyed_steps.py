@@ -43,8 +43,8 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from reaqtive.context import OperatorContext
-    from reaqtive.expression import Expression
+    from reaqtive.core.context import OperatorContext
+    from reaqtive.core.expression import Expression
 
 __all__ = [
     "DONE",

@@ -7,26 +7,23 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Final, Generic, Literal, TypeVar
 
-from reaqtive.arguments import arguments, require_callable, require_positive_duration, require_time
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.error_policy import NO_ELEMENT
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments, require_callable, require_positive_duration, require_time
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.error_policy import NO_ELEMENT
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import EARLIEST, NEVER, Scheduler, YieldToken, utc
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import PullingEmitterBase
 from reaqtive.scheduler import YieldableActionTask
 from reaqtive.scheduler.clock import EPOCH  # the default origin of window boundaries (as in Spark, Flink, Bytewax)
-from reaqtive.scheduler_interface import EARLIEST, NEVER, Scheduler, YieldToken, utc
 from reaqtive.state.fields import RecordReader, time_bounds
 from reaqtive.state.keyed import KeyedPage, KeyedStateTable
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = [
     "AGGREGATES",
@@ -272,7 +269,8 @@ class AggregateByKeyArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> AggregateByKeyArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "key_selector", "window", "aggregate", "value_selector", "origin")
         window, aggregate = args.value(2), args.value(3)
         if not _valid_window(window):
@@ -296,7 +294,7 @@ class AggregateByKeyArgs:
 
 
 @register_operator(_OP, frames=4, builder=aggregate_by_key, args=AggregateByKeyArgs)
-def bind_aggregate_by_key(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+def bind_aggregate_by_key(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of :func:`aggregate_by_key`: one stage per kind of window (each saves its own records)."""
     args = AggregateByKeyArgs.read(query)
     if args.kind == "tumbling":

@@ -4,21 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_callable
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators.keyed_steps import KeyedStep, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Map", "MapArgs", "MapIndexed", "MapIndexedArgs", "map", "map_indexed"]
 
@@ -78,7 +75,8 @@ class MapArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> MapArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "selector")
         return cls(args.source(0), args.function(1))
 
@@ -106,7 +104,7 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
 
     __slots__ = ("_selector", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         super().__init__(downstream)
         args = MapArgs.read(query)
         self._source: Subscribable[S] = args.source
@@ -154,7 +152,7 @@ class MapIndexed(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
 
     __slots__ = ("_index", "_selector", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         super().__init__(downstream)
         args = MapIndexedArgs.read(query)
         self._source: Subscribable[S] = args.source

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import variadic_arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import variadic_arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import LONG_MAX, Subscriber
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._emitter import COMPLETE, IDLE, EmitterInput, MultiInputEmitter, input_source
 from reaqtive.state import StateShapeError
-from reaqtive.streams import LONG_MAX, Subscriber
-from reaqtive.subscribable import Subscribable
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Merge", "MergeArgs", "merge"]
 
@@ -65,7 +62,8 @@ class MergeArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> MergeArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = variadic_arguments(query, "source")
         return cls(args.source(0), tuple(args.sources(1, len(args))))
 
@@ -128,7 +126,7 @@ class Merge(MultiInputEmitter[T], Generic[T]):
 
     __slots__ = ("_cursor", "_from", "_merge_inputs", "_queued")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = MergeArgs.read(query)
         sources = (args.source, *args.others)

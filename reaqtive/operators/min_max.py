@@ -4,20 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar
+from typing import Any, ClassVar, Final, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.state import register_state_type
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Max", "Min", "MinMaxArgs", "max", "min"]
 
@@ -101,7 +98,7 @@ class _Extremum(AggregateStage[T, T], Generic[T]):
 
     __slots__ = ("_best", "_best_key", "_key")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         args = MinMaxArgs.read(query)
         super().__init__(args.source, downstream)
         self._key: Callable[[T], Any] | None = args.key

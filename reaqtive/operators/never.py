@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, source_node
-from reaqtive.operator import Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, source_node
+from reaqtive.core.operator import Version
+from reaqtive.core.scheduler_interface import YieldToken
+from reaqtive.core.streams import Subscriber
 from reaqtive.operators._source import PullSource
-from reaqtive.scheduler_interface import YieldToken
-from reaqtive.streams import Subscriber
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Never", "NeverArgs", "never"]
 
 
-def never() -> Query[Any]:
+def never() -> Expression[Any]:
     """A source that never signals anything: no element, no completion; it ends only when disposed.
 
     >>> handle = Query.never().run(print)   # nothing is printed, ever
@@ -41,7 +38,8 @@ class NeverArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> NeverArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if there are any)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if there are
+        any)."""
         arguments(query)
         return cls()
 
@@ -55,7 +53,7 @@ class Never(PullSource[Any]):
 
     __slots__ = ()
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         NeverArgs.read(query)
         super().__init__(downstream)
 

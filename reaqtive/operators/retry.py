@@ -6,15 +6,13 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_positive_int
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.scheduler import ActionTask
-from reaqtive.scheduler_interface import Scheduler
-from reaqtive.state import StatefulOperatorBase
-from reaqtive.streams import (
+from reaqtive.core.arguments import arguments, require_positive_int
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.streams import (
     LONG_MAX,
     Subscriber,
     Subscription,
@@ -22,14 +20,15 @@ from reaqtive.streams import (
     non_positive_request_error,
     require_not_none,
 )
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import set_context_all, start_all, subscribe_all
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import set_context_all, start_all, subscribe_all
+from reaqtive.scheduler import ActionTask
+from reaqtive.state import StatefulOperatorBase
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from reaqtive.query import Query
 
 __all__ = ["Retry", "RetryArgs", "RetryCount", "retry"]
 
@@ -76,13 +75,14 @@ class RetryArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> RetryArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "count")
         return cls(args.source(0), args.optional_integer(1, minimum=1))
 
 
 @register_operator("retry", frames=4, builder=retry, args=RetryArgs)
-def _bind_retry(query: Query[Any], downstream: Subscriber[Any]) -> Retry[Any]:
+def _bind_retry(query: Expression[Any], downstream: Subscriber[Any]) -> Retry[Any]:
     """``retry()`` or ``retry(count)``: one expression operator, two stages (their state differs)."""
     return Retry(query, downstream) if RetryArgs.read(query).count is None else RetryCount(query, downstream)
 
@@ -114,7 +114,7 @@ class Retry(StatefulOperatorBase[T], Generic[T]):
         "_upstream",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = RetryArgs.read(query)
         self._source: Subscribable[T] = args.source

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, source_node
-from reaqtive.operator import Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, source_node
+from reaqtive.core.operator import Version
+from reaqtive.core.scheduler_interface import YieldToken
+from reaqtive.core.streams import Subscriber
 from reaqtive.operators._source import TERMINATED, PullSource
-from reaqtive.scheduler_interface import YieldToken
-from reaqtive.streams import Subscriber
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["ReturnValue", "ReturnValueArgs", "return_value"]
 
@@ -22,7 +19,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def return_value(value: R) -> Query[R]:
+def return_value(value: R) -> Expression[R]:
     """A source of exactly one element, ``value``, then completion.
 
     >>> Query.return_value(42).run(print)  # doctest: +ELLIPSIS
@@ -53,7 +50,8 @@ class ReturnValueArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> ReturnValueArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         return cls(arguments(query, "value").element(0))
 
 
@@ -67,7 +65,7 @@ class ReturnValue(PullSource[T], Generic[T]):
 
     __slots__ = ("_value",)
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         self._value: T = ReturnValueArgs.read(query).value  # type: ignore[assignment]
 

@@ -5,17 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_positive_duration
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.expression import Expression, OperatorCall, as_expression, source_node
-from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._emitter import COMPLETE, IDLE, EmitterBase
-from reaqtive.scheduler import ITEM_PROCESSING_PRIORITY, ActionTask
-from reaqtive.scheduler_interface import Scheduler
-from reaqtive.streams import (
+from reaqtive.core.arguments import arguments, require_positive_duration
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.expression import Expression, OperatorCall, as_expression, source_node
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.streams import (
     LONG_MAX,
     Subscriber,
     Subscription,
@@ -23,11 +21,10 @@ from reaqtive.streams import (
     non_positive_request_error,
     require_not_none,
 )
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.operators._emitter import COMPLETE, IDLE, EmitterBase
+from reaqtive.scheduler import ITEM_PROCESSING_PRIORITY, ActionTask
 
 __all__ = ["Sample", "SampleArgs", "sample"]
 
@@ -82,7 +79,8 @@ class SampleArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> SampleArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "sampler")
         return cls(args.source(0), args.source(1))
 
@@ -114,7 +112,7 @@ class Sample(EmitterBase[T], Generic[T]):
         "_value",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = SampleArgs.read(query)
         self._source: Subscribable[T] = args.source

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, overload
+from typing import Any, Final, Generic, TypeVar, overload
 
-from reaqtive.arguments import arguments
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators.keyed_steps import KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["NO_SEED", "Scan", "ScanArgs", "ScanSeed", "ScanSeedArgs", "bind_scan", "scan"]
 
@@ -112,7 +109,7 @@ class ScanArgs:
     @classmethod
     def read(cls, query: Expression[Any]) -> ScanArgs | ScanSeedArgs:
         """The checked arguments of ``query``: a :class:`ScanSeedArgs` when it has a seed
-        (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not fit)."""
         if len(query.args) == 3:
             return ScanSeedArgs.read(query)
         args = arguments(query, ("source", "accumulator"), ("source", "seed", "accumulator"))
@@ -144,7 +141,7 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_accumulator", "_has_value", "_source", "_value")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = ScanArgs.read(query)
         if not isinstance(args, ScanArgs):  # a node with a seed: bind_scan binds it to ScanSeed
@@ -217,7 +214,7 @@ class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
 
     __slots__ = ("_accumulator", "_source", "_value")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[A]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[A]) -> None:
         super().__init__(downstream)
         args = ScanSeedArgs.read(query)
         self._source: Subscribable[T] = args.source
@@ -272,7 +269,7 @@ def _none_error(value: object) -> TypeError:
 
 
 @fusible("scan", frames=2, builder=scan, args=ScanArgs)
-def bind_scan(query: Query[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
+def bind_scan(query: Expression[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of ``scan``: ``(source, accumulator)`` without a seed, ``(source, seed, accumulator)`` with."""
     if len(arguments(query, ("source", "accumulator"), ("source", "seed", "accumulator"))) == 2:
         return Scan(query, downstream)

@@ -6,18 +6,15 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.errors import LimitExceededError
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
-from reaqtive.operators._aggregate import optional_callable
-from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
-from reaqtive.state import StatefulOperatorBase
-from reaqtive.streams import (
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import (
     LONG_MAX,
     Subscriber,
     Subscription,
@@ -25,11 +22,11 @@ from reaqtive.streams import (
     non_positive_request_error,
     require_not_none,
 )
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.operators._aggregate import optional_callable
+from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
+from reaqtive.state import StatefulOperatorBase
 
 __all__ = ["SequenceEqual", "SequenceEqualArgs", "sequence_equal"]
 
@@ -165,7 +162,7 @@ class SequenceEqual(StatefulOperatorBase[bool], Generic[T]):
         "_sides",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[bool]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[bool]) -> None:
         super().__init__(downstream)
         args = SequenceEqualArgs.read(query)
         self._first: Subscribable[T] = args.source

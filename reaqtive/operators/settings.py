@@ -1,8 +1,8 @@
 """Host settings that bound operator state, read from the operator context.
 
-A host (the engine, a test) passes settings to :class:`~reaqtive.context.OperatorContext`; an operator reads
+A host (the engine, a test) passes settings to :class:`~reaqtive.core.context.OperatorContext`; an operator reads
 the ones it needs in ``set_context``. A limit is a positive ``int``; without one, state is unbounded. When an
-operator would hold more than its limit it signals :class:`~reaqtive.errors.LimitExceededError` through
+operator would hold more than its limit it signals :class:`~reaqtive.core.errors.LimitExceededError` through
 ``on_error`` and ends its subscription.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from reaqtive.context import OperatorContext
-from reaqtive.errors import InvalidSettingError
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import InvalidSettingError
 
 __all__ = [
     "MAX_BUFFER_COUNT",
@@ -45,7 +45,7 @@ MAX_CONCURRENT_INNER: Final = "reaqtive://operators/flat_map/settings/max_concur
 def read_limit(context: OperatorContext, key: str) -> int:
     """The limit ``key`` from ``context``: a positive ``int``, or :data:`UNLIMITED` when absent.
 
-    A value that is not a positive ``int`` raises :class:`~reaqtive.errors.InvalidSettingError`: a typo in a
+    A value that is not a positive ``int`` raises :class:`~reaqtive.core.errors.InvalidSettingError`: a typo in a
     host's configuration should fail loudly, not silently lift the limit.
     """
     found, value = context.try_get_element(key)

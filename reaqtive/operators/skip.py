@@ -4,23 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber, add_demand
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._take_skip import OpenAtDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.state.fields import time_bounds
-from reaqtive.streams import Subscriber, add_demand
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Skip", "SkipArgs", "SkipDuration", "SkipDurationArgs", "skip"]
 
@@ -101,7 +98,7 @@ class Skip(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_asked_for_skipped", "_remaining", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = SkipArgs.read(query)
         self._source: Subscribable[T] = args.source
@@ -142,7 +139,7 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
 
     __slots__ = ("_duration", "_end", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = SkipDurationArgs.read(query)
         self._source: Subscribable[T] = args.source

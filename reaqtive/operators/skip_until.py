@@ -5,19 +5,16 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber, require_not_none
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 from reaqtive.operators._take_skip import DroppingStage, OpenAtDeadline, UntilObserver, other_or_time
-from reaqtive.streams import Subscriber, require_not_none
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["SkipUntil", "SkipUntilArgs", "SkipUntilTime", "SkipUntilTimeArgs", "skip_until"]
 
@@ -95,7 +92,7 @@ class SkipUntil(DroppingStage[T], Generic[T]):
 
     __slots__ = ("_lock", "_open", "_other", "_other_done", "_other_observer", "_source", "_source_done")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = SkipUntilArgs.read(query)
         self._source: Subscribable[T] = args.source
@@ -197,7 +194,7 @@ class SkipUntilTime(OpenAtDeadline[T], Generic[T]):
 
     __slots__ = ("_source", "_start_time")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = SkipUntilTimeArgs.read(query)
         self._source: Subscribable[T] = args.source

@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SingleAssignmentSubscription, SubscriptionHandle
+from reaqtive.core.visitors import initialize, set_context_all, subscribe_all
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SingleAssignmentSubscription, SubscriptionHandle
-from reaqtive.visitors import initialize, set_context_all, subscribe_all
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["StartWith", "StartWithArgs", "start_with"]
 
@@ -67,7 +64,8 @@ class StartWithArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> StartWithArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "values")
         return cls(args.source(0), args.elements(1))
 
@@ -95,7 +93,7 @@ class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
         "_wip",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = StartWithArgs.read(query)
         self._source: Subscribable[T] = args.source

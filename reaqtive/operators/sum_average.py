@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, none_result_error, require_element
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, is_immutable_value, register_keyed_step
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Average", "AverageArgs", "Sum", "SumArgs", "average", "sum"]
 
@@ -105,7 +102,7 @@ class Sum(AggregateStage[T, Any], Generic[T]):
 
     __slots__ = ("_total",)
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         args = SumArgs.read(query)
         super().__init__(args.source, downstream)
         self._total: Any = args.start
@@ -140,7 +137,7 @@ class Average(AggregateStage[T, Any], Generic[T]):
 
     __slots__ = ("_count", "_total")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         super().__init__(AverageArgs.read(query).source, downstream)
         self._count = 0
         self._total: Any = None

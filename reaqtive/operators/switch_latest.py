@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_callable
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, Version
+from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._inner_subscriptions import InnerMergeBase, InnerSlot, selected_source
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["SwitchLatest", "SwitchLatestArgs", "switch_latest"]
 
@@ -66,7 +63,8 @@ class SwitchLatestArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> SwitchLatestArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "selector")
         return cls(args.source(0), args.optional_function(1))
 
@@ -87,7 +85,7 @@ class SwitchLatest(InnerMergeBase[R], Generic[R]):
 
     __slots__ = ("_current", "_selector")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[R]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         args = SwitchLatestArgs.read(query)
         super().__init__(args.source, downstream)
         self._selector: Callable[[Any], Any] | None = args.selector

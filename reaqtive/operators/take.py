@@ -4,23 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 from reaqtive.operators._take_skip import TakeUntilDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
 from reaqtive.operators.keyed_steps import DONE, KeyedStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 from reaqtive.state.fields import time_bounds
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Take", "TakeArgs", "TakeDuration", "TakeDurationArgs", "take"]
 
@@ -72,7 +69,8 @@ class TakeArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> TakeArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "count")
         return cls(args.source(0), args.integer(1))
 
@@ -105,7 +103,7 @@ class Take(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_can_request", "_remaining", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = TakeArgs.read(query)
         self._source: Subscribable[T] = args.source
@@ -155,7 +153,7 @@ class TakeDuration(TakeUntilDeadline[T], Generic[T]):
 
     __slots__ = ("_duration", "_end", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = TakeDurationArgs.read(query)
         self._source: Subscribable[T] = args.source

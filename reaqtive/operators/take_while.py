@@ -4,20 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_callable
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StatelessStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["TakeWhile", "TakeWhileArgs", "TakeWhileIndexed", "take_while", "take_while_indexed"]
 
@@ -94,7 +91,7 @@ class TakeWhile(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_inclusive", "_predicate", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = TakeWhileArgs.read(query)
         self._source: Subscribable[T] = args.source
@@ -127,7 +124,7 @@ class TakeWhileIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_inclusive", "_index", "_predicate", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = TakeWhileArgs.read(query)
         self._source: Subscribable[T] = args.source

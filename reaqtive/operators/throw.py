@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, source_node
-from reaqtive.operator import Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, source_node
+from reaqtive.core.operator import Version
+from reaqtive.core.scheduler_interface import YieldToken
+from reaqtive.core.streams import Subscriber
 from reaqtive.operators._source import TERMINATED, PullSource
-from reaqtive.scheduler_interface import YieldToken
-from reaqtive.streams import Subscriber
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Throw", "ThrowArgs", "throw"]
 
 
-def throw(error: BaseException) -> Query[Any]:
+def throw(error: BaseException) -> Expression[Any]:
     """A source that fails at once with ``error``.
 
     >>> Query.throw(ValueError("boom")).run(print, on_error=lambda e: print("error:", e))  # doctest: +ELLIPSIS
@@ -48,7 +45,8 @@ class ThrowArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> ThrowArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         return cls(arguments(query, "error").instance(0, BaseException, "an exception instance"))
 
 
@@ -61,7 +59,7 @@ class Throw(PullSource[Any]):
 
     __slots__ = ("_error",)
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[Any]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         super().__init__(downstream)
         self._error = ThrowArgs.read(query).error
 

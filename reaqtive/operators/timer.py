@@ -4,24 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from reaqtive.arguments import arguments, require_positive_duration
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.errors import LimitExceededError
-from reaqtive.expression import Expression, source_node
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments, require_positive_duration
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.expression import Expression, source_node
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler, YieldToken, utc
+from reaqtive.core.streams import Subscriber, add_demand
 from reaqtive.operators._source import EMIT_BATCH, TERMINATED, PullSource
 from reaqtive.operators._timing import MAX_TIME, add_safe, due_bounds, due_time, multiply_safe, require_due
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
 from reaqtive.scheduler import YieldableActionTask
-from reaqtive.scheduler_interface import Scheduler, YieldToken, utc
 from reaqtive.state.fields import time_bounds
-from reaqtive.streams import Subscriber, add_demand
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = [
     "IntervalArgs",
@@ -36,7 +33,7 @@ __all__ = [
 _ZERO = timedelta(0)
 
 
-def timer(due: timedelta | datetime, period: timedelta | None = None) -> Query[int]:
+def timer(due: timedelta | datetime, period: timedelta | None = None) -> Expression[int]:
     """``0`` at ``due``, then completion; with ``period``: ``0, 1, 2, ...`` from ``due``, one per period,
     never completing.
 
@@ -76,7 +73,7 @@ def timer(due: timedelta | datetime, period: timedelta | None = None) -> Query[i
     return source_node("timer", (due, require_positive_duration(period, "timer", "period")))
 
 
-def interval(period: timedelta) -> Query[int]:
+def interval(period: timedelta) -> Expression[int]:
     """``0, 1, 2, ...``, one per ``period``, the first one ``period`` after the start; never completes. Needs a
     scheduler in the operator context.
 
@@ -103,7 +100,8 @@ class TimerArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> TimerArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, ("due",), ("due", "period"))
         if len(args) == 1:
             return TimerArgs(args.due(0))
@@ -258,7 +256,7 @@ class _TimerSource(PullSource[int]):
 
 
 @register_operator("timer", builder=timer, args=TimerArgs)
-def _bind_timer(query: Query[Any], downstream: Subscriber[int]) -> _TimerSource:
+def _bind_timer(query: Expression[Any], downstream: Subscriber[int]) -> _TimerSource:
     """``timer(due)`` or ``timer(due, period)``: one expression operator, two stages (their state differs)."""
     if isinstance(TimerArgs.read(query), TimerPeriodArgs):
         return PeriodicTimer(query, downstream)
@@ -274,7 +272,7 @@ class SingleTimer(_TimerSource):
 
     __slots__ = ()
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[int]) -> None:
         super().__init__(TimerArgs.read(query).due, downstream)
 
     def save_state_core(self, writer: StateWriter) -> None:
@@ -300,7 +298,7 @@ class PeriodicTimer(_TimerSource):
 
     __slots__ = ("_period",)
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[int]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[int]) -> None:
         due: timedelta | datetime
         if query.op == "interval":
             due = period = IntervalArgs.read(query).period

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.errors import LimitExceededError
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.settings import MAX_LIST_SIZE, UNLIMITED, read_limit
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["ToList", "ToListArgs", "to_list"]
 
@@ -67,7 +64,7 @@ class ToList(AggregateStage[T, list[T]], Generic[T]):
 
     __slots__ = ("_items", "_limit")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[list[T]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(ToListArgs.read(query).source, downstream)
         self._items: list[T] = []
         self._limit = UNLIMITED

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments, require_callable
-from reaqtive.binding import register_operator
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import Version
+from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import Version
+from reaqtive.core.streams import Subscriber, Subscription
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber, Subscription
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import Query
 
 __all__ = ["Trace", "TraceArgs", "trace"]
 
@@ -56,7 +53,8 @@ class TraceArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> TraceArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "label", "emit")
         return cls(args.source(0), args.text(1), args.function(2))
 
@@ -71,7 +69,7 @@ class Trace(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     __slots__ = ("_emit", "_label", "_source")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = TraceArgs.read(query)
         self._source: Subscribable[T] = args.source

@@ -9,24 +9,21 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.errors import LimitExceededError
-from reaqtive.expression import Expression, OperatorCall, new_inner_stream
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.expression import Expression, InnerStreamNode, OperatorCall, new_inner_stream
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
+from reaqtive.core.subjects import MultiSubject
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators._timing import span_arguments
 from reaqtive.operators.settings import MAX_WINDOW_COUNT, UNLIMITED, read_limit
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand
-from reaqtive.subjects import MultiSubject
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import InnerStream, Query
 
 __all__ = ["WindowArgs", "WindowCount", "WindowCountSkip", "bind_window", "elements_for", "window"]
 
@@ -35,7 +32,7 @@ T = TypeVar("T")
 
 def window(first: int | timedelta, second: int | timedelta | None = None, /) -> OperatorCall[Any]:
     """Split the elements into inner streams (windows) by count, by time, or by whichever comes first: the
-    inner-stream cousin of ``buffer``. Each window is an :class:`~reaqtive.query.InnerStream` (a query).
+    inner-stream cousin of ``buffer``. Each window is an :class:`~reaqtive.fluent.query.InnerStream` (a query).
 
     * ``window(count)``: consecutive windows of ``count`` elements;
     * ``window(count, skip)``: a window opens every ``skip`` elements and completes at ``count`` (windows
@@ -103,7 +100,8 @@ class WindowArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> WindowArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "count", "skip")
         return cls(args.source(0), args.integer(1, minimum=1), args.integer(2, minimum=1))
 
@@ -121,7 +119,7 @@ def elements_for(windows: int, count: int, skip: int, first: int) -> int:
 
 
 @register_operator("window", frames=8, builder=window, args=WindowArgs)
-def bind_window(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+def bind_window(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of :func:`window` by count: :class:`WindowCount`, or :class:`WindowCountSkip` with a skip."""
     args = WindowArgs.read(query)
     if args.skip == args.count:
@@ -154,7 +152,7 @@ class WindowCount(InnerStreamOperator[T], Generic[T]):
         "_windows",
     )
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         args = WindowArgs.read(query)
         super().__init__(args.source, downstream)
         self._count = args.count
@@ -254,7 +252,9 @@ class WindowCount(InnerStreamOperator[T], Generic[T]):
     def _forget_all(self) -> None:
         self._windows.clear()
 
-    def _make_stream(self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None) -> InnerStream[Any]:
+    def _make_stream(
+        self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None
+    ) -> InnerStreamNode[Any]:
         return new_inner_stream(subject, stream_id)
 
 

@@ -6,28 +6,25 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
-from reaqtive.context import OperatorContext
-from reaqtive.errors import LimitExceededError
-from reaqtive.expression import Expression, new_inner_stream
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.expression import Expression, InnerStreamNode, new_inner_stream
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
+from reaqtive.core.subjects import MultiSubject
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators._timing import MAX_SPAN, add_safe, earlier, multiply_safe
 from reaqtive.operators.settings import MAX_WINDOW_COUNT, UNLIMITED, read_limit
 from reaqtive.operators.window import window
 from reaqtive.scheduler import ActionTask
-from reaqtive.scheduler_interface import Scheduler
 from reaqtive.state.fields import time_bounds
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand
-from reaqtive.subjects import MultiSubject
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.query import InnerStream, Query
 
 __all__ = [
     "WindowTime",
@@ -51,7 +48,8 @@ class WindowTimeArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> WindowTimeArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not fit)."""
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
         args = arguments(query, "source", "duration", "shift")
         source, duration, shift = args.source(0), args.duration(1, positive=True), args.duration(2, positive=True)
         if shift != duration and shift > MAX_SPAN:
@@ -75,7 +73,7 @@ class WindowTimeOrCountArgs:
 
 
 @register_operator("window_time", frames=8, builder=window, args=WindowTimeArgs)
-def bind_window_time(query: Query[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+def bind_window_time(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of :func:`~reaqtive.operators.window.window` by time: :class:`WindowTime`, or
     :class:`WindowTimeShift` with a shift."""
     args = WindowTimeArgs.read(query)
@@ -101,7 +99,7 @@ class _TimeWindow(InnerStreamOperator[T], Generic[T]):
 
     __slots__ = ("_generation", "_max_windows", "_scheduler", "_windows")
 
-    def __init__(self, source: Subscribable[T], downstream: Subscriber[InnerStream[Any]]) -> None:
+    def __init__(self, source: Subscribable[T], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         super().__init__(source, downstream)
         self._windows: deque[Inner] = deque()  # the open windows, oldest first
         self._generation = 0  # the current timer; a timer of an earlier generation is stale
@@ -192,7 +190,9 @@ class _TimeWindow(InnerStreamOperator[T], Generic[T]):
     def _forget_all(self) -> None:
         self._windows.clear()
 
-    def _make_stream(self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None) -> InnerStream[Any]:
+    def _make_stream(
+        self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None
+    ) -> InnerStreamNode[Any]:
         return new_inner_stream(subject, stream_id)
 
 
@@ -206,7 +206,7 @@ class WindowTime(_TimeWindow[T], Generic[T]):
 
     __slots__ = ("_duration", "_next_tick")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         args = WindowTimeArgs.read(query)
         super().__init__(args.source, downstream)
         self._duration = args.duration
@@ -262,7 +262,7 @@ class WindowTimeShift(_TimeWindow[T], Generic[T]):
 
     __slots__ = ("_duration", "_next_open", "_shift")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         args = WindowTimeArgs.read(query)
         super().__init__(args.source, downstream)
         self._duration = args.duration
@@ -338,7 +338,7 @@ class WindowTimeOrCount(_TimeWindow[T], Generic[T]):
 
     __slots__ = ("_count", "_credit", "_duration", "_filled", "_next_tick", "_reask", "_requested")
 
-    def __init__(self, query: Query[Any], downstream: Subscriber[InnerStream[Any]]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         args = WindowTimeOrCountArgs.read(query)
         super().__init__(args.source, downstream)
         self._duration = args.duration

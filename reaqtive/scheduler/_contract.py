@@ -24,8 +24,8 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Final, Protocol
 
+from reaqtive.core.scheduler_interface import Scheduler, SchedulerTask, YieldToken
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
-from reaqtive.scheduler_interface import Scheduler, SchedulerTask, YieldToken
 
 if TYPE_CHECKING:
     from reaqtive.scheduler.timers import Entry

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from reaqtive.scheduler_interface import deadline, utc
+from reaqtive.core.scheduler_interface import deadline, utc
 
 __all__ = ["EPOCH", "MAX_IDLE_WAIT", "Clock", "VirtualClock", "WallClock", "to_utc"]
 
@@ -102,7 +102,7 @@ class VirtualClock(Clock):
 
     def advance_by(self, delta: timedelta) -> None:
         """Move forward by ``delta`` (not negative); past ``datetime.max``, to
-        :data:`~reaqtive.scheduler_interface.NEVER`."""
+        :data:`~reaqtive.core.scheduler_interface.NEVER`."""
         if delta < timedelta(0):
             raise ValueError(f"a virtual clock cannot go back (advance_by({delta!r}))")
         with self._lock:

@@ -19,12 +19,12 @@ from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from reaqtive.core.scheduler_interface import NEVER, PausableScheduler, SchedulerTask, YieldToken, deadline
 from reaqtive.scheduler._contract import DONE, PARKED, QUEUED, RUNNING, TIMER, TaskGroup, WorkItem, complete_futures
 from reaqtive.scheduler.clock import to_utc
 from reaqtive.scheduler.physical import PhysicalScheduler
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
 from reaqtive.scheduler.tasks import is_yieldable
-from reaqtive.scheduler_interface import NEVER, PausableScheduler, SchedulerTask, YieldToken, deadline
 
 __all__ = ["LogicalScheduler", "PauseAwaitable"]
 
@@ -200,7 +200,7 @@ class LogicalScheduler(PausableScheduler):
         """Run ``task`` now, after a delay (``timedelta``) or at a time (aware ``datetime``).
 
         A delay of zero or less, or a time not after ``now``, means as soon as possible. A task due at or after
-        :data:`~reaqtive.scheduler_interface.NEVER` (a delay past ``datetime.max``) never runs and is not queued.
+        :data:`~reaqtive.core.scheduler_interface.NEVER` (a delay past ``datetime.max``) never runs and is not queued.
         Ignored
         once disposed.
         """

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Final, Generic, TypeVar
 
-from reaqtive.scheduler_interface import Scheduler, SchedulerTask, YieldableSchedulerTask
+from reaqtive.core.scheduler_interface import Scheduler, SchedulerTask, YieldableSchedulerTask
 
 __all__ = ["Event", "SchedulerStatus", "UnhandledExceptionArgs"]
 

@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final, Generic, Protocol, TypeVar, runtime_checkable
 
-from reaqtive.scheduler_interface import Scheduler, YieldableSchedulerTask, YieldToken
+from reaqtive.core.scheduler_interface import Scheduler, YieldableSchedulerTask, YieldToken
 
 __all__ = [
     "ACTION_PRIORITY",

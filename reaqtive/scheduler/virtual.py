@@ -16,7 +16,7 @@ How ``schedule`` maps to ticks
     * ``schedule(task, due=datetime)``: at ``ceil((due - epoch) / tick)``, or the current tick if that is past.
     * ``schedule_absolute(t, action)`` / ``schedule_relative(dt, action)``: harness actions (priority 0) at tick
       ``t`` (the current tick if ``t`` is past) or ``clock + dt``.
-    * Virtual time ends at the last tick not after ``datetime.max`` (:data:`~reaqtive.scheduler_interface.NEVER`):
+    * Virtual time ends at the last tick not after ``datetime.max`` (:data:`~reaqtive.core.scheduler_interface.NEVER`):
     a task
       due later (``timedelta.max`` from now, ``NEVER`` itself) never runs, so it is not queued at all (``run``
       does not jump to the end of time for it), and advancing past that tick is a :class:`ValueError`.
@@ -64,12 +64,12 @@ from concurrent.futures import Future
 from datetime import datetime, timedelta
 from typing import Any, Final, Protocol, TypeGuard
 
+from reaqtive.core.scheduler_interface import NEVER, PausableScheduler, SchedulerTask, YieldToken
 from reaqtive.scheduler.clock import EPOCH, to_utc
 from reaqtive.scheduler.logical import PauseAwaitable
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
 from reaqtive.scheduler.tasks import HARNESS_PRIORITY, ActionTask, is_yieldable
 from reaqtive.scheduler.timers import TickQueue
-from reaqtive.scheduler_interface import NEVER, PausableScheduler, SchedulerTask, YieldToken
 
 __all__ = ["VirtualTimeScheduler"]
 
@@ -238,7 +238,7 @@ class VirtualTimeScheduler(PausableScheduler):
         return whole + 1 if rest else whole
 
     def to_datetime(self, ticks: int) -> datetime:
-        """The datetime of absolute tick ``ticks`` (:data:`~reaqtive.scheduler_interface.NEVER` past the end of
+        """The datetime of absolute tick ``ticks`` (:data:`~reaqtive.core.scheduler_interface.NEVER` past the end of
         time)."""
         core = self._core
         return NEVER if ticks > core.end else core.epoch + core.tick * ticks

@@ -27,8 +27,8 @@ from pyspark.sql import functions as F  # noqa: N812  (Spark's idiom)
 
 from reaqtive.engine.database import to_micros
 from reaqtive.engine.expressions import FunctionRegistry
+from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_steps import keyed_execution_enabled
-from reaqtive.query import Query
 from reaqtive.spark._columns import key_type, prepare
 from reaqtive.spark.host import KeyedQuery, OutputRow, run_key, run_table_record
 from reaqtive.spark.processor import output_frame

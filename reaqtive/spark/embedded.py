@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from reaqtive.engine.egress import Output
 from reaqtive.engine.expressions import FunctionRegistry
-from reaqtive.query import Query
+from reaqtive.fluent.query import Query
 from reaqtive.spark.host import KeyedQuery, substitute_stream
 
 __all__ = [

@@ -43,6 +43,9 @@ from typing import Any, Final, NamedTuple
 
 import msgpack
 
+from reaqtive.core.errors import ReaqtiveError
+from reaqtive.core.streams import LONG_MAX, Subscription
+from reaqtive.core.subjects import OverflowPolicy, SimpleSubject
 from reaqtive.engine.expressions import (
     FunctionRegistry,
     decode_query,
@@ -50,15 +53,12 @@ from reaqtive.engine.expressions import (
     expression_to_json,
     referenced_modules,
 )
-from reaqtive.errors import ReaqtiveError
-from reaqtive.query import GroupedStream, Query
+from reaqtive.fluent.query import GroupedStream, Query
 from reaqtive.scheduler import VirtualTimeScheduler
 from reaqtive.spark.live import INSTANCE_WEIGHT, LiveBucket
 from reaqtive.spark.table import KeyTable, compile_table
 from reaqtive.state import InnerEnvironment, StateError
 from reaqtive.state.host import HostedQuery, QueryHost, QueryState
-from reaqtive.streams import LONG_MAX, Subscription
-from reaqtive.subjects import OverflowPolicy, SimpleSubject
 
 __all__ = [
     "FORM_INSTANCES",
@@ -130,7 +130,7 @@ class KeyedQuery:
         functions: FunctionRegistry | Mapping[str, Callable[..., Any]] | None = None,
         settings: Mapping[str, object] | None = None,
     ) -> KeyedQuery:
-        """From a :class:`~reaqtive.query.Query` (encoded here: a query that cannot be persisted is refused now)
+        """From a :class:`~reaqtive.fluent.query.Query` (encoded here: a query that cannot be persisted is refused now)
         or an already encoded expression. The query must read exactly one stream: the key's events."""
         if isinstance(query, KeyedQuery):
             return query

@@ -25,7 +25,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from reaqtive.context import OperatorContext
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.errors import ReaqtiveError
+from reaqtive.core.streams import LONG_MAX, Subscriber, Subscription
+from reaqtive.core.subjects import SimpleSubject
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.engine.database import EngineStore, from_micros
 from reaqtive.engine.engine import DURABLE_SINK
 from reaqtive.engine.expressions import (
@@ -35,17 +40,12 @@ from reaqtive.engine.expressions import (
     expression_to_json,
     instantiate,
 )
-from reaqtive.errors import ReaqtiveError
-from reaqtive.query import GroupedStream, Query
+from reaqtive.fluent.query import GroupedStream, Query
 from reaqtive.scheduler import VirtualTimeScheduler
 from reaqtive.spark.embedded import embedded_query
 from reaqtive.spark.host import BucketState, KeyedQuery, KeyRecord, KeyRun
 from reaqtive.state import STATE_CATEGORY, InnerEnvironment, read_blob
 from reaqtive.state.host import QueryHost, QueryState
-from reaqtive.streams import LONG_MAX, Subscriber, Subscription
-from reaqtive.subjects import SimpleSubject
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
     import pandas as pd

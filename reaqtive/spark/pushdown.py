@@ -21,8 +21,8 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
-from reaqtive.expression import is_expression
-from reaqtive.query import Query
+from reaqtive.core.expression import is_expression
+from reaqtive.fluent.query import Query
 
 __all__ = ["field_names", "payload_fields"]
 

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
-from reaqtive.errors import ReaqtiveError
+from reaqtive.core.errors import ReaqtiveError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

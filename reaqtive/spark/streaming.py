@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Final
 from pyspark.sql import functions as F  # noqa: N812  (Spark's idiom)
 
 from reaqtive.engine.expressions import FunctionRegistry
+from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_steps import keyed_execution_enabled
-from reaqtive.query import Query
 from reaqtive.spark._columns import BUCKET, bucket_count, key_type, prepare
 from reaqtive.spark.host import KeyedQuery
 from reaqtive.spark.live import DEFAULT_CACHE_KEYS

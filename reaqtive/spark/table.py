@@ -30,15 +30,15 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from reaqtive.context import OperatorContext
-from reaqtive.expression import is_expression
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.expression import is_expression
+from reaqtive.core.scheduler_interface import utc
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StepOperatorError, keyed_step_factory
 from reaqtive.operators.keyed_window import AggregateByKeyArgs
-from reaqtive.query import Query
 from reaqtive.scheduler.clock import EPOCH
-from reaqtive.scheduler_interface import utc
 from reaqtive.state import DEFAULT_CODEC, StateError
-from reaqtive.subscribable import Subscribable
 
 __all__ = ["TABLE_RECORD_FORMAT", "KeyTable", "TableOutput", "TableRecordError", "compile_table"]
 

@@ -46,8 +46,8 @@ from __future__ import annotations
 
 from typing import ClassVar, Generic, TypeVar
 
-from reaqtive.context import OperatorContext
-from reaqtive.operator import (
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.operator import (
     OperatorBase,
     StatefulOperator,
     StateReader,
@@ -55,10 +55,10 @@ from reaqtive.operator import (
     UnaryOperatorBase,
     Version,
 )
+from reaqtive.core.streams import Subscriber
 from reaqtive.state.dirty import DirtyRegistry
 from reaqtive.state.state_errors import StateFormatError, StateVersionError
 from reaqtive.state.tracking import DirtyState, StateChangedTracker
-from reaqtive.streams import Subscriber
 
 __all__ = ["StatefulOperatorBase", "StatefulUnaryOperatorBase"]
 
@@ -215,7 +215,7 @@ class _StatefulCore(OperatorBase[R], StatefulOperator, Generic[R]):
 
 
 class StatefulOperatorBase(_StatefulCore[R], Generic[R]):
-    """:class:`~reaqtive.operator.OperatorBase` with versioned state and three-state dirty tracking.
+    """:class:`~reaqtive.core.operator.OperatorBase` with versioned state and three-state dirty tracking.
 
     For sources and stages with several inputs. Subclasses set ``name`` and ``version`` (class attributes)
     and override ``save_state_core``/``load_state_core``.
@@ -229,7 +229,7 @@ class StatefulOperatorBase(_StatefulCore[R], Generic[R]):
 
 
 class StatefulUnaryOperatorBase(_StatefulCore[R], UnaryOperatorBase[S, R], Generic[S, R]):
-    """:class:`~reaqtive.operator.UnaryOperatorBase` with versioned state and three-state dirty tracking.
+    """:class:`~reaqtive.core.operator.UnaryOperatorBase` with versioned state and three-state dirty tracking.
 
     Subclasses set ``name`` and ``version`` (class attributes), implement ``subscribe_input`` and ``on_next``,
     and override ``save_state_core``/``load_state_core``.

@@ -19,7 +19,7 @@
   the registry. The subscriptions' keys must be their operators' context ids (``instance_id``): that is what the
   operators report.
 
-It works with any :class:`~reaqtive.scheduler_interface.PausableScheduler` (the engine's logical scheduler, the
+It works with any :class:`~reaqtive.core.scheduler_interface.PausableScheduler` (the engine's logical scheduler, the
 virtual-time test scheduler) and any :class:`~reaqtive.state.CheckpointStore`. Call :meth:`Checkpointer.checkpoint`
 from a thread that is not one of the scheduler's (it waits for the pause), or use
 :meth:`Checkpointer.checkpoint_async` from asyncio.
@@ -34,13 +34,13 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from reaqtive.scheduler_interface import PausableScheduler
+from reaqtive.core.scheduler_interface import PausableScheduler
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.state.codec import DEFAULT_CODEC, StateCodec
 from reaqtive.state.dirty import DirtyRegistry
 from reaqtive.state.state_errors import CheckpointError, CheckpointInProgressError
 from reaqtive.state.store import CheckpointStore, CheckpointTransaction
 from reaqtive.state.traversal import CheckpointMode, confirm_saved, save_subscription
-from reaqtive.subscriptions import SubscriptionHandle
 
 __all__ = ["STATE_CATEGORY", "CheckpointResult", "Checkpointer", "Isolate", "Subscriptions"]
 

@@ -1,4 +1,4 @@
-"""An in-process :class:`~reaqtive.context.HigherOrderEnvironment` that can be checkpointed.
+"""An in-process :class:`~reaqtive.core.context.HigherOrderEnvironment` that can be checkpointed.
 
 Higher-order operators register their inner subscriptions and inner subjects here, under ids derived from their
 parent. A host checkpoints every inner subscription as its own unit, next to its top-level subscriptions, with
@@ -29,16 +29,16 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from reaqtive.context import HigherOrderEnvironment, OperatorContext
+from reaqtive.core.context import HigherOrderEnvironment, OperatorContext
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subjects import MultiSubject, SimpleSubject
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize
 from reaqtive.state.codec import DEFAULT_CODEC, StateCodec
 from reaqtive.state.dirty import DirtyRegistry
 from reaqtive.state.state_errors import MissingStateError
 from reaqtive.state.traversal import state_loader
-from reaqtive.streams import Subscriber
-from reaqtive.subjects import MultiSubject, SimpleSubject
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import initialize
 
 __all__ = ["InnerEnvironment"]
 
@@ -47,7 +47,7 @@ class InnerEnvironment(HigherOrderEnvironment):
     """Inner subscriptions and subjects in memory, with what a host needs to checkpoint and restore them.
 
     ``subjects``: top-level streams the queries may look up with :meth:`get_subject`. ``subject_factory``: makes
-    inner subjects (a :class:`~reaqtive.subjects.SimpleSubject` named after its id by default). Thread-safe.
+    inner subjects (a :class:`~reaqtive.core.subjects.SimpleSubject` named after its id by default). Thread-safe.
     """
 
     def __init__(

@@ -29,7 +29,7 @@ saved (the settings :data:`STARTED_AT` and :data:`SAVED_BY`); :func:`time_bounds
 
 :class:`CheckedReader` implements these reads over ``read()``; :class:`~reaqtive.state.framing.SegmentReader`
 (a node's segment) and :class:`RecordReader` (a record inside a field) are checked readers. The interface
-operators see is :class:`reaqtive.operator.StateReader`.
+operators see is :class:`reaqtive.core.operator.StateReader`.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from reaqtive.errors import InvalidSettingError
-from reaqtive.scheduler_interface import deadline
+from reaqtive.core.errors import InvalidSettingError
+from reaqtive.core.scheduler_interface import deadline
+from reaqtive.core.streams import LONG_MAX
 from reaqtive.state.state_errors import StateFormatError
-from reaqtive.streams import LONG_MAX
 
 if TYPE_CHECKING:
-    from reaqtive.context import OperatorContext
+    from reaqtive.core.context import OperatorContext
 
 __all__ = ["SAVED_BY", "STARTED_AT", "CheckedReader", "RecordReader", "describe", "time_bounds"]
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from reaqtive.operator import Version
+from reaqtive.core.operator import Version
 from reaqtive.state.codec import DEFAULT_CODEC, EXT_SEGMENT, Segment, StateCodec
 from reaqtive.state.fields import CheckedReader
 from reaqtive.state.state_errors import (

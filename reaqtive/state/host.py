@@ -65,16 +65,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
-from reaqtive.context import OperatorContext
-from reaqtive.scheduler_interface import Scheduler
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize
 from reaqtive.state.codec import DEFAULT_CODEC, StateCodec
 from reaqtive.state.environment import InnerEnvironment
 from reaqtive.state.fields import SAVED_BY, STARTED_AT
 from reaqtive.state.traversal import CheckpointMode, confirm_saved, save_subscription, state_loader
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import initialize
 
 __all__ = ["HostedQuery", "QueryHost", "QuerySave", "QueryState", "SteppedScheduler"]
 
@@ -145,7 +145,7 @@ class QueryHost:
     ``environment``: the :class:`~reaqtive.state.InnerEnvironment` the queries' higher-order operators register
     their inner subscriptions and subjects in (a fresh one by default; the engine passes its own, which also
     holds its streams). ``settings``: operator settings (limits) every hosted query's context carries.
-    ``logger``: the operators' logger (:data:`~reaqtive.context.DEFAULT_LOGGER` by default). ``codec``: the
+    ``logger``: the operators' logger (:data:`~reaqtive.core.context.DEFAULT_LOGGER` by default). ``codec``: the
     state codec for saving and loading.
     """
 

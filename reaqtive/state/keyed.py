@@ -4,7 +4,7 @@ A keyed operator (a running aggregate per key, a window per key) keeps one small
 the operator's own blob would rewrite every key at each checkpoint that follows a change to any one of them; making
 each key a subscription of its own (what ``group_by`` does) costs kilobytes and microseconds per key. The table sits
 between the two: keys are assigned to **pages** of ``page_size`` keys in the order they are first put, and under a
-:class:`~reaqtive.context.HigherOrderEnvironment` (the engine, the checkpoint harness, the Spark host) each page is
+:class:`~reaqtive.core.context.HigherOrderEnvironment` (the engine, the checkpoint harness, the Spark host) each page is
 an **inner unit** of the owner, saved as its own blob, so a checkpoint writes only the pages whose keys changed.
 
 ::
@@ -61,15 +61,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Final, Generic, TypeAlias, TypeVar
 
-from reaqtive.context import HigherOrderEnvironment, OperatorContext
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.context import HigherOrderEnvironment, OperatorContext
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscribers import NOP_SUBSCRIBER
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.state.bases import StatefulOperatorBase, StatefulUnaryOperatorBase
 from reaqtive.state.state_errors import OperatorStateError
 from reaqtive.state.tracking import StateChangedTracker
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscribers import NOP_SUBSCRIBER
-from reaqtive.subscriptions import SubscriptionHandle
 
 __all__ = ["KeyedPage", "KeyedStateTable"]
 
@@ -179,7 +179,7 @@ class KeyedStateTable(Generic[K]):
 
     def attach(self, owner: Owner, context: OperatorContext) -> None:
         """Bind the table to its owner: call from the owner's ``set_context``, after ``super().set_context``.
-        Hosted (a :class:`~reaqtive.context.HigherOrderEnvironment` in ``context``), pages become inner units of
+        Hosted (a :class:`~reaqtive.core.context.HigherOrderEnvironment` in ``context``), pages become inner units of
         the owner's unit; standalone, the owner's blob holds every record."""
         self._owner_tracker = owner._state
         self._context = context

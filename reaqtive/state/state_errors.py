@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 
-from reaqtive.errors import ReaqtiveError
+from reaqtive.core.errors import ReaqtiveError
 
 __all__ = [
     "CheckpointError",

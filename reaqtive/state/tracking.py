@@ -41,7 +41,7 @@ import enum
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from reaqtive.context import OperatorContext
+    from reaqtive.core.context import OperatorContext
 
 __all__ = ["DirtyState", "StateChangedTracker"]
 

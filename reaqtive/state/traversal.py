@@ -1,6 +1,6 @@
 """Traversals that save, load and confirm the state of a subscription's operator tree.
 
-They walk the tree exactly like :mod:`reaqtive.visitors` (depth-first pre-order, inputs left to right), and also
+They walk the tree exactly like :mod:`reaqtive.core.visitors` (depth-first pre-order, inputs left to right), and also
 track each node's **path**: the input indices from the subscription's root, e.g. ``(0, 1)`` is the second input
 of the first root. Every stateful node's record carries its path and name, so loading checks, node by node,
 that the live tree has the shape of the saved one — a changed query definition is a clear
@@ -26,7 +26,9 @@ import enum
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
-from reaqtive.operator import Operator, StatefulOperator
+from reaqtive.core.operator import Operator, StatefulOperator
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import SubscriptionVisitor
 from reaqtive.state.codec import DEFAULT_CODEC, StateCodec
 from reaqtive.state.framing import BlobWriter, NodeState, Path, read_blob
 from reaqtive.state.state_errors import (
@@ -36,8 +38,6 @@ from reaqtive.state.state_errors import (
     StateVersionError,
     format_path,
 )
-from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import SubscriptionVisitor
 
 __all__ = [
     "CheckpointMode",
@@ -253,7 +253,7 @@ def state_loader(
     codec: StateCodec = DEFAULT_CODEC,
     where: str = "state blob",
 ) -> Callable[[SubscriptionHandle], None]:
-    """A load step for :func:`reaqtive.visitors.initialize`: ``initialize(h, ctx, load_state=state_loader(b))``."""
+    """A load step for :func:`reaqtive.core.visitors.initialize`: ``initialize(h, ctx, load_state=state_loader(b))``."""
 
     def load(handle: SubscriptionHandle) -> None:
         load_subscription(handle, blob, codec, where)

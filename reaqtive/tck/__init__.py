@@ -1,7 +1,7 @@
 """``reaqtive.tck``: the Reactive Streams Technology Compatibility Kit for Python.
 
-A port of the JVM kit 1.0.4 for any Python implementation of the ``reaqtive.streams`` interfaces (they are
-Protocols: any object with the right methods conforms). It depends only on ``reaqtive.streams`` and the standard
+A port of the JVM kit 1.0.4 for any Python implementation of the ``reaqtive.core.streams`` interfaces (they are
+Protocols: any object with the right methods conforms). It depends only on ``reaqtive.core.streams`` and the standard
 library. Subclass a verification class in a ``Test*`` class of a pytest module and implement its hooks; every
 inherited ``test_<JVM test name>`` then runs::
 

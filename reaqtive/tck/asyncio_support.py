@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from reaqtive.streams import Publisher, Subscriber, Subscription
+from reaqtive.core.streams import Publisher, Subscriber, Subscription
 
 __all__ = ["LoopThread", "publisher_on_loop", "subscriber_on_loop"]
 

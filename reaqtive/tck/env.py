@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn, TypeVar
 
-from reaqtive.streams import Publisher
+from reaqtive.core.streams import Publisher
 from reaqtive.tck.subscribers import (
     BlackholeSubscriberWithSubscriptionSupport,
     ManualSubscriberWithSubscriptionSupport,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor
 from typing import Generic, TypeVar
 
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand, require_not_none
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand, require_not_none
 
 __all__ = ["AsyncIterablePublisher", "INT_MAX", "create_helper_publisher"]
 

@@ -23,7 +23,7 @@ from abc import abstractmethod
 from collections.abc import Callable
 from typing import ClassVar, Generic, TypeVar
 
-from reaqtive.streams import LONG_MAX, Processor, Publisher, Subscriber, Subscription
+from reaqtive.core.streams import LONG_MAX, Processor, Publisher, Subscriber, Subscription
 from reaqtive.tck.env import TestEnvironment
 from reaqtive.tck.manual_publisher import ManualPublisher
 from reaqtive.tck.outcomes import CapabilitySkip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from reaqtive.streams import Subscriber
+from reaqtive.core.streams import Subscriber
 from reaqtive.tck.env import TestEnvironment
 from reaqtive.tck.sync import Latch, Promise, Receptacle
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Generic, Protocol, TypeVar
 
-from reaqtive.streams import Subscriber, Subscription
+from reaqtive.core.streams import Subscriber, Subscription
 from reaqtive.tck.env import TestEnvironment
 from reaqtive.tck.sync import Promise, Receptacle
 

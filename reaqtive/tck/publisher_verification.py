@@ -22,7 +22,7 @@ from abc import abstractmethod
 from collections.abc import Callable
 from typing import ClassVar, Generic, TypeVar
 
-from reaqtive.streams import LONG_MAX, Publisher, Subscription
+from reaqtive.core.streams import LONG_MAX, Publisher, Subscription
 from reaqtive.tck.base import VerificationBase
 from reaqtive.tck.env import TestEnvironment
 from reaqtive.tck.helper_publisher import INT_MAX

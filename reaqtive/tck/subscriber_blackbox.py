@@ -17,7 +17,7 @@ from abc import abstractmethod
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from reaqtive.streams import LONG_MAX, Publisher, Subscriber
+from reaqtive.core.streams import LONG_MAX, Publisher, Subscriber
 from reaqtive.tck.base import VerificationBase
 from reaqtive.tck.env import TestEnvironment
 from reaqtive.tck.failures import TestException

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from reaqtive.streams import Subscription
+from reaqtive.core.streams import Subscription
 from reaqtive.tck.sync import EndOfStream, Promise, Receptacle
 
 if TYPE_CHECKING:  # annotations only: env imports this module (its new_*_subscriber factories)

@@ -67,10 +67,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reaqtive.core.streams import LONG_MAX, Subscriber, Subscription, add_demand, require_not_none
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.state import DEFAULT_CODEC, CheckpointMode, StateCodec
 from reaqtive.state.host import HostedQuery, QueryHost, QueryState
-from reaqtive.streams import LONG_MAX, Subscriber, Subscription, add_demand, require_not_none
-from reaqtive.subscribable import Subscribable
 from reaqtive.testing.notifications import (
     DISPOSED,
     SUBSCRIBED,

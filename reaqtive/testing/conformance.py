@@ -41,10 +41,10 @@ from abc import abstractmethod
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
+from reaqtive.core.streams import Processor, Publisher
+from reaqtive.fluent.query import Query, from_iterable
 from reaqtive.processor import as_processor
 from reaqtive.publisher import as_publisher
-from reaqtive.query import Query, from_iterable
-from reaqtive.streams import Processor, Publisher
 from reaqtive.tck import IdentityProcessorVerification, PublisherVerification
 
 __all__ = [

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-from reaqtive.streams import Subscriber
+from reaqtive.core.streams import Subscriber
 
 __all__ = [
     "CREATED",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from reaqtive.streams import LONG_MAX, Subscriber, Subscription, require_not_none
+from reaqtive.core.streams import LONG_MAX, Subscriber, Subscription, require_not_none
 from reaqtive.testing.notifications import Notification, OnCompleted, OnError, OnNext, Recorded
 
 if TYPE_CHECKING:
-    from reaqtive.subscriptions import SubscriptionHandle
+    from reaqtive.core.subscriptions import SubscriptionHandle
     from reaqtive.testing.scheduler import TestScheduler
 
 __all__ = ["MockObserver"]

@@ -1,8 +1,8 @@
 """An error policy for tests: it skips or stops, and records what every operator asked it.
 
 A query runs under an error policy when its operator context carries one (the setting
-:data:`~reaqtive.error_policy.ERROR_POLICY_SETTING`, see :mod:`reaqtive.error_policy`); the test harnesses take it
-through their ``settings``::
+:data:`~reaqtive.core.error_policy.ERROR_POLICY_SETTING`, see :mod:`reaqtive.core.error_policy`); the test
+harnesses take it through their ``settings``::
 
     policy = RecordingPolicy(skip=True)
     scheduler.start(lambda: xs.map(f), context=scheduler.create_context(policy.settings))
@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from reaqtive.error_policy import ERROR_POLICY_SETTING
+from reaqtive.core.error_policy import ERROR_POLICY_SETTING
 
 if TYPE_CHECKING:
-    from reaqtive.operator import OperatorBase
+    from reaqtive.core.operator import OperatorBase
 
 __all__ = ["PolicyCall", "RecordingPolicy"]
 
@@ -37,7 +37,7 @@ __all__ = ["PolicyCall", "RecordingPolicy"]
 @dataclass(frozen=True)
 class PolicyCall:
     """One question an operator asked: its persisted name, the error its user function raised, and the element
-    it was called on (:data:`~reaqtive.error_policy.NO_ELEMENT` for a function that runs without one)."""
+    it was called on (:data:`~reaqtive.core.error_policy.NO_ELEMENT` for a function that runs without one)."""
 
     operator: str
     error: Exception
@@ -45,7 +45,7 @@ class PolicyCall:
 
 
 class RecordingPolicy:
-    """An :class:`~reaqtive.error_policy.ErrorPolicy` that records every question (:attr:`calls`, in order) and
+    """An :class:`~reaqtive.core.error_policy.ErrorPolicy` that records every question (:attr:`calls`, in order) and
     answers ``skip``: ``True`` skips every element, ``False`` stops the query at the first user error, a function
     ``(operator name, error, element) -> bool`` decides per error."""
 

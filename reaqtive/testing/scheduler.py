@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from reaqtive.context import ExecutionEnvironment, OperatorContext
+from reaqtive.core.context import ExecutionEnvironment, OperatorContext
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize
 from reaqtive.scheduler.virtual import VirtualTimeScheduler
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import initialize
 
 if TYPE_CHECKING:
     import logging
@@ -95,7 +95,7 @@ class TestScheduler(VirtualTimeScheduler):
         """Run a query through its life on virtual time and return what it emitted.
 
         At tick ``created`` call ``create()``; at ``subscribed`` subscribe ``observer`` (a new
-        :class:`MockObserver` by default) and :func:`~reaqtive.visitors.initialize` the handle with ``context``
+        :class:`MockObserver` by default) and :func:`~reaqtive.core.visitors.initialize` the handle with ``context``
         (default :meth:`create_context`) and ``load_state`` (a hook for recovery: it receives the handle after
         ``set_context`` and before ``start``); at ``disposed`` dispose the handle. All three are harness actions
         (priority 0). Then :meth:`run` until nothing is queued. The handle is in ``observer.handle``.

@@ -17,12 +17,12 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.operator import OperatorBase
-from reaqtive.query import Query
+from reaqtive.core.operator import OperatorBase
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.fluent.query import Query
 from reaqtive.scheduler import HARNESS_PRIORITY, ActionTask
-from reaqtive.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.testing.notifications import (
     Notification,
     OnCompleted,
@@ -33,7 +33,7 @@ from reaqtive.testing.notifications import (
 )
 
 if TYPE_CHECKING:
-    from reaqtive.scheduler_interface import Scheduler
+    from reaqtive.core.scheduler_interface import Scheduler
     from reaqtive.testing.scheduler import TestScheduler
 
 __all__ = ["ColdSource", "HotSource", "TestSource", "TestableQuery"]
@@ -231,7 +231,7 @@ class ColdSource(TestSource[T], Generic[T]):
 
 
 class TestableQuery(Query[T], Generic[T]):
-    """A :class:`~reaqtive.query.Query` over a test source, so tests chain operators (``xs.map(f)``) and still
+    """A :class:`~reaqtive.fluent.query.Query` over a test source, so tests chain operators (``xs.map(f)``) and still
     read the source's logs (``xs.subscriptions``, ``xs.requests``)."""
 
     __test__ = False

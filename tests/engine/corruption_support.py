@@ -33,9 +33,9 @@ from typing import Any, Final
 import msgpack
 
 from reaqtive import FunctionRegistry, Query, keyed_execution
+from reaqtive.core.errors import ReaqtiveError
 from reaqtive.engine import Engine, RecoveryPolicy
 from reaqtive.engine.database import pack_times, unpack_times
-from reaqtive.errors import ReaqtiveError
 from reaqtive.state import sqlite_store
 from reaqtive.state.codec import DEFAULT_CODEC, Segment
 from reaqtive.state.framing import checksum, read_blob

@@ -55,10 +55,10 @@ from pathlib import Path
 from typing import Any
 
 from reaqtive import Fold, FunctionRegistry, Query, Tumbling, keyed_execution
+from reaqtive.core.error_policy import ErrorContext
 from reaqtive.engine import Engine, EngineStatus, SubscriptionFailedError, SubscriptionState
 from reaqtive.engine.failures import error_name
 from reaqtive.engine.metrics import PrometheusMetrics, read_engine
-from reaqtive.error_policy import ErrorContext
 from tests.engine import crash_worker
 
 SEED = 30

@@ -18,7 +18,7 @@ subscription:
 * ``exact``: outputs, status and ending equal the oracle's;
 * ``failed-documented``: the subscription is listed in ``engine.recovery.failures`` or ``engine.faults`` (stopped
   while running), or a step of the engine raised, with a documented error type (a
-  ``reaqtive.errors.ReaqtiveError``: ``StateError``, ``StoreError``, ``EngineError``, ``RecoveryError``, ...);
+  ``reaqtive.core.errors.ReaqtiveError``: ``StateError``, ``StoreError``, ``EngineError``, ``RecoveryError``, ...);
   ``open-failed``: the open raised one;
 * ``dead-lettered``: the subscription runs on, its results differ, and the engine quarantined events of a stream
   it reads (``engine.dead_letters()``): the damaged input was set aside and reported (a time-based subscription

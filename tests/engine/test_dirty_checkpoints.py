@@ -21,6 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reaqtive import GroupedStream, Query
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import walk
 from reaqtive.engine import DISCARD_SINK, Engine, FunctionRegistry, StreamReader
 from reaqtive.state import (
     STATE_CATEGORY,
@@ -30,8 +32,6 @@ from reaqtive.state import (
     has_state_changed,
     read_blob,
 )
-from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import walk
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from reaqtive import GroupedStream, Query
+from reaqtive.core.errors import InvalidSettingError, QueryTooDeepError
 from reaqtive.engine import (
     Engine,
     EngineStatus,
@@ -26,7 +27,6 @@ from reaqtive.engine import (
     UnstorableOutputError,
     UnstorableStateError,
 )
-from reaqtive.errors import InvalidSettingError, QueryTooDeepError
 from reaqtive.operators.scan import ScanSeed
 from reaqtive.state import DamagedRowError, MissingStateError, StateVersionError, StoreLockedError
 from reaqtive.state.sqlite_store import row_checksum

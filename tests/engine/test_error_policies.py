@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from reaqtive import Query
+from reaqtive.core.error_policy import ErrorContext
 from reaqtive.engine import (
     ArtifactInUseError,
     Engine,
@@ -24,7 +25,6 @@ from reaqtive.engine import (
 from reaqtive.engine.aio import AsyncEngine
 from reaqtive.engine.expressions import UnpersistableQueryError
 from reaqtive.engine.failures import RecordedError
-from reaqtive.error_policy import ErrorContext
 from tests.engine.store_targets import STORES, store_sql
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

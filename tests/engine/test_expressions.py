@@ -107,7 +107,7 @@ def test_throw_persists_its_exception_by_class_and_args() -> None:
 
 
 def test_error_types_are_named_through_the_registry_never_imported() -> None:
-    from reaqtive.errors import BufferOverflowError
+    from reaqtive.core.errors import BufferOverflowError
 
     assert encode_query(throw(ValueError("x")))["args"][0] == {"error": ["builtins:ValueError", ["x"]]}
     assert encode_query(throw(BufferOverflowError("full")))["args"][0] == {

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from reaqtive import OperatorContext, Query
+from reaqtive.core.visitors import walk
 from reaqtive.engine import DISCARD_SINK, Engine, StreamReader
 from reaqtive.state import InnerEnvironment, SqliteCheckpointStore
-from reaqtive.visitors import walk
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

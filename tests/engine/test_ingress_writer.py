@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from reaqtive import Query
+from reaqtive.core.errors import InvalidSettingError
 from reaqtive.engine import Engine, EngineStore
 from reaqtive.engine.ingress import GroupCommit
-from reaqtive.errors import InvalidSettingError
 from reaqtive.state import StateEncodeError, StoreError
 
 ROOT = Path(__file__).resolve().parents[2]

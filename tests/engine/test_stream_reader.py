@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 
 from reaqtive import CallbackSubscriber, OperatorContext, Query, SimpleSubject
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize, walk
 from reaqtive.engine import Envelope, StreamReader
 from reaqtive.engine.egress import OutputCounter
 from reaqtive.engine.environment import EngineEnvironment
 from reaqtive.state import InnerEnvironment, has_state_changed, read_blob, save_subscription, state_loader
 from reaqtive.state.traversal import confirm_saved
-from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import initialize, walk
 
 
 class Environment(InnerEnvironment, EngineEnvironment):

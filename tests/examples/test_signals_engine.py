@@ -181,11 +181,11 @@ def _crash(store: Path) -> None:
 def _register_nosuchpkg() -> None:
     """Register ``nosuchpkg:op`` (a running count of the elements) in this process only, as its package would."""
     from reaqtive import register_operator
-    from reaqtive.arguments import arguments
-    from reaqtive.operator import StateReader, StateWriter, Version
+    from reaqtive.core.arguments import arguments
+    from reaqtive.core.operator import StateReader, StateWriter, Version
+    from reaqtive.core.streams import Subscriber
+    from reaqtive.core.subscriptions import SubscriptionHandle
     from reaqtive.state import StatefulUnaryOperatorBase
-    from reaqtive.streams import Subscriber
-    from reaqtive.subscriptions import SubscriptionHandle
 
     @register_operator("nosuchpkg:op")
     class RunningCount(StatefulUnaryOperatorBase[Any, int]):

@@ -13,15 +13,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize
 from reaqtive.state import CheckpointMode, StateFormatError, save_subscription, state_loader
 from reaqtive.state.codec import DEFAULT_CODEC, Segment
 from reaqtive.state.environment import InnerEnvironment
 from reaqtive.state.fields import SAVED_BY, STARTED_AT
-from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.testing import Notification, OnError, Recorded, TestScheduler
 from reaqtive.testing.observer import MockObserver
 from reaqtive.testing.sources import HotSource, TestableQuery
-from reaqtive.visitors import initialize
 from tests.engine.corruption_support import decode_state, encode_state
 from tests.operators.test_checkpoint_bounded_demand import Case
 

@@ -11,9 +11,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from reaqtive import Query
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import set_stage_fusion
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 
 NEVER = -1
 """A ``fail_on`` residue no value has: the function never raises."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from reaqtive.query import GroupedStream, InnerStream
-from reaqtive.subscribable import Subscribable
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.fluent.query import GroupedStream, InnerStream
 from reaqtive.testing import MockObserver, TestScheduler
 from reaqtive.testing.notifications import Notification, OnCompleted, OnError, OnNext, Recorded
 

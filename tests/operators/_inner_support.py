@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reaqtive import OperatorBase, Query, Subscribable, Subscriber, SubscriptionHandle
+from reaqtive.core.visitors import initialize
 from reaqtive.state import CheckpointMode, InnerEnvironment, save_subscription, state_loader
 from reaqtive.testing import Notification, Recorded, TestScheduler
-from reaqtive.visitors import initialize
 
 Script = Sequence[Recorded[Notification[Any]]]
 

@@ -6,13 +6,13 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.visitors import initialize
 from reaqtive.scheduler import EPOCH
 from reaqtive.state import save_subscription, state_loader
 from reaqtive.state.codec import DEFAULT_CODEC
 from reaqtive.state.framing import NodeState, read_blob
-from reaqtive.subscribable import Subscribable
 from reaqtive.testing import MockObserver, Recorded, TestableQuery, TestScheduler
-from reaqtive.visitors import initialize
 
 Script = Sequence[Recorded[Any]]
 

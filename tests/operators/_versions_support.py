@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from reaqtive.operator import StateWriter
+from reaqtive.core.operator import StateWriter
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.state import CheckpointMode, save_subscription
-from reaqtive.subscriptions import SubscriptionHandle
 
 
 class _Collect:

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from reaqtive import OperatorBase, Query, Subscribable
+from reaqtive.core.streams import LONG_MAX, Subscriber
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize
 from reaqtive.state import CheckpointMode, confirm_saved, save_subscription, state_loader
-from reaqtive.streams import LONG_MAX, Subscriber
-from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.testing import (
     Recorded,
     TestScheduler,
@@ -22,7 +23,6 @@ from reaqtive.testing import (
     on_next,
     subscribe,
 )
-from reaqtive.visitors import initialize
 from tests.support import Recorder
 
 # The elements 4, 2, 6, 3 at 210..240, completion at 300 (150 is before the subscription).

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 import reaqtive.engine  # noqa: F401  (registers "stream" and "egress")
 from reaqtive import OperatorArgumentError, Query, from_iterable
-from reaqtive.binding import registered_operators
+from reaqtive.core.binding import registered_operators
+from reaqtive.core.subscribers import CallbackSubscriber
 from reaqtive.operators.keyed_window import Fold, Hopping, Session, Tumbling
-from reaqtive.subscribers import CallbackSubscriber
 
 SOURCE = from_iterable([1, 2])
 
@@ -247,8 +247,8 @@ def test_forged_arguments_are_refused_under_python_dash_o() -> None:
         """
         import reaqtive.engine
         from reaqtive import OperatorArgumentError, Query
-        from reaqtive.binding import registered_operators
-        from reaqtive.subscribers import CallbackSubscriber
+        from reaqtive.core.binding import registered_operators
+        from reaqtive.core.subscribers import CallbackSubscriber
 
         assert not __debug__, "run with -O"
         refused = []

@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import LONG_MAX, MissingSchedulerError, OperatorContext, SimpleSubject, from_iterable
-from reaqtive.errors import LimitExceededError
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.visitors import initialize, walk
 from reaqtive.operators.buffer_time import BufferTime, BufferTimeOrCount, BufferTimeShift
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, MAX_QUEUE_SIZE
 from reaqtive.state import CheckpointMode, save_subscription, state_loader
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
-from reaqtive.visitors import initialize, walk
 from tests.operators._versions_support import save_as_version_1
 from tests.support import Recorder
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reaqtive import Query
-from reaqtive.binding import registered_operators
+from reaqtive.core.binding import registered_operators
 from reaqtive.operators.keyed_window import Fold, Hopping, Session, Tumbling
 from reaqtive.scheduler.clock import EPOCH
 from reaqtive.testing import Notification, Recorded, TestScheduler, on_completed, on_error, on_next

@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import OperatorContext, Query, SimpleSubject, from_iterable
+from reaqtive.core.visitors import initialize
 from reaqtive.operators.settings import MAX_QUEUE_SIZE
 from reaqtive.state import CheckpointMode, StateShapeError, save_subscription, state_loader
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.support import Recorder
 
 CONTEXT = OperatorContext("test://combine_latest")
@@ -195,7 +195,7 @@ def test_combine_latest_one_at_a_time_never_delivers_more_than_requested() -> No
 
 
 def test_combine_latest_queue_overflow_from_an_upstream_that_ignores_demand() -> None:
-    from reaqtive.errors import LimitExceededError
+    from reaqtive.core.errors import LimitExceededError
     from tests.operators.test_merge import Flood
 
     recorder = Recorder()

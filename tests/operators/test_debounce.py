@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from reaqtive import MissingSchedulerError, OperatorContext, Query, SimpleSubject, empty, never
+from reaqtive.core.visitors import initialize
 from reaqtive.state import InnerEnvironment, OperatorStateError, save_subscription
 from reaqtive.testing import TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.support import Recorder
 
 BOOM = RuntimeError("boom")

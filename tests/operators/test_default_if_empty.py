@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from reaqtive import from_iterable
+from reaqtive.core.visitors import initialize
 from reaqtive.state import CheckpointMode, save_subscription, state_loader
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.support import Recorder
 
 HOT = [on_next(150, 1), on_next(210, 2), on_next(230, 3), on_completed(300)]

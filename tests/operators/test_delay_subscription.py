@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from reaqtive import MissingSchedulerError, OperatorContext, Query, UnknownOperatorError
+from reaqtive.core.visitors import initialize, walk
 from reaqtive.state import CheckpointMode, save_subscription, state_loader
 from reaqtive.testing import INFINITE, Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
-from reaqtive.visitors import initialize, walk
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 BOOM = RuntimeError("boom")

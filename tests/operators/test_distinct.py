@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import from_iterable
-from reaqtive.errors import LimitExceededError
+from reaqtive.core.errors import LimitExceededError
 from reaqtive.operators.settings import MAX_DISTINCT_ELEMENTS
 from reaqtive.testing import OnError, Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from reaqtive import OperatorContext, Query
+from reaqtive.core.visitors import initialize
 from reaqtive.testing import TestScheduler, on_completed
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.support import Recorder
 
 

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reaqtive import Query, keyed_execution
-from reaqtive.error_policy import ERROR_POLICY_SETTING, NO_ELEMENT
+from reaqtive.core.error_policy import ERROR_POLICY_SETTING, NO_ELEMENT
 from reaqtive.operators.keyed_window import Fold, Hopping, Session, Tumbling
 from reaqtive.state import CheckpointMode
 from reaqtive.state.host import QueryHost, QueryState

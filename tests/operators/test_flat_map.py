@@ -18,9 +18,10 @@ from reaqtive import (
     never,
     return_value,
 )
+from reaqtive.core.visitors import initialize
+from reaqtive.fluent.query import InnerStream
 from reaqtive.operators.flat_map import FlatMap
 from reaqtive.operators.settings import MAX_CONCURRENT_INNER, MAX_QUEUE_SIZE
-from reaqtive.query import InnerStream
 from reaqtive.state import (
     CheckpointMode,
     InnerEnvironment,
@@ -31,7 +32,6 @@ from reaqtive.state import (
 )
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.operators._inner_support import assert_restarts_agree, flood
 from tests.operators._versions_support import save_as_version_1
 from tests.operators.test_merge import run_concurrently

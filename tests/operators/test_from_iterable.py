@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import LONG_MAX, OperatorContext, as_publisher, from_iterable
+from reaqtive.core.visitors import initialize
 from reaqtive.operators.from_iterable import FromIterable
 from reaqtive.state import state_loader
 from reaqtive.testing import TestScheduler, on_completed, on_next
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.operators._versions_support import save_as_version_1
 from tests.support import Recorder
 

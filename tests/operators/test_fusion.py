@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from reaqtive import OperatorContext, Query, SimpleSubject, from_iterable
-from reaqtive.operator import OperatorBase
+from reaqtive.core.operator import OperatorBase
+from reaqtive.core.streams import LONG_MAX
+from reaqtive.core.visitors import initialize, subscribe_all, walk
 from reaqtive.operators import _fusion
 from reaqtive.operators._fusion import (
     MAX_RUN,
@@ -27,9 +29,7 @@ from reaqtive.operators.filter import Filter
 from reaqtive.operators.map import Map
 from reaqtive.operators.scan import ScanSeed
 from reaqtive.state.traversal import save_subscription, state_loader
-from reaqtive.streams import LONG_MAX
 from reaqtive.testing import TestScheduler, on_completed, on_next
-from reaqtive.visitors import initialize, subscribe_all, walk
 from tests.operators._fusion_support import fusion
 from tests.support import Recorder
 

@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reaqtive import OperatorContext, from_iterable
+from reaqtive.core.streams import LONG_MAX
+from reaqtive.core.visitors import initialize
 from reaqtive.operators._fusion import set_stage_fusion, stage_fusion_enabled
 from reaqtive.state.traversal import save_subscription
-from reaqtive.streams import LONG_MAX
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_next
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.operators._fusion_support import Alternating, Calls, Step, build, fusion, steps_strategy
 from tests.support import Recorder
 

@@ -16,14 +16,14 @@ from reaqtive import (
     SimpleSubject,
     from_iterable,
 )
-from reaqtive.errors import BufferOverflowError, LimitExceededError
+from reaqtive.core.errors import BufferOverflowError, LimitExceededError
+from reaqtive.core.visitors import initialize, walk
+from reaqtive.fluent.query import GroupedStream
 from reaqtive.operators.group_by import GroupBy, GroupByExpiring
 from reaqtive.operators.settings import MAX_GROUP_COUNT, MAX_QUEUE_SIZE
-from reaqtive.query import GroupedStream
 from reaqtive.state import CheckpointMode, InnerEnvironment, save_subscription, state_loader
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
-from reaqtive.visitors import initialize, walk
 from tests.operators._inner_streams_support import InnerCollector, run_inner
 
 

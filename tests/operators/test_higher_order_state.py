@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from reaqtive import LONG_MAX, OperatorContext, SimpleSubject
-from reaqtive.query import GroupedStream
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize
+from reaqtive.fluent.query import GroupedStream
 from reaqtive.state import CheckpointMode, InnerEnvironment, confirm_saved, save_subscription
-from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.testing import TestScheduler, on_completed, on_next
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.support import Recorder
 
 KEYS = 10_000

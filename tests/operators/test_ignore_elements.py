@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reaqtive import from_iterable
-from reaqtive.streams import LONG_MAX
+from reaqtive.core.streams import LONG_MAX
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
 from tests.support import Recorder

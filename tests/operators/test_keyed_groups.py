@@ -36,10 +36,10 @@ from reaqtive import (
     initialize,
     keyed_execution,
 )
+from reaqtive.core.streams import LONG_MAX
 from reaqtive.operators.keyed_groups import KeyedGroupProbe, KeyedGroups, KeyedGroupsExpiring, keyed_chain
 from reaqtive.operators.keyed_steps import keyed_step_factory
 from reaqtive.state import InnerEnvironment, StateFormatError
-from reaqtive.streams import LONG_MAX
 from reaqtive.testing import Notification, OnError, Recorded, TestScheduler, on_completed, on_error, on_next
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere, check_checkpoint_anywhere
 from tests.operators import _keyed_cases, _keyed_cases_aggregates, _keyed_cases_misc, _keyed_cases_take_skip
@@ -236,7 +236,7 @@ def variant_tail(variant: Variant) -> list[Variant]:
 
 
 def test_every_operator_with_a_keyed_step_has_variants() -> None:
-    from reaqtive.binding import registered_operators
+    from reaqtive.core.binding import registered_operators
 
     with_steps = {op for op in registered_operators() if keyed_step_factory(op) is not None}
     assert with_steps == {variant.op for variant in VARIANTS}

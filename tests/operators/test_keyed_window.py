@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reaqtive import LimitExceededError, OperatorArgumentError, Query
+from reaqtive.core.scheduler_interface import SchedulerTask
 from reaqtive.engine import Engine
 from reaqtive.operators.keyed_window import EPOCH, MAX_HOPS, Fold, Hopping, Session, Tumbling
 from reaqtive.operators.settings import MAX_QUEUE_SIZE
-from reaqtive.scheduler_interface import SchedulerTask
 from reaqtive.state import InnerEnvironment
 from reaqtive.testing import (
     Notification,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import OperatorContext, SimpleSubject, from_iterable
-from reaqtive.visitors import initialize
+from reaqtive.core.visitors import initialize
 from tests.support import Recorder
 
 CONTEXT = OperatorContext("test://map-filter")
@@ -171,7 +171,7 @@ def test_from_iterable_resumes_after_recovery_where_it_was() -> None:
     observer = scheduler.create_observer(request=0)
     query = from_iterable(range(10))
     handle = query.subscribe(observer)
-    from reaqtive.visitors import initialize
+    from reaqtive.core.visitors import initialize
 
     initialize(handle, scheduler.create_context())
     assert observer.subscription is not None

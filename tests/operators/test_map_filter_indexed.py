@@ -7,11 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import from_iterable
-from reaqtive.operator import StatefulOperator
+from reaqtive.core.operator import StatefulOperator
+from reaqtive.core.visitors import initialize, walk
 from reaqtive.state import CheckpointMode, confirm_saved, save_subscription
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
-from reaqtive.visitors import initialize, walk
 from tests.support import Recorder
 
 HOT = [on_next(150, 1), on_next(210, 2), on_next(230, 3), on_next(260, 4), on_next(270, 5), on_completed(300)]

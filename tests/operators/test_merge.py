@@ -12,17 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import OperatorContext, Query, SimpleSubject, from_iterable
-from reaqtive.errors import LimitExceededError
-from reaqtive.operator import OperatorBase
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.operator import OperatorBase
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize
 from reaqtive.operators.merge import Merge
 from reaqtive.operators.settings import MAX_QUEUE_SIZE
 from reaqtive.state import CheckpointMode, StateShapeError, save_subscription, state_loader
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.operators._versions_support import save_as_version_1
 from tests.support import Recorder
 

@@ -8,7 +8,7 @@ import pkgutil
 import re
 
 import reaqtive.operators
-from reaqtive.operator import Operator, StatefulOperator, Versioned
+from reaqtive.core.operator import Operator, StatefulOperator, Versioned
 
 
 def operator_classes() -> list[type[Operator]]:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from reaqtive import LONG_MAX, OperatorContext, Query, Subscribable, Subscriber, SubscriptionHandle
+from reaqtive.core.visitors import initialize
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.support import Recorder
 
 BOOM = RuntimeError("boom")

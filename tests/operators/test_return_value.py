@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import OperatorContext, Query
+from reaqtive.core.visitors import initialize
 from reaqtive.testing import TestScheduler, on_completed, on_next
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.support import Recorder
 
 

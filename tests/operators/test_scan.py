@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import from_iterable
-from reaqtive.streams import LONG_MAX
+from reaqtive.core.streams import LONG_MAX
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
 from tests.support import Recorder

@@ -10,14 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import OperatorBase, OperatorContext, Query, SimpleSubject, Subscribable, from_iterable
-from reaqtive.errors import LimitExceededError
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.streams import LONG_MAX, Subscriber
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize
 from reaqtive.operators.settings import MAX_QUEUE_SIZE
 from reaqtive.state import CheckpointMode, confirm_saved, save_subscription, state_loader
-from reaqtive.streams import LONG_MAX, Subscriber
-from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.support import Recorder
 
 LEFT = [on_next(150, 0), on_next(210, 1), on_next(230, 2), on_next(250, 3), on_completed(300)]

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from reaqtive import MissingSchedulerError, OperatorContext, SimpleSubject, from_iterable
-from reaqtive.streams import LONG_MAX
+from reaqtive.core.streams import LONG_MAX
+from reaqtive.core.visitors import initialize
 from reaqtive.testing import DISPOSED, Recorded, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.operators._take_skip_support import at, recover, run, save_at, saved_fields, saved_nodes
 from tests.support import Recorder
 

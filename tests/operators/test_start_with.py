@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import Query, from_iterable
-from reaqtive.errors import UnknownOperatorError
+from reaqtive.core.errors import UnknownOperatorError
+from reaqtive.core.visitors import initialize
 from reaqtive.state import CheckpointMode, save_subscription, state_loader
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.support import Recorder
 
 HOT = [on_next(150, 1), on_next(210, 2), on_next(230, 3), on_next(260, 4), on_completed(300)]

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from reaqtive import OperatorContext, Query, SimpleSubject, from_iterable, never, return_value
+from reaqtive.core.visitors import initialize
 from reaqtive.state import InnerEnvironment, OperatorStateError, save_subscription
 from reaqtive.testing import TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.operators._inner_support import assert_restarts_agree
 from tests.support import Recorder
 

@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import MissingSchedulerError, OperatorContext, from_iterable
+from reaqtive.core.streams import LONG_MAX
+from reaqtive.core.visitors import initialize
 from reaqtive.scheduler import LogicalScheduler, PhysicalScheduler
-from reaqtive.streams import LONG_MAX
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.operators._take_skip_support import recover, run, save_at, saved_fields, saved_nodes
 from tests.support import Recorder
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from reaqtive import OperatorContext, Query
+from reaqtive.core.visitors import initialize
 from reaqtive.testing import TestScheduler, on_error
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.support import Recorder
 
 BOOM = ValueError("boom")

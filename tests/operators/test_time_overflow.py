@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from reaqtive import OperatorArgumentError, Query
+from reaqtive.core.scheduler_interface import NEVER, deadline
 from reaqtive.scheduler import ActionTask, LogicalScheduler, PhysicalScheduler, VirtualClock, VirtualTimeScheduler
-from reaqtive.scheduler_interface import NEVER, deadline
 from reaqtive.testing import TestScheduler, on_completed, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
 from reaqtive.testing.sources import TestableQuery

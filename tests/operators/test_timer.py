@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import MissingSchedulerError, OperatorContext, Query
-from reaqtive.errors import LimitExceededError
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.visitors import initialize
 from reaqtive.operators.settings import MAX_QUEUE_SIZE
 from reaqtive.state import CheckpointMode, save_subscription, state_loader
 from reaqtive.testing import TestScheduler, on_completed, on_error, on_next
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

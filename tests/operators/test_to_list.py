@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import OperatorContext, from_iterable
-from reaqtive.errors import InvalidSettingError, LimitExceededError
+from reaqtive.core.errors import InvalidSettingError, LimitExceededError
 from reaqtive.operators.settings import MAX_LIST_SIZE
 from reaqtive.testing import TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere

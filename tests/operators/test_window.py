@@ -10,14 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import SimpleSubject, from_iterable
-from reaqtive.errors import LimitExceededError
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.visitors import initialize
+from reaqtive.fluent.query import InnerStream
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, MAX_WINDOW_COUNT
 from reaqtive.operators.window import WindowCount, WindowCountSkip, elements_for
-from reaqtive.query import InnerStream
 from reaqtive.state import CheckpointMode, InnerEnvironment, save_subscription, state_loader
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.operators._inner_streams_support import InnerCollector, run_inner
 
 HOT = [

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from reaqtive import CallbackSubscriber, MissingSchedulerError, OperatorContext, SimpleSubject, from_iterable
-from reaqtive.errors import LimitExceededError
+from reaqtive.core.errors import LimitExceededError
+from reaqtive.core.visitors import initialize
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, MAX_WINDOW_COUNT
 from reaqtive.operators.window_time import WindowTime, WindowTimeOrCount, WindowTimeShift
 from reaqtive.state import CheckpointMode, InnerEnvironment, save_subscription, state_loader
 from reaqtive.testing import Recorded, TestScheduler, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
-from reaqtive.visitors import initialize
 from tests.operators._inner_streams_support import InnerCollector, run_inner
 from tests.operators._versions_support import save_as_version_1
 

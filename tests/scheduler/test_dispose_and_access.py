@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
+from reaqtive.core.scheduler_interface import Scheduler, YieldToken
 from reaqtive.scheduler import ActionTask, LogicalScheduler, PhysicalScheduler, SchedulerStatus, VirtualClock
-from reaqtive.scheduler_interface import Scheduler, YieldToken
 
 from .conftest import WAIT, barrier, run_on
 

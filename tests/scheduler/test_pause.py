@@ -6,6 +6,7 @@ import asyncio
 import threading
 from datetime import timedelta
 
+from reaqtive.core.scheduler_interface import PausableScheduler, YieldToken
 from reaqtive.scheduler import (
     ActionTask,
     ItemProcessingTask,
@@ -16,7 +17,6 @@ from reaqtive.scheduler import (
     VirtualClock,
     YieldableActionTask,
 )
-from reaqtive.scheduler_interface import PausableScheduler, YieldToken
 
 from .conftest import WAIT, barrier
 

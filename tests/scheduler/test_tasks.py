@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from reaqtive.core.scheduler_interface import SchedulerTask, YieldableSchedulerTask, YieldToken
 from reaqtive.scheduler import (
     ActionTask,
     ItemProcessingTask,
@@ -14,7 +15,6 @@ from reaqtive.scheduler import (
     QueueProcessor,
     YieldableActionTask,
 )
-from reaqtive.scheduler_interface import SchedulerTask, YieldableSchedulerTask, YieldToken
 
 from .conftest import WAIT, barrier
 

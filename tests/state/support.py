@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from reaqtive.operator import OperatorBase, StateReader, StateWriter, Version
+from reaqtive.core.operator import OperatorBase, StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscribers import NOP_SUBSCRIBER
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.state import StatefulOperatorBase, StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscribers import NOP_SUBSCRIBER
-from reaqtive.subscriptions import SubscriptionHandle
 
 
 class RunningSum(StatefulUnaryOperatorBase[int, int]):

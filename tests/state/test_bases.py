@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from reaqtive import OperatorContext, SimpleSubject
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.visitors import initialize
 from reaqtive.state import (
     BlobWriter,
     DirtyState,
@@ -17,7 +18,6 @@ from reaqtive.state import (
     save_subscription,
     state_loader,
 )
-from reaqtive.visitors import initialize
 from tests.state.support import RunningSum
 from tests.support import Recorder
 

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from reaqtive import OperatorContext, SimpleSubject
-from reaqtive.operator import StateWriter
-from reaqtive.scheduler_interface import PausableScheduler, Scheduler, SchedulerTask
+from reaqtive.core.operator import StateWriter
+from reaqtive.core.scheduler_interface import PausableScheduler, Scheduler, SchedulerTask
+from reaqtive.core.visitors import initialize
 from reaqtive.state import (
     STATE_CATEGORY,
     Checkpointer,
@@ -25,7 +26,6 @@ from reaqtive.state import (
     StoreChanges,
     state_loader,
 )
-from reaqtive.visitors import initialize
 from tests.state.support import RunningSum
 from tests.support import Recorder
 

@@ -7,9 +7,13 @@ import threading
 from typing import Any
 
 from reaqtive import OperatorContext, SimpleSubject
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.scheduler_interface import YieldToken
+from reaqtive.core.streams import LONG_MAX, Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize
 from reaqtive.scheduler import LogicalScheduler, PhysicalScheduler, YieldableActionTask
-from reaqtive.scheduler_interface import YieldToken
 from reaqtive.state import (
     STATE_CATEGORY,
     Checkpointer,
@@ -19,11 +23,7 @@ from reaqtive.state import (
     StatefulUnaryOperatorBase,
     read_blob,
 )
-from reaqtive.streams import LONG_MAX, Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.testing import TestScheduler, on_next
-from reaqtive.visitors import initialize
 from tests.state.support import RunningSum
 from tests.support import Recorder
 

@@ -18,7 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reaqtive import OperatorContext, Query, SimpleSubject
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import LONG_MAX, Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize
 from reaqtive.scheduler import VirtualTimeScheduler
 from reaqtive.state import (
     STATE_CATEGORY,
@@ -36,10 +40,6 @@ from reaqtive.state import (
     state_loader,
 )
 from reaqtive.state.traversal import confirm_saved
-from reaqtive.streams import LONG_MAX, Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import initialize
 from tests.state.support import RunningSum
 from tests.support import Recorder
 

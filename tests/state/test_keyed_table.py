@@ -24,11 +24,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reaqtive import OperatorContext, Query, SimpleSubject, from_iterable
-from reaqtive.arguments import arguments
-from reaqtive.binding import register_operator
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import register_operator
+from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import LONG_MAX, Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize, walk
 from reaqtive.engine import DISCARD_SINK, Engine
-from reaqtive.expression import Expression, OperatorCall
-from reaqtive.operator import StateReader, StateWriter, Version
 from reaqtive.state import (
     STATE_CATEGORY,
     CheckpointMode,
@@ -43,12 +47,8 @@ from reaqtive.state import (
 from reaqtive.state.host import QueryHost, QueryState
 from reaqtive.state.keyed import KeyedPage, KeyedStateTable
 from reaqtive.state.traversal import confirm_saved
-from reaqtive.streams import LONG_MAX, Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.testing import TestScheduler, on_completed, on_next
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
-from reaqtive.visitors import initialize, walk
 from tests.engine.corruption_support import decode_state
 from tests.operators._forged_support import forge, pointers, run_from, save_at, value_at
 from tests.operators.test_checkpoint_bounded_demand import Case

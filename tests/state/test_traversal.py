@@ -7,8 +7,11 @@ from typing import Any, TypeVar
 
 import pytest
 
-from reaqtive.context import OperatorContext
-from reaqtive.operator import StateReader, StateWriter
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.operator import StateReader, StateWriter
+from reaqtive.core.subscribers import NOP_SUBSCRIBER
+from reaqtive.core.subscriptions import CompositeSubscription, StableCompositeSubscription, SubscriptionHandle
+from reaqtive.core.visitors import initialize, set_context_all, subscribe_all, walk
 from reaqtive.state import (
     CheckpointMode,
     DirtyState,
@@ -25,9 +28,6 @@ from reaqtive.state import (
     state_loader,
     stateful_nodes,
 )
-from reaqtive.subscribers import NOP_SUBSCRIBER
-from reaqtive.subscriptions import CompositeSubscription, StableCompositeSubscription, SubscriptionHandle
-from reaqtive.visitors import initialize, set_context_all, subscribe_all, walk
 from tests.state.support import Box, Plain
 from tests.state.trees import CONTEXT, Tree
 

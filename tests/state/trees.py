@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from reaqtive.context import OperatorContext
-from reaqtive.visitors import set_context_all, subscribe_all
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.visitors import set_context_all, subscribe_all
 from tests.state.support import Box, Plain
 
 CONTEXT = OperatorContext("test://state")

@@ -12,7 +12,7 @@ import threading
 from collections import deque
 from typing import Generic, TypeVar
 
-from reaqtive.streams import (
+from reaqtive.core.streams import (
     LONG_MAX,
     Subscriber,
     Subscription,

@@ -7,7 +7,7 @@ import unittest
 from collections.abc import Callable
 from typing import Any
 
-from reaqtive.streams import Publisher, Subscriber
+from reaqtive.core.streams import Publisher, Subscriber
 from reaqtive.tck.base import VerificationBase
 
 _UNHELPFUL = (AttributeError, NameError, UnboundLocalError)

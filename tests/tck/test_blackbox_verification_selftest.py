@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from reaqtive.streams import Subscriber, Subscription
+from reaqtive.core.streams import Subscriber, Subscription
 from reaqtive.tck import SubscriberBlackboxVerification
 from tests.tck.reference import OneByOneSubscriber
 from tests.tck.support import require_test_failure, require_test_pass

@@ -30,10 +30,10 @@ from typing import Any
 import pytest
 
 from reaqtive import OperatorContext, Query, as_publisher, from_iterable
+from reaqtive.core.streams import LONG_MAX, Publisher
 from reaqtive.operators.keyed_window import Tumbling
 from reaqtive.operators.settings import MAX_QUEUE_SIZE
 from reaqtive.scheduler import LogicalScheduler, PhysicalScheduler
-from reaqtive.streams import LONG_MAX, Publisher
 from tests.support import Recorder
 from tests.tck.conformance import OperatorPublisherVerification, failing_source
 

@@ -19,10 +19,10 @@ from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 from reaqtive import LONG_MAX, OperatorContext, Query, SimpleSubject, as_publisher, from_iterable
+from reaqtive.core.streams import Publisher, Subscriber, Subscription, require_not_none
+from reaqtive.core.subscribers import NOP_SUBSCRIBER
 from reaqtive.operators.settings import MAX_QUEUE_SIZE
 from reaqtive.scheduler import LogicalScheduler, PhysicalScheduler
-from reaqtive.streams import Publisher, Subscriber, Subscription, require_not_none
-from reaqtive.subscribers import NOP_SUBSCRIBER
 from tests.tck.conformance import (
     OperatorProcessorVerification,
     QueryPublisherVerification,

@@ -18,9 +18,9 @@ from datetime import timedelta
 from typing import Any
 
 from reaqtive import OperatorContext, Query, as_publisher, never, return_value
+from reaqtive.core.streams import Publisher
 from reaqtive.scheduler import LogicalScheduler, PhysicalScheduler
 from reaqtive.state import InnerEnvironment
-from reaqtive.streams import Publisher
 from tests.tck.conformance import (
     OperatorProcessorVerification,
     OperatorPublisherVerification,

@@ -20,9 +20,9 @@ from datetime import timedelta
 from typing import Any
 
 from reaqtive import LONG_MAX, OperatorContext, Query, as_processor, as_publisher, from_iterable
+from reaqtive.core.streams import Processor, Publisher
 from reaqtive.operators.settings import MAX_QUEUE_SIZE
 from reaqtive.scheduler import LogicalScheduler, PhysicalScheduler
-from reaqtive.streams import Processor, Publisher
 from reaqtive.tck import NotVerified
 from tests.tck.conformance import (
     OperatorProcessorVerification,

@@ -13,8 +13,8 @@ from datetime import timedelta
 from typing import Any
 
 from reaqtive import OperatorContext, Query, as_processor, as_publisher
+from reaqtive.core.streams import LONG_MAX, Processor, Publisher
 from reaqtive.scheduler import LogicalScheduler, PhysicalScheduler
-from reaqtive.streams import LONG_MAX, Processor, Publisher
 from reaqtive.tck import NotVerified
 from tests.tck.conformance import (
     OperatorProcessorVerification,

@@ -12,7 +12,7 @@ The stream can be at most one buffer long (``max_elements_from_publisher``), so 
 from __future__ import annotations
 
 from reaqtive import SimpleSubject
-from reaqtive.streams import LONG_MAX, Publisher, Subscriber
+from reaqtive.core.streams import LONG_MAX, Publisher, Subscriber
 from reaqtive.tck import PublisherVerification, TestEnvironment
 from reaqtive.tck.subscribers import ManualSubscriberWithSubscriptionSupport
 

@@ -4,7 +4,7 @@ batched demand and with unbounded demand."""
 from __future__ import annotations
 
 from reaqtive import CallbackSubscriber
-from reaqtive.streams import Subscriber, Subscription
+from reaqtive.core.streams import Subscriber, Subscription
 from reaqtive.tck import SubscriberBlackboxVerification, SubscriberWhiteboxVerification, WhiteboxSubscriberProbe
 
 

@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reaqtive import OperatorContext, Query, SimpleSubject, as_processor, as_publisher, from_iterable
+from reaqtive.core.streams import LONG_MAX, Processor, Publisher
 from reaqtive.scheduler import LogicalScheduler, PhysicalScheduler
-from reaqtive.streams import LONG_MAX, Processor, Publisher
 from tests.tck.conformance import (
     OperatorProcessorVerification,
     OperatorPublisherVerification,

@@ -15,7 +15,7 @@ import operator
 from typing import Any
 
 from reaqtive import Query, from_iterable
-from reaqtive.streams import LONG_MAX
+from reaqtive.core.streams import LONG_MAX
 from reaqtive.tck import NotVerified
 from tests.tck.conformance import (
     OperatorProcessorVerification,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reaqtive.streams import Processor, Publisher, Subscriber, Subscription
+from reaqtive.core.streams import Processor, Publisher, Subscriber, Subscription
 from reaqtive.tck import IdentityProcessorVerification, SubscriberWhiteboxVerification, WhiteboxSubscriberProbe
 from reaqtive.tck.rules import WHITEBOX_RULES, Kind
 from tests.tck.reference import LockstepProcessor

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from reaqtive.streams import LONG_MAX, Publisher, Subscriber, add_demand
+from reaqtive.core.streams import LONG_MAX, Publisher, Subscriber, add_demand
 from reaqtive.tck import PublisherVerification, TestEnvironment, TestException
 from reaqtive.tck.outcomes import NO_ERROR_PUBLISHER
 from tests.tck.reference import FailedPublisher, SyncRangePublisher

@@ -8,7 +8,7 @@ completed by the end of each test.
 
 from __future__ import annotations
 
-from reaqtive.streams import LONG_MAX, Processor, Publisher, Subscriber
+from reaqtive.core.streams import LONG_MAX, Processor, Publisher, Subscriber
 from reaqtive.tck import (
     AsyncIterablePublisher,
     IdentityProcessorVerification,

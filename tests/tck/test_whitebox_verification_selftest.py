@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from reaqtive.streams import Subscriber, Subscription
+from reaqtive.core.streams import Subscriber, Subscription
 from reaqtive.tck import SubscriberWhiteboxVerification, TestEnvironment, WhiteboxSubscriberProbe
 from tests.tck.reference import ProbedSubscriber
 from tests.tck.support import require_test_failure, require_test_pass

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import LONG_MAX, Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import LONG_MAX, Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.testing import on_completed, on_error, on_next
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere, check_checkpoint_anywhere
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from reaqtive.context import OperatorContext
-from reaqtive.operator import OperatorBase
-from reaqtive.query import Query
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.operator import OperatorBase
+from reaqtive.core.streams import LONG_MAX, Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.fluent.query import Query
 from reaqtive.scheduler import ActionTask
-from reaqtive.streams import LONG_MAX, Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.testing import (
     CREATED,
     DISPOSED,
@@ -156,7 +156,7 @@ def test_each_hot_subscriber_has_its_own_demand_and_misses_what_came_before_it()
     context = scheduler.create_context()
 
     def attach(observer: MockObserver[Any]) -> None:
-        from reaqtive.visitors import initialize
+        from reaqtive.core.visitors import initialize
 
         initialize(xs.subscribe(observer), context)
 
@@ -170,8 +170,8 @@ def test_each_hot_subscriber_has_its_own_demand_and_misses_what_came_before_it()
 
 
 def test_a_hot_source_reports_what_each_subscription_holds_and_replays_a_backlog_to_new_subscriptions() -> None:
+    from reaqtive.core.visitors import initialize
     from reaqtive.testing import HotSource
-    from reaqtive.visitors import initialize
 
     scheduler = TestScheduler()
     source = HotSource(scheduler, [on_next(210, 1), on_next(220, 2), on_completed(230)])
@@ -268,7 +268,7 @@ def test_the_observer_refuses_a_second_subscription() -> None:
     xs = scheduler.create_hot_observable(on_next(210, 1))
     first = scheduler.create_hot_observable(on_next(210, 2))
     context = scheduler.create_context()
-    from reaqtive.visitors import initialize
+    from reaqtive.core.visitors import initialize
 
     initialize(first.subscribe(observer), context)
     initialize(xs.subscribe(observer), context)

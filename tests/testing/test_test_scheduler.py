@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reaqtive.core.scheduler_interface import PausableScheduler, Scheduler, YieldToken
 from reaqtive.scheduler import (
     EPOCH,
     ActionTask,
@@ -18,7 +19,6 @@ from reaqtive.scheduler import (
     UnhandledExceptionArgs,
     YieldableActionTask,
 )
-from reaqtive.scheduler_interface import PausableScheduler, Scheduler, YieldToken
 from reaqtive.testing import TestScheduler
 
 

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reaqtive import LONG_MAX, OperatorCall, register_operator
-from reaqtive.arguments import arguments, require_positive_int
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.arguments import arguments, require_positive_int
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber, add_demand
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber, add_demand
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive_signals.bounds import is_number
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class EwmaArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> EwmaArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
         fit): a stored query never went through :func:`ewma`, so its checks are made again here."""
         args = arguments(query, ("source", "alpha"), ("source", "alpha", "warmup"))
         alpha = args.value(1)

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from reaqtive import OperatorCall, register_operator
-from reaqtive.arguments import arguments
-from reaqtive.operator import Version
+from reaqtive.core.arguments import arguments
+from reaqtive.core.operator import Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscriptions import SubscriptionHandle
 
 if TYPE_CHECKING:
     from reaqtive import Expression
@@ -67,7 +67,7 @@ class ClampArgs:
 
     @classmethod
     def read(cls, query: Expression[Any]) -> ClampArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.errors.OperatorArgumentError` if they do not
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
         fit): a stored query never went through :func:`clamp`, so its checks are made again here."""
         args = arguments(query, "source", "low", "high")
         low, high = args.value(1), args.value(2)

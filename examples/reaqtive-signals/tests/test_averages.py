@@ -10,10 +10,10 @@ import pytest
 from reaqtive_signals import EwmaArgs, clamp, ewma
 
 from reaqtive import CallbackSubscriber, OperatorArgumentError, OperatorCall, Query, from_iterable, register_operator
-from reaqtive.operator import StateReader, StateWriter, Version
+from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.state import StatefulUnaryOperatorBase
-from reaqtive.streams import Subscriber
-from reaqtive.subscriptions import SubscriptionHandle
 from reaqtive.testing import (
     Demand,
     Recorded,

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from reaqtive.errors import BufferOverflowError
-from reaqtive.query import from_iterable
-from reaqtive.streams import Subscriber, Subscription
-from reaqtive.subjects import OverflowPolicy, SimpleSubject
-from reaqtive.subscribers import CallbackSubscriber
+from reaqtive.core.errors import BufferOverflowError
+from reaqtive.core.streams import Subscriber, Subscription
+from reaqtive.core.subjects import OverflowPolicy, SimpleSubject
+from reaqtive.core.subscribers import CallbackSubscriber
+from reaqtive.fluent.query import from_iterable
 
 __all__ = ["run"]
 

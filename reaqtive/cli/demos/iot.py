@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from reaqtive.engine import Engine, EngineStore
-from reaqtive.query import InnerStream, Query
+from reaqtive.fluent.query import InnerStream, Query
 
 __all__ = [
     "DemoConfig", "DemoError", "DemoReport", "RunStats", "durable_outputs", "main", "queries", "reading",

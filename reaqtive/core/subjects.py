@@ -6,7 +6,7 @@ engine's streams are subjects; inner streams of higher-order operators are subje
 A hot source cannot slow its producers down, so each subscription of :class:`SimpleSubject` follows a stated
 policy (DESIGN decision 1): with unbounded demand, elements go straight through (the fast path); otherwise up
 to ``buffer_size`` elements wait for demand, and beyond that the :class:`OverflowPolicy` applies: signal
-:class:`~reaqtive.errors.BufferOverflowError` (the default: nothing is dropped silently), or drop the newest or
+:class:`~reaqtive.core.errors.BufferOverflowError` (the default: nothing is dropped silently), or drop the newest or
 the oldest element.
 """
 
@@ -16,10 +16,11 @@ import enum
 import threading
 from abc import ABC, abstractmethod
 from collections import deque
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Final, Generic, TypeVar
 
-from reaqtive.errors import BufferOverflowError, ObjectDisposedError
-from reaqtive.streams import (
+from reaqtive.core.errors import BufferOverflowError, ObjectDisposedError
+from reaqtive.core.streams import (
     LONG_MAX,
     Subscriber,
     Subscription,
@@ -27,12 +28,9 @@ from reaqtive.streams import (
     non_positive_request_error,
     require_not_none,
 )
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscribers import NOP_SUBSCRIBER
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.visitors import SubscriptionVisitor
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscribers import NOP_SUBSCRIBER
+from reaqtive.core.subscriptions import HandleVisitor, SubscriptionHandle
 
 __all__ = [
     "DEFAULT_SUBJECT_BUFFER_SIZE",
@@ -41,6 +39,7 @@ __all__ = [
     "SimpleSubject",
     "UntypedMultiSubject",
     "to_typed",
+    "use_query_maker",
 ]
 
 T = TypeVar("T")
@@ -63,7 +62,7 @@ class MultiSubject(Subscribable[TOut], Generic[TIn, TOut]):
 
     @abstractmethod
     def dispose(self) -> None:
-        """Release the subject; later use raises :class:`~reaqtive.errors.ObjectDisposedError`."""
+        """Release the subject; later use raises :class:`~reaqtive.core.errors.ObjectDisposedError`."""
 
 
 class UntypedMultiSubject(ABC):
@@ -111,7 +110,7 @@ class OverflowPolicy(enum.Enum):
     """What a hot source does when a subscriber without demand has a full buffer."""
 
     ERROR = "error"
-    """Signal :class:`~reaqtive.errors.BufferOverflowError` to that subscriber and cancel it."""
+    """Signal :class:`~reaqtive.core.errors.BufferOverflowError` to that subscriber and cancel it."""
     DROP_NEWEST = "drop_newest"
     """Discard the element that does not fit."""
     DROP_OLDEST = "drop_oldest"
@@ -236,10 +235,11 @@ class SimpleSubject(MultiSubject[T, T], UntypedMultiSubject, Subscriber[T], Gene
             self._subscriptions = tuple(s for s in self._subscriptions if s is not subscription)
 
     def as_query(self) -> Any:
-        """This subject as the source of a query (see :class:`reaqtive.query.Query`)."""
-        from reaqtive.expression import new_node  # the expression layer sits above subjects
-
-        return new_node("subscribable", (self,))
+        """This subject as the source of a query (see :class:`reaqtive.fluent.query.Query`)."""
+        make = _QueryMaker.make
+        if make is None:  # pragma: no cover - importing reaqtive loads the expression layer
+            raise RuntimeError("as_query needs the expression layer (reaqtive.core.expression): import reaqtive")
+        return make(self)
 
     # -- input side --------------------------------------------------------------------------------------------
 
@@ -314,6 +314,20 @@ class SimpleSubject(MultiSubject[T, T], UntypedMultiSubject, Subscriber[T], Gene
 
     def __repr__(self) -> str:
         return f"<SimpleSubject {self._name!r} subscribers={len(self._subscriptions)}>"
+
+
+class _QueryMaker:
+    """How a subscribable becomes a query node (``Query.from_subscribable``): handed over by the expression layer
+    when it loads (:func:`use_query_maker`), because that layer is built on subjects and this module imports
+    nothing of it."""
+
+    make: Callable[[Subscribable[Any]], Any] | None = None
+
+
+def use_query_maker(make: Callable[[Subscribable[Any]], Any]) -> None:
+    """Make :meth:`SimpleSubject.as_query` build its node with ``make`` (called by
+    :mod:`reaqtive.core.expression` when it loads)."""
+    _QueryMaker.make = make
 
 
 class _SubjectSubscription(SubscriptionHandle, Subscription, Generic[T]):
@@ -455,7 +469,7 @@ class _SubjectSubscription(SubscriptionHandle, Subscription, Generic[T]):
     def dispose(self) -> None:
         self.cancel()
 
-    def accept(self, visitor: SubscriptionVisitor) -> None:
+    def accept(self, visitor: HandleVisitor) -> None:
         # A subject's subscriptions are not part of the operator tree: the host saves subjects separately.
         pass
 

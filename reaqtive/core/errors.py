@@ -3,7 +3,7 @@
 Every failure the library detects has its own type, so callers can tell bad input from bugs. Each type also
 derives from the closest built-in exception (``LookupError``, ``RuntimeError``, ...), so generic handlers still
 catch them. The Reactive Streams cases keep the specification's Python mapping: ``None`` arguments raise
-:class:`TypeError` and non-positive requests signal :class:`ValueError` (see :mod:`reaqtive.streams`).
+:class:`TypeError` and non-positive requests signal :class:`ValueError` (see :mod:`reaqtive.core.streams`).
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ class QueryTooDeepError(ReaqtiveError, RecursionError):
     """A query is nested deeper than its stages can run within Python's recursion limit.
 
     Each element, completion and request passes through every stage as a nested call: a chain of ``map`` stages
-    takes two Python frames per stage, other operators more (:func:`reaqtive.binding.frames_of`). A query may
-    take :func:`reaqtive.query.frame_budget` frames, the recursion limit less a reserve: 850 at the default
+    takes two Python frames per stage, other operators more (:func:`reaqtive.core.binding.frames_of`). A query may
+    take :func:`reaqtive.fluent.query.frame_budget` frames, the recursion limit less a reserve: 850 at the default
     limit of 1,000, a source and 423 ``map`` stages. Raised when the query is subscribed, before anything runs,
     never halfway through processing. Raise the limit (``sys.setrecursionlimit(needed)``) to run the query, or
     split it. ``depth`` is its number of stages on the longest path, ``frames`` what its stages need,

@@ -3,7 +3,7 @@
 By the Reactive Streams contract an error ends a stream: an exception from a ``map`` selector becomes ``on_error``
 downstream and the query is over. A host may instead give a query an **error policy** (the operator context's
 setting :data:`ERROR_POLICY_SETTING`, inherited by its inner units): every operator that calls a user function
-hands the exception to :meth:`OperatorBase._user_error <reaqtive.operator.OperatorBase._user_error>`, which asks
+hands the exception to :meth:`OperatorBase._user_error <reaqtive.core.operator.OperatorBase._user_error>`, which asks
 the policy. ``skip`` drops the element at that operator (it never reaches what follows; a stage that passes one
 element on per element asks its upstream for another in its place) and the query goes on; ``stop`` is the
 contract's ``on_error``. A policy that skips is told so it can keep the element as a dead letter (the engine does:
@@ -16,10 +16,7 @@ replay after a crash then skips the same elements, and the outputs stay exactly-
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
-
-if TYPE_CHECKING:
-    from reaqtive.operator import OperatorBase
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 __all__ = ["ERROR_POLICY_SETTING", "NO_ELEMENT", "ErrorContext", "ErrorDecision", "ErrorPolicy"]
 
@@ -60,7 +57,10 @@ class ErrorContext:
 class ErrorPolicy(Protocol):
     """Decides, per user error, whether the element is skipped (``True``) or the query stops (``False``)."""
 
-    def skips(self, operator: OperatorBase[Any], error: Exception, element: object) -> bool:
+    def skips(self, operator: Any, error: Exception, element: object) -> bool:
         """Whether ``element`` is dropped at ``operator`` (and the query goes on) after its user function raised
-        ``error``. Called on the query's scheduler, inside the operator."""
+        ``error``. Called on the query's scheduler, inside the operator.
+
+        ``operator`` is the :class:`~reaqtive.core.operator.OperatorBase` asking; it is typed ``Any`` because the
+        operator base is built on this module (a policy may declare ``OperatorBase[Any]``)."""
         ...

@@ -3,7 +3,7 @@
 Operators reach the scheduler only through their operator context (``context.scheduler``), typed as the
 :class:`Scheduler` protocol below; :mod:`reaqtive.scheduler` provides the implementations (worker threads,
 hierarchical pausable logical schedulers) and :mod:`reaqtive.testing` the virtual-time one. Like
-:mod:`reaqtive.streams`, this module depends on nothing but the standard library, so both layers can use it
+:mod:`reaqtive.core.streams`, this module depends on nothing but the standard library, so both layers can use it
 without either depending on the other.
 
 Time is always an aware :class:`datetime.datetime` in UTC; durations are :class:`datetime.timedelta`.

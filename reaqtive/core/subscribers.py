@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar, final
 
-from reaqtive.streams import LONG_MAX, Subscriber, Subscription, require_not_none
+from reaqtive.core.streams import LONG_MAX, Subscriber, Subscription, require_not_none
 
 __all__ = ["NOP_SUBSCRIBER", "CallbackSubscriber", "NopSubscriber"]
 

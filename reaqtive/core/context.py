@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
-from reaqtive.errors import MissingSchedulerError
+from reaqtive.core.errors import MissingSchedulerError
 
 if TYPE_CHECKING:
-    from reaqtive.scheduler_interface import Scheduler
-    from reaqtive.streams import Subscriber
-    from reaqtive.subjects import MultiSubject
-    from reaqtive.subscribable import Subscribable
-    from reaqtive.subscriptions import SubscriptionHandle
+    from reaqtive.core.scheduler_interface import Scheduler
+    from reaqtive.core.streams import Subscriber
+    from reaqtive.core.subjects import MultiSubject
+    from reaqtive.core.subscribable import Subscribable
+    from reaqtive.core.subscriptions import SubscriptionHandle
 
 __all__ = ["DEFAULT_LOGGER", "ExecutionEnvironment", "HigherOrderEnvironment", "OperatorContext"]
 
@@ -106,7 +106,7 @@ class OperatorContext:
     """Everything an operator may use from its host.
 
     * ``instance_id``: the URI of the owning subscription or stream (for tracing and for deriving inner ids).
-    * ``scheduler``: the only clock and the only way to run work later (see :mod:`reaqtive.scheduler_interface`).
+    * ``scheduler``: the only clock and the only way to run work later (see :mod:`reaqtive.core.scheduler_interface`).
     * ``logger``: a :class:`logging.Logger` for tracing.
     * ``execution_environment``: the host's artifact registry, or ``None`` when running standalone.
     * ``settings``: host settings such as size limits, read with :meth:`try_get_element` / :meth:`get_setting`.
@@ -149,7 +149,7 @@ class OperatorContext:
 
     @property
     def scheduler(self) -> Scheduler:
-        """The scheduler; raises :class:`~reaqtive.errors.MissingSchedulerError` when the context has none."""
+        """The scheduler; raises :class:`~reaqtive.core.errors.MissingSchedulerError` when the context has none."""
         scheduler = self._scheduler
         if scheduler is None:
             raise MissingSchedulerError(

@@ -4,7 +4,7 @@ The fluent builders (:mod:`reaqtive.fluent`) check arguments where a query is wr
 the binder without them: decoded from a store (the engine re-creating a standing query after a restart), or
 built by hand with ``Query(op, args)``. A stage constructor therefore reads ``query.args`` through
 :func:`arguments`, which checks the number of arguments and, one accessor per argument, its type and range,
-with the same rules as the builder. A bad argument raises :class:`~reaqtive.errors.OperatorArgumentError`
+with the same rules as the builder. A bad argument raises :class:`~reaqtive.core.errors.OperatorArgumentError`
 naming the operator, the argument (its index in ``query.args`` and its name), what was expected and what was
 found. Unlike an ``assert``, the check also runs under ``python -O``.
 
@@ -16,7 +16,7 @@ found. Unlike an ``assert``, the check also runs under ``python -O``.
 >>> args.integer(1)
 Traceback (most recent call last):
 ...
-reaqtive.errors.OperatorArgumentError: operator 'take': args[1] (count) must be an int >= 0, got int -1
+reaqtive.core.errors.OperatorArgumentError: operator 'take': args[1] (count) must be an int >= 0, got int -1
 
 A stage constructor reads every argument it uses through an accessor, in any order::
 
@@ -31,13 +31,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
+from typing import Any, Final, NoReturn, TypeVar
 
-from reaqtive.errors import OperatorArgumentError
-from reaqtive.subscribable import Subscribable
-
-if TYPE_CHECKING:
-    from reaqtive.expression import Expression
+from reaqtive.core.binding import QueryNode
+from reaqtive.core.errors import OperatorArgumentError
+from reaqtive.core.subscribable import Subscribable
 
 __all__ = [
     "Arguments",
@@ -69,12 +67,12 @@ def _is_subscribable(cls: type) -> bool:
     return known
 
 
-def arguments(query: Expression[Any], *shape: str | tuple[str, ...]) -> Arguments:
+def arguments(query: QueryNode, *shape: str | tuple[str, ...]) -> Arguments:
     """The arguments of ``query``, checked to be exactly the ones named in ``shape``.
 
     ``arguments(query, "source", "selector")``: exactly two. Several shapes, as tuples, allow alternative
     lengths (each a different length): ``arguments(query, ("source", "acc"), ("source", "seed", "acc"))``.
-    Raises :class:`~reaqtive.errors.OperatorArgumentError` when the number of arguments matches no shape.
+    Raises :class:`~reaqtive.core.errors.OperatorArgumentError` when the number of arguments matches no shape.
     """
     values = query.args
     if len(shape) == len(values) and (not shape or type(shape[0]) is str):
@@ -95,7 +93,7 @@ def arguments(query: Expression[Any], *shape: str | tuple[str, ...]) -> Argument
 
 
 def variadic_arguments(
-    query: Expression[Any], name: str, *, minimum: int = 1, trailing: tuple[str, ...] = ()
+    query: QueryNode, name: str, *, minimum: int = 1, trailing: tuple[str, ...] = ()
 ) -> Arguments:
     """The arguments of ``query``: at least ``minimum`` named ``name`` (``"source 0"``, ``"source 1"``, ...),
     then the ones named in ``trailing`` (``merge``: sources; ``combine_latest``: sources, then the selector)."""
@@ -115,7 +113,7 @@ class Arguments:
     """A query node's arguments, each read through an accessor that checks it (see the module).
 
     Accessors take the argument's index in ``query.args`` and return it typed, or raise
-    :class:`~reaqtive.errors.OperatorArgumentError`. Ranges follow the fluent builders: counts ``>= 0`` unless
+    :class:`~reaqtive.core.errors.OperatorArgumentError`. Ranges follow the fluent builders: counts ``>= 0`` unless
     a ``minimum`` says otherwise, durations ``>= 0`` or, with ``positive=True``, ``> 0``.
     """
 
@@ -152,7 +150,7 @@ class Arguments:
         return tuple(value)
 
     def source(self, index: int) -> Subscribable[Any]:
-        """Argument ``index``, a source: a query or another :class:`~reaqtive.subscribable.Subscribable`."""
+        """Argument ``index``, a source: a query or another :class:`~reaqtive.core.subscribable.Subscribable`."""
         value = self._values[index]
         if not _is_subscribable(type(value)):
             self.fail(index, "a query (a Subscribable)")

@@ -2,7 +2,7 @@
 
 Each operator module registers its stage under the operator name used in query expressions (``"map"``,
 ``"filter"``, ...), together with what makes the operator one unit: its **builder** (the function that checks
-the arguments where a query is written and returns an :class:`~reaqtive.expression.OperatorCall`; the fluent
+the arguments where a query is written and returns an :class:`~reaqtive.core.expression.OperatorCall`; the fluent
 method ``Query.<builder name>`` delegates to it), its **argument record** (a ``NamedTuple`` whose ``read(query)``
 checks a node's arguments when it is bound), and the **frames** one stage adds to the deepest per-element path.
 A binder is any callable ``(query, subscriber) -> SubscriptionHandle``; a stage class whose constructor takes
@@ -17,11 +17,11 @@ operators under its own namespace, ``"<namespace>:<name>"`` (``"signals:ewma"``)
     [project.entry-points."reaqtive.operators"]
     signals = "reaqtive_signals"
 
-A query that names an operator nobody registered raises :class:`~reaqtive.errors.UnknownOperatorError`, after
+A query that names an operator nobody registered raises :class:`~reaqtive.core.errors.UnknownOperatorError`, after
 the entry points were loaded; it names the namespace whose package is missing.
 
-**Frames.** :meth:`reaqtive.expression.Expression.subscribe` adds them up along the query and refuses, with
-:class:`~reaqtive.errors.QueryTooDeepError`, a query that could not run within Python's recursion limit.
+**Frames.** :meth:`reaqtive.core.expression.Expression.subscribe` adds them up along the query and refuses, with
+:class:`~reaqtive.core.errors.QueryTooDeepError`, a query that could not run within Python's recursion limit.
 """
 
 from __future__ import annotations
@@ -31,20 +31,18 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
+from typing import Any, Final, Protocol, TypeAlias, TypeVar
 
-from reaqtive.errors import OperatorPluginError, UnknownOperatorError
-from reaqtive.streams import Subscriber
-from reaqtive.subscriptions import SubscriptionHandle
-
-if TYPE_CHECKING:
-    from reaqtive.expression import Expression
+from reaqtive.core.errors import OperatorPluginError, UnknownOperatorError
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscriptions import SubscriptionHandle
 
 __all__ = [
     "DEFAULT_FRAMES",
     "ENTRY_POINT_GROUP",
     "Binder",
     "OperatorSpec",
+    "QueryNode",
     "bind",
     "frames_of",
     "is_registered",
@@ -55,7 +53,22 @@ __all__ = [
     "registered_operators",
 ]
 
-Binder: TypeAlias = "Callable[[Expression[Any], Subscriber[Any]], SubscriptionHandle]"
+
+class QueryNode(Protocol):
+    """What the registry and the argument checks (:mod:`reaqtive.core.arguments`) read of a query node: its
+    operator name and its arguments. The nodes are :class:`~reaqtive.core.expression.Expression`; the expression
+    layer is built on this module, so the node is named here by what is read of it."""
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def args(self) -> tuple[object, ...]: ...
+
+
+Binder: TypeAlias = Callable[[Any, Subscriber[Any]], SubscriptionHandle]
+"""``binder(query, subscriber)``: the query is the :class:`~reaqtive.core.expression.Expression` node being bound
+(``Any`` here: a binder may declare the node class, which this module, below it, does not name)."""
 
 B = TypeVar("B", bound=Callable[..., SubscriptionHandle])
 
@@ -151,7 +164,7 @@ def frames_of(op: str) -> int:
     return _FRAMES.get(op, DEFAULT_FRAMES)
 
 
-def bind(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
+def bind(query: QueryNode, subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """Create the operator for ``query``'s top node, subscribed by ``subscriber`` (not started)."""
     binder = _BINDERS.get(query.op)
     if binder is None:
@@ -180,7 +193,7 @@ def _binder_of_plugin(op: str) -> Callable[..., SubscriptionHandle]:
 def load_operator_plugins() -> list[str]:
     """Import every module declared in the entry point group :data:`ENTRY_POINT_GROUP` (once per process), so
     that their operators are registered; returns the entry point names loaded. A module that fails to import
-    raises :class:`~reaqtive.errors.OperatorPluginError` naming it (and is tried again on the next call)."""
+    raises :class:`~reaqtive.core.errors.OperatorPluginError` naming it (and is tried again on the next call)."""
     with _PLUGINS_LOCK:
         if _PLUGINS_LOADED:
             return []
@@ -206,7 +219,7 @@ def registered_operators() -> list[str]:
 
 
 def operator_spec(op: str) -> OperatorSpec:
-    """The registration of ``op``; :class:`~reaqtive.errors.UnknownOperatorError` if there is none."""
+    """The registration of ``op``; :class:`~reaqtive.core.errors.UnknownOperatorError` if there is none."""
     spec = _SPECS.get(op)
     if spec is None:
         _binder_of_plugin(op)

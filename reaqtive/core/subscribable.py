@@ -6,8 +6,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
-from reaqtive.streams import Subscriber, require_not_none
-from reaqtive.subscriptions import SubscriptionHandle
+from reaqtive.core.streams import Subscriber, require_not_none
+from reaqtive.core.subscriptions import SubscriptionHandle
 
 __all__ = ["Subscribable"]
 
@@ -18,7 +18,7 @@ class Subscribable(ABC, Generic[T_co]):
     """A source of elements of type ``T_co``.
 
     ``subscribe(observer)`` is *shallow*: it creates the subscription and returns its handle, but nothing flows
-    until the operator lifecycle runs (see :func:`reaqtive.visitors.initialize`).
+    until the operator lifecycle runs (see :func:`reaqtive.core.visitors.initialize`).
     """
 
     __slots__ = ()

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from reaqtive.context import OperatorContext
-from reaqtive.operator import Operator
-from reaqtive.subscriptions import SubscriptionHandle
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.operator import Operator
+from reaqtive.core.subscriptions import SubscriptionHandle
 
 __all__ = [
     "SubscriptionVisitor",

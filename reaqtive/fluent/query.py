@@ -6,19 +6,19 @@
 ('filter', 2)
 
 Building a query runs nothing. ``query.subscribe(subscriber)`` *binds* the expression: it looks each operator
-name up in the registry (:mod:`reaqtive.binding`) and creates the running operators, still without starting them.
+name up in the registry (:mod:`reaqtive.core.binding`) and creates the running operators, still without starting them.
 :meth:`Query.run` binds and starts in one call. Because an expression holds names and plain arguments rather than
 objects with behaviour, the engine can persist it and re-create the same operators after a restart.
 
-:class:`Query` is the expression node (:class:`reaqtive.expression.Expression`) with the fluent methods: one
+:class:`Query` is the expression node (:class:`reaqtive.core.expression.Expression`) with the fluent methods: one
 typed line each (:mod:`reaqtive.fluent`), delegating to the operator's builder in its module under
 :mod:`reaqtive.operators`, where its arguments, stage, state and docstring live. ``query.pipe(call)`` chains any
 operator call, a user package's too (``query.pipe(clamp(0, 10))``). A test checks the facade against the
 registry: every registered operator has its method, every method an operator.
 
 Arguments are validated when the query is built, so a bad argument fails where it is written; binding checks
-them again (the operator's argument record, :mod:`reaqtive.arguments`), for expressions that did not come
-through the builders. How deep a query may be: :mod:`reaqtive.expression`.
+them again (the operator's argument record, :mod:`reaqtive.core.arguments`), for expressions that did not come
+through the builders. How deep a query may be: :mod:`reaqtive.core.expression`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from reaqtive.binding import operator_specs
-from reaqtive.expression import (
+from reaqtive.core.binding import operator_specs
+from reaqtive.core.expression import (
     DEFAULT_INSTANCE_ID,
     RESERVED_FRAMES,
     Expression,
@@ -36,6 +36,7 @@ from reaqtive.expression import (
     frame_budget,
     use_facade,
 )
+from reaqtive.core.subscribable import Subscribable
 from reaqtive.fluent.aggregates import AggregateMixin
 from reaqtive.fluent.buffers import BufferMixin
 from reaqtive.fluent.combine import CombineMixin
@@ -44,7 +45,6 @@ from reaqtive.fluent.sources import SourceConstructors
 from reaqtive.fluent.take_skip import TakeSkipMixin
 from reaqtive.fluent.time import TimeMixin
 from reaqtive.fluent.transform import TransformMixin
-from reaqtive.subscribable import Subscribable
 
 __all__ = [
     "DEFAULT_INSTANCE_ID",
@@ -92,7 +92,7 @@ class Query(
 
 class InnerStream(InnerStreamNode[T], Query[T], Generic[T]):
     """A query over an inner subject of a higher-order operator: a window of ``window``, or (as
-    :class:`GroupedStream`) a group of ``group_by`` (see :class:`~reaqtive.expression.InnerStreamNode`)."""
+    :class:`GroupedStream`) a group of ``group_by`` (see :class:`~reaqtive.core.expression.InnerStreamNode`)."""
 
     __slots__ = ()
 

@@ -2,10 +2,10 @@
 
 A :class:`SubscriptionHandle` is the Reaqtive view of a subscription: it can be disposed, and it accepts a
 visitor that walks the operator tree under it (to start it, save or load its state, unload it, ...). It is not the
-Reactive Streams :class:`~reaqtive.streams.Subscription` (``request``/``cancel``), although every operator is both.
+Reactive Streams :class:`~reaqtive.core.streams.Subscription` (``request``/``cancel``), although every operator is both.
 
 Holders in this module forward a visitor to what they hold, in insertion order, so a traversal reaches every
-operator under a tree of composites (see :mod:`reaqtive.visitors` for the order).
+operator under a tree of composites (see :mod:`reaqtive.core.visitors` for the order).
 """
 
 from __future__ import annotations
@@ -13,16 +13,14 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, final
+from typing import Any, Protocol, final
 
-from reaqtive.errors import SubscriptionAssignedError
-
-if TYPE_CHECKING:
-    from reaqtive.visitors import SubscriptionVisitor
+from reaqtive.core.errors import SubscriptionAssignedError
 
 __all__ = [
     "NOP_SUBSCRIPTION",
     "CompositeSubscription",
+    "HandleVisitor",
     "NopSubscription",
     "SerialSubscription",
     "SingleAssignmentSubscription",
@@ -30,6 +28,15 @@ __all__ = [
     "StaticCompositeSubscription",
     "SubscriptionHandle",
 ]
+
+
+class HandleVisitor(Protocol):
+    """What :meth:`SubscriptionHandle.accept` dispatches to: ``visit`` is called with each operator under the
+    handle (``None`` for an empty holder). The visitors in use are :class:`~reaqtive.core.visitors.SubscriptionVisitor`;
+    they are named here by their one method, and the operator as ``Any``, because the operators and the visitors
+    that walk them are built on this module (naming them would tie it into a loop with them)."""
+
+    def visit(self, node: Any, /) -> None: ...
 
 
 class SubscriptionHandle(ABC):
@@ -42,7 +49,7 @@ class SubscriptionHandle(ABC):
         """Tear the subscription down. Idempotent."""
 
     @abstractmethod
-    def accept(self, visitor: SubscriptionVisitor) -> None:
+    def accept(self, visitor: HandleVisitor) -> None:
         """Dispatch ``visitor`` to the operators under this handle."""
 
 
@@ -55,7 +62,7 @@ class NopSubscription(SubscriptionHandle):
     def dispose(self) -> None:
         pass
 
-    def accept(self, visitor: SubscriptionVisitor) -> None:
+    def accept(self, visitor: HandleVisitor) -> None:
         pass
 
     def __repr__(self) -> str:
@@ -118,7 +125,7 @@ class CompositeSubscription(SubscriptionHandle):
             self._items.clear()
         _dispose_all(items)
 
-    def accept(self, visitor: SubscriptionVisitor) -> None:
+    def accept(self, visitor: HandleVisitor) -> None:
         for handle in self._snapshot():
             handle.accept(visitor)
 
@@ -187,7 +194,7 @@ class StableCompositeSubscription(SubscriptionHandle):
             items, self._items = self._items, ()
         _dispose_all(items)
 
-    def accept(self, visitor: SubscriptionVisitor) -> None:
+    def accept(self, visitor: HandleVisitor) -> None:
         for handle in self._items:
             handle.accept(visitor)
 
@@ -229,7 +236,7 @@ class StaticCompositeSubscription(SubscriptionHandle):
         self._disposed = True
         _dispose_all(self._items)
 
-    def accept(self, visitor: SubscriptionVisitor) -> None:
+    def accept(self, visitor: HandleVisitor) -> None:
         for handle in self._items:
             handle.accept(visitor)
 
@@ -284,7 +291,7 @@ class SingleAssignmentSubscription(SubscriptionHandle):
         if current is not None:
             current.dispose()
 
-    def accept(self, visitor: SubscriptionVisitor) -> None:
+    def accept(self, visitor: HandleVisitor) -> None:
         # Deliberately also after dispose: the saved state's shape must not depend on what has terminated.
         current = self._current
         if current is not None:
@@ -331,7 +338,7 @@ class SerialSubscription(SubscriptionHandle):
         if current is not None:
             current.dispose()
 
-    def accept(self, visitor: SubscriptionVisitor) -> None:
+    def accept(self, visitor: HandleVisitor) -> None:
         current = self._current
         if current is not None:
             current.accept(visitor)

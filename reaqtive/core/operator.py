@@ -2,10 +2,10 @@
 
 Every operator instance is three things at once:
 
-* a **subscription handle** (:class:`~reaqtive.subscriptions.SubscriptionHandle`): what ``subscribe`` returns;
+* a **subscription handle** (:class:`~reaqtive.core.subscriptions.SubscriptionHandle`): what ``subscribe`` returns;
   disposing it tears the stage and its inputs down, and visitors walk through it;
 * a **Reactive Streams processing stage**: it receives ``on_subscribe``/``on_next``/``on_error``/``on_complete``
-  from upstream and offers the specification's :class:`~reaqtive.streams.Subscription` (``request``/``cancel``)
+  from upstream and offers the specification's :class:`~reaqtive.core.streams.Subscription` (``request``/``cancel``)
   to its downstream, so demand flows from the sink to the source;
 * a node of the **Reaqtive lifecycle**: ``subscribe()`` creates its inputs, ``set_context(ctx)`` hands it the
   host's scheduler and settings, state may then be loaded, and ``start()`` starts the flow, at most once.
@@ -22,20 +22,19 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
-from reaqtive.error_policy import ERROR_POLICY_SETTING, NO_ELEMENT, ErrorPolicy
-from reaqtive.streams import (
+from reaqtive.core.error_policy import ERROR_POLICY_SETTING, NO_ELEMENT, ErrorPolicy
+from reaqtive.core.streams import (
     Subscriber,
     Subscription,
     add_demand,
     non_positive_request_error,
     require_not_none,
 )
-from reaqtive.subscribers import NOP_SUBSCRIBER
-from reaqtive.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
+from reaqtive.core.subscribers import NOP_SUBSCRIBER
+from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, HandleVisitor, SubscriptionHandle
 
 if TYPE_CHECKING:
-    from reaqtive.context import OperatorContext
-    from reaqtive.visitors import SubscriptionVisitor
+    from reaqtive.core.context import OperatorContext
 
 __all__ = [
     "FieldReader",
@@ -86,7 +85,7 @@ class Operator(SubscriptionHandle):
     def start(self) -> None:
         """Start the flow of events. Runs at most once."""
 
-    def accept(self, visitor: SubscriptionVisitor) -> None:
+    def accept(self, visitor: HandleVisitor) -> None:
         visitor.visit(self)
 
 
@@ -416,8 +415,8 @@ class OperatorBase(Operator, Subscription, Generic[R]):
 
     def _user_error(self, error: Exception, element: object = NO_ELEMENT) -> bool:
         """A user function of this operator raised ``error`` on ``element`` (the element the operator received;
-        :data:`~reaqtive.error_policy.NO_ELEMENT` for a function that runs without one): the query's error policy
-        (see :mod:`reaqtive.error_policy`) decides. Skipped (``True``), the element is dropped here
+        :data:`~reaqtive.core.error_policy.NO_ELEMENT` for a function that runs without one): the query's error policy
+        (see :mod:`reaqtive.core.error_policy`) decides. Skipped (``True``), the element is dropped here
         (:meth:`_element_skipped`) and the caller goes on as if it had never arrived; otherwise (``False``) the
         query stops (:meth:`_stop_on_user_error`: ``on_error`` downstream, the Reactive Streams default).
 

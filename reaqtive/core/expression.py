@@ -1,21 +1,21 @@
 """The expression layer: a query is an immutable node, an operator name and its arguments.
 
 :class:`Expression` is the node: equality, printing, depth, binding (``subscribe``), ``run`` and ``pipe``. It
-knows no operator. The fluent methods users chain (``.map``, ``.take``) are the facade :class:`reaqtive.query.Query`
-adds on top, one typed line each delegating to the operator's builder; the builders live with their stages in
-:mod:`reaqtive.operators` and return an :class:`OperatorCall` (an operator applied to its arguments, waiting
-for its source). The layers import downwards only: operators build on this module, the facade on the operators.
-Nodes made below the facade (a builder's source, a group of ``group_by``) are made through :func:`new_node` and
-friends, which make facade nodes once :mod:`reaqtive.query` has been imported (it always is: ``import reaqtive``
-imports it).
+knows no operator. The fluent methods users chain (``.map``, ``.take``) are the facade
+:class:`reaqtive.fluent.query.Query` adds on top, one typed line each delegating to the operator's builder; the
+builders live with their stages in :mod:`reaqtive.operators` and return an :class:`OperatorCall` (an operator
+applied to its arguments, waiting for its source). The layers import downwards only: operators build on this
+module, the facade on the operators. Nodes made below the facade (a builder's source, a group of ``group_by``) are
+made through :func:`new_node` and friends, which make facade nodes once :mod:`reaqtive.fluent.query` has been
+imported (it always is: ``import reaqtive`` imports it).
 
 **Depth.** Each element, completion and request passes through every stage of a query as a nested Python call,
 so how deep a query can be is bounded by Python's recursion limit. Each operator states the frames one of its
-stages takes (:func:`reaqtive.binding.frames_of`: 2 for ``map``, 3 for ``filter``, more for stages that hand
+stages takes (:func:`reaqtive.core.binding.frames_of`: 2 for ``map``, 3 for ``filter``, more for stages that hand
 elements through queues or inner subscriptions); a query needs the sum along its deepest path
 (:attr:`Expression.frames`), and may take :func:`frame_budget` frames: the recursion limit less
 :data:`RESERVED_FRAMES`, 850 at the default limit of 1,000, so a source and 423 ``map`` stages or 282 ``filter``
-stages. Subscribing a query that needs more raises :class:`~reaqtive.errors.QueryTooDeepError` before anything
+stages. Subscribing a query that needs more raises :class:`~reaqtive.core.errors.QueryTooDeepError` before anything
 runs (never a ``RecursionError`` halfway through processing); raise the limit (``sys.setrecursionlimit``) to run
 deeper ones. Everything else (binding, starting, saving, loading, disposing, comparing and printing queries)
 walks the tree without recursion, at any depth.
@@ -29,19 +29,19 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeGuard, TypeVar, overload
 
-from reaqtive.arguments import arguments
-from reaqtive.binding import bind, frames_of, register_operator
-from reaqtive.context import HigherOrderEnvironment, OperatorContext
-from reaqtive.errors import QueryTooDeepError
-from reaqtive.streams import Subscriber
-from reaqtive.subscribable import Subscribable
-from reaqtive.subscribers import CallbackSubscriber
-from reaqtive.subscriptions import SubscriptionHandle
-from reaqtive.visitors import initialize
+from reaqtive.core.arguments import arguments
+from reaqtive.core.binding import bind, frames_of, register_operator
+from reaqtive.core.context import HigherOrderEnvironment, OperatorContext
+from reaqtive.core.errors import QueryTooDeepError
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subjects import use_query_maker
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscribers import CallbackSubscriber
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import initialize
 
 if TYPE_CHECKING:
-    from reaqtive.query import GroupedStream, InnerStream, Query
-    from reaqtive.scheduler_interface import Scheduler
+    from reaqtive.core.scheduler_interface import Scheduler
 
 __all__ = [
     "DEFAULT_INSTANCE_ID",
@@ -80,9 +80,9 @@ def frame_budget() -> int:
     :data:`RESERVED_FRAMES` (850 at the default limit of 1,000).
 
     Subscribing a query whose :attr:`Expression.frames` exceed it raises
-    :class:`~reaqtive.errors.QueryTooDeepError`. Inner queries of higher-order operators are subscribed when they
+    :class:`~reaqtive.core.errors.QueryTooDeepError`. Inner queries of higher-order operators are subscribed when they
     start, deeper in the stack than their outer query's stages: the check counts each on its own, which the
-    heavier frames of the higher-order operators (:func:`reaqtive.binding.frames_of`) allow for.
+    heavier frames of the higher-order operators (:func:`reaqtive.core.binding.frames_of`) allow for.
     """
     return max(0, sys.getrecursionlimit() - RESERVED_FRAMES)
 
@@ -91,7 +91,7 @@ class OperatorCall(Generic[R_co]):
     """An operator applied to its arguments, waiting for its source: what a builder returns (``take(3)``).
 
     ``query.pipe(call)`` makes the node ``op(query, *args)``; a source's call (``from_iterable([1])``) becomes a
-    node of its own with :meth:`reaqtive.query.Query.source`. Builders check their arguments before they make the
+    node of its own with :meth:`reaqtive.fluent.query.Query.source`. Builders check their arguments before they make the
     call, so a bad argument fails where the query is written.
     """
 
@@ -101,7 +101,7 @@ class OperatorCall(Generic[R_co]):
         self.op = op
         self.args = args
 
-    def __call__(self, source: Subscribable[Any]) -> Query[R_co]:
+    def __call__(self, source: Subscribable[Any]) -> Expression[R_co]:
         """The node ``op(source, *args)``."""
         return new_node(self.op, (as_expression(source), *self.args))
 
@@ -109,7 +109,7 @@ class OperatorCall(Generic[R_co]):
         return f"{self.op}({', '.join(_describe(a) for a in self.args)})"
 
 
-def source_node(op: str, args: tuple[object, ...] = ()) -> Query[Any]:
+def source_node(op: str, args: tuple[object, ...] = ()) -> Expression[Any]:
     """The node of a source operator (no upstream): what a source's builder returns (``from_iterable([1])``)."""
     return new_node(op, args)
 
@@ -118,7 +118,7 @@ class Expression(Subscribable[T], Generic[T]):
     """An immutable query expression node: an operator name and its arguments.
 
     Arguments are constants, functions, or other expressions (the sources). Two expressions built the same way
-    from the same objects are equal. Users hold :class:`reaqtive.query.Query`, this node with the fluent methods.
+    from the same objects are equal. Users hold :class:`reaqtive.fluent.query.Query`, this node with the fluent methods.
     """
 
     __slots__ = ("_args", "_depth", "_frames", "_op")
@@ -153,7 +153,7 @@ class Expression(Subscribable[T], Generic[T]):
     @property
     def frames(self) -> int:
         """The nested Python frames the stages on this query's deepest path take (the operators'
-        :func:`~reaqtive.binding.frames_of`, added up along the path); see :func:`frame_budget`."""
+        :func:`~reaqtive.core.binding.frames_of`, added up along the path); see :func:`frame_budget`."""
         frames = self._frames
         if frames is None:
             frames = self._frames = _frames_needed(self)
@@ -171,12 +171,12 @@ class Expression(Subscribable[T], Generic[T]):
     # -- chaining ----------------------------------------------------------------------------------------------
 
     @overload
-    def pipe(self, step: OperatorCall[R], /) -> Query[R]: ...
+    def pipe(self, step: OperatorCall[R], /) -> Expression[R]: ...
 
     @overload
-    def pipe(self, *steps: OperatorCall[Any] | Callable[[Query[Any]], Query[Any]]) -> Query[Any]: ...
+    def pipe(self, *steps: OperatorCall[Any] | Callable[[Expression[Any]], Expression[Any]]) -> Expression[Any]: ...
 
-    def pipe(self, *steps: OperatorCall[Any] | Callable[[Query[Any]], Query[Any]]) -> Query[Any]:
+    def pipe(self, *steps: OperatorCall[Any] | Callable[[Expression[Any]], Expression[Any]]) -> Expression[Any]:
         """Apply ``steps`` in order: each an operator call (``take(3)``, a user operator's ``clamp(0, 10)``) or
         a function from a query to a query. ``query.pipe(take(3))`` is ``query.take(3)``.
 
@@ -244,8 +244,8 @@ class Expression(Subscribable[T], Generic[T]):
         Traceback (most recent call last):
         ZeroDivisionError: division by zero
 
-        ``observer`` is a :class:`~reaqtive.streams.Subscriber`, or the ``on_next`` function of a
-        :class:`~reaqtive.subscribers.CallbackSubscriber` built from the other arguments.
+        ``observer`` is a :class:`~reaqtive.core.streams.Subscriber`, or the ``on_next`` function of a
+        :class:`~reaqtive.core.subscribers.CallbackSubscriber` built from the other arguments.
 
         **Time.** Without a ``context`` the query runs standalone, as in Rx: what can run on the caller's
         thread does (``from_iterable(...).run(print)`` has printed everything when ``run`` returns), and the
@@ -334,9 +334,9 @@ class Expression(Subscribable[T], Generic[T]):
 
 class InnerStreamNode(Expression[T], Generic[T]):
     """The node of an inner subject of a higher-order operator: a window of ``window``, or (as
-    :class:`GroupedStreamNode`) a group of ``group_by``; users hold :class:`reaqtive.query.InnerStream`.
+    :class:`GroupedStreamNode`) a group of ``group_by``; users hold :class:`reaqtive.fluent.query.InnerStream`.
 
-    ``stream_id`` is the subject's id in the :class:`~reaqtive.context.HigherOrderEnvironment` (``None`` when the
+    ``stream_id`` is the subject's id in the :class:`~reaqtive.core.context.HigherOrderEnvironment` (``None`` when the
     operator runs without one). An operator that keeps inner streams in its state (``flat_map`` over groups)
     saves :meth:`reference` and re-creates the stream with :func:`inner_stream_from_reference` after a restart.
     """
@@ -357,7 +357,7 @@ class InnerStreamNode(Expression[T], Generic[T]):
         return ("window", self._stream_id)
 
     @staticmethod
-    def from_reference(reference: tuple[object, ...], environment: HigherOrderEnvironment) -> InnerStream[Any]:
+    def from_reference(reference: tuple[object, ...], environment: HigherOrderEnvironment) -> InnerStreamNode[Any]:
         """Re-create a saved inner stream, looking its subject up (or re-creating it) in ``environment``."""
         return inner_stream_from_reference(reference, environment)
 
@@ -389,8 +389,12 @@ class GroupedStreamNode(InnerStreamNode[T], Generic[T]):
 
 # -- making facade nodes below the facade -------------------------------------------------------------------------
 
+# These functions are typed with the node classes of this module: the facade's classes are defined above the
+# core, which must not import them (not even for the type checker). At run time they make the facade's classes,
+# and the facade's own methods are typed with them.
+
 class _Facade:
-    """The node classes users hold, set once by :mod:`reaqtive.query` (:func:`use_facade`)."""
+    """The node classes users hold, set once by :mod:`reaqtive.fluent.query` (:func:`use_facade`)."""
 
     query: Any = Expression
     inner_stream: Any = InnerStreamNode
@@ -399,33 +403,33 @@ class _Facade:
 
 def use_facade(query: type[Expression[Any]], inner_stream: type[InnerStreamNode[Any]],
                grouped_stream: type[GroupedStreamNode[Any]]) -> None:
-    """Make :func:`new_node` and friends build these classes (called by :mod:`reaqtive.query` when it loads)."""
+    """Make :func:`new_node` and friends build these classes (called by :mod:`reaqtive.fluent.query` when it loads)."""
     _Facade.query, _Facade.inner_stream, _Facade.grouped_stream = query, inner_stream, grouped_stream
 
 
-def new_node(op: str, args: tuple[object, ...]) -> Query[Any]:
+def new_node(op: str, args: tuple[object, ...]) -> Expression[Any]:
     """The query node ``op(*args)``, with the fluent methods."""
     return _Facade.query(op, args)  # type: ignore[no-any-return]
 
 
-def new_inner_stream(subject: Subscribable[T], stream_id: str | None) -> InnerStream[T]:
+def new_inner_stream(subject: Subscribable[T], stream_id: str | None) -> InnerStreamNode[T]:
     """A window's query over ``subject`` (see :class:`InnerStreamNode`)."""
     return _Facade.inner_stream(subject, stream_id)  # type: ignore[no-any-return]
 
 
-def new_grouped_stream(subject: Subscribable[T], stream_id: str | None, key: object) -> GroupedStream[T]:
+def new_grouped_stream(subject: Subscribable[T], stream_id: str | None, key: object) -> GroupedStreamNode[T]:
     """A group's query over ``subject`` (see :class:`GroupedStreamNode`)."""
     return _Facade.grouped_stream(subject, stream_id, key)  # type: ignore[no-any-return]
 
 
 def grouped_stream_class() -> type[GroupedStreamNode[Any]]:
-    """The class of the groups users hold (:class:`reaqtive.query.GroupedStream` once the facade is loaded)."""
+    """The class of the groups users hold (:class:`reaqtive.fluent.query.GroupedStream` once the facade is loaded)."""
     return _Facade.grouped_stream  # type: ignore[no-any-return]
 
 
 def inner_stream_from_reference(
     reference: tuple[object, ...], environment: HigherOrderEnvironment
-) -> InnerStream[Any]:
+) -> InnerStreamNode[Any]:
     """Re-create a saved inner stream (:meth:`InnerStreamNode.reference`), looking its subject up (or
     re-creating it) in ``environment``."""
     kind, stream_id, *rest = reference
@@ -446,6 +450,14 @@ def as_expression(source: Subscribable[Any]) -> Expression[Any]:
     if not isinstance(source, Subscribable):
         raise TypeError(f"a source must be a query (or another Subscribable), got {type(source).__name__}")
     return new_node("subscribable", (source,))
+
+
+def _subscribable_node(source: Subscribable[Any]) -> Expression[Any]:
+    """The ``subscribable`` node over ``source`` (what a subject's ``as_query`` returns)."""
+    return new_node("subscribable", (source,))
+
+
+use_query_maker(_subscribable_node)
 
 
 @register_operator("subscribable", internal=True)
