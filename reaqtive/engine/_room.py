@@ -46,6 +46,7 @@ from reaqtive.engine.model import (
 )
 from reaqtive.engine.outbox import ObserverFailedError, Outbox
 from reaqtive.engine.outputs import Outputs
+from reaqtive.engine.positions import Positions
 from reaqtive.engine.quarantine import Quarantine
 from reaqtive.engine.readers import Envelope, LogCursor, StreamNotFoundError, StreamReader
 from reaqtive.engine.records import Behind
@@ -314,19 +315,16 @@ class EngineRoom:
         """The engine's running state, empty until recovery fills it."""
         self._init_running_mode()
         self._scheduler = self._root_scheduler(tick)
-        self._delivered: dict[str, int] = {}  # per stream, the sequence number of the last event delivered
-        self._delivered_at: dict[str, int] = {}  # per stream, its log position (what caught-up readers are at)
-        self._cursor = LogCursor(0)  # the log position of the event the engine delivers now (or delivered last)
+        # Where delivery stands in the log, a part of its own (reaqtive.engine.positions).
+        self._positions = Positions(self._store.stream_heads)
         self._behind: dict[str, Lag] = {}  # queries behind the engine: paused or catching up (reaqtive.engine.behind)
         # The output side, a part of its own (reaqtive.engine.outputs): the durable sink's buffer, the output
         # counters, the outboxes and how far each got.
         self._outputs = Outputs(self._store, fault=self._fault, fired=self.produced.fire,
                                 gave_up=self._courier_gave_up)
-        self._heads: dict[str, int] = {}
-        self._expected: dict[str, int] = {}  # per stream, the next event the log must hold (see _deliver_checked)
         self._streams: dict[str, SimpleSubject[Envelope]] = {}
         self._environment = _EngineEnvironment(
-            delivered=self._delivered_at, counters=self._outputs.counters, cursor=self._cursor,
+            delivered=self._positions.delivered_at, counters=self._outputs.counters, cursor=self._positions.cursor,
             behind=self._behind,
             streams=self._streams, store=self._store, failed=self._unit_failed)
         self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)

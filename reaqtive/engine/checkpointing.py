@@ -125,7 +125,8 @@ class Checkpointing(EngineRoom):
             self._fault(uri, unsaved_error)
         truncated = self._store.truncate_ingress(self._covered_by_checkpoint())
         self._store.trim_outputs()  # retention: acknowledged outputs leave the durable sink
-        self._store.trim_dead_letters(self._log_floor(), self._delivered)  # acknowledged dead letters no one needs
+        # Acknowledged dead letters no one needs any more.
+        self._store.trim_dead_letters(self._log_floor(), self._positions.delivered)
         metrics = CheckpointMetrics(
             checkpoint_id=result.checkpoint_id,
             full=full,
@@ -159,7 +160,7 @@ class Checkpointing(EngineRoom):
         kept = self._broken | self._kept_orphans
         for uri in [uri for uri in self._pins if uri not in kept and uri not in unsaved]:
             del self._pins[uri]  # recovered since: this checkpoint's record says where its state stands
-        self._committed = Behind(self._cursor.pos, self._clock_micros(), self._cursor.pos)
+        self._committed = Behind(self._positions.cursor.pos, self._clock_micros(), self._positions.cursor.pos)
         self._stood_behind = {uri: entry for uri, entry in behind.items() if uri not in unsaved}
 
     def _put_counters(
@@ -206,11 +207,11 @@ class Checkpointing(EngineRoom):
         all streams: a query behind the engine (paused, catching up, kept without running) or a reader that lags
         reads from its position on, and the inner queries its events start may read any stream from there."""
         floor = self._log_floor()
-        if floor >= self._cursor.pos:
-            return dict(self._delivered)
+        if floor >= self._positions.cursor.pos:
+            return dict(self._positions.delivered)
         retained = self._store.first_retained()
         covered: dict[str, int] = {}
-        for stream, delivered in self._delivered.items():
+        for stream, delivered in self._positions.delivered.items():
             at = self._store.seq_at_position(stream, floor)
             keep = at if at is not None else retained.get(stream, delivered + 1) - 1
             covered[stream] = min(delivered, keep)
@@ -218,7 +219,7 @@ class Checkpointing(EngineRoom):
 
     def _log_floor(self) -> int:
         """The log position up to which every query has read the log (see _covered_by_checkpoint)."""
-        floor = self._cursor.pos
+        floor = self._positions.cursor.pos
         for lag in self._behind.values():
             floor = min(floor, lag.pos, lag.cursor.pos)
         for pin in self._pins.values():
@@ -232,7 +233,7 @@ class Checkpointing(EngineRoom):
         the dirty registry watches can be (see reaqtive.engine.readers): any other has unbounded demand and was
         caught up when last asked, and every event delivered since reached it at once."""
         marks: dict[str, int] = {}
-        delivered = self._delivered_at
+        delivered = self._positions.delivered_at
         for node, _ in self._environment.dirty.watched():
             if isinstance(node, StreamReader) and not node.is_disposed:
                 uri, watermark = node.uri, node.watermark
@@ -256,8 +257,9 @@ class Checkpointing(EngineRoom):
     ) -> bytes:
         pinned = {uri: pin for uri, pin in self._pins.items() if uri in self._broken or uri in self._kept_orphans}
         pinned.update(extra_pins or {})
-        record = DeliveryRecord(self._cursor.pos, dict(self._delivered), self._clock_micros(), pinned,
-                                dict(self._delivered_at), dict(behind or {}))
+        positions = self._positions
+        record = DeliveryRecord(positions.cursor.pos, dict(positions.delivered), self._clock_micros(), pinned,
+                                dict(positions.delivered_at), dict(behind or {}))
         return _to_bytes(delivery_bytes(record, _now_text()))
 
     def _pin_for(self, uri: str) -> Behind:
@@ -278,4 +280,4 @@ class Checkpointing(EngineRoom):
     def _first_retained_position(self) -> int:
         """The log position of the oldest event still in the log (past the engine's position: none)."""
         runs = self._store.read_ingress_runs(-1, 1)
-        return runs[0].pos if runs else self._cursor.pos + 1
+        return runs[0].pos if runs else self._positions.cursor.pos + 1

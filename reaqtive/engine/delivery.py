@@ -81,7 +81,7 @@ class Delivery(EngineRoom):
             self.appended.fire()
             # A lower bound of the stream's head (a concurrent append may set it lower; delivery then reads
             # the store's): the delivery checks that no event is numbered past it.
-            self._heads[stream] = max(self._heads.get(stream, 0), first + count)
+            self._positions.note_appended(stream, first + count)
         if batch.reasons is not None:
             with self._lock:  # the delivery must know these numbers are taken, not missing
                 self._quarantine.add_appended(stream, first, batch.reasons)
@@ -242,10 +242,10 @@ class Delivery(EngineRoom):
                     break  # a damaged run is read again whole
                 pending[0] = rest
             if lock.waiting and pending:
-                position = self._cursor.pos
+                position = self._positions.cursor.pos
                 if lock.hand_over():
                     self._check_open()
-                    if self._cursor.pos != position:
+                    if self._positions.cursor.pos != position:
                         break  # another thread delivered meanwhile: read the log again
                     wall = datetime.now(UTC)
         return delivered
@@ -348,7 +348,7 @@ class Delivery(EngineRoom):
         return max(min(waits), MIN_WAKE_SECONDS) if waits else None
 
     def _read_runs(self, limit: int) -> list[IngressRun]:
-        return self._store.read_ingress_runs(self._cursor.pos, limit)
+        return self._store.read_ingress_runs(self._positions.cursor.pos, limit)
 
     def _finish_instant(self) -> bool:
         """Run the work left at the clock's instant by a task that gave way at a yield point (see
@@ -391,13 +391,12 @@ class Delivery(EngineRoom):
         if not self._batch_delivery or run.damage is not None or self._clock_mode != "event" \
                 or stream not in self._streams:
             return False
-        if seq != self._expected.get(stream, 0) or seq <= self._delivered.get(stream, -1):
+        positions = self._positions
+        if seq != positions.expected.get(stream, 0) or positions.was_delivered(stream, seq):
             return False
         last = seq + count - 1
-        if last >= self._heads.get(stream, 0):
-            self._heads.update(self._store.stream_heads())
-            if last >= self._heads.get(stream, 0):
-                return False
+        if not positions.appended(stream, last):
+            return False
         if self._quarantine and self._quarantine.any_in(stream, seq, last):
             return False
         bounds = self._event_times
@@ -412,7 +411,7 @@ class Delivery(EngineRoom):
             if (taken and lock.waiting) or not self._deliver_checked(event, wall):
                 return taken  # a yield point (or a task due before the event gave way: the event comes after it)
             taken += 1
-            self._cursor.pos = max(self._cursor.pos, event.pos)
+            self._positions.cursor.pos = max(self._positions.cursor.pos, event.pos)
             self._checkpoint_policy.delivered(1)
             if self._faults_pending:
                 self._apply_faults()
@@ -430,12 +429,12 @@ class Delivery(EngineRoom):
         timeline = scheduler.timeline
         queue = timeline.queue
         subject = self._streams[stream]
-        cursor = self._cursor
+        cursor = self._positions.cursor
         faults = self._faults_pending
         to_ticks = self._ticks_of_micros
         lock = self._lock
         self._clock_started = True
-        self._expected[stream] = seq0 + end
+        self._positions.expected[stream] = seq0 + end
         i = start
         while i < end:
             subscriptions = subject._subscriptions
@@ -451,7 +450,7 @@ class Delivery(EngineRoom):
                         i = taken
                         # Work the last delivery triggered (what gave way is finished before the next event).
                         if queue.next_due <= micros[i - 1] and not scheduler.advance_to(timeline.clock, yielding=True):
-                            self._expected[stream] = seq0 + i
+                            self._positions.expected[stream] = seq0 + i
                             end = i
                         if faults:
                             self._apply_faults()
@@ -460,7 +459,7 @@ class Delivery(EngineRoom):
             if ticks > timeline.clock:
                 if queue.next_due <= ticks:
                     if not scheduler.advance_to(ticks, yielding=True):
-                        self._expected[stream] = seq0 + i  # a timer due before this event gave way
+                        self._positions.expected[stream] = seq0 + i  # a timer due before this event gave way
                         end = i
                         break
                 else:
@@ -474,19 +473,11 @@ class Delivery(EngineRoom):
                 self._apply_faults()
             i += 1
             if (lock.waiting or not finished) and i < end:
-                self._expected[stream] = seq0 + i
+                self._positions.expected[stream] = seq0 + i
                 end = i
         if end > start:
-            self._note_delivered(stream, seq0 + end - 1, pos0 + end - 1)
+            self._positions.note_delivered(stream, seq0 + end - 1, pos0 + end - 1)
         return end
-
-    def _note_delivered(self, stream: str, seq: int, pos: int) -> None:
-        """Event ``seq`` of ``stream``, at log position ``pos``, is delivered now: the cursor is there (a reader
-        created while it is delivered starts after it), and the stream's delivered marks move (never back)."""
-        self._cursor.pos = pos
-        if seq > self._delivered.get(stream, -1):
-            self._delivered[stream] = seq
-            self._delivered_at[stream] = pos
 
     def advance_time(self, to: datetime) -> None:
         """Move the engine's clock forward to ``to`` (aware), firing the timers due until then."""
@@ -521,13 +512,13 @@ class Delivery(EngineRoom):
         checks come to the same)."""
         key = (event.stream, event.seq)
         stream, seq = key
-        expected = self._expected.get(stream, 0)
+        expected = self._positions.expected.get(stream, 0)
         if seq >= expected:
-            self._expected[stream] = seq + 1
+            self._positions.expected[stream] = seq + 1
         if self._quarantine.holds(stream, seq):
             return True
         reason = event.damage or self._misplaced(event)
-        if reason is None and seq <= self._delivered.get(stream, -1):
+        if reason is None and seq <= self._positions.delivered.get(stream, -1):
             # The engine's position never moves back, so an event it delivered cannot come again: this row claims
             # the number of another (it was altered). Its number is that event's, so it is no dead letter of its own.
             self._log.error("the log row at position %d claims %s#%d, delivered already: ignored (the row was "
@@ -561,10 +552,8 @@ class Delivery(EngineRoom):
         """Why a sound-looking log row cannot be an event of its stream (its stream or number was altered)."""
         if event.stream not in self._streams:
             return f"there is no stream {event.stream!r} (deleted, or the row was altered)"
-        if event.seq >= self._heads.get(event.stream, 0):
-            self._heads.update(self._store.stream_heads())
-            if event.seq >= self._heads.get(event.stream, 0):
-                return f"#{event.seq} is beyond what was appended to {event.stream!r} (the row was altered)"
+        if not self._positions.appended(event.stream, event.seq):
+            return f"#{event.seq} is beyond what was appended to {event.stream!r} (the row was altered)"
         return None
 
     def _deliver(self, stream: str, seq: int, pos: int, value: Any, when: datetime) -> None:
@@ -576,7 +565,7 @@ class Delivery(EngineRoom):
         # Before the delivery: a reader created while this event is delivered (an inner query it starts) starts
         # after it. A store written before log positions may hand an event again (seq at or below the stream's
         # delivered one): its readers skip it by their watermarks.
-        self._note_delivered(stream, seq, pos)
+        self._positions.note_delivered(stream, seq, pos)
         subject = self._streams.get(stream)
         if subject is not None:
             subject.on_next(Envelope(pos, value))

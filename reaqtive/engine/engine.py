@@ -225,8 +225,8 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         """
         with self._lock:
             status = self._status
-            heads = dict(self._heads)  # appends update it without the lock: one C-level copy, atomic
-            delivered = dict(self._delivered)
+            heads = dict(self._positions.heads)  # appends update it without the lock: one C-level copy, atomic
+            delivered = dict(self._positions.delivered)
             dead, dead_ahead = self._quarantine.per_stream(delivered)  # those ahead are no backlog
             streams: dict[str, StreamReading] = {}
             for uri in sorted(self._streams):

@@ -230,9 +230,9 @@ class Recovery(EngineRoom):
             raise MissingStateError(f"subscription {uri!r}: its output counter is not in the store")
         self._check_outputs_kept(uri, record)
         for stream, seq in record.get("start", {}).items():
-            if seq >= self._heads.get(stream, 0):
+            if seq >= self._positions.heads.get(stream, 0):
                 raise MalformedRecordError(f"the record of {uri!r} starts after #{seq} of {stream!r}, but only "
-                                           f"{self._heads.get(stream, 0)} events were ever appended to it")
+                                           f"{self._positions.heads.get(stream, 0)} events were ever appended to it")
         if not self._environment.is_given_position(record.get("start_pos", -1)):
             raise MalformedRecordError(f"the record of {uri!r} starts after log position {record['start_pos']}, "
                                        f"past the last one ever given ({self._store.last_position()})")
@@ -372,15 +372,10 @@ class Recovery(EngineRoom):
                 delivery = parse_delivery(blob)
             except MalformedRecordError as error:
                 raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", error) from error
-        self._heads.update(self._store.stream_heads())
+        self._positions.refresh_heads()
         self._check_delivery(delivery)
-        self._cursor.pos = delivery.pos
-        self._delivered.update(delivery.delivered)
-        # The log must hold every event after the last one delivered: a hole is a lost row.
-        self._expected = {stream: seq + 1 for stream, seq in delivery.delivered.items()}
-        if delivery.delivered_at is not None:
-            self._delivered_at.update(delivery.delivered_at)
-        else:
+        self._positions.restore(delivery.pos, delivery.delivered, delivery.delivered_at)
+        if delivery.delivered_at is None:
             self._restore_legacy_delivery(delivery)
         self._committed = Behind(delivery.pos, delivery.now, delivery.pos)
         self._stood_behind = {uri: self._legacy_behind(entry) for uri, entry in delivery.behind.items()}
@@ -409,10 +404,10 @@ class Recovery(EngineRoom):
         """The delivery record cannot be past what was appended (a forged or damaged one would make every
         query skip events)."""
         for stream, seq in delivery.delivered.items():
-            if seq >= self._heads.get(stream, 0):
+            if seq >= self._positions.heads.get(stream, 0):
                 raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", MalformedRecordError(
                     f"the delivery record says #{seq} of {stream!r} was delivered, but only "
-                    f"{self._heads.get(stream, 0)} events were ever appended to it"))
+                    f"{self._positions.heads.get(stream, 0)} events were ever appended to it"))
         if delivery.pos > self._store.last_position():
             raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", MalformedRecordError(
                 f"the delivery record's log position {delivery.pos} is past the last event ever appended"))
@@ -482,14 +477,14 @@ class Recovery(EngineRoom):
         """A delivery record written before log positions: the position of each stream's last delivered event
         from the log (one the log lost is below every reader, since truncation respected them all), and what
         "caught up" meant in sequence numbers, for the readers' state of that time."""
+        delivered_at = self._positions.delivered_at
         for stream, seq in delivery.delivered.items():
             at = self._store.position_after(stream, seq - 1)
-            self._delivered_at[stream] = at if at is not None and self._store.seq_at_position(stream, at) == seq \
-                else -1
+            delivered_at[stream] = at if at is not None and self._store.seq_at_position(stream, at) == seq else -1
         self._legacy_caught_up = dict(delivery.delivered)
         # A checkpoint taken while an older release replayed the log for a lagging reader stood before what was
         # delivered: the engine goes on from there, and the lagging reader catches up on its own.
-        self._cursor.pos = max([self._cursor.pos, *self._delivered_at.values()])
+        self._positions.cursor.pos = max([self._positions.cursor.pos, *self._positions.delivered_at.values()])
 
     def _legacy_behind(self, entry: Behind) -> Behind:
         """A pin written before log positions (its position unknown): its readers' state says where they stand in
@@ -505,7 +500,7 @@ class Recovery(EngineRoom):
         those events had reached it, in its stream's buffer, before the checkpoint), while the others go on. The
         engine's own position never moves back."""
         lagging: set[str] = set()
-        delivered = self._delivered_at
+        delivered = self._positions.delivered_at
         for node, _ in self._environment.dirty.watched():
             if isinstance(node, StreamReader) and not node.is_disposed and node.watermark < delivered.get(node.uri, -1):
                 owner = self._environment.lag_of(node.context.instance_id)

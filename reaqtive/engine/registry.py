@@ -132,7 +132,7 @@ class ArtifactRegistry(EngineRoom):
             self._check_open()
             heads, retained = self._store.stream_heads(), self._store.ingress_counts()
             return {
-                uri: StreamStatus(uri, heads.get(uri, 0), self._delivered.get(uri, -1), retained.get(uri, 0),
+                uri: StreamStatus(uri, heads.get(uri, 0), self._positions.delivered.get(uri, -1), retained.get(uri, 0),
                                   self._records.get(uri, {}).get("schema"))
                 for uri in sorted(self._streams)
             }
@@ -209,7 +209,7 @@ class ArtifactRegistry(EngineRoom):
                 "refs": references,
                 # Its readers read the events after the position delivered up to now (see docs/engine.md,
                 # "Positions follow from the log"), in any run: a recovery, a catch-up.
-                "start_pos": self._cursor.pos,
+                "start_pos": self._positions.cursor.pos,
                 "clock": to_micros(self._scheduler.now),
                 # The form its keyed chains run in (see reaqtive.operators.keyed_groups): recovered in the same
                 # form; a record without it was written before keyed execution existed (the general path).

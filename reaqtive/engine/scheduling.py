@@ -138,10 +138,10 @@ class Scheduling(EngineRoom):
         lagged (its buffered events go with its detachment) is handed the events after its watermark again."""
         scheduler = self._running(uri)
         scheduler.detach()
-        lag = Lag(uri, scheduler, self._cursor.pos if pos is None else pos)
+        lag = Lag(uri, scheduler, self._positions.cursor.pos if pos is None else pos)
         for subscription, reader in self._readers_of(uri):
             lag.hold(subscription, reader)
-        lag.rewind_for_lagging(self._delivered_at)
+        lag.rewind_for_lagging(self._positions.delivered_at)
         self._behind[uri] = lag
         return lag
 
@@ -163,7 +163,7 @@ class Scheduling(EngineRoom):
         lock = self._lock
         uri = lag.uri
         while self._behind.get(uri) is lag and uri not in self._paused:
-            target = self._cursor.pos
+            target = self._positions.cursor.pos
             if lag.cursor.pos >= target:
                 self._rejoin(lag)
                 break
@@ -200,7 +200,7 @@ class Scheduling(EngineRoom):
         if expected is None:
             before = self._store.seq_at_position(stream, run.pos + first - 1)
             expected = seq0 + first if before is None else before + 1
-        if run.damage is not None or stream not in self._streams or seq0 + end > self._heads.get(stream, 0):
+        if run.damage is not None or stream not in self._streams or seq0 + end > self._positions.heads.get(stream, 0):
             return self._catch_up_checked(lag, run, first, end, expected)
         quarantine = self._quarantine
         for i in range(first, end):

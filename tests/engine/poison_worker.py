@@ -388,7 +388,7 @@ class Worker(crash_worker.Worker):
 
     def processed(self) -> int:
         """The engine's log position (what the pause points compare with)."""
-        return int(self.engine._cursor.pos)
+        return int(self.engine._positions.cursor.pos)
 
     def run(self) -> None:
         from prometheus_client import CollectorRegistry

@@ -165,21 +165,21 @@ def brute_force_covered(engine: Engine) -> dict[str, int]:
     readers must give): one floor of the log for all streams, the lowest log position a reader behind its stream
     stands at (the inner queries its events start may read any stream from there), or a query behind the engine,
     or a pin."""
-    floor = engine._cursor.pos
+    floor = engine._positions.cursor.pos
     for handle in units(engine).values():
         for node in walk(handle):
             if isinstance(node, StreamReader) and not node.is_disposed \
-                    and node.watermark < engine._delivered_at.get(node.uri, -1):
+                    and node.watermark < engine._positions.delivered_at.get(node.uri, -1):
                 floor = min(floor, node.watermark)
     for lag in engine._behind.values():
         floor = min(floor, lag.pos, lag.cursor.pos)
     for pin in engine._pins.values():
         floor = min(floor, pin.floor)
-    if floor >= engine._cursor.pos:
-        return dict(engine._delivered)
+    if floor >= engine._positions.cursor.pos:
+        return dict(engine._positions.delivered)
     retained = engine._store.first_retained()
     covered: dict[str, int] = {}
-    for stream, delivered in engine._delivered.items():
+    for stream, delivered in engine._positions.delivered.items():
         at = engine._store.seq_at_position(stream, floor)
         keep = at if at is not None else retained.get(stream, delivered + 1) - 1
         covered[stream] = min(delivered, keep)
@@ -188,7 +188,7 @@ def brute_force_covered(engine: Engine) -> dict[str, int]:
 
 def normalized(covered: dict[str, int], engine: Engine) -> dict[str, int]:
     """A stream no reader holds back is covered up to what was delivered (or nothing)."""
-    return {stream: covered.get(stream, engine._delivered.get(stream, -1)) for stream in ("a", "b")}
+    return {stream: covered.get(stream, engine._positions.delivered.get(stream, -1)) for stream in ("a", "b")}
 
 
 @dataclass(frozen=True)
