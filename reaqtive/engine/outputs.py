@@ -45,7 +45,8 @@ Row = tuple[str, int, bytes]
 class Outputs:
     """The engine's output side (see the module)."""
 
-    __slots__ = ("_fault", "_fired", "_store", "buffer", "counters", "observed", "outboxes", "replayed_upto")
+    __slots__ = ("_fault", "_fired", "_pack", "_store", "buffer", "counters", "observed", "outboxes",
+                 "replayed_upto")
 
     def __init__(self, store: EngineStore, *, fault: Fault, fired: Callable[[], None], gave_up: GaveUp) -> None:
         self._store = store
@@ -61,6 +62,9 @@ class Outputs:
         """Per durable-sink subscription after a recovery, the sink's highest output id: what the replay produces
         up to it is compared with the sink."""
         self.outboxes = Outboxes(gave_up)
+        # One packer for every writer (a packer holds a 256 KB buffer): outputs are written under the engine's
+        # lock, one thread at a time, so it needs neither the codec's per-thread lookup nor a lock.
+        self._pack = DEFAULT_CODEC.new_packer()
 
     # -- writers ---------------------------------------------------------------------------------------------------
 
@@ -69,9 +73,7 @@ class Outputs:
         """Where subscription ``uri``'s outputs go: the durable sink (``function`` ``None``), nowhere
         (``discard``), or the outbox of observer ``observer``'s ``function`` (made here, with what the store
         keeps of it)."""
-        # A packer of this subscription's own: outputs are written under the engine's lock, one thread at a time,
-        # so it needs neither the codec's per-thread lookup nor a lock.
-        pack = DEFAULT_CODEC.new_packer()
+        pack = self._pack
         if function is None:
             # Encoded once, here (the value is frozen as it was produced): an output the sink cannot hold stops
             # this subscription at once, alone.

@@ -127,8 +127,9 @@ class StateCodec:
 
     def new_packer(self) -> Callable[[object], bytes]:
         """A packer of the caller's own, for one owner that packs from one thread at a time (the engine's output
-        writers): no per-thread lookup per value. It raises msgpack's own errors (see :meth:`encode` for a
-        :class:`StateEncodeError` that names the value)."""
+        writers): no per-thread lookup per value. It holds a 256 KB buffer: make one per owner, not per value or
+        per subscription. It raises msgpack's own errors (see :meth:`encode` for a :class:`StateEncodeError` that
+        names the value)."""
         pack: Callable[[object], bytes] = msgpack.Packer(default=self._default, strict_types=True,
                                                          use_bin_type=True).pack
         return pack

@@ -61,3 +61,36 @@ def test_an_environment_holds_one_dirty_registry() -> None:
     environment = InnerEnvironment()
     assert environment.dirty is environment.dirty
     assert repr(environment.dirty) == "<DirtyRegistry 0 noted, 0 watched>"
+
+
+def test_an_idle_subscription_holds_a_few_kilobytes_whatever_its_observer(tmp_path: Path) -> None:
+    """A footprint bound, not a speed figure (bench/engine.py measures it): a per-subscription buffer (a msgpack
+    packer holds 256 KB) would multiply it by a hundred."""
+    import gc
+    import tracemalloc
+
+    from reaqtive.engine import DURABLE_SINK, FunctionRegistry
+
+    path = tmp_path / "store.db"
+    count = 200
+    kept: list[object] = []
+    functions = FunctionRegistry()
+    functions.register("keep", kept.append)
+    functions.register("neg", operator.neg)
+    with Engine(path, functions=functions) as engine:
+        engine.create_stream("s")
+        engine.define_observer("obs://keep", kept.append)
+        for i in range(count):
+            observer = DURABLE_SINK if i % 2 else "obs://keep"
+            engine.create_subscription(f"q{i}", Query.stream("s").map(operator.neg), observer=observer)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        engine = Engine(path, functions=functions)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+        engine.close()
+    finally:
+        tracemalloc.stop()
+    assert held / count < 16_384, f"{held / count:,.0f} bytes per idle subscription"
