@@ -17,13 +17,14 @@ from reaqtive.core.subjects import SimpleSubject
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
+from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import EngineStore, IngressEvent
-from reaqtive.engine.egress import Output, OutputCounter, OutputWriter
+from reaqtive.engine.egress import Output, OutputWriter
 from reaqtive.engine.engine_errors import (
     ArtifactNotFoundError,
     EngineClosedError,
 )
-from reaqtive.engine.environment import EngineEnvironment
+from reaqtive.engine.environment import EngineEnvironment, LogReader
 from reaqtive.engine.event_times import EventTimeBounds
 from reaqtive.engine.expressions import (
     FunctionRegistry,
@@ -149,9 +150,11 @@ class _EngineEnvironment(InnerEnvironment, EngineEnvironment):
         following = self._store.position_after(uri, seq)
         return following - 1 if following is not None else self._refresh_last_position()
 
-    def subscribe_reader(self, reader: StreamReader[Any]) -> SubscriptionHandle:
+    def subscribe_reader(self, reader: LogReader) -> SubscriptionHandle:
         """Subscribe ``reader`` to its stream; a reader of a query behind the engine is detached at once and
         handed its events by the query's catch-up (see reaqtive.engine.scheduling)."""
+        if not isinstance(reader, StreamReader):
+            raise TypeError(f"the engine reads its streams through its own StreamReader, not {reader!r}")
         subject = self._stream_subjects.get(reader.uri)
         if subject is None:
             raise StreamNotFoundError(f"the engine has no stream {reader.uri!r}")

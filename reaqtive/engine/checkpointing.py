@@ -18,8 +18,8 @@ from reaqtive.engine._room import (
     _now_text,
     _to_bytes,
 )
+from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import to_micros
-from reaqtive.engine.egress import OutputCounter
 from reaqtive.engine.engine_errors import (
     UnstorableStateError,
 )

@@ -13,14 +13,30 @@ never reused), and a reader's watermark is the position of the last event it pas
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from reaqtive.core.streams import Subscriber
 
 if TYPE_CHECKING:
+    from reaqtive.core.context import OperatorContext
     from reaqtive.core.subscriptions import SubscriptionHandle
-    from reaqtive.engine.egress import OutputCounter
-    from reaqtive.engine.readers import StreamReader
+    from reaqtive.engine.counters import OutputCounter
 
-__all__ = ["EngineEnvironment"]
+__all__ = ["EngineEnvironment", "LogReader"]
+
+
+class LogReader(Subscriber[Any], Protocol):
+    """What the environment knows of a stream reader it subscribes (:class:`~reaqtive.engine.readers.StreamReader`
+    is the one): its stream, its unit, and where it stands in the log."""
+
+    @property
+    def uri(self) -> str: ...
+
+    @property
+    def context(self) -> OperatorContext: ...
+
+    @property
+    def watermark(self) -> int: ...
 
 
 class EngineEnvironment(ABC):
@@ -53,7 +69,7 @@ class EngineEnvironment(ABC):
         has read up to ``seq``): how state saved with sequence numbers (version 1 of the reader) is read back."""
 
     @abstractmethod
-    def subscribe_reader(self, reader: StreamReader[Any]) -> SubscriptionHandle:
+    def subscribe_reader(self, reader: LogReader) -> SubscriptionHandle:
         """Subscribe ``reader`` to its stream (raising :class:`~reaqtive.engine.readers.StreamNotFoundError` if
         there is none); the reader of a query behind the engine is handed its events by the query's catch-up."""
 

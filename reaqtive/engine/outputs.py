@@ -24,8 +24,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import EngineStore
-from reaqtive.engine.egress import Output, OutputCounter, OutputWriter
+from reaqtive.engine.egress import Output, OutputWriter
 from reaqtive.engine.engine_errors import OutputDivergenceError, UnstorableOutputError
 from reaqtive.engine.outbox import GaveUp, Outbox, Outboxes
 from reaqtive.state import DEFAULT_CODEC, DamagedRowError, StateEncodeError

@@ -18,8 +18,8 @@ from reaqtive.engine._room import (
     EngineRoom,
     _owned_by,
 )
+from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import from_micros
-from reaqtive.engine.egress import OutputCounter
 from reaqtive.engine.engine_errors import (
     InnerRecoveryError,
     MalformedRecordError,

@@ -14,8 +14,9 @@ from reaqtive.core.operator import OperatorBase
 from reaqtive.core.streams import LONG_MAX, Subscription
 from reaqtive.engine._room import _ARTIFACTS, _OUTPUTS, EngineRoom, _to_bytes
 from reaqtive.engine.behind import Lag
+from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import from_micros
-from reaqtive.engine.egress import Output, OutputCounter, OutputTaker, OutputWriter
+from reaqtive.engine.egress import Output, OutputTaker, OutputWriter
 from reaqtive.engine.engine_errors import (
     ArtifactInUseError,
     InnerRecoveryError,
