@@ -387,11 +387,12 @@ class Outboxes:
         for outbox in self.values():
             outbox.start_courier(self._gave_up)
 
-    def stop_couriers(self, timeout: float | None = None) -> None:
-        """Back to manual mode: the couriers deliver what waits and end (``timeout`` each)."""
+    def stop_couriers(self) -> list[Outbox]:
+        """Back to manual mode (under the engine's lock, so that no outbox added meanwhile starts a courier): returns
+        the outboxes whose couriers the caller lets deliver what waits and end (:meth:`Outbox.stop_courier`,
+        outside the engine's lock)."""
         self._couriers_on = False
-        for outbox in self.values():
-            outbox.stop_courier(timeout)
+        return self.values()
 
     def close(self, timeout: float) -> None:
         """The engine closes: no more delivery (each courier ends after its batch in flight; ``timeout`` in all)."""

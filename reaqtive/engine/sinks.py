@@ -146,6 +146,9 @@ class Egress(EngineRoom):
 
     def _stop_couriers(self, timeout: float | None = None) -> None:
         """Back to manual mode: the couriers deliver what waits and end (outside the engine's lock)."""
-        self._outputs.outboxes.stop_couriers(timeout)
+        with self._lock:
+            outboxes = self._outputs.outboxes.stop_couriers()
+        for outbox in outboxes:
+            outbox.stop_courier(timeout)
 
 
