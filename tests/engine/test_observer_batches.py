@@ -223,3 +223,31 @@ def test_an_outbox_past_its_high_water_mark_makes_processing_wait_for_its_courie
         assert max(largest) <= 100 + 50  # the high-water mark, plus at most one slice's outputs
     finally:
         engine.close()
+
+
+def test_a_subscription_created_in_running_mode_gets_a_courier_and_one_deleted_stops_its_courier(path: Path) -> None:
+    gate = threading.Event()
+    recorder = BatchRecorder(gate=gate)
+    functions = FunctionRegistry()
+    functions.register("recorder", recorder)
+    engine = Engine(path, functions=functions, allow_modules=[MODULE], start=T0, observer_backoff=0,
+                    synchronous="NORMAL")
+    try:
+        engine.create_stream("s")
+        engine.define_observer("obs://recorder", recorder)
+        engine.start()
+        engine.create_subscription("late", Query.stream("s").map(double), observer="obs://recorder")
+        engine.append_many("s", [(i, at(i)) for i in range(10)])
+        assert recorder.entered.wait(WAIT)  # its courier holds the first batch
+        [courier] = [thread for thread in threading.enumerate() if thread.name == "reaqtive-courier:late"]
+        assert courier.name in recorder.threads
+        engine.delete_subscription("late")
+        gate.set()  # the batch in flight ends; nothing of the deleted subscription comes after it
+        courier.join(WAIT)
+        assert not courier.is_alive()
+        engine.append_many("s", [(i, at(i)) for i in range(10, 20)])
+        engine.stop()
+        assert all(output.seq < 10 for batch in recorder.batches for output in batch)
+    finally:
+        gate.set()
+        engine.close()
