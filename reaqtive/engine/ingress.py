@@ -140,7 +140,9 @@ class IngressWriter:
         payloads: list[bytes] = []
         micros: list[int] = []
         add_payload, add_micros = payloads.append, micros.append
-        epoch, unit, now = _EPOCH, _MICROSECOND, datetime.now
+        # time_ns() // 1000 is the microsecond datetime.now(UTC) reads (the same clock, rounded down), without
+        # making a datetime and subtracting it: a third of the cost of an event stamped now.
+        epoch, unit, now = _EPOCH, _MICROSECOND, time.time_ns
         events = events if isinstance(events, list) else list(events)
         if schema is not None:  # every event before any is encoded: the first refused one names its index
             events = schema.validate_events(stream, events)
@@ -148,7 +150,7 @@ class IngressWriter:
             if value is None:
                 raise TypeError("None is never a stream element")
             try:
-                add_micros((when - epoch) // unit if when is not None else (now(UTC) - epoch) // unit)
+                add_micros((when - epoch) // unit if when is not None else now() // 1000)
             except TypeError:
                 if isinstance(when, datetime) and when.tzinfo is None:
                     raise ValueError(f"event times must be timezone-aware, got {when}") from None
