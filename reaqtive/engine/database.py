@@ -125,6 +125,7 @@ __all__ = [
     "IngressRun",
     "MEMORY",
     "MESSAGE_CHARS",
+    "PackedEntries",
     "Quarantine",
     "TRACEBACK_CHARS",
     "UnknownEngineVersionError",
@@ -324,16 +325,53 @@ class IngressRun:
         return events
 
 
+class PackedEntries(Sequence[bytes]):
+    """The payloads of consecutive events packed together, as rows hold them: ``chunks`` of ``(count, data)``,
+    ``data`` being ``count`` codec entries one after the other. A sequence of each event's own bytes: they are cut
+    apart (once) only when asked for, for a quarantine or a row that must cut a chunk.
+
+    An append encodes its values with one packer call per chunk instead of one per event, and the writer puts a
+    chunk in a row whole (:class:`IngressBatch`)."""
+
+    __slots__ = ("_count", "_pieces", "chunks")
+
+    def __init__(self, chunks: list[tuple[int, bytes]]) -> None:
+        self.chunks = chunks
+        self._count = sum(count for count, _ in chunks)
+        self._pieces: list[bytes] | None = None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.pieces()[index]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.pieces())
+
+    def pieces(self) -> list[bytes]:
+        """Each event's bytes."""
+        if self._pieces is None:
+            pieces: list[bytes] = []
+            for count, data in self.chunks:
+                split = _split_entries(data)
+                if split is None or len(split) != count:
+                    raise ValueError(f"packed entries that are not {count} codec entries")  # a writer's bug
+                pieces += split
+            self._pieces = pieces
+        return self._pieces
+
+
 @dataclass(slots=True)
 class IngressBatch:
-    """Events of one stream to append, encoded: ``payloads[i]`` (one codec entry) and ``micros[i]`` (its time
-    in microseconds since the epoch). ``reasons``: per event, why it goes to the dead letters instead of the log
-    (``None``: it is logged), or ``None`` for a batch without any. ``first``: the sequence number the batch must
-    start at (an :class:`~reaqtive.engine.ingress.IngressWriter` that numbered it already), or ``None``: the
-    stream's next."""
+    """Events of one stream to append, encoded: ``payloads[i]`` (one codec entry; a :class:`PackedEntries`, or
+    any sequence of bytes) and ``micros[i]`` (its time in microseconds since the epoch). ``reasons``: per event,
+    why it goes to the dead letters instead of the log (``None``: it is logged), or ``None`` for a batch without
+    any. ``first``: the sequence number the batch must start at (an
+    :class:`~reaqtive.engine.ingress.IngressWriter` that numbered it already), or ``None``: the stream's next."""
 
     stream: str
-    payloads: list[bytes]
+    payloads: Sequence[bytes]
     micros: list[int]
     reasons: list[str | None] | None = None
     first: int | None = None
@@ -462,14 +500,25 @@ def pack_times(micros: Sequence[int]) -> bytes:
 def unpack_times(times: object, count: int) -> list[int]:
     """The times of a ``times`` column (see :func:`pack_times`), checked: ``count`` integers within the range
     of ``datetime``. Raises ``ValueError`` for anything else."""
-    micros = _times(times, count)
-    if min(micros) < _MIN_MICROS or max(micros) > _MAX_MICROS:
+    micros, deltas = _times_and_deltas(times, count)
+    # Times in order (no difference below 0: stamped now, or dated in order) have their extremes at the two ends:
+    # one pass over the small differences instead of two over the times.
+    if len(deltas) == 1 or min(deltas[1:]) >= 0:
+        low, high = micros[0], micros[-1]
+    else:
+        low, high = min(micros), max(micros)
+    if low < _MIN_MICROS or high > _MAX_MICROS:
         raise ValueError("times out of the range of datetime")
     return micros
 
 
 def _times(times: object, count: object) -> list[int]:
     """``count`` integer times from a ``times`` column, whatever their range; ``ValueError`` otherwise."""
+    return _times_and_deltas(times, count)[0]
+
+
+def _times_and_deltas(times: object, count: object) -> tuple[list[int], list[int]]:
+    """:func:`_times`, and the differences the column holds."""
     if type(times) is not bytes:
         raise ValueError("the times column is not a blob")
     try:
@@ -484,7 +533,7 @@ def _times(times: object, count: object) -> list[int]:
         raise
     except Exception as error:  # any malformed msgpack, or values that cannot be added
         raise ValueError(f"{type(error).__name__}: {error}") from error
-    return micros
+    return micros, deltas
 
 
 def egress_checksum(subscription: str, seq: int, count: int, payload: bytes) -> int:
@@ -750,8 +799,8 @@ class EngineStore:
         Each batch's events get the next sequence numbers of its stream and, unless a reason sends them to the
         dead letters, the next log positions. Consecutive events of one stream become one row (a batch is split
         at its quarantined events and every :data:`ROW_EVENTS` events; consecutive batches of one stream share
-        rows). A batch whose ``first`` is not its stream's next number is refused (:class:`StoreError`), and so
-        is the whole transaction.
+        rows, each chunk of a :class:`PackedEntries` whole). A batch whose ``first`` is not its stream's next
+        number is refused (:class:`StoreError`), and so is the whole transaction.
         """
         if not batches:
             return []
@@ -842,7 +891,7 @@ class EngineStore:
         return self._runs(rows, after_pos, end)
 
     def _runs(self, rows: list[tuple[Any, ...]], after_pos: int, end: int) -> list[IngressRun]:
-        decode = self._codec.decode_entries
+        decode_run, decode = self._codec.decode_run, self._codec.decode_entries
         checksum = columns_checksum
         runs: list[IngressRun] = []
         append = runs.append
@@ -860,9 +909,12 @@ class EngineStore:
                     continue  # wholly at or before after_pos
                 try:
                     micros = unpack_times(times, count)
-                    values = decode(payload, f"ingress {stream}#{seq}")
-                    if len(values) != count:
-                        raise StateFormatError(f"ingress {stream}#{seq}: {len(values)} values for {count} events")
+                    values = decode_run(payload, count)  # one call for the row; None: decode_entries says why
+                    if values is None:
+                        values = decode(payload, f"ingress {stream}#{seq}")
+                        if len(values) != count:
+                            raise StateFormatError(f"ingress {stream}#{seq}: {len(values)} values for {count} "
+                                                   "events")
                 except (StateError, ValueError) as error:
                     damage = f"its payload or times cannot be decoded ({error})"
                 else:
@@ -1714,45 +1766,70 @@ def _events_of_row(count: object) -> int:
 
 class _Rows:
     """The ingress rows of one append transaction, built run by run: runs of one stream with contiguous numbers
-    share a row, up to :data:`ROW_EVENTS` events (fewer for large values: about ``_ROW_BYTES`` of payload)."""
+    share a row, up to :data:`ROW_EVENTS` events (fewer for large values: about ``_ROW_BYTES`` of payload). A
+    :class:`PackedEntries` chunk goes into a row whole: a row that cannot take it is closed first (rows hold
+    fewer events then, never more)."""
 
-    __slots__ = ("_micros", "_payloads", "_seq", "_stream", "pos", "rows")
+    __slots__ = ("_held", "_micros", "_parts", "_seq", "_stream", "pos", "rows")
 
     def __init__(self, pos: int) -> None:
         self.pos = pos  # the next row's position
         self.rows: list[tuple[int, str, int, int, bytes, bytes, int]] = []
         self._stream: str | None = None
         self._seq = 0
-        self._payloads: list[bytes] = []
+        self._held = 0  # events in the row being built
+        self._parts: list[bytes] = []  # their payload: entries, or chunks of them
         self._micros: list[int] = []
 
-    def add(self, stream: str, seq: int, payloads: list[bytes], micros: list[int]) -> None:
+    def add(self, stream: str, seq: int, payloads: Sequence[bytes], micros: list[int]) -> None:
         """Events ``seq``, ``seq + 1``, ... of ``stream``, after those added before."""
         count = len(payloads)
-        size = sum(map(len, payloads))
-        cap = max(1, min(ROW_EVENTS, _ROW_BYTES * count // size)) if size else ROW_EVENTS
+        if isinstance(payloads, PackedEntries):
+            size = sum(len(data) for _, data in payloads.chunks)
+            cap = max(1, min(ROW_EVENTS, _ROW_BYTES * count // size)) if size else ROW_EVENTS
+            if all(n <= cap for n, _ in payloads.chunks):
+                self._add_chunks(stream, seq, payloads.chunks, micros, cap)
+                return
+            payloads = payloads.pieces()  # large values: chunks are cut to rows of about _ROW_BYTES
+        else:
+            size = sum(map(len, payloads))
+            cap = max(1, min(ROW_EVENTS, _ROW_BYTES * count // size)) if size else ROW_EVENTS
         start = 0
         while start < count:
-            held = len(self._payloads)
+            held = self._held
             if self._stream != stream or self._seq + held != seq + start or held >= cap:
                 self.close()
                 self._stream, self._seq, held = stream, seq + start, 0
             end = min(count, start + cap - held)
-            self._payloads += payloads[start:end]
+            self._parts += payloads[start:end]
             self._micros += micros[start:end]
+            self._held = held + end - start
             start = end
+
+    def _add_chunks(self, stream: str, seq: int, chunks: list[tuple[int, bytes]], micros: list[int],
+                    cap: int) -> None:
+        start = 0
+        for count, data in chunks:
+            held = self._held
+            if self._stream != stream or self._seq + held != seq + start or held + count > cap:
+                self.close()
+                self._stream, self._seq, held = stream, seq + start, 0
+            self._parts.append(data)
+            self._micros += micros[start:start + count]
+            self._held = held + count
+            start += count
 
     def close(self) -> None:
         """End the row being built."""
-        stream, count = self._stream, len(self._payloads)
+        stream, count = self._stream, self._held
         if stream is None or not count:
             return
         pos, seq = self.pos, self._seq
-        times, payload = pack_times(self._micros), b"".join(self._payloads)
+        times, payload = pack_times(self._micros), b"".join(self._parts)
         self.rows.append((pos, stream, seq, count, times, payload,
                           ingress_checksum(pos, stream, seq, count, times, payload)))
         self.pos += count
-        self._stream, self._payloads, self._micros = None, [], []
+        self._stream, self._held, self._parts, self._micros = None, 0, [], []
 
 
 def _reaches_past(rows: list[tuple[Any, ...]], after_pos: int) -> bool:

@@ -34,17 +34,17 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any, Final, TypeAlias
 
 from reaqtive.core.errors import InvalidSettingError
-from reaqtive.engine.database import EngineStore, IngressBatch, from_micros
+from reaqtive.engine.database import ROW_EVENTS, EngineStore, IngressBatch, PackedEntries, from_micros
 from reaqtive.engine.event_times import EventTimeBounds
 from reaqtive.engine.schemas import Schema
-from reaqtive.state import StoreError
+from reaqtive.state import StateCodec, StoreError
 
 __all__ = ["EXTEND_CHUNK", "GroupCommit", "IngressCommit", "IngressWriter", "chunks"]
 
@@ -135,29 +135,10 @@ class IngressWriter:
         :class:`~reaqtive.engine.engine_errors.SchemaValidationError` for a value the schema refuses, the codec's
         error for a value it cannot save: nothing is appended then. Runs in the caller's thread, without the
         engine's lock."""
-        codec = self._store.codec
-        pack = codec.packer()
-        payloads: list[bytes] = []
-        micros: list[int] = []
-        add_payload, add_micros = payloads.append, micros.append
-        epoch, unit, now = _EPOCH, _MICROSECOND, datetime.now
         events = events if isinstance(events, list) else list(events)
         if schema is not None:  # every event before any is encoded: the first refused one names its index
             events = schema.validate_events(stream, events)
-        for value, when in events:
-            if value is None:
-                raise TypeError("None is never a stream element")
-            try:
-                add_micros((when - epoch) // unit if when is not None else (now(UTC) - epoch) // unit)
-            except TypeError:
-                if isinstance(when, datetime) and when.tzinfo is None:
-                    raise ValueError(f"event times must be timezone-aware, got {when}") from None
-                raise
-            try:
-                add_payload(pack(value))
-            except Exception:
-                codec.encode(value)  # raises the codec's error, which names the value's type
-                raise
+        payloads, micros = _encode(events, self._store.codec)
         return IngressBatch(stream, payloads, micros, self._too_far_ahead(events, micros, bounds, clock))
 
     def _too_far_ahead(
@@ -356,6 +337,63 @@ class IngressWriter:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"{self._store.path}: the ingress log is closed")
+
+
+def _encode(events: list[tuple[Any, datetime | None]], codec: StateCodec) -> tuple[Sequence[bytes], list[int]]:
+    """The events' payloads and times (integer microseconds since the epoch), or the error of the first event
+    refused, as if each event were checked and encoded in turn: ``None`` (``TypeError``), a naive time
+    (``ValueError``), a value the codec cannot save (its error, naming the type).
+
+    The values are packed a row's worth per packer call (:class:`PackedEntries`): one call per event cost about
+    30 ns an event more. A time ``None`` is now, ``time_ns() // 1000``: the microsecond ``datetime.now(UTC)``
+    reads (the same clock, rounded down), without making a datetime and subtracting the epoch from it (a third
+    of the cost of an event stamped now)."""
+    values: list[Any] = []
+    micros: list[int] = []
+    add_value, add_micros = values.append, micros.append
+    epoch, unit, now = _EPOCH, _MICROSECOND, time.time_ns
+    try:
+        for value, when in events:
+            if value is None:
+                raise TypeError("None is never a stream element")
+            try:
+                add_micros((when - epoch) // unit if when is not None else now() // 1000)
+            except TypeError:
+                if isinstance(when, datetime) and when.tzinfo is None:
+                    raise ValueError(f"event times must be timezone-aware, got {when}") from None
+                raise
+            add_value(value)
+    except Exception:
+        _pack_each(values, codec)  # an event before this one whose value cannot be saved was refused first
+        raise
+    pack = codec.packer()
+    try:
+        # A list packs as an array: its header, then each value's entry as pack(value) writes it.
+        chunks = [(len(part), _entries(pack(part), len(part)))
+                  for part in (values[start:start + ROW_EVENTS] for start in range(0, len(values), ROW_EVENTS))]
+    except Exception:
+        # A value the codec cannot save (this raises its error), or a list it cannot pack whose values it can
+        # (values nested to its limit): one entry per value then.
+        return _pack_each(values, codec), micros
+    return PackedEntries(chunks), micros
+
+
+def _pack_each(values: list[Any], codec: StateCodec) -> list[bytes]:
+    """Each value's entry; the codec's error for the first value it cannot save."""
+    pack = codec.packer()
+    payloads: list[bytes] = []
+    for value in values:
+        try:
+            payloads.append(pack(value))
+        except Exception:
+            codec.encode(value)  # raises the codec's error, which names the value's type
+            raise
+    return payloads
+
+
+def _entries(array: bytes, count: int) -> bytes:
+    """The entries of a packed array of ``count`` values, without its header (1, 3 or 5 bytes)."""
+    return array[1 if count < 16 else 3 if count < 0x10000 else 5:]
 
 
 def chunks(events: Iterable[tuple[Any, datetime | None]], size: int = EXTEND_CHUNK,

@@ -218,9 +218,26 @@ class StateCodec:
             raise StateFormatError(f"{where}: malformed state data ({type(error).__name__}: {error})") from error
         if consumed != len(data):
             raise StateFormatError(f"{where}: state data is truncated ({len(data) - consumed} bytes left undecoded)")
-        if decoder.segments != sum(1 for entry in entries if type(entry) is Segment):
+        # Only a decode that made segments can hold one: the count is skipped otherwise (a pass over every entry).
+        if (decoder.segments or decoder.foreign) and decoder.segments != sum(
+                1 for entry in entries if type(entry) is Segment):
             raise StateFormatError(f"{where}: malformed state data (a nested segment inside a value)")
         return entries
+
+    def decode_run(self, data: bytes, count: int) -> list[object] | None:
+        """The ``count`` entries of ``data`` (values written one after the other, no segments), decoded as one
+        msgpack array in a single ``unpackb`` call: faster than :meth:`decode_entries` for many small values (the
+        rows of the ingress log). ``None`` if ``data`` is not exactly that, or holds a segment: then
+        :meth:`decode_entries` gives the entries, or the error, as it always did."""
+        decoder = _Decoder(self)
+        try:
+            entries = msgpack.unpackb(_array_header(count) + data, ext_hook=decoder.hook, raw=False,
+                                      strict_map_key=False)
+        except Exception:  # malformed, too few or too many entries, a failing decoder, a count no array has
+            return None
+        if decoder.segments or decoder.foreign:
+            return None
+        return entries  # type: ignore[no-any-return]
 
 
     def decode_value(self, data: bytes, where: str) -> object:
@@ -242,11 +259,12 @@ class StateCodec:
 class _Decoder:
     """The extension hook of one decode call; it counts the nested segments it produces."""
 
-    __slots__ = ("codec", "segments")
+    __slots__ = ("codec", "foreign", "segments")
 
     def __init__(self, codec: StateCodec) -> None:
         self.codec = codec
         self.segments = 0
+        self.foreign = 0  # Segment objects a registered decoder returned (not segments of the data)
 
     def _nested(self, data: bytes) -> Any:
         return msgpack.unpackb(data, ext_hook=self.hook, raw=False, strict_map_key=False)
@@ -269,7 +287,10 @@ class _Decoder:
         if code == EXT_FROZENSET:
             return frozenset(_expect(self._nested(data), list, "frozenset"))
         if code == EXT_USER:
-            return self._user(_expect(self._nested(data), list, "registered type"))
+            value = self._user(_expect(self._nested(data), list, "registered type"))
+            if type(value) is Segment:
+                self.foreign += 1
+            return value
         raise StateFormatError(f"unknown state extension type {code}")
 
     def _user(self, fields: list[Any]) -> object:
@@ -283,6 +304,16 @@ class _Decoder:
             return registration.decode(encoded)
         except Exception as error:
             raise StateFormatError(f"the decoder registered for {tag!r} raised: {error!r}") from error
+
+
+def _array_header(count: int) -> bytes:
+    """The msgpack header of an array of ``count`` entries (``ValueError``, ``OverflowError``: no array has that
+    many)."""
+    if count < 16:
+        return bytes((0x90 | count,))
+    if count < 0x10000:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")
 
 
 def _expect(value: Any, kind: type[Any], what: str) -> Any:

@@ -21,6 +21,7 @@ import pytest
 from reaqtive import Query
 from reaqtive.core.errors import InvalidSettingError
 from reaqtive.engine import Engine, EngineStore
+from reaqtive.engine.database import from_micros
 from reaqtive.engine.ingress import GroupCommit
 from reaqtive.state import StateEncodeError, StoreError
 
@@ -127,6 +128,16 @@ def test_a_refused_event_refuses_its_whole_append(engine: Engine) -> None:
     with pytest.raises(StateEncodeError, match="object"):
         engine.append_many("s://0", [(1, T0), (object(), T0)])
     assert engine.streams()["s://0"].appended == 0 and logged(engine._store) == {}
+
+
+def test_an_event_without_a_time_is_stamped_with_the_wall_clock_at_its_append(engine: Engine) -> None:
+    before = datetime.now(UTC)
+    engine.append_many("s://0", [(i, None) for i in range(2000)])
+    after = datetime.now(UTC)
+    (run,) = (run for run in engine._store.read_ingress_runs(0, 10_000) if run.seq == 0)
+    stamps = [from_micros(micros) for micros in run.micros]
+    assert before <= stamps[0] and stamps[-1] <= after
+    assert stamps == sorted(stamps), "stamped in append order, each from the clock"
 
 
 def test_an_event_dated_too_far_ahead_is_numbered_and_quarantined_without_a_position(engine: Engine) -> None:
@@ -239,6 +250,7 @@ PRODUCER = """
 import sys, threading
 from datetime import UTC, datetime
 from reaqtive.engine import Engine
+from reaqtive.engine.database import from_micros
 from reaqtive.engine.ingress import GroupCommit
 
 path, mode = sys.argv[1], sys.argv[2]
