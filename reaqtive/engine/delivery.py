@@ -56,11 +56,12 @@ class Delivery(EngineRoom):
         :class:`~reaqtive.engine.engine_errors.SchemaValidationError` naming the event's index and the fields);
         those dated too far ahead go to the dead letters, numbered (see :meth:`append` for when they are
         durable). On a typed stream the validated form of each value is what is stored."""
-        # Quietly: an append waits for the batch at hand instead of making the processing loop hand over (a busy
-        # producer would otherwise cut every batch short); the commit itself runs outside the engine's lock.
-        with self._lock.quietly():
-            self._check_open()
-            name = self._check_kind(stream, "stream").get("schema")
+        # Without the engine's lock: reading the stream's record is one dict lookup (records are replaced, never
+        # changed in place), and the commit ran outside the lock before too, so a delete between the check and the
+        # commit was possible either way (its events are then dead letters). Waiting for the processing slice at
+        # hand here paced a producer by the engine's slices.
+        self._check_open()
+        name = self._check_kind(stream, "stream").get("schema")
         schema = None
         if name is not None:  # a typed stream: its validator runs below, in this thread, outside the lock
             schema = self.functions.schema(name) if isinstance(name, str) else None

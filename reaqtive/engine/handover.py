@@ -1,8 +1,8 @@
 """The engine's lock, with a hand-over: a pause request waits for one bounded slice of processing, not a batch.
 
-Every public call of the engine runs under one re-entrant lock, and the processing loop (``process()``,
-``serve()``, the asyncio face's task) holds it while it delivers a batch of events. A plain lock is not fair: the
-loop releases it between batches and takes it again at once, so a checkpoint, a ``pause(uri)`` or an append from
+Every public call of the engine but an append runs under one re-entrant lock, and the processing loop
+(``process()``, ``serve()``, the asyncio face's task) holds it while it delivers a batch of events. A plain lock is
+not fair: the loop releases it between batches and takes it again at once, so a checkpoint or a ``pause(uri)`` from
 another thread could wait for several batches (and, under the GIL, for switch intervals on top).
 
 :class:`EngineLock` counts the threads that had to wait for it (``waiting``). The delivery loop looks at that
@@ -19,8 +19,6 @@ once runs whole): see ``docs/engine.md`` ("Pauses and slices") for the measured 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import TracebackType
 from typing import Final
 
@@ -79,17 +77,6 @@ class EngineLock:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.release()
-
-    @contextmanager
-    def quietly(self) -> Iterator[None]:
-        """Hold the lock without counting as waiting for it: for calls that may wait for the batch at hand
-        (appends: they would otherwise make the loop hand over at every one)."""
-        self._lock.acquire()
-        self._depth += 1
-        try:
-            yield
-        finally:
-            self.release()
 
     def wants_turn(self) -> bool:
         """Asked by the owner: whether a thread waits and the owner can let it in (it holds the lock once)."""
