@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.error_policy import ERROR_POLICY_SETTING
@@ -53,6 +53,8 @@ from reaqtive.scheduler import UnhandledExceptionArgs
 from reaqtive.state import STATE_CATEGORY, MissingStateError
 from reaqtive.state.host import HostedQuery, QueryState
 from reaqtive.state.traversal import iter_nodes
+
+_NO_SKIPS: Final[frozenset[tuple[str, str, int]]] = frozenset()
 
 
 class _Observer(OutputTaker):
@@ -158,7 +160,10 @@ class Running(EngineRoom):
             self._behind[uri] = Lag(uri, scheduler, stood.pos)  # before it starts: its readers are held off
         settings = self._position_settings(uri, record, stood)
         self._quarantine.restart_count(uri)  # it goes on from a checkpoint: its skips are counted anew
-        skipping = frozenset((entry["unit"], entry["path"], entry["pos"]) for entry in record.get("skipping", ()))
+        entries = record.get("skipping")
+        # An empty frozenset is a new object of 216 bytes each time: idle subscriptions share one.
+        skipping = frozenset((entry["unit"], entry["path"], entry["pos"]) for entry in entries) if entries \
+            else _NO_SKIPS
         policy = self._policies[uri] = SubscriptionPolicy(uri, self._on_error_of(uri, record), self._policy_host,
                                                           skipping)
         settings[ERROR_POLICY_SETTING] = policy
