@@ -105,11 +105,8 @@ def test_a_complete_line_that_is_not_an_output_is_refused_and_the_file_left_as_i
         assert path.read_bytes() == data  # not even the torn last line was cut
 
 
-def test_a_write_that_fails_midway_leaves_no_torn_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "out.jsonl"
-    sink = JsonLinesSink(path, fsync=False)
-    sink(Output("q://a", 0, "first"))
-    data = path.read_bytes()
+def fill_disk_midway(sink: JsonLinesSink, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sink's next write puts half its bytes in the file, then the disk is full (other files write as usual)."""
     real_write = os.write
 
     def half_then_disk_full(fd: int, chunk: Any) -> int:
@@ -119,6 +116,14 @@ def test_a_write_that_fails_midway_leaves_no_torn_line(tmp_path: Path, monkeypat
         return real_write(fd, chunk)
 
     monkeypatch.setattr(os, "write", half_then_disk_full)
+
+
+def test_a_write_that_fails_midway_leaves_no_torn_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "out.jsonl"
+    sink = JsonLinesSink(path, fsync=False)
+    sink(Output("q://a", 0, "first"))
+    data = path.read_bytes()
+    fill_disk_midway(sink, monkeypatch)
     with pytest.raises(OSError, match="No space"):
         sink(Output("q://a", 1, "second"))
     assert path.read_bytes() == data
@@ -153,15 +158,7 @@ def test_a_batch_whose_write_fails_midway_leaves_none_of_it(tmp_path: Path, monk
     sink = JsonLinesSink(path, fsync=False)
     sink(Output("q://a", 0, "first"))
     data = path.read_bytes()
-    real_write = os.write
-
-    def half_then_disk_full(fd: int, chunk: Any) -> int:
-        if fd == sink._fd:
-            real_write(fd, bytes(chunk[: len(chunk) // 2]))
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real_write(fd, chunk)
-
-    monkeypatch.setattr(os, "write", half_then_disk_full)
+    fill_disk_midway(sink, monkeypatch)
     batch = [Output("q://a", seq, f"v{seq}") for seq in range(1, 6)]
     with pytest.raises(OSError, match="No space"):
         sink.write_batch(batch)
