@@ -290,10 +290,11 @@ class AsyncEngine:
         await self._call(self._engine.create_stream, uri, schema)
 
     async def create_subscription(
-        self, uri: str, query: Query[Any], observer: str = DURABLE_SINK, *, priority: int = 0,
-        on_error: OnError | None = None,
+        self, uri: str, query: Query[Any], observer: str | Callable[[Output], object] = DURABLE_SINK, *,
+        priority: int = 0, on_error: OnError | None = None,
     ) -> None:
-        """See :meth:`~reaqtive.engine.Engine.create_subscription`."""
+        """See :meth:`~reaqtive.engine.Engine.create_subscription` (``observer``: a URI, or a sink, attached in the
+        same step)."""
         self._check_open()
         await self._call(self._engine.create_subscription, uri, query, observer, priority=priority,
                          on_error=on_error)
