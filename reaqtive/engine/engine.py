@@ -63,6 +63,7 @@ from reaqtive.engine.recovery import Recovery
 from reaqtive.engine.registry import ArtifactRegistry
 from reaqtive.engine.running import Running
 from reaqtive.engine.scheduling import Scheduling
+from reaqtive.engine.settings import engine_arguments
 from reaqtive.engine.sinks import Egress
 from reaqtive.engine.stores import open_engine_store
 from reaqtive.fluent.query import Query
@@ -192,6 +193,19 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         except BaseException:
             self._store.close()
             raise
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> Engine:
+        """An engine configured by the ``REAQTIVE_*`` variables of ``environ`` (``os.environ`` by default; the list:
+        :class:`~reaqtive.engine.settings.EngineSettings`, ``docs/deploying.md``). ``options`` override them
+        (``store=``, ``clock=``, ...) and add what is code (``functions``, ``schemas``, ``sinks``). A bad value
+        raises :class:`~reaqtive.engine.settings.EnvironmentSettingError` naming the variable, before anything
+        opens.
+
+        Example: ``engine = Engine.from_env(functions=registry, sinks=[alerts])``
+        """
+        store, arguments = engine_arguments(environ, options)
+        return cls(store, **arguments)
 
     @classmethod
     def in_memory(cls, **options: Any) -> Engine:
