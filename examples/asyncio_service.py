@@ -25,8 +25,13 @@ What it shows (``docs/deploying.md`` explains each):
   ``GET /dead-letters``), ``readings-seen`` stops on one (the default): it is FAILED, ``/health`` answers 503 and
   says which and why, ``GET /outputs/readings-seen`` ends with the error, and after a fix
   ``POST /subscriptions/readings-seen/restart`` runs it again (``?skip_failed=true`` skips the element);
-* ``GET /health`` and ``GET /metrics`` (Prometheus text, when ``reaqtive[prometheus]`` is installed).
+* ``GET /health`` and ``GET /metrics`` (Prometheus text, when ``reaqtive[prometheus]`` is installed): the
+  engine's collector is registered once, when the application starts, on a registry of the application's, and
+  served by ``prometheus_client.make_asgi_app`` mounted at ``/metrics``.
 
+The engine opens in the application's lifespan, configured by the ``REAQTIVE_*`` variables
+(``AsyncEngine.from_env``; ``docs/deploying.md`` lists them), and lives on ``app.state.engine``; routes reach it
+through a dependency (``EngineDep``). Request bodies are pydantic models, so FastAPI answers a bad one with 422.
 The functions the queries use, and the validators of the typed streams (``SCHEMAS``), are registered by name
 before the engine opens: recovery resolves stored queries and stream records by these names.
 """
@@ -34,15 +39,14 @@ before the engine opens: recovery resolves stored queries and stream records by 
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import Body, Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, BeforeValidator
 
 from reaqtive import FunctionRegistry, Query
@@ -52,6 +56,7 @@ from reaqtive.engine import (
     ArtifactInUseError,
     ArtifactNotFoundError,
     EngineError,
+    EngineSettings,
     EngineStatus,
     Output,
     SchemaValidationError,
@@ -77,6 +82,14 @@ def _as_list(body: Any) -> Any:
 
 Readings = Annotated[list[Reading], BeforeValidator(_as_list)]
 """A JSON array of readings, or one reading (a bad one is reported at index 0)."""
+Events = Annotated[list[Any], BeforeValidator(_as_list), Body()]
+"""The events of an untyped stream: a JSON array, or one JSON value (the engine checks a typed stream's)."""
+
+
+class Ack(BaseModel):
+    """The body of ``POST /acks/{subscription}``: the last ``seq`` the consumer has."""
+
+    seq: int
 
 SCHEMAS: dict[str, type[BaseModel]] = {"reading": Reading}
 """The validators of the typed streams, by the names their records store (``Engine(schemas=...)``)."""
@@ -122,47 +135,84 @@ def create_missing(engine: AsyncEngine) -> None:
 
 
 def create_app(store: str | None = None, **engine_options: Any) -> FastAPI:
-    """The application, on the store ``store`` (default: ``$REAQTIVE_STORE``, else ``service.db``)."""
-    state: dict[str, AsyncEngine] = {}
+    """The application, on the store ``store`` (default: ``$REAQTIVE_STORE``, else ``service.db``); the other
+    ``REAQTIVE_*`` variables configure the engine, and ``engine_options`` override them."""
+    metrics = _metrics_registry()
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        target = store or os.environ.get("REAQTIVE_STORE", "service.db")
-        options: dict[str, Any] = {"functions": make_functions(), "schemas": SCHEMAS, "checkpoint_every_seconds": 5.0}
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        settings = EngineSettings.from_env()  # checked before anything opens: a bad variable names itself
+        options: dict[str, Any] = {"functions": make_functions(), "schemas": SCHEMAS}
+        if settings.checkpoint_every_seconds is None:
+            options["checkpoint_every_seconds"] = 5.0  # this service's default; the environment may say otherwise
         options.update(engine_options)
-        engine = await AsyncEngine.open(target, **options)
+        engine = await AsyncEngine.from_env(store=store or settings.store or "service.db", **options)
         await engine.call(create_missing, engine)
-        async with engine:  # starts the processing task; on the way out: final checkpoint, close
-            state["engine"] = engine
-            yield
-            state.clear()
+        collector = _watch(metrics, engine)
+        try:
+            async with engine:  # starts the processing task; on the way out: final checkpoint, close
+                app.state.engine = engine
+                yield
+                del app.state.engine
+        finally:
+            if collector is not None:
+                collector.unregister()
 
     app = FastAPI(title="reaqtive example service", lifespan=lifespan)
+    add_data_routes(app)
+    add_operations_routes(app)
+    if metrics is not None:
+        from prometheus_client import make_asgi_app
 
-    def engine_of() -> AsyncEngine:
-        if "engine" not in state:
-            raise HTTPException(503, "the engine is not running")
-        return state["engine"]
-
-    add_data_routes(app, engine_of)
-    add_operations_routes(app, engine_of)
+        app.mount("/metrics", make_asgi_app(registry=metrics))
     return app
 
 
-def add_data_routes(app: FastAPI, engine_of: Callable[[], AsyncEngine]) -> None:
+def get_engine(request: Request) -> AsyncEngine:
+    """The dependency routes reach the engine through: the one the lifespan put on ``app.state``."""
+    engine: AsyncEngine | None = getattr(request.app.state, "engine", None)
+    if engine is None:
+        raise HTTPException(503, "the engine is not running")
+    return engine
+
+
+EngineDep = Annotated[AsyncEngine, Depends(get_engine)]
+
+
+def _metrics_registry() -> Any:
+    """A Prometheus registry of the application's own (``None`` without ``reaqtive[prometheus]``): one per
+    application, so that two applications in one process (tests) do not share metric names."""
+    try:
+        from prometheus_client import CollectorRegistry
+    except ImportError:
+        return None
+    return CollectorRegistry()
+
+
+def _watch(registry: Any, engine: AsyncEngine) -> Any:
+    """Register the engine's collector on ``registry``, once, at startup; scrapes read the engine then."""
+    if registry is None:
+        return None
+    from reaqtive.engine.metrics import PrometheusMetrics
+
+    return PrometheusMetrics(engine.engine, registry=registry)  # labelled with the store's path
+
+
+def add_data_routes(app: FastAPI) -> None:
     """Events in, outputs out, acknowledgements."""
 
     @app.post("/events/readings")  # before /events/{stream}: this route takes the readings stream's bodies
-    async def append_readings(events: Readings) -> dict[str, list[int]]:
-        return {"seqs": await _append(engine_of(), "readings", events)}
+    async def append_readings(events: Readings, engine: EngineDep) -> dict[str, list[int]]:
+        return {"seqs": await _append(engine, "readings", events)}
 
     @app.post("/events/{stream}")
-    async def append(stream: str, request: Request) -> dict[str, list[int]]:
-        return {"seqs": await _append(engine_of(), stream, _as_list(await request.json()))}
+    async def append(stream: str, events: Events, engine: EngineDep) -> dict[str, list[int]]:
+        return {"seqs": await _append(engine, stream, events)}
 
     @app.get("/outputs/{subscription}")
-    async def outputs(subscription: str, after: int | None = None, limit: int | None = None) -> StreamingResponse:
-        engine = engine_of()
+    async def outputs(
+        subscription: str, engine: EngineDep, after: int | None = None, limit: int | None = None
+    ) -> StreamingResponse:
         try:  # refused before the response starts: an unknown URI, or one whose outputs go elsewhere
             info = await engine.call(engine.engine.info, subscription)
         except ArtifactNotFoundError as error:
@@ -173,25 +223,23 @@ def add_data_routes(app: FastAPI, engine_of: Callable[[], AsyncEngine]) -> None:
                                  media_type="application/x-ndjson")
 
     @app.post("/acks/{subscription}")
-    async def ack(subscription: str, request: Request) -> dict[str, int]:
-        seq = (await request.json()).get("seq")
+    async def ack(subscription: str, body: Ack, engine: EngineDep) -> dict[str, int]:
         try:
-            await engine_of().ack(subscription, seq)
-        except (AckError, TypeError) as error:
+            await engine.ack(subscription, body.seq)
+        except AckError as error:  # beyond the last output, or behind an acknowledgement
             raise HTTPException(422, str(error)) from error
         except ArtifactNotFoundError as error:
             raise HTTPException(404, str(error)) from error
-        return {"acked": seq}
+        return {"acked": body.seq}
 
 
-def add_operations_routes(app: FastAPI, engine_of: Callable[[], AsyncEngine]) -> None:
-    """Health and metrics."""
+def add_operations_routes(app: FastAPI) -> None:
+    """Health, restarts and dead letters (``/metrics`` is mounted by :func:`create_app`)."""
 
     @app.get("/health")
-    async def health() -> JSONResponse:
+    async def health(engine: EngineDep) -> JSONResponse:
         """200 while every query runs; 503 (for a load balancer or an alert) when one is FAILED or stopped, with
         what stopped it: a query never stops silently."""
-        engine = engine_of()
         status = engine.engine.status
         streams = engine.engine.streams()
         stopped = [
@@ -210,10 +258,9 @@ def add_operations_routes(app: FastAPI, engine_of: Callable[[], AsyncEngine]) ->
         return JSONResponse(body, status_code=200 if healthy else 503)
 
     @app.post("/subscriptions/{uri}/restart")
-    async def restart(uri: str, skip_failed: bool = False) -> dict[str, str]:
+    async def restart(uri: str, engine: EngineDep, skip_failed: bool = False) -> dict[str, str]:
         """Run a FAILED (or stopped) query again from its last checkpoint, after a fix was deployed;
         ``?skip_failed=true`` skips the element that failed it (kept as a dead letter)."""
-        engine = engine_of()
         try:
             await engine.restart_subscription(uri, skip_failed=skip_failed)
         except ArtifactNotFoundError as error:
@@ -223,24 +270,12 @@ def add_operations_routes(app: FastAPI, engine_of: Callable[[], AsyncEngine]) ->
         return {"restarted": uri}
 
     @app.get("/dead-letters")
-    async def dead_letters(after: int | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    async def dead_letters(engine: EngineDep, after: int | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """Skipped elements and quarantined events, after the cursor ``after`` (acknowledge with the engine's
         ``ack_dead_letters``)."""
-        letters = await engine_of().dead_letters(after=after, limit=limit)
+        letters = await engine.dead_letters(after=after, limit=limit)
         return [{"id": d.id, "kind": d.kind, "subscription": d.subscription, "stream": d.stream, "pos": d.pos,
                  "reason": d.reason} for d in letters]
-
-    @app.get("/metrics")
-    async def metrics() -> PlainTextResponse:
-        try:
-            from prometheus_client import CollectorRegistry, generate_latest
-
-            from reaqtive.engine.metrics import PrometheusMetrics
-        except ImportError as error:
-            raise HTTPException(404, "metrics need reaqtive[prometheus]") from error
-        registry = CollectorRegistry()
-        PrometheusMetrics(engine_of().engine, registry=registry)
-        return PlainTextResponse(generate_latest(registry).decode())
 
 
 async def _append(engine: AsyncEngine, stream: str, events: list[Any]) -> list[int]:

@@ -5,6 +5,7 @@ The public API is re-exported here; see ``docs/architecture.md`` for how the lay
 """
 
 from reaqtive import operators as _operators  # registers every operator's binder
+from reaqtive import ops
 from reaqtive.core.binding import (
     ENTRY_POINT_GROUP,
     OperatorSpec,
@@ -72,6 +73,7 @@ from reaqtive.engine import (
     CheckpointMetrics,
     Engine,
     EngineError,
+    EngineSettings,
     EngineStatus,
     FunctionRegistry,
     Output,
@@ -109,6 +111,7 @@ __all__ = [
     "CheckpointMetrics",
     "Engine",
     "EngineError",
+    "EngineSettings",
     "EngineStatus",
     "FunctionRegistry",
     "Output",
@@ -122,6 +125,7 @@ __all__ = [
     "Subscription",
     # queries
     "Query",
+    "ops",
     "InnerStream",
     "GroupedStream",
     "from_iterable",

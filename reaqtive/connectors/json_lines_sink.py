@@ -9,15 +9,12 @@
 >>> path.read_text()
 '{"subscription":"alerts","seq":0,"value":{"level":3}}\\n'
 
-Register an instance under a name in every process, before the engine opens (the store names it, and recovery
-resolves the name), then name it as an observer::
+The sink carries the name the store keeps for it (``name=``, by default the file's stem: ``"alerts"``). Pass it
+to the engine in every process, before the store opens (recovery resolves the name), and attach it in one step::
 
-    sink = JsonLinesSink("/var/lib/app/alerts.jsonl")
-    functions = FunctionRegistry()
-    functions.register("alerts-file", sink)
-    engine = Engine("app.db", functions=functions)
-    engine.define_observer("obs://alerts-file", sink)        # once, when the store is new
-    engine.create_subscription("alerts", query, observer="obs://alerts-file")
+    sink = JsonLinesSink("/var/lib/app/alerts.jsonl")          # named "alerts"
+    engine = Engine("app.db", sinks=[sink])
+    engine.create_subscription("hot", query, observer=sink)  # defines obs://alerts the first time
 
 The engine's outbox hands the sink each output at least once, in order. The sink makes that exactly once in
 the file: when it opens, it reads the file and learns the last ``seq`` written per subscription; an output at or
@@ -54,6 +51,7 @@ from typing import Any, Final
 from reaqtive.connectors._json import JsonDefault, OutputJson
 from reaqtive.connectors.errors import SinkFileError
 from reaqtive.engine.egress import Output
+from reaqtive.engine.named_sinks import check_sink_name
 
 if sys.platform != "win32":
     import fcntl
@@ -68,11 +66,15 @@ class JsonLinesSink:
     """Appends each output to ``path`` as a JSON line ``{"subscription", "seq", "value"}``, once per
     ``(subscription, seq)`` (see the module). ``fsync``: flush each line to disk before returning (off: faster,
     and an operating-system crash may lose the last lines, which the engine then no longer re-delivers).
-    ``json_default``: converts values JSON cannot represent (``json.dumps``'s ``default``)."""
+    ``json_default``: converts values JSON cannot represent (``json.dumps``'s ``default``). ``name``: the name the
+    engine's store keeps for the sink (its observer is ``obs://<name>``; default: the file's stem); pass the old
+    name when the file moves to another one."""
 
-    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True,
+    def __init__(self, path: str | os.PathLike[str], *, name: str | None = None, fsync: bool = True,
                  json_default: JsonDefault | None = None) -> None:
         self.path = Path(path)
+        self.name = check_sink_name(self.path.stem if name is None else name, f"JsonLinesSink({str(path)!r})")
+        """The name the engine's store keeps for this sink (see :mod:`reaqtive.engine.named_sinks`)."""
         self._fsync = fsync
         self._json = OutputJson(json_default)
         self._lock = threading.Lock()

@@ -1,9 +1,8 @@
 """Outputs into a PostgreSQL table, once each: an observer function that upserts by ``(subscription, seq)``.
 
 >>> sink = PostgresSink("postgresql://app@db/reports", "totals", create=True)   # doctest: +SKIP
->>> engine.register_function("totals", sink)                                     # doctest: +SKIP
->>> engine.define_observer("obs://totals", sink)                                 # doctest: +SKIP
->>> engine.create_subscription("q", query, observer="obs://totals")              # doctest: +SKIP
+>>> engine = Engine("app.db", sinks=[sink])          # named "totals"; in every process  # doctest: +SKIP
+>>> engine.create_subscription("q", query, observer=sink)   # defines obs://totals once   # doctest: +SKIP
 
 The engine hands an observer each output at least once, in order, and again after a restart (see
 :mod:`reaqtive.engine.outbox`). The sink makes that effectively-once: each output is one
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from reaqtive.connectors.errors import ConnectorError, UnencodableOutputError
 from reaqtive.engine.egress import Output
+from reaqtive.engine.named_sinks import check_sink_name
 from reaqtive.state.postgres_store import describe_dsn
 from reaqtive.state.state_errors import StoreError
 
@@ -93,7 +93,8 @@ class PostgresSink:
 
     ``schema`` defaults to the connection's ``search_path``; ``columns`` renames the three columns (keys
     ``"subscription"``, ``"seq"``, ``"value"``); ``json_default`` converts values JSON cannot represent
-    (``json.dumps``'s ``default``); ``timeout`` bounds each wait in seconds.
+    (``json.dumps``'s ``default``); ``timeout`` bounds each wait in seconds. ``name``: the name the engine's
+    store keeps for the sink (its observer is ``obs://<name>``; default: the table, with its schema if given).
     """
 
     def __init__(
@@ -106,6 +107,7 @@ class PostgresSink:
         columns: dict[str, str] | None = None,
         json_default: JsonDefault | None = None,
         timeout: float = 10.0,
+        name: str | None = None,
     ) -> None:
         if not isinstance(table, str) or not table:
             raise ValueError(f"PostgresSink: table must be a non-empty name, got {table!r}")
@@ -117,6 +119,9 @@ class PostgresSink:
             )
         if not timeout > 0:
             raise ValueError(f"PostgresSink: timeout must be > 0 seconds, got {timeout!r}")
+        self.name = check_sink_name((table if schema is None else f"{schema}.{table}") if name is None else name,
+                                    f"PostgresSink(table={table!r})")
+        """The name the engine's store keeps for this sink (see :mod:`reaqtive.engine.named_sinks`)."""
         self.dsn = dsn
         self.table = table
         self.schema = schema

@@ -15,14 +15,13 @@ engine delivers each output at least once, so the receiver sees a key again afte
 was lost; it must treat a key it has already handled as done (answer 2xx, do nothing). Per subscription the
 keys arrive in ``seq`` order, so a receiver can keep only the last ``seq`` per subscription.
 
-Register an instance under a name in every process, before the engine opens (the store names it, and recovery
-resolves the name), then name it as an observer::
+The sink carries the name the store keeps for it (``name=``, by default the URL's host and path). Pass it to the
+engine in every process, before the store opens (recovery resolves the name), and attach it in one step::
 
-    hook = WebhookSink("https://alerts.example.com/hook", headers={"Authorization": "Bearer ..."})
-    functions = FunctionRegistry()
-    functions.register("alerts-hook", hook)
-    engine = Engine("app.db", functions=functions)
-    engine.define_observer("obs://alerts-hook", hook)          # once, when the store is new
+    hook = WebhookSink("https://alerts.example.com/hook", name="alerts-hook",
+                       headers={"Authorization": "Bearer ..."})
+    engine = Engine("app.db", sinks=[hook])
+    engine.create_subscription("hot", query, observer=hook)   # defines obs://alerts-hook the first time
 
 **Batches.** The engine's outbox hands the sink its outputs in batches (``write_batch``). By default each output is
 still one request. With ``batch=True`` a batch is one request (up to ``batch_size`` outputs of one
@@ -64,6 +63,7 @@ from typing import Final
 from reaqtive.connectors._json import JsonDefault, OutputJson
 from reaqtive.connectors.errors import WebhookRejectedError, WebhookUnavailableError
 from reaqtive.engine.egress import Output
+from reaqtive.engine.named_sinks import check_sink_name
 
 __all__ = ["IDEMPOTENCY_HEADER", "WebhookSink"]
 
@@ -79,13 +79,16 @@ class WebhookSink:
     first. ``backoff``/``max_backoff``: seconds before the first retry / at most between two. ``deadline``: seconds
     a call may take in all. ``json_default``: converts values JSON cannot represent. ``ssl_context``: for
     ``https`` URLs. ``batch``: POST the outbox's batches as JSON arrays of up to ``batch_size`` outputs (the
-    receiver must accept them; see the module). ``sleep``, ``clock`` and ``jitter`` (a number in [0, 1)) are
+    receiver must accept them; see the module). ``name``: the name the engine's store keeps for the sink (its
+    observer is ``obs://<name>``; default: the URL's host and path, ``alerts.example.com/hook``): pass one that
+    stays when the URL changes between deployments. ``sleep``, ``clock`` and ``jitter`` (a number in [0, 1)) are
     injectable for tests."""
 
     def __init__(
         self,
         url: str,
         *,
+        name: str | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float = 5.0,
         retries: int = 4,
@@ -103,10 +106,10 @@ class WebhookSink:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"WebhookSink: {url!r} is not an http:// or https:// URL")
-        for name, value in (("timeout", timeout), ("backoff", backoff), ("max_backoff", max_backoff),
-                            ("deadline", deadline)):
+        for setting, value in (("timeout", timeout), ("backoff", backoff), ("max_backoff", max_backoff),
+                               ("deadline", deadline)):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
-                raise ValueError(f"WebhookSink: {name} must be a number of seconds >= 0, got {value!r}")
+                raise ValueError(f"WebhookSink: {setting} must be a number of seconds >= 0, got {value!r}")
         if timeout == 0 or deadline == 0:
             raise ValueError("WebhookSink: timeout and deadline must be > 0")
         if type(batch_size) is not int or batch_size < 1:
@@ -116,10 +119,13 @@ class WebhookSink:
         extra = dict(headers or {})
         reserved = {IDEMPOTENCY_HEADER.lower(), "reaqtive-subscription", "reaqtive-seq", "reaqtive-first-seq",
                     "content-length"}
-        clashing = sorted(name for name in extra if name.lower() in reserved)
+        clashing = sorted(header for header in extra if header.lower() in reserved)
         if clashing:
             raise ValueError(f"WebhookSink: headers {clashing} are set by the sink")
         self.url = url
+        self.name = check_sink_name(parts.hostname + parts.path.rstrip("/") if name is None else name,
+                                    f"WebhookSink({url!r})")
+        """The name the engine's store keeps for this sink (see :mod:`reaqtive.engine.named_sinks`)."""
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port

@@ -173,6 +173,17 @@ class Expression(Subscribable[T], Generic[T]):
     @overload
     def pipe(self, step: OperatorCall[R], /) -> Expression[R]: ...
 
+    # Several operator calls: the last one's type (the facade's pipe narrows these to Query, with the same arities).
+    @overload
+    def pipe(self, step1: OperatorCall[Any], step2: OperatorCall[R], /) -> Expression[R]: ...
+
+    @overload
+    def pipe(self, step1: OperatorCall[Any], step2: OperatorCall[Any], step3: OperatorCall[R], /) -> Expression[R]: ...
+
+    @overload
+    def pipe(self, step1: OperatorCall[Any], step2: OperatorCall[Any], step3: OperatorCall[Any],
+             step4: OperatorCall[R], /) -> Expression[R]: ...
+
     @overload
     def pipe(self, *steps: OperatorCall[Any] | Callable[[Expression[Any]], Expression[Any]]) -> Expression[Any]: ...
 

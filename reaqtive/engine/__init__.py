@@ -66,9 +66,11 @@ from reaqtive.engine.metrics import (
     read_engine,
 )
 from reaqtive.engine.model import SubscriptionState, SubscriptionStatus
+from reaqtive.engine.named_sinks import MissingSinkError, SinkNameError
 from reaqtive.engine.outbox import ObserverFailedError
 from reaqtive.engine.postgres_database import PostgresEngineStore
 from reaqtive.engine.readers import Envelope, StreamNotFoundError, StreamReader
+from reaqtive.engine.settings import EngineSettings, EnvironmentSettingError
 from reaqtive.engine.signals import Signal
 
 __all__ = [
@@ -93,9 +95,11 @@ __all__ = [
     "ProcessingStoppedError",
     "EngineEnvironment",
     "EngineError",
+    "EngineSettings",
     "EngineStatus",
     "EngineStore",
     "Envelope",
+    "EnvironmentSettingError",
     "ExpressionError",
     "ForbiddenReferenceError",
     "FunctionRegistry",
@@ -105,6 +109,7 @@ __all__ = [
     "InnerRecoveryError",
     "MalformedExpressionError",
     "MalformedRecordError",
+    "MissingSinkError",
     "ObserverFailedError",
     "Output",
     "OrphanedDataError",
@@ -116,6 +121,7 @@ __all__ = [
     "RecoveryMetrics",
     "RecoveryPolicy",
     "SchemaValidationError",
+    "SinkNameError",
     "StreamNotFoundError",
     "StreamReader",
     "StreamStatus",

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -110,6 +110,20 @@ class AsyncEngine:
         """Open (and recover) an engine on ``path`` in a worker thread; ``options`` are
         :class:`~reaqtive.engine.Engine`'s. The processing task starts with ``async with`` or :meth:`start`."""
         engine = await asyncio.to_thread(functools.partial(Engine, path, **options))
+        return cls(engine, batch_events=batch_events, idle_seconds=idle_seconds)
+
+    @classmethod
+    async def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        batch_events: int = DEFAULT_BATCH_EVENTS,
+        idle_seconds: float | None = None,
+        **options: Any,
+    ) -> AsyncEngine:
+        """Open (and recover) an engine configured by the ``REAQTIVE_*`` variables, in a worker thread; see
+        :meth:`Engine.from_env <reaqtive.engine.Engine.from_env>` (``options`` override the environment)."""
+        engine = await asyncio.to_thread(functools.partial(Engine.from_env, environ, **options))
         return cls(engine, batch_events=batch_events, idle_seconds=idle_seconds)
 
     @property
@@ -290,10 +304,11 @@ class AsyncEngine:
         await self._call(self._engine.create_stream, uri, schema)
 
     async def create_subscription(
-        self, uri: str, query: Query[Any], observer: str = DURABLE_SINK, *, priority: int = 0,
-        on_error: OnError | None = None,
+        self, uri: str, query: Query[Any], observer: str | Callable[[Output], object] = DURABLE_SINK, *,
+        priority: int = 0, on_error: OnError | None = None,
     ) -> None:
-        """See :meth:`~reaqtive.engine.Engine.create_subscription`."""
+        """See :meth:`~reaqtive.engine.Engine.create_subscription` (``observer``: a URI, or a sink, attached in the
+        same step)."""
         self._check_open()
         await self._call(self._engine.create_subscription, uri, query, observer, priority=priority,
                          on_error=on_error)

@@ -34,6 +34,7 @@ from reaqtive.engine.checkpoint_policy import CheckpointPolicy
 from reaqtive.engine.checkpointing import Checkpointing
 from reaqtive.engine.database import MEMORY
 from reaqtive.engine.delivery import Delivery
+from reaqtive.engine.egress import Output
 from reaqtive.engine.event_times import DEFAULT_MAX_EVENT_TIME_AHEAD, EventTimeBounds
 from reaqtive.engine.expressions import (
     FunctionRegistry,
@@ -56,13 +57,16 @@ from reaqtive.engine.model import (
     StreamStatus,
     SubscriptionReading,
 )
+from reaqtive.engine.named_sinks import SinkNameError, observer_uri, register_sink, sink_name, sink_reference
 from reaqtive.engine.outbox import DEFAULT_OBSERVER_BACKOFF, DEFAULT_OBSERVER_RETRIES
 from reaqtive.engine.recovery import Recovery
 from reaqtive.engine.registry import ArtifactRegistry
 from reaqtive.engine.running import Running
 from reaqtive.engine.scheduling import Scheduling
+from reaqtive.engine.settings import engine_arguments
 from reaqtive.engine.sinks import Egress
 from reaqtive.engine.stores import open_engine_store
+from reaqtive.fluent.query import Query
 from reaqtive.scheduler import VirtualTimeScheduler
 
 _CLOSE_COURIERS_SECONDS: Final = 5.0  # close() waits this long, in all, for observer batches in flight
@@ -95,6 +99,10 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
     ``schemas``: the validators of typed streams by name (``{"reading": Reading}``; added to ``functions``, see
     :meth:`register_schema` and ``docs/engine.md``, "Typed streams"); a stream naming one that is missing fails
     recovery.
+    ``sinks``: the sinks stored observer definitions name, each carrying its name (``JsonLinesSink(path,
+    name="alerts")``; see :mod:`reaqtive.engine.named_sinks`): registered before recovery, which resolves them by
+    name. Pass the same sinks in every process that opens the store; ``create_subscription(..., observer=sink)``
+    attaches one in a single step.
     ``synchronous``: SQLite durability (``"FULL"``, or ``"NORMAL"``: survives a process crash, faster).
     ``start``: where the clock of a new store starts (a recovered engine resumes its own clock). Without it the
     clock starts at the first of: :meth:`advance_time`, the first event delivered, or the first subscription
@@ -130,6 +138,7 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         functions: FunctionRegistry | None = None,
         allow_modules: Iterable[str] | str = (),
         schemas: Mapping[str, object] | None = None,
+        sinks: Iterable[Callable[[Output], object]] = (),
         settings: Mapping[str, object] | None = None,
         recovery_policy: RecoveryPolicy = RecoveryPolicy.FAIL,
         on_recovery_failure: Callable[[str, BaseException], RecoveryPolicy | None] | None = None,
@@ -162,6 +171,8 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         self.functions = (functions if functions is not None else FunctionRegistry()).allowing(allow_modules)
         for name, validator in (schemas or {}).items():  # before recovery: it checks each typed stream's validator
             self.functions.register_schema(name, validator)
+        for sink in sinks:  # before recovery too: it resolves stored observer definitions by the sinks' names
+            register_sink(self.functions, sink)
         self._settings = dict(settings or {})
         self._policy = recovery_policy
         self._on_failure = on_recovery_failure
@@ -184,6 +195,19 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
             raise
 
     @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> Engine:
+        """An engine configured by the ``REAQTIVE_*`` variables of ``environ`` (``os.environ`` by default; the list:
+        :class:`~reaqtive.engine.settings.EngineSettings`, ``docs/deploying.md``). ``options`` override them
+        (``store=``, ``clock=``, ...) and add what is code (``functions``, ``schemas``, ``sinks``). A bad value
+        raises :class:`~reaqtive.engine.settings.EnvironmentSettingError` naming the variable, before anything
+        opens.
+
+        Example: ``engine = Engine.from_env(functions=registry, sinks=[alerts])``
+        """
+        store, arguments = engine_arguments(environ, options)
+        return cls(store, **arguments)
+
+    @classmethod
     def in_memory(cls, **options: Any) -> Engine:
         """A new engine on an in-memory store (``Engine(":memory:", **options)``): the same behaviour minus
         durability; what it holds is gone when it closes.
@@ -191,6 +215,53 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         Example: ``with Engine.in_memory(start=T0) as engine: ...``
         """
         return cls(MEMORY, **options)
+
+    def register_sink(self, sink: Callable[[Output], object]) -> str:
+        """Make ``sink`` known by its name, as ``Engine(sinks=[sink])`` does, and return its observer URI
+        (``obs://<name>``). A store that already names the sink needs it before it opens: pass it to the
+        constructor. :class:`~reaqtive.engine.named_sinks.SinkNameError` if another object has the name."""
+        with self._lock:
+            return observer_uri(register_sink(self.functions, sink))
+
+    def attach_sink(self, sink: Callable[[Output], object]) -> str:
+        """Register ``sink`` and define its observer ``obs://<name>`` unless it is defined already; return the URI
+        (what ``create_subscription(..., observer=sink)`` does first). Attaching the same sink again changes
+        nothing; a name that another sink, function or definition has is refused with
+        :class:`~reaqtive.engine.named_sinks.SinkNameError` (nothing changed)."""
+        with self._lock:
+            self._check_open()
+            name = sink_name(sink, self.functions)
+            uri = observer_uri(name)
+            record = self._records.get(uri)
+            if record is not None and (record["kind"] != "observer" or record.get("function") != sink_reference(name)):
+                what = (f"the observer of {record.get('function')!r}" if record["kind"] == "observer"
+                        else f"a {record['kind']}")
+                raise SinkNameError(f"cannot attach the sink {sink!r} as {uri!r}: that URI is already {what}; give "
+                                    "the sink another name (name=...)")
+            register_sink(self.functions, sink)
+            if record is None:
+                self.define_observer(uri, sink)
+            return uri
+
+    def create_subscription(
+        self,
+        uri: str,
+        query: Query[Any],
+        observer: str | Callable[[Output], object] = DURABLE_SINK,
+        *,
+        priority: int = 0,
+        on_error: OnError | None = None,
+    ) -> None:
+        """Start the standing query ``query`` as ``uri``, its outputs going to ``observer``: an observer URI
+        (``DURABLE_SINK``, the default; ``DISCARD_SINK``; an ``obs://...`` definition), or a sink object, which
+        is attached in the same step (:meth:`attach_sink`: ``observer=JsonLinesSink("alerts.jsonl")`` defines
+        ``obs://alerts`` on first use). See :meth:`ArtifactRegistry.create_subscription
+        <reaqtive.engine.registry.ArtifactRegistry.create_subscription>` for ``priority``, ``on_error`` and what is
+        refused. A sink's definition stays if the subscription is refused (attaching it again is a no-op)."""
+        with self._lock:
+            if not isinstance(observer, str):
+                observer = self.attach_sink(observer)
+            super().create_subscription(uri, query, observer, priority=priority, on_error=on_error)
 
     @property
     def status(self) -> EngineStatus:

@@ -17,12 +17,14 @@ from reaqtive.engine.engine_errors import (
     MalformedRecordError,
 )
 from reaqtive.engine.expressions import (
+    MalformedExpressionError,
     decode_query,
 )
 from reaqtive.engine.model import (
     DISCARD_SINK,
     DURABLE_SINK,
 )
+from reaqtive.engine.named_sinks import missing_sink
 from reaqtive.engine.outbox import ObserverFailedError, Outbox
 from reaqtive.state import (
     StoreError,
@@ -116,7 +118,13 @@ class Egress(EngineRoom):
 
     def _observer_function(self, uri: str, record: dict[str, Any]) -> Callable[[Output], object]:
         """The function of observer definition ``uri`` (resolved like the functions of queries)."""
-        decoded = decode_query({"op": "observer", "args": [record["function"]]}, self.functions)
+        try:
+            decoded = decode_query({"op": "observer", "args": [record["function"]]}, self.functions)
+        except MalformedExpressionError as error:  # a sink not passed: say how to pass it
+            missing = missing_sink(uri, record["function"], self.functions)
+            if missing is not None:
+                raise missing from error
+            raise
         function = decoded.args[0]
         if not callable(function):
             raise MalformedRecordError(f"observer definition {uri!r}: its function is not callable")

@@ -25,6 +25,17 @@ class Fluent(Generic[R]):
         @overload
         def pipe(self, step: OperatorCall[X], /) -> Query[X]: ...
 
+        # Several operator calls (``q.pipe(ops.map(f), ops.take(3))``): the query has the last one's type.
+        @overload
+        def pipe(self, step1: OperatorCall[Any], step2: OperatorCall[X], /) -> Query[X]: ...
+
+        @overload
+        def pipe(self, step1: OperatorCall[Any], step2: OperatorCall[Any], step3: OperatorCall[X], /) -> Query[X]: ...
+
+        @overload
+        def pipe(self, step1: OperatorCall[Any], step2: OperatorCall[Any], step3: OperatorCall[Any],
+                 step4: OperatorCall[X], /) -> Query[X]: ...
+
         @overload
         def pipe(self, *steps: OperatorCall[Any] | Callable[[Query[Any]], Expression[Any]]) -> Query[Any]: ...
 

@@ -97,6 +97,40 @@ def test_a_bad_body_gets_422_with_fastapis_detail_and_appends_nothing(tmp_path: 
         assert client.get("/health").json()["lag"] == {"readings": 0}
 
 
+def test_a_bad_acknowledgement_body_gets_422_from_its_model(tmp_path: Path) -> None:
+    with client_on(tmp_path / "svc.db") as client:
+        client.post("/events/readings", json=[reading("k1", 35.0)])
+        missing = client.post("/acks/hot", json={})
+        assert missing.status_code == 422
+        assert [(d["type"], d["loc"]) for d in missing.json()["detail"]] == [("missing", ["body", "seq"])]
+        wrong = client.post("/acks/hot", json={"seq": "first"})
+        assert [(d["type"], d["loc"]) for d in wrong.json()["detail"]] == [("int_parsing", ["body", "seq"])]
+        garbled = client.post("/acks/hot", content=b"{seq", headers={"Content-Type": "application/json"})
+        assert garbled.status_code == 422 and garbled.json()["detail"][0]["type"] == "json_invalid"
+        assert client.post("/acks/hot", json={"seq": 0}).json() == {"acked": 0}, "a good body still works"
+
+
+def test_metrics_come_from_one_collector_registered_at_startup(tmp_path: Path) -> None:
+    store = tmp_path / "svc.db"
+    app = asyncio_service.create_app(str(store), start=T0, synchronous="NORMAL")
+    label = f'store="{store}"'
+    with TestClient(app) as client:
+        client.post("/events/readings", json=[reading("k1", 35.0), reading("k2", 20.0)])
+        assert [o["seq"] for o in read_outputs(client, "hot", after=-1, limit=1)] == [0]
+        client.post("/acks/hot", json={"seq": 0})
+        first = client.get("/metrics/")
+        assert first.status_code == 200 and first.headers["content-type"].startswith("text/plain")
+        assert f'reaqtive_engine_status{{status="running",{label}}} 1.0' in first.text
+        assert f'reaqtive_stream_appended_events_total{{{label},stream="readings"}} 2.0' in first.text
+        assert f'reaqtive_subscription_acknowledged_outputs_total{{{label},subscription="hot"}} 1.0' in first.text
+        again = client.get("/metrics")  # redirected to the mounted app
+        assert again.status_code == 200 and again.text.count("# TYPE reaqtive_engine_status gauge") == 1
+    with TestClient(app) as client:  # the same application started again: its collector was unregistered at
+        # shutdown and is registered again (no duplicate metric names), watching the new engine
+        assert f'reaqtive_stream_appended_events_total{{{label},stream="readings"}} 2.0' in client.get(
+            "/metrics/").text
+
+
 def test_the_stream_is_typed_so_appends_from_elsewhere_are_checked_too(tmp_path: Path) -> None:
     store = tmp_path / "svc.db"
     with Engine(store, schemas=asyncio_service.SCHEMAS) as engine:  # another stream, typed, made by another program
