@@ -8,7 +8,10 @@ Markdown. Three things differ, and this extension bridges them when the package 
   reference does not render (a private helper, the standard library) stays code instead of failing the build;
 * doctest examples (``>>>`` lines and their output) become code blocks, instead of nested block quotes;
 * the fluent methods of ``Query``, one line each that pipes the operator's builder, have no docstring of their
-  own: as at run time (``reaqtive.fluent.query``), they show the builder's.
+  own: as at run time (``reaqtive.fluent.query``), they show the builder's; and a module-level name bound to a
+  documented function (``from_iterable = Query.from_iterable``) shows that function's; and, as ``help()`` does,
+  a method without a docstring shows the one of the method it overrides (``Query.pipe``: the type checker's
+  declaration in the facade, ``Expression.pipe`` at run time).
 
 mkdocs.yml loads it (``extensions:`` of the python handler); mkdocs does not publish it (``exclude_docs``).
 """
@@ -23,6 +26,7 @@ from typing import Any
 from griffe import (
     Alias,
     AliasResolutionError,
+    Class,
     CyclicAliasError,
     Docstring,
     Extension,
@@ -33,8 +37,8 @@ from griffe import (
 )
 
 ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|exc|data|obj|const):`(?P<target>[^`]+)`")
-# a fluent method's body: ``return self.pipe(module.builder(...))``
-PIPED_BUILDER = re.compile(r"return self\.pipe\((?P<module>\w+)\.(?P<builder>\w+)\(")
+# a fluent method's body: ``return self.pipe(module.builder(...))``, ``return _query(module.builder(...))``
+PIPED_BUILDER = re.compile(r"return [\w.]+\(\s*(?P<module>\w+)\.(?P<builder>\w+)\(")
 
 
 class ReaqtiveDocstrings(Extension):
@@ -46,6 +50,11 @@ class ReaqtiveDocstrings(Extension):
         objects = list(_walk(pkg))
         for obj in objects:  # first borrow the builders' docstrings, then convert every docstring once
             _adopt_builder_docstring(obj, loader)
+        for obj in objects:
+            if isinstance(obj, Class):
+                _inherit_docstrings(obj)
+        for obj in objects:
+            _adopt_bound_docstring(obj, loader)
         for obj in objects:
             if obj.docstring is not None:
                 obj.docstring.value = _markdown(obj.docstring.value, obj, loader)
@@ -62,7 +71,7 @@ def _adopt_builder_docstring(obj: Object, loader: GriffeLoader) -> None:
     if obj.docstring is not None or not obj.is_function or not obj.path.startswith("reaqtive.fluent."):
         return
     match = PIPED_BUILDER.search("\n".join(obj.lines))
-    if match is None or match["module"] not in obj.module.imports:
+    if match is None or not obj.module.imports.get(match["module"], "").startswith("reaqtive.operators."):
         return
     module_path = obj.module.imports[match["module"]]
     try:
@@ -71,6 +80,37 @@ def _adopt_builder_docstring(obj: Object, loader: GriffeLoader) -> None:
         return
     if builder.docstring is not None:
         obj.docstring = Docstring(builder.docstring.value, parent=obj)
+
+
+def _inherit_docstrings(cls: Class) -> None:
+    try:
+        mro = cls.mro()
+    except (ValueError, AliasResolutionError, CyclicAliasError):
+        return
+    for name, member in cls.all_members.items():
+        try:
+            if not member.is_function or member.docstring is not None:
+                continue
+            source = next((base.members[name] for base in mro if base.members.get(name, member).docstring), None)
+        except (AliasResolutionError, CyclicAliasError):
+            continue
+        if source is not None and source.docstring is not None:
+            target = member.final_target if isinstance(member, Alias) else member
+            target.docstring = Docstring(source.docstring.value, parent=target)
+
+
+def _adopt_bound_docstring(obj: Object, loader: GriffeLoader) -> None:
+    if obj.docstring is not None or not obj.is_attribute or obj.parent is None or obj.parent.is_class:
+        return
+    value = str(getattr(obj, "value", "") or "")
+    if not re.fullmatch(r"\w+(\.\w+)*", value):
+        return
+    try:
+        bound = loader.modules_collection[_resolve(value, obj.parent)]
+    except (KeyError, AliasResolutionError, CyclicAliasError):
+        return
+    if bound.is_function and bound.docstring is not None:
+        obj.docstring = Docstring(bound.docstring.value, parent=obj)
 
 
 def _markdown(text: str, scope: Object, loader: GriffeLoader) -> str:
