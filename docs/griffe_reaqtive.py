@@ -6,6 +6,7 @@ Markdown. Three things differ, and this extension bridges them when the package 
 * roles such as ``:class:`Query``` and ``:meth:`~Engine.subscribe``` become links to the reference: the name is
   resolved in the scope of the object whose docstring it is, as Python would, and marked optional, so a name the
   reference does not render (a private helper, the standard library) stays code instead of failing the build;
+* ``docs/engine.md`` becomes a link to that page (mkdocs.yml reads ``/engine.md`` as a path in docs/);
 * doctest examples (``>>>`` lines and their output) become code blocks, instead of nested block quotes;
 * the fluent methods of ``Query``, one line each that pipes the operator's builder, have no docstring of their
   own: as at run time (``reaqtive.fluent.query``), they show the builder's; and a module-level name bound to a
@@ -36,6 +37,7 @@ from griffe import (
     Object,
 )
 
+DOCS_PAGE = re.compile(r"``docs/(?P<page>[\w-]+\.md)``")
 ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|attr|exc|data|obj|const):`(?P<target>[^`]+)`")
 # a fluent method's body: ``return self.pipe(module.builder(...))``, ``return _query(module.builder(...))``
 PIPED_BUILDER = re.compile(r"return [\w.]+\(\s*(?P<module>\w+)\.(?P<builder>\w+)\(")
@@ -114,7 +116,8 @@ def _adopt_bound_docstring(obj: Object, loader: GriffeLoader) -> None:
 
 
 def _markdown(text: str, scope: Object, loader: GriffeLoader) -> str:
-    return ROLE.sub(lambda match: _link(match["target"], scope, loader), _fence_doctests(_literal_blocks(text)))
+    text = DOCS_PAGE.sub(r"[docs/\g<page>](/\g<page>)", _fence_doctests(_literal_blocks(text)))
+    return ROLE.sub(lambda match: _link(match["target"], scope, loader), text)
 
 
 def _link(target: str, scope: Object, loader: GriffeLoader) -> str:
