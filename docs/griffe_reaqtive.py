@@ -1,7 +1,7 @@
 """A Griffe extension that lets the API reference read reaqtive's docstrings as they are written.
 
 The docstrings are written for ``help()`` and doctest, in reStructuredText habits; the reference renders them as
-Markdown. Three things differ, and this extension bridges them when the package is loaded (nothing is imported):
+Markdown. Where the two differ, this extension bridges them when the package is loaded (nothing is imported):
 
 * roles such as ``:class:`Query``` and ``:meth:`~Engine.subscribe``` become links to the reference: the name is
   resolved in the scope of the object whose docstring it is, as Python would, and marked optional, so a name the

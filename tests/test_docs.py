@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import griffe
 import pytest
 import yaml
 
@@ -151,3 +152,11 @@ def test_every_public_name_is_in_the_api_reference() -> None:
         )
     ]
     assert not missing, f"not in the API reference (docs/reference/*.md): {missing}"
+
+
+def test_the_reference_reads_the_public_names_from_the_source() -> None:
+    # mkdocstrings reads the sources (Griffe), never imports them: an __all__ or an import it cannot follow
+    # statically (built in a loop, say) would leave names out of the reference without a warning
+    package = griffe.load("reaqtive", search_paths=[str(ROOT)], resolve_aliases=False)
+    assert [str(name) for name in package.exports or []] == reaqtive.__all__
+    assert all(name in package.members for name in reaqtive.__all__)
