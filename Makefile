@@ -19,7 +19,7 @@ EXAMPLES_STAMP := $(VENV)/.installed-examples
 # Spark's Python workers must run the interpreter that has reaqtive installed.
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: demo test lint typecheck bench clean check-postgres
+.PHONY: demo test lint typecheck docs bench clean check-postgres
 
 $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "reaqtive needs Python >= 3.11")'
@@ -47,12 +47,17 @@ lint: $(STAMP)
 typecheck: $(SPARK_STAMP) $(EXAMPLES_STAMP)
 	$(BIN)/mypy --strict reaqtive examples/reaqtive-signals/reaqtive_signals
 
+# The documentation site (mkdocs.yml): the guides in docs/ and the API reference generated from the docstrings, into
+# build/site; a broken link, a page left out of the navigation or a docstring mkdocstrings cannot read fails it.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet
+
 # The PostgreSQL tests start a throwaway server from the OS's binaries (initdb, pg_ctl): without them the tests
 # fail at once with the instruction, rather than skipping.
 check-postgres: $(STAMP)
 	@$(BIN)/python -m reaqtive.testing.postgres --check
 
-test: lint typecheck check-postgres $(SPARK_STAMP) $(EXAMPLES_STAMP)
+test: lint typecheck docs check-postgres $(SPARK_STAMP) $(EXAMPLES_STAMP)
 	$(BIN)/pytest
 
 # The peers (Bytewax, RxPY) are only for the benchmarks, never a dependency: bench/peers.py runs them when present.
