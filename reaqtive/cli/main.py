@@ -16,8 +16,10 @@
 
 Exit codes: 0 success, 1 the command ran and failed (the demo's results differ, a recovery failed), 2 bad usage,
 a file that is missing or is not a reaqtive store, or any other error: always one line on stderr, never a
-traceback (``--traceback`` shows it). A closed output pipe (``reaqtive inspect ... | head``) ends the command
-quietly.
+traceback (``--traceback`` shows it). The library's log records (WARNING and above) are the command's to report:
+when it fails, its one line says what failed and the records are dropped; when it succeeds, each is one line on
+stderr (``reaqtive checkpoint: warning: ...``), without its traceback; ``--traceback`` prints them in full
+instead. A closed output pipe (``reaqtive inspect ... | head``) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ import contextlib
 import importlib
 import inspect
 import json
+import logging
 import os
 import signal
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Final, NoReturn
 
 if TYPE_CHECKING:
     from reaqtive.engine import FunctionRegistry
@@ -364,9 +367,45 @@ def _version() -> str:
         return __version__
 
 
+class _LibraryLog(logging.Handler):
+    """The library's log records of one command (WARNING and above), held until the command ends: without a
+    handler of ours, logging's last resort would print each to stderr with its traceback."""
+
+    # What a command reports itself: recovery failures are checkpoint's error line, or its "not running" lines.
+    _REPORTED: Final = frozenset({"recovery_failed"})
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "reaqtive_event", None) not in self._REPORTED:
+            self.records.append(record)
+
+    def lines(self, command: str) -> list[str]:
+        """The records as one line each, without their tracebacks."""
+        return [f"reaqtive {command}: {record.levelname.lower()}: {' '.join(record.getMessage().split())}"
+                for record in self.records]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``reaqtive`` command; returns the process exit code."""
     args = _parser().parse_args(argv)
+    library = logging.getLogger("reaqtive")
+    log = _LibraryLog()
+    if not args.traceback:  # with --traceback, logging's own output (records with their tracebacks) is wanted
+        library.addHandler(log)
+    try:
+        code = _run(args)
+    finally:
+        library.removeHandler(log)
+    if code == EXIT_OK:
+        for line in log.lines(args.command):
+            print(line, file=sys.stderr)
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         code: int = args.handler(args)
     except BrokenPipeError:

@@ -92,8 +92,9 @@ class ArtifactSummary:
 
 @dataclass(frozen=True)
 class StreamSummary:
-    """One durable stream: ``appended`` events so far, the sequence number of the last one ``delivered`` to the
-    queries as of the last checkpoint (-1: none), and the events the ingress log still ``retained``."""
+    """One durable stream, in events: ``appended`` so far, ``delivered`` to the queries as of the last checkpoint
+    (the last delivered sequence number + 1; 0: none), and ``retained`` in the ingress log. ``appended`` and
+    ``delivered`` count as the ``stream_appended_events`` and ``stream_delivered_events`` metrics do."""
 
     uri: str
     appended: int
@@ -210,7 +211,7 @@ def read_store(path: str | os.PathLike[str]) -> StoreSummary:
         clock=from_micros(int(delivery["now"])).isoformat() if "now" in delivery else None,
         position=int(delivery.get("pos", 0)),
         artifacts=artifacts,
-        streams=[StreamSummary(uri, int(heads.get(uri, 0)), delivered.get(uri, -1), int(retained.get(uri, 0)),
+        streams=[StreamSummary(uri, int(heads.get(uri, 0)), delivered.get(uri, -1) + 1, int(retained.get(uri, 0)),
                                schemas.get(uri))
                  for uri in stream_uris],
         egress=egress,
@@ -542,12 +543,13 @@ def format_summary(summary: StoreSummary) -> str:
         for artifact in described:
             text = artifact.summary + (f"  [DAMAGED: {artifact.problem}]" if artifact.problem else "")
             lines.append(f"  {artifact.uri.ljust(uri_width)}  {text}")
-    lines += ["", "ingress (durable streams)"]
+    lines += ["", "ingress (durable streams; events appended, delivered to the queries as of the last checkpoint, "
+                  "retained in the log)"]
     if summary.streams:
         typed = any(s.schema is not None for s in summary.streams)  # the SCHEMA column only when a stream has one
         lines += _table([("STREAM", "APPENDED", "DELIVERED", "RETAINED", "SCHEMA")[:5 if typed else 4]],
                         right={1, 2, 3}, rows=[
-            (s.uri, f"{s.appended:,}", f"{s.delivered:,}" if s.delivered >= 0 else "none", f"{s.retained:,}",
+            (s.uri, f"{s.appended:,}", f"{s.delivered:,}", f"{s.retained:,}",
              s.schema or "-")[:5 if typed else 4]
             for s in summary.streams
         ])
