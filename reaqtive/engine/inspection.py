@@ -1,4 +1,6 @@
-"""Read an engine's SQLite store without opening an engine: what ``reaqtive inspect STORE`` prints.
+"""Read an engine's store without opening an engine: what ``reaqtive inspect STORE`` prints. STORE is an SQLite
+file, or a PostgreSQL database (a ``postgresql://`` DSN, read in a ``READ ONLY`` transaction, as the file is
+read below).
 
 Opening an :class:`~reaqtive.engine.Engine` recovers: it binds every query, which needs the functions the queries
 use, and it writes to the file. An inspector must do neither. :func:`read_store` opens the file with SQLite's
