@@ -4,6 +4,10 @@
   an uncrashed run); ``reaqtive demo --backpressure``: the Reactive Streams demand demo.
   The demo's stores are kept (``--store DIR``, or a new temporary directory) and it ends with the
   ``reaqtive inspect`` commands to run on them.
+STORE is what :class:`~reaqtive.engine.Engine` takes: a store file, or a PostgreSQL database as a
+``postgresql://`` / ``postgres://`` URL or a libpq ``key=value`` DSN (``reaqtive[postgres]``); messages name a
+database without its password.
+
 * ``reaqtive inspect STORE [--json] [--keys]``: what an engine store holds, read without opening an engine; or,
   for a Spark checkpoint directory (``reaqtive.spark``), the reaqtive state Spark keeps in it.
   ``--outputs URI``, ``--state URI``: a subscription's outputs in the durable sink and its saved state, decoded;
@@ -16,8 +20,10 @@
 
 Exit codes: 0 success, 1 the command ran and failed (the demo's results differ, a recovery failed), 2 bad usage,
 a file that is missing or is not a reaqtive store, or any other error: always one line on stderr, never a
-traceback (``--traceback`` shows it). A closed output pipe (``reaqtive inspect ... | head``) ends the command
-quietly.
+traceback (``--traceback`` shows it). The library's log records (WARNING and above) are the command's to report:
+when it fails, its one line says what failed and the records are dropped; when it succeeds, each is one line on
+stderr (``reaqtive checkpoint: warning: ...``), without its traceback; ``--traceback`` prints them in full
+instead. A closed output pipe (``reaqtive inspect ... | head``) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -27,13 +33,14 @@ import contextlib
 import importlib
 import inspect
 import json
+import logging
 import os
 import signal
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Final, NoReturn
 
 if TYPE_CHECKING:
     from reaqtive.engine import FunctionRegistry
@@ -75,8 +82,10 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _inspect(args: argparse.Namespace) -> int:
     from reaqtive.engine.inspection import format_summary, read_store, summary_to_json
+    from reaqtive.state.postgres_store import is_postgres_dsn
 
-    if args.store.is_dir():
+    _check_store_address(args.store)
+    if not is_postgres_dsn(args.store) and Path(args.store).is_dir():
         if args.outputs or args.state or args.graph:
             raise _UsageError("--outputs, --state and --graph read an engine store (a file), not a directory")
         return _inspect_spark(args)
@@ -152,22 +161,38 @@ def _shorten(text: str) -> str:
     return f"{text[:_LONGEST_ENTRY]}... ({len(text) - _LONGEST_ENTRY:,} more characters; --json prints everything)"
 
 
+def _check_store_address(store: str) -> None:
+    """Refuse ``:memory:``, which :class:`~reaqtive.engine.Engine` takes but names no store another process can
+    open."""
+    if store == ":memory:":
+        raise _UsageError("':memory:' is a store inside one engine's process, gone when it closes; give a store "
+                          "file or a postgresql:// DSN")
+
+
+def _shown(store: str) -> str:
+    """The store as messages name it: a database without its password."""
+    from reaqtive.state.postgres_store import describe_dsn, is_postgres_dsn
+
+    return describe_dsn(store) if is_postgres_dsn(store) else store
+
+
 def _inspect_spark(args: argparse.Namespace) -> int:
     """A Spark checkpoint directory: its reaqtive state, read through Spark's state data source."""
-    if not (args.store / "state").is_dir() or not (args.store / "offsets").is_dir():
-        raise _UsageError(f"{args.store} is a directory but not a Spark checkpoint with state (no 'state' and "
+    directory = Path(args.store)
+    if not (directory / "state").is_dir() or not (directory / "offsets").is_dir():
+        raise _UsageError(f"{directory} is a directory but not a Spark checkpoint with state (no 'state' and "
                           "'offsets' directories); an engine store is a file")
     try:
         from reaqtive.spark import format_state, inspect_state
     except ImportError as error:
-        raise _UsageError(f"{args.store} is a Spark checkpoint: {error}") from error
+        raise _UsageError(f"{directory} is a Spark checkpoint: {error}") from error
     from reaqtive.spark import JavaNotFoundError
     from reaqtive.spark.host import BucketStateError
 
     try:
-        summary = inspect_state(args.store, keys=args.keys)
+        summary = inspect_state(directory, keys=args.keys)
     except (JavaNotFoundError, BucketStateError) as error:
-        print(f"reaqtive inspect: {args.store}: {error}", file=sys.stderr)
+        print(f"reaqtive inspect: {directory}: {error}", file=sys.stderr)
         return EXIT_FAILED
     print(json.dumps(summary, indent=2, default=str) if args.json else format_state(summary))
     return EXIT_OK
@@ -177,7 +202,8 @@ def _checkpoint(args: argparse.Namespace) -> int:
     from reaqtive.engine import Engine, FunctionRegistry, RecoveryError, RecoveryPolicy
     from reaqtive.engine.inspection import read_store
 
-    read_store(args.store)  # refuse a missing or foreign file before the engine could create or touch it
+    _check_store_address(args.store)
+    read_store(args.store)  # refuse a missing or foreign store before the engine could create or touch it
     allowed = list(args.allow_module or ())
     try:
         FunctionRegistry(allow_modules=allowed)
@@ -192,7 +218,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
     try:
         engine = Engine(args.store, functions=functions, allow_modules=allowed, recovery_policy=policy)
     except RecoveryError as error:
-        print(f"reaqtive checkpoint: {args.store}: {error}. Nothing was changed. {_recovery_hint(error)} "
+        print(f"reaqtive checkpoint: {_shown(args.store)}: {error}. Nothing was changed. {_recovery_hint(error)} "
               "--keep-broken checkpoints the others and keeps the broken one stored.", file=sys.stderr)
         return EXIT_FAILED
     with engine:
@@ -318,7 +344,8 @@ def _parser() -> argparse.ArgumentParser:
     inspect = commands.add_parser(
         "inspect", help="show what an engine store (read-only; no engine opened) or a Spark checkpoint holds",
     )
-    inspect.add_argument("store", type=Path, help="the engine's SQLite file, or a Spark checkpoint directory")
+    inspect.add_argument("store", help="the engine's SQLite file or PostgreSQL DSN (postgresql://...), or a Spark "
+                                       "checkpoint directory")
     inspect.add_argument("--json", action="store_true", help="print JSON instead of tables")
     inspect.add_argument("--keys", action="store_true", help="Spark checkpoint: one line per key, not per bucket")
     inspect.add_argument("--outputs", metavar="URI", help="the subscription's outputs in the durable sink, decoded")
@@ -329,7 +356,8 @@ def _parser() -> argparse.ArgumentParser:
     checkpoint = commands.add_parser(
         "checkpoint", help="open the engine on a store (recovering it), take a checkpoint, print its metrics",
     )
-    checkpoint.add_argument("store", type=Path, help="the engine's SQLite file (the service must not be running)")
+    checkpoint.add_argument("store", help="the engine's SQLite file or PostgreSQL DSN (postgresql://...); the "
+                                          "service must not be running")
     checkpoint.add_argument("--full", action="store_true", help="write every subscription, not only changed ones")
     checkpoint.add_argument("--functions", metavar="MODULE:ATTR",
                             help="a FunctionRegistry with the functions the queries use by registered name, or a "
@@ -364,9 +392,45 @@ def _version() -> str:
         return __version__
 
 
+class _LibraryLog(logging.Handler):
+    """The library's log records of one command (WARNING and above), held until the command ends: without a
+    handler of ours, logging's last resort would print each to stderr with its traceback."""
+
+    # What a command reports itself: recovery failures are checkpoint's error line, or its "not running" lines.
+    _REPORTED: Final = frozenset({"recovery_failed"})
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "reaqtive_event", None) not in self._REPORTED:
+            self.records.append(record)
+
+    def lines(self, command: str) -> list[str]:
+        """The records as one line each, without their tracebacks."""
+        return [f"reaqtive {command}: {record.levelname.lower()}: {' '.join(record.getMessage().split())}"
+                for record in self.records]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``reaqtive`` command; returns the process exit code."""
     args = _parser().parse_args(argv)
+    library = logging.getLogger("reaqtive")
+    log = _LibraryLog()
+    if not args.traceback:  # with --traceback, logging's own output (records with their tracebacks) is wanted
+        library.addHandler(log)
+    try:
+        code = _run(args)
+    finally:
+        library.removeHandler(log)
+    if code == EXIT_OK:
+        for line in log.lines(args.command):
+            print(line, file=sys.stderr)
+    return code
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         code: int = args.handler(args)
     except BrokenPipeError:

@@ -1,23 +1,24 @@
 """What ``reaqtive inspect --outputs/--state/--graph`` print: one artifact's outputs and state decoded, and its
-query as a Mermaid graph, read from the store file read-only, like :func:`~reaqtive.engine.inspection.read_store`.
+query as a Mermaid graph, read from the store (a file or a PostgreSQL database) read-only, like
+:func:`~reaqtive.engine.inspection.read_store`.
 
-The file is first checked by :func:`~reaqtive.engine.inspection.read_store` (so a missing or foreign file is
-refused the same way), then read through SQLite's read-only mode: nothing is written, no engine is opened and no
-function the queries name is imported. Values are decoded with the default state codec: a value of a user type
-registered with ``register_state_type`` in the service (not in this process) cannot be decoded and is shown as
-such, with the reason, instead of failing the whole listing.
+The store is first checked by :func:`~reaqtive.engine.inspection.read_store` (so a missing or foreign file is
+refused the same way), then read through SQLite's read-only mode or a PostgreSQL ``READ ONLY`` transaction:
+nothing is written, no engine is opened and no function the queries name is imported. Values are decoded with
+the default state codec: a value of a user type registered with ``register_state_type`` in the service (not in
+this process) cannot be decoded and is shown as such, with the reason, instead of failing the whole listing.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any, Final
 
 from reaqtive.engine.database import egress_checksum
-from reaqtive.engine.inspection import ArtifactSummary, StoreSummary, describe_expression, read_only
+from reaqtive.engine.inspection import ArtifactSummary, StoreSummary, describe_expression, open_read_only
 from reaqtive.state import STATE_CATEGORY, StateError
 from reaqtive.state.codec import DEFAULT_CODEC, Segment
 from reaqtive.state.framing import read_blob
@@ -50,15 +51,16 @@ def find_artifact(summary: StoreSummary, uri: str) -> ArtifactSummary:
 # -- outputs -------------------------------------------------------------------------------------------------------
 
 
-def read_outputs(path: Path, subscription: str) -> list[tuple[int, Any]]:
-    """The durable sink's outputs of ``subscription``: ``(seq, value)`` in sequence order. A damaged row becomes
-    one ``(seq, Undecodable)`` entry for its last output (its neighbours are still listed)."""
-    with read_only(path) as db:
-        columns = {row[1] for row in db.execute("PRAGMA table_info(reaqtive_egress)")}
+def read_outputs(store: str | os.PathLike[str], subscription: str) -> list[tuple[int, Any]]:
+    """The durable sink's outputs of ``subscription`` in the store ``store`` names (a file or a DSN):
+    ``(seq, value)`` in sequence order. A damaged row becomes one ``(seq, Undecodable)`` entry for its last output
+    (its neighbours are still listed)."""
+    with open_read_only(store) as db:
+        columns = db.columns("reaqtive_egress")
         count = "count" if "count" in columns else "1"  # layouts 1 and 2: one output per row
         crc = "crc" if "crc" in columns else "NULL"  # layout 1: no checksums
-        rows = db.execute(f"SELECT seq, {count}, payload, {crc} FROM reaqtive_egress WHERE subscription = ? "
-                          "ORDER BY seq", (subscription,)).fetchall()
+        rows = db.all(f"SELECT seq, {count}, payload, {crc} FROM reaqtive_egress WHERE subscription = ? "
+                      "ORDER BY seq", (subscription,))
         checked = "count" in columns
     outputs: list[tuple[int, Any]] = []
     for last, size, payload, row_crc in rows:
@@ -93,19 +95,20 @@ class NodeView:
     entries: list[Any]
 
 
-def read_state(path: Path, subscription: str) -> list[NodeView]:
-    """The state of ``subscription`` and of its inner subscriptions as of the last checkpoint, node by node.
-    A blob that fails its checksum or cannot be decoded is one node named ``DAMAGED`` with the reason."""
-    with read_only(path) as db:
-        rows = db.execute(
+def read_state(store: str | os.PathLike[str], subscription: str) -> list[NodeView]:
+    """The state of ``subscription`` and of its inner subscriptions as of the last checkpoint, node by node, in
+    the store ``store`` names (a file or a DSN). A blob that fails its checksum or cannot be decoded is one node
+    named ``DAMAGED`` with the reason."""
+    with open_read_only(store) as db:
+        rows = db.all(
             "SELECT key, value, crc FROM reaqtive_blobs WHERE category = ? AND (key = ? OR substr(key, 1, ?) = ?) "
             "ORDER BY key", (STATE_CATEGORY, subscription, len(subscription) + 1, subscription + "/")
-        ).fetchall()
-        version = db.execute("SELECT value FROM reaqtive_meta WHERE key = 'schema_version'").fetchone()
+        )
+        version = db.all("SELECT value FROM reaqtive_meta WHERE key = 'schema_version'")
     nodes: list[NodeView] = []
     for key, value, crc in rows:
         if type(value) is not bytes or (
-            version is not None and version[0] != 1 and not verifies(crc, row_checksum, STATE_CATEGORY, key, value)
+            version and version[0][0] != 1 and not verifies(crc, row_checksum, STATE_CATEGORY, key, value)
         ):
             nodes.append(NodeView(key, (), "DAMAGED", (), ["the row fails its checksum"]))
             continue

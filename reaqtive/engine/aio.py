@@ -265,13 +265,19 @@ class AsyncEngine:
         streamed is still there (a deleted one has no more outputs, and one created again under the same URI
         numbers its outputs from 0: without the check its consumer would wait forever, or skip them) and the error
         that stopped it, if one did (a FAILED or stopped subscription produces nothing more while it is so)."""
-        outputs = self._engine.outputs(subscription, after=after, limit=limit)
+        try:
+            outputs = self._engine.outputs(subscription, after=after, limit=limit)
+        except ArtifactNotFoundError:  # deleted since the last read: stream_outputs says so, with the last seq
+            return [], False, None
         if len(outputs) == limit:
             return outputs, True, None
         # created_at(), not info(): info() also reads the checkpoint to size the state, at every wake-up.
         if self._engine.created_at(subscription) != created:
             return outputs, False, None
-        return outputs, True, self._engine.stopped_error(subscription)
+        try:
+            return outputs, True, self._engine.stopped_error(subscription)
+        except ArtifactNotFoundError:  # deleted between the two calls
+            return outputs, False, None
 
     async def ack(self, subscription: str, seq: int) -> None:
         """Acknowledge the outputs of ``subscription`` up to ``seq`` (see :meth:`~reaqtive.engine.Engine.ack`)."""

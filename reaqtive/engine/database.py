@@ -109,6 +109,7 @@ from reaqtive.state import (
     StoreCorruptError,
     StoreError,
     StoreLockedError,
+    StoreOpenError,
 )
 from reaqtive.state.sqlite_store import StoreLayoutError, columns_checksum, fetchall_lenient, store_error, verifies
 
@@ -579,6 +580,43 @@ def dead_letter_ack_checksum(name: str, letter_id: int) -> int:
     return columns_checksum("reaqtive_dead_letter_acks", name, letter_id)
 
 
+def require_aware(value: object, what: str) -> datetime:
+    """``value`` if it is a timezone-aware :class:`datetime`; else :class:`TypeError` naming ``what`` (the argument)
+    and what it got (text is not parsed: which zone a bare ``'2026-01-01'`` means is the caller's to say), or
+    :class:`ValueError` for a naive one."""
+    if not isinstance(value, datetime):
+        hint = (f"; parse it with its zone, e.g. datetime.fromisoformat({value!r}).replace(tzinfo=UTC)"
+                if isinstance(value, str) else "")
+        raise TypeError(f"{what} must be a timezone-aware datetime, got {type(value).__name__} {value!r}{hint}")
+    if value.utcoffset() is None:
+        raise ValueError(f"{what} must be timezone-aware, got {value}")
+    return value
+
+
+def store_location_problem(path: Path) -> StoreOpenError | None:
+    """Why a store file cannot be opened or created at ``path``, if the file system says why: its directory is
+    missing or not writable (SQLite creates the file, its journal files and the engine its lock file there), or
+    the file is not writable. ``None``: none of these."""
+    shown = str(path)
+    directory = path.absolute().parent
+    if not directory.exists():
+        return StoreOpenError(f"{shown}: cannot open the store: its directory {directory} does not exist; create "
+                              "it first (the engine creates the file, not its directories)", path=shown,
+                              cause="directory missing")
+    if not directory.is_dir():
+        return StoreOpenError(f"{shown}: cannot open the store: {directory} is not a directory", path=shown,
+                              cause="not a directory")
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        return StoreOpenError(f"{shown}: cannot open the store: the file is not writable by this user; make it "
+                              "writable (chmod u+rw), or read it without writing with `reaqtive inspect`",
+                              path=shown, cause="file not writable")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return StoreOpenError(f"{shown}: cannot open the store: its directory {directory} is not writable by this "
+                              "user (the store keeps its journal and lock files next to it); make it writable or "
+                              "put the store in a directory that is", path=shown, cause="directory not writable")
+    return None
+
+
 def to_micros(time: datetime) -> int:
     """Microseconds since the Unix epoch of an aware datetime."""
     return (time - _EPOCH) // timedelta(microseconds=1)
@@ -612,6 +650,9 @@ class EngineStore:
         self._path = Path(path)
         self._setup(str(self._path), synchronous, codec)
         memory = os.fspath(path) == MEMORY
+        if not memory and self._path.is_file() and not os.access(self._path, os.W_OK):
+            # SQLite would open it read-only without a word, and the first write (an append, a checkpoint) fail
+            raise store_location_problem(self._path) or StoreError(f"{self._where}: the file is not writable")
         self._writer = None if memory else _WriterLock(self._path)
         try:
             # The engine tables are checked, locked, created or migrated in the checkpoint store's opening
@@ -635,9 +676,13 @@ class EngineStore:
                 self._db.close()
                 self.checkpoints.close()
                 raise
-        except BaseException:
+        except BaseException as error:
             if self._writer is not None:
                 self._writer.release()
+            if type(error) is StoreError and not memory:  # SQLite's "unable to open database file": say why
+                problem = store_location_problem(self._path)
+                if problem is not None:
+                    raise problem from error
             raise
 
     def _setup(self, where: str, synchronous: str, codec: StateCodec) -> None:

@@ -21,6 +21,7 @@ from reaqtive.engine.database import (
     IngressEvent,
     IngressRun,
     check_dead_letter_query,
+    require_aware,
     to_micros,
 )
 from reaqtive.engine.engine_errors import (
@@ -482,6 +483,7 @@ class Delivery(EngineRoom):
 
     def advance_time(self, to: datetime) -> None:
         """Move the engine's clock forward to ``to`` (aware), firing the timers due until then."""
+        require_aware(to, "advance_time(to)")
         with self._lock:
             self._check_open()
             self._clock_started = True

@@ -32,7 +32,7 @@ from reaqtive.engine._room import (
 )
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
 from reaqtive.engine.checkpointing import Checkpointing
-from reaqtive.engine.database import MEMORY
+from reaqtive.engine.database import MEMORY, require_aware
 from reaqtive.engine.delivery import Delivery
 from reaqtive.engine.egress import Output
 from reaqtive.engine.event_times import DEFAULT_MAX_EVENT_TIME_AHEAD, EventTimeBounds
@@ -177,8 +177,8 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         self._policy = recovery_policy
         self._on_failure = on_recovery_failure
         self._checkpoint_policy = CheckpointPolicy(checkpoint_every_events, checkpoint_every_seconds)
-        if start is not None and start.tzinfo is None:
-            raise ValueError(f"start must be timezone-aware, got {start}")
+        if start is not None:
+            require_aware(start, "Engine(start=...)")
         self._log = logger or _LOG
         self._status = EngineStatus.RECOVERING
         self._gc = GcFreeze(gc_freeze)

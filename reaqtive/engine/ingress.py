@@ -41,7 +41,7 @@ from itertools import islice
 from typing import Any, Final, TypeAlias
 
 from reaqtive.core.errors import InvalidSettingError
-from reaqtive.engine.database import ROW_EVENTS, EngineStore, IngressBatch, PackedEntries, from_micros
+from reaqtive.engine.database import ROW_EVENTS, EngineStore, IngressBatch, PackedEntries, from_micros, require_aware
 from reaqtive.engine.event_times import EventTimeBounds
 from reaqtive.engine.schemas import Schema
 from reaqtive.state import StateCodec, StoreError
@@ -361,6 +361,7 @@ def _encode(events: list[tuple[Any, datetime | None]], codec: StateCodec) -> tup
             except TypeError:
                 if isinstance(when, datetime) and when.tzinfo is None:
                     raise ValueError(f"event times must be timezone-aware, got {when}") from None
+                require_aware(when, f"the time of event #{len(micros)} (counted from 0 in this call)")
                 raise
             add_value(value)
     except Exception:

@@ -1,4 +1,6 @@
-"""Read an engine's SQLite store without opening an engine: what ``reaqtive inspect STORE`` prints.
+"""Read an engine's store without opening an engine: what ``reaqtive inspect STORE`` prints. STORE is an SQLite
+file, or a PostgreSQL database (a ``postgresql://`` DSN, read in a ``READ ONLY`` transaction, as the file is
+read below).
 
 Opening an :class:`~reaqtive.engine.Engine` recovers: it binds every query, which needs the functions the queries
 use, and it writes to the file. An inspector must do neither. :func:`read_store` opens the file with SQLite's
@@ -28,6 +30,8 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
+import msgpack
+
 from reaqtive.engine.database import (
     ENGINE_MIGRATES,
     ENGINE_SCHEMA_VERSION,
@@ -41,16 +45,19 @@ from reaqtive.engine.database import (
 from reaqtive.engine.expressions import MalformedExpressionError, expression_from_json, instantiate
 from reaqtive.state import SCHEMA_VERSION, STATE_CATEGORY, NotAStoreError, StoreError, UnknownStoreVersionError
 from reaqtive.state import checksum as blob_checksum
+from reaqtive.state.postgres_store import is_postgres_dsn
 from reaqtive.state.sqlite_store import MIGRATES, row_checksum, verifies
 
 __all__ = [
     "ArtifactSummary",
     "DeadLetterSummary",
     "EgressSummary",
+    "StoreSource",
     "StoreSummary",
     "StreamSummary",
     "describe_expression",
     "format_summary",
+    "open_read_only",
     "read_only",
     "read_store",
     "summary_to_json",
@@ -92,8 +99,9 @@ class ArtifactSummary:
 
 @dataclass(frozen=True)
 class StreamSummary:
-    """One durable stream: ``appended`` events so far, the sequence number of the last one ``delivered`` to the
-    queries as of the last checkpoint (-1: none), and the events the ingress log still ``retained``."""
+    """One durable stream, in events: ``appended`` so far, ``delivered`` to the queries as of the last checkpoint
+    (the last delivered sequence number + 1; 0: none), and ``retained`` in the ingress log. ``appended`` and
+    ``delivered`` count as the ``stream_appended_events`` and ``stream_delivered_events`` metrics do."""
 
     uri: str
     appended: int
@@ -169,48 +177,54 @@ class StoreSummary:
 
 
 def read_store(path: str | os.PathLike[str]) -> StoreSummary:
-    """Summarize the engine store at ``path`` without changing it (see the module docstring).
+    """Summarize the engine store ``path`` names without changing it (see the module docstring): an SQLite file,
+    or a PostgreSQL database for a ``postgresql://`` / ``postgres://`` URL or a libpq ``key=value`` DSN (as
+    :class:`~reaqtive.engine.Engine` takes them).
 
-    Raises :class:`FileNotFoundError` for a missing file, :class:`IsADirectoryError` for a directory, and the
-    store errors above for anything that is not an engine store this version can read.
+    Raises :class:`FileNotFoundError` for a missing file, :class:`IsADirectoryError` for a directory,
+    :class:`~reaqtive.state.StoreConnectionError` for a database that cannot be reached (named without its
+    password), and the store errors above for anything that is not an engine store this version can read.
     """
-    where = Path(path)
-    size = _check_file(where)
-    with read_only(where) as db:
-        version, engine_version = _check_layout(db, where)
-        meta = dict(db.execute("SELECT key, value FROM reaqtive_meta").fetchall())
-        blobs: dict[str, dict[str, bytes]] = {}
-        damaged: list[str] = []
-        for category, key, value, crc in db.execute("SELECT category, key, value, crc FROM reaqtive_blobs"):
-            sound = type(value) is bytes and (  # schema 1: a checksum of the value; 2: of the whole row
-                blob_checksum(value) == crc if version == 1 else verifies(crc, row_checksum, category, key, value))
-            if not sound:
-                damaged.append(f"{category}/{key}")
-            else:
-                blobs.setdefault(category, {})[key] = value
-        dead_letters, acknowledged = _dead_letters(db, engine_version)
-        heads = dict(db.execute("SELECT stream, next_seq FROM reaqtive_stream_heads").fetchall())
-        events = "SUM(count)" if engine_version >= 3 else "COUNT(*)"  # layout 3: a row per run of events
-        retained = dict(db.execute(f"SELECT stream, {events} FROM reaqtive_ingress GROUP BY stream").fetchall())
-        egress = [
-            EgressSummary(subscription, rows, last)
-            for subscription, rows, last in db.execute(
-                f"SELECT subscription, {events}, MAX(seq) FROM reaqtive_egress GROUP BY subscription ORDER BY 1"
-            )
-        ]
+    with open_read_only(path) as source:
+        return _summarize(source)
+
+
+def _summarize(db: StoreSource) -> StoreSummary:
+    where = db.where
+    version, engine_version = _check_layout(db, where)
+    meta = dict(db.all("SELECT key, value FROM reaqtive_meta"))
+    blobs: dict[str, dict[str, bytes]] = {}
+    damaged: list[str] = []
+    for category, key, value, crc in db.all("SELECT category, key, value, crc FROM reaqtive_blobs"):
+        sound = type(value) is bytes and (  # schema 1: a checksum of the value; 2: of the whole row
+            blob_checksum(value) == crc if version == 1 else verifies(crc, row_checksum, category, key, value))
+        if not sound:
+            damaged.append(f"{category}/{key}")
+        else:
+            blobs.setdefault(category, {})[key] = value
+    dead_letters, acknowledged = _dead_letters(db, engine_version)
+    heads = dict(db.all("SELECT stream, next_seq FROM reaqtive_stream_heads"))
+    events = "SUM(count)" if engine_version >= 3 else "COUNT(*)"  # layout 3: a row per run of events
+    retained = dict(db.all(f"SELECT stream, {events} FROM reaqtive_ingress GROUP BY stream"))
+    egress = [
+        EgressSummary(subscription, int(rows), int(last))  # PostgreSQL's SUM is a numeric: int() it
+        for subscription, rows, last in db.all(
+            f"SELECT subscription, {events}, MAX(seq) FROM reaqtive_egress GROUP BY subscription ORDER BY 1"
+        )
+    ]
     delivery = _json(blobs.get("engine", {}).get("delivery"), "the delivery record") or {}
     delivered = {str(k): int(v) for k, v in delivery.get("delivered", {}).items()}
     artifacts = _artifacts(blobs, damaged)
     stream_uris = sorted({a.uri for a in artifacts if a.kind == "stream"} | set(heads) | set(retained))
     schemas = {a.uri: a.schema for a in artifacts if a.kind == "stream"}
     return StoreSummary(
-        path=str(where),
-        file_bytes=size,
+        path=where,
+        file_bytes=db.size,
         commits=int(meta.get("checkpoint_id", 0)),
         clock=from_micros(int(delivery["now"])).isoformat() if "now" in delivery else None,
         position=int(delivery.get("pos", 0)),
         artifacts=artifacts,
-        streams=[StreamSummary(uri, int(heads.get(uri, 0)), delivered.get(uri, -1), int(retained.get(uri, 0)),
+        streams=[StreamSummary(uri, int(heads.get(uri, 0)), delivered.get(uri, -1) + 1, int(retained.get(uri, 0)),
                                schemas.get(uri))
                  for uri in stream_uris],
         egress=egress,
@@ -221,18 +235,23 @@ def read_store(path: str | os.PathLike[str]) -> StoreSummary:
     )
 
 
-def _dead_letters(db: sqlite3.Connection, engine_version: int) -> tuple[list[DeadLetterSummary], int | None]:
+def _dead_letters(db: StoreSource, engine_version: int) -> tuple[list[DeadLetterSummary], int | None]:
     """The dead letters (by number from layout 5 on, both kinds; before, the quarantined events by stream and
     sequence number), each verified against its checksum, and the acknowledgement (``None`` before layout 5)."""
     if engine_version < 2:
         return [], None
     if engine_version < 5:
-        rows = db.execute("SELECT stream, seq, pos, time, payload, reason, at, crc FROM reaqtive_dead_letters "
-                          "ORDER BY stream, seq").fetchall()
-        return [_event_summary(*(None, *row, None)) for row in rows], None
-    letters = [_event_summary(*row) for row in db.execute(
-        "SELECT id, stream, seq, pos, time, payload, reason, at, crc, id_crc FROM reaqtive_dead_letters ORDER BY id")]
-    for row in db.execute(
+        rows = db.all("SELECT stream, seq, pos, time, payload, reason, at, crc FROM reaqtive_dead_letters "
+                      "ORDER BY stream, seq")
+        return [_event_summary(None, stream, seq, pos, db.stored_time(time), payload, reason, at, crc, None)
+                for stream, seq, pos, time, payload, reason, at, crc in rows], None
+    letters = [
+        _event_summary(letter_id, stream, seq, pos, db.stored_time(time), payload, reason, at, crc, id_crc)
+        for letter_id, stream, seq, pos, time, payload, reason, at, crc, id_crc in db.all(
+            "SELECT id, stream, seq, pos, time, payload, reason, at, crc, id_crc FROM reaqtive_dead_letters "
+            "ORDER BY id")
+    ]
+    for row in db.all(
         "SELECT id, subscription, unit, path, pos, ordinal, operator, error_type, message, traceback, element, at, "
         "payload, crc FROM reaqtive_failed_elements ORDER BY id"
     ):
@@ -247,7 +266,7 @@ def _dead_letters(db: sqlite3.Connection, engine_version: int) -> tuple[list[Dea
         ))
     letters.sort(key=lambda letter: letter.id if letter.id is not None else -1)
     acknowledged = 0
-    for name, letter_id, crc in db.execute("SELECT name, id, crc FROM reaqtive_dead_letter_acks"):
+    for name, letter_id, crc in db.all("SELECT name, id, crc FROM reaqtive_dead_letter_acks"):
         if name == "all" and type(letter_id) is int and verifies(crc, dead_letter_ack_checksum, name, letter_id):
             acknowledged = letter_id
     return letters, acknowledged
@@ -293,6 +312,97 @@ def _check_file(path: Path) -> int:
     return path.stat().st_size
 
 
+class StoreSource:
+    """One store, open for reading inside one read transaction: an SQLite file or a PostgreSQL database.
+    :meth:`all` runs a statement in SQLite's dialect (``?`` parameters) on either."""
+
+    def __init__(self, db: Any, where: str, size: int, *, postgres: bool) -> None:
+        self.db = db
+        self.where = where
+        """The file's path, or the database's URL without its password."""
+        self.size = size
+        """Bytes: the file's, or the database's ``reaqtive_`` tables' (with their indexes)."""
+        self.postgres = postgres
+
+    def all(self, sql: str, params: Sequence[object] = ()) -> list[Any]:
+        """The rows of ``sql``."""
+        if self.postgres:
+            from reaqtive.engine.postgres_database import postgres_sql
+
+            sql = postgres_sql(sql)
+        rows: list[Any] = self.db.execute(sql, params).fetchall()
+        return rows
+
+    def tables(self) -> set[str]:
+        """The names of the tables (of the connection's current schema, in PostgreSQL)."""
+        if self.postgres:
+            sql = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        else:
+            sql = "SELECT name FROM sqlite_master WHERE type = 'table'"
+        return {str(row[0]) for row in self.db.execute(sql).fetchall()}
+
+    def columns(self, table: str) -> set[str]:
+        """The column names of ``table``."""
+        if self.postgres:
+            rows = self.db.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = "
+                                   "current_schema() AND table_name = %s", (table,)).fetchall()
+            return {str(row[0]) for row in rows}
+        return {str(row[1]) for row in self.db.execute(f"PRAGMA table_info({table})").fetchall()}
+
+    def stored_time(self, column: object) -> object:
+        """A dead letter's time as the SQLite store keeps it: PostgreSQL keeps its msgpack (a column has one type)."""
+        if not self.postgres or type(column) is not bytes:
+            return column
+        try:
+            return msgpack.unpackb(column)
+        except Exception:  # changed behind the store's back: the raw bytes, which do not verify
+            return column
+
+
+@contextmanager
+def open_read_only(target: str | os.PathLike[str]) -> Iterator[StoreSource]:
+    """The store ``target`` names (a file path or a PostgreSQL DSN), open read-only in one read transaction:
+    a file is checked first (:func:`read_store` says how it is refused); a database is read in a ``READ ONLY``
+    transaction, so nothing can be written."""
+    if is_postgres_dsn(target):
+        with _postgres_read_only(str(target)) as source:
+            yield source
+        return
+    if str(target) == ":memory:":
+        raise NotAStoreError("':memory:' is an engine's store in its own process: there is nothing to read from "
+                             "outside it")
+    path = Path(target)
+    size = _check_file(path)
+    with read_only(path) as db:
+        yield StoreSource(db, str(path), size, postgres=False)
+
+
+@contextmanager
+def _postgres_read_only(dsn: str) -> Iterator[StoreSource]:
+    from reaqtive.state.postgres_store import (
+        application_name,
+        connect,
+        describe_dsn,
+        postgres_error,
+        psycopg_module,
+    )
+
+    where = describe_dsn(dsn)
+    db = connect(dsn, where, application=application_name("inspect"))
+    psycopg = psycopg_module()
+    try:
+        db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")  # one consistent view, and no writes
+        size = db.execute("SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                          "WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace "
+                          "AND c.relname LIKE 'reaqtive\\_%'").fetchone()[0]
+        yield StoreSource(db, where, int(size), postgres=True)
+        db.execute("COMMIT")
+    except psycopg.Error as error:
+        raise postgres_error(error, where, "reading the store") from error
+    finally:
+        db.close()
+
+
 @contextmanager
 def read_only(path: Path) -> Iterator[sqlite3.Connection]:
     """A read-only connection to the store at ``path`` inside one read transaction (a consistent view while an
@@ -317,20 +427,21 @@ def _lenient_text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-def _check_layout(db: sqlite3.Connection, path: Path) -> tuple[int, int]:
+def _check_layout(db: StoreSource, path: str) -> tuple[int, int]:
     """The checkpoint store's schema version and the engine's layout version (each the current one or one an
     engine would migrate when it opens the file; this reader reads them all)."""
+    kind = "a PostgreSQL database" if db.postgres else "an SQLite database"
     try:
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables = db.tables()
     except sqlite3.DatabaseError as error:
         raise NotAStoreError(f"{path}: not a reaqtive store (a damaged or unreadable SQLite file: {error})") from error
     if "reaqtive_meta" not in tables:
-        raise NotAStoreError(f"{path}: an SQLite database, but not a reaqtive store (no reaqtive_meta table)")
-    meta = dict(db.execute("SELECT key, value FROM reaqtive_meta").fetchall())
+        raise NotAStoreError(f"{path}: {kind}, but not a reaqtive store (no reaqtive_meta table)")
+    meta = dict(db.all("SELECT key, value FROM reaqtive_meta"))
     if meta.get("format") != _STORE_FORMAT:
-        raise NotAStoreError(f"{path}: an SQLite database, but not a reaqtive store (reaqtive_meta has no format)")
+        raise NotAStoreError(f"{path}: {kind}, but not a reaqtive store (reaqtive_meta has no format)")
     if meta.get("schema_version") != SCHEMA_VERSION and meta.get("schema_version") not in MIGRATES:
-        raise UnknownStoreVersionError(str(path), meta.get("schema_version"), SCHEMA_VERSION, migrates=MIGRATES)
+        raise UnknownStoreVersionError(path, meta.get("schema_version"), SCHEMA_VERSION, migrates=MIGRATES)
     if "engine_schema_version" not in meta or not set(_ENGINE_TABLES) <= tables:
         raise NotAStoreError(f"{path}: a reaqtive checkpoint store without the engine's tables (not written by an "
                              "Engine)")
@@ -542,12 +653,13 @@ def format_summary(summary: StoreSummary) -> str:
         for artifact in described:
             text = artifact.summary + (f"  [DAMAGED: {artifact.problem}]" if artifact.problem else "")
             lines.append(f"  {artifact.uri.ljust(uri_width)}  {text}")
-    lines += ["", "ingress (durable streams)"]
+    lines += ["", "ingress (durable streams; events appended, delivered to the queries as of the last checkpoint, "
+                  "retained in the log)"]
     if summary.streams:
         typed = any(s.schema is not None for s in summary.streams)  # the SCHEMA column only when a stream has one
         lines += _table([("STREAM", "APPENDED", "DELIVERED", "RETAINED", "SCHEMA")[:5 if typed else 4]],
                         right={1, 2, 3}, rows=[
-            (s.uri, f"{s.appended:,}", f"{s.delivered:,}" if s.delivered >= 0 else "none", f"{s.retained:,}",
+            (s.uri, f"{s.appended:,}", f"{s.delivered:,}", f"{s.retained:,}",
              s.schema or "-")[:5 if typed else 4]
             for s in summary.streams
         ])

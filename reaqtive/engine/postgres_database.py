@@ -34,7 +34,8 @@ output raises :class:`~reaqtive.state.DamagedRowError`). psycopg errors become
 :class:`~reaqtive.state.StoreError` subclasses naming the database (never its password) and the operation.
 
 Two connections (checkpoints and the rest), as the SQLite store has. ``path`` is the database's URL without the
-password, a ``str``. ``reaqtive inspect`` reads SQLite files only.
+password, a ``str``. ``reaqtive inspect DSN`` reads the tables in a ``READ ONLY`` transaction
+(:func:`reaqtive.engine.inspection.read_store`).
 """
 
 from __future__ import annotations

@@ -289,8 +289,10 @@ class Running(EngineRoom):
     def stopped_error(self, uri: str) -> BaseException | None:
         """Why subscription ``uri`` does not run, if it does not (a FAILED one: its
         :class:`~reaqtive.engine.failures.SubscriptionFailedError`; one stopped by a fault or a recovery failure:
-        that error); ``None`` while it runs, is paused or catching up, or once it completed."""
+        that error); ``None`` while it runs, is paused or catching up, or once it completed;
+        :class:`ArtifactNotFoundError` if there is none."""
         with self._lock:
+            self._check_kind(uri, "subscription")
             failed = self._failed.get(uri)
             if failed is not None:
                 return failed
@@ -303,8 +305,10 @@ class Running(EngineRoom):
         """The error that ended subscription ``uri``'s query: for a FAILED one the error its query raised (after a
         restart of the process, a :class:`~reaqtive.engine.failures.RecordedError` with its type's name and its
         message); ``None`` while it runs, once it completed, or when something else stopped it (a fault, a
-        recovery failure: see :meth:`stopped_error` and :meth:`subscription_status`)."""
+        recovery failure: see :meth:`stopped_error` and :meth:`subscription_status`); :class:`ArtifactNotFoundError`
+        if there is none."""
         with self._lock:
+            self._check_kind(uri, "subscription")
             failed = self._failed.get(uri)
             return failed.error if failed is not None else self._ended.get(uri)
 

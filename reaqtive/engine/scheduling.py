@@ -88,8 +88,9 @@ class Scheduling(EngineRoom):
         self.appended.fire()  # a processing loop looks again: there is a catch-up to run
 
     def is_paused(self, uri: str) -> bool:
-        """Whether subscription ``uri`` is paused."""
+        """Whether subscription ``uri`` is paused (:class:`ArtifactNotFoundError` if there is none)."""
         with self._lock:
+            self._check_kind(uri, "subscription")
             return uri in self._paused
 
     def paused(self) -> list[str]:
@@ -99,8 +100,10 @@ class Scheduling(EngineRoom):
 
     def is_behind(self, uri: str) -> bool:
         """Whether subscription ``uri`` is behind the engine: paused, or resumed (or recovered) and not caught up
-        yet (the next :meth:`~reaqtive.engine.Engine.process` catches it up)."""
+        yet (the next :meth:`~reaqtive.engine.Engine.process` catches it up); :class:`ArtifactNotFoundError` if
+        there is none."""
         with self._lock:
+            self._check_kind(uri, "subscription")
             return uri in self._behind
 
     def priority(self, uri: str) -> int:

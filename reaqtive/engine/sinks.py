@@ -43,6 +43,9 @@ class Egress(EngineRoom):
         ``after``, read through the sink's primary key (the cost is what is returned, not the table). ``after``
         below the acknowledgement starts after the acknowledgement. ``after`` and ``limit`` need a subscription.
 
+        Raises :class:`ArtifactNotFoundError` for a subscription that does not exist (never created, or deleted:
+        its outputs went with it), as every call naming a subscription does.
+
         Example: ``batch = engine.outputs("alerts", after=last_seen, limit=500)``
         """
         if subscription is None and (after is not None or limit is not None):
@@ -53,6 +56,8 @@ class Egress(EngineRoom):
             raise TypeError(f"outputs(): after must be a sequence number (int), got {after!r}")
         with self._lock:
             self._check_open()
+            if subscription is not None:
+                self._check_kind(subscription, "subscription")  # a typo or a deleted one: say so, not []
             self._outputs.flush()
             acks = self._store.acks()
             start = None if subscription is None else max(-1 if after is None else after,

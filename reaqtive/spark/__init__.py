@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from reaqtive.spark.streaming import run_stream
 
 __all__ = [
+    "SparkExtraMissingError",
     "BucketStateError",
     "EngineExport",
     "IdempotentBatchWriter",
@@ -93,13 +94,23 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(f"reaqtive.spark.{module}"), name)
     except ModuleNotFoundError as error:
         if error.name and error.name.split(".")[0] in ("pyspark", "pandas", "pyarrow", "google"):
-            raise ImportError(
-                f"reaqtive.spark.{name} needs the 'spark' extra ({error.name} is missing): "
-                "pip install 'reaqtive[spark]' (and Java 17+, see docs/spark.md)"
-            ) from error
+            raise SparkExtraMissingError(name, error.name) from error
         raise
     globals()[name] = value
     return value
+
+
+class SparkExtraMissingError(ModuleNotFoundError):
+    """A part of :mod:`reaqtive.spark` that needs the ``spark`` extra, used without it: a
+    :class:`ModuleNotFoundError` (``except ImportError`` catches it) naming the missing module, the command that
+    installs it and the Java that Spark needs."""
+
+    def __init__(self, attribute: str, missing: str) -> None:
+        super().__init__(
+            f"reaqtive.spark.{attribute} needs the 'spark' extra ({missing} is missing): pip install "
+            "'reaqtive[spark]', and Java 17+ to run Spark (see docs/spark.md)",
+            name=missing,
+        )
 
 
 def __dir__() -> list[str]:

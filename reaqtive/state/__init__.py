@@ -55,6 +55,7 @@ from reaqtive.state.state_errors import (
     StoreError,
     StoreLayoutError,
     StoreLockedError,
+    StoreOpenError,
     UnknownStoreVersionError,
 )
 from reaqtive.state.store import CheckpointSnapshot, CheckpointStore, CheckpointTransaction, StoreChanges
@@ -134,5 +135,6 @@ __all__ = [
     "StoreLayoutError",
     "StoreError",
     "StoreLockedError",
+    "StoreOpenError",
     "UnknownStoreVersionError",
 ]

@@ -152,6 +152,18 @@ class StoreCorruptError(StoreError):
     was written. Restore the file from a backup (``reaqtive inspect`` reads what is still readable)."""
 
 
+class StoreOpenError(StoreError):
+    """A store file could not be opened or created where it is: its directory is missing, or it or its directory
+    is not writable by this process. The message names the path, the cause and the fix; ``path`` and ``cause``
+    (``"directory missing"``, ``"not a directory"``, ``"directory not writable"``, ``"file not writable"``)
+    say it to a program."""
+
+    def __init__(self, message: str, *, path: str, cause: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.cause = cause
+
+
 class StoreLockedError(StoreError):
     """The store is open by another engine, in this process or another one: a store has one writer.
 

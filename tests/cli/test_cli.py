@@ -84,8 +84,8 @@ def test_inspect_lists_artifacts_expressions_watermarks_and_egress(
     assert "stream('sensors://a').filter(truth)" in out, "observable definitions show their expression"
     assert "durable sink" in out
     stream_a = next(line for line in out.splitlines() if line.split()[:1] == ["sensors://a"])
-    assert stream_a.split() == ["sensors://a", "35", "29", "5"], (
-        "appended, delivered (last seq), retained (the checkpoint truncated what it covered)"
+    assert stream_a.split() == ["sensors://a", "35", "30", "5"], (
+        "events appended, delivered (30: seq 0-29), retained (the checkpoint truncated what it covered)"
     )
 
 
@@ -95,11 +95,15 @@ def test_inspect_json_matches_what_the_engine_says(store: Path, capsys: pytest.C
     data = json.loads(out)
     with Engine(store, allow_modules=[__name__]) as engine:
         streams = engine.streams()
+        readings = engine.snapshot().streams
         infos = {info.uri: info for info in engine.artifacts()}
         outputs = {uri: len(engine.outputs(uri)) for uri in ("q://sum", "q://windows", "q://halves")}
     assert {s["uri"]: (s["appended"], s["delivered"], s["retained"]) for s in data["streams"]} == {
-        uri: (s.appended, s.delivered, s.retained) for uri, s in streams.items()
+        uri: (s.appended, s.delivered + 1, s.retained) for uri, s in streams.items()
     }
+    assert {s["uri"]: (s["appended"], s["delivered"]) for s in data["streams"]} == {
+        uri: (r.appended, r.delivered) for uri, r in readings.items()
+    }, "counted as the stream_appended_events and stream_delivered_events metrics count"
     artifacts = {a["uri"]: a for a in data["artifacts"]}
     assert set(artifacts) == set(infos)
     for uri, info in infos.items():
@@ -139,7 +143,7 @@ def test_inspect_reads_a_store_an_engine_has_open(tmp_path: Path, capsys: pytest
         code, out, _ = run(capsys, "inspect", "--json", str(path))
         assert code == 0
         streams = {s["uri"]: s for s in json.loads(out)["streams"]}
-        assert streams["sensors://a"]["delivered"] == 34 and streams["sensors://a"]["retained"] == 0
+        assert streams["sensors://a"]["delivered"] == 35 and streams["sensors://a"]["retained"] == 0
 
 
 def test_inspect_reports_a_damaged_state_blob(store: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,6 +16,7 @@ import pytest
 from reaqtive import GroupedStream, Query
 from reaqtive.core.errors import InvalidSettingError, QueryTooDeepError
 from reaqtive.engine import (
+    ArtifactNotFoundError,
     Engine,
     EngineStatus,
     FunctionRegistry,
@@ -542,7 +543,8 @@ def test_deleting_a_query_kept_without_running_deletes_all_of_it(tmp_path: Path)
         assert engine.outputs("grouped") != []
         engine.delete_subscription("grouped")
         assert engine.status is EngineStatus.RUNNING
-        assert engine.outputs("grouped") == []
+        with pytest.raises(ArtifactNotFoundError, match="'grouped'"):  # deleted, with its outputs
+            engine.outputs("grouped")
         engine.append("raw", 6, at(6))
         engine.process()
         engine.checkpoint()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from reaqtive.engine import Engine
-from reaqtive.engine.database import ROW_EVENTS, PackedEntries
+from reaqtive.engine.database import ROW_EVENTS, PackedEntries, require_aware
 from reaqtive.engine.ingress import GroupCommit, _encode
 from reaqtive.state import DEFAULT_CODEC, StateCodec, StateEncodeError
 
@@ -38,6 +38,7 @@ def reference(events: list[tuple[Any, datetime | None]], codec: StateCodec = DEF
         except TypeError:
             if isinstance(when, datetime) and when.tzinfo is None:
                 raise ValueError(f"event times must be timezone-aware, got {when}") from None
+            require_aware(when, f"the time of event #{len(micros)} (counted from 0 in this call)")  # names it
             raise
         try:
             payloads.append(pack(value))

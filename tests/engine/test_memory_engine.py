@@ -16,6 +16,7 @@ import pytest
 from reaqtive import Query
 from reaqtive.engine import (
     ArtifactExistsError,
+    ArtifactNotFoundError,
     Engine,
     EngineStatus,
     EngineStore,
@@ -110,7 +111,8 @@ def test_artifacts_are_created_listed_and_deleted(engine_at: OpenEngine) -> None
     assert sorted(info.uri for info in engine.artifacts()) == ["q://sum", "raw"]
     engine.append("raw", 1, at(1))
     engine.process()
-    assert engine.outputs("q://doubled") == []
+    with pytest.raises(ArtifactNotFoundError, match="'q://doubled'"):  # deleted, with its outputs
+        engine.outputs("q://doubled")
 
 
 def test_a_query_that_fails_ends_alone(engine_at: OpenEngine) -> None:
