@@ -222,6 +222,7 @@ def _stop_error(error: Exception) -> Exception:
 class KeyedGroups(PullingEmitterBase[Any, Any]):
     """The running stage of a keyed ``group_by ... flat_map`` (see the module)."""
 
+    timeless = True
     name = "reaqtive:group_by+keyed"
     version: Version = (1,)
     group_by_name = "reaqtive:group_by"
@@ -630,6 +631,7 @@ class KeyedGroupsExpiring(KeyedGroups):
     keys that changed, and recovery rebuilds the order from the touch numbers.
     """
 
+    timeless = False  # its groups expire on timers
     name = "reaqtive:group_by+keyed+expiry"
     version: Version = (1,)
     group_by_name = "reaqtive:group_by+expiry"
