@@ -51,7 +51,7 @@ from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 from reaqtive.engine.egress import EgressStamp
 from reaqtive.engine.environment import EngineEnvironment
-from reaqtive.operators._fusion import FusedEntry, emits_batches
+from reaqtive.operators._fusion import FusedEntry
 from reaqtive.state import StateFormatError, StatefulUnaryOperatorBase
 
 if TYPE_CHECKING:
@@ -463,9 +463,6 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
             if queue.next_due <= t or faults or subject._subscriptions is not subscriptions or not subscription._fast:
                 return i
         return i
-
-
-emits_batches("stream")  # a fused run of one stage below a reader is bound with its entry too (see read_run)
 
 
 class LogRun:
