@@ -39,8 +39,8 @@ checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, NamedTuple, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
@@ -66,6 +66,7 @@ __all__ = [
     "Envelope",
     "LogCursor",
     "LogRun",
+    "RunReader",
     "StreamNotFoundError",
     "StreamReader",
 ]
@@ -426,6 +427,8 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
             tail = downstream.tail
             emit = outputs.append if tail is egress else tail.on_next
             return downstream.on_next_run(values, start, stop, cursor, pos0, self, emit)
+        if isinstance(downstream, RunReader) and getattr(downstream, "_downstream", None) is egress:
+            return downstream.on_next_run(values, start, stop, cursor, pos0, self, outputs.append)
         on_next = downstream.on_next
         for i in range(start, stop):
             if self._disposed:
@@ -488,6 +491,17 @@ class LogRun:
         self.subject = subject
         self.subscriptions: tuple[object, ...] = subject._subscriptions
         self.subscription = subscription
+
+
+@runtime_checkable
+class RunReader(Protocol):
+    """A stage that takes a run of elements in one call (a fused run's entry, group_by's per-key steps): see
+    :meth:`~reaqtive.operators._fusion.FusedEntry.on_next_run` for the contract."""
+
+    def on_next_run(  # noqa: PLR0917
+        self, values: Sequence[Any], start: int, end: int, cursor: Any, pos0: int, source: OperatorBase[Any],
+        emit: Callable[[Any], object],
+    ) -> int: ...
 
 
 _CHAIN_LIMIT: Final = 64  # how far down a chain of stages is followed to the egress

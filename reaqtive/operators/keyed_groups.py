@@ -51,7 +51,7 @@ from reaqtive.core.context import OperatorContext
 from reaqtive.core.error_policy import NO_ELEMENT
 from reaqtive.core.errors import LimitExceededError
 from reaqtive.core.expression import Expression, GroupedStreamNode, grouped_stream_class, is_expression
-from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.operator import OperatorBase, StateReader, StateWriter, Version
 from reaqtive.core.scheduler_interface import Scheduler
 from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.core.subscribable import Subscribable
@@ -297,12 +297,96 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
 
     # -- elements --------------------------------------------------------------------------------------------------
 
-    def on_next(self, value: Any) -> None:  # noqa: PLR0915 (the per-element path, inlined on purpose)
+    def on_next(self, value: Any) -> None:
         try:
             key = self._key_selector(value)
         except Exception as error:
             self._user_error(error, value)  # skipped: the element never reaches a key
             return
+        self._keyed(key, value)
+
+    def on_next_run(  # noqa: PLR0915, PLR0917  (the per-element path, inlined on purpose; bound once per run)
+        self, values: Sequence[Any], start: int, end: int, cursor: Any, pos0: int, source: OperatorBase[Any],
+        emit: Callable[[Any], object],
+    ) -> int:
+        """Elements ``values[start:end]`` from the engine's stream reader reading a run of logged events (see
+        :meth:`reaqtive.engine.readers.StreamReader.read_run`; the same contract as a fused run's
+        :meth:`~reaqtive.operators._fusion.FusedEntry.on_next_run`): ``cursor.pos`` set to each element's log
+        position, then exactly what :meth:`on_next` does, with the results that :meth:`on_next` would hand
+        downstream at once given to ``emit`` (the engine's egress collecting the run's outputs; it takes
+        everything, so demand stays unbounded and nothing re-enters this stage). The common case (one step, a
+        known key, one result) is inlined; anything else goes through :meth:`on_next`'s own path.
+
+        Returns the index of the first element not handed (``end``, or less once ``source`` was disposed).
+        """
+        step = self._one_step
+        key_selector = self._key_selector
+        index = self._index
+        in_place = self._in_place
+        for i in range(start, end):
+            if source._disposed:
+                return i
+            cursor.pos = pos0 + i
+            value = values[i]
+            try:
+                key = key_selector(value)
+            except Exception as error:
+                self._user_error(error, value)
+                continue
+            if (step is None or self._error is not None or self._source_done or self._pending or self._emitting
+                    or not self._running or self._demand != LONG_MAX or self._deferred_error is not None):
+                self._keyed(key, value)
+                continue
+            try:
+                page = index.get(key)
+            except TypeError:
+                page = None
+            record = None if page is None else page.records[key]
+            if not record:  # a new key, an unhashable one, or a key whose chain ended: the general path
+                self._keyed(key, value)
+                continue
+            self._probe._key = key
+            field = record[0]
+            try:
+                state, output = step.next(field, value)
+            except Exception as error:
+                self._step_failed(error, value)  # skipped: the key's record stays as it was
+                self._settle(direct=False)
+                continue
+            if state is not field:
+                if state is DONE:
+                    output = self._ended(key, [field], 0, output)
+                else:
+                    page.records[key] = (state,)  # type: ignore[union-attr]  # page is set: record came from it
+                    page.tracker.changed = True  # type: ignore[union-attr]
+            elif in_place:
+                page.tracker.changed = True  # type: ignore[union-attr]
+            if output is SKIP:
+                self._settle(direct=False)
+                continue
+            # As on_next: handed on at once while nothing waits before it, else queued and drained.
+            direct = (self._demand == LONG_MAX and not self._pending and not self._emitting and self._running
+                      and type(output) is not _Outputs)
+            if not direct:
+                self._queue(output if type(output) is _Outputs else [output])
+            self._settle(direct=direct)
+            if direct:
+                emit(output)
+                if self._pending or self._error is not None or self._source_done:
+                    self._drain()
+        return end
+
+    def _settle(self, *, direct: bool) -> None:
+        """What :meth:`_keyed` does once it let go of its lock: drain what waits (unless the result is handed on
+        directly), then fail with an error deferred until the results before it went out."""
+        if not direct and (self._pending or self._error is not None):
+            self._drain()
+        if self._deferred_error is not None:
+            deferred, self._deferred_error = self._deferred_error, None
+            self._fail(deferred)
+
+    def _keyed(self, key: Any, value: Any) -> None:
+        """:meth:`on_next` once the element's key is known."""
         lock = self._lock
         lock.acquire()  # acquire/release: a third of the cost of ``with``
         direct = False

@@ -52,6 +52,20 @@ def running_sum(group: GroupedStream[int]) -> Query[int]:
     return group.scan(0, add)
 
 
+def add_but_not_7s(total: int, value: int) -> int:
+    if value % 7 == 0:
+        raise ValueError(f"no sevens: {value}")
+    return total + value
+
+
+def checked_sum(group: GroupedStream[int]) -> Query[int]:
+    return group.scan(0, add_but_not_7s)
+
+
+def first_three(group: GroupedStream[int]) -> Query[int]:
+    return group.take(3)
+
+
 def total(values: list[int]) -> int:
     return sum(values) + 1000 * len(values)
 
@@ -63,7 +77,7 @@ def unstorable_on_11s(x: int) -> Any:
 def functions() -> FunctionRegistry:
     registry = FunctionRegistry()
     for function in (add, double, not_div_by_3, fails_on_7s, unstorable_on_11s, key_fails_on_7s, running_sum,
-                     total):
+                     total, add_but_not_7s, checked_sum, first_three):
         registry.register(function.__name__, function)
     return registry
 
@@ -76,6 +90,9 @@ QUERIES: dict[str, tuple[Query[Any], str | None]] = {
     "unstorable": (Query.stream("a").map(double).map(unstorable_on_11s), None),
     # Timeless stages that are not fused: per-key steps (group_by's keyed form), a count-based buffer.
     "keyed": (Query.stream("a").group_by(key_fails_on_7s).flat_map(running_sum), "skip"),
+    "keyed_stop": (Query.stream("a").group_by(not_div_by_3).flat_map(checked_sum), "stop"),
+    "keyed_skip": (Query.stream("a").group_by(not_div_by_3).flat_map(checked_sum), "skip"),
+    "keyed_ending": (Query.stream("a").group_by(not_div_by_3).flat_map(first_three), None),
     "buffered": (Query.stream("a").map(fails_on_7s).buffer(3).map(total).scan(0, add), "stop"),
     "buffered_skip": (Query.stream("a").buffer(4, 3).map(total), None),
     # Other streams' queries with timers: due inside a run of stream a, they must fire before its later events.
@@ -173,7 +190,8 @@ def run(path: Path, script: list[Step], fused: bool, every: int | None, chosen: 
             engine.close()
 
 
-ALONE = [(uri,) for uri in ("plain", "scan_only", "skip", "stop", "unstorable", "keyed", "buffered", "buffered_skip")]
+ALONE = [(uri,) for uri in ("plain", "scan_only", "skip", "stop", "unstorable", "keyed", "keyed_stop", "keyed_skip",
+                                 "keyed_ending", "buffered", "buffered_skip")]
 WITH_TIMERS = [(uri, timed) for (uri,) in ALONE for timed in ("debounced", "windows")]
 
 LONG = [Step("append", "a", tuple([0, 1, 250, 999, 1500, 0, 4000] * 30)),
@@ -182,7 +200,7 @@ LONG = [Step("append", "a", tuple([0, 1, 250, 999, 1500, 0, 4000] * 30)),
         Step("process", n=0), Step("checkpoint")]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(script=steps, every=st.sampled_from([None, None, 1, 7]), chosen=st.sampled_from(ALONE + WITH_TIMERS))
 @example(script=LONG, every=None, chosen=("skip", "debounced"))
 @example(script=LONG, every=7, chosen=("unstorable", "windows"))
