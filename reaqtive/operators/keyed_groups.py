@@ -305,7 +305,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             return
         self._keyed(key, value)
 
-    def on_next_run(  # noqa: PLR0915, PLR0917  (the per-element path, inlined on purpose; bound once per run)
+    def on_next_run(  # noqa: PLR0917  (the per-element path, inlined on purpose; bound once per run)
         self, values: Sequence[Any], start: int, end: int, cursor: Any, pos0: int, source: OperatorBase[Any],
         emit: Callable[[Any], object],
     ) -> int:
@@ -323,6 +323,8 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         key_selector = self._key_selector
         index = self._index
         in_place = self._in_place
+        probe = self._probe
+        calm = step is not None and self._calm()
         for i in range(start, end):
             if source._disposed:
                 return i
@@ -333,48 +335,64 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             except Exception as error:
                 self._user_error(error, value)
                 continue
-            if (step is None or self._error is not None or self._source_done or self._pending or self._emitting
-                    or not self._running or self._demand != LONG_MAX or self._deferred_error is not None):
-                self._keyed(key, value)
-                continue
-            try:
-                page = index.get(key)
-            except TypeError:
-                page = None
-            record = None if page is None else page.records[key]
-            if not record:  # a new key, an unhashable one, or a key whose chain ended: the general path
-                self._keyed(key, value)
-                continue
-            self._probe._key = key
-            field = record[0]
-            try:
-                state, output = step.next(field, value)
-            except Exception as error:
-                self._step_failed(error, value)  # skipped: the key's record stays as it was
-                self._settle(direct=False)
-                continue
-            if state is not field:
-                if state is DONE:
-                    output = self._ended(key, [field], 0, output)
-                else:
-                    page.records[key] = (state,)  # type: ignore[union-attr]  # page is set: record came from it
-                    page.tracker.changed = True  # type: ignore[union-attr]
-            elif in_place:
-                page.tracker.changed = True  # type: ignore[union-attr]
-            if output is SKIP:
-                self._settle(direct=False)
-                continue
-            # As on_next: handed on at once while nothing waits before it, else queued and drained.
-            direct = (self._demand == LONG_MAX and not self._pending and not self._emitting and self._running
-                      and type(output) is not _Outputs)
-            if not direct:
-                self._queue(output if type(output) is _Outputs else [output])
-            self._settle(direct=direct)
-            if direct:
-                emit(output)
-                if self._pending or self._error is not None or self._source_done:
-                    self._drain()
+            if calm:
+                try:
+                    page = index.get(key)
+                except TypeError:
+                    page = None
+                if page is not None:
+                    records = page.records
+                    record = records[key]
+                    if record:  # the common case: a known key whose chain is live, one step, nothing waiting
+                        probe._key = key
+                        field = record[0]
+                        try:
+                            state, output = step.next(field, value)  # type: ignore[union-attr]  # calm: a step
+                        except Exception as error:
+                            self._step_failed(error, value)  # skipped: the key's record stays as it was
+                            self._settle(direct=False)
+                            calm = self._calm()
+                            continue
+                        if state is not field:
+                            if state is DONE:
+                                self._hand_on(self._ended(key, [field], 0, output), emit)
+                                calm = self._calm()
+                                continue
+                            records[key] = (state,)
+                            page.tracker.changed = True
+                        elif in_place:
+                            page.tracker.changed = True
+                        if output is not SKIP and type(output) is not _Outputs:
+                            emit(output)
+                            continue
+                        self._hand_on(output, emit)
+                        calm = self._calm()
+                        continue
+            self._keyed(key, value)  # anything else: on_next's own path
+            calm = step is not None and self._calm()
         return end
+
+    def _calm(self) -> bool:
+        """Whether a result is handed on at once (see :meth:`on_next_run`): nothing waits, no error, the demand
+        unbounded, the stage running."""
+        return (self._error is None and not self._source_done and not self._pending and not self._emitting
+                and self._running and self._demand == LONG_MAX and self._deferred_error is None)
+
+    def _hand_on(self, output: Any, emit: Callable[[Any], object]) -> None:
+        """What :meth:`_keyed` does with a step's result: handed on at once while nothing waits before it, else
+        queued and drained."""
+        if output is SKIP:
+            self._settle(direct=False)
+            return
+        direct = (self._demand == LONG_MAX and not self._pending and not self._emitting and self._running
+                  and type(output) is not _Outputs)
+        if not direct:
+            self._queue(output if type(output) is _Outputs else [output])
+        self._settle(direct=direct)
+        if direct:
+            emit(output)
+            if self._pending or self._error is not None or self._source_done:
+                self._drain()
 
     def _settle(self, *, direct: bool) -> None:
         """What :meth:`_keyed` does once it let go of its lock: drain what waits (unless the result is handed on
