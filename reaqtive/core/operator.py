@@ -20,7 +20,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, Protocol, TypeAlias, TypeVar
 
 from reaqtive.core.error_policy import ERROR_POLICY_SETTING, NO_ELEMENT, ErrorPolicy
 from reaqtive.core.streams import (
@@ -326,6 +326,11 @@ class OperatorBase(Operator, Subscription, Generic[R]):
     """
 
     __slots__ = ("_context", "_disposed", "_downstream", "_inputs", "_started")
+
+    timeless: ClassVar[bool] = False
+    """Whether handling an element neither reads the clock nor schedules work nor subscribes anything (a
+    ``map``, a count-based ``buffer``, a group of per-key steps): a host may then hand a run of elements to it
+    without moving its clock per element (see :meth:`reaqtive.engine.readers.StreamReader.read_run`)."""
 
     def __init__(self, downstream: Subscriber[R]) -> None:
         self._downstream: Subscriber[R] = require_not_none(downstream, "subscriber", "1.9")

@@ -33,7 +33,7 @@ from reaqtive.engine.engine_errors import (
 )
 from reaqtive.engine.handover import SLICE_EVENTS
 from reaqtive.engine.ingress import chunks
-from reaqtive.engine.readers import Envelope, StreamReader
+from reaqtive.engine.readers import Envelope, LogRun, StreamReader
 from reaqtive.state import StoreError
 
 _COURIER_DRAIN_SECONDS: Final = 30.0  # how long serve() lets the couriers deliver what waits when it ends
@@ -446,8 +446,8 @@ class Delivery(EngineRoom):
                 subscription = subscriptions[0]
                 reader: object = subscription._downstream
                 if subscription._fast and isinstance(reader, StreamReader):
-                    taken = reader.read_run(pos0, values, micros, i, end, timeline, cursor, faults, subject,
-                                            subscriptions, subscription)
+                    taken = reader.read_run(LogRun(values, micros, pos0, end, timeline, cursor, faults, subject,
+                                                   subscription), i)
                     if taken > i:
                         i = taken
                         # Work the last delivery triggered (what gave way is finished before the next event).

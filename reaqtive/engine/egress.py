@@ -31,6 +31,7 @@ from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.engine.counters import OutputCounter
+from reaqtive.engine.engine_errors import UnstorableOutputError
 from reaqtive.engine.environment import EngineEnvironment
 from reaqtive.state import StatefulUnaryOperatorBase
 
@@ -64,6 +65,27 @@ class OutputTaker(ABC):
     def write_output(self, seq: int, value: Any) -> None:
         """Output ``seq`` of the subscription, ``value``."""
 
+    def writer(self) -> OutputWriter:
+        """What the stamp may call with ``(seq, value)`` instead of :meth:`write_output` (one frame less per
+        output), calling :meth:`unstorable` when it raises :class:`UnstorableOutputError`."""
+        return self.write_output
+
+    def unstorable(self, error: UnstorableOutputError) -> None:
+        """An output the writer could not keep (see :meth:`writer`): the subscription stops."""
+        raise error
+
+    def write_outputs(self, first: int, values: list[Any]) -> int:
+        """Outputs ``first``, ``first + 1``, ... of the subscription, ``values`` (a run's, in one call). Returns
+        how many it took: fewer when one of them stopped the subscription (that one counted, as
+        :meth:`write_output` would have been called with it)."""
+        for offset, value in enumerate(values):
+            self.write_output(first + offset, value)
+        return len(values)
+
+
+def _drop(seq: int, value: Any) -> None:
+    """The writer of a stamp whose subscription stopped at an output it could not keep."""
+
 
 @register_operator("egress", internal=True)
 class EgressStamp(StatefulUnaryOperatorBase[T, Output], Generic[T]):
@@ -76,7 +98,7 @@ class EgressStamp(StatefulUnaryOperatorBase[T, Output], Generic[T]):
     name = "reaqtive:egress"
     version: Version = (1,)
 
-    __slots__ = ("_counter", "_local", "_source", "_take", "_uri")
+    __slots__ = ("_counter", "_local", "_run", "_source", "_take", "_taker", "_uri")
 
     def __init__(self, query: Query[Any], downstream: Subscriber[Output]) -> None:
         super().__init__(downstream)
@@ -86,7 +108,9 @@ class EgressStamp(StatefulUnaryOperatorBase[T, Output], Generic[T]):
         self._counter = OutputCounter()
         self._local = True
         # An engine's subscription ends in a taker: outputs go to it as (seq, value), with no Output made.
-        self._take = downstream.write_output if isinstance(downstream, OutputTaker) else None
+        self._taker = downstream if isinstance(downstream, OutputTaker) else None
+        self._take: OutputWriter | None = None if self._taker is None else self._taker.writer()
+        self._run: list[Any] | None = None  # the outputs of a run being read (see begin_run)
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
@@ -99,6 +123,11 @@ class EgressStamp(StatefulUnaryOperatorBase[T, Output], Generic[T]):
             self._local = False
             if self.dirty_registry() is not None:
                 self._counter.arm(self)
+
+    @property
+    def takes_outputs(self) -> bool:
+        """Whether its outputs go to an :class:`OutputTaker` as ``(seq, value)`` (the engine's subscriptions)."""
+        return self._take is not None
 
     def counter_moved(self) -> None:
         """The engine's counter moved since the last checkpoint took it: report it."""
@@ -114,13 +143,49 @@ class EgressStamp(StatefulUnaryOperatorBase[T, Output], Generic[T]):
         if saved is not None and (self._local or self._counter.committed is None):
             self._counter.next = int(saved)
 
+    def begin_run(self) -> list[Any]:
+        """The list a fused run appends its outputs to while it reads a run of events (see
+        :meth:`reaqtive.engine.readers.StreamReader.read_run`): they are stamped and written in one call at
+        :meth:`end_run`, or before a completion or an error reaches this stage, so their order stays."""
+        run: list[Any] = []
+        self._run = run
+        return run
+
+    def end_run(self) -> None:
+        """Stamp and write the outputs of the run (see :meth:`begin_run`)."""
+        outputs, self._run = self._run, None
+        if outputs:
+            counter = self._counter
+            first = counter.next
+            assert self._taker is not None  # a run is read only into a taker (see takes_outputs)
+            counter.next = first + self._taker.write_outputs(first, outputs)
+
+    def on_error(self, error: BaseException) -> None:
+        if self._run is not None:
+            self.end_run()
+        super().on_error(error)
+
+    def on_complete(self) -> None:
+        if self._run is not None:
+            self.end_run()
+        super().on_complete()
+
     def on_next(self, value: T) -> None:
+        run = self._run
+        if run is not None:  # a run being read: stamped and written at its end
+            run.append(value)
+            return
         counter = self._counter
         seq = counter.next
         counter.next = seq + 1
         take = self._take
         if take is not None:
-            take(seq, value)
+            try:
+                take(seq, value)
+            except UnstorableOutputError as error:
+                self._take = _drop  # the subscription stops at this output: nothing after it is written
+                assert self._taker is not None
+                self._taker.unstorable(error)
             return
         if self._local:
             self._state.changed = True

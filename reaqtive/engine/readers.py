@@ -39,17 +39,19 @@ checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import ReaqtiveError
-from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.operator import OperatorBase, StateReader, StateWriter, Version
 from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
+from reaqtive.engine.egress import EgressStamp
 from reaqtive.engine.environment import EngineEnvironment
+from reaqtive.operators._fusion import FusedEntry
 from reaqtive.state import StateFormatError, StatefulUnaryOperatorBase
 
 if TYPE_CHECKING:
@@ -63,6 +65,8 @@ __all__ = [
     "START_POSITION_SETTING",
     "Envelope",
     "LogCursor",
+    "LogRun",
+    "RunReader",
     "StreamNotFoundError",
     "StreamReader",
 ]
@@ -133,6 +137,7 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         "_faulted",
         "_pending_mark",
         "_requested",
+        "_run_egress",
         "_saved_mark",
         "_uri",
         "_watching",
@@ -149,6 +154,7 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         self._faulted = False  # reported a failure to the environment (once)
         self._behind = False  # its query is behind the engine: its events come from the query's catch-up
         self._watching = False  # the dirty registry asks this reader at every checkpoint
+        self._run_egress: EgressStamp[Any] | Literal[False] | None = None  # see read_run (None: not looked at yet)
 
     @property
     def uri(self) -> str:
@@ -356,34 +362,89 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         self._requested = LONG_MAX  # no replacement requests from here on
         engine.reader_failed(self.context.instance_id, error)
 
-    def read_run(  # noqa: PLR0917  (the loop's state, bound once per run)
-        self,
-        pos0: int,
-        values: Sequence[Any],
-        ticks: Sequence[int],
-        start: int,
-        end: int,
-        timeline: Timeline,
-        cursor: LogCursor,
-        faults: list[Any],
-        subject: SimpleSubject[Envelope],
-        subscriptions: tuple[object, ...],
-        subscription: Any,
-    ) -> int:
-        """Read events ``start`` to ``end - 1`` of a run of this reader's stream (the first at log position
-        ``pos0``), handed over by the engine while this reader is the stream's only subscriber and takes
-        everything (its subscription is on the subject's fast path): per event, exactly what the engine's
-        delivery loop and :meth:`on_next` do, in one frame (the clock set to the event's tick, the cursor, the
-        watermark, the element downstream).
+    def read_run(self, run: LogRun, start: int) -> int:
+        """Read events ``start`` to ``run.end - 1`` of ``run`` (a run of this reader's stream), handed over by the
+        engine while this reader is the stream's only subscriber and takes everything (its subscription is on the
+        subject's fast path): per event, exactly what the engine's delivery loop and :meth:`on_next` do (the
+        clock set to the event's tick, the cursor, the watermark, the element downstream).
 
         Returns the index of the first event not read. It stops *before* an event when a timer is due by then
         (the engine runs it first), and *after* an event when work became due at its instant, a query failed,
         or the stream's subscribers changed (an inner reader subscribed, a demand became bounded): the engine
         takes over from there, as it would have after that event.
+
+        Below a fused run that ends in the engine's egress (``stream -> map -> filter -> scan -> egress``),
+        nothing reads the clock or schedules work, so the events up to the next timer due go through the run in
+        one call (:meth:`~reaqtive.operators._fusion.FusedEntry.on_next_run`) and the clock moves once, to where
+        the per-event loop would have left it.
         """
+        egress = self._run_egress
+        if egress is None:
+            egress = self._run_egress = _timeless_chain(self._downstream)
+        if egress is not False:
+            return self._read_through(egress, run, start)
+        return self._read_each(run, start)
+
+    def _read_through(self, egress: EgressStamp[Any], run: LogRun, start: int) -> int:
+        """Below this reader, every stage down to the egress is timeless: hand it the events up to the next timer
+        due in one loop (one call for a fused run), with the clock moved once, to where the per-event loop would
+        have left it, and the outputs stamped and written in one call."""
+        timeline = run.timeline
+        ticks = run.ticks
+        due = timeline.queue.next_due
+        stop = run.end
+        if due <= max(ticks[start:stop]):  # a timer is due before one of them: the events up to it go first
+            stop = next(i for i in range(start, stop) if ticks[i] >= due)
+            if stop == start:
+                return start
+        pos0 = run.pos0
+        if pos0 + start <= self._watermark:
+            return self._read_each(run, start)  # handed again (not on the engine's fast path): one by one
+        outputs = egress.begin_run()
+        cursor = run.cursor
+        try:
+            reached = self._hand_run(run.values, start, stop, cursor, pos0, egress, outputs)
+        except Exception as error:
+            reached = cursor.pos - pos0 + 1  # the element in hand was taken
+            egress.end_run()  # what came out before it, as one by one
+            self._escaped(error)
+        else:
+            egress.end_run()
+        if reached > start:
+            self._watermark = pos0 + reached - 1
+            latest = max(ticks[start:reached])
+            timeline.clock = max(timeline.clock, latest)
+        return reached
+
+    def _hand_run(  # noqa: PLR0917  (the loop's state)
+        self, values: Sequence[Any], start: int, stop: int, cursor: LogCursor, pos0: int, egress: EgressStamp[Any],
+        outputs: list[Any],
+    ) -> int:
+        """Values ``start`` to ``stop - 1`` downstream, each with the cursor at its position; returns the index of
+        the first not handed (``stop``, or less once this reader was disposed)."""
+        downstream = self._downstream
+        if isinstance(downstream, FusedEntry):
+            tail = downstream.tail
+            emit = outputs.append if tail is egress else tail.on_next
+            return downstream.on_next_run(values, start, stop, cursor, pos0, self, emit)
+        if isinstance(downstream, RunReader) and getattr(downstream, "_downstream", None) is egress:
+            return downstream.on_next_run(values, start, stop, cursor, pos0, self, outputs.append)
+        on_next = downstream.on_next
+        for i in range(start, stop):
+            if self._disposed:
+                return i
+            cursor.pos = pos0 + i
+            on_next(values[i])
+        return stop
+
+    def _read_each(self, run: LogRun, start: int) -> int:
+        timeline = run.timeline
         queue = timeline.queue
         on_next = self._downstream.on_next
+        values, ticks, pos0, cursor, faults = run.values, run.ticks, run.pos0, run.cursor, run.faults
+        subject, subscriptions, subscription = run.subject, run.subscriptions, run.subscription
         watermark = self._watermark
+        end = run.end
         i = start
         while i < end:
             t = ticks[i]
@@ -406,3 +467,59 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
                 return i
         return i
 
+
+class LogRun:
+    """A run of one stream's logged events as the engine's delivery loop hands it to the stream's only reader
+    (:meth:`StreamReader.read_run`): the events (values, ticks, the log position of the first), where the run
+    ends, and what the reader must watch while it reads (the timeline's clock and timers, the loop's cursor and
+    failures, the stream's subscription)."""
+
+    __slots__ = ("cursor", "end", "faults", "pos0", "subject", "subscription", "subscriptions", "ticks", "timeline",
+                 "values")
+
+    def __init__(  # noqa: PLR0917  (made once per slice of a run)
+        self, values: Sequence[Any], ticks: Sequence[int], pos0: int, end: int, timeline: Timeline,
+        cursor: LogCursor, faults: list[Any], subject: SimpleSubject[Envelope], subscription: Any,
+    ) -> None:
+        self.values = values
+        self.ticks = ticks
+        self.pos0 = pos0
+        self.end = end
+        self.timeline = timeline
+        self.cursor = cursor
+        self.faults = faults
+        self.subject = subject
+        self.subscriptions: tuple[object, ...] = subject._subscriptions
+        self.subscription = subscription
+
+
+@runtime_checkable
+class RunReader(Protocol):
+    """A stage that takes a run of elements in one call (a fused run's entry, group_by's per-key steps): see
+    :meth:`~reaqtive.operators._fusion.FusedEntry.on_next_run` for the contract."""
+
+    def on_next_run(  # noqa: PLR0917
+        self, values: Sequence[Any], start: int, end: int, cursor: Any, pos0: int, source: OperatorBase[Any],
+        emit: Callable[[Any], object],
+    ) -> int: ...
+
+
+_CHAIN_LIMIT: Final = 64  # how far down a chain of stages is followed to the egress
+
+
+def _timeless_chain(downstream: object) -> EgressStamp[Any] | Literal[False]:
+    """The engine's egress below ``downstream`` when every stage between is timeless (see
+    :attr:`~reaqtive.core.operator.OperatorBase.timeless`; a fused run's stages are) and the egress takes its
+    outputs as ``(seq, value)``: handing a run of elements down then needs no clock per element. Otherwise
+    ``False``."""
+    node = downstream
+    for _ in range(_CHAIN_LIMIT):
+        if isinstance(node, FusedEntry):
+            node = node.tail
+        elif isinstance(node, EgressStamp):
+            return node if node.takes_outputs else False
+        elif isinstance(node, OperatorBase) and node.timeless:
+            node = node._downstream
+        else:
+            return False
+    return False

@@ -57,6 +57,10 @@ from reaqtive.state.traversal import iter_nodes
 _NO_SKIPS: Final[frozenset[tuple[str, str, int]]] = frozenset()
 
 
+def _discard(seq: int, value: Any) -> None:
+    """The writer of a subscription whose observer is ``discard``."""
+
+
 class _Observer(OutputTaker):
     """The end of a subscription: takes everything, hands outputs to the engine's writer for its observer. An
     output the writer cannot keep (a value the store cannot encode) stops this subscription alone: the engine
@@ -82,10 +86,35 @@ class _Observer(OutputTaker):
         try:
             write(seq, value)
         except UnstorableOutputError as error:
-            self._failed = True
-            if self._subscription is not None:
-                self._subscription.cancel()
-            self._engine._fault_later(self._uri, error)
+            self._unstorable(error)
+
+    def write_outputs(self, first: int, values: list[Any]) -> int:
+        write = self._write
+        if write is None or self._failed:
+            return len(values)
+        seq = first
+        try:
+            for value in values:
+                write(seq, value)
+                seq += 1
+        except UnstorableOutputError as error:
+            self._unstorable(error)  # the outputs after it are dropped, as the query stops at it
+            return seq - first + 1
+        return len(values)
+
+    def writer(self) -> OutputWriter:
+        write = self._write
+        return _discard if write is None else write
+
+    def unstorable(self, error: UnstorableOutputError) -> None:
+        if not self._failed:
+            self._unstorable(error)
+
+    def _unstorable(self, error: UnstorableOutputError) -> None:
+        self._failed = True
+        if self._subscription is not None:
+            self._subscription.cancel()
+        self._engine._fault_later(self._uri, error)
 
     def on_next(self, value: Output) -> None:
         self.write_output(value.seq, value.value)

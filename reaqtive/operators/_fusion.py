@@ -367,6 +367,9 @@ class FusedEntry:
 
     __slots__ = ("on_complete", "on_error", "on_subscribe")
 
+    stage_count: ClassVar[int] = 0
+    """How many stages the run has (set on each generated class)."""
+
     on_subscribe: Callable[[Subscription], None]
     on_error: Callable[[BaseException], None]
     on_complete: Callable[[], None]
@@ -401,6 +404,29 @@ class FusedEntry:
         """
         raise NotImplementedError
 
+    def on_next_run(  # noqa: PLR0917  (the loop's state, bound once per run)
+        self, values: Sequence[Any], start: int, end: int, cursor: Any, pos0: int, source: OperatorBase[Any],
+        emit: Callable[[Any], object],
+    ) -> int:
+        """Elements ``values[start:end]`` from a source that reads a run of logged events (the engine's stream
+        reader, see :meth:`reaqtive.engine.readers.StreamReader.read_run`; generated), called only while the
+        source's demand is unbounded: for each in turn, ``cursor.pos`` is set to its log position ``pos0 + i``
+        (where a failure is recorded, and where a reader created meanwhile would start), then what :meth:`on_next`
+        does, in one loop, less the demand bookkeeping that unbounded demand makes moot; what comes out of the
+        last stage goes to ``emit`` (the caller collects a run's outputs there and hands them to the last
+        stage's downstream, see :meth:`tail`). It stops before an element once ``source`` is disposed.
+
+        Returns the index of the first element not delivered (``end`` when all were). An exception from the
+        stages or from downstream propagates, ``cursor.pos`` then standing at the element in hand.
+        """
+        raise NotImplementedError
+
+    @property
+    def tail(self) -> Subscriber[Any]:
+        """Where the run's elements go: the last stage's downstream."""
+        stage: Any = getattr(self, f"_s{self.stage_count - 1}")
+        return cast("Subscriber[Any]", stage._downstream)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__}>"
 
@@ -428,6 +454,8 @@ def _entry_class(shape: tuple[type[FusibleStage], ...]) -> type[FusedEntry]:
         "__doc__": f"The fused entry of {' -> '.join(label.split('_'))}.",
         "on_next": namespace["on_next"],
         "on_next_batch": namespace["on_next_batch"],
+        "on_next_run": namespace["on_next_run"],
+        "stage_count": len(shape),
     }
     return cast("type[FusedEntry]", type(f"Fused_{label}", (FusedEntry,), body))
 
@@ -482,4 +510,28 @@ def _generate(steps: Sequence[FusedStep]) -> str:
         "    return taken + 1, None",
         "",
     ]
+    lines += _generate_run(steps, names)
     return "\n".join(lines)
+
+
+def _generate_run(steps: Sequence[FusedStep], names: list[str]) -> list[str]:
+    """The source of ``on_next_run`` (see :meth:`FusedEntry.on_next_run`)."""
+    last = len(steps) - 1
+    lines = ["def on_next_run(self, values, start, end, cursor, pos0, source, emit):"]
+    for index in range(len(steps)):
+        lines += [f"    s{index} = self._s{index}", f"    f{index} = self._f{index}"]
+    lines += [
+        "    for i in range(start, end):",
+        "        if source._disposed:",
+        "            return i",
+        "        cursor.pos = pos0 + i",
+        "        v0 = values[i]",
+    ]
+    for index, step in enumerate(steps):
+        value, result = names[index], names[index + 1]
+        lines += step.render(value=value, result=result, fn=f"f{index}", stage=f"s{index}", stop="continue",
+                             bounded=False, indent=8)
+        if index < last:
+            lines += [f"        if s{index}._disposed:", "            continue"]
+    lines += [f"        emit({names[-1]})", "    return end", ""]
+    return lines

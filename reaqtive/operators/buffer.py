@@ -148,6 +148,7 @@ class BufferCount(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
     path is an append and a length check: demand is translated in ``request``, with no per-element accounting,
     and the list's dirtiness is found out when a checkpoint asks (see ``_note_changes``)."""
 
+    timeless = True
     name = "reaqtive:buffer/count"
     version: Version = (1,)
 
@@ -259,6 +260,7 @@ class BufferCountSkip(UnaryEmitterBase[T, list[T]], Generic[T]):
     ``_demand``.
     """
 
+    timeless = True
     name = "reaqtive:buffer/count+skip"
     version: Version = (1,)
 

@@ -103,6 +103,7 @@ class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
     element path (and the fused step) needs no test. Fuses with adjacent fusible stages
     (:mod:`reaqtive.operators._fusion`)."""
 
+    timeless = True
     name = "reaqtive:do"
     version: Version = (1,)
 

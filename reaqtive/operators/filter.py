@@ -104,6 +104,7 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of :func:`filter`: ``_unbounded`` caches ``_requested == LONG_MAX``, read per dropped
     element. Fuses with adjacent fusible stages (:mod:`reaqtive.operators._fusion`)."""
 
+    timeless = True
     name = "reaqtive:filter"
     version: Version = (1,)
 
@@ -169,6 +170,7 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
 class FilterIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of :func:`filter_indexed`."""
 
+    timeless = True
     name = "reaqtive:filter+index"
     version: Version = (1,)
 

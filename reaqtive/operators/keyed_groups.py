@@ -51,7 +51,7 @@ from reaqtive.core.context import OperatorContext
 from reaqtive.core.error_policy import NO_ELEMENT
 from reaqtive.core.errors import LimitExceededError
 from reaqtive.core.expression import Expression, GroupedStreamNode, grouped_stream_class, is_expression
-from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.operator import OperatorBase, StateReader, StateWriter, Version
 from reaqtive.core.scheduler_interface import Scheduler
 from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.core.subscribable import Subscribable
@@ -222,6 +222,7 @@ def _stop_error(error: Exception) -> Exception:
 class KeyedGroups(PullingEmitterBase[Any, Any]):
     """The running stage of a keyed ``group_by ... flat_map`` (see the module)."""
 
+    timeless = True
     name = "reaqtive:group_by+keyed"
     version: Version = (1,)
     group_by_name = "reaqtive:group_by"
@@ -296,12 +297,114 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
 
     # -- elements --------------------------------------------------------------------------------------------------
 
-    def on_next(self, value: Any) -> None:  # noqa: PLR0915 (the per-element path, inlined on purpose)
+    def on_next(self, value: Any) -> None:
         try:
             key = self._key_selector(value)
         except Exception as error:
             self._user_error(error, value)  # skipped: the element never reaches a key
             return
+        self._keyed(key, value)
+
+    def on_next_run(  # noqa: PLR0917  (the per-element path, inlined on purpose; bound once per run)
+        self, values: Sequence[Any], start: int, end: int, cursor: Any, pos0: int, source: OperatorBase[Any],
+        emit: Callable[[Any], object],
+    ) -> int:
+        """Elements ``values[start:end]`` from the engine's stream reader reading a run of logged events (see
+        :meth:`reaqtive.engine.readers.StreamReader.read_run`; the same contract as a fused run's
+        :meth:`~reaqtive.operators._fusion.FusedEntry.on_next_run`): ``cursor.pos`` set to each element's log
+        position, then exactly what :meth:`on_next` does, with the results that :meth:`on_next` would hand
+        downstream at once given to ``emit`` (the engine's egress collecting the run's outputs; it takes
+        everything, so demand stays unbounded and nothing re-enters this stage). The common case (one step, a
+        known key, one result) is inlined; anything else goes through :meth:`on_next`'s own path.
+
+        Returns the index of the first element not handed (``end``, or less once ``source`` was disposed).
+        """
+        step = self._one_step
+        key_selector = self._key_selector
+        index = self._index
+        in_place = self._in_place
+        probe = self._probe
+        calm = step is not None and self._calm()
+        for i in range(start, end):
+            if source._disposed:
+                return i
+            cursor.pos = pos0 + i
+            value = values[i]
+            try:
+                key = key_selector(value)
+            except Exception as error:
+                self._user_error(error, value)
+                continue
+            if calm:
+                try:
+                    page = index.get(key)
+                except TypeError:
+                    page = None
+                if page is not None:
+                    records = page.records
+                    record = records[key]
+                    if record:  # the common case: a known key whose chain is live, one step, nothing waiting
+                        probe._key = key
+                        field = record[0]
+                        try:
+                            state, output = step.next(field, value)  # type: ignore[union-attr]  # calm: a step
+                        except Exception as error:
+                            self._step_failed(error, value)  # skipped: the key's record stays as it was
+                            self._settle(direct=False)
+                            calm = self._calm()
+                            continue
+                        if state is not field:
+                            if state is DONE:
+                                self._hand_on(self._ended(key, [field], 0, output), emit)
+                                calm = self._calm()
+                                continue
+                            records[key] = (state,)
+                            page.tracker.changed = True
+                        elif in_place:
+                            page.tracker.changed = True
+                        if output is not SKIP and type(output) is not _Outputs:
+                            emit(output)
+                            continue
+                        self._hand_on(output, emit)
+                        calm = self._calm()
+                        continue
+            self._keyed(key, value)  # anything else: on_next's own path
+            calm = step is not None and self._calm()
+        return end
+
+    def _calm(self) -> bool:
+        """Whether a result is handed on at once (see :meth:`on_next_run`): nothing waits, no error, the demand
+        unbounded, the stage running."""
+        return (self._error is None and not self._source_done and not self._pending and not self._emitting
+                and self._running and self._demand == LONG_MAX and self._deferred_error is None)
+
+    def _hand_on(self, output: Any, emit: Callable[[Any], object]) -> None:
+        """What :meth:`_keyed` does with a step's result: handed on at once while nothing waits before it, else
+        queued and drained."""
+        if output is SKIP:
+            self._settle(direct=False)
+            return
+        direct = (self._demand == LONG_MAX and not self._pending and not self._emitting and self._running
+                  and type(output) is not _Outputs)
+        if not direct:
+            self._queue(output if type(output) is _Outputs else [output])
+        self._settle(direct=direct)
+        if direct:
+            emit(output)
+            if self._pending or self._error is not None or self._source_done:
+                self._drain()
+
+    def _settle(self, *, direct: bool) -> None:
+        """What :meth:`_keyed` does once it let go of its lock: drain what waits (unless the result is handed on
+        directly), then fail with an error deferred until the results before it went out."""
+        if not direct and (self._pending or self._error is not None):
+            self._drain()
+        if self._deferred_error is not None:
+            deferred, self._deferred_error = self._deferred_error, None
+            self._fail(deferred)
+
+    def _keyed(self, key: Any, value: Any) -> None:
+        """:meth:`on_next` once the element's key is known."""
         lock = self._lock
         lock.acquire()  # acquire/release: a third of the cost of ``with``
         direct = False
@@ -630,6 +733,7 @@ class KeyedGroupsExpiring(KeyedGroups):
     keys that changed, and recovery rebuilds the order from the touch numbers.
     """
 
+    timeless = False  # its groups expire on timers
     name = "reaqtive:group_by+keyed+expiry"
     version: Version = (1,)
     group_by_name = "reaqtive:group_by+expiry"

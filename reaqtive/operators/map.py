@@ -99,6 +99,7 @@ class MapIndexedArgs:
 class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
     """The running stage of :func:`map`. Fuses with adjacent fusible stages (:mod:`reaqtive.operators._fusion`)."""
 
+    timeless = True
     name = "reaqtive:map"
     version: Version = (1,)
 
@@ -147,6 +148,7 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
 class MapIndexed(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
     """The running stage of :func:`map_indexed`."""
 
+    timeless = True
     name = "reaqtive:map+index"
     version: Version = (1,)
 

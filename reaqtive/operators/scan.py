@@ -136,6 +136,7 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
     accumulator). Fuses with adjacent fusible stages (:mod:`reaqtive.operators._fusion`): the fused step keeps
     the state in these fields, where a checkpoint finds them."""
 
+    timeless = True
     name = "reaqtive:scan"
     version: Version = (1,)
 
@@ -209,6 +210,7 @@ class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
     """The running stage of :func:`scan` with a seed (state: the accumulator). Fuses with adjacent fusible
     stages (:mod:`reaqtive.operators._fusion`): the fused step keeps the state in this field."""
 
+    timeless = True
     name = "reaqtive:scan+seed"
     version: Version = (1,)
 
