@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -39,6 +39,15 @@ from reaqtive.state import StoreError
 _COURIER_DRAIN_SECONDS: Final = 30.0  # how long serve() lets the couriers deliver what waits when it ends
 MIN_WAKE_SECONDS: Final = 0.001
 """The shortest wait of an idle processing loop (see :meth:`Delivery.idle_seconds`)."""
+
+
+def _sole_reader(subscriptions: tuple[Any, ...]) -> StreamReader[Any] | None:
+    """The reader of a stream's only subscription, which the loop hands events directly while its demand is
+    unbounded (its subscription on the subject's fast path: the subject has nothing to count)."""
+    if len(subscriptions) != 1 or not subscriptions[0]._fast:
+        return None
+    reader = subscriptions[0]._downstream
+    return reader if isinstance(reader, StreamReader) else None
 
 
 class Delivery(EngineRoom):
@@ -437,26 +446,25 @@ class Delivery(EngineRoom):
         lock = self._lock
         self._clock_started = True
         self._positions.expected[stream] = seq0 + end
+        whole = None if to_ticks is not None else LogRun(values, micros, pos0, end, timeline, cursor)
+        known: tuple[Any, ...] = ()
+        sole: StreamReader[Any] | None = None
+        hand: Callable[[Envelope], None] = subject.on_next
         i = start
         while i < end:
-            subscriptions = subject._subscriptions
-            if to_ticks is None and len(subscriptions) == 1:
-                # The stream's only subscriber takes everything: hand it the run, it loops over it itself (and
-                # stops where the engine must act).
-                subscription = subscriptions[0]
-                reader: object = subscription._downstream
-                if subscription._fast and isinstance(reader, StreamReader):
-                    taken = reader.read_run(LogRun(values, micros, pos0, end, timeline, cursor, faults, subject,
-                                                   subscription), i)
-                    if taken > i:
-                        i = taken
-                        # Work the last delivery triggered (what gave way is finished before the next event).
-                        if queue.next_due <= micros[i - 1] and not scheduler.advance_to(timeline.clock, yielding=True):
-                            self._positions.expected[stream] = seq0 + i
-                            end = i
-                        if faults:
-                            self._apply_faults()
-                        continue
+            # The subscriber set is replaced, never changed in place; a demand may become bounded.
+            if subject._subscriptions is not known or (sole is not None and not known[0]._fast):
+                known = subject._subscriptions
+                sole = _sole_reader(known)
+                hand = subject.on_next if sole is None else sole.on_next
+            if sole is not None and whole is not None:
+                # Timeless stages below the only reader take the events up to the next timer in one call.
+                taken = sole.read_run(whole, i)
+                if taken > i:
+                    i = taken
+                    if faults:
+                        self._apply_faults()
+                    continue
             ticks = to_ticks(micros[i]) if to_ticks is not None else micros[i]
             if ticks > timeline.clock:
                 if queue.next_due <= ticks:
@@ -468,7 +476,7 @@ class Delivery(EngineRoom):
                     timeline.clock = ticks
             pos = pos0 + i
             cursor.pos = pos  # the stream's delivered marks follow once, after the loop (the first delivery of each)
-            subject.on_next(Envelope(pos, values[i]))
+            hand(Envelope(pos, values[i]))
             # Work the delivery triggered for this instant (what gave way is finished before the next event).
             finished = queue.next_due > ticks or scheduler.advance_to(timeline.clock, yielding=True)
             if faults:

@@ -55,7 +55,6 @@ from reaqtive.operators._fusion import FusedEntry
 from reaqtive.state import StateFormatError, StatefulUnaryOperatorBase
 
 if TYPE_CHECKING:
-    from reaqtive.core.subjects import SimpleSubject
     from reaqtive.fluent.query import Query
     from reaqtive.scheduler.virtual import Timeline
 
@@ -363,27 +362,27 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         engine.reader_failed(self.context.instance_id, error)
 
     def read_run(self, run: LogRun, start: int) -> int:
-        """Read events ``start`` to ``run.end - 1`` of ``run`` (a run of this reader's stream), handed over by the
-        engine while this reader is the stream's only subscriber and takes everything (its subscription is on the
-        subject's fast path): per event, exactly what the engine's delivery loop and :meth:`on_next` do (the
-        clock set to the event's tick, the cursor, the watermark, the element downstream).
+        """Take events ``start`` to ``run.end - 1`` of ``run`` (a run of this reader's stream) in one call, when
+        every stage below this reader down to the engine's egress is timeless (a fused run, a count-based
+        buffer, group_by's per-key steps: see :attr:`~reaqtive.core.operator.OperatorBase.timeless`). The
+        engine hands it a run while this reader is its stream's only subscriber and takes everything (its
+        subscription is on the subject's fast path).
 
-        Returns the index of the first event not read. It stops *before* an event when a timer is due by then
-        (the engine runs it first), and *after* an event when work became due at its instant, a query failed,
-        or the stream's subscribers changed (an inner reader subscribed, a demand became bounded): the engine
-        takes over from there, as it would have after that event.
+        Nothing below reads the clock or schedules work, so the events up to the next timer due go down in one
+        loop (one call for a stage that takes runs: :class:`RunReader`), the cursor standing at each element in
+        turn (a failure is recorded at its event's position), the clock moved once, to where the engine's
+        per-event loop would have left it, and the outputs are stamped and written in one call.
 
-        Below a fused run that ends in the engine's egress (``stream -> map -> filter -> scan -> egress``),
-        nothing reads the clock or schedules work, so the events up to the next timer due go through the run in
-        one call (:meth:`~reaqtive.operators._fusion.FusedEntry.on_next_run`) and the clock moves once, to where
-        the per-event loop would have left it.
+        Returns the index of the first event not taken: ``start`` when the stages below are not timeless (the
+        engine's loop hands the events one by one) or a timer is due by the first event, less than
+        ``run.end`` when a timer is due by a later one or the query stopped.
         """
         egress = self._run_egress
         if egress is None:
             egress = self._run_egress = _timeless_chain(self._downstream)
-        if egress is not False:
-            return self._read_through(egress, run, start)
-        return self._read_each(run, start)
+        if egress is False:
+            return start
+        return self._read_through(egress, run, start)
 
     def _read_through(self, egress: EgressStamp[Any], run: LogRun, start: int) -> int:
         """Below this reader, every stage down to the egress is timeless: hand it the events up to the next timer
@@ -399,7 +398,7 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
                 return start
         pos0 = run.pos0
         if pos0 + start <= self._watermark:
-            return self._read_each(run, start)  # handed again (not on the engine's fast path): one by one
+            return start  # handed again (not on the engine's fast path): the engine's loop, one by one
         outputs = egress.begin_run()
         cursor = run.cursor
         try:
@@ -437,49 +436,16 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
             on_next(values[i])
         return stop
 
-    def _read_each(self, run: LogRun, start: int) -> int:
-        timeline = run.timeline
-        queue = timeline.queue
-        on_next = self._downstream.on_next
-        values, ticks, pos0, cursor, faults = run.values, run.ticks, run.pos0, run.cursor, run.faults
-        subject, subscriptions, subscription = run.subject, run.subscriptions, run.subscription
-        watermark = self._watermark
-        end = run.end
-        i = start
-        while i < end:
-            t = ticks[i]
-            if t > timeline.clock:
-                if queue.next_due <= t:
-                    return i
-                timeline.clock = t
-            pos = pos0 + i
-            cursor.pos = pos
-            i += 1
-            if pos > watermark:  # always, on the engine's fast path (it never hands over an event twice)
-                self._watermark = watermark = pos
-                try:
-                    on_next(values[i - 1])
-                except Exception as error:
-                    self._escaped(error)
-                    return i
-            # The subject's own fields: its subscriber set is replaced, never changed in place.
-            if queue.next_due <= t or faults or subject._subscriptions is not subscriptions or not subscription._fast:
-                return i
-        return i
-
-
 class LogRun:
     """A run of one stream's logged events as the engine's delivery loop hands it to the stream's only reader
-    (:meth:`StreamReader.read_run`): the events (values, ticks, the log position of the first), where the run
-    ends, and what the reader must watch while it reads (the timeline's clock and timers, the loop's cursor and
-    failures, the stream's subscription)."""
+    (:meth:`StreamReader.read_run`): the values, their ticks, the log position of the first, where the run ends,
+    the timeline whose clock they move and the loop's cursor."""
 
-    __slots__ = ("cursor", "end", "faults", "pos0", "subject", "subscription", "subscriptions", "ticks", "timeline",
-                 "values")
+    __slots__ = ("cursor", "end", "pos0", "ticks", "timeline", "values")
 
     def __init__(  # noqa: PLR0917  (made once per slice of a run)
         self, values: Sequence[Any], ticks: Sequence[int], pos0: int, end: int, timeline: Timeline,
-        cursor: LogCursor, faults: list[Any], subject: SimpleSubject[Envelope], subscription: Any,
+        cursor: LogCursor,
     ) -> None:
         self.values = values
         self.ticks = ticks
@@ -487,10 +453,6 @@ class LogRun:
         self.end = end
         self.timeline = timeline
         self.cursor = cursor
-        self.faults = faults
-        self.subject = subject
-        self.subscriptions: tuple[object, ...] = subject._subscriptions
-        self.subscription = subscription
 
 
 @runtime_checkable

@@ -34,7 +34,7 @@ import msgpack
 
 from reaqtive import FunctionRegistry, Query, keyed_execution
 from reaqtive.core.errors import ReaqtiveError
-from reaqtive.engine import Engine, RecoveryPolicy
+from reaqtive.engine import ArtifactNotFoundError, Engine, RecoveryPolicy
 from reaqtive.engine.database import pack_times, unpack_times
 from reaqtive.state import sqlite_store
 from reaqtive.state.codec import DEFAULT_CODEC, Segment
@@ -425,7 +425,10 @@ def _read_subscription(
             seen.outputs = [tuple(output) for output in engine.outputs(uri)]
         except Exception as error:
             seen.outputs_error = error
-    seen.ended_with = engine.subscription_error(uri)
+    try:
+        seen.ended_with = engine.subscription_error(uri)
+    except ArtifactNotFoundError:
+        seen.ended_with = None  # unknown to the engine (removed by the recovery policy): nothing ended it
     return seen
 
 
