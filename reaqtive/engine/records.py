@@ -8,6 +8,7 @@ field, so that recovery can hand the failure to the recovery policy instead of f
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -93,10 +94,17 @@ def _is_str_list(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
-def parse_artifact(uri: str, blob: bytes) -> dict[str, Any]:
-    """The JSON record of artifact ``uri``, with the fields its kind needs, of the right types."""
+def parse_artifact(uri: str, blob: bytes, shared: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON record of artifact ``uri``, with the fields its kind needs, of the right types. ``shared``: equal
+    constants and references of the records read with the same mapping are one object (10,000 subscriptions of
+    one query over a few streams hold a few lists, not 20,000: memory per idle subscription). Records are
+    replaced, never changed in place, so sharing their parts is safe."""
     where = f"the record of artifact {uri!r}"
     record = _json(blob, where)
+    if shared is not None and record.get("kind") == "subscription":
+        for name in ("constants", "refs"):
+            if name in record:
+                record[name] = _shared(shared, record[name])
     kind = _require(record, "kind", where, lambda k: isinstance(k, str) and k in ARTIFACT_KINDS,
                     f"one of {sorted(ARTIFACT_KINDS)}")
     _require(record, "created", where, _is_timestamp, "an ISO 8601 timestamp with its offset")
@@ -123,6 +131,15 @@ def parse_artifact(uri: str, blob: bytes) -> dict[str, Any]:
         if "skipping" in record:
             _require(record, "skipping", where, _is_skipping, "a list of {unit, path, pos}")
     return record
+
+
+def _shared(shared: dict[str, Any], value: Any) -> Any:
+    """The object equal to ``value`` seen first through ``shared`` (``value`` itself the first time)."""
+    try:
+        key = json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError):
+        return value  # not plain JSON: kept as it is
+    return shared.setdefault(key, value)
 
 
 def _is_skipping(value: object) -> bool:

@@ -135,9 +135,10 @@ class Recovery(EngineRoom):
         records: dict[str, dict[str, Any]] = {}
         for key, error in damaged.items():
             self._recovery_failed(key, "unknown", error)
+        shared: dict[str, Any] = {}  # equal parts of records are one object (see parse_artifact)
         for key, blob in snapshot.items(_ARTIFACTS):
             try:
-                record = parse_artifact(key, blob)
+                record = parse_artifact(key, blob, shared)
                 _check_kind_fields(key, record)
             except MalformedRecordError as error:
                 self._recovery_failed(key, "unknown", error)

@@ -94,3 +94,20 @@ def test_an_idle_subscription_holds_a_few_kilobytes_whatever_its_observer(tmp_pa
     finally:
         tracemalloc.stop()
     assert held / count < 16_384, f"{held / count:,.0f} bytes per idle subscription"
+
+
+def test_recovered_subscriptions_of_one_query_share_their_constants_and_references(tmp_path: Path) -> None:
+    """10,000 subscriptions of one query over a few streams hold a few lists after a recovery, not 20,000."""
+    from reaqtive import Query
+    from reaqtive.engine import DISCARD_SINK, Engine
+
+    with Engine(tmp_path / "s.db") as engine:
+        engine.create_stream("s://a")
+        engine.create_stream("s://b")
+        for i, stream in enumerate(["s://a", "s://a", "s://b"]):
+            engine.create_subscription(f"q://{i}", Query.stream(stream).take(3), observer=DISCARD_SINK)
+    with Engine(tmp_path / "s.db") as engine:
+        first, second, other = (engine._records[f"q://{i}"] for i in range(3))
+        assert first["constants"] is second["constants"] and first["refs"] is second["refs"]
+        assert other["constants"] is not first["constants"] and other["refs"] == ["s://b"]
+        assert engine.info("q://1").running
