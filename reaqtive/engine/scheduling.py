@@ -26,7 +26,7 @@ from reaqtive.engine._room import _ARTIFACTS, _DELIVERY_BATCH, EngineRoom, _to_b
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.database import IngressRun
 from reaqtive.engine.engine_errors import ArtifactNotFoundError, MalformedRecordError
-from reaqtive.engine.readers import Envelope, StreamReader
+from reaqtive.engine.readers import Envelope, LogRun, StreamReader
 from reaqtive.scheduler.virtual import MAX_PRIORITY, VirtualTimeScheduler, is_priority
 
 __all__ = ["Scheduling", "record_priority"]
@@ -47,6 +47,15 @@ def check_priority(priority: object) -> int:
         raise ValueError(f"priority must be a whole number from {-MAX_PRIORITY} to {MAX_PRIORITY} (lower runs "
                          f"first), got {priority!r}")
     return priority
+
+
+def _sole_held(lag: Lag, stream: str) -> StreamReader[Any] | None:
+    """The reader of ``stream`` a query behind the engine holds, when it is the only one and takes everything."""
+    held = lag.readers_of(stream)
+    if len(held) != 1:
+        return None
+    subscription, reader = held[0]
+    return reader if subscription._fast else None
 
 
 class Scheduling(EngineRoom):
@@ -206,6 +215,8 @@ class Scheduling(EngineRoom):
         if run.damage is not None or stream not in self._streams or seq0 + end > self._positions.heads.get(stream, 0):
             return self._catch_up_checked(lag, run, first, end, expected)
         quarantine = self._quarantine
+        if expected == seq0 + first and not (quarantine and quarantine.any_in(stream, seq0 + first, seq0 + end - 1)):
+            return self._catch_up_clean(lag, run, first, end)
         for i in range(first, end):
             seq = seq0 + i
             if seq < expected:  # a row that claims an event handed already (it was altered): ignored, as the engine did
@@ -221,6 +232,32 @@ class Scheduling(EngineRoom):
             if self._behind.get(lag.uri) is not lag:
                 return i + 1 - first
         lag.expected[stream] = expected
+        return end - first
+
+    def _catch_up_clean(self, lag: Lag, run: IngressRun, first: int, end: int) -> int:
+        """Events ``first`` to ``end - 1`` of a run with nothing to skip (the numbers the catch-up expects, none
+        quarantined): handed as the engine's loop hands them, a stream's only reader above timeless stages taking
+        the events up to the next timer of the query's clock in one call (see StreamReader.read_run)."""
+        stream, values, micros = run.stream, run.values, run.micros
+        timeline = lag.scheduler.timeline
+        whole = None if self._ticks_of_micros is not None else LogRun(values, micros, run.pos, end, timeline,
+                                                                       lag.cursor)
+        i = first
+        while i < end:
+            # Work left at the query's instant (it was paused in the middle of one) runs first, one by one.
+            sole = _sole_held(lag, stream) if whole is not None and timeline.queue.next_due > timeline.clock else None
+            taken = i if sole is None or whole is None else sole.read_run(whole, i)
+            if taken > i:
+                lag.pos = max(lag.pos, run.pos + taken - 1)
+                i = taken
+                if self._faults_pending:
+                    self._apply_faults()
+            else:
+                self._catch_up_event(lag, stream, run.pos + i, micros[i], values[i])
+                i += 1
+            if self._behind.get(lag.uri) is not lag:
+                return i - first
+        lag.expected[stream] = run.seq + end
         return end - first
 
     def _catch_up_checked(self, lag: Lag, run: IngressRun, first: int, end: int, expected: int) -> int:

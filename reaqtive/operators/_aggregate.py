@@ -84,6 +84,7 @@ class AggregateStage(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
     ``load_state_core`` after calling ``super()``.
     """
 
+    timeless = True
     __slots__ = ("_decided", "_demanded", "_held", "_result", "_source")
 
     def __init__(self, source: Subscribable[S], downstream: Subscriber[R]) -> None:

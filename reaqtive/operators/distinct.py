@@ -78,6 +78,7 @@ class DistinctArgs:
 class _DistinctBase(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """What both variants share: arguments, the limit, and filter's demand policy."""
 
+    timeless = True
     __slots__ = ("_key_selector", "_limit", "_requested", "_source")
 
     def __init__(self, args: DistinctArgs, downstream: Subscriber[T]) -> None:

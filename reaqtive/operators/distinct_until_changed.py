@@ -74,6 +74,7 @@ class DistinctUntilChangedArgs:
 class DistinctUntilChanged(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of :func:`distinct_until_changed`."""
 
+    timeless = True
     name = "reaqtive:distinct_until_changed"
     version: Version = (1,)
 

@@ -93,6 +93,7 @@ class Skip(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of :func:`skip` by count: the first request carries the elements to drop, so the
     upstream is never asked for more than it takes to deliver what the downstream requested."""
 
+    timeless = True
     name = "reaqtive:skip"
     version: Version = (1,)
 

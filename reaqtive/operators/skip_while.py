@@ -81,6 +81,7 @@ class SkipWhileArgs:
 class SkipWhile(DroppingStage[T], Generic[T]):
     """The running stage of :func:`skip_while`."""
 
+    timeless = True
     name = "reaqtive:skip_while"
     version: Version = (1,)
 
@@ -123,6 +124,7 @@ class SkipWhile(DroppingStage[T], Generic[T]):
 class SkipWhileIndexed(DroppingStage[T], Generic[T]):
     """The running stage of :func:`skip_while_indexed`."""
 
+    timeless = True
     name = "reaqtive:skip_while+indexed"
     version: Version = (1,)
 

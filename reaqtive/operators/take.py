@@ -98,6 +98,7 @@ class Take(StatefulUnaryOperatorBase[T, T], Generic[T]):
     upstream owes nothing).
     """
 
+    timeless = True
     name = "reaqtive:take"
     version: Version = (1,)
 

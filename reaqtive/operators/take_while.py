@@ -86,6 +86,7 @@ class TakeWhileArgs:
 class TakeWhile(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of :func:`take_while`."""
 
+    timeless = True
     name = "reaqtive:take_while"
     version: Version = (1,)
 
@@ -119,6 +120,7 @@ class TakeWhile(StatefulUnaryOperatorBase[T, T], Generic[T]):
 class TakeWhileIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of :func:`take_while_indexed`."""
 
+    timeless = True
     name = "reaqtive:take_while+indexed"
     version: Version = (1,)
 

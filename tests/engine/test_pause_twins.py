@@ -68,10 +68,26 @@ def three_of_b(outer: Any) -> Query[Any]:
     return Query.stream("b").take(3).scan([outer, None], tagged)
 
 
+def mod_3(value: Any) -> int:
+    return int(value) % 3
+
+
+def is_even(value: Any) -> bool:
+    return int(value) % 2 == 0
+
+
+def running_count(group: Any) -> Query[Any]:
+    return group.scan(0, count_one)
+
+
+def count_one(count: int, _: Any) -> int:
+    return count + 1
+
+
 def functions() -> FunctionRegistry:
     registry = FunctionRegistry()
     registry.register("add", operator.add)
-    for function in (tagged, two_of_c, c_since, three_of_b):
+    for function in (tagged, two_of_c, c_since, three_of_b, mod_3, is_even, running_count, count_one):
         registry.register(function.__name__, function)
     return registry
 
@@ -89,6 +105,9 @@ def queries() -> dict[str, Query[Any]]:
         "flat": a.flat_map(two_of_c),  # inner readers of another stream, created at run time
         "bounded": a.flat_map(two_of_c, max_concurrent=1),  # a lagging outer reader (it withholds demand)
         "switch": b.switch_latest(c_since),
+        # Timeless stages under a stream's only reader: a catch-up hands them runs in one call (read_run).
+        "fused": c.filter(is_even).scan(0, count_one),
+        "keyed": b.group_by(mod_3).flat_map(running_count),
     }
 
 
