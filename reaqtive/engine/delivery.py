@@ -429,7 +429,7 @@ class Delivery(EngineRoom):
             self._maybe_checkpoint()
         return taken
 
-    def _deliver_plain(self, run: IngressRun, start: int, end: int) -> int:
+    def _deliver_plain(self, run: IngressRun, start: int, end: int) -> int:  # noqa: PLR0915 (the per-event loop, inlined)
         """The per-event loop of the fast path: the clock moves to each event's time (running the timers due
         before it first), the cursor moves to the event before the delivery (a reader created meanwhile starts
         after it), the work the delivery triggered for its instant runs after it, a query that failed is stopped
@@ -476,6 +476,11 @@ class Delivery(EngineRoom):
                     timeline.clock = ticks
             pos = pos0 + i
             cursor.pos = pos  # the stream's delivered marks follow once, after the loop (the first delivery of each)
+            # The timers that ran before it may have subscribed or ended a reader, or bounded a demand.
+            if subject._subscriptions is not known or (sole is not None and not known[0]._fast):
+                known = subject._subscriptions
+                sole = _sole_reader(known)
+                hand = subject.on_next if sole is None else sole.on_next
             hand(Envelope(pos, values[i]))
             # Work the delivery triggered for this instant (what gave way is finished before the next event).
             finished = queue.next_due > ticks or scheduler.advance_to(timeline.clock, yielding=True)

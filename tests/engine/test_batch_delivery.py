@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from reaqtive import GroupedStream, Query
@@ -201,6 +201,9 @@ def test_batch_delivery_gives_the_outputs_clock_and_checkpoints_of_event_at_a_ti
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(script=steps, every=st.sampled_from([None, None, 1, 5]),
        chosen=st.lists(st.sampled_from(sorted(QUERIES)), min_size=1, max_size=2, unique=True).map(tuple))
+# A timer due at the event's instant subscribes a second reader of the stream (delay_subscription): the event must
+# reach both, not only the reader that was the stream's only one before the timer ran.
+@example(script=[Step("append", "a", (0,)), Step("append", "b", (4000,))], every=None, chosen=("delayed", "at_once"))
 def test_a_stream_with_one_reader_is_handed_whole_runs_with_the_same_results(
     tmp_path_factory: Any, script: list[Step], every: int | None, chosen: tuple[str, ...]
 ) -> None:
