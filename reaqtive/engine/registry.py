@@ -395,7 +395,11 @@ class ArtifactRegistry(EngineRoom):
     def _check_references(self, uri: str, references: Iterable[str]) -> None:
         missing = [ref for ref in references if ref not in self._records]
         if missing:
-            raise ArtifactNotFoundError(f"{uri!r} refers to {', '.join(map(repr, missing))}, which do(es) not exist")
+            what = (f"{missing[0]!r}, which does not exist" if len(missing) == 1
+                    else f"{', '.join(map(repr, missing))}, which do not exist")
+            raise ArtifactNotFoundError(
+                f"{uri!r} refers to {what} (create streams with engine.create_stream(uri), observers with "
+                "engine.define_observer(uri, function), or pass a sink object as observer=)")
 
     def _check_unused(self, uri: str) -> None:
         users = sorted(other for other, record in self._records.items() if uri in record.get("refs", ()))

@@ -166,3 +166,13 @@ def test_created_at_tells_a_recreated_uri_from_the_one_before(tmp_path: Path) ->
         assert engine.created_at("q") is None
         engine.create_subscription("q", Query.stream("s").map(abs))
         assert engine.created_at("q") not in (None, first)
+
+
+def test_a_subscription_to_an_observer_that_does_not_exist_names_it_and_how_to_make_it() -> None:
+    with Engine(":memory:") as engine:
+        engine.create_stream("s://here")
+        with pytest.raises(ArtifactNotFoundError, match=r"'q://1' refers to 'obs://nope', which does not exist "
+                                                         r"\(.*engine.define_observer\(uri, function\), or pass a "
+                                                         r"sink object as observer=\)"):
+            engine.create_subscription("q://1", Query.stream("s://here"), observer="obs://nope")
+        assert "q://1" not in engine.artifacts()
