@@ -1,16 +1,19 @@
 """The Spark examples of the README and docs/spark.md run as written, on the shared session, and give the
-one-minute averages they promise; ``examples/spark_sensor_averages.py`` runs as a script, in a subprocess, on
-Parquet files written by pandas, and ends by itself."""
+one-minute averages they promise; ``examples/spark_sensor_averages.py`` runs as a script, in a subprocess, in a
+fresh directory, on Parquet files pandas wrote with its defaults (nanosecond timestamps), ends by itself, and gives
+the embedded engine's rows."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import random
 import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -27,6 +30,8 @@ READINGS = [("s1", 0, 10.0), ("s2", 5, 20.0), ("s1", 30, 20.0), ("s1", 61, 30.0)
 
 
 def write_input(directory: Path) -> None:
+    """The readings as pandas writes them by default: ``at`` a ``datetime64[ns]`` column, stored as Parquet
+    ``INT64 TIMESTAMP(NANOS)``, which Spark's own reader refuses."""
     import pandas as pd
 
     directory.mkdir()
@@ -34,7 +39,8 @@ def write_input(directory: Path) -> None:
         [(sensor, T0 + timedelta(seconds=at), seq, reading) for seq, (sensor, at, reading) in enumerate(READINGS)],
         columns=["sensor", "at", "seq", "reading"],
     )
-    frame.to_parquet(directory / "part-0.parquet", coerce_timestamps="us", index=False)
+    frame.to_parquet(directory / "part-0.parquet")
+    assert str(pd.read_parquet(directory / "part-0.parquet")["at"].dtype).startswith("datetime64[ns")
 
 
 def run_example(spark: SparkSession, block: str, name: str, directory: Path) -> dict[str, list[float]]:
@@ -79,17 +85,73 @@ def test_spark_example_runs(
     assert averages["s2"][:1] == [20.0]
 
 
+SCRIPT = ROOT / "examples" / "spark_sensor_averages.py"
+SENSORS, SCRIPT_EVENTS, SCRIPT_FILES = 7, 400, 3
+
+
+def script_events() -> list[tuple[str, Any, int, float]]:
+    """``(sensor, at, seq, reading)``: readings about 1.3 s apart over 9 minutes, their times naive (pandas'
+    ``datetime64[ns]``, which Spark takes as UTC) with nanosecond digits (pandas keeps them; Spark holds
+    microseconds), the last on a whole second (where the watermark ends)."""
+    import pandas as pd
+
+    rng = random.Random(5)
+    start = pd.Timestamp(T0).tz_localize(None)
+    rows = [(f"s{rng.randrange(SENSORS)}", start + pd.Timedelta(nanoseconds=1_300_000_000 * i + rng.randrange(10**6)),
+             i, float(rng.randrange(1000)) / 8) for i in range(SCRIPT_EVENTS - 1)]
+    rows.append(("s0", start + pd.Timedelta(minutes=9), SCRIPT_EVENTS - 1, 1.0))
+    return rows
+
+
+def engine_rows(events: list[tuple[str, Any, int, float]], store: Path) -> list[tuple[str, int, Any]]:
+    """The script's query in the embedded engine over the same events, at the microseconds Spark sees:
+    ``(key, seq, value)`` with each value as the JSON Spark writes, decoded."""
+    from reaqtive.engine import Engine
+    from reaqtive.engine.expressions import FunctionRegistry
+    from reaqtive.spark import embedded_query, final_watermark, per_key_outputs
+    from reaqtive.spark.values import canonical_json
+
+    spec = importlib.util.spec_from_file_location("spark_sensor_averages", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)  # defines the query; main() is not called
+    functions = FunctionRegistry()
+    functions.register("no_key", script.no_key)
+    functions.register("reading", script.reading)
+    times = [at.floor("us").tz_localize("UTC").to_pydatetime() for _, at, _, _ in events]
+    with Engine(store, functions=functions, start=T0) as engine:
+        engine.create_stream("sensors")
+        engine.create_subscription("reaqtive://example", embedded_query(script.per_sensor, functions))
+        engine.append_many("sensors", [([sensor, {"reading": reading}], when)
+                                       for (sensor, _, _, reading), when in zip(events, times, strict=True)])
+        engine.process()
+        engine.advance_time(final_watermark(times[-1]))
+        outputs = per_key_outputs(engine.outputs("reaqtive://example"))
+    return sorted((key, seq, json.loads(canonical_json(value))) for key, seq, value in outputs)
+
+
 def test_the_example_script_runs_as_a_user_runs_it(tmp_path: Path) -> None:
-    """``python examples/spark_sensor_averages.py`` in a folder holding ``in/`` written by pandas: it ends by
-    itself, with rc 0, having written the averages (the script starts its own Spark, so it runs alone)."""
-    write_input(tmp_path / "in")
+    """``python examples/spark_sensor_averages.py`` in a fresh folder holding ``in/`` as pandas writes Parquet by
+    default: it ends by itself, with rc 0, having written the embedded engine's rows (the script starts its own
+    Spark, so it runs alone)."""
+    import pandas as pd
+
+    events = script_events()
+    directory = tmp_path / "in"
+    directory.mkdir()
+    size = -(-len(events) // SCRIPT_FILES)
+    for number in range(SCRIPT_FILES):
+        pd.DataFrame(events[number * size:(number + 1) * size], columns=["sensor", "at", "seq", "reading"]).to_parquet(
+            directory / f"part-{number}.parquet")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "spark_sensor_averages.py")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )
+    done = subprocess.run([sys.executable, str(SCRIPT)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    averages = averages_in(tmp_path / "out")
-    assert averages["s1"][:2] == [15.0, 30.0]
-    assert averages["s2"][:1] == [20.0]
+    frame = pd.read_parquet(tmp_path / "out")
+    assert frame["error"].isna().all()
+    rows = sorted((key, seq, json.loads(value)) for key, seq, value in zip(frame["key"], frame["seq"], frame["value"],
+                                                                         strict=True))
+    expected = engine_rows(events, tmp_path / "engine.db")
+    assert rows == expected
+    assert len({key for key, _, _ in expected}) == SENSORS and len(expected) > 50
     assert (tmp_path / "ckpt").is_dir()
