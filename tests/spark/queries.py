@@ -154,3 +154,72 @@ def sink_rows(spark: SparkSession, out: Path) -> list[tuple[Any, ...]]:
 def plain_rows(rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, int, Any]]:
     """``(key, seq, value)`` of sink rows, for comparing with the embedded engine."""
     return sorted((row[0], row[1], row[3]) for row in rows)
+
+
+SensorEvent = tuple[str, Any, int, float]
+"""The README's input: ``(sensor, at, seq, reading)``, ``at`` a pandas ``Timestamp`` (nanoseconds)."""
+
+
+def sensor_events(count: int = 400, sensors: int = 7, seed: int = 5) -> list[SensorEvent]:
+    """Readings about 1.3 s apart, their times naive (pandas' ``datetime64[ns]``, which Spark takes as UTC) with
+    nanosecond digits (pandas keeps them; Spark holds microseconds); the last on a whole minute (where the
+    watermark ends: it closes the minute before)."""
+    import pandas as pd
+
+    rng = random.Random(seed)
+    start = pd.Timestamp(T0).tz_localize(None)
+    rows = [(f"s{rng.randrange(sensors)}", start + pd.Timedelta(nanoseconds=1_300_000_000 * i + rng.randrange(10**6)),
+             i, float(rng.randrange(1000)) / 8) for i in range(count - 1)]
+    last = start + pd.Timedelta(minutes=-(-1_300 * count // 60_000))
+    rows.append(("s0", last, count - 1, 1.0))
+    return rows
+
+
+def write_sensor_files(directory: Path, events: Sequence[SensorEvent], files: int) -> None:
+    """The readings as ``files`` Parquet files written with pandas' defaults (``at``: ``INT64 TIMESTAMP(NANOS)``)."""
+    import pandas as pd
+
+    directory.mkdir(parents=True, exist_ok=True)
+    size = -(-len(events) // files)
+    for number in range(files):
+        frame = pd.DataFrame(events[number * size:(number + 1) * size], columns=["sensor", "at", "seq", "reading"])
+        frame.to_parquet(directory / f"part-{number}.parquet")
+
+
+def sensor_engine_rows(query: Query[Any], functions: dict[str, Any], events: Sequence[SensorEvent],
+                       store: Path) -> list[tuple[str, int, Any]]:
+    """``query`` (the README's, reading ``{"reading": ...}`` payloads) per sensor in the embedded engine over
+    ``events`` at the microseconds Spark sees, until Spark's final watermark: ``(key, seq, value)``, each value as
+    the JSON Spark writes, decoded."""
+    from reaqtive.engine import Engine
+    from reaqtive.engine.expressions import FunctionRegistry
+    from reaqtive.spark import embedded_query, final_watermark, per_key_outputs
+    from reaqtive.spark.values import canonical_json
+
+    registry = FunctionRegistry()
+    for name, function in functions.items():
+        registry.register(name, function)
+    times = [at.floor("us").tz_localize("UTC").to_pydatetime() for _, at, _, _ in events]
+    with Engine(store, functions=registry, start=T0) as engine:
+        engine.create_stream("sensors")
+        engine.create_subscription("reaqtive://sensors/averages", embedded_query(query, registry))
+        engine.append_many("sensors", [([sensor, {"reading": reading}], when)
+                                       for (sensor, _, _, reading), when in zip(events, times, strict=True)])
+        engine.process()
+        engine.advance_time(final_watermark(times[-1]))
+        outputs = per_key_outputs(engine.outputs("reaqtive://sensors/averages"))
+    return sorted((key, seq, json.loads(canonical_json(value))) for key, seq, value in outputs)
+
+
+def sink_values(rows: Sequence[Any]) -> list[tuple[Any, int, Any]]:
+    """``(key, seq, decoded value)`` of output rows (``key, seq, time, value, error``) without errors, sorted."""
+    errors = [row for row in rows if row[4] is not None]
+    assert not errors, errors[:3]
+    return sorted((row[0], row[1], json.loads(row[3])) for row in rows)
+
+
+def sink_rows_json(spark: SparkSession, out: Path) -> list[list[Any]]:
+    """The file sink's rows (read through its ``_spark_metadata`` log) as JSON-ready lists ``[key, seq, time,
+    value, error]`` (``time`` as ISO text, ``value`` as written)."""
+    return [[row.key, row.seq, row.time.isoformat(), row.value, row.error]
+            for row in spark.read.parquet(str(out)).collect()]

@@ -8,15 +8,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import random
 import subprocess
 import sys
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.spark import queries
 from tests.spark.queries import T0
 from tests.test_docs import ROOT, python_blocks, section
 
@@ -86,48 +86,6 @@ def test_spark_example_runs(
 
 
 SCRIPT = ROOT / "examples" / "spark_sensor_averages.py"
-SENSORS, SCRIPT_EVENTS, SCRIPT_FILES = 7, 400, 3
-
-
-def script_events() -> list[tuple[str, Any, int, float]]:
-    """``(sensor, at, seq, reading)``: readings about 1.3 s apart over 9 minutes, their times naive (pandas'
-    ``datetime64[ns]``, which Spark takes as UTC) with nanosecond digits (pandas keeps them; Spark holds
-    microseconds), the last on a whole second (where the watermark ends)."""
-    import pandas as pd
-
-    rng = random.Random(5)
-    start = pd.Timestamp(T0).tz_localize(None)
-    rows = [(f"s{rng.randrange(SENSORS)}", start + pd.Timedelta(nanoseconds=1_300_000_000 * i + rng.randrange(10**6)),
-             i, float(rng.randrange(1000)) / 8) for i in range(SCRIPT_EVENTS - 1)]
-    rows.append(("s0", start + pd.Timedelta(minutes=9), SCRIPT_EVENTS - 1, 1.0))
-    return rows
-
-
-def engine_rows(events: list[tuple[str, Any, int, float]], store: Path) -> list[tuple[str, int, Any]]:
-    """The script's query in the embedded engine over the same events, at the microseconds Spark sees:
-    ``(key, seq, value)`` with each value as the JSON Spark writes, decoded."""
-    from reaqtive.engine import Engine
-    from reaqtive.engine.expressions import FunctionRegistry
-    from reaqtive.spark import embedded_query, final_watermark, per_key_outputs
-    from reaqtive.spark.values import canonical_json
-
-    spec = importlib.util.spec_from_file_location("spark_sensor_averages", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)  # defines the query; main() is not called
-    functions = FunctionRegistry()
-    functions.register("no_key", script.no_key)
-    functions.register("reading", script.reading)
-    times = [at.floor("us").tz_localize("UTC").to_pydatetime() for _, at, _, _ in events]
-    with Engine(store, functions=functions, start=T0) as engine:
-        engine.create_stream("sensors")
-        engine.create_subscription("reaqtive://example", embedded_query(script.per_sensor, functions))
-        engine.append_many("sensors", [([sensor, {"reading": reading}], when)
-                                       for (sensor, _, _, reading), when in zip(events, times, strict=True)])
-        engine.process()
-        engine.advance_time(final_watermark(times[-1]))
-        outputs = per_key_outputs(engine.outputs("reaqtive://example"))
-    return sorted((key, seq, json.loads(canonical_json(value))) for key, seq, value in outputs)
 
 
 def test_the_example_script_runs_as_a_user_runs_it(tmp_path: Path) -> None:
@@ -136,13 +94,8 @@ def test_the_example_script_runs_as_a_user_runs_it(tmp_path: Path) -> None:
     Spark, so it runs alone)."""
     import pandas as pd
 
-    events = script_events()
-    directory = tmp_path / "in"
-    directory.mkdir()
-    size = -(-len(events) // SCRIPT_FILES)
-    for number in range(SCRIPT_FILES):
-        pd.DataFrame(events[number * size:(number + 1) * size], columns=["sensor", "at", "seq", "reading"]).to_parquet(
-            directory / f"part-{number}.parquet")
+    events = queries.sensor_events()
+    queries.write_sensor_files(tmp_path / "in", events, 3)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     done = subprocess.run([sys.executable, str(SCRIPT)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600, check=False)
@@ -151,7 +104,12 @@ def test_the_example_script_runs_as_a_user_runs_it(tmp_path: Path) -> None:
     assert frame["error"].isna().all()
     rows = sorted((key, seq, json.loads(value)) for key, seq, value in zip(frame["key"], frame["seq"], frame["value"],
                                                                          strict=True))
-    expected = engine_rows(events, tmp_path / "engine.db")
+    spec = importlib.util.spec_from_file_location("spark_sensor_averages", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)  # the script's query; its main() is not called
+    functions = {"no_key": script.no_key, "reading": script.reading}
+    expected = queries.sensor_engine_rows(script.per_sensor, functions, events, tmp_path / "engine.db")
     assert rows == expected
-    assert len({key for key, _, _ in expected}) == SENSORS and len(expected) > 50
+    assert len({key for key, _, _ in expected}) == 7 and len(expected) > 50
     assert (tmp_path / "ckpt").is_dir()
