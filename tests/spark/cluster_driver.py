@@ -6,7 +6,10 @@ JSON, the rows each run wrote and what the executors imported.
 * ``readme``: the README's Spark example, as written (its ``local_session()`` returns the session spark-submit
   made, on the cluster), run in the driver's working directory (``in/``, ``out/``, ``ckpt/``);
 * ``stream``: the acceptance query over ``files`` into a file sink, one file per micro-batch;
-* ``batch``: ``run_batch`` of the acceptance query over the first ``files`` until the last event.
+* ``batch``: ``run_batch`` of the acceptance query over the first ``files`` until the last event;
+* ``kill``: the acceptance query with the crash tests' fault point streamed over ``files``: the executor that
+  meets the event named by ``REAQTIVE_TEST_STALL`` (``spark.executorEnv``) hangs there until the test kills its
+  worker; Spark runs the lost tasks again on the other executor, from the state the last batch committed.
 """
 
 from __future__ import annotations
@@ -78,6 +81,13 @@ def main(argv: list[str]) -> int:
                             value=["kind", "amount", "seq"], until=datetime.fromisoformat(batch["until"]))
         result["batch"] = [[row.key, row.seq, None, row.value, row.error] for row in outputs.collect()]
         timings["batch"] = time.monotonic() - STARTED
+    if "kill" in job:  # last: a worker is killed while it runs
+        kill = job["kill"]
+        queries.run_files(spark, Path(kill["files"]), Path(kill["out"]), Path(kill["checkpoint"]), crash=True,
+                          buckets=4)
+        result["kill"] = queries.sink_rows_json(spark, Path(kill["out"]))
+        result["executors_after_kill"] = executors(spark)
+        timings["kill"] = time.monotonic() - STARTED
     Path(argv[1]).write_text(json.dumps(result))
     spark.stop()
     return 0

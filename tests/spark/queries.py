@@ -23,7 +23,8 @@ T0 = datetime(2026, 3, 1, tzinfo=UTC)
 STREAM = "reaqtive://spark/events"
 SCHEMA = "key string, at timestamp, seq bigint, kind string, amount bigint"
 STALL_ENV = "REAQTIVE_TEST_STALL"
-"""Crash test: ``<marker path>:<seq>``: the worker that meets event ``seq`` creates the marker and hangs."""
+"""Crash tests: ``<marker path>:<seq>``: the first worker that meets event ``seq`` writes its working directory
+(on a cluster, its executor's) into the marker and hangs; a retry after the kill finds the marker and goes on."""
 
 Event = tuple[str, datetime, int, dict[str, Any]]
 
@@ -75,13 +76,13 @@ def totals_query() -> Query[Any]:
 
 
 def stall_when_told(event: dict[str, Any]) -> dict[str, Any]:
-    """The crash test's fault: hang (with a marker on disk) at the event named by ``REAQTIVE_TEST_STALL``."""
+    """The crash tests' fault: hang (with a marker on disk) at the event named by ``REAQTIVE_TEST_STALL``, once."""
     told = os.environ.get(STALL_ENV)
     if told:
         marker, seq = told.rsplit(":", 1)
-        if event["seq"] == int(seq):
-            Path(marker).touch()
-            time.sleep(600)  # keeps the batch in flight until the test kills the driver
+        if event["seq"] == int(seq) and not os.path.exists(marker):
+            Path(marker).write_text(os.getcwd())
+            time.sleep(600)  # keeps the batch in flight until the test kills the driver or the worker
     return event
 
 
@@ -154,6 +155,23 @@ def sink_rows(spark: SparkSession, out: Path) -> list[tuple[Any, ...]]:
 def plain_rows(rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, int, Any]]:
     """``(key, seq, value)`` of sink rows, for comparing with the embedded engine."""
     return sorted((row[0], row[1], row[3]) for row in rows)
+
+
+def engine_totals(all_events: Sequence[Event], store: Path) -> list[tuple[Any, int, Any]]:
+    """The acceptance query's outputs for ``all_events`` in the embedded engine, run to Spark's final watermark:
+    ``(key, seq, value)``, sorted."""
+    from reaqtive.engine import Engine
+    from reaqtive.engine.expressions import FunctionRegistry
+    from reaqtive.spark import embedded_query, final_watermark, per_key_outputs
+
+    functions = FunctionRegistry()
+    with Engine(store, functions=functions, start=T0) as engine:
+        engine.create_stream(STREAM)
+        engine.create_subscription("reaqtive://spark/totals", embedded_query(totals_query(), functions))
+        engine.append_many(STREAM, [([key, payload], when) for key, when, _, payload in all_events])
+        engine.process()
+        engine.advance_time(final_watermark(all_events[-1][1]))
+        return sorted(per_key_outputs(engine.outputs("reaqtive://spark/totals")))
 
 
 SensorEvent = tuple[str, Any, int, float]

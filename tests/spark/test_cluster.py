@@ -1,14 +1,17 @@
 """On a real standalone cluster: a master and two workers (one core each) in processes of their own, the package
 shipped to the executors as users ship it (zips given to ``spark-submit --py-files``; the executors' Python has
 no path to this checkout), the driver started with ``spark-submit``. The README's query and the acceptance
-queries give the embedded engine's rows, row for row.
+queries give the embedded engine's rows, row for row; so does a run whose worker is killed in the middle of a
+batch.
 
 One cluster and one driver run serve the module: starting JVMs is most of the cost on 2 cores."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +26,7 @@ from tests.test_docs import python_blocks, section
 
 WORKERS = 2
 DRIVER_DEADLINE = 420.0  # seconds for the driver's whole run on a loaded 2-core machine
+KILL_EVENTS, KILL_KEYS, KILL_FILES = 2_000, 100, 2
 
 
 @pytest.fixture(scope="session")
@@ -41,6 +45,8 @@ class ClusterRun:
     result: dict[str, Any]
     readme_expected: list[tuple[str, int, Any]]
     zips: list[Path]
+    killed_worker: int
+    kill_expected: list[tuple[Any, int, Any]]
 
 
 def readme_block() -> str:
@@ -70,14 +76,31 @@ def cluster_run(acceptance: Acceptance, cluster: StandaloneCluster, tmp_path_fac
         "batch": {"files": [str(path) for path in first],
                   "until": acceptance.events[PARTIAL_FILES * size - 1][1].isoformat()},
     }
+    kill_events = queries.events(KILL_EVENTS, KILL_KEYS, seed=11)
+    queries.write_files(root / "kill-in", kill_events, KILL_FILES)
+    job["kill"] = {"files": str(root / "kill-in"), "out": str(root / "kill-out"),
+                   "checkpoint": str(root / "kill-ckpt")}
+    marker = root / "stalled"
+    stall = f"{marker}:{KILL_EVENTS // KILL_FILES + 17}"  # an event of the second (last) file: batch 1
     (root / "job.json").write_text(json.dumps(job))
     log = root / "driver.log"
     driver = cluster.submit(ROOT / "tests" / "spark" / "cluster_driver.py", [str(root / "job.json"),
                             str(root / "result.json")], zips, cwd=readme, log=log,
                             conf={"spark.sql.shuffle.partitions": str(WORKERS),
-                                  "spark.sql.session.timeZone": "UTC", "spark.sql.adaptive.enabled": "false"})
+                                  "spark.sql.session.timeZone": "UTC", "spark.sql.adaptive.enabled": "false",
+                                  f"spark.executorEnv.{queries.STALL_ENV}": stall})
     try:
-        driver.wait(timeout=DRIVER_DEADLINE)
+        deadline = time.monotonic() + DRIVER_DEADLINE
+        while not marker.exists():  # an executor reached the stall point: the kill run's batch 1 is in flight
+            if driver.poll() is not None:
+                pytest.fail(f"the cluster driver ended before the stall point:\n{log.read_text()[-6000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the cluster driver did not reach the stall point:\n{log.read_text()[-4000:]}")
+            time.sleep(0.2)
+        stalled_in = marker.read_text()  # the executor's directory, under its worker's
+        killed = int(re.search(r"/worker-(\d+)/", stalled_in).group(1))  # type: ignore[union-attr]
+        cluster.kill_worker(killed)
+        driver.wait(timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         pytest.fail(f"the cluster driver did not finish in {DRIVER_DEADLINE:.0f} s:\n{log.read_text()[-4000:]}")
     finally:
@@ -87,7 +110,7 @@ def cluster_run(acceptance: Acceptance, cluster: StandaloneCluster, tmp_path_fac
     result = json.loads((root / "result.json").read_text())
     print(f"cluster driver: seconds since its start {result['seconds']}")
     expected = queries.sensor_engine_rows(definitions["per_sensor"], functions, events, root / "engine.db")
-    return ClusterRun(result, expected, zips)
+    return ClusterRun(result, expected, zips, killed, queries.engine_totals(kill_events, root / "kill-engine.db"))
 
 
 def test_the_executors_import_the_shipped_zips_not_this_checkout(cluster_run: ClusterRun) -> None:
@@ -120,3 +143,15 @@ def test_the_acceptance_query_streams_on_the_cluster_as_in_the_engine(
 
 def test_run_batch_on_the_cluster_gives_the_engines_rows(cluster_run: ClusterRun, acceptance: Acceptance) -> None:
     assert queries.sink_values(cluster_run.result["batch"]) == acceptance.partial_expected
+
+
+def test_a_worker_killed_mid_batch_leaves_the_outputs_of_an_uninterrupted_run(cluster_run: ClusterRun) -> None:
+    """SIGKILL to the worker whose executor is in the middle of batch 1 (with the executor and its Python
+    workers): Spark runs the lost tasks again on the other executor from the state batch 0 committed, and the
+    sink holds exactly the rows of an uninterrupted run."""
+    result = cluster_run.result
+    assert len(result["executors_after_kill"]) == WORKERS - 1  # the killed worker's executor is gone
+    rows = result["kill"]
+    assert queries.sink_values(rows) == cluster_run.kill_expected
+    assert len({(row[0], row[1]) for row in rows}) == len(rows)
+    assert len(rows) > 100
