@@ -20,12 +20,14 @@ from typing import Any
 import pytest
 
 from tests.spark import queries
-from tests.spark.cluster import ROOT, StandaloneCluster, package_zips
+from tests.spark.cluster import ROOT, START_DEADLINE, StandaloneCluster, package_zips
 from tests.spark.conftest import PARTIAL_FILES, Acceptance
 from tests.test_docs import python_blocks, section
 
 WORKERS = 2
-DRIVER_DEADLINE = 420.0  # seconds for the driver's whole run on a loaded 2-core machine
+DRIVER_DEADLINE = 300.0  # seconds for the driver's whole run on a loaded 2-core machine
+# The first test's setup starts the cluster and runs the driver: pytest-timeout's limit must cover both deadlines
+pytestmark = pytest.mark.timeout(START_DEADLINE + DRIVER_DEADLINE + 60)
 KILL_EVENTS, KILL_KEYS, KILL_FILES = 2_000, 100, 2
 
 
