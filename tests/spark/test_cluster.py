@@ -47,7 +47,7 @@ class ClusterRun:
     result: dict[str, Any]
     readme_expected: list[tuple[str, int, Any]]
     zips: list[Path]
-    killed_worker: int
+    killed_executor: str
     kill_expected: list[tuple[Any, int, Any]]
 
 
@@ -59,7 +59,8 @@ def readme_block() -> str:
 def cluster_run(acceptance: Acceptance, cluster: StandaloneCluster, tmp_path_factory: pytest.TempPathFactory
                 ) -> ClusterRun:
     """One ``spark-submit`` of ``cluster_driver.py``: the README example in a fresh directory holding
-    pandas-default Parquet files, the acceptance query streamed, and run_batch."""
+    pandas-default Parquet files, the acceptance query streamed, run_batch, and a stream whose worker this
+    fixture kills when its executor reaches the stall point (a marker file holding the executor's directory)."""
     root = tmp_path_factory.mktemp("cluster-run")
     zips = package_zips(root / "ship")
     readme = root / "readme"
@@ -99,9 +100,9 @@ def cluster_run(acceptance: Acceptance, cluster: StandaloneCluster, tmp_path_fac
             if time.monotonic() > deadline:
                 pytest.fail(f"the cluster driver did not reach the stall point:\n{log.read_text()[-4000:]}")
             time.sleep(0.2)
-        stalled_in = marker.read_text()  # the executor's directory, under its worker's
-        killed = int(re.search(r"/worker-(\d+)/", stalled_in).group(1))  # type: ignore[union-attr]
-        cluster.kill_worker(killed)
+        stalled_in = re.search(r"/worker-(\d+)/app-[^/]+/(\d+)$", marker.read_text())  # the executor's directory
+        assert stalled_in is not None, marker.read_text()
+        cluster.kill_worker(int(stalled_in.group(1)))
         driver.wait(timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         pytest.fail(f"the cluster driver did not finish in {DRIVER_DEADLINE:.0f} s:\n{log.read_text()[-4000:]}")
@@ -112,7 +113,8 @@ def cluster_run(acceptance: Acceptance, cluster: StandaloneCluster, tmp_path_fac
     result = json.loads((root / "result.json").read_text())
     print(f"cluster driver: seconds since its start {result['seconds']}")
     expected = queries.sensor_engine_rows(definitions["per_sensor"], functions, events, root / "engine.db")
-    return ClusterRun(result, expected, zips, killed, queries.engine_totals(kill_events, root / "kill-engine.db"))
+    return ClusterRun(result, expected, zips, stalled_in.group(2),
+                      queries.engine_totals(kill_events, root / "kill-engine.db"))
 
 
 def test_the_executors_import_the_shipped_zips_not_this_checkout(cluster_run: ClusterRun) -> None:
@@ -126,6 +128,7 @@ def test_the_executors_import_the_shipped_zips_not_this_checkout(cluster_run: Cl
         assert package == f"{directory}/{reaqtive_zip}/reaqtive/__init__.py"
         assert functions == f"{directory}/{user_zip}/tests/spark/queries.py"
         assert not package.startswith(str(ROOT))
+    assert len({directory for directory, _, _ in result["imports"]}) == WORKERS  # both executors ran tasks
 
 
 def test_the_readme_example_on_the_cluster_gives_the_engines_rows(cluster_run: ClusterRun) -> None:
@@ -152,7 +155,8 @@ def test_a_worker_killed_mid_batch_leaves_the_outputs_of_an_uninterrupted_run(cl
     workers): Spark runs the lost tasks again on the other executor from the state batch 0 committed, and the
     sink holds exactly the rows of an uninterrupted run."""
     result = cluster_run.result
-    assert len(result["executors_after_kill"]) == WORKERS - 1  # the killed worker's executor is gone
+    assert cluster_run.killed_executor in result["executors"]
+    assert result["executors_after_kill"] == sorted(set(result["executors"]) - {cluster_run.killed_executor})
     rows = result["kill"]
     assert queries.sink_values(rows) == cluster_run.kill_expected
     assert len({(row[0], row[1]) for row in rows}) == len(rows)
