@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -225,6 +226,7 @@ def main(argv: list[str]) -> int:
         signal.sigwait({signal.SIGINT, signal.SIGTERM})
     finally:
         cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
     return 0
 
 
