@@ -1,8 +1,12 @@
 """Spark costs: reaqtive's keyed runners against native Spark on the same query and events, in one run.
 
 Run: .venv/bin/python bench/spark.py [--keys 100,10000,100000] [--events N] [--repeat R] [--buckets B]
+[--master spark://HOST:PORT --py-files reaqtive.zip [--conf NAME=VALUE ...]]
 
 (needs the ``spark`` extra and Java 17+; ``make bench`` runs it with the defaults, about 10 minutes on 2 cores).
+By default Spark runs in the bench's process, ``local[2]``; ``--master`` runs the same on a cluster (the executors
+import reaqtive from the ``--py-files`` zip; ``python -m tests.spark.cluster`` starts a 2-worker standalone
+cluster on this machine and prints both).
 
 **Native comparison (the default; the targets of issue 18).** The query, per sensor: the average reading of each
 one-minute tumbling window (``aggregate_by_key`` with ``Tumbling``, the README's example). For each key count K,
@@ -318,7 +322,8 @@ def compare_keys(spark: Any, scratch: Path, keys: int, args: argparse.Namespace)
     write_sensor_files(scratch / "in", events, files)
     until = final_watermark(events[-1][1])
     until_us = micros(until)
-    say(f"\n== {keys:,} keys: {events_count:,} events, {files} files (micro-batches), {buckets} buckets, local[2]")
+    say(f"\n== {keys:,} keys: {events_count:,} events, {files} files (micro-batches), {buckets} buckets, "
+        f"{spark.sparkContext.master}")
     loops = [plain_averages(events, until_us) for _ in range(repeat)]
     loop_s, loop_rows = min(loops, key=lambda pair: pair[0])
     say(f"plain loop: {events_count / loop_s:,.0f} events/s ({loop_s:.3f} s, {len(loop_rows):,} closed windows)")
@@ -407,13 +412,39 @@ def warm_up(spark: Any, scratch: Path, buckets: int) -> None:
     reaqtive_batch(spark, scratch / "in", scratch / "run-batch", until)
 
 
-def compare_native(args: argparse.Namespace) -> int:
+def bench_session(args: argparse.Namespace) -> Any:
+    """``local[2]``, or a session on ``--master`` with the same settings, the ``--py-files`` shipped to its
+    executors (``spark.submit.pyFiles``) and the ``--conf`` settings."""
     from reaqtive.spark import local_session
 
+    if args.master is None:
+        return local_session("reaqtive-bench", cores=2)
+    import os
+
+    from pyspark.sql import SparkSession
+
+    from reaqtive.spark.session import PROVIDER_CONF, ROCKSDB_PROVIDER
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    settings = {PROVIDER_CONF: ROCKSDB_PROVIDER, "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
+                "spark.ui.showConsoleProgress": "false", "spark.sql.adaptive.enabled": "false",
+                "spark.executor.cores": "1", "spark.executor.memory": "512m", "spark.pyspark.python": sys.executable}
+    if args.py_files:
+        settings["spark.submit.pyFiles"] = args.py_files
+    settings.update(args.conf)
+    builder = SparkSession.builder.master(args.master).appName("reaqtive-bench")
+    for name, value in settings.items():
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def compare_native(args: argparse.Namespace) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="reaqtive-bench-spark-"))
     try:
         started = time.perf_counter()
-        spark = local_session("reaqtive-bench", cores=2)
+        spark = bench_session(args)
         say(f"Spark session start: {time.perf_counter() - started:.1f} s")
         warm_up(spark, scratch / "warm-up", args.buckets)
         say(f"warm-up (each runner once on a small input, not reported): {time.perf_counter() - started:.1f} s")
@@ -589,7 +620,8 @@ def totals_keys(spark: Any, scratch: Path, keys: int, args: argparse.Namespace) 
 
     events = make_events(events_count, keys)
     write_files(scratch / "in", events, files)
-    say(f"\n== {events_count:,} events over {keys:,} keys, {files} micro-batches, {buckets} buckets, local[2]")
+    say(f"\n== {events_count:,} events over {keys:,} keys, {files} micro-batches, {buckets} buckets, "
+        f"{spark.sparkContext.master}")
 
     loop_s, loop_outputs = plain_loop(events)
     say(f"plain loop:        {events_count / loop_s:>12,.0f} events/s  ({loop_s:.2f} s, {loop_outputs:,} closed "
@@ -618,12 +650,10 @@ def totals_keys(spark: Any, scratch: Path, keys: int, args: argparse.Namespace) 
 
 
 def acceptance_totals(args: argparse.Namespace) -> int:
-    from reaqtive.spark import local_session
-
     scratch = Path(tempfile.mkdtemp(prefix="reaqtive-bench-spark-"))
     try:
         started = time.perf_counter()
-        spark = local_session("reaqtive-bench", cores=2)
+        spark = bench_session(args)
         say(f"Spark session start: {time.perf_counter() - started:.1f} s")
         agree = True
         for keys in args.keys:
@@ -653,6 +683,13 @@ def key_counts(text: str) -> list[int]:
     return counts
 
 
+def setting(text: str) -> tuple[str, str]:
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -669,6 +706,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2,
                         help="native: runs of each side, interleaved; the best counts (default 2)")
     parser.add_argument("--skip-batch", action="store_true", help="skip the batch (backfill) runs")
+    parser.add_argument("--master", help="a Spark master URL (default: local[2] in this process)")
+    parser.add_argument("--py-files", help="with --master: zips for the executors' Python path (reaqtive's)")
+    parser.add_argument("--conf", type=setting, action="append", default=[], metavar="NAME=VALUE",
+                        help="with --master: a Spark setting (repeatable)")
     args = parser.parse_args(argv)
     events, keys, batches, buckets = DEFAULTS[args.only]
     args.events = args.events or events
@@ -677,6 +718,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.buckets = args.buckets or buckets
     if args.repeat <= 0:
         parser.error("--repeat must be positive")
+    if (args.py_files or args.conf) and args.master is None:
+        parser.error("--py-files and --conf go with --master")
     return acceptance_totals(args) if args.only == "totals" else compare_native(args)
 
 

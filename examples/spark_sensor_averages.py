@@ -1,12 +1,12 @@
 """Per sensor, the average of its readings in each one-minute window, on Spark: the README's example, as a script.
 
 Run it from a folder holding ``in/``: Parquet files with the columns ``sensor`` (text), ``at`` (a timestamp),
-``seq`` (an integer) and ``reading`` (a float), for instance written by pandas::
+``seq`` (an integer) and ``reading`` (a float), for instance written by pandas with its defaults::
 
-    frame.to_parquet("in/part-0.parquet", coerce_timestamps="us", index=False)
+    frame.to_parquet("in/part-0.parquet")
 
-(Spark reads timestamps in micro- or milliseconds; pandas writes nanoseconds unless told otherwise, and Spark
-refuses those.) Then::
+(``read_events`` reads timestamps in milli-, micro- or nanoseconds: pandas writes nanoseconds, which Spark's own
+Parquet reader refuses.) Then::
 
     python examples/spark_sensor_averages.py
 
@@ -26,7 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from reaqtive import Query, Tumbling
-from reaqtive.spark import local_session, run_stream
+from reaqtive.spark import local_session, read_events, run_stream
 
 
 def no_key(event: Any) -> None:
@@ -43,7 +43,7 @@ per_sensor = Query.stream("sensors").aggregate_by_key(no_key, Tumbling(timedelta
 
 def main() -> None:
     spark = local_session()  # local[2], RocksDB state store; on a cluster: use_rocksdb(spark)
-    events = spark.readStream.schema("sensor string, at timestamp, seq long, reading double").parquet("in/")
+    events = read_events(spark, "in/", "sensor string, at timestamp, seq long, reading double")  # a stream
     outputs = run_stream(events, per_sensor, key="sensor", time="at", sequence="seq", buckets=16,
                          functions={"no_key": no_key, "reading": reading})
     query = (outputs.writeStream.format("parquet").option("path", "out/").option("checkpointLocation", "ckpt/")

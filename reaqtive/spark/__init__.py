@@ -3,14 +3,15 @@
 The same query that runs in the embedded engine runs once per key of a Spark DataFrame, its state kept in Spark's
 checkpointed state store (``transformWithStateInPandas``, RocksDB), one opaque blob per hash bucket of keys::
 
-    from reaqtive.spark import local_session, run_stream
+    from reaqtive.spark import local_session, read_events, run_stream
 
     spark = local_session()
-    events = spark.readStream.schema("sensor string, at timestamp, reading double").parquet("in/")
+    events = read_events(spark, "in/", "sensor string, at timestamp, reading double")
     outputs = run_stream(events, query, key="sensor", time="at", buckets=16)
     outputs.writeStream.format("parquet").option("path", "out/").option("checkpointLocation", "ckpt/").start()
 
 * :func:`run_stream`: a streaming DataFrame; :func:`run_batch`: a static one (backfill, replay);
+  :func:`read_events`: Parquet input whatever its timestamps' unit (pandas writes nanoseconds);
 * :func:`initial_state_from_engine` / :func:`export_engine_state`: seed a Spark query with an embedded engine's
   checkpoint; :func:`inspect_state`: read a Spark checkpoint's state back as plain data;
 * :func:`embedded_query`: the embedded engine's form of a keyed query (the same results, row for row);
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from reaqtive.spark.migration import EngineExport, MigrationError, export_engine_state, initial_state_from_engine
     from reaqtive.spark.session import JavaNotFoundError, check_java, local_session, use_rocksdb
     from reaqtive.spark.sinks import IdempotentBatchWriter, last_committed_batch, read_committed
+    from reaqtive.spark.sources import read_events
     from reaqtive.spark.streaming import run_stream
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "local_session",
     "per_key_outputs",
     "read_committed",
+    "read_events",
     "run_batch",
     "run_stream",
     "use_rocksdb",
@@ -82,6 +85,7 @@ _WHERE: Final = {
     "IdempotentBatchWriter": "sinks",
     "last_committed_batch": "sinks",
     "read_committed": "sinks",
+    "read_events": "sources",
     "run_stream": "streaming",
 }
 

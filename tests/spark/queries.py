@@ -23,7 +23,8 @@ T0 = datetime(2026, 3, 1, tzinfo=UTC)
 STREAM = "reaqtive://spark/events"
 SCHEMA = "key string, at timestamp, seq bigint, kind string, amount bigint"
 STALL_ENV = "REAQTIVE_TEST_STALL"
-"""Crash test: ``<marker path>:<seq>``: the worker that meets event ``seq`` creates the marker and hangs."""
+"""Crash tests: ``<marker path>:<seq>``: the first worker that meets event ``seq`` writes its working directory
+(on a cluster, its executor's) into the marker and hangs; a retry after the kill finds the marker and goes on."""
 
 Event = tuple[str, datetime, int, dict[str, Any]]
 
@@ -75,13 +76,13 @@ def totals_query() -> Query[Any]:
 
 
 def stall_when_told(event: dict[str, Any]) -> dict[str, Any]:
-    """The crash test's fault: hang (with a marker on disk) at the event named by ``REAQTIVE_TEST_STALL``."""
+    """The crash tests' fault: hang (with a marker on disk) at the event named by ``REAQTIVE_TEST_STALL``, once."""
     told = os.environ.get(STALL_ENV)
     if told:
         marker, seq = told.rsplit(":", 1)
-        if event["seq"] == int(seq):
-            Path(marker).touch()
-            time.sleep(600)  # keeps the batch in flight until the test kills the driver
+        if event["seq"] == int(seq) and not os.path.exists(marker):
+            Path(marker).write_text(os.getcwd())
+            time.sleep(600)  # keeps the batch in flight until the test kills the driver or the worker
     return event
 
 
@@ -154,3 +155,89 @@ def sink_rows(spark: SparkSession, out: Path) -> list[tuple[Any, ...]]:
 def plain_rows(rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, int, Any]]:
     """``(key, seq, value)`` of sink rows, for comparing with the embedded engine."""
     return sorted((row[0], row[1], row[3]) for row in rows)
+
+
+def engine_totals(all_events: Sequence[Event], store: Path) -> list[tuple[Any, int, Any]]:
+    """The acceptance query's outputs for ``all_events`` in the embedded engine, run to Spark's final watermark:
+    ``(key, seq, value)``, sorted."""
+    from reaqtive.engine import Engine
+    from reaqtive.engine.expressions import FunctionRegistry
+    from reaqtive.spark import embedded_query, final_watermark, per_key_outputs
+
+    functions = FunctionRegistry()
+    with Engine(store, functions=functions, start=T0) as engine:
+        engine.create_stream(STREAM)
+        engine.create_subscription("reaqtive://spark/totals", embedded_query(totals_query(), functions))
+        engine.append_many(STREAM, [([key, payload], when) for key, when, _, payload in all_events])
+        engine.process()
+        engine.advance_time(final_watermark(all_events[-1][1]))
+        return sorted(per_key_outputs(engine.outputs("reaqtive://spark/totals")))
+
+
+SensorEvent = tuple[str, Any, int, float]
+"""The README's input: ``(sensor, at, seq, reading)``, ``at`` a pandas ``Timestamp`` (nanoseconds)."""
+
+
+def sensor_events(count: int = 400, sensors: int = 7, seed: int = 5) -> list[SensorEvent]:
+    """Readings about 1.3 s apart, their times naive (pandas' ``datetime64[ns]``, which Spark takes as UTC) with
+    nanosecond digits (pandas keeps them; Spark holds microseconds); the last on a whole minute (where the
+    watermark ends: it closes the minute before)."""
+    import pandas as pd
+
+    rng = random.Random(seed)
+    start = pd.Timestamp(T0).tz_localize(None)
+    rows = [(f"s{rng.randrange(sensors)}", start + pd.Timedelta(nanoseconds=1_300_000_000 * i + rng.randrange(10**6)),
+             i, float(rng.randrange(1000)) / 8) for i in range(count - 1)]
+    last = start + pd.Timedelta(minutes=-(-1_300 * count // 60_000))
+    rows.append(("s0", last, count - 1, 1.0))
+    return rows
+
+
+def write_sensor_files(directory: Path, events: Sequence[SensorEvent], files: int) -> None:
+    """The readings as ``files`` Parquet files written with pandas' defaults (``at``: ``INT64 TIMESTAMP(NANOS)``)."""
+    import pandas as pd
+
+    directory.mkdir(parents=True, exist_ok=True)
+    size = -(-len(events) // files)
+    for number in range(files):
+        frame = pd.DataFrame(events[number * size:(number + 1) * size], columns=["sensor", "at", "seq", "reading"])
+        frame.to_parquet(directory / f"part-{number}.parquet")
+
+
+def sensor_engine_rows(query: Query[Any], functions: dict[str, Any], events: Sequence[SensorEvent],
+                       store: Path) -> list[tuple[str, int, Any]]:
+    """``query`` (the README's, reading ``{"reading": ...}`` payloads) per sensor in the embedded engine over
+    ``events`` at the microseconds Spark sees, until Spark's final watermark: ``(key, seq, value)``, each value as
+    the JSON Spark writes, decoded."""
+    from reaqtive.engine import Engine
+    from reaqtive.engine.expressions import FunctionRegistry
+    from reaqtive.spark import embedded_query, final_watermark, per_key_outputs
+    from reaqtive.spark.values import canonical_json
+
+    registry = FunctionRegistry()
+    for name, function in functions.items():
+        registry.register(name, function)
+    times = [at.floor("us").tz_localize("UTC").to_pydatetime() for _, at, _, _ in events]
+    with Engine(store, functions=registry, start=T0) as engine:
+        engine.create_stream("sensors")
+        engine.create_subscription("reaqtive://sensors/averages", embedded_query(query, registry))
+        engine.append_many("sensors", [([sensor, {"reading": reading}], when)
+                                       for (sensor, _, _, reading), when in zip(events, times, strict=True)])
+        engine.process()
+        engine.advance_time(final_watermark(times[-1]))
+        outputs = per_key_outputs(engine.outputs("reaqtive://sensors/averages"))
+    return sorted((key, seq, json.loads(canonical_json(value))) for key, seq, value in outputs)
+
+
+def sink_values(rows: Sequence[Any]) -> list[tuple[Any, int, Any]]:
+    """``(key, seq, decoded value)`` of output rows (``key, seq, time, value, error``) without errors, sorted."""
+    errors = [row for row in rows if row[4] is not None]
+    assert not errors, errors[:3]
+    return sorted((row[0], row[1], json.loads(row[3])) for row in rows)
+
+
+def sink_rows_json(spark: SparkSession, out: Path) -> list[list[Any]]:
+    """The file sink's rows (read through its ``_spark_metadata`` log) as JSON-ready lists ``[key, seq, time,
+    value, error]`` (``time`` as ISO text, ``value`` as written)."""
+    return [[row.key, row.seq, row.time.isoformat(), row.value, row.error]
+            for row in spark.read.parquet(str(out)).collect()]

@@ -1,9 +1,11 @@
 """The Spark examples of the README and docs/spark.md run as written, on the shared session, and give the
-one-minute averages they promise; ``examples/spark_sensor_averages.py`` runs as a script, in a subprocess, on
-Parquet files written by pandas, and ends by itself."""
+one-minute averages they promise; ``examples/spark_sensor_averages.py`` runs as a script, in a subprocess, in a
+fresh directory, on Parquet files pandas wrote with its defaults (nanosecond timestamps), ends by itself, and gives
+the embedded engine's rows."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.spark import queries
 from tests.spark.queries import T0
 from tests.test_docs import ROOT, python_blocks, section
 
@@ -27,6 +30,8 @@ READINGS = [("s1", 0, 10.0), ("s2", 5, 20.0), ("s1", 30, 20.0), ("s1", 61, 30.0)
 
 
 def write_input(directory: Path) -> None:
+    """The readings as pandas writes them by default: ``at`` a ``datetime64[ns]`` column, stored as Parquet
+    ``INT64 TIMESTAMP(NANOS)``, which Spark's own reader refuses."""
     import pandas as pd
 
     directory.mkdir()
@@ -34,7 +39,8 @@ def write_input(directory: Path) -> None:
         [(sensor, T0 + timedelta(seconds=at), seq, reading) for seq, (sensor, at, reading) in enumerate(READINGS)],
         columns=["sensor", "at", "seq", "reading"],
     )
-    frame.to_parquet(directory / "part-0.parquet", coerce_timestamps="us", index=False)
+    frame.to_parquet(directory / "part-0.parquet")
+    assert str(pd.read_parquet(directory / "part-0.parquet")["at"].dtype).startswith("datetime64[ns")
 
 
 def run_example(spark: SparkSession, block: str, name: str, directory: Path) -> dict[str, list[float]]:
@@ -79,17 +85,31 @@ def test_spark_example_runs(
     assert averages["s2"][:1] == [20.0]
 
 
+SCRIPT = ROOT / "examples" / "spark_sensor_averages.py"
+
+
 def test_the_example_script_runs_as_a_user_runs_it(tmp_path: Path) -> None:
-    """``python examples/spark_sensor_averages.py`` in a folder holding ``in/`` written by pandas: it ends by
-    itself, with rc 0, having written the averages (the script starts its own Spark, so it runs alone)."""
-    write_input(tmp_path / "in")
+    """``python examples/spark_sensor_averages.py`` in a fresh folder holding ``in/`` as pandas writes Parquet by
+    default: it ends by itself, with rc 0, having written the embedded engine's rows (the script starts its own
+    Spark, so it runs alone)."""
+    import pandas as pd
+
+    events = queries.sensor_events()
+    queries.write_sensor_files(tmp_path / "in", events, 3)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "spark_sensor_averages.py")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )
+    done = subprocess.run([sys.executable, str(SCRIPT)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    averages = averages_in(tmp_path / "out")
-    assert averages["s1"][:2] == [15.0, 30.0]
-    assert averages["s2"][:1] == [20.0]
+    frame = pd.read_parquet(tmp_path / "out")
+    assert frame["error"].isna().all()
+    rows = sorted((key, seq, json.loads(value)) for key, seq, value in zip(frame["key"], frame["seq"], frame["value"],
+                                                                         strict=True))
+    spec = importlib.util.spec_from_file_location("spark_sensor_averages", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)  # the script's query; its main() is not called
+    functions = {"no_key": script.no_key, "reading": script.reading}
+    expected = queries.sensor_engine_rows(script.per_sensor, functions, events, tmp_path / "engine.db")
+    assert rows == expected
+    assert len({key for key, _, _ in expected}) == 7 and len(expected) > 50
     assert (tmp_path / "ckpt").is_dir()
