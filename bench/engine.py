@@ -149,7 +149,7 @@ def throughput(events: int, sink: str, scratch: Path) -> tuple[float, float, flo
         appended = time.perf_counter()
         assert engine.process() == events
         if sink == DURABLE_SINK:
-            engine.outputs("bench://pipeline", limit=0)  # flushes the durable sink (inside the measurement), reads nothing
+            engine.outputs("bench://pipeline", limit=0)  # flushes the durable sink (measured), reads nothing
         processed = time.perf_counter()
 
     started_loop = time.perf_counter()
