@@ -12,6 +12,7 @@ measures what ``import reaqtive`` costs.
 
 from __future__ import annotations
 
+import logging as _logging
 from typing import TYPE_CHECKING
 
 from reaqtive import operators as _operators  # registers every operator's binder
@@ -112,6 +113,10 @@ if TYPE_CHECKING:  # imported on first use (``__getattr__`` below); named here f
 del _operators
 
 __version__ = "0.1.0"
+
+# A library adds no handler of its own but this one: without a logging configuration, reaqtive's records are not
+# printed through Python's last-resort handler; the application decides where they go (``logging.basicConfig``).
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 _LAZY_NAMES = {
     name: "reaqtive.engine"
