@@ -2,7 +2,18 @@
 on the Reactive Streams contract.
 
 The public API is re-exported here; see ``docs/architecture.md`` for how the layers fit together.
+
+``import reaqtive`` loads the queries, operators and subscriptions; the embedded engine (and with it SQLite and
+the asyncio face) loads when one of its names is first used (``from reaqtive import Engine``), and the subpackages
+``reaqtive.engine``, ``reaqtive.connectors``, ``reaqtive.spark``, ``reaqtive.testing``, ``reaqtive.tck`` and
+``reaqtive.cli`` when they are imported or first reached as attributes (PEP 562). ``bench/import_time.py``
+measures what ``import reaqtive`` costs.
 """
+
+from __future__ import annotations
+
+import logging as _logging
+from typing import TYPE_CHECKING
 
 from reaqtive import operators as _operators  # registers every operator's binder
 from reaqtive import ops
@@ -67,19 +78,6 @@ from reaqtive.core.visitors import (
     subscribe_all,
     walk,
 )
-from reaqtive.engine import (
-    DURABLE_SINK,
-    AsyncEngine,
-    CheckpointMetrics,
-    Engine,
-    EngineError,
-    EngineSettings,
-    EngineStatus,
-    FunctionRegistry,
-    Output,
-    RecoveryPolicy,
-    UnpersistableQueryError,
-)
 from reaqtive.fluent.query import (
     GroupedStream,
     InnerStream,
@@ -99,9 +97,70 @@ from reaqtive.operators.keyed_window import Fold, Hopping, Session, Tumbling
 from reaqtive.processor import QueryProcessor, as_processor
 from reaqtive.publisher import as_publisher
 
+if TYPE_CHECKING:  # imported on first use (``__getattr__`` below); named here for type checkers
+    from reaqtive.engine import (
+        DURABLE_SINK,
+        AsyncEngine,
+        CheckpointMetrics,
+        Engine,
+        EngineError,
+        EngineSettings,
+        EngineStatus,
+        FunctionRegistry,
+        Output,
+        RecoveryPolicy,
+        UnpersistableQueryError,
+    )
+
 del _operators
 
 __version__ = "0.1.0"
+
+# A library adds no handler of its own but this one: without a logging configuration, reaqtive's records are not
+# printed through Python's last-resort handler; the application decides where they go (``logging.basicConfig``).
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
+
+_LAZY_NAMES = {
+    name: "reaqtive.engine"
+    for name in (
+        "DURABLE_SINK",
+        "AsyncEngine",
+        "CheckpointMetrics",
+        "Engine",
+        "EngineError",
+        "EngineSettings",
+        "EngineStatus",
+        "FunctionRegistry",
+        "Output",
+        "RecoveryPolicy",
+        "UnpersistableQueryError",
+    )
+}
+"""The public names whose module loads on first use (each name to its module), with the ``TYPE_CHECKING`` imports
+above naming the same names."""
+
+_LAZY_SUBPACKAGES = frozenset({"engine", "connectors", "spark", "testing", "tck", "cli"})
+
+
+if not TYPE_CHECKING:  # type checkers see the TYPE_CHECKING imports above; an unknown name stays an error to them
+
+    def __getattr__(name: str) -> object:
+        """PEP 562: load a lazily exported name's module (or a subpackage reached as an attribute) on first use."""
+        import importlib
+
+        module = _LAZY_NAMES.get(name)
+        if module is not None:
+            value = getattr(importlib.import_module(module), name)
+            globals()[name] = value  # later lookups find it directly
+            return value
+        if name in _LAZY_SUBPACKAGES:
+            return importlib.import_module(f"{__name__}.{name}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "NO_ELEMENT",

@@ -49,7 +49,6 @@ the restart count above does not include them.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import csv
 import io
@@ -75,6 +74,8 @@ from reaqtive.connectors.errors import (
 from reaqtive.engine.engine_errors import ArtifactNotFoundError, MalformedRecordError
 
 if TYPE_CHECKING:
+    import asyncio
+
     from reaqtive.engine.engine import Engine
 
 __all__ = ["FileSource"]
@@ -482,6 +483,8 @@ class FileSource:
     async def run(self, interval: float = 0.5, stop: asyncio.Event | None = None) -> None:
         """Poll (in a worker thread) until ``stop`` is set (or the task is cancelled); when a poll finds nothing,
         wait ``interval`` seconds. A poll's error ends the loop and is raised."""
+        import asyncio  # only a source run this way needs it
+
         stop = stop if stop is not None else asyncio.Event()
         while not stop.is_set():
             if await asyncio.to_thread(self.poll) == 0:

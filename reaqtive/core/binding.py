@@ -30,7 +30,6 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any, Final, Protocol, TypeAlias, TypeVar
 
 from reaqtive.core.errors import OperatorPluginError, UnknownOperatorError
@@ -197,6 +196,8 @@ def load_operator_plugins() -> list[str]:
     with _PLUGINS_LOCK:
         if _PLUGINS_LOADED:
             return []
+        from importlib import metadata  # imported on first use: importlib.metadata costs ~20 ms
+
         loaded: list[str] = []
         for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
             try:

@@ -1,7 +1,10 @@
 """The query engine: standing queries by URI, persisted query expressions, checkpoints to SQLite, recovery after
-a crash with no loss and no duplicates. See ``docs/engine.md``."""
+a crash with no loss and no duplicates. See ``docs/engine.md``.
 
-from reaqtive.engine.aio import AsyncEngine, ProcessingFailedError
+The asyncio face (:class:`AsyncEngine`, :mod:`reaqtive.engine.aio`) loads when first used, and asyncio with it."""
+
+from typing import TYPE_CHECKING
+
 from reaqtive.engine.database import (
     DeadLetter,
     ElementLetter,
@@ -72,6 +75,19 @@ from reaqtive.engine.postgres_database import PostgresEngineStore
 from reaqtive.engine.readers import Envelope, StreamNotFoundError, StreamReader
 from reaqtive.engine.settings import EngineSettings, EnvironmentSettingError
 from reaqtive.engine.signals import Signal
+
+if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports them on first use
+    from reaqtive.engine.aio import AsyncEngine, ProcessingFailedError
+else:
+
+    def __getattr__(name: str) -> object:
+        """PEP 562: the asyncio face loads on first use."""
+        if name in ("AsyncEngine", "ProcessingFailedError"):
+            from reaqtive.engine import aio
+
+            return getattr(aio, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     # the asyncio face and the wake-up signals

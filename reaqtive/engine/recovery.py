@@ -523,11 +523,11 @@ class Recovery(EngineRoom):
         if self._on_failure is not None:
             chosen = self._on_failure(uri, error)
             policy = chosen if chosen is not None else policy
+        if policy is RecoveryPolicy.FAIL:
+            raise RecoveryError(uri, error) from error  # raised, not logged: the caller has it
         self._log.error("recovering %r failed (%s): %s", uri, policy.value, error, exc_info=error,
                         extra={"reaqtive_event": "recovery_failed", "artifact": uri, "kind": kind,
                                "policy": policy.value, "error_type": type(error).__name__})
-        if policy is RecoveryPolicy.FAIL:
-            raise RecoveryError(uri, error) from error
         self.recovery.failures.append(RecoveryFailure(uri, kind, error, policy))
         if orphan:
             if policy is not RecoveryPolicy.REMOVE:

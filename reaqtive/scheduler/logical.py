@@ -12,7 +12,6 @@ the whole contract between the two. This module uses only the physical scheduler
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import Generator
 from concurrent.futures import Future
@@ -72,6 +71,8 @@ class PauseAwaitable:
         self._future = future
 
     def __await__(self) -> Generator[Any, None, None]:
+        import asyncio  # only a caller that awaits needs asyncio
+
         return asyncio.wrap_future(self._future).__await__()
 
 

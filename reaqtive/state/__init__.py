@@ -17,7 +17,12 @@ The pieces, bottom to top (``docs/state-format.md`` tells the whole story, with 
 * **stores** — :class:`CheckpointStore` with atomic transactions: :class:`InMemoryCheckpointStore` (with fault
   injection), :class:`SqliteCheckpointStore` and :class:`PostgresCheckpointStore`;
 * **protocol** — :class:`Checkpointer`: pause, serialize, resume, commit, confirm.
+
+The SQLite and PostgreSQL stores load on first use (``from reaqtive.state import SqliteCheckpointStore``), and
+sqlite3 with them.
 """
+
+from typing import TYPE_CHECKING
 
 from reaqtive.state.bases import StatefulOperatorBase, StatefulUnaryOperatorBase
 from reaqtive.state.checkpoint import STATE_CATEGORY, Checkpointer, CheckpointResult, Subscriptions
@@ -35,8 +40,6 @@ from reaqtive.state.framing import (
     read_blob,
 )
 from reaqtive.state.memory_store import InMemoryCheckpointStore
-from reaqtive.state.postgres_store import InvalidDsnError, PostgresCheckpointStore, StoreConnectionError
-from reaqtive.state.sqlite_store import SCHEMA_VERSION, SqliteCheckpointStore
 from reaqtive.state.state_errors import (
     CheckpointError,
     CheckpointInProgressError,
@@ -70,6 +73,30 @@ from reaqtive.state.traversal import (
     state_loader,
     stateful_nodes,
 )
+
+_LAZY_NAMES = {
+    "InvalidDsnError": "postgres_store",
+    "PostgresCheckpointStore": "postgres_store",
+    "StoreConnectionError": "postgres_store",
+    "SCHEMA_VERSION": "sqlite_store",
+    "SqliteCheckpointStore": "sqlite_store",
+}
+"""The names whose module loads on first use (each to its module): the stores, and sqlite3 with them."""
+
+if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports them on first use
+    from reaqtive.state.postgres_store import InvalidDsnError, PostgresCheckpointStore, StoreConnectionError
+    from reaqtive.state.sqlite_store import SCHEMA_VERSION, SqliteCheckpointStore
+else:
+
+    def __getattr__(name: str) -> object:
+        """PEP 562: the SQLite and PostgreSQL stores load on first use."""
+        module = _LAZY_NAMES.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "InnerEnvironment",

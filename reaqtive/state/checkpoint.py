@@ -27,7 +27,6 @@ from a thread that is not one of the scheduler's (it waits for the pause), or us
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
@@ -164,6 +163,8 @@ class Checkpointer:
         dirty: DirtyRegistry | None = None,
     ) -> CheckpointResult:
         """:meth:`checkpoint` for asyncio: awaits the pause, and runs the commit in a worker thread."""
+        import asyncio  # imported by its first user: ``import reaqtive`` does not load asyncio
+
         if not self._busy.acquire(blocking=False):
             raise CheckpointInProgressError()
         try:
