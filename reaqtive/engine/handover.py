@@ -24,7 +24,7 @@ from typing import Final
 
 __all__ = ["HANDOVER_WAIT_SECONDS", "SLICE_EVENTS", "EngineLock"]
 
-SLICE_EVENTS: Final = 128
+SLICE_EVENTS: Final = 512
 """Events a stream's only reader takes between two yield points (see the module)."""
 
 HANDOVER_WAIT_SECONDS: Final = 0.05
