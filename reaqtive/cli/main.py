@@ -131,8 +131,10 @@ def _inspect_artifact(args: argparse.Namespace, summary: StoreSummary) -> int:
         elif option == "state":
             nodes = views.read_state(args.store, uri)
             if args.json:
+                # "entries" stays (the values in order); "fields" names them when the operator declares names
                 print(json.dumps(views.jsonable([{"key": n.key, "path": list(n.path), "name": n.name,
-                                                  "version": list(n.version), "entries": n.entries} for n in nodes]),
+                                                  "version": list(n.version), "entries": n.entries,
+                                                  "fields": n.named()} for n in nodes]),
                                  indent=2))
             else:
                 print(f"state of {uri} as last saved (by its creation or the last checkpoint since): "
@@ -141,8 +143,9 @@ def _inspect_artifact(args: argparse.Namespace, summary: StoreSummary) -> int:
                     where = n.key if n.key == uri else f"{n.key} (inner)"
                     version = ".".join(map(str, n.version))
                     print(f"  {where}  path {list(n.path)}  {n.name} v{version}")
-                    for entry in n.entries:
-                        print(f"      {_shorten(repr(entry))}")
+                    labels = n.fields or ("",) * len(n.entries)
+                    for label, entry in zip(labels, n.entries, strict=True):
+                        print(f"      {label}{'=' if label else ''}{_shorten(repr(entry))}")
         else:
             try:
                 graph = views.mermaid_graph(artifact)

@@ -11,6 +11,7 @@ this process) cannot be decoded and is shown as such, with the reason, instead o
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -24,7 +25,17 @@ from reaqtive.state.codec import DEFAULT_CODEC, Segment
 from reaqtive.state.framing import read_blob
 from reaqtive.state.sqlite_store import row_checksum, verifies
 
-__all__ = ["NodeView", "Undecodable", "find_artifact", "jsonable", "mermaid_graph", "read_outputs", "read_state"]
+__all__ = [
+    "NodeView",
+    "Undecodable",
+    "declared_fields",
+    "field_names",
+    "find_artifact",
+    "jsonable",
+    "mermaid_graph",
+    "read_outputs",
+    "read_state",
+]
 
 
 class Undecodable:
@@ -85,14 +96,20 @@ def read_outputs(store: str | os.PathLike[str], subscription: str) -> list[tuple
 @dataclass(frozen=True)
 class NodeView:
     """The saved state of one stateful operator: the subscription key it is stored under (the subscription, or
-    one of its inner subscriptions), its path in the operator tree, its persisted name and version, and its
-    entries (a nested segment is a list of entries)."""
+    one of its inner subscriptions), its path in the operator tree, its persisted name and version, its
+    entries (a nested segment is a list of entries), and the names of its entries when the operator declares
+    them for this version and count of entries (``None``: shown unnamed)."""
 
     key: str
     path: tuple[int, ...]
     name: str
     version: tuple[int, ...]
     entries: list[Any]
+    fields: tuple[str, ...] | None = None
+
+    def named(self) -> dict[str, Any] | None:
+        """The entries by name, in the order they were saved (``None`` when they have no names)."""
+        return None if self.fields is None else dict(zip(self.fields, self.entries, strict=True))
 
 
 def read_state(store: str | os.PathLike[str], subscription: str) -> list[NodeView]:
@@ -114,11 +131,56 @@ def read_state(store: str | os.PathLike[str], subscription: str) -> list[NodeVie
             continue
         try:
             for node in read_blob(value, where=f"state/{key}"):
-                nodes.append(NodeView(key, tuple(node.path), node.name, tuple(node.version),
-                                      _entries(node.data, f"state/{key}")))
+                entries = _entries(node.data, f"state/{key}")
+                nodes.append(NodeView(key, tuple(node.path), node.name, tuple(node.version), entries,
+                                      field_names(node.name, tuple(node.version), len(entries))))
         except StateError as error:
             nodes.append(NodeView(key, (), "DAMAGED", (), [str(error)]))
     return nodes
+
+
+@functools.cache
+def declared_fields() -> dict[tuple[str, tuple[int, ...]], tuple[str, ...]]:
+    """Every operator's declared ``state_fields``, by persisted name and current version. Read from the class
+    that sets the name (not inherited: a renamed subclass may save more), after the stateful base's own
+    ``disposed`` flag. Imports the operator library (not the
+    user's modules): the declarations live next to each ``save_state_core``."""
+    import reaqtive.engine.egress
+    import reaqtive.engine.readers
+    import reaqtive.operators  # noqa: F401  (imports every operator module)
+    from reaqtive.core.operator import Versioned
+    from reaqtive.state.bases import _StatefulCore
+
+    declared: dict[tuple[str, tuple[int, ...]], tuple[str, ...]] = {}
+    pending: list[type] = [Versioned]
+    seen: set[type] = set()
+    while pending:
+        cls = pending.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        pending.extend(cls.__subclasses__())
+        names, name, version = cls.__dict__.get("state_fields"), cls.__dict__.get("name"), getattr(cls, "version", None)
+        # a name or version computed per instance (a property) cannot be keyed: such a class shows values unnamed
+        if names and isinstance(name, str) and isinstance(version, tuple):
+            # the stateful base writes its disposed flag before the operator's own fields
+            declared[(name, version)] = (
+                ("disposed", *names) if issubclass(cls, _StatefulCore) and "save_state" not in cls.__dict__ else names
+            )
+    return declared
+
+
+def field_names(name: str, version: tuple[int, ...], count: int) -> tuple[str, ...] | None:
+    """The names of the ``count`` values an operator ``name`` saved at ``version``: all its declared fields, or
+    only those not marked optional (``?``); ``None`` when it declares none for that version or the count fits
+    neither (an older layout, a damaged blob): the values are then shown unnamed, never mislabelled."""
+    names = declared_fields().get((name, version))
+    if not names:
+        return None
+    if count == len(names):
+        return tuple(n.removeprefix("?") for n in names)
+    required = tuple(n for n in names if not n.startswith("?"))
+    return required if count == len(required) else None
 
 
 def _entries(data: bytes, where: str) -> list[Any]:

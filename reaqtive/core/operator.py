@@ -101,9 +101,17 @@ class UnaryOperator(Operator):
 
 
 class Versioned(ABC):
-    """Something whose saved state is tagged with a stable name and a version."""
+    """Something whose saved state is tagged with a stable name and a version.
+
+    ``state_fields`` names the values ``save_state_core`` writes at the current version, in order, for
+    ``reaqtive inspect --state`` (writes are unnamed). A name starting with ``?`` is a value written only
+    sometimes (an aggregate's result once it has one). The stateful base's ``disposed`` flag, written before,
+    is named by ``inspect`` itself. Read only from the class that sets ``name``: a subclass
+    with a name of its own declares its own fields. Empty: not declared, the values are shown unnamed."""
 
     __slots__ = ()
+
+    state_fields: ClassVar[tuple[str, ...]] = ()
 
     @property
     @abstractmethod

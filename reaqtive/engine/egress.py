@@ -97,6 +97,7 @@ class EgressStamp(StatefulUnaryOperatorBase[T, Output], Generic[T]):
 
     name = "reaqtive:egress"
     version: Version = (1,)
+    state_fields = ("next_seq",)
 
     __slots__ = ("_counter", "_local", "_run", "_source", "_take", "_taker", "_uri")
 

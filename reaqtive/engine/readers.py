@@ -126,6 +126,7 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
 
     name = "reaqtive:stream"
     version: Version = (2,)
+    state_fields = ("watermark",)
     older_versions = frozenset({(1,)})  # sequence numbers of the stream instead of log positions
     watched = False  # it watches itself, only while it may lag (see the module)
 

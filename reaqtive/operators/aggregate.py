@@ -123,6 +123,7 @@ class Aggregate(AggregateStage[T, Any], Generic[T]):
 
     name = "reaqtive:aggregate"
     version: Version = (1,)
+    state_fields = ("held", "?result", "has_value", "accumulation")
 
     __slots__ = ("_accumulation", "_accumulator", "_has_value", "_result_selector")
 
@@ -171,6 +172,7 @@ class AggregateSeed(AggregateStage[T, Any], Generic[T, A]):
 
     name = "reaqtive:aggregate+seed"
     version: Version = (1,)
+    state_fields = ("held", "?result", "accumulation")
 
     __slots__ = ("_accumulation", "_accumulator", "_result_selector")
 

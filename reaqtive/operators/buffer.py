@@ -151,6 +151,7 @@ class BufferCount(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
     timeless = True
     name = "reaqtive:buffer/count"
     version: Version = (1,)
+    state_fields = ("buffer",)
 
     __slots__ = (
         "_buffer",
@@ -263,6 +264,7 @@ class BufferCountSkip(UnaryEmitterBase[T, list[T]], Generic[T]):
     timeless = True
     name = "reaqtive:buffer/count+skip"
     version: Version = (1,)
+    state_fields = ("index", "buffers", "source_done")
 
     __slots__ = (
         "_buffers",

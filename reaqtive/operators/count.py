@@ -61,6 +61,7 @@ class Count(AggregateStage[T, int], Generic[T]):
 
     name = "reaqtive:count"
     version: Version = (1,)
+    state_fields = ("held", "?result", "count")
 
     __slots__ = ("_count", "_predicate")
 

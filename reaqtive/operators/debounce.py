@@ -206,6 +206,7 @@ class Debounce(_DebounceBase[T], Generic[T]):
 
     name = "reaqtive:debounce"
     version: Version = (1,)
+    state_fields = ("has_pending", "pending", "has_ready", "ready", "source_done", "due")
 
     __slots__ = ("_armed", "_due", "_duration", "_scheduler")
 
@@ -300,6 +301,7 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
 
     name = "reaqtive:debounce+selector"
     version: Version = (1,)
+    state_fields = ("has_pending", "pending", "has_ready", "ready", "source_done", "count", "has_inner")
 
     __slots__ = ("_count", "_has_inner", "_host", "_selector")
 

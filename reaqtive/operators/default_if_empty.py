@@ -67,6 +67,7 @@ class DefaultIfEmpty(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     name = "reaqtive:default_if_empty"
     version: Version = (1,)
+    state_fields = ("not_empty", "pending")
 
     __slots__ = ("_default", "_lock", "_not_empty", "_pending", "_requested", "_source")
 

@@ -118,6 +118,7 @@ class Distinct(_DistinctBase[T], Generic[T]):
 
     name = "reaqtive:distinct"
     version: Version = (1,)
+    state_fields = ("keys",)
 
     __slots__ = ("_keys",)
 
@@ -156,6 +157,7 @@ class DistinctComparer(_DistinctBase[T], Generic[T]):
 
     name = "reaqtive:distinct+comparer"
     version: Version = (1,)
+    state_fields = ("keys",)
 
     __slots__ = ("_comparer", "_keys")
 

@@ -77,6 +77,7 @@ class DistinctUntilChanged(StatefulUnaryOperatorBase[T, T], Generic[T]):
     timeless = True
     name = "reaqtive:distinct_until_changed"
     version: Version = (1,)
+    state_fields = ("has_key", "key")
 
     __slots__ = ("_comparer", "_has_key", "_key", "_key_selector", "_requested", "_source")
 

@@ -100,6 +100,7 @@ class ElementAt(AggregateStage[T, T], Generic[T]):
 
     name = "reaqtive:element_at"
     version: Version = (1,)
+    state_fields = ("held", "?result", "remaining")
 
     __slots__ = ("_default", "_index", "_op", "_remaining")
 

@@ -220,6 +220,7 @@ class First(_Pick[T], Generic[T]):
 
     name = "reaqtive:first"
     version: Version = (1,)
+    state_fields = ("held", "?result")
 
     __slots__ = ()
 
@@ -245,6 +246,7 @@ class Last(_Pick[T], Generic[T]):
 
     name = "reaqtive:last"
     version: Version = (1,)
+    state_fields = ("held", "?result", "last")
 
     __slots__ = ("_last",)
 
@@ -284,6 +286,7 @@ class Single(_Pick[T], Generic[T]):
 
     name = "reaqtive:single"
     version: Version = (1,)
+    state_fields = ("held", "?result", "found")
 
     __slots__ = ("_found",)
 

@@ -183,6 +183,7 @@ class GroupBy(InnerStreamOperator[T], Generic[T]):
 
     name = "reaqtive:group_by"
     version: Version = (1,)
+    state_fields = ("next_number", "source_done", "pulled", "groups")
     kind = "group_by"
 
     __slots__ = (

@@ -145,6 +145,7 @@ class Min(_Extremum[T], Generic[T]):
 
     name = "reaqtive:min"
     version: Version = (1,)
+    state_fields = ("held", "?result", "best")
     smallest = True
 
     __slots__ = ()
@@ -156,6 +157,7 @@ class Max(_Extremum[T], Generic[T]):
 
     name = "reaqtive:max"
     version: Version = (1,)
+    state_fields = ("held", "?result", "best")
     smallest = False
 
     __slots__ = ()

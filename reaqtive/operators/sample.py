@@ -97,6 +97,7 @@ class Sample(EmitterBase[T], Generic[T]):
 
     name = "reaqtive:sample"
     version: Version = (1,)
+    state_fields = ("has_value", "value", "has_sample", "sample", "source_done", "sampler_done", "completing")
 
     __slots__ = (
         "_bad_request",

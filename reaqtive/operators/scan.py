@@ -139,6 +139,7 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
     timeless = True
     name = "reaqtive:scan"
     version: Version = (1,)
+    state_fields = ("has_value", "accumulator")
 
     __slots__ = ("_accumulator", "_has_value", "_source", "_value")
 
@@ -213,6 +214,7 @@ class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
     timeless = True
     name = "reaqtive:scan+seed"
     version: Version = (1,)
+    state_fields = ("accumulator",)
 
     __slots__ = ("_accumulator", "_source", "_value")
 

@@ -96,6 +96,7 @@ class Skip(StatefulUnaryOperatorBase[T, T], Generic[T]):
     timeless = True
     name = "reaqtive:skip"
     version: Version = (1,)
+    state_fields = ("remaining",)
 
     __slots__ = ("_asked_for_skipped", "_remaining", "_source")
 
@@ -137,6 +138,7 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
 
     name = "reaqtive:skip+duration"
     version: Version = (1,)
+    state_fields = ("end", "open")
 
     __slots__ = ("_duration", "_end", "_source")
 

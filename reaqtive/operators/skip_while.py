@@ -84,6 +84,7 @@ class SkipWhile(DroppingStage[T], Generic[T]):
     timeless = True
     name = "reaqtive:skip_while"
     version: Version = (1,)
+    state_fields = ("running",)
 
     __slots__ = ("_predicate", "_running", "_source")
 
@@ -127,6 +128,7 @@ class SkipWhileIndexed(DroppingStage[T], Generic[T]):
     timeless = True
     name = "reaqtive:skip_while+indexed"
     version: Version = (1,)
+    state_fields = ("running", "index")
 
     __slots__ = ("_index", "_predicate", "_running", "_source")
 

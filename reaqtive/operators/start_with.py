@@ -79,6 +79,7 @@ class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     name = "reaqtive:start_with"
     version: Version = (1,)
+    state_fields = ("index", "subscribed")
 
     __slots__ = (
         "_bad_request",

@@ -99,6 +99,7 @@ class Sum(AggregateStage[T, Any], Generic[T]):
 
     name = "reaqtive:sum"
     version: Version = (1,)
+    state_fields = ("held", "?result", "total")
 
     __slots__ = ("_total",)
 
@@ -134,6 +135,7 @@ class Average(AggregateStage[T, Any], Generic[T]):
 
     name = "reaqtive:average"
     version: Version = (1,)
+    state_fields = ("held", "?result", "count", "total")
 
     __slots__ = ("_count", "_total")
 

@@ -101,6 +101,7 @@ class Take(StatefulUnaryOperatorBase[T, T], Generic[T]):
     timeless = True
     name = "reaqtive:take"
     version: Version = (1,)
+    state_fields = ("remaining",)
 
     __slots__ = ("_can_request", "_remaining", "_source")
 
@@ -151,6 +152,7 @@ class TakeDuration(TakeUntilDeadline[T], Generic[T]):
 
     name = "reaqtive:take+duration"
     version: Version = (1,)
+    state_fields = ("end",)
 
     __slots__ = ("_duration", "_end", "_source")
 

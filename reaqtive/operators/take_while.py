@@ -123,6 +123,7 @@ class TakeWhileIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
     timeless = True
     name = "reaqtive:take_while+indexed"
     version: Version = (1,)
+    state_fields = ("index",)
 
     __slots__ = ("_inclusive", "_index", "_predicate", "_source")
 

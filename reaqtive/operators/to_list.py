@@ -61,6 +61,7 @@ class ToList(AggregateStage[T, list[T]], Generic[T]):
 
     name = "reaqtive:to_list"
     version: Version = (1,)
+    state_fields = ("held", "?result", "items")
 
     __slots__ = ("_items", "_limit")
 
