@@ -38,6 +38,7 @@ import os
 import signal
 import sys
 import tempfile
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NoReturn
@@ -221,6 +222,8 @@ def _checkpoint(args: argparse.Namespace) -> int:
     try:
         engine = Engine(args.store, functions=functions, allow_modules=allowed, recovery_policy=policy)
     except RecoveryError as error:
+        if args.traceback:  # the failure in full, for a bug report (the engine raises it; it logs nothing)
+            traceback.print_exception(error, file=sys.stderr)
         print(f"reaqtive checkpoint: {_shown(args.store)}: {error}. Nothing was changed. {_recovery_hint(error)} "
               "--keep-broken checkpoints the others and keeps the broken one stored.", file=sys.stderr)
         return EXIT_FAILED

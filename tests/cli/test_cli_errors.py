@@ -87,11 +87,12 @@ def test_a_library_warning_of_a_command_that_succeeds_is_one_line_without_its_tr
     assert "checkpoint" in result.stdout
 
 
-def test_traceback_shows_the_library_log_in_full(service: tuple[Path, str]) -> None:
+def test_traceback_shows_the_recovery_failure_in_full(service: tuple[Path, str]) -> None:
     path, _ = service
     result = command("--traceback", "checkpoint", str(path), cwd=path.parent)
-    assert result.returncode != 0
+    assert result.returncode == 1
     assert "recovering 'q://doubled' failed" in result.stderr and "Traceback" in result.stderr
+    assert "RecoveryError" in result.stderr
 
 
 def test_a_missing_store_is_one_line_with_exit_code_2(tmp_path: Path) -> None:
