@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import freezegun
 import pytest
@@ -15,6 +17,46 @@ from tests.support import Recorder
 # reaqtive.spark's lazy attributes would import pandas and pyspark then (minutes under a frozen clock), and
 # those large packages never hold the engine's clock anyway.
 freezegun.configure(extend_ignore_list=["reaqtive.spark", "pyspark", "pandas", "pyarrow", "py4j"])
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The fast tier (`make check` runs `pytest -m "not slow"`) is every test but the slow ones: those marked
+# `@pytest.mark.slow` where they are defined, every test that starts a server (the Spark session, the PostgreSQL
+# server), and the tests of these modules, which run subprocesses, kill processes or run a benchmark (each takes
+# seconds; measured with --durations). `make test` runs them all.
+SLOW_FIXTURES = frozenset({"spark", "acceptance", "postgres_server"})
+SLOW_MODULES = frozenset({
+    "tests/engine/test_corruption_fuzz.py",
+    "tests/engine/test_crash.py",
+    "tests/engine/test_crash_higher_order.py",
+    "tests/engine/test_double_crash.py",
+    "tests/engine/test_poison_events.py",
+    "tests/engine/test_running_crash.py",
+    "tests/state/test_sqlite_crash.py",
+})
+SLOW_DIRECTORIES = ("tests/spark/", "tests/examples/test_bench_")
+
+# Under pytest-xdist (`make test`, `make check`: `--dist loadgroup`) the tests that use the Spark session run in
+# one worker, so that one JVM starts, not one per worker.
+SPARK_GROUP = pytest.mark.xdist_group("spark")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow tests, and the Spark session's group. Under xdist, start the slow tests first: a worker
+    that starts a two-minute test last would finish alone, minutes after the others."""
+    for item in items:
+        if " at 0x" in item.nodeid:
+            raise pytest.UsageError(f"{item.nodeid}: a test id with a memory address differs in every process (and "
+                                    f"pytest-xdist refuses to run): parametrize with ids=tests.support.stable_id")
+        fixtures = set(getattr(item, "fixturenames", ()))
+        where = item.path.relative_to(ROOT).as_posix() if item.path.is_relative_to(ROOT) else ""
+        if fixtures & SLOW_FIXTURES or where in SLOW_MODULES or where.startswith(SLOW_DIRECTORIES):
+            item.add_marker(pytest.mark.slow)
+        if fixtures & {"spark", "acceptance"}:
+            item.add_marker(SPARK_GROUP)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the same order in every worker, as xdist requires
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: otherwise unchanged
 
 
 @pytest.fixture
