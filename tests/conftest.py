@@ -36,15 +36,31 @@ SLOW_MODULES = frozenset({
 })
 SLOW_DIRECTORIES = ("tests/spark/", "tests/examples/test_bench_")
 
-# Under pytest-xdist (`make test`, `make check`: `--dist loadgroup`) the tests that use the Spark session run in
-# one worker, so that one JVM starts, not one per worker.
-SPARK_GROUP = pytest.mark.xdist_group("spark")
+# Under pytest-xdist (`make test`, `make check`) the tests of tests/spark run in one worker, one after another:
+# one JVM starts for the Spark session, not one per worker. (xdist's own `--dist loadgroup` cannot do it with pytest
+# 9.2: it renames items through an attribute pytest no longer reads.)
+SPARK_TESTS = "tests/spark/"
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's ``load`` distribution, test by test, except that the Spark tests are one unit of work."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkTogether(LoadScopeScheduling):
+        """Each test its own unit, the Spark tests one unit (the largest, so it is handed out first)."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return SPARK_TESTS if nodeid.startswith(SPARK_TESTS) else nodeid
+
+    return SparkTogether(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the slow tests, and the Spark session's group. Under xdist, start the slow tests first: a worker
-    that starts a two-minute test last would finish alone, minutes after the others."""
+    """Mark the slow tests. Under xdist, start them first: a worker that starts a two-minute test last would
+    finish alone, minutes after the others."""
     for item in items:
         if " at 0x" in item.nodeid:
             raise pytest.UsageError(f"{item.nodeid}: a test id with a memory address differs in every process (and "
@@ -53,8 +69,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         where = item.path.relative_to(ROOT).as_posix() if item.path.is_relative_to(ROOT) else ""
         if fixtures & SLOW_FIXTURES or where in SLOW_MODULES or where.startswith(SLOW_DIRECTORIES):
             item.add_marker(pytest.mark.slow)
-        if fixtures & {"spark", "acceptance"}:
-            item.add_marker(SPARK_GROUP)
     if os.environ.get("PYTEST_XDIST_WORKER"):  # the same order in every worker, as xdist requires
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: otherwise unchanged
 
