@@ -53,8 +53,8 @@ check-postgres: $(STAMP)
 	@$(BIN)/python -m reaqtive.testing.postgres --check
 
 # The suite runs on pytest-xdist workers: more workers than cores, since many tests wait on subprocesses, fsync
-# and servers (measured on 2 cores: 4 workers beat 2). tests/conftest.py keeps the Spark tests in one worker and
-# hands out the slow tests first. PYTEST_WORKERS=0 runs the tests in pytest's own process (for --pdb). The tests
+# and servers (4 on a busy 2-core machine: 11 min against 29 in one process; 2 and 3 not measured).
+# tests/conftest.py keeps the Spark tests in one worker and hands out the slow tests first. PYTEST_WORKERS=0 runs the tests in pytest's own process (for --pdb). The tests
 # that bound wall-clock latency run alone afterwards: other workers beside them would make their timers late.
 PYTEST_WORKERS ?= 4
 
