@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from reaqtive.core.streams import LONG_MAX, Subscription
@@ -69,3 +70,14 @@ class Recorder:
     @property
     def terminated(self) -> bool:
         return bool(self.errors) or self.completed > 0
+
+
+def stable_id(value: object) -> str:
+    """A parametrized test's id from ``repr(value)`` without memory addresses (``<function f at 0x7f...>``) and with
+    a set's elements sorted (their order changes with the hash seed of the process): every process must give a
+    test the same id (pytest-xdist's workers each collect the suite, and refuse to run when their collections
+    differ)."""
+    if isinstance(value, set | frozenset):
+        inner = ", ".join(sorted(stable_id(element) for element in value))
+        return f"{{{inner}}}" if isinstance(value, set) else f"frozenset({{{inner}}})"
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))

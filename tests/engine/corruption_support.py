@@ -23,6 +23,7 @@ import logging
 import random
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -298,24 +299,36 @@ class HangError(Exception):
     """The watchdog interrupted a run."""
 
 
+# A run that waits (on a lock, on I/O) rather than computes is a hang after this many times its CPU bound.
+WALL_FACTOR: Final = 15
+
+
 @contextmanager
 def watchdog(seconds: float) -> Iterator[None]:
-    """Interrupt the main thread (KeyboardInterrupt, turned into :class:`HangError`) if the block runs too long.
-    Unlike ``signal.alarm`` it does not take SIGALRM from pytest-timeout."""
+    """Interrupt the main thread (KeyboardInterrupt, turned into :class:`HangError`) if the block spends more than
+    ``seconds`` of the process's CPU time (a loop that never ends), or more than ``WALL_FACTOR`` times that of wall
+    time (a wait that never ends). CPU time, not wall time, is the short bound: on a loaded machine (the suite's
+    parallel workers) a healthy run can wait seconds for a core. Unlike ``signal.alarm`` it does not take SIGALRM
+    from pytest-timeout."""
     fired = threading.Event()
+    done = threading.Event()
+    cpu_deadline = time.process_time() + seconds
+    wall_deadline = time.monotonic() + seconds * WALL_FACTOR
 
-    def fire() -> None:
-        fired.set()
-        _thread.interrupt_main()
+    def watch() -> None:
+        while not done.wait(0.02):
+            if time.process_time() > cpu_deadline or time.monotonic() > wall_deadline:
+                fired.set()
+                _thread.interrupt_main()
+                return
 
-    timer = threading.Timer(seconds, fire)
-    timer.daemon = True
+    timer = threading.Thread(target=watch, name="fuzz-watchdog", daemon=True)
     timer.start()
     try:
         try:
             yield
         finally:
-            timer.cancel()
+            done.set()
             timer.join()
             if fired.is_set():
                 for _ in range(10_000):  # let a pending interrupt arrive here rather than later
@@ -323,7 +336,7 @@ def watchdog(seconds: float) -> Iterator[None]:
     except KeyboardInterrupt:
         if not fired.is_set():
             raise
-        raise HangError(f"still running after {seconds} s") from None
+        raise HangError(f"still running after {seconds} s of CPU time (or {seconds * WALL_FACTOR} s)") from None
 
 
 def stored_rows(path: Path) -> dict[str, Any] | None:

@@ -31,7 +31,8 @@ subscription:
 * ``deleted-stored``: under KEEP a failed subscription's rows (artifact, state, inner states, output counter, the
   ingress events of its streams) are not all in the file byte for byte after the engine checkpointed and closed;
   or an open that failed changed the file;
-* ``hang``: the run did not finish within ``REAQTIVE_FUZZ_TIMEOUT`` seconds (default 2).
+* ``hang``: the run did not finish within ``REAQTIVE_FUZZ_TIMEOUT`` seconds of CPU time (default 2), or 15 times
+  that of wall time (a wait: on a loaded machine a healthy run can wait seconds for a core).
 
 Which damage is in scope: whatever a store could detect in principle.
 
@@ -72,6 +73,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -159,6 +161,16 @@ def test_the_watchdog_turns_a_run_that_never_ends_into_an_outcome() -> None:
         with fuzz.watchdog(0.2):
             while True:
                 pass
+
+
+def test_the_watchdog_turns_a_run_that_waits_forever_into_an_outcome() -> None:
+    """A wait uses no CPU time: the wall-time bound (``WALL_FACTOR`` times the CPU bound) ends it."""
+    started = time.monotonic()
+    with pytest.raises(fuzz.HangError):
+        with fuzz.watchdog(0.02):
+            while True:
+                threading.Event().wait(0.01)
+    assert time.monotonic() - started >= 0.02 * fuzz.WALL_FACTOR
 
 
 def test_a_damaged_store_recovers_exactly_or_fails_with_a_documented_error(

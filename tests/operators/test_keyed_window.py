@@ -29,6 +29,7 @@ from reaqtive.testing import (
     on_next,
 )
 from reaqtive.testing.checkpoint import Demand, assert_checkpoint_anywhere
+from tests.support import stable_id
 
 S: Final = timedelta(seconds=1)  # one tick of the test scheduler
 
@@ -104,7 +105,7 @@ TUMBLING_VALUES: Final = [
 ]
 
 
-@pytest.mark.parametrize(("aggregate", "values"), TUMBLING_VALUES, ids=repr)
+@pytest.mark.parametrize(("aggregate", "values"), TUMBLING_VALUES, ids=stable_id)
 def test_tumbling_windows_emit_one_row_per_key_and_window_at_the_window_end(aggregate: Any, values: tuple[Any, ...]) \
         -> None:
     a1, b1, a2, b2 = values
@@ -127,7 +128,7 @@ def test_tumbling_windows_emit_one_row_per_key_and_window_at_the_window_end(aggr
         ("max", (1, 5, 3, 5, 3, 4, 2, 4)),
         (Fold((), append), ((1,), (5,), (1, 3), (5,), (3, 2), (4,), (2,), (4,))),
     ],
-    ids=repr,
+    ids=stable_id,
 )
 def test_hopping_windows_count_an_element_in_every_window_it_falls_in(aggregate: Any, values: tuple[Any, ...]) -> None:
     v = values
@@ -157,7 +158,7 @@ def test_hopping_windows_with_a_slide_longer_than_the_size_drop_the_elements_in_
     ("aggregate", "values"),
     [("count", (1, 1, 1, 1, 1)), ("sum", (1, 5, 3, 2, 4)), ("average", (1.0, 5.0, 3.0, 2.0, 4.0)),
      ("max", (1, 5, 3, 2, 4)), (Fold(0, digits, str), ("1", "5", "3", "2", "4"))],
-    ids=repr,
+    ids=stable_id,
 )
 def test_a_session_closes_gap_after_its_last_element(aggregate: Any, values: tuple[Any, ...]) -> None:
     v = values

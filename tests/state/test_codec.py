@@ -25,6 +25,7 @@ from reaqtive.state import (
 from reaqtive.state.codec import EXT_DATETIME, EXT_TUPLE
 from reaqtive.state.framing import SegmentWriter
 from tests.state.strategies import VALUES, assert_same
+from tests.support import stable_id
 
 
 def round_trip(values: list[Any], codec: StateCodec = DEFAULT_CODEC) -> list[Any]:
@@ -102,7 +103,7 @@ def test_decode_value_refuses_trailing_bytes_segments_and_garbage() -> None:
         datetime.max.replace(tzinfo=timezone(timedelta(hours=23))),
         datetime.min.replace(tzinfo=timezone(timedelta(hours=-23))),
     ],
-    ids=repr,
+    ids=stable_id,
 )
 def test_edge_values_round_trip(value: Any) -> None:
     [back] = round_trip([value])
@@ -138,7 +139,7 @@ class Pair(NamedTuple):
 @pytest.mark.parametrize(
     "value",
     [object(), Color.RED, Pair(1, 2), defaultdict(list), 1j, [1, object()], {"k": {1: object()}}],
-    ids=repr,
+    ids=stable_id,
 )
 def test_unsupported_values_are_refused_when_written_naming_the_type(value: Any) -> None:
     writer = SegmentWriter(DEFAULT_CODEC.packer(), "test:node", (0, 1))
