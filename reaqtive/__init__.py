@@ -3,11 +3,12 @@ on the Reactive Streams contract.
 
 The public API is re-exported here; see ``docs/architecture.md`` for how the layers fit together.
 
-``import reaqtive`` loads the queries, operators and subscriptions; the embedded engine (and with it SQLite and
-the asyncio face) loads when one of its names is first used (``from reaqtive import Engine``), and the subpackages
-``reaqtive.engine``, ``reaqtive.connectors``, ``reaqtive.spark``, ``reaqtive.testing``, ``reaqtive.tck`` and
-``reaqtive.cli`` when they are imported or first reached as attributes (PEP 562). ``bench/import_time.py``
-measures what ``import reaqtive`` costs.
+``import reaqtive`` loads the queries and subscriptions; each operator's module loads on the first use of the
+operator (binding imports it by name: :data:`reaqtive.core.binding.BUILTIN_OPERATORS`), ``reaqtive.ops`` when first
+reached; the embedded engine (and with it SQLite and the asyncio face) loads when one of its names is first used
+(``from reaqtive import Engine``), and the subpackages ``reaqtive.engine``, ``reaqtive.connectors``,
+``reaqtive.spark``, ``reaqtive.testing``, ``reaqtive.tck`` and ``reaqtive.cli`` when they are imported or first
+reached as attributes (PEP 562). ``bench/import_time.py`` measures what ``import reaqtive`` costs.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from __future__ import annotations
 import logging as _logging
 from typing import TYPE_CHECKING
 
-from reaqtive import operators as _operators  # registers every operator's binder
-from reaqtive import ops
 from reaqtive.core.binding import (
     ENTRY_POINT_GROUP,
     OperatorSpec,
@@ -92,8 +91,6 @@ from reaqtive.fluent.query import (
     throw,
     timer,
 )
-from reaqtive.operators.keyed_groups import keyed_execution, set_keyed_execution
-from reaqtive.operators.keyed_window import Fold, Hopping, Session, Tumbling
 from reaqtive.processor import QueryProcessor, as_processor
 from reaqtive.publisher import as_publisher
 
@@ -111,8 +108,8 @@ if TYPE_CHECKING:  # imported on first use (``__getattr__`` below); named here f
         RecoveryPolicy,
         UnpersistableQueryError,
     )
-
-del _operators
+    from reaqtive.operators.keyed_groups import keyed_execution, set_keyed_execution
+    from reaqtive.operators.keyed_window import Fold, Hopping, Session, Tumbling
 
 __version__ = "0.1.0"
 
@@ -135,11 +132,19 @@ _LAZY_NAMES = {
         "RecoveryPolicy",
         "UnpersistableQueryError",
     )
+} | {
+    # the operator library: binding imports each operator's module on first use (reaqtive.core.binding)
+    "keyed_execution": "reaqtive.operators.keyed_groups",
+    "set_keyed_execution": "reaqtive.operators.keyed_groups",
+    "Fold": "reaqtive.operators.keyed_window",
+    "Hopping": "reaqtive.operators.keyed_window",
+    "Session": "reaqtive.operators.keyed_window",
+    "Tumbling": "reaqtive.operators.keyed_window",
 }
 """The public names whose module loads on first use (each name to its module), with the ``TYPE_CHECKING`` imports
 above naming the same names."""
 
-_LAZY_SUBPACKAGES = frozenset({"engine", "connectors", "spark", "testing", "tck", "cli"})
+_LAZY_SUBPACKAGES = frozenset({"ops", "engine", "connectors", "spark", "testing", "tck", "cli"})
 
 
 if not TYPE_CHECKING:  # type checkers see the TYPE_CHECKING imports above; an unknown name stays an error to them

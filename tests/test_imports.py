@@ -159,3 +159,68 @@ def test_the_import_time_bench_runs() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     (row,) = [line for line in done.stdout.splitlines() if line.startswith("reaqtive ")]
     assert row.endswith("none"), row  # no deferred module loaded
+
+
+# -- the operator library loads on first use ---------------------------------------------------------------------
+
+
+def test_import_reaqtive_loads_no_operator_module() -> None:
+    """Binding imports an operator's module on first use of its name (``reaqtive.core.binding.BUILTIN_OPERATORS``);
+    a plain ``import reaqtive``, and a query over an engine stream, need none of them."""
+    code = ("import json, sys, reaqtive\nreaqtive.Query.stream('s')\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('reaqtive.operators'))))")
+    assert fresh(code) == ["reaqtive.operators", "reaqtive.operators._seed"]
+
+
+def test_the_table_of_builtin_operators_names_the_module_that_registers_each() -> None:
+    """The table binding loads modules by cannot drift: every operator a module of ``reaqtive.operators`` registers
+    is in it, mapped to that module, and it names nothing else; the package lists every module."""
+    code = ("import importlib, json, pkgutil, reaqtive.operators as ops\n"
+            "from reaqtive.core import binding\n"
+            "files = sorted(i.name for i in pkgutil.iter_modules(ops.__path__) if not i.name.startswith('_'))\n"
+            "for name in files:\n    importlib.import_module(f'reaqtive.operators.{name}')\n"
+            "origins = {op: binding.registering_module(op) for op in binding.registered_operators()}\n"
+            "print(json.dumps({'files': files, 'all': ops.__all__, 'origins': origins}))")
+    result = fresh(code)
+    assert isinstance(result, dict)
+    assert result["all"] == result["files"]
+    from reaqtive.core.binding import BUILTIN_OPERATORS
+
+    builtin = {op: origin.removeprefix("reaqtive.operators.") for op, origin in result["origins"].items()
+               if origin.startswith("reaqtive.operators.")}
+    assert builtin == BUILTIN_OPERATORS
+
+
+def test_every_operator_is_listed_and_documented_in_a_fresh_interpreter() -> None:
+    code = ("import json, reaqtive\nfrom reaqtive.core.binding import BUILTIN_OPERATORS\n"
+            "ops = reaqtive.registered_operators()\n"
+            "missing = sorted(set(BUILTIN_OPERATORS) - set(ops))\n"
+            "print(json.dumps({'missing': missing, 'take_doc': bool(reaqtive.Query.take.__doc__)}))")
+    assert fresh(code) == {"missing": [], "take_doc": True}
+
+
+def test_a_stored_query_recovers_in_a_process_that_imported_only_the_engine(tmp_path: Path) -> None:
+    """Recovery names operators by name: binding imports their modules in a process that never built a query."""
+    db = str(tmp_path / "store.db")
+    create = ("import json, operator\nfrom datetime import UTC, datetime, timedelta\nfrom reaqtive import Query\n"
+              "from reaqtive.engine import Engine\nT0 = datetime(2026, 1, 1, tzinfo=UTC)\n"
+              f"with Engine({db!r}) as engine:\n"
+              "    engine.create_stream('s')\n"
+              "    engine.create_subscription('q://a', Query.stream('s').map(operator.neg).filter(operator.truth)"
+              ".scan(0, operator.add).skip(1).distinct_until_changed().buffer(2))\n"
+              "    engine.append_many('s', [(i, T0 + timedelta(seconds=i)) for i in range(4)])\n"
+              "    engine.process()\n    engine.checkpoint()\n"
+              "    print(json.dumps([o.value for o in engine.outputs('q://a')]))\n")
+    assert fresh(create) == [[-3, -6]]  # scan: -1, -3, -6; skip(1) drops -1
+    resume = ("import json, sys\nfrom datetime import UTC, datetime, timedelta\nfrom reaqtive.engine import Engine\n"
+              "T0 = datetime(2026, 1, 1, tzinfo=UTC)\n"
+              "before = sorted(m for m in sys.modules if m.startswith('reaqtive.operators.') and '._' not in m)\n"
+              f"with Engine({db!r}) as engine:\n"
+              "    engine.append_many('s', [(i, T0 + timedelta(seconds=i)) for i in range(4, 7)])\n"
+              "    engine.process()\n"
+              "    print(json.dumps({'before': before, 'out': [o.value for o in engine.outputs('q://a')]}))\n")
+    result = fresh(resume)
+    assert isinstance(result, dict)
+    assert result["out"] == [[-3, -6], [-10, -15]]
+    used = {"map", "filter", "scan", "skip", "distinct_until_changed", "buffer"}
+    assert not used & {name.removeprefix("reaqtive.operators.") for name in result["before"]}, "loaded by binding"

@@ -27,6 +27,7 @@ the entry points were loaded; it names the namespace whose package is missing.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ __all__ = [
     "bind",
     "frames_of",
     "is_registered",
+    "load_builtin_operators",
     "load_operator_plugins",
     "operator_spec",
     "operator_specs",
@@ -114,6 +116,8 @@ class OperatorSpec:
 _SPECS: dict[str, OperatorSpec] = {}
 _BINDERS: dict[str, Callable[..., SubscriptionHandle]] = {}
 _FRAMES: dict[str, int] = {}
+_ORIGINS: dict[str, str] = {}  # operator name -> the module whose import registered it
+_HOOKS: list[Callable[[OperatorSpec], None]] = []
 _PLUGINS_LOCK = threading.Lock()
 _PLUGINS_LOADED: list[bool] = []  # one True once the entry points were loaded
 
@@ -150,9 +154,13 @@ def register_operator(
         if ":" not in op and not module.startswith("reaqtive."):
             raise ValueError(f"operator {op!r} registered by {module}: an operator outside reaqtive must be named "
                              f"'<namespace>:{op}' (its package's namespace), so that its name never collides")
-        _SPECS[op] = OperatorSpec(op, binder, frames, builder, args, internal)
+        spec = OperatorSpec(op, binder, frames, builder, args, internal)
+        _SPECS[op] = spec
         _BINDERS[op] = binder
         _FRAMES[op] = frames
+        _ORIGINS[op] = _importing_module()
+        for hook in _HOOKS:
+            hook(spec)
         return binder
 
     return decorate
@@ -160,7 +168,11 @@ def register_operator(
 
 def frames_of(op: str) -> int:
     """The nested Python frames one stage of ``op`` adds to the deepest per-element path (see the module)."""
-    return _FRAMES.get(op, DEFAULT_FRAMES)
+    frames = _FRAMES.get(op)
+    if frames is None:
+        _load_builtin(op)  # a node read back from a store names an operator whose module may not be loaded yet
+        frames = _FRAMES.get(op, DEFAULT_FRAMES)
+    return frames
 
 
 def bind(query: QueryNode, subscriber: Subscriber[Any]) -> SubscriptionHandle:
@@ -171,8 +183,132 @@ def bind(query: QueryNode, subscriber: Subscriber[Any]) -> SubscriptionHandle:
     return binder(query, subscriber)
 
 
+def _importing_module() -> str:
+    """The module whose body is running (the innermost ``<module>`` frame): the module that registers an operator,
+    even when a helper of another module makes the binder."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_name != "<module>":
+        frame = frame.f_back  # type: ignore[assignment]
+    return str(frame.f_globals.get("__name__", "")) if frame is not None else ""
+
+
+_BUILTIN: Final = "reaqtive.operators"
+
+BUILTIN_OPERATORS: Final[dict[str, str]] = {
+    # Generated, then checked by tests/test_imports.py: each built-in operator name -> the module of
+    # reaqtive.operators whose import registers it. Binding imports that module on first use of the name, so that
+    # ``import reaqtive`` need not import the whole operator library.
+    "aggregate": "aggregate",
+    "aggregate_by_key": "keyed_window",
+    "all": "any_all_contains",
+    "any": "any_all_contains",
+    "average": "sum_average",
+    "buffer": "buffer",
+    "buffer_time": "buffer_time",
+    "buffer_time_or_count": "buffer_time",
+    "combine_latest": "combine_latest",
+    "contains": "any_all_contains",
+    "count": "count",
+    "debounce": "debounce",
+    "default_if_empty": "default_if_empty",
+    "delay_subscription": "delay_subscription",
+    "distinct": "distinct",
+    "distinct_until_changed": "distinct_until_changed",
+    "do": "do",
+    "element_at": "element_at",
+    "element_at_or_default": "element_at",
+    "empty": "empty",
+    "filter": "filter",
+    "filter_indexed": "filter",
+    "finally_action": "finally_action",
+    "first": "first_last_single",
+    "first_or_default": "first_last_single",
+    "flat_map": "flat_map",
+    "from_iterable": "from_iterable",
+    "group_by": "group_by",
+    "ignore_elements": "ignore_elements",
+    "interval": "timer",
+    "is_empty": "any_all_contains",
+    "last": "first_last_single",
+    "last_or_default": "first_last_single",
+    "map": "map",
+    "map_indexed": "map",
+    "max": "min_max",
+    "merge": "merge",
+    "merge_all": "flat_map",
+    "min": "min_max",
+    "never": "never",
+    "retry": "retry",
+    "return_value": "return_value",
+    "sample": "sample",
+    "scan": "scan",
+    "sequence_equal": "sequence_equal",
+    "single": "first_last_single",
+    "single_or_default": "first_last_single",
+    "skip": "skip",
+    "skip_duration": "skip",
+    "skip_until": "skip_until",
+    "skip_until_time": "skip_until",
+    "skip_while": "skip_while",
+    "skip_while_indexed": "skip_while",
+    "start_with": "start_with",
+    "sum": "sum_average",
+    "switch_latest": "switch_latest",
+    "take": "take",
+    "take_duration": "take",
+    "take_until": "take_until",
+    "take_until_time": "take_until",
+    "take_while": "take_while",
+    "take_while_indexed": "take_while",
+    "throw": "throw",
+    "timer": "timer",
+    "to_list": "to_list",
+    "trace": "trace",
+    "window": "window",
+    "window_time": "window_time",
+    "window_time_or_count": "window_time",
+}
+"""Each built-in operator (by name) to the module of :mod:`reaqtive.operators` that registers it when imported."""
+
+
+def _load_builtin(op: str) -> bool:
+    """Import the built-in module that registers ``op``, if it is one; whether ``op`` is registered now."""
+    module = BUILTIN_OPERATORS.get(op)
+    if module is not None:
+        import importlib
+
+        importlib.import_module(f"{_BUILTIN}.{module}")
+    return op in _BINDERS
+
+
+def load_builtin_operators() -> None:
+    """Import every built-in operator module, so that every reaqtive operator is registered: for what needs the
+    complete list (``registered_operators``, ``operator_specs``, documentation, coverage checks). Binding imports
+    each module on the first use of one of its operators."""
+    import importlib
+
+    for module in sorted(set(BUILTIN_OPERATORS.values())):
+        importlib.import_module(f"{_BUILTIN}.{module}")
+
+
+def add_registration_hook(hook: Callable[[OperatorSpec], None]) -> None:
+    """Call ``hook(spec)`` for every operator registered so far and for every one registered later (the fluent
+    facade adopts each builder's docstring this way, as its module is imported)."""
+    _HOOKS.append(hook)
+    for spec in list(_SPECS.values()):
+        hook(spec)
+
+
+def registering_module(op: str) -> str:
+    """The module whose import registered ``op`` (``""`` if it is not registered)."""
+    return _ORIGINS.get(op, "")
+
+
 def _binder_of_plugin(op: str) -> Callable[..., SubscriptionHandle]:
-    """The binder of an operator not registered yet: load the installed packages' entry points, then look again."""
+    """The binder of an operator not registered yet: import the built-in module that defines it, else load the
+    installed packages' entry points, then look again."""
+    if _load_builtin(op):
+        return _BINDERS[op]
     load_operator_plugins()
     binder = _BINDERS.get(op)
     if binder is not None:
@@ -186,6 +322,7 @@ def _binder_of_plugin(op: str) -> Callable[..., SubscriptionHandle]:
             hint = (f"; no installed package registers namespace {namespace!r}: install the package that provides "
                     f"it (it declares the entry point group {ENTRY_POINT_GROUP!r}) or import its module first")
         raise UnknownOperatorError(op, hint=hint)
+    load_builtin_operators()  # the error lists every known name
     raise UnknownOperatorError(op, list(_BINDERS))
 
 
@@ -210,12 +347,13 @@ def load_operator_plugins() -> list[str]:
 
 
 def is_registered(op: str) -> bool:
-    """Whether a binder exists for ``op``."""
-    return op in _BINDERS
+    """Whether a binder exists for ``op`` (a built-in operator's module is imported to tell)."""
+    return op in _BINDERS or _load_builtin(op)
 
 
 def registered_operators() -> list[str]:
-    """All registered expression operator names, sorted."""
+    """All registered expression operator names (every built-in one included), sorted."""
+    load_builtin_operators()
     return sorted(_BINDERS)
 
 
@@ -229,5 +367,6 @@ def operator_spec(op: str) -> OperatorSpec:
 
 
 def operator_specs() -> list[OperatorSpec]:
-    """Every registration, sorted by operator name."""
+    """Every registration (every built-in operator's included), sorted by operator name."""
+    load_builtin_operators()
     return [_SPECS[op] for op in sorted(_SPECS)]

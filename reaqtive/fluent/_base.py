@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from reaqtive.core.expression import Expression, OperatorCall
     from reaqtive.fluent.query import Query
 
-__all__ = ["Fluent"]
+__all__ = ["Fluent", "LazyModule"]
 
 R = TypeVar("R")
 X = TypeVar("X")
@@ -40,3 +40,21 @@ class Fluent(Generic[R]):
         def pipe(self, *steps: OperatorCall[Any] | Callable[[Query[Any]], Expression[Any]]) -> Query[Any]: ...
 
         def pipe(self, *steps: OperatorCall[Any] | Callable[[Query[Any]], Expression[Any]]) -> Query[Any]: ...
+
+
+class LazyModule:
+    """An operator module imported on first attribute access: the fluent methods reach their builders through it,
+    so that ``import reaqtive`` does not import the whole operator library (each attribute is cached once read)."""
+
+    def __init__(self, name: str) -> None:
+        self._module_name = f"reaqtive.operators.{name}"
+
+    def __getattr__(self, attribute: str) -> Any:
+        import importlib
+
+        value = getattr(importlib.import_module(self._module_name), attribute)
+        setattr(self, attribute, value)  # later reads find it on the instance, as on a module
+        return value
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self._module_name!r}>"

@@ -13,24 +13,38 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.fluent._base import Fluent
-from reaqtive.operators import (
-    aggregate,
-    any_all_contains,
-    count,
-    element_at,
-    first_last_single,
-    keyed_window,
-    min_max,
-    sequence_equal,
-    sum_average,
-    to_list,
-)
-from reaqtive.operators.aggregate import NO_SEED
-from reaqtive.operators.keyed_window import EPOCH, AggregateName, Fold, Hopping, Session, Tumbling, WindowRow
+from reaqtive.fluent._base import Fluent, LazyModule
+from reaqtive.operators._seed import NO_SEED
+from reaqtive.scheduler.clock import EPOCH
 
 if TYPE_CHECKING:
     from reaqtive.fluent.query import Query
+    from reaqtive.operators.keyed_window import AggregateName, Fold, Hopping, Session, Tumbling, WindowRow
+
+if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported on first use
+    from reaqtive.operators import (
+        aggregate,
+        any_all_contains,
+        count,
+        element_at,
+        first_last_single,
+        keyed_window,
+        min_max,
+        sequence_equal,
+        sum_average,
+        to_list,
+    )
+else:
+    aggregate = LazyModule("aggregate")
+    any_all_contains = LazyModule("any_all_contains")
+    count = LazyModule("count")
+    element_at = LazyModule("element_at")
+    first_last_single = LazyModule("first_last_single")
+    keyed_window = LazyModule("keyed_window")
+    min_max = LazyModule("min_max")
+    sequence_equal = LazyModule("sequence_equal")
+    sum_average = LazyModule("sum_average")
+    to_list = LazyModule("to_list")
 
 __all__ = ["AggregateMixin"]
 

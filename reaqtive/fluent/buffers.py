@@ -5,11 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Generic, TypeVar, overload
 
-from reaqtive.fluent._base import Fluent
-from reaqtive.operators import buffer
+from reaqtive.fluent._base import Fluent, LazyModule
 
 if TYPE_CHECKING:
     from reaqtive.fluent.query import Query
+
+if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported on first use
+    from reaqtive.operators import buffer
+else:
+    buffer = LazyModule("buffer")
 
 __all__ = ["BufferMixin"]
 

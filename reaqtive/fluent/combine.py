@@ -13,11 +13,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.fluent._base import Fluent
-from reaqtive.operators import combine_latest, merge
+from reaqtive.fluent._base import Fluent, LazyModule
 
 if TYPE_CHECKING:
     from reaqtive.fluent.query import Query
+
+if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported on first use
+    from reaqtive.operators import combine_latest, merge
+else:
+    combine_latest = LazyModule("combine_latest")
+    merge = LazyModule("merge")
 
 __all__ = ["CombineMixin"]
 

@@ -7,11 +7,19 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.fluent._base import Fluent
-from reaqtive.operators import debounce, flat_map, group_by, switch_latest, window
+from reaqtive.fluent._base import Fluent, LazyModule
 
 if TYPE_CHECKING:
     from reaqtive.fluent.query import GroupedStream, InnerStream, Query
+
+if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported on first use
+    from reaqtive.operators import debounce, flat_map, group_by, switch_latest, window
+else:
+    debounce = LazyModule("debounce")
+    flat_map = LazyModule("flat_map")
+    group_by = LazyModule("group_by")
+    switch_latest = LazyModule("switch_latest")
+    window = LazyModule("window")
 
 __all__ = ["HigherOrderMixin"]
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.binding import operator_specs
+from reaqtive.core.binding import OperatorSpec, add_registration_hook
 from reaqtive.core.expression import (
     DEFAULT_INSTANCE_ID,
     RESERVED_FRAMES,
@@ -132,13 +132,13 @@ def combine_latest(*sources_and_selector: Any, selector: Callable[..., Any] | No
     return query.combine_latest(*rest, selector=selector)
 
 
-def _adopt_builder_docstrings() -> None:
-    """Give each fluent method the docstring of its operator's builder: the one text of an operator (example,
-    state, demand) lives in its module, ``help(Query.take)`` shows it."""
-    for spec in operator_specs():
-        method = getattr(Query, spec.method, None) if spec.method else None
-        if method is not None and spec.builder is not None and spec.builder.__doc__:
-            method.__doc__ = spec.builder.__doc__
+def _adopt_builder_docstring(spec: OperatorSpec) -> None:
+    """Give the fluent method of ``spec`` the docstring of its operator's builder: the one text of an operator
+    (example, state, demand) lives in its module, ``help(Query.take)`` shows it once the module is loaded (on the
+    method's first use, or by :func:`~reaqtive.core.binding.load_builtin_operators`)."""
+    method = getattr(Query, spec.method, None) if spec.method else None
+    if method is not None and spec.builder is not None and spec.builder.__doc__:
+        method.__doc__ = spec.builder.__doc__
 
 
-_adopt_builder_docstrings()
+add_registration_hook(_adopt_builder_docstring)

@@ -8,10 +8,20 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from reaqtive.core.expression import Expression, source_node
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators import empty, from_iterable, never, return_value, throw, timer
+from reaqtive.fluent._base import LazyModule
 
 if TYPE_CHECKING:
     from reaqtive.fluent.query import Query
+
+if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported on first use
+    from reaqtive.operators import empty, from_iterable, never, return_value, throw, timer
+else:
+    empty = LazyModule("empty")
+    from_iterable = LazyModule("from_iterable")
+    never = LazyModule("never")
+    return_value = LazyModule("return_value")
+    throw = LazyModule("throw")
+    timer = LazyModule("timer")
 
 __all__ = ["SourceConstructors"]
 

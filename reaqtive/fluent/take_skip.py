@@ -17,11 +17,20 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.fluent._base import Fluent
-from reaqtive.operators import skip, skip_until, skip_while, take, take_until, take_while
+from reaqtive.fluent._base import Fluent, LazyModule
 
 if TYPE_CHECKING:
     from reaqtive.fluent.query import Query
+
+if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported on first use
+    from reaqtive.operators import skip, skip_until, skip_while, take, take_until, take_while
+else:
+    skip = LazyModule("skip")
+    skip_until = LazyModule("skip_until")
+    skip_while = LazyModule("skip_while")
+    take = LazyModule("take")
+    take_until = LazyModule("take_until")
+    take_while = LazyModule("take_while")
 
 __all__ = ["TakeSkipMixin"]
 

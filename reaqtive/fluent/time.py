@@ -6,11 +6,17 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.fluent._base import Fluent
-from reaqtive.operators import delay_subscription, retry, sample
+from reaqtive.fluent._base import Fluent, LazyModule
 
 if TYPE_CHECKING:
     from reaqtive.fluent.query import Query
+
+if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported on first use
+    from reaqtive.operators import delay_subscription, retry, sample
+else:
+    delay_subscription = LazyModule("delay_subscription")
+    retry = LazyModule("retry")
+    sample = LazyModule("sample")
 
 __all__ = ["TimeMixin"]
 

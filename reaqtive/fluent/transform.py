@@ -6,23 +6,38 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, overload
 
-from reaqtive.fluent._base import Fluent
-from reaqtive.operators import (
-    default_if_empty,
-    distinct,
-    distinct_until_changed,
-    do,
-    filter,
-    finally_action,
-    ignore_elements,
-    map,
-    scan,
-    start_with,
-    trace,
-)
+from reaqtive.fluent._base import Fluent, LazyModule
+from reaqtive.operators._seed import NO_SEED
 
 if TYPE_CHECKING:
     from reaqtive.fluent.query import Query
+
+if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported on first use
+    from reaqtive.operators import (
+        default_if_empty,
+        distinct,
+        distinct_until_changed,
+        do,
+        filter,
+        finally_action,
+        ignore_elements,
+        map,
+        scan,
+        start_with,
+        trace,
+    )
+else:
+    default_if_empty = LazyModule("default_if_empty")
+    distinct = LazyModule("distinct")
+    distinct_until_changed = LazyModule("distinct_until_changed")
+    do = LazyModule("do")
+    filter = LazyModule("filter")
+    finally_action = LazyModule("finally_action")
+    ignore_elements = LazyModule("ignore_elements")
+    map = LazyModule("map")
+    scan = LazyModule("scan")
+    start_with = LazyModule("start_with")
+    trace = LazyModule("trace")
 
 __all__ = ["TransformMixin"]
 
@@ -30,7 +45,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 A = TypeVar("A")
 
-_NO_SEED: Final[Any] = scan.NO_SEED  # the builder's default, by a name the method's overloads do not hide
+_NO_SEED: Final[Any] = NO_SEED  # the builder's default, by a name the method's overloads do not hide
 
 
 class TransformMixin(Fluent[T], Generic[T]):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import arguments, require_callable
 from reaqtive.core.binding import register_operator
@@ -14,6 +14,7 @@ from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, none_result_error, optional_callable
+from reaqtive.operators._seed import NO_SEED  # shared with the fluent methods' defaults
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, is_immutable_value, register_keyed_step
 
 __all__ = ["NO_SEED", "Aggregate", "AggregateArgs", "AggregateSeed", "AggregateSeedArgs", "aggregate"]
@@ -22,15 +23,6 @@ T = TypeVar("T")
 A = TypeVar("A")
 
 
-class _NoSeed:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<no seed>"
-
-
-NO_SEED: Final = _NoSeed()
-"""The default of ``seed``: no seed was given (any value, ``None`` too, may be a seed)."""
 
 
 def aggregate(

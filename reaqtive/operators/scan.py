@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 from reaqtive.core.arguments import arguments
 from reaqtive.core.expression import Expression, OperatorCall
@@ -13,6 +13,7 @@ from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
+from reaqtive.operators._seed import NO_SEED  # shared with the fluent methods' defaults
 from reaqtive.operators.keyed_steps import KeyedStep, is_immutable_value, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 
@@ -22,15 +23,6 @@ T = TypeVar("T")
 A = TypeVar("A")
 
 
-class _NoSeed:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<no seed>"
-
-
-NO_SEED: Final[Any] = _NoSeed()
-"""The default of :func:`scan`'s ``seed``: none was given (``None`` is refused, so it cannot mean "none")."""
 
 
 @overload
