@@ -230,6 +230,7 @@ class Recovery(EngineRoom):
         if uri not in self._outputs.counters:
             raise MissingStateError(f"subscription {uri!r}: its output counter is not in the store")
         self._check_outputs_kept(uri, record)
+        self._drop_provisional_outbox(uri, record)
         for stream, seq in record.get("start", {}).items():
             if seq >= self._positions.heads.get(stream, 0):
                 raise MalformedRecordError(f"the record of {uri!r} starts after #{seq} of {stream!r}, but only "
@@ -438,6 +439,22 @@ class Recovery(EngineRoom):
     def _owned_by_broken(self, key: str) -> bool:
         """Whether a state key belongs to an artifact kept without running (its state must stay)."""
         return _owned_by(key, self._broken)
+
+    def _drop_provisional_outbox(self, uri: str, record: dict[str, Any]) -> None:
+        """An outbox's rows numbered from the committed counter on were written by a checkpoint that never
+        committed (its outputs are written just before its commit): provisional. The replay produces them again,
+        with the same numbers, and the outbox queues them again; restored beside the replay they would stand in
+        for outputs the replay must queue (the outbox keeps numbers above the highest it holds), and the next
+        checkpoint would commit a counter over a hole."""
+        if record["observer"] in (DURABLE_SINK, DISCARD_SINK):
+            return
+        committed = self._outputs.counters[uri].next
+        dropped = self._store.drop_provisional_outputs(uri, committed)
+        if dropped:
+            self._log.info("subscription %r: %d provisional output(s) from #%d dropped from its outbox (written by "
+                           "a checkpoint that did not commit; the replay produces them again)", uri, dropped,
+                           committed, extra={"reaqtive_event": "provisional_outputs_dropped", "subscription": uri,
+                                             "outputs": dropped, "seq": committed})
 
     def _drop_provisional_outputs(self, records: dict[str, dict[str, Any]]) -> None:
         """With the wall clock, outputs the durable sink got after the last checkpoint are provisional: the
