@@ -224,3 +224,20 @@ def test_a_stored_query_recovers_in_a_process_that_imported_only_the_engine(tmp_
     assert result["out"] == [[-3, -6], [-10, -15]]
     used = {"map", "filter", "scan", "skip", "distinct_until_changed", "buffer"}
     assert not used & {name.removeprefix("reaqtive.operators.") for name in result["before"]}, "loaded by binding"
+
+
+def test_what_a_query_binds_to_does_not_depend_on_the_operators_used_before() -> None:
+    """Operator modules load on first use; the tables keyed by operator name that binding consults (keyed steps,
+    fusible stages, batch sources) load the module they ask about, so a fresh process binds a query keyed and
+    fused exactly as one that used every operator before (a fresh Spark worker once built a per-key query as
+    instances instead of its table)."""
+    code = """
+import json
+from reaqtive.operators.keyed_steps import keyed_step_factory
+from reaqtive.operators._fusion import _fusible_source
+from reaqtive import Query
+steps = keyed_step_factory("scan") is not None and keyed_step_factory("map") is not None
+fused = _fusible_source(Query.stream("s").map(abs).filter(bool)) is not None
+print(json.dumps([steps, fused, keyed_step_factory("no-such-operator") is None]))
+"""
+    assert fresh(code) == [True, True, True]

@@ -68,7 +68,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Protocol, TypeVar, cast
 
-from reaqtive.core.binding import DEFAULT_FRAMES, register_operator
+from reaqtive.core.binding import DEFAULT_FRAMES, is_registered, register_operator
 from reaqtive.core.expression import Expression
 from reaqtive.core.operator import OperatorBase
 from reaqtive.core.streams import Subscriber, Subscription
@@ -250,7 +250,9 @@ def _fusible_source(query: Expression[Any]) -> Expression[Any] | None:
     if not args:
         return None
     source = args[0]
-    if (isinstance(source, Expression) and source.op in _STAGES
+    # is_registered imports a built-in operator's module (they load on first use): fusion must not depend on
+    # which operators the process used before.
+    if (isinstance(source, Expression) and is_registered(source.op) and source.op in _STAGES
             and type(source).subscribe_core is Expression.subscribe_core):
         return source
     return None
@@ -301,7 +303,8 @@ class _Run:
         for stage, original in zip(stages, self._sources, strict=True):
             stage._source = original
         self._stages, self._sources = [], []
-        if len(stages) == 1 and not (isinstance(source, Expression) and source.op in _BATCH_SOURCES):
+        if len(stages) == 1 and not (isinstance(source, Expression) and is_registered(source.op)
+                                     and source.op in _BATCH_SOURCES):
             return source.subscribe(observer)
         stages.reverse()  # in the order elements meet them
         return source.subscribe(_entry_class(tuple(type(stage) for stage in stages))(stages))

@@ -42,6 +42,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
+from reaqtive.core.binding import is_registered
+
 if TYPE_CHECKING:
     from reaqtive.core.context import OperatorContext
     from reaqtive.core.expression import Expression
@@ -148,8 +150,13 @@ def register_keyed_step(op: str) -> Callable[[KeyedStepFactory], KeyedStepFactor
 
 
 def keyed_step_factory(op: str) -> KeyedStepFactory | None:
-    """The factory of ``op``'s keyed step, or ``None`` when it has none (the general path runs it)."""
-    return _FACTORIES.get(op)
+    """The factory of ``op``'s keyed step, or ``None`` when it has none (the general path runs it). A built-in
+    operator's module is imported first (operator modules load on first use): whether a query runs keyed must not
+    depend on which operators the process happened to use before."""
+    factory = _FACTORIES.get(op)
+    if factory is None and is_registered(op):
+        factory = _FACTORIES.get(op)
+    return factory
 
 
 _IMMUTABLE_SCALARS: Final = (int, float, complex, str, bytes, bool, type(None))
