@@ -446,8 +446,8 @@ class Recovery(EngineRoom):
         with the same numbers, and the outbox queues them again; restored beside the replay they would stand in
         for outputs the replay must queue (the outbox keeps numbers above the highest it holds), and the next
         checkpoint would commit a counter over a hole."""
-        if record["observer"] in (DURABLE_SINK, DISCARD_SINK):
-            return
+        if record["observer"] in (DURABLE_SINK, DISCARD_SINK) or uri in self._pins or uri in self._stood_behind:
+            return  # a query stopped or behind at that checkpoint keeps what it stored beside its pinned counter
         committed = self._outputs.counters[uri].next
         dropped = self._store.drop_provisional_outputs(uri, committed)
         if dropped:
