@@ -146,11 +146,12 @@ def declared_fields() -> dict[tuple[str, tuple[int, ...]], tuple[str, ...]]:
     ``disposed`` flag. Imports the operator library (not the
     user's modules): the declarations live next to each ``save_state_core``."""
     import reaqtive.engine.egress
-    import reaqtive.engine.readers
-    import reaqtive.operators  # noqa: F401  (imports every operator module)
+    import reaqtive.engine.readers  # noqa: F401  (the engine's own stateful stages)
+    from reaqtive.core.binding import load_builtin_operators
     from reaqtive.core.operator import Versioned
     from reaqtive.state.bases import _StatefulCore
 
+    load_builtin_operators()  # operator modules load on first use: the declarations need every one
     declared: dict[tuple[str, tuple[int, ...]], tuple[str, ...]] = {}
     pending: list[type] = [Versioned]
     seen: set[type] = set()

@@ -30,8 +30,6 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
-import msgpack
-
 from reaqtive.engine.database import (
     ENGINE_MIGRATES,
     ENGINE_SCHEMA_VERSION,
@@ -351,12 +349,11 @@ class StoreSource:
 
     def stored_time(self, column: object) -> object:
         """A dead letter's time as the SQLite store keeps it: PostgreSQL keeps its msgpack (a column has one type)."""
-        if not self.postgres or type(column) is not bytes:
+        if not self.postgres:
             return column
-        try:
-            return msgpack.unpackb(column)
-        except Exception:  # changed behind the store's back: the raw bytes, which do not verify
-            return column
+        from reaqtive.engine.postgres_database import stored_time
+
+        return stored_time(column)
 
 
 @contextmanager

@@ -141,6 +141,16 @@ def postgres_sql(sql: str) -> str:
     return translated
 
 
+
+def stored_time(column: object) -> object:
+    """A dead letter's time as the SQLite store keeps it: PostgreSQL keeps its msgpack (a column has one type)."""
+    if type(column) is not bytes:
+        return column
+    try:
+        return msgpack.unpackb(column)
+    except Exception:  # changed behind the store's back: the raw bytes, which do not verify
+        return column
+
 class PostgresEngineStore(EngineStore):
     """The engine's store in the PostgreSQL database ``dsn`` names, held by this store alone until :meth:`close`
     (see the module docstring). ``synchronous``: ``"OFF"`` turns ``synchronous_commit`` off for the store's
@@ -236,12 +246,7 @@ class PostgresEngineStore(EngineStore):
         return new
 
     def _stored_time(self, column: object) -> object:
-        if type(column) is not bytes:
-            return column
-        try:
-            return msgpack.unpackb(column)
-        except Exception:  # changed behind the store's back: the raw bytes, which do not verify
-            return column
+        return stored_time(column)
 
     @contextmanager
     def _transaction(self, operation: str) -> Iterator[Any]:

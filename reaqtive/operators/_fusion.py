@@ -495,12 +495,7 @@ def _generate(steps: Sequence[FusedStep]) -> str:
         "                return taken, SOURCE_DISPOSED",
         "            try:",
     ]
-    for index, step in enumerate(steps):
-        value, result = names[index], names[index + 1]
-        fn, stage = f"f{index}", f"s{index}"
-        lines += step.render(value=value, result=result, fn=fn, stage=stage, stop="continue", bounded=False, indent=16)
-        if index < last:
-            lines += [f"                if s{index}._disposed:", "                    continue"]
+    lines += _render_unbounded(steps, names, indent=16)
     lines += [
         f"                s{last}._downstream.on_next({names[-1]})",
         "            except BaseException:",
@@ -519,7 +514,6 @@ def _generate(steps: Sequence[FusedStep]) -> str:
 
 def _generate_run(steps: Sequence[FusedStep], names: list[str]) -> list[str]:
     """The source of ``on_next_run`` (see :meth:`FusedEntry.on_next_run`)."""
-    last = len(steps) - 1
     lines = ["def on_next_run(self, values, start, end, cursor, pos0, source, emit):"]
     for index in range(len(steps)):
         lines += [f"    s{index} = self._s{index}", f"    f{index} = self._f{index}"]
@@ -530,11 +524,20 @@ def _generate_run(steps: Sequence[FusedStep], names: list[str]) -> list[str]:
         "        cursor.pos = pos0 + i",
         "        v0 = values[i]",
     ]
-    for index, step in enumerate(steps):
-        value, result = names[index], names[index + 1]
-        lines += step.render(value=value, result=result, fn=f"f{index}", stage=f"s{index}", stop="continue",
-                             bounded=False, indent=8)
-        if index < last:
-            lines += [f"        if s{index}._disposed:", "            continue"]
+    lines += _render_unbounded(steps, names, indent=8)
     lines += [f"        emit({names[-1]})", "    return end", ""]
+    return lines
+
+
+def _render_unbounded(steps: Sequence[FusedStep], names: list[str], *, indent: int) -> list[str]:
+    """Every step of a loop over values handed under unbounded demand (``continue`` ends an element's trip), the
+    element going on after a step only while that stage is live."""
+    last = len(steps) - 1
+    pad = " " * indent
+    lines: list[str] = []
+    for index, step in enumerate(steps):
+        lines += step.render(value=names[index], result=names[index + 1], fn=f"f{index}", stage=f"s{index}",
+                             stop="continue", bounded=False, indent=indent)
+        if index < last:
+            lines += [f"{pad}if s{index}._disposed:", f"{pad}    continue"]
     return lines
