@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import freezegun
+import hypothesis
 import pytest
 
 from reaqtive import set_keyed_execution
@@ -20,6 +21,13 @@ from tests.support import Recorder
 freezegun.configure(extend_ignore_list=["reaqtive.spark", "pyspark", "pandas", "pyarrow", "py4j"])
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Tests check behaviour, never speed: hypothesis's per-example deadline and its too-slow health check time the test,
+# and on four workers sharing two cores an example can take a second (a property test failed that way). A test's
+# own @settings keep every other choice (its number of examples).
+hypothesis.settings.register_profile(
+    "reaqtive", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow])
+hypothesis.settings.load_profile("reaqtive")
 
 # The fast tier (`make check` runs `pytest -m "not slow"`) is every test but the slow ones: those marked
 # `@pytest.mark.slow` where they are defined, and those these rules mark: every test that starts a server (the
