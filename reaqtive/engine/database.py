@@ -1052,6 +1052,20 @@ class EngineStore:
         with self._reading("counting the ingress log") as db:
             return dict(self._all(db, _INGRESS_COUNTS))
 
+    def ingress_extents(self) -> dict[str, tuple[int, int, int, int, int]]:
+        """Per stream with events in the log: its events (a row partly covered counts whole), its stored bytes
+        (payload and times, see :mod:`reaqtive.engine.retention`), the sequence number and log position of its
+        oldest event and the log position of its newest. One pass over the rows' headers."""
+        with self._reading("measuring the ingress log") as db:
+            return {stream: (int(events), int(size or 0), int(first_seq), int(first_pos), int(last_pos))
+                    for stream, events, size, first_seq, first_pos, last_pos in self._all(db, _INGRESS_EXTENTS)}
+
+    def oldest_ingress_rows(self, stream: str, after_seq: int, limit: int) -> list[tuple[Any, ...]]:
+        """Up to ``limit`` rows of ``stream`` holding events after ``after_seq``, oldest first, as ``(seq, count,
+        stored bytes, times)`` (what a retention looks at, :mod:`reaqtive.engine.retention`)."""
+        with self._reading(f"reading the ingress log of stream {stream!r}") as db:
+            return [tuple(row) for row in self._all(db, _OLDEST_ROWS, (stream, after_seq, limit))]
+
     def set_pending_ingress(self, write: Callable[[bool], None] | None) -> None:
         """``write(closing)`` writes the appends the engine accepted but has not written yet (group commit, see
         :mod:`reaqtive.engine.ingress`): the store calls it before it truncates the log (the end of every
@@ -1645,6 +1659,15 @@ _EVENTS_OF_ROW: Final = (
     f"CASE WHEN typeof(count) = 'integer' AND count BETWEEN 1 AND {ROW_EVENTS} THEN count ELSE 1 END"
 )
 _INGRESS_COUNTS: Final = f"SELECT stream, SUM({_EVENTS_OF_ROW}) FROM reaqtive_ingress GROUP BY stream"
+_ROW_BYTES_SQL: Final = "COALESCE(length(payload), 0) + COALESCE(length(times), 0)"
+_INGRESS_EXTENTS: Final = (
+    f"SELECT stream, SUM({_EVENTS_OF_ROW}), SUM({_ROW_BYTES_SQL}), MIN(seq), MIN(pos), "
+    f"MAX(pos + {_EVENTS_OF_ROW} - 1) FROM reaqtive_ingress GROUP BY stream"
+)
+_OLDEST_ROWS: Final = (
+    f"SELECT seq, count, {_ROW_BYTES_SQL}, times FROM reaqtive_ingress WHERE stream = ? AND seq + count - 1 > ? "
+    "ORDER BY seq LIMIT ?"
+)
 _MAX_INTEGER: Final = 2**63 - 1
 
 _INSERT_DEAD_LETTER: Final = (
