@@ -12,10 +12,13 @@ This module resolves a start to a log position and a clock, with the checks (wha
 streams the query reads), and says where a backfill stands after a restart. It changes nothing itself.
 
 * ``"earliest"``: the earliest position from which every stream the query reads is whole in the log: for a
-  stream whose oldest events were truncated, just before its oldest retained event; its clock starts at the time
-  of the first event after that position.
+  stream whose oldest events were truncated, just before its oldest retained event.
 * a log position ``p`` (``Engine.log_position`` at some moment, or one ``streams()`` shows): as a subscription
   created when the engine stood at ``p``: it reads the events after ``p``.
+
+  From a position (``"earliest"`` included) its clock starts at the time of the event at that position when the
+  log retains it (the engine's clock when it stood there, with times in order), else at the time of its first
+  event after it.
 * an aware ``datetime`` ``t``: as a subscription created at ``t``: it reads the events from the first one (in
   log order, of the streams it reads) whose time is at or after ``t``, and its clock starts at ``t``.
 """
@@ -173,7 +176,12 @@ def _first_at_or_after(
 
 
 def _clock_at(store: EngineStore, streams: set[str], pos: int, cursor: int, now_micros: int) -> int:
-    """Where a backfill's clock starts when its start is a position: the time of its first event."""
+    """Where a backfill's clock starts when its start is a position: the engine's clock when it stood there, as
+    the log tells it (the time of the event at ``pos``, if the log retains it, of whichever stream); else the
+    time of the query's first event after it."""
+    runs = store.read_ingress_runs(pos - 1, 1) if pos >= 0 else []
+    if runs and runs[0].pos == pos and runs[0].micros:
+        return runs[0].micros[0]
     for _, time in _events_after(store, streams, pos, cursor):
         return time
     return now_micros
