@@ -431,3 +431,35 @@ def test_a_start_at_the_engines_position_is_no_backfill(truncated: Engine) -> No
         engine.create_subscription("x", Query.stream("a").scan(0, count_one), start=engine.log_position)
         assert not engine.is_behind("x")
         assert "backfill" not in (engine.info("x").expression or {})
+
+
+def test_a_query_backfilled_over_a_week_of_retained_events_equals_one_that_ran_all_week(tmp_path: Path) -> None:
+    """The acceptance of issue 34: streams retain a week; checkpoints every day truncate what is older; queries
+    created at the end of the week from its start equal their twins that ran all week, outputs and numbers."""
+    day = timedelta(days=1)
+    week_start = at(0) + 3 * day
+    with open_engine(tmp_path / "s.db") as engine:
+        engine.create_stream("a", retain=7 * day)
+        engine.create_stream("b", retain=7 * day)
+        week = {"hourly": Query.stream("a").buffer(timedelta(hours=1)),
+                "count": Query.stream("a").merge(Query.stream("b")).scan(0, count_one)}
+        for d in range(10):
+            if at(0) + d * day == week_start:
+                engine.advance_time(week_start)
+                for uri, query in week.items():
+                    engine.create_subscription(f"all-week-{uri}", query)
+            for i in range(0, 24 * 60, 3):  # an event every 3 minutes
+                engine.append("a" if i % 2 else "b", d * 10_000 + i, at(0) + d * day + timedelta(minutes=i))
+            engine.process()
+            engine.checkpoint()
+        retained = engine.streams()["a"].retained_since
+        assert retained is not None and week_start - day < retained <= week_start  # the days before were dropped
+        with pytest.raises(StartNotRetainedError, match="before what the log retains"):
+            engine.create_subscription("too-early", week["count"], start=week_start - 2 * day)
+        for uri, query in week.items():
+            engine.create_subscription(f"backfilled-{uri}", query, start=week_start)
+        engine.process()
+        engine.advance_time(engine.now + timedelta(hours=2))
+        for uri in week:
+            assert outputs_of(engine, f"backfilled-{uri}") == outputs_of(engine, f"all-week-{uri}"), uri
+        assert len(outputs_of(engine, "all-week-hourly")) >= 7 * 24  # an hour each, and the one the end closed
