@@ -221,6 +221,8 @@ class Delivery(EngineRoom):
             if not runs:
                 caught = self._catch_up(limit)
                 if caught:
+                    if len(self._outputs.buffer) >= _EGRESS_FLUSH_OUTPUTS:
+                        self._outputs.flush()  # bounded memory during a long catch-up (a backfill) too
                     if self._outputs.buffer:
                         self.produced.fire()
                     return caught
