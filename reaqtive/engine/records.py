@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from reaqtive.engine.engine_errors import MalformedRecordError
 from reaqtive.engine.expressions import MalformedExpressionError, expression_from_json, template_id
+from reaqtive.engine.retention import retention_from_record
 
 __all__ = [
     "ARTIFACT_KINDS",
@@ -114,8 +115,6 @@ def parse_artifact(uri: str, blob: bytes, shared: dict[str, Any] | None = None) 
     elif kind == "observer":
         _require(record, "function", where, lambda f: isinstance(f, (dict, str)), "a function reference")
     elif kind == "stream" and "retain" in record:
-        from reaqtive.engine.retention import retention_from_record  # (it reads the log's times: database)
-
         retention_from_record(uri, record)
     elif kind == "subscription":
         _require(record, "template", where, lambda t: isinstance(t, str), "a template id")

@@ -31,7 +31,7 @@ from datetime import timedelta
 from typing import Any, Final, Protocol
 
 from reaqtive.engine.database import unpack_times
-from reaqtive.engine.engine_errors import RetentionError
+from reaqtive.engine.engine_errors import MalformedRecordError, RetentionError
 
 __all__ = ["Retention", "StreamExtent", "check_retention", "retention_cut", "retention_from_record"]
 
@@ -126,8 +126,6 @@ def retention_from_record(uri: str, record: Mapping[str, Any]) -> Retention | No
             raise RetentionError(f"age {age!r:.40} is not microseconds")
         return Retention(None if age is None else age * _MICROSECOND, stored.get("events"), stored.get("bytes"))
     except RetentionError as error:
-        from reaqtive.engine.engine_errors import MalformedRecordError
-
         raise MalformedRecordError(f"the record of stream {uri!r} has a retention that is not valid: {error}") \
             from error
 
