@@ -245,8 +245,8 @@ def test_create_stream_refuses_an_unknown_or_negative_retain_and_creates_nothing
 # -- shown where people look -------------------------------------------------------------------------------------------
 
 
-def test_inspect_and_the_metrics_show_retention_and_what_is_retained(tmp_path: Path) -> None:
-    path = tmp_path / "s.db"
+def test_inspect_and_the_metrics_show_retention_and_what_is_retained(target: Path | str) -> None:
+    path = target
     with engine_with(path, s=Retention(events=40), plain=None) as engine:
         engine.create_subscription("sum", Query.stream("s").scan(0, operator.add))
         fill(engine, 100)
