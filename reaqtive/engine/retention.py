@@ -78,15 +78,25 @@ class Retention:
         return record
 
     def describe(self) -> str:
-        """Short text for people: ``"7 days, 0:00:00 or 1,000 events"``."""
+        """Short text for people: ``"7 days or 1,000 events"``."""
         parts = []
         if self.age is not None:
-            parts.append(str(self.age))
+            parts.append(_age_text(self.age))
         if self.events is not None:
             parts.append(f"{self.events:,} events")
         if self.bytes is not None:
             parts.append(f"{self.bytes:,} bytes")
         return " or ".join(parts)
+
+
+def _age_text(age: timedelta) -> str:
+    """``7 days``, ``36 hours``, ``90 seconds``: the largest whole unit; else the timedelta's own text."""
+    for unit, name in ((timedelta(days=1), "day"), (timedelta(hours=1), "hour"), (timedelta(minutes=1), "minute"),
+                       (timedelta(seconds=1), "second")):
+        if age % unit == timedelta(0):
+            count = age // unit
+            return f"{count:,} {name}{'s' if count != 1 else ''}"
+    return str(age)
 
 
 @dataclass(frozen=True)
