@@ -164,8 +164,15 @@ class Checkpointing(EngineRoom):
         """Truncate the ingress log to what the committed checkpoint covers and the retentions let go; returns
         how many events went. What the log retains then is measured, per stream, for the metrics (one pass over
         the rows' headers)."""
-        truncated = self._store.truncate_ingress(self._covered_by_checkpoint())
-        self._retained = {stream: (extent[0], extent[1]) for stream, extent in self._store.ingress_extents().items()}
+        extents = self._store.ingress_extents()  # one pass over the rows' headers, for the floor and retentions
+        truncated = self._store.truncate_ingress(self._covered_by_checkpoint(extents))
+        deleted = self._store.last_truncation
+        retained = {}
+        for stream, extent in extents.items():
+            events, size = deleted.get(stream, (0, 0))
+            if extent[0] > events:
+                retained[stream] = (extent[0] - events, max(extent[1] - size, 0))
+        self._retained = retained
         return truncated
 
     def _note_committed(
@@ -236,22 +243,28 @@ class Checkpointing(EngineRoom):
             return True
         return False
 
-    def _covered_by_checkpoint(self) -> dict[str, int]:
+    def _covered_by_checkpoint(
+        self, extents: Mapping[str, tuple[int, int, int, int, int]] | None = None
+    ) -> dict[str, int]:
         """Per stream, the last event the log may lose: every query has it in its committed state. One floor for
         all streams: a query behind the engine (paused, catching up, kept without running) or a reader that lags
         reads from its position on, and the inner queries its events start may read any stream from there."""
+        if extents is None:
+            extents = self._store.ingress_extents()
         floor = self._log_floor()
         if floor >= self._positions.cursor.pos:
-            return self._within_retention(dict(self._positions.delivered))
-        retained = self._store.first_retained()
+            return self._within_retention(dict(self._positions.delivered), extents)
+        retained = {stream: extent[2] for stream, extent in extents.items()}  # the oldest event of each
         covered: dict[str, int] = {}
         for stream, delivered in self._positions.delivered.items():
             at = self._store.seq_at_position(stream, floor)
             keep = at if at is not None else retained.get(stream, delivered + 1) - 1
             covered[stream] = min(delivered, keep)
-        return self._within_retention(covered)
+        return self._within_retention(covered, extents)
 
-    def _within_retention(self, covered: dict[str, int]) -> dict[str, int]:
+    def _within_retention(
+        self, covered: dict[str, int], extents: Mapping[str, tuple[int, int, int, int, int]]
+    ) -> dict[str, int]:
         """``covered`` lowered, per stream with a retention, to what its retention lets go: the second bound on
         truncation (see reaqtive.engine.retention); it never raises what the floor allows."""
         retaining = {}
@@ -262,7 +275,6 @@ class Checkpointing(EngineRoom):
                 retaining[stream] = retention
         if not retaining:
             return covered
-        extents = self._store.ingress_extents()
         self._positions.refresh_heads()
         now = self._clock_micros()
         for stream, retention in retaining.items():

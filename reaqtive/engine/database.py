@@ -698,6 +698,8 @@ class EngineStore:
         self._letters_acked = 0  # the dead letters' acknowledgement (0: none)
         self._letters_ack_damage: DamagedRowError | None = None
         self._failed_counts: dict[str, int] = {}  # failed elements kept, per subscription
+        self.last_truncation: dict[str, tuple[int, int]] = {}
+        """Per stream, the events and stored bytes the last :meth:`truncate_ingress` deleted."""
 
     @property
     def path(self) -> Path | str:
@@ -1030,16 +1032,24 @@ class EngineStore:
         """Delete, per stream, the rows whose every event is at or below the given sequence number (a committed
         checkpoint covers them; a row only partly covered stays whole). Returns how many events were deleted.
 
-        Appends the engine accepted but has not written yet (:meth:`set_pending_ingress`) are written first."""
+        Appends the engine accepted but has not written yet (:meth:`set_pending_ingress`) are written first.
+        :attr:`last_truncation` then says, per stream, the events and stored bytes deleted."""
         self._write_pending()
+        per_stream: dict[str, tuple[int, int]] = {}
         with self._transaction("truncating the ingress log") as db:
             deleted = 0
             for stream, seq in covered.items():
-                for (count,) in self._all(
-                    db, "DELETE FROM reaqtive_ingress WHERE stream = ? AND seq <= ? AND seq + count - 1 <= ? "
-                    "RETURNING count", (stream, seq, seq)
+                events = size = 0
+                for count, stored in self._all(
+                    db, f"DELETE FROM reaqtive_ingress WHERE stream = ? AND seq <= ? AND seq + count - 1 <= ? "
+                    f"RETURNING count, {_ROW_BYTES_SQL}", (stream, seq, seq)
                 ):
-                    deleted += count if type(count) is int and count > 0 else 1
+                    events += count if type(count) is int and count > 0 else 1
+                    size += int(stored or 0)
+                if events:
+                    per_stream[stream] = (events, size)
+                deleted += events
+        self.last_truncation = per_stream
         return deleted
 
     def first_retained(self) -> dict[str, int]:
