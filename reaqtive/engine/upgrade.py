@@ -1,0 +1,253 @@
+"""Upgrading a running query in place: which operators of the new definition find their state in the old one.
+
+``Engine.update_subscription(uri, new_query)`` (:mod:`reaqtive.engine.upgrading`) replaces a subscription's
+definition at one checkpoint boundary. This module decides, node by node, what the new operator tree starts from:
+
+* **Identity.** A stateful operator under a ``.named(name)`` part (:mod:`reaqtive.operators.named`) is known as
+  ``name`` plus its place *below that part* plus its operator name; any other as its path from the root plus its
+  operator name. Names come first: a named operator is matched only by its name (so moving a named part
+  elsewhere in the tree keeps its state), an unnamed one only with an unnamed one at the same path with the same
+  operator.
+* **What moves.** A matched operator whose saved version is its own (``moved``), or one it declares it loads
+  (``older_versions``: ``migrated``, through its ``load_older_state_core``), starts from the old state's
+  segment. A matched operator whose saved version it does not load, or a new one, starts empty (``reset``) —
+  unless the caller required state (``require_state=True``), which refuses the update. Old operators no new one
+  matched are ``dropped``.
+
+Inner units (inner subscriptions of ``group_by``/``flat_map``/windows, pages of keyed tables) are stored under the
+subscription's URI by ids their owner allocates in tree order; they follow their owner when it moves and the new
+tree allocates the same ids (the owner is the first of its kind in tree order, in both). An owner whose inner
+units cannot be found again fails to start, and the update is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from reaqtive.core.operator import Operator, StatefulOperator
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.core.visitors import SubscriptionVisitor
+from reaqtive.operators.named import NamedHandle
+from reaqtive.state.codec import DEFAULT_CODEC, StateCodec
+from reaqtive.state.framing import NodeState, Path, read_blob
+from reaqtive.state.state_errors import OperatorStateError, StateError, format_path
+
+__all__ = [
+    "Identity",
+    "NodeChange",
+    "UpdatePlan",
+    "identities",
+    "migrating_loader",
+    "old_states",
+    "plan_update",
+    "planned_states",
+    "records_by_path",
+]
+
+Identity = tuple[str, str, Path, str]
+"""``("name", name, place below it, operator)`` or ``("path", "", path, operator)``."""
+
+Action = Literal["moved", "migrated", "reset", "dropped"]
+
+UNMATCHED: Final = ("empty", "backfill")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChange:
+    """What happens to one stateful operator: ``action``, its ``operator`` name, its ``path`` in the new tree
+    (the old one's for ``dropped``), its ``name`` (``.named``) if any, the old ``saved`` and its new ``version``,
+    and why (``reason``)."""
+
+    action: Action
+    operator: str
+    path: Path
+    name: str | None
+    saved: tuple[int, ...] | None
+    version: tuple[int, ...] | None
+    reason: str
+
+    def describe(self) -> str:
+        """One line for people: ``moved reaqtive:scan at 0/0 (named 'counts')``."""
+        where = f"{self.operator} at {format_path(self.path)}"
+        if self.name is not None:
+            where += f" (named {self.name!r})"
+        return f"{self.action:<8} {where}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class UpdatePlan:
+    """What an update does (``update_subscription(..., dry_run=True)`` returns it and changes nothing): each new
+    stateful operator's change and each old one dropped, the ``unmatched`` choice, and whether the new
+    definition is rebuilt by a ``backfill`` from ``start``."""
+
+    uri: str
+    changes: tuple[NodeChange, ...]
+    unmatched: str = "empty"
+    backfill: object = None
+    notes: tuple[str, ...] = field(default=())
+
+    def of(self, action: Action) -> list[NodeChange]:
+        """The changes of one kind."""
+        return [change for change in self.changes if change.action == action]
+
+    @property
+    def matched(self) -> list[NodeChange]:
+        """The operators that start from the old state (moved or migrated)."""
+        return [change for change in self.changes if change.action in ("moved", "migrated")]
+
+    def describe(self) -> str:
+        """The plan as text, one operator a line."""
+        head = f"update of {self.uri!r}: {len(self.matched)} matched, {len(self.of('reset'))} reset, " \
+               f"{len(self.of('dropped'))} dropped; unmatched operators: {self.unmatched}"
+        if self.unmatched == "backfill":
+            head += f" (the whole new definition is rebuilt by a backfill from start={self.backfill!r})"
+        return "\n".join([head, *(f"  {change.describe()}" for change in self.changes), *self.notes])
+
+
+class _Collector(SubscriptionVisitor):
+    __slots__ = ("found",)
+
+    def __init__(self) -> None:
+        self.found: list[Operator] = []
+
+    def visit(self, node: Operator | None) -> None:
+        if node is not None:
+            self.found.append(node)
+
+
+def _children(handles: tuple[SubscriptionHandle, ...] | list[SubscriptionHandle],
+              label: tuple[str, Path] | None) -> list[tuple[Operator, tuple[str, Path] | None]]:
+    """The operators under ``handles`` in order, each with its label: the name of the nearest named part above
+    it and its place below it (a named handle starts a label; otherwise a child extends its parent's)."""
+    result: list[tuple[Operator, tuple[str, Path] | None]] = []
+    for handle in handles:
+        collector = _Collector()
+        handle.accept(collector)
+        if isinstance(handle, NamedHandle):
+            result.extend((node, (handle.name, (index,))) for index, node in enumerate(collector.found))
+        else:
+            result.extend((node, label) for node in collector.found)
+    return result
+
+
+def identities(handle: SubscriptionHandle) -> Iterator[tuple[StatefulOperator, Path, Identity]]:
+    """Every stateful operator under ``handle`` with its path and its identity, in the pre-order of the state
+    traversals (its inputs are enumerated after the consumer handled it, as a load may rebuild them)."""
+    roots = _children((handle,), None)
+    stack: list[tuple[Operator, Path, tuple[str, Path] | None]] = [
+        (node, (i,), label) for i, (node, label) in reversed(list(enumerate(roots)))]
+    while stack:
+        node, path, label = stack.pop()
+        if isinstance(node, StatefulOperator):
+            identity: Identity = ("name", label[0], label[1], node.name) if label is not None \
+                else ("path", "", path, node.name)
+            yield node, path, identity
+        inputs = node.inputs
+        if inputs:
+            children = _children(list(inputs), label)
+            for i in range(len(children) - 1, -1, -1):
+                child, child_label = children[i]
+                # Below a label, a child's place extends its parent's (its index among the parent's inputs).
+                if child_label is label and label is not None:
+                    child_label = (label[0], (*label[1], i))
+                stack.append((child, (*path, i), child_label))
+
+
+def old_states(handle: SubscriptionHandle, blob: bytes | None, *, where: str,
+               codec: StateCodec = DEFAULT_CODEC) -> dict[Identity, NodeState]:
+    """The saved record of each stateful operator of the running tree ``handle`` by identity (the records of
+    ``blob``, which was saved from that tree, by path)."""
+    if blob is None:
+        return {}
+    by_path = records_by_path(blob, where=where, codec=codec)
+    found: dict[Identity, NodeState] = {}
+    for _, path, identity in identities(handle):
+        record = by_path.get(path)
+        if record is not None and record.name == identity[3]:
+            found[identity] = record
+    return found
+
+
+def records_by_path(blob: bytes | None, *, where: str, codec: StateCodec = DEFAULT_CODEC) -> dict[Path, NodeState]:
+    """The records of ``blob`` by path (none for ``None``)."""
+    return {} if blob is None else {record.path: record for record in read_blob(blob, codec, where)}
+
+
+def planned_states(handle: SubscriptionHandle) -> dict[Identity, NodeState]:
+    """What a checkpoint of the running tree ``handle`` would save now, for a plan: each stateful operator's
+    identity with its name and current version (no data: a plan loads nothing)."""
+    return {identity: NodeState(path, node.name, tuple(node.version), b"")
+            for node, path, identity in identities(handle)}
+
+
+def _name_of(identity: Identity) -> str | None:
+    return identity[1] if identity[0] == "name" else None
+
+
+def _decide(
+    node: StatefulOperator, path: Path, identity: Identity, old: Mapping[Identity, NodeState],
+    fallback: Mapping[Path, NodeState],
+) -> tuple[Action, str, NodeState | None]:
+    record = old.get(identity)
+    kept = ""
+    if record is None:
+        record = fallback.get(path)
+        if record is None or record.name != node.name:
+            return "reset", "new: no operator of the old definition has its identity", None
+        kept = " kept at the swap"
+    if record.version == node.version:
+        return "moved", f"state{kept} moves (version {'.'.join(map(str, node.version))})", record
+    if record.version in getattr(node, "older_versions", ()):
+        return "migrated", (f"state{kept} migrates from version {'.'.join(map(str, record.version))} to "
+                            f"{'.'.join(map(str, node.version))}"), record
+    return "reset", (f"its saved version {'.'.join(map(str, record.version))} is not one it loads (it is "
+                     f"{'.'.join(map(str, node.version))})"), None
+
+
+def plan_update(uri: str, new_handle: SubscriptionHandle, old: Mapping[Identity, NodeState], *,
+                unmatched: str = "empty", backfill: object = None,
+                fallback: Mapping[Path, NodeState] | None = None) -> UpdatePlan:
+    """The plan of an update: ``new_handle`` is the new tree, subscribed (its inputs exist), not started.
+    ``fallback``: records by path for operators ``old`` has no identity of (a rollback's state kept at the
+    swap, saved by the very definition rolled back to)."""
+    changes: list[NodeChange] = []
+    used: set[Identity] = set()
+    for node, path, identity in identities(new_handle):
+        action, reason, record = _decide(node, path, identity, old, fallback or {})
+        if record is not None and identity in old:
+            used.add(identity)
+        changes.append(NodeChange(action, node.name, path, _name_of(identity),
+                                  None if identity not in old else tuple(old[identity].version),
+                                  tuple(node.version), reason))
+    for identity, record in old.items():
+        if identity not in used:
+            changes.append(NodeChange("dropped", record.name, record.path, _name_of(identity),
+                                      tuple(record.version), None, "no operator of the new definition has its "
+                                      "identity" if not any(c.action == "reset" and c.operator == record.name
+                                                            for c in changes) else "not matched"))
+    return UpdatePlan(uri, tuple(changes), unmatched, backfill)
+
+
+def migrating_loader(old: Mapping[Identity, NodeState], *, where: str, fallback: Mapping[Path, NodeState] | None = None,
+                     codec: StateCodec = DEFAULT_CODEC) -> Callable[[SubscriptionHandle], None]:
+    """A load step for a new tree: each operator whose identity the old state has (or, failing that, whose path
+    ``fallback`` has, with its operator), in a version it loads, loads that record; every other one is left as
+    new (it starts empty)."""
+    kept = fallback or {}
+
+    def load(handle: SubscriptionHandle) -> None:
+        for node, path, identity in identities(handle):
+            action, _, record = _decide(node, path, identity, old, kept)
+            if record is None:
+                continue
+            try:
+                node.load_state(record.reader(codec, where), record.version)
+            except StateError:
+                raise
+            except Exception as error:
+                raise OperatorStateError(f"{where}: operator {node.name!r} at path {format_path(path)} failed to "
+                                         f"load the state of the old definition ({action}): {error!r}") from error
+
+    return load

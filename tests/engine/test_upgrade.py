@@ -1,0 +1,468 @@
+"""Upgrading a running query in place (issue 34, parts 3 and 4): ``update_subscription`` moves the state of matched
+operators across at one checkpoint boundary, the output numbering goes on, consumers see the old definition's values
+then the new one's, a crash at any step leaves the old definition or the new one (never a mix), the history is kept
+and ``rollback_subscription`` goes back; a dry run changes nothing and refuses what cannot be done."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reaqtive import Query
+from reaqtive.engine import (
+    ArtifactNotFoundError,
+    Engine,
+    FunctionRegistry,
+    Retention,
+    UnpersistableQueryError,
+    UpdateError,
+)
+from reaqtive.operators.keyed_window import Tumbling
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def count_one(count: int, _: Any) -> int:
+    return count + 1
+
+
+def add(total: Any, value: Any) -> Any:
+    return total + value
+
+
+def pair(*values: Any) -> tuple[Any, ...]:
+    return values
+
+
+def key_of(event: Any) -> Any:
+    return event[0]
+
+
+def value_of(event: Any) -> Any:
+    return event[1]
+
+
+def tag_avg(row: Any) -> Any:
+    return ("avg", *row)
+
+
+def tag_max(row: Any) -> Any:
+    return ("max", *row)
+
+
+SEEN: list[tuple[int, Any]] = []
+
+
+def observe(output: Any) -> None:
+    SEEN.append((output.seq, output.value))
+
+
+def functions() -> FunctionRegistry:
+    registry = FunctionRegistry()
+    for function in (count_one, add, pair, key_of, value_of, tag_avg, tag_max, observe):
+        registry.register(function.__name__, function)
+    return registry
+
+
+FUNCTIONS = functions()
+A = Query.stream("a")
+
+
+def open_engine(target: Path | str = ":memory:") -> Engine:
+    return Engine(target, functions=FUNCTIONS, start=T0, synchronous="NORMAL")
+
+
+def outputs_of(engine: Engine, uri: str) -> list[tuple[int, Any]]:
+    return [(output.seq, output.value) for output in engine.outputs(uri)]
+
+
+def feed(engine: Engine, values: range, process: bool = True) -> None:
+    for value in values:
+        engine.append("a", value, at(value))
+    if process:
+        engine.process()
+
+
+COUNT = A.scan(0, count_one).named("count")
+COUNT_AND_SUM = Query.combine_latest(A.scan(0, count_one).named("count"), A.scan(0, add).named("sum"),
+                                     selector=pair)
+
+
+def expected_count_then_count_and_sum(before: int, after: int) -> list[tuple[int, Any]]:
+    """The outputs of a count over ``before`` events, then of count-and-sum over ``after`` more (events 0, 1, ...):
+    the count goes on, the sum starts at the swap; combine_latest emits once per side per event."""
+    out: list[Any] = list(range(1, before + 1))
+    total = 0
+    for value in range(before, before + after):
+        count = value + 1
+        if value == before:  # the first event after the swap: the count side, then the sum side completes a pair
+            total = value
+            out.append((count, total))
+            continue
+        out.append((count, total))
+        total += value
+        out.append((count, total))
+    return list(enumerate(out))
+
+
+# -- the acceptance cases -----------------------------------------------------------------------------------------
+
+
+def test_a_running_count_upgraded_to_a_count_and_a_sum_keeps_its_count_and_its_numbering() -> None:
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", COUNT)
+        feed(engine, range(5))
+        plan = engine.update_subscription("q", COUNT_AND_SUM)
+        assert [(c.operator, c.name) for c in plan.of("moved")] == [
+            ("reaqtive:egress", None), ("reaqtive:scan+seed", "count"), ("reaqtive:stream", "count")]
+        assert {c.operator for c in plan.of("reset")} == {"reaqtive:combine_latest", "reaqtive:scan+seed",
+                                                            "reaqtive:stream"}
+        feed(engine, range(5, 9))
+        assert outputs_of(engine, "q") == expected_count_then_count_and_sum(5, 4)
+
+
+def windows_old() -> Query[Any]:
+    return A.aggregate_by_key(key_of, Tumbling(timedelta(seconds=10)), "average", value_of).named("avg").map(tag_avg)
+
+
+def windows_new() -> Query[Any]:
+    average = A.aggregate_by_key(key_of, Tumbling(timedelta(seconds=10)), "average", value_of).named("avg")
+    largest = A.aggregate_by_key(key_of, Tumbling(timedelta(seconds=10)), "max", value_of).named("max")
+    return Query.merge(average.map(tag_avg), largest.map(tag_max))
+
+
+def keyed_events(first: int, count: int) -> list[tuple[tuple[str, int], datetime]]:
+    return [((("k1", "k2", "k3")[i % 3], i * 7 % 11), at(i * 1.5)) for i in range(first, first + count)]
+
+
+def run_windows(swap_after: int | None, total: int, crash: Path | None = None) -> list[Any]:
+    """The rows of a per-key 10 s average, upgraded to an average and a max after ``swap_after`` events."""
+    target: Path | str = crash if crash is not None else ":memory:"
+    engine = open_engine(target)
+    engine.create_stream("a")
+    engine.create_subscription("w", windows_old() if swap_after is not None else windows_new())
+    events = keyed_events(0, total)
+    cut = swap_after if swap_after is not None else total
+    for value, time in events[:cut]:
+        engine.append("a", value, time)
+    engine.process()
+    if swap_after is not None:
+        engine.update_subscription("w", windows_new(), require_state=False)
+        if crash is not None:
+            engine.close()
+            engine = open_engine(target)
+    for value, time in events[cut:]:
+        engine.append("a", value, time)
+    engine.process()
+    engine.advance_time(at(total * 1.5 + 60))
+    rows = [value for _, value in outputs_of(engine, "w")]
+    engine.close()
+    return rows
+
+
+@pytest.mark.parametrize("crash", [False, True])
+def test_a_per_key_window_average_upgraded_to_an_average_and_a_max_keeps_its_open_windows(
+    tmp_path: Path, crash: bool
+) -> None:
+    swap = 20  # after the event at 28.5 s: the windows [20, 30) of every key are open
+    rows = run_windows(swap, 60, tmp_path / "w.db" if crash else None)
+    twin = run_windows(None, 60)
+    first_after = at(swap * 1.5)  # the first event after the swap, at 30 s
+    # Every average is the one a query that ran all along computes: the open windows kept their elements.
+    assert [row for row in rows if row[0] == "avg"] == [row for row in twin if row[0] == "avg"]
+    # The max starts at the swap: the windows open then saw no element of it since, so have no row; those that
+    # opened after it are the twin's.
+    assert [row for row in rows if row[0] == "max"] == [row for row in twin if row[0] == "max"
+                                                        and row[2] >= first_after]
+
+
+# -- consumers -----------------------------------------------------------------------------------------------------
+
+
+def test_an_observer_function_sees_the_old_values_then_the_new_ones_none_lost_or_doubled() -> None:
+    SEEN.clear()
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.define_observer("obs", observe)
+        engine.create_subscription("q", COUNT, observer="obs")
+        feed(engine, range(5))
+        engine.update_subscription("q", COUNT_AND_SUM)
+        feed(engine, range(5, 9))
+        engine.checkpoint()
+    assert expected_count_then_count_and_sum(5, 4) == SEEN
+
+
+def test_outputs_the_old_definition_produced_before_the_swap_stay_and_the_cursor_goes_on() -> None:
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", COUNT)
+        feed(engine, range(3))
+        last = engine.outputs("q")[-1].seq
+        engine.update_subscription("q", COUNT_AND_SUM)
+        feed(engine, range(3, 5))
+        assert [o.seq for o in engine.outputs("q", after=last)] == list(range(last + 1, last + 4))
+
+
+# -- crashes -------------------------------------------------------------------------------------------------------
+
+
+class Kill(BaseException):
+    """A crash at a chosen moment (a BaseException, as a kill: nothing catches it)."""
+
+
+def crash(engine: Engine, target: Path) -> Engine:
+    engine._outputs.buffer.clear()  # a kill loses the outputs not written to the sink yet
+    engine.close()
+    return open_engine(target)
+
+
+@pytest.mark.parametrize("moment", ["before the boundary", "after the boundary", "at the commit", "after the commit"])
+@pytest.mark.parametrize("twice", [False, True])
+def test_a_crash_at_each_step_of_an_update_leaves_the_old_definition_or_the_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moment: str, twice: bool
+) -> None:
+    target = tmp_path / "s.db"
+    engine = open_engine(target)
+    engine.create_stream("a")
+    engine.create_subscription("q", COUNT)
+    feed(engine, range(5))
+    store = engine._store
+    if moment == "before the boundary":
+        monkeypatch.setattr(engine, "checkpoint", lambda **_: (_ for _ in ()).throw(Kill()))
+    elif moment == "after the boundary":
+        monkeypatch.setattr(store.checkpoints, "read", lambda **_: (_ for _ in ()).throw(Kill()))
+    elif moment == "at the commit":
+        monkeypatch.setattr(store, "commit_with_outputs", lambda *a, **k: (_ for _ in ()).throw(Kill()))
+    if moment == "after the commit":
+        engine.update_subscription("q", COUNT_AND_SUM)
+    else:
+        with pytest.raises(Kill):
+            engine.update_subscription("q", COUNT_AND_SUM)
+    monkeypatch.undo()
+    engine = crash(engine, target)
+    if twice:
+        engine.process()
+        engine = crash(engine, target)
+    updated = moment == "after the commit"
+    assert len(engine.subscription_history("q")) == (2 if updated else 1)
+    feed(engine, range(5, 9))
+    expected = expected_count_then_count_and_sum(5, 4) if updated else list(enumerate(range(1, 10)))
+    assert outputs_of(engine, "q") == expected
+    engine.close()
+
+
+def test_a_failed_commit_leaves_the_old_definition_running_as_if_nothing_happened(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", COUNT)
+        feed(engine, range(5))
+
+        def refuse(*args: Any, **kwargs: Any) -> int:
+            raise OSError("disk full")
+
+        monkeypatch.setattr(engine._store, "commit_with_outputs", refuse)
+        with pytest.raises(OSError, match="disk full"):
+            engine.update_subscription("q", COUNT_AND_SUM)
+        monkeypatch.undo()
+        feed(engine, range(5, 8))
+        assert outputs_of(engine, "q") == list(enumerate(range(1, 9)))
+        assert len(engine.subscription_history("q")) == 1
+
+
+def test_an_update_survives_a_restart_with_its_history(tmp_path: Path) -> None:
+    target = tmp_path / "s.db"
+    with open_engine(target) as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", COUNT)
+        feed(engine, range(5))
+        engine.update_subscription("q", COUNT_AND_SUM)
+        feed(engine, range(5, 7))
+        engine.checkpoint()
+    with open_engine(target) as engine:
+        history = engine.subscription_history("q")
+        assert [entry["until"] is None for entry in history] == [False, True]
+        assert history[0]["expression"]["op"] == "named"
+        assert history[1]["expression"]["op"] == "combine_latest"
+        feed(engine, range(7, 9))
+        assert outputs_of(engine, "q") == expected_count_then_count_and_sum(5, 4)
+
+
+# -- rollback ------------------------------------------------------------------------------------------------------
+
+
+def test_a_rollback_goes_back_to_the_previous_definition_with_the_shared_state_current() -> None:
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", COUNT)
+        feed(engine, range(5))
+        engine.update_subscription("q", COUNT_AND_SUM)
+        feed(engine, range(5, 7))
+        plan = engine.rollback_subscription("q")
+        assert {c.operator for c in plan.of("dropped")} == {"reaqtive:combine_latest", "reaqtive:scan+seed",
+                                                              "reaqtive:stream"}
+        feed(engine, range(7, 9))
+        values = [value for _, value in outputs_of(engine, "q")]
+        assert values[-2:] == [8, 9]  # the count went on through both definitions
+        history = engine.subscription_history("q")
+        assert [entry["expression"]["op"] for entry in history] == ["combine_latest", "named"]
+        engine.rollback_subscription("q")  # forward again
+        assert engine.subscription_history("q")[-1]["expression"]["op"] == "combine_latest"
+
+
+def test_a_rollback_to_the_kept_state_resumes_from_the_swap() -> None:
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", A.scan(0, count_one))
+        feed(engine, range(5))
+        engine.update_subscription("q", A.scan(0, add))  # the same path and operator: its state moves
+        feed(engine, range(5, 7))
+        engine.rollback_subscription("q", state="kept")
+        feed(engine, range(7, 8))
+        assert [value for _, value in outputs_of(engine, "q")] == [1, 2, 3, 4, 5, 5 + 5, 10 + 6, 6]
+
+
+def test_there_is_nothing_to_roll_back_before_an_update() -> None:
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", COUNT)
+        with pytest.raises(UpdateError, match="no previous definition"):
+            engine.rollback_subscription("q")
+
+
+# -- dry run and refusals ------------------------------------------------------------------------------------------
+
+
+def dump(path: Path) -> list[str]:
+    with closing(sqlite3.connect(path)) as db:
+        return list(db.iterdump())
+
+
+def test_a_dry_run_says_what_would_happen_and_changes_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "s.db"
+    with open_engine(target) as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", COUNT)
+        feed(engine, range(5))
+        engine.checkpoint()
+        before = dump(target)
+        plan = engine.update_subscription("q", COUNT_AND_SUM, dry_run=True)
+        assert dump(target) == before
+        text = plan.describe()
+        assert "3 matched, 3 reset, 0 dropped" in text
+        assert "moved    reaqtive:scan+seed at 0/0/0 (named 'count')" in text
+        feed(engine, range(5, 7))
+        assert outputs_of(engine, "q") == list(enumerate(range(1, 8)))
+        assert len(engine.subscription_history("q")) == 1
+
+
+def test_require_state_refuses_an_update_that_would_start_something_empty() -> None:
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", COUNT)
+        feed(engine, range(3))
+        for dry_run in (True, False):
+            with pytest.raises(UpdateError, match=r"not every state moves:\n  reset    reaqtive:combine_latest"):
+                engine.update_subscription("q", COUNT_AND_SUM, require_state=True, dry_run=dry_run)
+        assert engine.update_subscription("q", A.scan(0, add).named("count"), require_state=True).of("moved")
+        feed(engine, range(3, 4))
+        assert outputs_of(engine, "q")[-1] == (3, 3 + 3)  # the count 3 went on as a total: its state moved
+
+
+def test_updates_that_cannot_be_done_are_refused_naming_why() -> None:
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", COUNT)
+        with pytest.raises(ArtifactNotFoundError):
+            engine.update_subscription("nothing", COUNT)
+        with pytest.raises(ArtifactNotFoundError, match="'b'"):
+            engine.update_subscription("q", Query.stream("b").scan(0, count_one))
+        with pytest.raises(UnpersistableQueryError):
+            engine.update_subscription("q", A.map(lambda x: x))
+        with pytest.raises(ValueError, match="unmatched must be one of"):
+            engine.update_subscription("q", COUNT, unmatched="ignore")
+        with pytest.raises(UpdateError, match="start= is for unmatched='backfill'"):
+            engine.update_subscription("q", COUNT, start="earliest")
+        engine.pause("q")
+        with pytest.raises(UpdateError, match="paused or catching up"):
+            engine.update_subscription("q", COUNT_AND_SUM)
+        assert len(engine.subscription_history("q")) == 1
+
+
+def test_names_do_not_change_what_a_query_computes() -> None:
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("plain", A.scan(0, add).map(str))
+        engine.create_subscription("named", A.scan(0, add).named("x").map(str).named("y"))
+        feed(engine, range(6))
+        assert outputs_of(engine, "plain") == outputs_of(engine, "named")
+    with pytest.raises(ValueError, match="a name must be"):
+        A.named("has space")
+
+
+# -- backfill -------------------------------------------------------------------------------------------------------
+
+
+def test_unmatched_backfill_rebuilds_the_new_definition_from_the_retained_log() -> None:
+    with open_engine() as engine:
+        engine.create_stream("a", retain=Retention(events=1000))
+        engine.create_subscription("q", COUNT)
+        feed(engine, range(5))
+        engine.checkpoint()
+        plan = engine.update_subscription("q", A.scan(0, add), unmatched="backfill", dry_run=True)
+        assert "rebuilt by a backfill from start='earliest'" in plan.describe()
+        engine.update_subscription("q", A.scan(0, add), unmatched="backfill")
+        feed(engine, range(5, 7))
+        values = [value for _, value in outputs_of(engine, "q")]
+        # The count's five outputs, then the running sum over the whole retained log, each once.
+        assert values == [1, 2, 3, 4, 5, 0, 1, 3, 6, 10, 15, 21]
+        assert [seq for seq, _ in outputs_of(engine, "q")] == list(range(12))
+
+
+def test_deleting_an_updated_subscription_deletes_its_history_and_kept_state(tmp_path: Path) -> None:
+    target = tmp_path / "s.db"
+    with open_engine(target) as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", COUNT)
+        feed(engine, range(3))
+        engine.update_subscription("q", COUNT_AND_SUM)
+        engine.delete_subscription("q")
+        engine.create_subscription("q", COUNT)
+        assert len(engine.subscription_history("q")) == 1
+    with closing(sqlite3.connect(target)) as db:
+        assert db.execute("SELECT count(*) FROM reaqtive_blobs WHERE category = 'previous_states'").fetchone() == (0,)
+
+
+def test_the_async_engine_updates_rolls_back_and_tells_the_history() -> None:
+    import asyncio
+
+    from reaqtive.engine import AsyncEngine
+
+    async def main() -> list[tuple[int, Any]]:
+        async with AsyncEngine(open_engine()) as engine:
+            await engine.create_stream("a")
+            await engine.create_subscription("q", COUNT)
+            for value in range(3):
+                await engine.append("a", value, at(value))
+            await engine.process()
+            plan = await engine.update_subscription("q", COUNT_AND_SUM, dry_run=True)
+            assert plan.of("reset")
+            await engine.update_subscription("q", COUNT_AND_SUM)
+            assert len(await engine.subscription_history("q")) == 2
+            await engine.rollback_subscription("q")
+            await engine.append("a", 3, at(3))
+            await engine.process()
+            return [(o.seq, o.value) for o in await engine.outputs("q")]
+
+    assert asyncio.run(main()) == [(0, 1), (1, 2), (2, 3), (3, 4)]
