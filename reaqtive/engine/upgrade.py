@@ -41,7 +41,9 @@ __all__ = [
     "identities",
     "migrating_loader",
     "old_states",
+    "IncompatibleState",
     "plan_update",
+    "recording_loader",
     "planned_states",
     "records_by_path",
 ]
@@ -186,10 +188,22 @@ def _name_of(identity: Identity) -> str | None:
     return identity[1] if identity[0] == "name" else None
 
 
+class IncompatibleState(Exception):  # noqa: N818 (a signal between the loader and the engine, not an error)
+    """A matched operator refused the old state (its load raised a :class:`StateError`: e.g. a ``combine_latest``
+    of another number of sources): the engine binds the new tree again with that operator reset."""
+
+    def __init__(self, identity: Identity, error: StateError) -> None:
+        super().__init__(str(error))
+        self.identity = identity
+        self.error = error
+
+
 def _decide(
     node: StatefulOperator, path: Path, identity: Identity, old: Mapping[Identity, NodeState],
-    fallback: Mapping[Path, NodeState],
+    fallback: Mapping[Path, NodeState], *, refused: Mapping[Identity, str] | None = None,
 ) -> tuple[Action, str, NodeState | None]:
+    if refused and identity in refused:
+        return "reset", f"its old state does not fit it: {refused[identity]}", None
     record = old.get(identity)
     kept = ""
     if record is None:
@@ -208,14 +222,16 @@ def _decide(
 
 def plan_update(uri: str, new_handle: SubscriptionHandle, old: Mapping[Identity, NodeState], *,
                 unmatched: str = "empty", backfill: object = None,
-                fallback: Mapping[Path, NodeState] | None = None) -> UpdatePlan:
+                fallback: Mapping[Path, NodeState] | None = None,
+                refused: Mapping[Identity, str] | None = None) -> UpdatePlan:
     """The plan of an update: ``new_handle`` is the new tree, subscribed (its inputs exist), not started.
     ``fallback``: records by path for operators ``old`` has no identity of (a rollback's state kept at the
-    swap, saved by the very definition rolled back to)."""
+    swap, saved by the very definition rolled back to). ``refused``: the identities whose operator refused its
+    old state, with why (they start empty)."""
     changes: list[NodeChange] = []
     used: set[Identity] = set()
     for node, path, identity in identities(new_handle):
-        action, reason, record = _decide(node, path, identity, old, fallback or {})
+        action, reason, record = _decide(node, path, identity, old, fallback or {}, refused=refused)
         if record is not None and identity in old:
             used.add(identity)
         changes.append(NodeChange(action, node.name, path, _name_of(identity),
@@ -223,31 +239,56 @@ def plan_update(uri: str, new_handle: SubscriptionHandle, old: Mapping[Identity,
                                   tuple(node.version), reason))
     for identity, record in old.items():
         if identity not in used:
+            reason = "its state does not fit the new operator with its identity" if refused and identity in refused \
+                else "no operator of the new definition has its identity"
             changes.append(NodeChange("dropped", record.name, record.path, _name_of(identity),
-                                      tuple(record.version), None, "no operator of the new definition has its "
-                                      "identity" if not any(c.action == "reset" and c.operator == record.name
-                                                            for c in changes) else "not matched"))
+                                      tuple(record.version), None, reason))
     return UpdatePlan(uri, tuple(changes), unmatched, backfill)
 
 
-def migrating_loader(old: Mapping[Identity, NodeState], *, where: str, fallback: Mapping[Path, NodeState] | None = None,
-                     codec: StateCodec = DEFAULT_CODEC) -> Callable[[SubscriptionHandle], None]:
+def migrating_loader(
+    old: Mapping[Identity, NodeState], *, where: str, fallback: Mapping[Path, NodeState] | None = None,
+    refused: Mapping[Identity, str] | None = None, codec: StateCodec = DEFAULT_CODEC,
+) -> Callable[[SubscriptionHandle], None]:
     """A load step for a new tree: each operator whose identity the old state has (or, failing that, whose path
     ``fallback`` has, with its operator), in a version it loads, loads that record; every other one is left as
-    new (it starts empty)."""
+    new (it starts empty). An operator that refuses its record raises :class:`IncompatibleState` (the tree is
+    partly loaded: bind it again with that identity in ``refused``)."""
     kept = fallback or {}
 
     def load(handle: SubscriptionHandle) -> None:
         for node, path, identity in identities(handle):
-            action, _, record = _decide(node, path, identity, old, kept)
+            action, _, record = _decide(node, path, identity, old, kept, refused=refused)
             if record is None:
                 continue
             try:
                 node.load_state(record.reader(codec, where), record.version)
-            except StateError:
-                raise
+            except StateError as error:
+                raise IncompatibleState(identity, error) from error
             except Exception as error:
                 raise OperatorStateError(f"{where}: operator {node.name!r} at path {format_path(path)} failed to "
                                          f"load the state of the old definition ({action}): {error!r}") from error
+
+    return load
+
+
+
+def recording_loader(old: Mapping[Identity, NodeState], refused: dict[Identity, str], *, where: str,
+                     fallback: Mapping[Path, NodeState] | None = None,
+                     codec: StateCodec = DEFAULT_CODEC) -> Callable[[SubscriptionHandle], None]:
+    """For a plan (a tree thrown away after): load each matched record as :func:`migrating_loader` does, and
+    put each operator that refuses its own with a :class:`StateError` in ``refused``, with why, instead of
+    raising."""
+    kept = fallback or {}
+
+    def load(handle: SubscriptionHandle) -> None:
+        for node, path, identity in identities(handle):
+            record = _decide(node, path, identity, old, kept)[2]
+            if record is None:
+                continue
+            try:
+                node.load_state(record.reader(codec, where), record.version)
+            except StateError as error:
+                refused[identity] = str(error)
 
     return load

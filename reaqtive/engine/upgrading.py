@@ -25,9 +25,13 @@ engine's position; its outputs during the catch-up are new outputs after the old
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any, Final
 
+from reaqtive.core.streams import LONG_MAX
+from reaqtive.core.subjects import SimpleSubject
+from reaqtive.core.visitors import subscribe_all
 from reaqtive.engine._room import (
     _ARTIFACTS,
     _BUILTIN_OBSERVERS,
@@ -47,18 +51,24 @@ from reaqtive.engine.expressions import decode_query, encode_query, instantiate,
 from reaqtive.engine.records import parse_counter
 from reaqtive.engine.upgrade import (
     UNMATCHED,
+    Identity,
+    IncompatibleState,
     UpdatePlan,
     migrating_loader,
     old_states,
     plan_update,
     planned_states,
+    recording_loader,
     records_by_path,
 )
 from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_groups import keyed_execution, keyed_execution_enabled
+from reaqtive.scheduler import VirtualTimeScheduler
 from reaqtive.state import STATE_CATEGORY, CheckpointMode
 from reaqtive.state.codec import DEFAULT_CODEC
-from reaqtive.state.host import HostedQuery, QueryState
+from reaqtive.state.environment import InnerEnvironment
+from reaqtive.state.framing import NodeState, Path
+from reaqtive.state.host import HostedQuery, QueryHost, QueryState
 
 __all__ = ["PREVIOUS_STATES", "DefinitionEntry", "Upgrading"]
 
@@ -71,19 +81,20 @@ DefinitionEntry = dict[str, Any]
 
 
 class _Discard:
-    """The observer of a tree built only to be looked at (a dry run): it never runs."""
+    """The observer of a tree built only to be looked at, or tried and thrown away (a plan)."""
 
     def on_subscribe(self, subscription: Any) -> None:
-        """Never called: the tree is not started."""
+        """A trial starts it: it asks for everything (and drops it)."""
+        subscription.request(LONG_MAX)
 
     def on_next(self, value: Any) -> None:
-        """Never called."""
+        """Dropped."""
 
     def on_error(self, error: BaseException) -> None:
-        """Never called."""
+        """Dropped."""
 
     def on_complete(self) -> None:
-        """Never called."""
+        """Dropped."""
 
 
 class Upgrading(EngineRoom):
@@ -142,7 +153,7 @@ class Upgrading(EngineRoom):
                                   + "\n  ".join(lost))
             if dry_run:
                 return plan
-            self._swap(uri, hosted, record, expression, references, backfill=backfill)
+            self._swap(uri, hosted, record, expression, references, backfill=backfill, require_state=require_state)
             self._log.info("subscription %r updated: %s", uri, plan.describe().splitlines()[0],
                            extra={"reaqtive_event": "subscription_updated", "subscription": uri})
         self.appended.fire()  # a processing loop looks again: the new query may have timers due sooner
@@ -220,21 +231,57 @@ class Upgrading(EngineRoom):
     def _plan(self, uri: str, hosted: HostedQuery, expression: dict[str, Any], unmatched: str, start: object, *,
               kept: dict[str, bytes] | None = None) -> UpdatePlan:
         """The plan, from the running tree (its operators' versions: what a checkpoint would save now) and a
-        tree of the new definition built and subscribed, never started."""
+        tree of the new definition built and subscribed, never started; what refuses its state is found by a
+        trial (:meth:`_trial`)."""
         old = planned_states(hosted.handle)
         fallback = records_by_path(kept.get(uri), where=f"the kept state of {uri!r}") if kept else {}
         query = self._expand(decode_query(expression, self.functions))
-        from reaqtive.core.visitors import subscribe_all
-
+        refused: dict[Identity, str] = {}
+        notes: list[str] = []
+        if unmatched != "backfill":
+            refused, notes = self._trial(uri, hosted, query, fallback)
         with keyed_execution(keyed_execution_enabled()):
             handle = Query("egress", (query, uri)).subscribe(_Discard())
         try:
             subscribe_all(handle)
             if unmatched == "backfill":
                 return plan_update(uri, handle, {}, unmatched=unmatched, backfill=start)
-            return plan_update(uri, handle, old, unmatched=unmatched, fallback=fallback)
+            plan = plan_update(uri, handle, old, unmatched=unmatched, fallback=fallback, refused=refused)
         finally:
             handle.dispose()
+        return replace(plan, notes=tuple(notes))
+
+    def _trial(self, uri: str, hosted: HostedQuery, query: Query[Any],
+               fallback: dict[Path, NodeState]) -> tuple[dict[Identity, str], list[str]]:
+        """Load the last checkpoint's state of ``uri`` into the new definition on a host of its own (its own
+        scheduler at the engine's clock, its own inner environment holding copies of the inner units, empty
+        subjects for the streams), started and thrown away: which operators refuse their state, and which inner
+        units fail to load (notes). Nothing of the engine is touched."""
+        snapshot = self._store.checkpoints.read(strict=False)
+        where = f"state of {uri!r}"
+        records = old_states(hosted.handle, snapshot.get(STATE_CATEGORY, uri), where=where)
+        prefix = uri + "/"
+        inner = {key: blob for key, blob in snapshot.items(STATE_CATEGORY) if key.startswith(prefix)}
+        environment = InnerEnvironment()
+        for stream in self._streams_read(sorted(_references(encode_query(query, self.functions)))):
+            environment.add_stream(stream, SimpleSubject())
+        host = QueryHost(VirtualTimeScheduler(timedelta(microseconds=1)), environment=environment,
+                         settings=self._settings)
+        host.advance(self._scheduler.now)
+        refused: dict[Identity, str] = {}
+        notes: list[str] = []
+        try:
+            with keyed_execution(keyed_execution_enabled()):
+                trial = host.bind(uri, Query("egress", (query, uri)), _Discard())
+                environment.restore(inner)
+                trial.start(None, load=recording_loader(records, refused, where=where, fallback=fallback))
+            notes += [f"  note: inner unit {inner_id!r} would not load: {error}"
+                      for inner_id, error in sorted(trial.load_failures().items())]
+        except Exception as error:
+            notes.append(f"  note: the new definition would fail to start: {error!r}")
+        finally:
+            host.dispose()
+        return refused, notes
 
     def _kept_states(self, uri: str) -> dict[str, bytes]:
         blob = self._store.checkpoints.read(strict=False).get(PREVIOUS_STATES, uri)
@@ -250,6 +297,7 @@ class Upgrading(EngineRoom):
         self, uri: str, hosted: HostedQuery, record: dict[str, Any], expression: dict[str, Any],
         references: list[str], *, backfill: BackfillStart | None = None,
         kept: dict[str, bytes] | None = None, exact: bool = False, rollback: bool = False,
+        require_state: bool = False,
     ) -> None:
         """Steps 1 to 3 of the module docstring."""
         self.checkpoint()  # 1: the boundary
@@ -299,8 +347,8 @@ class Upgrading(EngineRoom):
             elif backfill is not None:
                 new_hosted = self._bind(uri, new_record, template, None, behind=backfill_behind(new_record))
             else:
-                load = migrating_loader(old, where=where, fallback=fallback)
-                new_hosted = self._bind(uri, new_record, template, None, load=load)
+                new_hosted = self._bind_refusing(uri, new_record, template, (old, fallback), new_inner,
+                                                 require_state=require_state)
             failures = self._environment.take_load_failures(uri)
             if failures:
                 inner_id, error = min(failures.items())
@@ -340,6 +388,35 @@ class Upgrading(EngineRoom):
             self._backfilling.add(uri)
         if counter.next != counter.committed:
             self.produced.fire()
+
+    def _bind_refusing(
+        self, uri: str, record: dict[str, Any], template: dict[str, Any],
+        states: tuple[dict[Identity, NodeState], dict[Path, NodeState]], inner: dict[str, bytes], *,
+        require_state: bool,
+    ) -> HostedQuery:
+        """Bind the new definition loading what was matched; an operator that refuses its old state (its load
+        raises a StateError) starts empty instead: the tree, partly loaded, is thrown away and bound again
+        without it (once per such operator). With ``require_state`` that refuses the update."""
+        old, fallback = states
+        refused: dict[Identity, str] = {}
+        where = f"state of {uri!r}"
+        while True:
+            load = migrating_loader(old, where=where, fallback=fallback, refused=refused)
+            try:
+                return self._bind(uri, record, template, None, load=load)
+            except IncompatibleState as incompatible:
+                if require_state:
+                    raise UpdateError(f"update_subscription({uri!r}, require_state=True): operator "
+                                      f"{incompatible.identity[3]!r} refuses the old state: {incompatible}") \
+                        from incompatible.error
+                refused[incompatible.identity] = str(incompatible.error)
+                self._log.info("update of %r: %s starts empty: %s", uri, incompatible.identity[3], incompatible,
+                               extra={"reaqtive_event": "update_reset", "subscription": uri})
+                # Its start failed: the tree is disposed; its inner units and ids go back to the boundary's.
+                self._environment.abandon(uri)
+                self._environment.discard_saved(list(inner), delete=False)
+                self._environment.release_ids(uri)
+                self._environment.restore(inner)
 
     def _undo(self, uri: str, new_hosted: HostedQuery | None, record: dict[str, Any],
               state: tuple[bytes | None, dict[str, bytes]], stored_counter: bytes | None) -> None:

@@ -466,3 +466,23 @@ def test_the_async_engine_updates_rolls_back_and_tells_the_history() -> None:
             return [(o.seq, o.value) for o in await engine.outputs("q")]
 
     assert asyncio.run(main()) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+
+
+def test_an_operator_that_refuses_the_old_state_starts_empty_and_the_dry_run_says_so() -> None:
+    count = A.scan(0, count_one).named("count")
+    total = A.scan(0, add).named("sum")
+    three = Query.combine_latest(count, total, A.scan(0, count_one).named("other"), selector=pair)
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", Query.combine_latest(count, total, selector=pair))
+        feed(engine, range(4))
+        plan = engine.update_subscription("q", three, dry_run=True)
+        [refused] = [c for c in plan.of("reset") if c.operator == "reaqtive:combine_latest"]
+        assert "does not fit" in refused.reason and "combines 3" in refused.reason
+        with pytest.raises(UpdateError, match="combine_latest at 0/0: its old state does not fit it"):
+            engine.update_subscription("q", three, require_state=True)
+        assert len(engine.subscription_history("q")) == 1
+        engine.update_subscription("q", three)
+        feed(engine, range(4, 5))
+        # combine_latest starts empty: it emits once each source has a value again; count and sum went on.
+        assert outputs_of(engine, "q")[-1][1] == (5, 10, 1)
