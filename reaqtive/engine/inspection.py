@@ -98,6 +98,11 @@ class ArtifactSummary:
     ``path``, ``traceback``); ``None`` for any other artifact."""
     on_error: str | None = None
     """A subscription's own error policy (``"stop"``, ``"skip"``, ``"function"``; ``None``: the engine's)."""
+    history: list[dict[str, Any]] | None = None
+    """An updated subscription's earlier definitions, oldest first (``expression``, ``observer``, ``from``,
+    ``until``, ``pos``: see ``Engine.subscription_history``); ``None`` for one never updated."""
+    updated: str | None = None
+    """When an updated subscription's current definition took effect (``None``: never updated)."""
 
 
 @dataclass(frozen=True)
@@ -547,6 +552,9 @@ def _artifacts(blobs: Mapping[str, Mapping[str, bytes]], damaged: Sequence[str])
             else None,
             failed=dict(failed) if isinstance(failed, dict) else None,
             on_error=None if on_error is None else on_error if isinstance(on_error, str) else "function",
+            history=[dict(entry) for entry in record["history"] if isinstance(entry, dict)]
+            if kind == "subscription" and isinstance(record.get("history"), list) else None,
+            updated=str(record["updated"]) if kind == "subscription" and "updated" in record else None,
         ))
     return result
 
