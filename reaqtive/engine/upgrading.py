@@ -62,7 +62,7 @@ from reaqtive.engine.upgrade import (
     records_by_path,
 )
 from reaqtive.fluent.query import Query
-from reaqtive.operators.keyed_groups import keyed_execution, keyed_execution_enabled
+from reaqtive.operators.keyed_groups import keyed_execution
 from reaqtive.scheduler import VirtualTimeScheduler
 from reaqtive.state import STATE_CATEGORY, CheckpointMode
 from reaqtive.state.codec import DEFAULT_CODEC
@@ -181,8 +181,19 @@ class Upgrading(EngineRoom):
             plan = self._plan(uri, hosted, expression, "empty", None, kept=kept if state == "current" else None)
             if dry_run:
                 return plan
+            # Operators only the previous definition had take their state kept at the swap, with its inner units
+            # (their ids are the previous definition's own); ids the current state uses too would be ambiguous.
+            uses_kept = state == "current" and any("kept at the swap" in change.reason for change in plan.changes)
+            if uses_kept:
+                prefix = uri + "/"
+                current = set(hosted.inner_units()) | {key for key in self._stored_state_keys if key.startswith(prefix)}
+                shared = sorted(current & {key for key in kept if key.startswith(prefix)})
+                if shared:
+                    raise UpdateError(f"rollback_subscription({uri!r}): inner units {', '.join(map(repr, shared[:3]))} "
+                                      "are in both the current state and the state kept at the swap; roll back with "
+                                      "state='kept' (the previous definition as it was at the swap)")
             self._swap(uri, hosted, record, expression, list(previous["refs"]), kept=kept, exact=state == "kept",
-                       rollback=True)
+                       rollback=True, kept_inner=uses_kept)
             self._log.info("subscription %r rolled back to its previous definition", uri,
                            extra={"reaqtive_event": "subscription_rolled_back", "subscription": uri})
         self.appended.fire()
@@ -240,15 +251,16 @@ class Upgrading(EngineRoom):
         notes: list[str] = []
         if unmatched != "backfill":
             refused, notes = self._trial(uri, hosted, query, fallback)
-        with keyed_execution(keyed_execution_enabled()):
+        # Bound in the subscription's form: group_by/flat_map choose keyed or general when their inputs are made.
+        with keyed_execution(self._records[uri].get("keyed", False)):
             handle = Query("egress", (query, uri)).subscribe(_Discard())
-        try:
-            subscribe_all(handle)
-            if unmatched == "backfill":
-                return plan_update(uri, handle, {}, unmatched=unmatched, backfill=start)
-            plan = plan_update(uri, handle, old, unmatched=unmatched, fallback=fallback, refused=refused)
-        finally:
-            handle.dispose()
+            try:
+                subscribe_all(handle)
+                if unmatched == "backfill":
+                    return plan_update(uri, handle, {}, unmatched=unmatched, backfill=start)
+                plan = plan_update(uri, handle, old, unmatched=unmatched, fallback=fallback, refused=refused)
+            finally:
+                handle.dispose()
         return replace(plan, notes=tuple(notes))
 
     def _trial(self, uri: str, hosted: HostedQuery, query: Query[Any],
@@ -271,7 +283,7 @@ class Upgrading(EngineRoom):
         refused: dict[Identity, str] = {}
         notes: list[str] = []
         try:
-            with keyed_execution(keyed_execution_enabled()):
+            with keyed_execution(self._records[uri].get("keyed", False)):
                 trial = host.bind(uri, Query("egress", (query, uri)), _Discard())
                 environment.restore(inner)
                 trial.start(None, load=recording_loader(records, refused, where=where, fallback=fallback))
@@ -297,7 +309,7 @@ class Upgrading(EngineRoom):
         self, uri: str, hosted: HostedQuery, record: dict[str, Any], expression: dict[str, Any],
         references: list[str], *, backfill: BackfillStart | None = None,
         kept: dict[str, bytes] | None = None, exact: bool = False, rollback: bool = False,
-        require_state: bool = False,
+        require_state: bool = False, kept_inner: bool = False,
     ) -> None:
         """Steps 1 to 3 of the module docstring."""
         self.checkpoint()  # 1: the boundary
@@ -327,18 +339,22 @@ class Upgrading(EngineRoom):
         if rollback:
             history.pop()  # the definition rolled back to leaves the history; the current one takes its place
         new_record = {key: value for key, value in record.items() if key not in ("backfill", "skipping")}
-        new_record.update(template=tid, constants=constants, refs=references, keyed=keyed_execution_enabled(),
+        # The form its keyed chains run in stays the subscription's (a keyed chain's state and a general one's are
+        # not each other's): the new definition runs in the old one's form.
+        new_record.update(template=tid, constants=constants, refs=references, keyed=record.get("keyed", False),
                           updated=now, history=[*history, entry])
         if backfill is not None:
             new_record["backfill"] = backfill.to_record()
             new_record["start_pos"] = backfill.pos
-        new_inner = kept_inner = {}
-        if exact and kept is not None:
-            kept_inner = {key: blob for key, blob in kept.items() if key.startswith(prefix)}
-        elif backfill is None:
-            new_inner = old_inner
+        from_kept = {key: blob for key, blob in (kept or {}).items() if key.startswith(prefix)}
+        if exact:
+            new_inner = from_kept
+        elif backfill is not None:
+            new_inner = {}
+        else:
+            new_inner = {**from_kept, **old_inner} if kept_inner else old_inner
         self._environment.release_ids(uri)
-        self._environment.restore(kept_inner if exact else new_inner)
+        self._environment.restore(new_inner)
         self._outputs.counters[uri] = counter
         new_hosted: HostedQuery | None = None
         try:
@@ -372,6 +388,7 @@ class Upgrading(EngineRoom):
             self._outputs.flush()
             self._store.commit_with_outputs(puts, deletes, outputs=own, encoded=True)
         except BaseException:
+            self._environment.discard_saved(list(new_inner), delete=False)  # restored for the new tree, unclaimed
             self._undo(uri, new_hosted, record, (old_main, old_inner), stored_counter)
             raise
         saving.confirm()

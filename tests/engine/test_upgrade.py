@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from reaqtive import Query
 from reaqtive.engine import (
@@ -486,3 +488,136 @@ def test_an_operator_that_refuses_the_old_state_starts_empty_and_the_dry_run_say
         feed(engine, range(4, 5))
         # combine_latest starts empty: it emits once each source has a value again; count and sum went on.
         assert outputs_of(engine, "q")[-1][1] == (5, 10, 1)
+
+
+# -- higher-order state: per-key groups -----------------------------------------------------------------------------
+
+
+def key_mod(value: Any) -> Any:
+    return value % 3
+
+
+def per_key_count(group: Any) -> Query[Any]:
+    return group.scan(0, count_one).map(KeyTag(group))
+
+
+class KeyTag:
+    def __init__(self, group: Any) -> None:
+        self.group = group
+
+    def __call__(self, count: int) -> tuple[Any, int]:
+        return (self.group.key, count)
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_a_per_key_count_keeps_every_keys_count_across_an_update_in_either_form(
+    tmp_path: Path, keyed: bool
+) -> None:
+    from reaqtive import keyed_execution
+
+    registry = functions()
+    for function in (key_mod, per_key_count):
+        registry.register(function.__name__, function)
+    per_key = A.group_by(key_mod).flat_map(per_key_count).named("per_key")
+    target = tmp_path / "s.db"
+    with Engine(target, functions=registry, start=T0) as engine:
+        engine.create_stream("a")
+        with keyed_execution(keyed):
+            engine.create_subscription("q", per_key)
+        feed(engine, range(9))  # three of each key
+        plan = engine.update_subscription("q", Query.merge(per_key, A.scan(0, count_one).map(str)),
+                                          require_state=False)
+        assert all(change.action == "moved" for change in plan.changes if change.name == "per_key")
+        assert engine.subscription_history("q")[-1]["keyed"] is keyed
+    with Engine(target, functions=registry, start=T0) as engine:  # recovered from the swap's state
+        feed(engine, range(9, 12))
+        values = [value for _, value in outputs_of(engine, "q")]
+    assert values[9:] == [(0, 4), "1", (1, 4), "2", (2, 4), "3"]
+
+
+# -- any sequence of updates, rollbacks, checkpoints and crashes equals the same sequence never crashed -------------
+
+
+def definitions() -> list[Query[Any]]:
+    count = A.scan(0, count_one).named("count")
+    total = A.scan(0, add).named("sum")
+    return [
+        count,
+        Query.combine_latest(count, total, selector=pair),
+        Query.combine_latest(count, total, A.scan(0, count_one), selector=pair),  # refuses the 2-source state
+        A.scan(0, add),  # unnamed: matched by path with the scan of an unnamed definition only
+        A.aggregate_by_key(key_of_value, Tumbling(timedelta(seconds=4)), "sum").named("windows"),
+    ]
+
+
+def key_of_value(value: Any) -> Any:
+    return value % 2
+
+
+FUNCTIONS.register("key_of_value", key_of_value)
+
+STEPS = st.one_of(
+    st.tuples(st.just("feed"), st.integers(1, 12)),
+    st.tuples(st.just("update"), st.integers(0, 4)),
+    st.tuples(st.just("rollback"), st.sampled_from(["current", "kept"])),
+    st.tuples(st.just("checkpoint"), st.just(0)),
+    st.tuples(st.just("crash"), st.just(0)),
+    st.tuples(st.just("crash twice"), st.just(0)),
+)
+
+
+def play(target: Path | str, steps: list[tuple[str, Any]], *, crashes: bool) -> list[tuple[int, Any]]:
+    engine = open_engine(target)
+    engine.create_stream("a")
+    engine.create_subscription("q", definitions()[0])
+    fed = 0
+    for kind, argument in steps:
+        if kind == "feed":
+            feed(engine, range(fed, fed + argument))
+            fed += argument
+        elif kind == "update":
+            engine.update_subscription("q", definitions()[argument])
+        elif kind == "rollback":
+            if len(engine.subscription_history("q")) > 1:
+                engine.rollback_subscription("q", state=argument)
+        elif kind == "checkpoint":
+            engine.checkpoint()
+        elif crashes:  # a crash, and the replay of the log after the last checkpoint
+            for _ in range(2 if kind == "crash twice" else 1):
+                engine = crash(engine, Path(target))
+                engine.process()
+    engine.advance_time(at(fed + 60))
+    outputs = outputs_of(engine, "q")
+    engine.close()
+    return outputs
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(STEPS, min_size=1, max_size=12))
+@example(steps=[("feed", 5), ("update", 1), ("crash", 0), ("feed", 3), ("rollback", "kept"), ("crash twice", 0),
+                ("feed", 2)])
+@example(steps=[("feed", 5), ("update", 4), ("feed", 3), ("update", 2), ("checkpoint", 0), ("feed", 3),
+                ("crash", 0), ("rollback", "current"), ("feed", 3)])
+def test_updates_rollbacks_and_crashes_in_any_order_equal_the_same_run_never_crashed(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, Any]]
+) -> None:
+    target = tmp_path_factory.mktemp("u") / "s.db"
+    assert play(target, steps, crashes=True) == play(":memory:", steps, crashes=False)
+
+
+def test_a_rollback_that_would_mix_inner_units_of_both_definitions_is_refused_and_kept_works() -> None:
+    window = Tumbling(timedelta(seconds=100))
+    average = A.aggregate_by_key(key_of_value, window, "average").named("avg")
+    largest = A.aggregate_by_key(key_of_value, window, "max").named("max")
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", average)
+        feed(engine, range(4))
+        engine.update_subscription("q", largest)  # the average's pages kept; the max's take the same inner ids
+        feed(engine, range(4, 6))
+        with pytest.raises(UpdateError, match="state='kept'"):
+            engine.rollback_subscription("q")
+        engine.rollback_subscription("q", state="kept")
+        engine.advance_time(at(200))
+        # The average as it was at the swap (0 and 2 for key 0, 1 and 3 for key 1): the events since are not replayed.
+        assert [row[3] for _, row in outputs_of(engine, "q")] == [1.0, 2.0]
