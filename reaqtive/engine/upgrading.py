@@ -178,12 +178,15 @@ class Upgrading(EngineRoom):
             previous = history[-1]
             kept = self._kept_states(uri)
             expression = previous["expression"]
-            plan = self._plan(uri, hosted, expression, "empty", None, kept=kept if state == "current" else None)
-            if dry_run:
-                return plan
+            missing = [ref for ref in previous["refs"] if ref not in self._records]
+            if missing:
+                raise ArtifactNotFoundError(f"rollback_subscription({uri!r}): the previous definition refers to "
+                                            f"{', '.join(map(repr, missing))}, which no longer exists")
+            exact = state == "kept"
+            plan = self._plan(uri, hosted, expression, "empty", None, kept=kept, exact=exact)
             # Operators only the previous definition had take their state kept at the swap, with its inner units
             # (their ids are the previous definition's own); ids the current state uses too would be ambiguous.
-            uses_kept = state == "current" and any("kept at the swap" in change.reason for change in plan.changes)
+            uses_kept = not exact and any("kept at the swap" in change.reason for change in plan.changes)
             if uses_kept:
                 prefix = uri + "/"
                 current = set(hosted.inner_units()) | {key for key in self._stored_state_keys if key.startswith(prefix)}
@@ -192,7 +195,9 @@ class Upgrading(EngineRoom):
                     raise UpdateError(f"rollback_subscription({uri!r}): inner units {', '.join(map(repr, shared[:3]))} "
                                       "are in both the current state and the state kept at the swap; roll back with "
                                       "state='kept' (the previous definition as it was at the swap)")
-            self._swap(uri, hosted, record, expression, list(previous["refs"]), kept=kept, exact=state == "kept",
+            if dry_run:
+                return plan
+            self._swap(uri, hosted, record, expression, list(previous["refs"]), kept=kept, exact=exact,
                        rollback=True, kept_inner=uses_kept)
             self._log.info("subscription %r rolled back to its previous definition", uri,
                            extra={"reaqtive_event": "subscription_rolled_back", "subscription": uri})
@@ -240,17 +245,18 @@ class Upgrading(EngineRoom):
                              now_micros=to_micros(self._scheduler.now))
 
     def _plan(self, uri: str, hosted: HostedQuery, expression: dict[str, Any], unmatched: str, start: object, *,
-              kept: dict[str, bytes] | None = None) -> UpdatePlan:
+              kept: dict[str, bytes] | None = None, exact: bool = False) -> UpdatePlan:
         """The plan, from the running tree (its operators' versions: what a checkpoint would save now) and a
         tree of the new definition built and subscribed, never started; what refuses its state is found by a
-        trial (:meth:`_trial`)."""
-        old = planned_states(hosted.handle)
+        trial (:meth:`_trial`). ``kept``: a rollback's state kept at the swap, for what the current state lacks
+        (``exact``: for everything)."""
+        old = {} if exact else planned_states(hosted.handle)
         fallback = records_by_path(kept.get(uri), where=f"the kept state of {uri!r}") if kept else {}
         query = self._expand(decode_query(expression, self.functions))
         refused: dict[Identity, str] = {}
         notes: list[str] = []
         if unmatched != "backfill":
-            refused, notes = self._trial(uri, hosted, query, fallback)
+            refused, notes = self._trial(uri, hosted, query, fallback, kept if exact else None)
         # Bound in the subscription's form: group_by/flat_map choose keyed or general when their inputs are made.
         with keyed_execution(self._records[uri].get("keyed", False)):
             handle = Query("egress", (query, uri)).subscribe(_Discard())
@@ -263,17 +269,24 @@ class Upgrading(EngineRoom):
                 handle.dispose()
         return replace(plan, notes=tuple(notes))
 
-    def _trial(self, uri: str, hosted: HostedQuery, query: Query[Any],
-               fallback: dict[Path, NodeState]) -> tuple[dict[Identity, str], list[str]]:
+    def _trial(self, uri: str, hosted: HostedQuery, query: Query[Any], fallback: dict[Path, NodeState],
+               exact: dict[str, bytes] | None) -> tuple[dict[Identity, str], list[str]]:
         """Load the last checkpoint's state of ``uri`` into the new definition on a host of its own (its own
         scheduler at the engine's clock, its own inner environment holding copies of the inner units, empty
         subjects for the streams), started and thrown away: which operators refuse their state, and which inner
         units fail to load (notes). Nothing of the engine is touched."""
         snapshot = self._store.checkpoints.read(strict=False)
         where = f"state of {uri!r}"
-        records = old_states(hosted.handle, snapshot.get(STATE_CATEGORY, uri), where=where)
         prefix = uri + "/"
-        inner = {key: blob for key, blob in snapshot.items(STATE_CATEGORY) if key.startswith(prefix)}
+        if exact is not None:  # a rollback to the kept state: it is the only state
+            records: dict[Identity, NodeState] = {}
+            inner = {key: blob for key, blob in exact.items() if key.startswith(prefix)}
+        else:
+            records = old_states(hosted.handle, snapshot.get(STATE_CATEGORY, uri), where=where)
+            inner = {key: blob for key, blob in snapshot.items(STATE_CATEGORY) if key.startswith(prefix)}
+            if fallback:  # a rollback: the kept inner units the current state does not have come with it
+                inner = {**{key: blob for key, blob in self._kept_states(uri).items() if key.startswith(prefix)},
+                         **inner}
         environment = InnerEnvironment()
         for stream in self._streams_read(sorted(_references(encode_query(query, self.functions)))):
             environment.add_stream(stream, SimpleSubject())

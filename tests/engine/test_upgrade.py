@@ -330,6 +330,9 @@ def test_a_rollback_to_the_kept_state_resumes_from_the_swap() -> None:
         feed(engine, range(5))
         engine.update_subscription("q", A.scan(0, add))  # the same path and operator: its state moves
         feed(engine, range(5, 7))
+        plan = engine.rollback_subscription("q", state="kept", dry_run=True)
+        assert [c.operator for c in plan.of("moved")] == ["reaqtive:egress", "reaqtive:scan+seed", "reaqtive:stream"]
+        assert all(c.reason.startswith("state kept at the swap moves") for c in plan.changes)
         engine.rollback_subscription("q", state="kept")
         feed(engine, range(7, 8))
         assert [value for _, value in outputs_of(engine, "q")] == [1, 2, 3, 4, 5, 5 + 5, 10 + 6, 6]
