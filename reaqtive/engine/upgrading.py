@@ -53,7 +53,9 @@ from reaqtive.engine.upgrade import (
     UNMATCHED,
     Identity,
     IncompatibleState,
+    NodeChange,
     UpdatePlan,
+    identities,
     migrating_loader,
     old_states,
     plan_update,
@@ -146,14 +148,18 @@ class Upgrading(EngineRoom):
             backfill = None
             if unmatched == "backfill":
                 backfill = self._update_start(uri, "earliest" if start is None else start, references)
-            plan = self._plan(uri, hosted, expression, unmatched, start if start is not None else "earliest")
+            # A dry run tries the load to find the operators that refuse their state; the update finds them as it
+            # binds (one load of the state, not two); with require_state the trial says everything that will not move.
+            plan = self._plan(uri, hosted, expression, unmatched, start if start is not None else "earliest",
+                              trial=dry_run or require_state)
             if require_state and (plan.of("reset") or plan.of("dropped")):
                 lost = [change.describe() for change in (*plan.of("reset"), *plan.of("dropped"))]
                 raise UpdateError(f"update_subscription({uri!r}, require_state=True): not every state moves:\n  "
                                   + "\n  ".join(lost))
             if dry_run:
                 return plan
-            self._swap(uri, hosted, record, expression, references, backfill=backfill, require_state=require_state)
+            plan = _amended(plan, self._swap(uri, hosted, record, expression, references, backfill=backfill,
+                                             require_state=require_state))
             self._log.info("subscription %r updated: %s", uri, plan.describe().splitlines()[0],
                            extra={"reaqtive_event": "subscription_updated", "subscription": uri})
         self.appended.fire()  # a processing loop looks again: the new query may have timers due sooner
@@ -197,8 +203,8 @@ class Upgrading(EngineRoom):
                                       "state='kept' (the previous definition as it was at the swap)")
             if dry_run:
                 return plan
-            self._swap(uri, hosted, record, expression, list(previous["refs"]), kept=kept, exact=exact,
-                       rollback=True, kept_inner=uses_kept)
+            plan = _amended(plan, self._swap(uri, hosted, record, expression, list(previous["refs"]), kept=kept,
+                                             exact=exact, rollback=True, kept_inner=uses_kept))
             self._log.info("subscription %r rolled back to its previous definition", uri,
                            extra={"reaqtive_event": "subscription_rolled_back", "subscription": uri})
         self.appended.fire()
@@ -245,7 +251,7 @@ class Upgrading(EngineRoom):
                              now_micros=to_micros(self._scheduler.now))
 
     def _plan(self, uri: str, hosted: HostedQuery, expression: dict[str, Any], unmatched: str, start: object, *,
-              kept: dict[str, bytes] | None = None, exact: bool = False) -> UpdatePlan:
+              kept: dict[str, bytes] | None = None, exact: bool = False, trial: bool = True) -> UpdatePlan:
         """The plan, from the running tree (its operators' versions: what a checkpoint would save now) and a
         tree of the new definition built and subscribed, never started; what refuses its state is found by a
         trial (:meth:`_trial`). ``kept``: a rollback's state kept at the swap, for what the current state lacks
@@ -255,7 +261,7 @@ class Upgrading(EngineRoom):
         query = self._expand(decode_query(expression, self.functions))
         refused: dict[Identity, str] = {}
         notes: list[str] = []
-        if unmatched != "backfill":
+        if unmatched != "backfill" and trial:
             refused, notes = self._trial(uri, hosted, query, fallback, kept if exact else None)
         # Bound in the subscription's form: group_by/flat_map choose keyed or general when their inputs are made.
         with keyed_execution(self._records[uri].get("keyed", False)):
@@ -323,8 +329,9 @@ class Upgrading(EngineRoom):
         references: list[str], *, backfill: BackfillStart | None = None,
         kept: dict[str, bytes] | None = None, exact: bool = False, rollback: bool = False,
         require_state: bool = False, kept_inner: bool = False,
-    ) -> None:
-        """Steps 1 to 3 of the module docstring."""
+    ) -> list[NodeChange]:
+        """Steps 1 to 3 of the module docstring. Returns what the plan (made without a trial) did not know: the
+        operators that refused their state (reset) and the old ones they would have taken it from (dropped)."""
         self.checkpoint()  # 1: the boundary
         snapshot = self._store.checkpoints.read(strict=False)
         prefix = uri + "/"
@@ -370,14 +377,15 @@ class Upgrading(EngineRoom):
         self._environment.restore(new_inner)
         self._outputs.counters[uri] = counter
         new_hosted: HostedQuery | None = None
+        refused: dict[Identity, str] = {}
         try:
             if exact and kept is not None and kept.get(uri) is not None:
                 new_hosted = self._bind(uri, new_record, template, kept[uri])
             elif backfill is not None:
                 new_hosted = self._bind(uri, new_record, template, None, behind=backfill_behind(new_record))
             else:
-                new_hosted = self._bind_refusing(uri, new_record, template, (old, fallback), new_inner,
-                                                 require_state=require_state)
+                new_hosted, refused = self._bind_refusing(uri, new_record, template, (old, fallback), new_inner,
+                                                          require_state=require_state)
             failures = self._environment.take_load_failures(uri)
             if failures:
                 inner_id, error = min(failures.items())
@@ -407,6 +415,7 @@ class Upgrading(EngineRoom):
         saving.confirm()
         self._stored_state_keys.update(units)
         self._stored_state_keys.difference_update(key for category, key in deletes if category == STATE_CATEGORY)
+        produced = counter.next != counter.committed
         counter.committed = counter.next
         self._templates[tid] = template
         if (_TEMPLATES, record["template"]) in deletes:
@@ -416,24 +425,26 @@ class Upgrading(EngineRoom):
         self._ended.pop(uri, None)
         if backfill is not None:
             self._backfilling.add(uri)
-        if counter.next != counter.committed:
-            self.produced.fire()
+        if produced:
+            self.produced.fire()  # it produced outputs on start
+        return _refusals(new_hosted, refused, old)
 
     def _bind_refusing(
         self, uri: str, record: dict[str, Any], template: dict[str, Any],
         states: tuple[dict[Identity, NodeState], dict[Path, NodeState]], inner: dict[str, bytes], *,
         require_state: bool,
-    ) -> HostedQuery:
+    ) -> tuple[HostedQuery, dict[Identity, str]]:
         """Bind the new definition loading what was matched; an operator that refuses its old state (its load
         raises a StateError) starts empty instead: the tree, partly loaded, is thrown away and bound again
-        without it (once per such operator). With ``require_state`` that refuses the update."""
+        without it (once per such operator). With ``require_state`` that refuses the update. Returns the query
+        and the identities refused, with why."""
         old, fallback = states
         refused: dict[Identity, str] = {}
         where = f"state of {uri!r}"
         while True:
             load = migrating_loader(old, where=where, fallback=fallback, refused=refused)
             try:
-                return self._bind(uri, record, template, None, load=load)
+                return self._bind(uri, record, template, None, load=load), refused
             except IncompatibleState as incompatible:
                 if require_state:
                     raise UpdateError(f"update_subscription({uri!r}, require_state=True): operator "
@@ -467,3 +478,31 @@ class Upgrading(EngineRoom):
         self._outputs.counters[uri] = OutputCounter(committed, committed)
         template = self._templates[record["template"]]
         self._subscriptions[uri] = self._bind(uri, record, template, old_main)
+
+
+def _refusals(hosted: HostedQuery, refused: dict[Identity, str], old: dict[Identity, NodeState]) -> list[NodeChange]:
+    """The changes of the operators of ``hosted`` that refused their old state, and of the old ones dropped."""
+    if not refused:
+        return []
+    changes = []
+    for node, path, identity in identities(hosted.handle):
+        if identity in refused:
+            record = old.get(identity)
+            changes.append(NodeChange("reset", node.name, path, identity[1] or None,
+                                      None if record is None else tuple(record.version), tuple(node.version),
+                                      f"its old state does not fit it: {refused[identity]}"))
+            if record is not None:
+                changes.append(NodeChange("dropped", record.name, record.path, identity[1] or None,
+                                          tuple(record.version), None,
+                                          "its state does not fit the new operator with its identity"))
+    return changes
+
+
+def _amended(plan: UpdatePlan, found: list[NodeChange]) -> UpdatePlan:
+    """``plan`` with what the update found as it bound: a refused operator is reset, not moved."""
+    if not found:
+        return plan
+    reset = {(change.path, change.operator): change for change in found if change.action == "reset"}
+    changes = [reset.get((change.path, change.operator), change) if change.action in ("moved", "migrated")
+               else change for change in plan.changes]
+    return replace(plan, changes=(*changes, *(change for change in found if change.action == "dropped")))

@@ -487,7 +487,10 @@ def test_an_operator_that_refuses_the_old_state_starts_empty_and_the_dry_run_say
         with pytest.raises(UpdateError, match="combine_latest at 0/0: its old state does not fit it"):
             engine.update_subscription("q", three, require_state=True)
         assert len(engine.subscription_history("q")) == 1
-        engine.update_subscription("q", three)
+        done = engine.update_subscription("q", three)  # found as it binds (no trial): the same plan
+        assert [(c.action, c.operator) for c in done.changes if "does not fit" in c.reason] == [
+            ("reset", "reaqtive:combine_latest"), ("dropped", "reaqtive:combine_latest")]
+        assert sorted(map(str, done.changes)) == sorted(map(str, plan.changes))
         feed(engine, range(4, 5))
         # combine_latest starts empty: it emits once each source has a value again; count and sum went on.
         assert outputs_of(engine, "q")[-1][1] == (5, 10, 1)
