@@ -392,7 +392,8 @@ class Upgrading(EngineRoom):
                 raise UpdateError(f"the new definition of {uri!r} cannot take the old state of its inner unit "
                                   f"{inner_id!r}: {error}") from error
             # 3: one transaction.
-            saving = new_hosted.save(QueryState(None, dict(old_inner)), CheckpointMode.FULL)
+            # Every live unit of the new query, whole (nothing carried over: an old unit it does not use goes).
+            saving = new_hosted.save(None, CheckpointMode.FULL)
             units = saving.state.units(uri)
             puts = [(STATE_CATEGORY, key, blob) for key, blob in units.items()]
             deletes = [(STATE_CATEGORY, key) for key in old_inner if key not in units]

@@ -565,6 +565,7 @@ FUNCTIONS.register("key_of_value", key_of_value)
 STEPS = st.one_of(
     st.tuples(st.just("feed"), st.integers(1, 12)),
     st.tuples(st.just("update"), st.integers(0, 4)),
+    st.tuples(st.just("backfill"), st.integers(0, 4)),
     st.tuples(st.just("rollback"), st.sampled_from(["current", "kept"])),
     st.tuples(st.just("checkpoint"), st.just(0)),
     st.tuples(st.just("crash"), st.just(0)),
@@ -574,7 +575,7 @@ STEPS = st.one_of(
 
 def play(target: Path | str, steps: list[tuple[str, Any]], *, crashes: bool) -> list[tuple[int, Any]]:
     engine = open_engine(target)
-    engine.create_stream("a")
+    engine.create_stream("a", retain=Retention(events=1_000))
     engine.create_subscription("q", definitions()[0])
     fed = 0
     for kind, argument in steps:
@@ -583,6 +584,9 @@ def play(target: Path | str, steps: list[tuple[str, Any]], *, crashes: bool) -> 
             fed += argument
         elif kind == "update":
             engine.update_subscription("q", definitions()[argument])
+        elif kind == "backfill":  # the whole new definition rebuilt from the log, caught up at once
+            engine.update_subscription("q", definitions()[argument], unmatched="backfill")
+            engine.process()
         elif kind == "rollback":
             if len(engine.subscription_history("q")) > 1:
                 engine.rollback_subscription("q", state=argument)
@@ -598,12 +602,14 @@ def play(target: Path | str, steps: list[tuple[str, Any]], *, crashes: bool) -> 
     return outputs
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(STEPS, min_size=1, max_size=12))
 @example(steps=[("feed", 5), ("update", 1), ("crash", 0), ("feed", 3), ("rollback", "kept"), ("crash twice", 0),
                 ("feed", 2)])
 @example(steps=[("feed", 5), ("update", 4), ("feed", 3), ("update", 2), ("checkpoint", 0), ("feed", 3),
                 ("crash", 0), ("rollback", "current"), ("feed", 3)])
+@example(steps=[("feed", 6), ("checkpoint", 0), ("backfill", 4), ("crash", 0), ("feed", 2), ("backfill", 1),
+                ("crash twice", 0), ("rollback", "current"), ("feed", 2)])
 def test_updates_rollbacks_and_crashes_in_any_order_equal_the_same_run_never_crashed(
     tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, Any]]
 ) -> None:
