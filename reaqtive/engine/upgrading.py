@@ -70,7 +70,7 @@ from reaqtive.state import STATE_CATEGORY, CheckpointMode
 from reaqtive.state.codec import DEFAULT_CODEC
 from reaqtive.state.environment import InnerEnvironment
 from reaqtive.state.framing import NodeState, Path
-from reaqtive.state.host import HostedQuery, QueryHost, QueryState
+from reaqtive.state.host import HostedQuery, QueryHost
 
 __all__ = ["PREVIOUS_STATES", "DefinitionEntry", "Upgrading"]
 
