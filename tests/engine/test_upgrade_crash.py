@@ -1,9 +1,9 @@
 """kill -9 during updates (acceptance of issue 34): a worker (``upgrade_crash_worker.py``) updates a subscription's
 definition three times at fixed log positions while a producer appends and the engine processes and checkpoints;
-the test kills it with SIGKILL at random moments (right before and during a swap, right after one, while it
-processes, during recovery), restarts it each time, then lets it finish. After every recovery the subscription is
-entirely the old definition or entirely the new one (the worker checks that each swap happens exactly at its
-position), and at the end its durable outputs (values and seqs) equal those of a run never killed: nothing lost,
+the test kills it with SIGKILL at random moments (right before a swap, inside one: after its boundary
+checkpoint and before its commit, right after one, while it processes, during recovery), restarts it each time,
+then lets it finish. After a kill inside a swap the store holds the old definition, after one right after it the
+new one, never a mix (the worker checks that each swap happens exactly at its position), and at the end its durable outputs (values and seqs) equal those of a run never killed: nothing lost,
 nothing twice. On SQLite and on PostgreSQL (a fresh database of the throwaway server)."""
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ def plan(seed: int = SEED) -> list[tuple[str, int, float]]:
     rng = random.Random(seed)
     kills: list[tuple[str, int, float]] = [("progress", 1_000, rng.uniform(0.0, 0.02))]
     for swap in range(1, len(worker.SWAPS) + 1):
-        kills += [("updating", swap, 0.0), ("updating", swap, rng.uniform(0.0, 0.004)),
-                  ("updated", swap, 0.0), ("opening", 0, rng.uniform(0.05, 0.3))]
+        kills += [("updating", swap, 0.0), ("boundary", swap, rng.uniform(0.0, 0.1)),
+                  ("updating", swap, rng.uniform(0.0, 0.004)), ("updated", swap, 0.0),
+                  ("opening", 0, rng.uniform(0.05, 0.3))]
     kills += [("progress", worker.SWAPS[-1] + 1_000, rng.uniform(0.0, 0.05))]
     return kills
 
@@ -95,6 +96,11 @@ def test_kills_during_updates_leave_old_or_new_and_every_output_exactly_once(
             if run.process.returncode is None:
                 run.kill()
         history.append(f"{marker}>={at_least}+{delay * 1e3:.1f}ms (last marker {run.last!r})")
+        if run.last.startswith(("boundary", "updated")):  # killed inside swap K, or right after it
+            swap = int(run.last.split()[1])
+            with Engine(target, functions=worker.functions(), start=worker.T0) as engine:
+                definitions = len(engine.subscription_history("q"))
+            assert definitions == (swap if run.last.startswith("boundary") else swap + 1), run.last
     final = Run(target, log)
     assert final.finish() == 0, log.read_text()[-3000:]
     print("\n".join(history))

@@ -5,8 +5,9 @@ every ``--every`` events. Killed at any moment and started again, it goes on fro
 definition in force is the store's (its history's length says which swaps happened), and the next swap happens
 when delivery reaches its position, so every run makes the same swaps at the same positions.
 
-Markers on stdout: ``opening``, ``ready``, ``updating K`` (right before swap K), ``updated K``, ``progress N``
-(log position delivered up to), ``done``.
+Markers on stdout: ``opening``, ``ready``, ``updating K`` (right before swap K), ``boundary K`` (swap K's
+boundary checkpoint committed, its own commit not yet: the worker lingers there ``LINGER`` seconds, so that a
+kill lands inside the swap), ``updated K``, ``progress N`` (log position delivered up to), ``done``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import operator
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from reaqtive.engine import Engine, FunctionRegistry, GroupCommit
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CHUNK = 40
+LINGER = 0.2
 SWAPS = (3_011, 6_007, 9_001)
 """The log positions at which swap 1, 2, 3 happen (a log position counts the events delivered)."""
 
@@ -86,6 +89,14 @@ def main() -> int:
     if "a" not in engine.streams():
         engine.create_stream("a")
         engine.create_subscription("q", definitions()[0])
+    swapping = [0]
+
+    def at_checkpoint(metrics: object, error: BaseException | None) -> None:
+        if swapping[0] and error is None:  # the swap's boundary: the update commits after this returns
+            print("boundary", swapping[0], flush=True)
+            time.sleep(LINGER)
+
+    engine.add_checkpoint_listener(at_checkpoint)
     print("ready", flush=True)
     appended = engine.streams()["a"].appended
     since = 0
@@ -95,7 +106,9 @@ def main() -> int:
         if swaps < len(SWAPS) and position >= SWAPS[swaps]:
             assert position == SWAPS[swaps], (position, swaps)  # a swap happens exactly at its position
             print("updating", swaps + 1, flush=True)
+            swapping[0] = swaps + 1
             engine.update_subscription("q", definitions()[swaps + 1])
+            swapping[0] = 0
             print("updated", swaps + 1, flush=True)
             continue
         if appended < args.events:
