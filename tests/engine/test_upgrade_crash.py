@@ -3,8 +3,9 @@ definition three times at fixed log positions while a producer appends and the e
 the test kills it with SIGKILL at random moments (right before a swap, inside one: after its boundary
 checkpoint and before its commit, right after one, while it processes, during recovery), restarts it each time,
 then lets it finish. After a kill inside a swap the store holds the old definition, after one right after it the
-new one, never a mix (the worker checks that each swap happens exactly at its position), and at the end its durable outputs (values and seqs) equal those of a run never killed: nothing lost,
-nothing twice. On SQLite and on PostgreSQL (a fresh database of the throwaway server)."""
+new one, never a mix (the worker checks that each swap happens exactly at its position), and at the end its
+durable outputs (values and seqs) equal those of a run never killed: nothing lost, nothing twice. On SQLite and
+on PostgreSQL (a fresh database of the throwaway server)."""
 
 from __future__ import annotations
 
