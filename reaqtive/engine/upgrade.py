@@ -5,9 +5,10 @@ definition at one checkpoint boundary. This module decides, node by node, what t
 
 * **Identity.** A stateful operator under a ``.named(name)`` part (:mod:`reaqtive.operators.named`) is known as
   ``name`` plus its place *below that part* plus its operator name; any other as its path from the root plus its
-  operator name. Names come first: a named operator is matched only by its name (so moving a named part
-  elsewhere in the tree keeps its state), an unnamed one only with an unnamed one at the same path with the same
-  operator.
+  operator name. Names come first: a named operator is matched by its name (so moving a named part elsewhere in
+  the tree keeps its state), or, when the old definition had no such name, with the unnamed operator at its own
+  path (a part named only now); an unnamed one only with an unnamed one at the same path with the same operator.
+  A different name is a different part.
 * **What moves.** A matched operator whose saved version is its own (``moved``), or one it declares it loads
   (``older_versions``: ``migrated``, through its ``load_older_state_core``), starts from the old state's
   segment. A matched operator whose saved version it does not load, or a new one, starts empty (``reset``) —
@@ -45,6 +46,7 @@ __all__ = [
     "plan_update",
     "recording_loader",
     "planned_states",
+    "matched_record",
     "records_by_path",
 ]
 
@@ -205,6 +207,8 @@ def _decide(
     if refused and identity in refused:
         return "reset", f"its old state does not fit it: {refused[identity]}", None
     record = old.get(identity)
+    if record is None and identity[0] == "name":  # a part named only now: the unnamed operator at its old place
+        record = old.get(("path", "", path, node.name))
     kept = ""
     if record is None:
         record = fallback.get(path)
@@ -229,21 +233,32 @@ def plan_update(uri: str, new_handle: SubscriptionHandle, old: Mapping[Identity,
     swap, saved by the very definition rolled back to). ``refused``: the identities whose operator refused its
     old state, with why (they start empty)."""
     changes: list[NodeChange] = []
-    used: set[Identity] = set()
+    used: set[int] = set()  # the old records taken (by id: a record may be known under two identities)
+    refused_records: set[int] = set()
     for node, path, identity in identities(new_handle):
         action, reason, record = _decide(node, path, identity, old, fallback or {}, refused=refused)
-        if record is not None and identity in old:
-            used.add(identity)
+        matched = _decide(node, path, identity, old, {})[2]  # what it would have taken, refused or not
+        if matched is not None:
+            (used if record is not None else refused_records).add(id(matched))
         changes.append(NodeChange(action, node.name, path, _name_of(identity),
-                                  None if identity not in old else tuple(old[identity].version),
-                                  tuple(node.version), reason))
+                                  None if matched is None else tuple(matched.version), tuple(node.version), reason))
+    seen: set[int] = set()
     for identity, record in old.items():
-        if identity not in used:
-            reason = "its state does not fit the new operator with its identity" if refused and identity in refused \
-                else "no operator of the new definition has its identity"
-            changes.append(NodeChange("dropped", record.name, record.path, _name_of(identity),
-                                      tuple(record.version), None, reason))
+        if id(record) in used or id(record) in seen:
+            continue
+        seen.add(id(record))
+        reason = "its state does not fit the new operator with its identity" if id(record) in refused_records \
+            else "no operator of the new definition has its identity"
+        changes.append(NodeChange("dropped", record.name, record.path, _name_of(identity),
+                                  tuple(record.version), None, reason))
     return UpdatePlan(uri, tuple(changes), unmatched, backfill)
+
+
+def matched_record(node: StatefulOperator, path: Path, identity: Identity,
+                   old: Mapping[Identity, NodeState]) -> NodeState | None:
+    """The old record ``node`` takes by its identity (whatever its version), if any."""
+    return _decide(node, path, identity, old, {})[2] or old.get(identity) or (
+        old.get(("path", "", path, node.name)) if identity[0] == "name" else None)
 
 
 def migrating_loader(

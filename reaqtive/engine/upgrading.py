@@ -56,6 +56,7 @@ from reaqtive.engine.upgrade import (
     NodeChange,
     UpdatePlan,
     identities,
+    matched_record,
     migrating_loader,
     old_states,
     plan_update,
@@ -488,7 +489,7 @@ def _refusals(hosted: HostedQuery, refused: dict[Identity, str], old: dict[Ident
     changes = []
     for node, path, identity in identities(hosted.handle):
         if identity in refused:
-            record = old.get(identity)
+            record = matched_record(node, path, identity, old)
             changes.append(NodeChange("reset", node.name, path, identity[1] or None,
                                       None if record is None else tuple(record.version), tuple(node.version),
                                       f"its old state does not fit it: {refused[identity]}"))

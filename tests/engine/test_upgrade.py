@@ -633,3 +633,17 @@ def test_a_rollback_that_would_mix_inner_units_of_both_definitions_is_refused_an
         engine.advance_time(at(200))
         # The average as it was at the swap (0 and 2 for key 0, 1 and 3 for key 1): the events since are not replayed.
         assert [row[3] for _, row in outputs_of(engine, "q")] == [1.0, 2.0]
+
+
+def test_naming_a_part_only_now_keeps_the_state_of_the_operator_at_its_old_place() -> None:
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", A.scan(0, count_one))  # v1 named nothing
+        feed(engine, range(3))
+        plan = engine.update_subscription("q", A.scan(0, count_one).named("count"))
+        assert [(c.action, c.name) for c in plan.changes] == [("moved", None), ("moved", "count"), ("moved", "count")]
+        # Another name is another part, even at the same place: it starts empty.
+        plan = engine.update_subscription("q", A.scan(0, count_one).named("other"), dry_run=True)
+        assert [c.action for c in plan.changes] == ["moved", "reset", "reset", "dropped", "dropped"]
+        feed(engine, range(3, 4))
+        assert outputs_of(engine, "q")[-1] == (3, 4)  # the count went on through the naming
