@@ -647,3 +647,28 @@ def test_naming_a_part_only_now_keeps_the_state_of_the_operator_at_its_old_place
         assert [c.action for c in plan.changes] == ["moved", "reset", "reset", "dropped", "dropped"]
         feed(engine, range(3, 4))
         assert outputs_of(engine, "q")[-1] == (3, 4)  # the count went on through the naming
+
+
+def test_a_new_definition_that_fails_to_start_leaves_the_old_one_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reaqtive.engine import upgrading
+
+    def failing_loader(*args: Any, **kwargs: Any) -> Any:
+        def load(handle: Any) -> None:
+            raise RuntimeError("the new definition cannot start")
+
+        return load
+
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", COUNT)
+        feed(engine, range(5))
+        monkeypatch.setattr(upgrading, "migrating_loader", failing_loader)
+        with pytest.raises(RuntimeError, match="cannot start"):
+            engine.update_subscription("q", COUNT_AND_SUM)
+        monkeypatch.undo()
+        assert engine.subscription_status("q").state.name == "RUNNING"
+        feed(engine, range(5, 8))
+        assert outputs_of(engine, "q") == list(enumerate(range(1, 9)))
+        engine.update_subscription("q", COUNT_AND_SUM)  # and it can be updated afterwards
+        feed(engine, range(8, 9))
+        assert outputs_of(engine, "q")[-1] == (8, (9, 8))  # numbered on; the count went on
