@@ -190,6 +190,9 @@ class Upgrading(EngineRoom):
                 raise ArtifactNotFoundError(f"rollback_subscription({uri!r}): the previous definition refers to "
                                             f"{', '.join(map(repr, missing))}, which no longer exists")
             exact = state == "kept"
+            if exact and uri not in kept:
+                raise UpdateError(f"rollback_subscription({uri!r}, state='kept'): the store keeps no state of its "
+                                  "previous definition")
             plan = self._plan(uri, hosted, expression, "empty", None, kept=kept, exact=exact)
             # Operators only the previous definition had take their state kept at the swap, with its inner units
             # (their ids are the previous definition's own); ids the current state uses too would be ambiguous.
@@ -343,12 +346,6 @@ class Upgrading(EngineRoom):
         fallback = records_by_path(kept.get(uri), where=f"the kept state of {uri!r}") if kept and not exact else {}
         counter = self._outputs.counters[uri]
         stored_counter = snapshot.get(_OUTPUTS, uri)
-        # 2: the old query stops (its state stays in the store), the new one starts.
-        waiting = self._outputs.stop(uri)
-        if waiting:
-            self._store.write_outputs(waiting)
-        hosted.abandon()
-        self._policies.pop(uri, None)
         template, constants = templatize(expression)
         tid = template_id(template)
         now = _now_text()
@@ -367,6 +364,12 @@ class Upgrading(EngineRoom):
         if backfill is not None:
             new_record["backfill"] = backfill.to_record()
             new_record["start_pos"] = backfill.pos
+        # 2: the old query stops (its state stays in the store), the new one starts.
+        waiting = self._outputs.stop(uri)
+        if waiting:
+            self._store.write_outputs(waiting)
+        hosted.abandon()
+        self._policies.pop(uri, None)
         from_kept = {key: blob for key, blob in (kept or {}).items() if key.startswith(prefix)}
         if exact:
             new_inner = from_kept
