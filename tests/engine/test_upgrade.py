@@ -672,3 +672,29 @@ def test_a_new_definition_that_fails_to_start_leaves_the_old_one_running(monkeyp
         engine.update_subscription("q", COUNT_AND_SUM)  # and it can be updated afterwards
         feed(engine, range(8, 9))
         assert outputs_of(engine, "q")[-1] == (8, (9, 8))  # numbered on; the count went on
+
+
+def fails_on_three(value: Any) -> Any:
+    if value == 3:
+        raise ValueError("three")
+    return value
+
+
+FUNCTIONS.register("fails_on_three", fails_on_three)
+
+
+def test_a_failed_subscription_is_refused_until_it_is_restarted() -> None:
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", A.map(fails_on_three).scan(0, count_one))
+        feed(engine, range(5))
+        assert engine.subscription_status("q").state.name == "FAILED"
+        for call in (lambda: engine.update_subscription("q", COUNT, dry_run=True),
+                     lambda: engine.rollback_subscription("q")):
+            with pytest.raises(UpdateError, match="restart_subscription first"):
+                call()
+        engine.restart_subscription("q", skip_failed=True)
+        engine.process()
+        engine.update_subscription("q", A.map(fails_on_three).scan(0, count_one).named("count"))
+        feed(engine, range(5, 6))
+        assert outputs_of(engine, "q")[-1] == (4, 5)  # 0, 1, 2, 4 counted before; 5 now: the count went on
