@@ -683,6 +683,11 @@ def format_summary(summary: StoreSummary) -> str:
                 f" in {detail.get('operator')} at {detail.get('unit')}#{detail.get('path')}"
             lines.append(f"  {artifact.uri}: {detail.get('error_type')}: {detail.get('message')}{where}, event at "
                          f"log position {detail.get('pos')}, since {str(detail.get('at', ''))[:19].replace('T', ' ')}")
+    updated = [a for a in summary.artifacts if a.history]
+    if updated:  # only when a subscription was updated in place
+        lines += ["", "updated subscriptions (their definitions: reaqtive inspect STORE --history URI)"]
+        lines += [f"  {a.uri}: definition {len(a.history or []) + 1}, in effect since "
+                  f"{(a.updated or '')[:19].replace('T', ' ')}" for a in updated]
     described = [a for a in summary.artifacts if a.summary or a.problem]
     if described:
         lines += ["", "expressions"]

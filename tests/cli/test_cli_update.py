@@ -62,6 +62,8 @@ def test_update_then_history_then_rollback(store: Path, capsys: pytest.CaptureFi
     assert lines[2].strip() == "stream('a').scan(0, @count_one).named('count')"
     assert lines[3].endswith("until now")
     assert ".combine_latest(stream('a').scan(0, @add).named('sum'), @pair)" in lines[4]
+    code, out, _ = run(capsys, "inspect", str(store))
+    assert "updated subscriptions (their definitions: reaqtive inspect STORE --history URI)\n  q: definition 2" in out
     code, out, _ = run(capsys, "inspect", str(store), "--history", "q", "--json")
     assert [json.loads(line)["until"] is None for line in out.splitlines()] == [False, True]
     code, out, _ = run(capsys, "rollback", str(store), "q", "--functions", FUNCTIONS)
