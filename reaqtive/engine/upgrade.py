@@ -30,6 +30,7 @@ from typing import Final, Literal
 from reaqtive.core.operator import Operator, StatefulOperator
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.core.visitors import SubscriptionVisitor
+from reaqtive.engine.engine_errors import UpdateError
 from reaqtive.operators.named import NamedHandle
 from reaqtive.state.codec import DEFAULT_CODEC, StateCodec
 from reaqtive.state.framing import NodeState, Path, read_blob
@@ -159,6 +160,27 @@ def identities(handle: SubscriptionHandle) -> Iterator[tuple[StatefulOperator, P
                 stack.append((child, (*path, i), child_label))
 
 
+def _check_unique_names(handle: SubscriptionHandle) -> None:
+    """Two operators of one definition with the same identity (a name given to two parts, or one named query
+    used twice) would take the same old state: refused."""
+    seen: dict[Identity, Path] = {}
+    for _, path, identity in identities(handle):
+        if identity in seen:
+            raise UpdateError(f"the name {identity[1]!r} is given to two parts of the new definition (operator "
+                              f"{identity[3]!r} at {format_path(seen[identity])} and at {format_path(path)}): a name "
+                              "says which old state a part takes, so each part needs its own")
+        seen[identity] = path
+
+
+def _unambiguous(found: dict[Identity, NodeState], handle: SubscriptionHandle) -> dict[Identity, NodeState]:
+    """``found`` without the identities two operators of the old tree share (a name given twice): which of them a
+    new operator should take is not known, so neither is taken."""
+    counts: dict[Identity, int] = {}
+    for _, _, identity in identities(handle):
+        counts[identity] = counts.get(identity, 0) + 1
+    return {identity: record for identity, record in found.items() if counts.get(identity, 0) < 2}
+
+
 def old_states(handle: SubscriptionHandle, blob: bytes | None, *, where: str,
                codec: StateCodec = DEFAULT_CODEC) -> dict[Identity, NodeState]:
     """The saved record of each stateful operator of the running tree ``handle`` by identity (the records of
@@ -171,7 +193,7 @@ def old_states(handle: SubscriptionHandle, blob: bytes | None, *, where: str,
         record = by_path.get(path)
         if record is not None and record.name == identity[3]:
             found[identity] = record
-    return found
+    return _unambiguous(found, handle)
 
 
 def records_by_path(blob: bytes | None, *, where: str, codec: StateCodec = DEFAULT_CODEC) -> dict[Path, NodeState]:
@@ -182,8 +204,8 @@ def records_by_path(blob: bytes | None, *, where: str, codec: StateCodec = DEFAU
 def planned_states(handle: SubscriptionHandle) -> dict[Identity, NodeState]:
     """What a checkpoint of the running tree ``handle`` would save now, for a plan: each stateful operator's
     identity with its name and current version (no data: a plan loads nothing)."""
-    return {identity: NodeState(path, node.name, tuple(node.version), b"")
-            for node, path, identity in identities(handle)}
+    return _unambiguous({identity: NodeState(path, node.name, tuple(node.version), b"")
+                         for node, path, identity in identities(handle)}, handle)
 
 
 def _name_of(identity: Identity) -> str | None:
@@ -232,6 +254,7 @@ def plan_update(uri: str, new_handle: SubscriptionHandle, old: Mapping[Identity,
     ``fallback``: records by path for operators ``old`` has no identity of (a rollback's state kept at the
     swap, saved by the very definition rolled back to). ``refused``: the identities whose operator refused its
     old state, with why (they start empty)."""
+    _check_unique_names(new_handle)
     changes: list[NodeChange] = []
     used: set[int] = set()  # the old records taken (by id: a record may be known under two identities)
     refused_records: set[int] = set()

@@ -698,3 +698,16 @@ def test_a_failed_subscription_is_refused_until_it_is_restarted() -> None:
         engine.update_subscription("q", A.map(fails_on_three).scan(0, count_one).named("count"))
         feed(engine, range(5, 6))
         assert outputs_of(engine, "q")[-1] == (4, 5)  # 0, 1, 2, 4 counted before; 5 now: the count went on
+
+
+def test_a_name_given_to_two_parts_is_refused() -> None:
+    with open_engine() as engine:
+        engine.create_stream("a")
+        engine.create_subscription("q", COUNT)
+        feed(engine, range(2))
+        with pytest.raises(UpdateError, match="the name 'count' is given to two parts"):
+            engine.update_subscription("q", Query.combine_latest(COUNT, COUNT, selector=pair), dry_run=True)
+        with pytest.raises(UpdateError, match="the name 'count' is given to two parts"):
+            engine.update_subscription("q", Query.combine_latest(COUNT, COUNT, selector=pair))
+        feed(engine, range(2, 3))
+        assert outputs_of(engine, "q") == [(0, 1), (1, 2), (2, 3)]
