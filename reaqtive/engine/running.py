@@ -12,7 +12,7 @@ from reaqtive.core.context import OperatorContext
 from reaqtive.core.error_policy import ERROR_POLICY_SETTING
 from reaqtive.core.operator import OperatorBase
 from reaqtive.core.streams import LONG_MAX, Subscription
-from reaqtive.engine._room import _ARTIFACTS, _OUTPUTS, EngineRoom, _to_bytes
+from reaqtive.engine._room import _ARTIFACTS, _LOG, _OUTPUTS, EngineRoom, _to_bytes
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import from_micros
@@ -48,7 +48,8 @@ from reaqtive.engine.readers import CAUGHT_UP_SETTING, LEGACY_CAUGHT_UP_SETTING,
 from reaqtive.engine.records import Behind, parse_counter
 from reaqtive.engine.scheduling import record_priority
 from reaqtive.fluent.query import Query
-from reaqtive.operators.keyed_groups import keyed_execution
+from reaqtive.operators.keyed_groups import noting_general_groups
+from reaqtive.operators.keyed_steps import in_keyed_form, recorded_keyed_form
 from reaqtive.scheduler import UnhandledExceptionArgs
 from reaqtive.state import STATE_CATEGORY, MissingStateError
 from reaqtive.state.host import HostedQuery, QueryState
@@ -171,8 +172,12 @@ class Running(EngineRoom):
         host, load ``blob`` if given (its inner units' blobs were handed to the environment before), start it."""
         expression = instantiate(template, record["constants"])
         query = self._expand(decode_query(expression, self.functions))
-        with keyed_execution(record.get("keyed", False)):
-            return self._bind_in_form(uri, record, query, blob)
+        with in_keyed_form(recorded_keyed_form(record)), noting_general_groups() as general:
+            hosted = self._bind_in_form(uri, record, query, blob)
+        for reason in dict.fromkeys(general):  # once per reason: what a person asks first about a slow group_by
+            _LOG.info("subscription %r: a group_by ... flat_map runs on the general path (a subscription per "
+                      "group): %s", uri, reason)
+        return hosted
 
     def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None) -> HostedQuery:
         observer = _Observer(self, uri, self._writer_for(uri, record["observer"]))
