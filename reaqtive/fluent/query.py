@@ -24,7 +24,7 @@ through the builders. How deep a query may be: :mod:`reaqtive.core.expression`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.core.binding import OperatorSpec, add_registration_hook
 from reaqtive.core.expression import (
@@ -45,6 +45,9 @@ from reaqtive.fluent.sources import SourceConstructors
 from reaqtive.fluent.take_skip import TakeSkipMixin
 from reaqtive.fluent.time import TimeMixin
 from reaqtive.fluent.transform import TransformMixin
+
+if TYPE_CHECKING:
+    from reaqtive.operators.plan import QueryPlan
 
 __all__ = [
     "DEFAULT_INSTANCE_ID",
@@ -88,6 +91,21 @@ class Query(
     """
 
     __slots__ = ()
+
+    def explain(self) -> QueryPlan:
+        """How this query would bind now: each stage's path (keyed, fused, general) and, for a general one, why
+        (:mod:`reaqtive.operators.plan`). ``str(plan)`` is the text, ``plan.to_dict()`` the structure.
+
+        >>> from reaqtive import from_iterable
+        >>> counts = from_iterable([1, 2, 3]).group_by(lambda x: x % 2).flat_map(lambda g: g.count())
+        >>> print(counts.explain())
+        plan (keyed form 2), from the result to the sources:
+          group_by+flat_map: keyed [one stage, a record per key: g.count]
+          from_iterable: general
+        """
+        from reaqtive.operators.plan import explain  # (loaded on first use, as the operators are)
+
+        return explain(self)
 
 
 class InnerStream(InnerStreamNode[T], Query[T], Generic[T]):
