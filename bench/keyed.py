@@ -29,6 +29,9 @@ Columns (every cell checks its output count; a wrong count is marked and the run
   (d): a ``SimpleSubject`` fed by a loop that advances a ``VirtualTimeScheduler`` (one tick = 1 ms) to each
   event's time first, as an event-time host does; the subject completes at the end, which flushes the open
   windows. Library (e): ``from_iterable(events)``.
+* ``library, keyed, tagged`` and ``engine process(), keyed, tagged`` ((e) only, issue 32): the keyed form with a
+  result selector, ``group_by(key).flat_map(g -> g.scan(0, increment), (g, n) -> (g.key, n))``, the form a stored
+  query puts the key into its output with; a line after the memory compares them with the untagged keyed form.
 * ``engine process()``: an :class:`~reaqtive.engine.Engine` (``synchronous="NORMAL"``) hosting the form over
   ``Query.stream("s")`` into the durable sink; the events are appended first (untimed), only ``process()`` is
   timed.
@@ -152,10 +155,15 @@ def minute_averages(group: GroupedStream[tuple[int, int]]) -> Query[float]:
     return group.window(WINDOW).flat_map(window_tally).filter(nonempty_tally).map(tally_average)
 
 
+def tag_with_key(group: Any, count: int) -> tuple[object, int]:
+    """(e) tagged: the result selector putting the key into each output (a stored query's way: issue 32)."""
+    return (group.key, count)
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "key_of": key_of, "value_of": value_of, "add_to_tally": add_to_tally, "nonempty_tally": nonempty_tally,
     "tally_average": tally_average, "window_tally": window_tally, "minute_averages": minute_averages,
-    "running_count": running_count, "increment": increment,
+    "running_count": running_count, "increment": increment, "tag_with_key": tag_with_key,
 }
 
 
@@ -181,6 +189,10 @@ def general_running_count(source: Query[tuple[int, int]]) -> Query[Any]:
     return source.group_by(key_of).flat_map(running_count)
 
 
+def tagged_running_count(source: Query[tuple[int, int]]) -> Query[Any]:
+    return source.group_by(key_of).flat_map(running_count, tag_with_key)
+
+
 @dataclass(frozen=True)
 class Workload:
     key: str
@@ -198,7 +210,7 @@ WORKLOADS = [
 
 def pipeline(workload: Workload, form: str) -> Callable[[Query[tuple[int, int]]], Query[Any]]:
     if not workload.windowed:
-        return general_running_count
+        return tagged_running_count if form == "tagged" else general_running_count
     return keyed_minute_averages if form == "keyed" else general_minute_averages
 
 
@@ -234,12 +246,15 @@ class Variant:
     key: str
     title: str
     form: str
-    """``keyed`` (the aligned forms: dict floor, keyed operator, Bytewax) or ``general`` (group_by + inner)."""
+    """``keyed`` (the aligned forms: dict floor, keyed operator, Bytewax), ``general`` (group_by + inner) or
+    ``tagged`` ((e) only: the keyed form with a result selector tagging each count with its key)."""
     kind: str
     """How it runs: floor, library, process, e2e, e2e-final, bytewax, bytewax-recovery."""
     needs: str | None = None
 
     def applies_to(self, workload: Workload) -> bool:
+        if self.form == "tagged":
+            return not workload.windowed
         if self.kind in ("e2e-final", "bytewax-recovery"):
             # The cost of periodic checkpoints is issue 17's (e) target; Bytewax's recovery over 100,000 keys'
             # windows runs at a few hundred events/s, too slow to measure at 1,000,000 events.
@@ -258,6 +273,8 @@ VARIANTS = [
     Variant("e2e-final", "engine end to end, keyed, final checkpoint only", "keyed", "e2e-final"),
     Variant("bytewax", "Bytewax 0.21 (batch 1000)", "keyed", "bytewax", needs="bytewax"),
     Variant("bytewax-recovery", "Bytewax 0.21 + recovery", "keyed", "bytewax-recovery", needs="bytewax"),
+    Variant("library-tagged", "library, keyed, tagged", "tagged", "library"),
+    Variant("process-tagged", "engine process(), keyed, tagged", "tagged", "process"),
 ]
 
 
@@ -309,7 +326,7 @@ def run_library(workload: Workload, variant: Variant, n: int) -> tuple[float, in
     form = pipeline(workload, variant.form)
     if not workload.windowed:
         started = time.perf_counter()
-        with keyed_execution(variant.form == "keyed"):  # (e): the same query, bound keyed or as a group per key
+        with keyed_execution(variant.form != "general"):  # (e): the same query, bound keyed or as a group per key
             form(from_iterable(events)).run(sink)
         return time.perf_counter() - started, sink.count
     # Event time: advance the virtual clock to each event's time, then deliver it (an event-time host's loop).
@@ -329,7 +346,7 @@ def run_library(workload: Workload, variant: Variant, n: int) -> tuple[float, in
 def open_engine(workload: Workload, variant: Variant, folder: Path) -> Engine:
     engine = Engine(folder / "k.db", synchronous="NORMAL", start=T0, functions=engine_functions())
     engine.create_stream(STREAM)
-    with keyed_execution(variant.form == "keyed"):  # recorded with the subscription: it recovers in that form
+    with keyed_execution(variant.form != "general"):  # recorded with the subscription: it recovers in that form
         engine.create_subscription(SUBSCRIPTION, pipeline(workload, variant.form)(Query.stream(STREAM)),
                                    observer=DURABLE_SINK)
     return engine
@@ -506,6 +523,7 @@ MEMORY_KINDS = {
     "floor": "(e) dict floor",
     "library": "(e) library, general (group_by + scan, a group per key)",
     "library-keyed": "(e) library, keyed (group_by + scan, run keyed)",
+    "library-tagged": "(e) library, keyed, tagged (group_by + scan + result selector (g.key, n), run keyed)",
     "floor-window": "(d) dict floor, its open minute",
     "keyed-window": "(d) library, keyed (aggregate_by_key), its open windows",
 }
@@ -538,9 +556,10 @@ def memory_per_key(kind: str, keys: int, n: int) -> tuple[float, int]:
         holder.append(tallies)
     else:
         subject: SimpleSubject[tuple[int, int]] = SimpleSubject()
-        if kind in ("library", "library-keyed"):
-            with keyed_execution(kind == "library-keyed"):
-                holder.append(general_running_count(subject.as_query()).run(CountingSink()))
+        if kind in ("library", "library-keyed", "library-tagged"):
+            form = tagged_running_count if kind == "library-tagged" else general_running_count
+            with keyed_execution(kind != "library"):
+                holder.append(form(subject.as_query()).run(CountingSink()))
             for event in events:
                 subject.on_next(event)
         else:
@@ -721,14 +740,16 @@ def report_summary(plan: Plan, say: Callable[[str], None]) -> None:
                 f"| {cell(w, ('bytewax-recovery',), None)} (recovery on) |")
 
 
-def report_memory(plan: Plan, in_process: bool, say: Callable[[str], None]) -> None:
+def report_memory(plan: Plan, in_process: bool, say: Callable[[str], None]) -> dict[str, float]:
+    """Measure and print the memory per key (per window); returns it by kind."""
     kinds = []
     if any(w.key == "e" for w in plan.workloads):
-        kinds += ["floor", "library-keyed", "library"]
+        kinds += ["floor", "library-keyed", "library-tagged", "library"]
     if any(w.key == "d100k" for w in plan.workloads) and plan.has_keyed:
         kinds += ["floor-window", "keyed-window"]
+    measured: dict[str, float] = {}
     if not kinds:
-        return
+        return measured
     say("memory over 100,000 keys (tracemalloc, the query live; the key objects belong to the events and are not "
         "counted): (e) per key after all events, issue 17 target <= 400 B; (d) per open window in the first minute:")
     for kind in kinds:
@@ -742,6 +763,30 @@ def report_memory(plan: Plan, in_process: bool, say: Callable[[str], None]) -> N
             per_key, seen = float(text), int(seen_text)
         say(f"  {MEMORY_KINDS[kind]}: {per_key:,.0f} B/{'window' if kind.endswith('-window') else 'key'} "
             f"({seen:,} {'windows' if kind.endswith('-window') else 'keys'})")
+        measured[kind] = per_key
+    return measured
+
+
+def report_tagged(plan: Plan, memory: dict[str, float], say: Callable[[str], None]) -> None:
+    """Issue 32's target for (e) with a result selector: within 1.2x of the untagged keyed form (time), library
+    and engine, and <= 400 B per key."""
+    e = next((w for w in plan.workloads if w.key == "e"), None)
+    if e is None:
+        return
+    parts = []
+    for title, untagged, tagged in (("library", "library-keyed", "library-tagged"),
+                                    ("engine process()", "process-keyed", "process-tagged")):
+        plain, selected = plan.rate(e, untagged), plan.rate(e, tagged)
+        if plain is not None and selected is not None:
+            parts.append(f"{title} {selected:,.0f} vs {plain:,.0f} events/s, {plain / selected:.2f}x the time "
+                         f"({met(plain / selected <= 1.2)})")
+    if "library-tagged" in memory:
+        per_key = memory["library-tagged"]
+        parts.append(f"{per_key:,.0f} B/key ({met(per_key <= 400)}; untagged "
+                     f"{memory.get('library-keyed', float('nan')):,.0f} B/key)")
+    if parts:
+        say("(e) tagged, with a result selector (issue 32 targets: within 1.2x of the untagged keyed form, "
+            "<= 400 B/key): " + "; ".join(parts))
 
 
 # -- recovery of a million keys -------------------------------------------------------------------------------------
@@ -842,9 +887,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     report_ratios(plan, say)
     say("")
     report_summary(plan, say)
+    memory: dict[str, float] = {}
     if not args.no_memory:
         say("")
-        report_memory(plan, args.no_subprocess, say)
+        memory = report_memory(plan, args.no_subprocess, say)
+    say("")
+    report_tagged(plan, memory, say)
     if args.recovery_keys and any(w.key == "e" for w in workloads):
         say("")
         report_recovery(args.recovery_keys, say)

@@ -11,8 +11,13 @@ checkpointed in pages of keys. The choice is made when the query is bound and ca
   the chain's functions, while they run, is the key of the element at hand. A selector that reads the key while
   it builds the inner query (``lambda g: g.take(2) if g.key else g``), raises, returns something other than a
   chain of operators with keyed steps over the group, or a chain whose arguments hold another stream, keeps the
-  general path; so do ``flat_map``'s ``result_selector`` and ``max_concurrent``. With ``group_by``'s
-  ``expire_after`` the stage is :class:`KeyedGroupsExpiring`.
+  general path. With ``group_by``'s ``expire_after`` the stage is :class:`KeyedGroupsExpiring`; with
+  ``flat_map``'s ``max_concurrent`` it is :class:`KeyedGroupsBounded` (both together keep the general path: see
+  :func:`plan_keyed_groups`). The decision and, when it is the general path, its reason are
+  :func:`plan_keyed_groups`'s, which ``explain`` reports too.
+* ``flat_map``'s **result selector** is called with each result leaving a key's chain, in the order of the general
+  path, given a :class:`KeyedGroup` (``.key``) for the group; what it raises (or a ``None`` result) goes through the
+  error policy as there: skipped, that result is dropped and the chain's fields stay as the steps left them.
 * the rules of the general path hold: user code runs in the same order (key selector, element selector, the
   chain's functions), a new key is a group (``max_groups`` and ``MAX_GROUP_COUNT`` count it, whatever its chain
   did), a key whose chain ended (``take``) drops its later elements, the source's completion completes every
@@ -37,7 +42,9 @@ checkpointed in pages of keys. The choice is made when the query is bound and ca
 of another), the table (a key's record is its steps' fields, or ``()`` once its chain ended), the results
 waiting for demand, whether the source completed, whether the source was asked. Its persisted name is its own
 (``reaqtive:group_by+keyed``), so a store holding the general path's state never loads into it: the engine
-records the form each subscription was created in and recovers it in that form.
+records the form each subscription was created in (a keyed form number, see
+:mod:`reaqtive.operators.keyed_steps`) and recovers it in that form, so a result selector's query made before
+result selectors ran keyed recovers on the general path its state was written by.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
+from operator import itemgetter
 from typing import Any, Final
 
 from reaqtive.core.context import OperatorContext
@@ -129,22 +137,22 @@ class KeyedGroupProbe:
         return probe
 
 
-class KeyedGroup:
+class KeyedGroup(tuple[object]):
     """The group a keyed ``flat_map``'s ``result_selector`` is given with each result: its ``key``.
 
-    One small object per key, made when the key's first result is selected and kept while its chain lives (its
-    identity is stable for the key, as a group's is on the general path). It is not a stream: a result selector
-    reads the key (``lambda g, n: (g.key, n)``); one that would subscribe to the group it is given has nothing to
-    subscribe to on either path (the group's elements went into the inner query).
+    A result selector reads the key (``lambda g, n: (g.key, n)``). The keyed stage keeps no object per key for
+    it: each call gets a new small one (made in C, ``KeyedGroup((key,))``; no memory per key, no second table to
+    look the key up in), equal to (and hashing as) any other of the same key, but not the same object, as the
+    general path's group is for every result of its key. It is not a stream: a selector that would subscribe to
+    its group has nothing to subscribe to on either path (the group's elements went into the inner query).
     """
 
-    __slots__ = ("key",)
+    __slots__ = ()
 
-    def __init__(self, key: object) -> None:
-        self.key = key
+    key = property(itemgetter(0), doc="The group's key.")
 
     def __repr__(self) -> str:
-        return f"KeyedGroup(key={self.key!r})"
+        return f"KeyedGroup(key={self[0]!r})"
 
 
 _NONE_RESULT: Final = "flat_map: the result selector returned None (never an element)"  # as on the general path
@@ -341,7 +349,6 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         "_deferred_error",
         "_element_selector",
         "_expiring",
-        "_groups",
         "_in_place",
         "_index",
         "_initial",
@@ -386,7 +393,6 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         self._live = 0  # keys whose chain did not end
         self._deferred_error: Exception | None = None  # fails the result once the results before it went out
         self._expiring = False  # groups expire (KeyedGroupsExpiring): every element touches its key
-        self._groups: dict[Any, KeyedGroup] = {}  # the group object of each key the result selector was given
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
@@ -431,7 +437,6 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         in_place = self._in_place
         probe = self._probe
         tag = self._result_selector
-        groups = self._groups
         calm = step is not None and self._calm()
         for i in range(start, end):
             if source._disposed:
@@ -471,12 +476,8 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                         elif in_place:
                             page.tracker.changed = True
                         if tag is not None and output is not SKIP:
-                            # _tagged, inlined (the engine's form of a result selector)
-                            group = groups.get(key)
-                            if group is None:
-                                group = groups[key] = KeyedGroup(key)
-                            try:
-                                tagged = tag(group, output)
+                            try:  # the result selector (as _tag does, inlined)
+                                tagged = tag(KeyedGroup((key,)), output)
                                 if tagged is None:
                                     raise TypeError(_NONE_RESULT)
                             except Exception as error:
@@ -558,8 +559,16 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                         page.tracker.changed = True
                 elif self._in_place:
                     page.tracker.changed = True
-                if state is not DONE and output is not SKIP and self._result_selector is not None:
-                    output = self._tagged(key, output)
+                tag = self._result_selector
+                if tag is not None and state is not DONE and output is not SKIP:
+                    try:  # the result selector (as _tag does, inlined)
+                        tagged = tag(KeyedGroup((key,)), output)
+                        if tagged is None:
+                            raise TypeError(_NONE_RESULT)
+                    except Exception as error:
+                        self._step_failed(error, output)  # skipped: the result is dropped
+                        return
+                    output = tagged
             else:
                 output = self._element(key, value)
             if output is SKIP:
@@ -701,7 +710,6 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             return SKIP
         self._table.put(key, ())
         self._live -= 1
-        self._groups.pop(key, None)  # no result of the key is selected any more
         if not outputs:
             return SKIP
         return outputs[0] if len(outputs) == 1 else outputs
@@ -757,32 +765,13 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         return not isinstance(error, StepOperatorError) and self._skips(error, value)
 
     def _tag(self, value: Any) -> Any:
-        """``value`` leaves the chain of the key at hand (lock held): the result selector's result, given the key's
-        :class:`KeyedGroup`; raises what the selector raised (or a ``TypeError`` when it returned ``None``)."""
-        key = self._probe._key
-        groups = self._groups
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = KeyedGroup(key)
-        result = self._result_selector(group, value)  # type: ignore[misc]  # set: the callers look first
+        """``value`` leaves the chain of the key at hand (lock held): the result selector's result, given a
+        :class:`KeyedGroup` of the key; raises what the selector raised (a ``TypeError`` when it returned ``None``)."""
+        selector = self._result_selector
+        assert selector is not None  # (the callers look first)
+        result = selector(KeyedGroup((self._probe._key,)), value)
         if result is None:
             raise TypeError(_NONE_RESULT)
-        return result
-
-    def _tagged(self, key: Any, value: Any) -> Any:
-        """:meth:`_tag` for the one-step path (lock held): ``SKIP`` when it raised (the policy skipped ``value``,
-        or the stage fails)."""
-        groups = self._groups
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = KeyedGroup(key)
-        try:
-            result = self._result_selector(group, value)  # type: ignore[misc]  # set: the callers look first
-            if result is None:
-                raise TypeError(_NONE_RESULT)
-        except Exception as error:
-            self._step_failed(error, value)
-            return SKIP
         return result
 
     def _step_failed(self, error: Exception, value: Any) -> bool:
@@ -816,7 +805,6 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
     def _clear(self) -> None:
         """Forget every key (the source completed)."""
         self._table.clear()
-        self._groups.clear()
         self._live = 0
 
     def _touch(self, key: Any) -> None:
@@ -856,7 +844,6 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
 
     def on_dispose(self) -> None:
         self._table.dispose()
-        self._groups.clear()
 
     # -- state -----------------------------------------------------------------------------------------------------
 
@@ -1168,7 +1155,6 @@ class KeyedGroupsExpiring(KeyedGroups):
                 failure = self._complete_keys([(key, chain)])
                 if failure is not None:
                     return failure, None
-            self._groups.pop(key, None)  # a later element opens a new group
         return None, None
 
     def on_start(self) -> None:
