@@ -98,6 +98,8 @@ STREAM = "s"
 SUBSCRIPTION = "q"
 CHUNK = 1_000  # events per append in the end-to-end run (and Bytewax's batch size)
 CHECKPOINT_SECONDS = 0.5
+CLOCK: Callable[[], float] = time.perf_counter
+"""What a measurement's seconds are read from: wall time, or (``--cpu-time``) the measuring process's CPU time."""
 INSTALL_HINT = "not installed (pip install -e .[peers])"
 
 
@@ -315,9 +317,9 @@ def run_floor(workload: Workload, variant: Variant, n: int) -> tuple[float, int]
     events = make_events(workload.keys, n)
     sink = CountingSink()
     loop = floor_minute_averages if workload.windowed else floor_running_count
-    started = time.perf_counter()
+    started = CLOCK()
     loop(events, sink)
-    return time.perf_counter() - started, sink.count
+    return CLOCK() - started, sink.count
 
 
 def run_library(workload: Workload, variant: Variant, n: int) -> tuple[float, int]:
@@ -325,22 +327,22 @@ def run_library(workload: Workload, variant: Variant, n: int) -> tuple[float, in
     sink = CountingSink()
     form = pipeline(workload, variant.form)
     if not workload.windowed:
-        started = time.perf_counter()
+        started = CLOCK()
         with keyed_execution(variant.form != "general"):  # (e): the same query, bound keyed or as a group per key
             form(from_iterable(events)).run(sink)
-        return time.perf_counter() - started, sink.count
+        return CLOCK() - started, sink.count
     # Event time: advance the virtual clock to each event's time, then deliver it (an event-time host's loop).
     scheduler = VirtualTimeScheduler(STEP, epoch=T0)
     subject: SimpleSubject[tuple[int, int]] = SimpleSubject()
     form(subject.as_query()).run(sink, context=OperatorContext("bench://keyed", scheduler))
     advance_to, on_next = scheduler.advance_to, subject.on_next
-    started = time.perf_counter()
+    started = CLOCK()
     for tick, event in enumerate(events):
         advance_to(tick)
         on_next(event)
     subject.on_complete()
     scheduler.run()
-    return time.perf_counter() - started, sink.count
+    return CLOCK() - started, sink.count
 
 
 def open_engine(workload: Workload, variant: Variant, folder: Path) -> Engine:
@@ -367,9 +369,9 @@ def run_engine_process(workload: Workload, variant: Variant, n: int) -> tuple[fl
             open_engine(workload, variant, Path(folder)) as engine:
         for start in range(0, n, 10_000):
             engine.append_many(STREAM, dated(events, start, min(n, start + 10_000)))
-        started = time.perf_counter()
+        started = CLOCK()
         delivered = engine.process()
-        seconds = time.perf_counter() - started
+        seconds = CLOCK() - started
         if delivered != n:
             raise AssertionError(f"process() delivered {delivered} events, expected {n}")
         return seconds, engine_outputs(engine, workload, n)
@@ -380,7 +382,7 @@ def run_engine_end_to_end(workload: Workload, variant: Variant, n: int) -> tuple
     periodic = variant.kind == "e2e"
     with tempfile.TemporaryDirectory(prefix="reaqtive-keyed-") as folder, \
             open_engine(workload, variant, Path(folder)) as engine:
-        started = last_checkpoint = time.perf_counter()
+        started, last_checkpoint = CLOCK(), time.perf_counter()
         for start in range(0, n, CHUNK):
             engine.extend(STREAM, dated(events, start, min(n, start + CHUNK)))
             engine.process()
@@ -388,7 +390,7 @@ def run_engine_end_to_end(workload: Workload, variant: Variant, n: int) -> tuple
                 engine.checkpoint()
                 last_checkpoint = time.perf_counter()  # 0.5 s of processing between checkpoints
         engine.checkpoint()
-        seconds = time.perf_counter() - started
+        seconds = CLOCK() - started
         return seconds, engine_outputs(engine, workload, n)
 
 
@@ -484,9 +486,9 @@ def run_bytewax(workload: Workload, variant: Variant, n: int) -> tuple[float, in
             init_db_dir(Path(folder), 1)  # one partition: one worker
             options = {"epoch_interval": timedelta(seconds=CHECKPOINT_SECONDS),
                        "recovery_config": RecoveryConfig(Path(folder))}
-        started = time.perf_counter()
+        started = CLOCK()
         run_main(flow, **options)
-        return time.perf_counter() - started, counter[0]
+        return CLOCK() - started, counter[0]
 
 
 RUNNERS: dict[str, Callable[[Workload, Variant, int], tuple[float, int]]] = {
@@ -509,7 +511,7 @@ def measure_here(variant_key: str, workload_key: str, n: int) -> tuple[float, in
 def measure_in_child(variant_key: str, workload_key: str, n: int) -> tuple[float, int]:
     """One run in a fresh process of the same interpreter (no warm caches, no frozen gc, no leftovers)."""
     command = [sys.executable, str(Path(__file__).resolve()), "--child", f"{variant_key}:{workload_key}",
-               "--events", str(n)]
+               "--events", str(n), *(["--cpu-time"] if CLOCK is time.process_time else [])]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{variant_key} on ({workload_key}) failed (exit {done.returncode}):\n{done.stderr}")
@@ -850,9 +852,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-memory", action="store_true", help="skip the memory per key")
     parser.add_argument("--recovery-keys", type=int, default=1_000_000,
                         help="keys of the recovery measurement, with (e) (default 1,000,000; 0 skips it)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time each measurement in CPU seconds of its process (all its threads), not wall time: "
+                             "on a shared machine, other processes' load then slows it less (caches still suffer)")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # VARIANT:WORKLOAD, one run, prints seconds and count
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)  # one of MEMORY_KINDS
     args = parser.parse_args(argv)
+    global CLOCK  # noqa: PLW0603  (the measurements' clock, set once from the command line)
+    if args.cpu_time:
+        CLOCK = time.process_time
 
     if args.child:
         variant_key, workload_key = args.child.split(":")
@@ -877,7 +885,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"keyed workloads (issue 17): Python {sys.version.split()[0]}" + (f", {versions}" if versions else ""))
     say(f"{args.events:,} events per run ({min(args.events, args.general_events):,} for the general form over "
         f"100,000 keys), median of {args.rounds} interleaved rounds, "
-        + ("in this process (--no-subprocess)" if args.no_subprocess else "each measurement in a fresh process"))
+        + ("in this process (--no-subprocess)" if args.no_subprocess else "each measurement in a fresh process")
+        + (", CPU time (--cpu-time)" if args.cpu_time else ""))
     measure_all(plan, args.rounds, measure_here if args.no_subprocess else measure_in_child, say)
     say("")
     report_table(plan, say)
