@@ -54,10 +54,11 @@ class _Nesting:
 def _ext(code: int, data: bytes) -> msgpack.ExtType:
     """``msgpack.ExtType(code, data)`` without its argument checks (written in Python, they cost more than the
     packing): our codes are in range and our data is bytes."""
-    return _TUPLE_NEW(msgpack.ExtType, (code, data))
+    return _TUPLE_NEW(_EXT_TYPE, (code, data))
 
 
 _TUPLE_NEW: Final = tuple.__new__
+_EXT_TYPE: Final = msgpack.ExtType
 
 _EPOCH: Final = datetime(1970, 1, 1)
 _EPOCH_ORDINAL: Final = _EPOCH.toordinal()
@@ -186,8 +187,8 @@ class StateCodec:
     def _default(self, value: object) -> msgpack.ExtType:
         """Called by msgpack for every value that is not a plain msgpack type."""
         kind = type(value)
-        if kind is tuple:
-            return _ext(EXT_TUPLE, self._nested(list(value)))  # type: ignore[call-overload]
+        if kind is tuple:  # the most common, inlined: _ext(EXT_TUPLE, ...)
+            return _TUPLE_NEW(_EXT_TYPE, (EXT_TUPLE, self._nested(list(value))))  # type: ignore[call-overload]
         if kind is int:  # outside the 64-bit range msgpack handles natively
             number: int = value  # type: ignore[assignment]
             return _ext(EXT_BIGINT, number.to_bytes(number.bit_length() // 8 + 1, "big", signed=True))
