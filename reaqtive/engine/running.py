@@ -176,7 +176,8 @@ class Running(EngineRoom):
             hosted = self._bind_in_form(uri, record, query, blob)
         for reason in dict.fromkeys(general):  # once per reason: what a person asks first about a slow group_by
             _LOG.info("subscription %r: a group_by ... flat_map runs on the general path (a subscription per "
-                      "group): %s", uri, reason)
+                      "group): %s", uri, reason,
+                      extra={"reaqtive_event": "general_path", "subscription": uri, "reason": reason})
         return hosted
 
     def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None) -> HostedQuery:

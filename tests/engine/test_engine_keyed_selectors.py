@@ -170,6 +170,8 @@ def test_the_engine_says_once_why_a_group_by_binds_general(tmp_path: Path, caplo
                 and "general path" in r.getMessage()]
     assert len(messages) == 1  # the keyed one says nothing
     assert "'windows'" in messages[0] and "'window'" in messages[0]
+    (record,) = [r for r in caplog.records if getattr(r, "reaqtive_event", None) == "general_path"]
+    assert record.subscription == "windows" and "'window'" in record.reason  # type: ignore[attr-defined]
     engine.close()
 
 
