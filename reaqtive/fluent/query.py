@@ -37,6 +37,7 @@ from reaqtive.core.expression import (
     use_facade,
 )
 from reaqtive.core.subscribable import Subscribable
+from reaqtive.fluent._base import LazyModule
 from reaqtive.fluent.aggregates import AggregateMixin
 from reaqtive.fluent.buffers import BufferMixin
 from reaqtive.fluent.combine import CombineMixin
@@ -47,7 +48,10 @@ from reaqtive.fluent.time import TimeMixin
 from reaqtive.fluent.transform import TransformMixin
 
 if TYPE_CHECKING:
+    from reaqtive.operators import plan
     from reaqtive.operators.plan import QueryPlan
+else:
+    plan = LazyModule("plan")  # loaded on first use, as the operator modules are
 
 __all__ = [
     "DEFAULT_INSTANCE_ID",
@@ -103,9 +107,7 @@ class Query(
           group_by+flat_map: keyed [one stage, a record per key: g.count]
           from_iterable: general
         """
-        from reaqtive.operators.plan import explain  # (loaded on first use, as the operators are)
-
-        return explain(self)
+        return plan.explain(self)
 
 
 class InnerStream(InnerStreamNode[T], Query[T], Generic[T]):
