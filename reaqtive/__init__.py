@@ -106,6 +106,7 @@ if TYPE_CHECKING:  # imported on first use (``__getattr__`` below); named here f
         FunctionRegistry,
         Output,
         RecoveryPolicy,
+        Retention,
         UnpersistableQueryError,
     )
     from reaqtive.operators.keyed_groups import KeyedGroup, keyed_execution, set_keyed_execution
@@ -131,6 +132,7 @@ _LAZY_NAMES = {
         "FunctionRegistry",
         "Output",
         "RecoveryPolicy",
+        "Retention",
         "UnpersistableQueryError",
     )
 } | {
@@ -184,6 +186,7 @@ __all__ = [
     "FunctionRegistry",
     "Output",
     "RecoveryPolicy",
+    "Retention",
     "UnpersistableQueryError",
     # Reactive Streams
     "LONG_MAX",

@@ -53,12 +53,13 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+# As diff(1): 1 is an answer ("the demo's results differ"), 2 is an error, whatever its cause.
+EXIT_DIFFERENT = 1
+EXIT_ERROR = 2
 
 
 class _UsageError(Exception):
-    """A problem with what the user asked for: printed as one line, exit code 2."""
+    """A problem with what the user asked for: printed as one line, exit code 2 (as every error)."""
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -79,8 +80,8 @@ def _demo(args: argparse.Namespace) -> int:
         report = iot.run_demo(config, say=lambda line: print(line, flush=True))
     except iot.DemoError as error:
         print(f"reaqtive demo: {error}", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK if report.equal else EXIT_FAILED
+        return EXIT_ERROR
+    return EXIT_OK if report.equal else EXIT_DIFFERENT
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -238,7 +239,7 @@ def _inspect_spark(args: argparse.Namespace) -> int:
         summary = inspect_state(directory, keys=args.keys)
     except (JavaNotFoundError, BucketStateError) as error:
         print(f"reaqtive inspect: {directory}: {error}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_ERROR
     print(json.dumps(summary, indent=2, default=str) if args.json else format_state(summary))
     return EXIT_OK
 
@@ -267,7 +268,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
             traceback.print_exception(error, file=sys.stderr)
         print(f"reaqtive checkpoint: {_shown(args.store)}: {error}. Nothing was changed. {_recovery_hint(error)} "
               "--keep-broken checkpoints the others and keeps the broken one stored.", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_ERROR
     with engine:
         recovery = engine.recovery
         print(f"recovered {recovery.streams} streams, {recovery.definitions} definitions, "
@@ -357,7 +358,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with its errors in one line (argparse prints the usage first, then the error)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_ERROR, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _takes_no_arguments(value: object) -> bool:
@@ -496,7 +497,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.traceback:
             raise
         print(f"reaqtive {args.command}: {_one_line(error)}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_ERROR
     try:
         sys.stdout.flush()  # a reader that left during the last lines is noticed here, not at exit
     except BrokenPipeError:
@@ -524,7 +525,7 @@ def _reader_went_away() -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    return 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else EXIT_FAILED
+    return 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -337,6 +337,9 @@ class PrometheusMetrics:
              ("stream",)),
             (counter, "stream_delivered_events", "Events of the stream delivered to the queries.", ("stream",)),
             (gauge, "stream_lag_events", "Events appended to the stream and not delivered yet.", ("stream",)),
+            (gauge, "stream_retained_events", "Events in the stream's ingress log as of the last checkpoint (what its "
+                                              "readers need and what its retention keeps).", ("stream",)),
+            (gauge, "stream_retained_bytes", "Stored bytes (payload and times) of those events.", ("stream",)),
             (gauge, "dead_letter_events", "Events of the stream taken out of delivery (quarantined or missing).",
              ("stream",)),
             (gauge, "dead_letter_elements",
@@ -385,6 +388,8 @@ class PrometheusMetrics:
             add("stream_appended_events", stream.appended, uri)
             add("stream_delivered_events", stream.delivered, uri)
             add("stream_lag_events", stream.lag, uri)
+            add("stream_retained_events", stream.retained_events, uri)
+            add("stream_retained_bytes", stream.retained_bytes, uri)
             add("dead_letter_events", stream.dead_letters, uri)
         for uri, count in sorted(readings.failed_elements.items()):
             add("dead_letter_elements", count, uri)
