@@ -40,6 +40,7 @@ __all__ = [
     "merge",
     "min_max",
     "never",
+    "plan",
     "retry",
     "return_value",
     "sample",
