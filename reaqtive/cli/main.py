@@ -11,8 +11,10 @@ database without its password.
 * ``reaqtive inspect STORE [--json] [--keys]``: what an engine store holds, read without opening an engine; or,
   for a Spark checkpoint directory (``reaqtive.spark``), the reaqtive state Spark keeps in it.
   ``--outputs URI``, ``--state URI``: a subscription's outputs in the durable sink and its saved state, decoded;
-  ``--graph URI``: an artifact's query as a Mermaid flowchart (:mod:`reaqtive.cli.views`); ``--history URI``: a
-  subscription's definitions, each with when it took effect and when it was replaced.
+  ``--graph URI``: an artifact's query as a Mermaid flowchart (:mod:`reaqtive.cli.views`); ``--plan URI [--allow-module
+  M ...] [--functions MODULE:ATTR]``: which path (keyed, fused, general) each stage of a subscription runs on as it
+  recovers, and why a general one is general (it imports what the query names, as ``checkpoint`` does);
+  ``--history URI``: a subscription's definitions, each with when it took effect and when it was replaced.
 * ``reaqtive checkpoint STORE [--full] [--allow-module M ...] [--functions MODULE:ATTR]``: open the engine on a
   store (recovering it), take a checkpoint, close. The store's queries may name only the functions registered in
   ``--functions`` (a FunctionRegistry, or a function that makes one) and those defined in the ``--allow-module``
@@ -98,12 +100,12 @@ def _inspect(args: argparse.Namespace) -> int:
 
     _check_store_address(args.store)
     if not is_postgres_dsn(args.store) and Path(args.store).is_dir():
-        if args.outputs or args.state or args.graph or args.history:
-            raise _UsageError("--outputs, --state, --graph and --history read an engine store (a file), not a "
-                              "directory")
+        if args.outputs or args.state or args.graph or args.plan or args.history:
+            raise _UsageError("--outputs, --state, --graph, --plan and --history read an engine store (a file), not "
+                              "a directory")
         return _inspect_spark(args)
     summary = read_store(args.store)
-    if args.outputs or args.state or args.graph or args.history:
+    if args.outputs or args.state or args.graph or args.plan or args.history:
         return _inspect_artifact(args, summary)
     if args.json:
         data = summary_to_json(summary)
@@ -120,11 +122,13 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _inspect_artifact(args: argparse.Namespace, summary: StoreSummary) -> int:
-    """``--outputs``, ``--state``, ``--graph``: one artifact's outputs, state or query, in that order."""
+    """``--outputs``, ``--state``, ``--graph``, ``--plan``: one artifact's outputs, state, query or plan, in that
+    order."""
     from reaqtive.cli import views
 
     wanted = [(option, uri) for option, uri in (("outputs", args.outputs), ("state", args.state),
-                                                 ("graph", args.graph), ("history", args.history)) if uri]
+                                                 ("graph", args.graph), ("plan", args.plan),
+                                                 ("history", args.history)) if uri]
     for option, uri in wanted:
         try:
             artifact = views.find_artifact(summary, uri)
@@ -161,12 +165,14 @@ def _inspect_artifact(args: argparse.Namespace, summary: StoreSummary) -> int:
                     labels = n.fields or ("",) * len(n.entries)
                     for label, entry in zip(labels, n.entries, strict=True):
                         print(f"      {label}{'=' if label else ''}{_shorten(repr(entry))}")
-        else:
+        elif option == "graph":
             try:
                 graph = views.mermaid_graph(artifact)
             except LookupError as error:
                 raise _UsageError(f"--graph: {error.args[0]}") from None
             print(graph)
+        else:
+            _print_plan(args, summary, artifact)
     return EXIT_OK
 
 
@@ -189,6 +195,42 @@ def _print_history(artifact: ArtifactSummary, *, as_json: bool) -> None:
         print(f"  {number}. from {entry.get('from')} until {until}")
         expression = entry.get("expression")
         print(f"     {describe_expression(expression) if expression is not None else '?'}")
+
+
+def _print_plan(args: argparse.Namespace, summary: StoreSummary, artifact: ArtifactSummary) -> None:
+    """``--plan``: the subscription's stages and their paths, as its recovery binds them."""
+    from reaqtive.cli import views
+
+    functions = _functions_of(args)
+    try:
+        plan = views.query_plan(summary, artifact, functions)
+    except LookupError as error:
+        raise _UsageError(f"--plan: {error.args[0]}") from None
+    except Exception as error:
+        refused = _forbidden(error)
+        if refused is None:
+            raise
+        raise _UsageError(f"--plan {artifact.uri}: {error} ({_forbidden_hint(refused)})") from None
+    if args.json:
+        print(json.dumps({"subscription": artifact.uri, **plan.to_dict()}, indent=2))
+    else:
+        print(f"{artifact.uri}: {plan}")
+
+
+def _functions_of(args: argparse.Namespace) -> FunctionRegistry:
+    """The registry that ``--functions`` and ``--allow-module`` make: what a stored query may name."""
+    from reaqtive.engine import FunctionRegistry
+
+    allowed = list(args.allow_module or ())
+    # Allowed modules and --functions are imported by module path: make the current directory's modules
+    # importable, as ``python -m`` would, so that the command works from a service's directory.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    registry = _load_functions(args.functions) if args.functions else FunctionRegistry()
+    try:
+        return registry.allowing(allowed)
+    except ValueError as error:
+        raise _UsageError(f"--allow-module: {error}") from error
 
 
 _LONGEST_ENTRY = 2_000  # characters of one state entry in text (a buffer may hold thousands of elements)
@@ -392,6 +434,13 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--outputs", metavar="URI", help="the subscription's outputs in the durable sink, decoded")
     inspect.add_argument("--state", metavar="URI", help="the subscription's state as of the last checkpoint, decoded")
     inspect.add_argument("--graph", metavar="URI", help="the artifact's query as a Mermaid flowchart")
+    inspect.add_argument("--plan", metavar="URI",
+                         help="the subscription's stages as it recovers: keyed, fused or general, and why (imports "
+                              "the functions its query names: see --allow-module, --functions)")
+    inspect.add_argument("--allow-module", action="append", metavar="MODULE",
+                         help="--plan: a module whose functions the stored query may name (repeatable)")
+    inspect.add_argument("--functions", metavar="MODULE:ATTR",
+                         help="--plan: the FunctionRegistry (or a function making it) the service registers")
     inspect.add_argument("--history", metavar="URI",
                          help="the subscription's definitions, each with when it took effect and was replaced")
     inspect.set_defaults(handler=_inspect)

@@ -42,6 +42,7 @@ from reaqtive.engine.database import (
 )
 from reaqtive.engine.engine_errors import EngineError
 from reaqtive.engine.expressions import MalformedExpressionError, expression_from_json, instantiate
+from reaqtive.operators.keyed_steps import recorded_keyed_form
 from reaqtive.state import SCHEMA_VERSION, STATE_CATEGORY, NotAStoreError, StoreError, UnknownStoreVersionError
 from reaqtive.state import checksum as blob_checksum
 from reaqtive.state.postgres_store import is_postgres_dsn
@@ -98,6 +99,8 @@ class ArtifactSummary:
     ``path``, ``traceback``); ``None`` for any other artifact."""
     on_error: str | None = None
     """A subscription's own error policy (``"stop"``, ``"skip"``, ``"function"``; ``None``: the engine's)."""
+    keyed_form: int | None = None
+    """The keyed form a subscription was recorded in and recovers in (:mod:`reaqtive.operators.keyed_steps`)."""
     history: list[dict[str, Any]] | None = None
     """An updated subscription's earlier definitions, oldest first (``expression``, ``observer``, ``from``,
     ``until``, ``pos``: see ``Engine.subscription_history``); ``None`` for one never updated."""
@@ -535,6 +538,12 @@ def _artifacts(blobs: Mapping[str, Mapping[str, bytes]], damaged: Sequence[str])
         schema = record.get("schema") if kind == "stream" else None
         failed = record.get("failed") if kind == "subscription" else None
         on_error = record.get("on_error") if kind == "subscription" else None
+        keyed_form: int | None = None
+        if kind == "subscription":
+            try:
+                keyed_form = recorded_keyed_form(record)
+            except ValueError as error:
+                problems.append(str(error))
         result.append(ArtifactSummary(
             uri=uri,
             kind=kind,
@@ -552,6 +561,7 @@ def _artifacts(blobs: Mapping[str, Mapping[str, bytes]], damaged: Sequence[str])
             else None,
             failed=dict(failed) if isinstance(failed, dict) else None,
             on_error=None if on_error is None else on_error if isinstance(on_error, str) else "function",
+            keyed_form=keyed_form,
             history=[dict(entry) for entry in record["history"] if isinstance(entry, dict)]
             if kind == "subscription" and isinstance(record.get("history"), list) else None,
             updated=str(record["updated"]) if kind == "subscription" and "updated" in record else None,

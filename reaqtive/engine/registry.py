@@ -52,7 +52,7 @@ from reaqtive.engine.retention import Retention, check_retention, retention_from
 from reaqtive.engine.scheduling import check_priority
 from reaqtive.engine.upgrading import PREVIOUS_STATES
 from reaqtive.fluent.query import Query
-from reaqtive.operators.keyed_groups import keyed_execution_enabled
+from reaqtive.operators.keyed_steps import keyed_form_record
 from reaqtive.state import (
     STATE_CATEGORY,
     confirm_saved,
@@ -316,9 +316,10 @@ class ArtifactRegistry(EngineRoom):
             # "Positions follow from the log"), in any run: a recovery, a catch-up; a backfill's, after its start.
             "start_pos": self._positions.cursor.pos if backfill is None else backfill.pos,
             "clock": to_micros(self._scheduler.now),
-            # The form its keyed chains run in (see reaqtive.operators.keyed_groups): recovered in the same
-            # form; a record without it was written before keyed execution existed (the general path).
-            "keyed": keyed_execution_enabled(),
+            # The form its keyed chains run in (see reaqtive.operators.keyed_steps): recovered in the same
+            # form; a record without "keyed" was written before keyed execution existed (the general path),
+            # one without "keyed_form" before result selectors ran keyed (form 1).
+            **keyed_form_record(),
         }
         if priority:  # absent means 0: the records of stores from before priorities stay as they were
             record["priority"] = priority

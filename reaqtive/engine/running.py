@@ -14,7 +14,7 @@ from reaqtive.core.error_policy import ERROR_POLICY_SETTING
 from reaqtive.core.operator import OperatorBase
 from reaqtive.core.streams import LONG_MAX, Subscription
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.engine._room import _ARTIFACTS, _OUTPUTS, EngineRoom, _to_bytes
+from reaqtive.engine._room import _ARTIFACTS, _LOG, _OUTPUTS, EngineRoom, _to_bytes
 from reaqtive.engine.backfill import behind_of as backfill_behind
 from reaqtive.engine.backfill import started_clock
 from reaqtive.engine.behind import Lag
@@ -52,7 +52,8 @@ from reaqtive.engine.readers import CAUGHT_UP_SETTING, LEGACY_CAUGHT_UP_SETTING,
 from reaqtive.engine.records import Behind, parse_counter
 from reaqtive.engine.scheduling import record_priority
 from reaqtive.fluent.query import Query
-from reaqtive.operators.keyed_groups import keyed_execution
+from reaqtive.operators.keyed_groups import noting_general_groups
+from reaqtive.operators.keyed_steps import in_keyed_form, recorded_keyed_form
 from reaqtive.scheduler import UnhandledExceptionArgs
 from reaqtive.state import STATE_CATEGORY, MissingStateError
 from reaqtive.state.host import HostedQuery, QueryState
@@ -178,8 +179,13 @@ class Running(EngineRoom):
         ``load``: instead of a blob, a load step of its own (an upgrade: reaqtive.engine.upgrade)."""
         expression = instantiate(template, record["constants"])
         query = self._expand(decode_query(expression, self.functions))
-        with keyed_execution(record.get("keyed", False)):
-            return self._bind_in_form(uri, record, query, blob, behind, load)
+        with in_keyed_form(recorded_keyed_form(record)), noting_general_groups() as general:
+            hosted = self._bind_in_form(uri, record, query, blob, behind, load)
+        for reason in dict.fromkeys(general):  # once per reason: what a person asks first about a slow group_by
+            _LOG.info("subscription %r: a group_by ... flat_map runs on the general path (a subscription per "
+                      "group): %s", uri, reason,
+                      extra={"reaqtive_event": "general_path", "subscription": uri, "reason": reason})
+        return hosted
 
     def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None,  # noqa: PLR0917
                       behind: Behind | None, load: Callable[[SubscriptionHandle], None] | None = None) -> HostedQuery:

@@ -65,7 +65,7 @@ from reaqtive.engine.upgrade import (
     records_by_path,
 )
 from reaqtive.fluent.query import Query
-from reaqtive.operators.keyed_groups import keyed_execution
+from reaqtive.operators.keyed_steps import in_keyed_form, recorded_keyed_form
 from reaqtive.scheduler import VirtualTimeScheduler
 from reaqtive.state import STATE_CATEGORY, CheckpointMode
 from reaqtive.state.codec import DEFAULT_CODEC
@@ -268,7 +268,7 @@ class Upgrading(EngineRoom):
         if unmatched != "backfill" and trial:
             refused, notes = self._trial(uri, hosted, query, fallback, kept if exact else None)
         # Bound in the subscription's form: group_by/flat_map choose keyed or general when their inputs are made.
-        with keyed_execution(self._records[uri].get("keyed", False)):
+        with in_keyed_form(recorded_keyed_form(self._records[uri])):
             handle = Query("egress", (query, uri)).subscribe(_Discard())
             try:
                 subscribe_all(handle)
@@ -306,7 +306,7 @@ class Upgrading(EngineRoom):
         refused: dict[Identity, str] = {}
         notes: list[str] = []
         try:
-            with keyed_execution(self._records[uri].get("keyed", False)):
+            with in_keyed_form(recorded_keyed_form(self._records[uri])):
                 trial = host.bind(uri, Query("egress", (query, uri)), _Discard())
                 environment.restore(inner)
                 trial.start(None, load=recording_loader(records, refused, where=where, fallback=fallback))

@@ -41,6 +41,7 @@ __all__ = [
     "min_max",
     "named",
     "never",
+    "plan",
     "retry",
     "return_value",
     "sample",

@@ -33,11 +33,17 @@ process and :func:`keyed_execution` for a block; a query is bound in the form in
 stage that binds inner queries later (``flat_map``) binds them in the form it was bound in, so that a query keeps
 one form for its life. The engine records the form with each subscription and recovers it in that form (stores
 written before keyed execution existed keep the general path).
+
+**Forms.** What runs keyed grew over releases, and a subscription must keep the path its stored state was written
+by: the form is a number (:func:`keyed_form`), recorded with each subscription. 0: the general path for everything;
+1: chains of keyed steps, with ``flat_map``'s ``result_selector`` and ``max_concurrent`` on the general path (the
+release before issue 32); 2 (:data:`KEYED_FORM`, bound now): those two run keyed too. :func:`in_keyed_form` binds
+a block in a recorded form.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
@@ -50,6 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DONE",
+    "KEYED_FORM",
     "NO_OUTPUTS",
     "SKIP",
     "KeyedStep",
@@ -57,9 +64,13 @@ __all__ = [
     "StatelessStep",
     "StepOperatorError",
     "is_immutable_value",
+    "in_keyed_form",
     "keyed_execution",
     "keyed_execution_enabled",
+    "keyed_form",
+    "keyed_form_record",
     "keyed_step_factory",
+    "recorded_keyed_form",
     "register_keyed_step",
     "set_keyed_execution",
 ]
@@ -178,14 +189,28 @@ def is_immutable_value(value: object) -> bool:
 
 # -- the switch --------------------------------------------------------------------------------------------------
 
+KEYED_FORM: Final = 2
+"""The keyed form queries are bound in now (see the module): chains of keyed steps, with ``flat_map``'s
+``result_selector`` and ``max_concurrent``."""
+
+FORM_BEFORE_SELECTORS: Final = 1
+"""The form of the release before issue 32: ``result_selector`` and ``max_concurrent`` kept the general path."""
+
 _enabled = True
-_override: ContextVar[bool | None] = ContextVar("reaqtive_keyed_execution", default=None)
+_override: ContextVar[int | None] = ContextVar("reaqtive_keyed_execution", default=None)
 
 
 def keyed_execution_enabled() -> bool:
     """Whether a keyed chain bound now runs keyed (the block's setting, else the process's)."""
+    return keyed_form() > 0
+
+
+def keyed_form() -> int:
+    """The keyed form a query bound now is bound in (see the module): 0 when keyed execution is off."""
     override = _override.get()
-    return _enabled if override is None else override
+    if override is None:
+        return KEYED_FORM if _enabled else 0
+    return override
 
 
 def set_keyed_execution(enabled: bool) -> bool:
@@ -211,7 +236,36 @@ def keyed_execution(enabled: bool) -> Iterator[None]:
     """
     if not isinstance(enabled, bool):
         raise TypeError(f"keyed_execution: enabled must be a bool, got {enabled!r}")
-    token = _override.set(enabled)
+    with in_keyed_form(KEYED_FORM if enabled else 0):
+        yield
+
+
+def keyed_form_record() -> dict[str, object]:
+    """The fields a host records with a query bound now, for :func:`recorded_keyed_form` to read back."""
+    form = keyed_form()
+    return {"keyed": True, "keyed_form": form} if form else {"keyed": False}
+
+
+def recorded_keyed_form(record: Mapping[str, object]) -> int:
+    """The keyed form of a host's record of a query (the engine's subscription record): ``"keyed"`` (absent:
+    written before keyed execution existed, form 0) and ``"keyed_form"`` (absent: written before result selectors
+    ran keyed, form 1)."""
+    if not record.get("keyed", False):
+        return 0
+    form = record.get("keyed_form", FORM_BEFORE_SELECTORS)
+    if type(form) is not int or not 0 < form <= KEYED_FORM:
+        raise ValueError(f"the record's keyed_form must be an int from 1 to {KEYED_FORM}, got {form!r}")
+    return form
+
+
+@contextmanager
+def in_keyed_form(form: int) -> Iterator[None]:
+    """Within the block (this thread or task), bind queries in keyed form ``form`` (see the module): how a host
+    re-creates a query in the form it was recorded in, and how a higher-order stage binds its inner queries in the
+    form it was bound in."""
+    if type(form) is not int or not 0 <= form <= KEYED_FORM:
+        raise ValueError(f"in_keyed_form: form must be an int from 0 to {KEYED_FORM}, got {form!r}")
+    token = _override.set(form)
     try:
         yield
     finally:
