@@ -3,8 +3,8 @@
 ``query.named("counts")`` computes exactly what ``query`` computes: binding it binds ``query`` and wraps the handle
 in a :class:`NamedHandle` that carries the name, and no operator is added to the running tree (the paths and the
 saved state are those of ``query``). It does split a fused run of per-element stages around it (``map``,
-``filter``, ``scan`` on either side run as stages of their own: the same results, a frame more per element). The name lives in the stored
-expression, so a store written before names existed loads unchanged, and an engine's
+``filter``, ``scan`` on either side run as stages of their own: the same results, a frame more per element). The
+name lives in the stored expression, so a store written before names existed loads unchanged, and an engine's
 ``update_subscription`` (:mod:`reaqtive.engine.upgrade`) matches the stateful operators under a name in the new
 definition with those under the same name in the old one, wherever each sits in its tree.
 """
