@@ -108,6 +108,8 @@ if TYPE_CHECKING:  # imported on first use (``__getattr__`` below); named here f
         RecoveryPolicy,
         Retention,
         UnpersistableQueryError,
+        UpdateError,
+        UpdatePlan,
     )
     from reaqtive.operators.keyed_groups import KeyedGroup, keyed_execution, set_keyed_execution
     from reaqtive.operators.keyed_window import Fold, Hopping, Session, Tumbling
@@ -134,6 +136,8 @@ _LAZY_NAMES = {
         "RecoveryPolicy",
         "Retention",
         "UnpersistableQueryError",
+        "UpdateError",
+        "UpdatePlan",
     )
 } | {
     # the operator library: binding imports each operator's module on first use (reaqtive.core.binding)
@@ -188,6 +192,8 @@ __all__ = [
     "RecoveryPolicy",
     "Retention",
     "UnpersistableQueryError",
+    "UpdateError",
+    "UpdatePlan",
     # Reactive Streams
     "LONG_MAX",
     "Processor",

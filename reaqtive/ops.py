@@ -49,6 +49,7 @@ from reaqtive.operators.keyed_window import aggregate_by_key
 from reaqtive.operators.map import map, map_indexed
 from reaqtive.operators.merge import merge
 from reaqtive.operators.min_max import max, min
+from reaqtive.operators.named import named
 from reaqtive.operators.retry import retry
 from reaqtive.operators.sample import sample
 from reaqtive.operators.scan import scan
@@ -119,6 +120,7 @@ __all__ = [
     "take_while",
     "take_while_indexed",
     "to_list",
+    "named",
     "trace",
     "window",
 ]

@@ -13,11 +13,18 @@ database without its password.
   ``--outputs URI``, ``--state URI``: a subscription's outputs in the durable sink and its saved state, decoded;
   ``--graph URI``: an artifact's query as a Mermaid flowchart (:mod:`reaqtive.cli.views`); ``--plan URI [--allow-module
   M ...] [--functions MODULE:ATTR]``: which path (keyed, fused, general) each stage of a subscription runs on as it
-  recovers, and why a general one is general (it imports what the query names, as ``checkpoint`` does).
+  recovers, and why a general one is general (it imports what the query names, as ``checkpoint`` does);
+  ``--history URI``: a subscription's definitions, each with when it took effect and when it was replaced.
 * ``reaqtive checkpoint STORE [--full] [--allow-module M ...] [--functions MODULE:ATTR]``: open the engine on a
   store (recovering it), take a checkpoint, close. The store's queries may name only the functions registered in
   ``--functions`` (a FunctionRegistry, or a function that makes one) and those defined in the ``--allow-module``
   modules (a store is data: nothing else is imported).
+* ``reaqtive update STORE URI --query MODULE:ATTR [--dry-run] [--unmatched empty|backfill] [--require-state]
+  [--functions ...] [--allow-module ...]``: open the engine (recovering it), replace subscription URI's definition
+  by the query ``MODULE:ATTR`` names (a query, or a function without arguments that returns one), keeping the state
+  of matched operators (``Engine.update_subscription``), print what was matched, migrated, reset or dropped, close.
+  ``--dry-run`` prints it and changes nothing (exit 1 if the update would be refused). ``reaqtive rollback STORE
+  URI [--state current|kept] [--dry-run]``: back to the previous definition (``Engine.rollback_subscription``).
 * ``reaqtive --version``.
 
 Exit codes: 0 success, 1 the command ran and failed (the demo's results differ, a recovery failed), 2 bad usage,
@@ -46,9 +53,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, NoReturn
 
 if TYPE_CHECKING:
-    from reaqtive.engine import FunctionRegistry
+    from typing import Any
+
+    from reaqtive.engine import Engine, FunctionRegistry
     from reaqtive.engine.expressions import ForbiddenReferenceError
     from reaqtive.engine.inspection import ArtifactSummary, StoreSummary
+    from reaqtive.fluent.query import Query
 
 __all__ = ["main"]
 
@@ -90,11 +100,12 @@ def _inspect(args: argparse.Namespace) -> int:
 
     _check_store_address(args.store)
     if not is_postgres_dsn(args.store) and Path(args.store).is_dir():
-        if args.outputs or args.state or args.graph or args.plan:
-            raise _UsageError("--outputs, --state, --graph and --plan read an engine store (a file), not a directory")
+        if args.outputs or args.state or args.graph or args.plan or args.history:
+            raise _UsageError("--outputs, --state, --graph, --plan and --history read an engine store (a file), not "
+                              "a directory")
         return _inspect_spark(args)
     summary = read_store(args.store)
-    if args.outputs or args.state or args.graph or args.plan:
+    if args.outputs or args.state or args.graph or args.plan or args.history:
         return _inspect_artifact(args, summary)
     if args.json:
         data = summary_to_json(summary)
@@ -116,13 +127,14 @@ def _inspect_artifact(args: argparse.Namespace, summary: StoreSummary) -> int:
     from reaqtive.cli import views
 
     wanted = [(option, uri) for option, uri in (("outputs", args.outputs), ("state", args.state),
-                                                 ("graph", args.graph), ("plan", args.plan)) if uri]
+                                                 ("graph", args.graph), ("plan", args.plan),
+                                                 ("history", args.history)) if uri]
     for option, uri in wanted:
         try:
             artifact = views.find_artifact(summary, uri)
         except LookupError as error:
             raise _UsageError(f"--{option}: {error.args[0]}") from None
-        if option in ("outputs", "state") and artifact.kind != "subscription":
+        if option in ("outputs", "state", "history") and artifact.kind != "subscription":
             raise _UsageError(f"--{option}: {uri!r} is a {artifact.kind}; only subscriptions have {option}")
         if option == "outputs":
             outputs = views.read_outputs(args.store, uri)
@@ -133,6 +145,8 @@ def _inspect_artifact(args: argparse.Namespace, summary: StoreSummary) -> int:
                 print(f"outputs of {uri} in the durable sink ({len(outputs):,})")
                 for seq, value in outputs:
                     print(f"  {seq:>8}  {value!r}")
+        elif option == "history":
+            _print_history(artifact, as_json=args.json)
         elif option == "state":
             nodes = views.read_state(args.store, uri)
             if args.json:
@@ -160,6 +174,27 @@ def _inspect_artifact(args: argparse.Namespace, summary: StoreSummary) -> int:
         else:
             _print_plan(args, summary, artifact)
     return EXIT_OK
+
+
+def _print_history(artifact: ArtifactSummary, *, as_json: bool) -> None:
+    """``--history``: every definition of a subscription, oldest first, the current one last."""
+    from reaqtive.engine.inspection import describe_expression
+
+    current = {"expression": artifact.expression, "observer": artifact.observer,
+               "from": artifact.updated or artifact.created, "until": None, "pos": None}
+    entries = [*(artifact.history or []), current]
+    if as_json:
+        from reaqtive.cli import views
+
+        for entry in entries:
+            print(json.dumps(views.jsonable({"subscription": artifact.uri, **entry})))
+        return
+    print(f"definitions of {artifact.uri} ({len(entries)}, oldest first)")
+    for number, entry in enumerate(entries, start=1):
+        until = "now" if entry.get("until") is None else f"{entry['until']} (log position {entry.get('pos')})"
+        print(f"  {number}. from {entry.get('from')} until {until}")
+        expression = entry.get("expression")
+        print(f"     {describe_expression(expression) if expression is not None else '?'}")
 
 
 def _print_plan(args: argparse.Namespace, summary: StoreSummary, artifact: ArtifactSummary) -> None:
@@ -406,6 +441,8 @@ def _parser() -> argparse.ArgumentParser:
                          help="--plan: a module whose functions the stored query may name (repeatable)")
     inspect.add_argument("--functions", metavar="MODULE:ATTR",
                          help="--plan: the FunctionRegistry (or a function making it) the service registers")
+    inspect.add_argument("--history", metavar="URI",
+                         help="the subscription's definitions, each with when it took effect and was replaced")
     inspect.set_defaults(handler=_inspect)
 
     checkpoint = commands.add_parser(
@@ -423,7 +460,115 @@ def _parser() -> argparse.ArgumentParser:
     checkpoint.add_argument("--keep-broken", action="store_true",
                             help="keep subscriptions that fail to recover stored, not running (default: stop)")
     checkpoint.set_defaults(handler=_checkpoint)
+
+    update = commands.add_parser(
+        "update", help="replace a subscription's definition in place, keeping the state of matched operators",
+        description="Open the engine on STORE (recovering it), replace subscription URI's definition by the query "
+                    "--query names, keeping the state of the operators matched by name (.named) or by path and "
+                    "operator, at one checkpoint boundary; print what was matched, migrated, reset or dropped.")
+    _engine_arguments(update)
+    update.add_argument("uri", help="the subscription")
+    update.add_argument("--query", required=True, metavar="MODULE:ATTR",
+                        help="the new definition: a Query, or a function without arguments that returns one")
+    update.add_argument("--dry-run", action="store_true", help="print what would be done and change nothing")
+    update.add_argument("--unmatched", choices=("empty", "backfill"), default="empty",
+                        help="operators without a state to move start empty (default), or the whole new "
+                             "definition is rebuilt by a backfill from the earliest retained event")
+    update.add_argument("--require-state", action="store_true",
+                        help="refuse the update unless every operator's state moves")
+    update.set_defaults(handler=_update)
+
+    rollback = commands.add_parser(
+        "rollback", help="go back to a subscription's previous definition",
+        description="Open the engine on STORE and go back to subscription URI's previous definition "
+                    "(Engine.rollback_subscription); print what was matched.")
+    _engine_arguments(rollback)
+    rollback.add_argument("uri", help="the subscription")
+    rollback.add_argument("--state", choices=("current", "kept"), default="current",
+                          help="shared operators go on from the current state (default), or the previous "
+                               "definition resumes from its state kept at the swap")
+    rollback.add_argument("--dry-run", action="store_true", help="print what would be done and change nothing")
+    rollback.set_defaults(handler=_rollback)
     return parser
+
+
+def _engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """STORE, --functions and --allow-module, as ``checkpoint`` takes them."""
+    parser.add_argument("store", help="the engine's SQLite file or PostgreSQL DSN (postgresql://...)")
+    parser.add_argument("--functions", metavar="MODULE:ATTR",
+                        help="a FunctionRegistry with the functions the queries use by registered name, or a "
+                             "function without arguments that returns one")
+    parser.add_argument("--allow-module", action="append", metavar="MODULE",
+                        help="a module whose functions the stored queries may name by import path (repeatable)")
+
+
+def _open_for_change(args: argparse.Namespace) -> Engine:
+    """The engine on ``args.store``, recovered with every query (a failure is the command's error)."""
+    from reaqtive.engine import Engine, FunctionRegistry, RecoveryPolicy
+    from reaqtive.engine.inspection import read_store
+
+    _check_store_address(args.store)
+    read_store(args.store)  # refuse a missing or foreign store before the engine could create or touch it
+    allowed = list(args.allow_module or ())
+    try:
+        FunctionRegistry(allow_modules=allowed)
+    except ValueError as error:
+        raise _UsageError(f"--allow-module: {error}") from error
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    functions = _load_functions(args.functions) if args.functions else None
+    return Engine(args.store, functions=functions, allow_modules=allowed, recovery_policy=RecoveryPolicy.FAIL)
+
+
+def _load_query(spec: str) -> Query[Any]:
+    """The query named by ``module:attribute``: a Query, or a function without arguments that returns one."""
+    from reaqtive.fluent.query import Query
+
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise _UsageError(f"--query needs MODULE:ATTRIBUTE, got {spec!r}")
+    try:
+        query = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise _UsageError(f"--query {spec}: {error}") from error
+    if not isinstance(query, Query) and _takes_no_arguments(query):
+        try:
+            query = query()
+        except Exception as error:  # the user's factory: any failure is reported, in one line
+            raise _UsageError(f"--query {spec}: calling it raised {type(error).__name__}: {error}") from error
+    if not isinstance(query, Query):
+        raise _UsageError(f"--query {spec}: a {type(query).__name__}, not a Query nor a function that makes one")
+    return query
+
+
+def _update(args: argparse.Namespace) -> int:
+    from reaqtive.engine import UpdateError
+
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    query = _load_query(args.query)
+    with _open_for_change(args) as engine:
+        try:
+            plan = engine.update_subscription(args.uri, query, unmatched=args.unmatched,
+                                              require_state=args.require_state, dry_run=args.dry_run)
+        except UpdateError as error:
+            print(f"reaqtive update: refused: {error}", file=sys.stderr)
+            return EXIT_DIFFERENT
+    print(("would do (dry run, nothing changed): " if args.dry_run else "done: ") + plan.describe())
+    return EXIT_OK
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    from reaqtive.engine import UpdateError
+
+    with _open_for_change(args) as engine:
+        try:
+            plan = engine.rollback_subscription(args.uri, state=args.state, dry_run=args.dry_run)
+        except UpdateError as error:
+            print(f"reaqtive rollback: refused: {error}", file=sys.stderr)
+            return EXIT_DIFFERENT
+    print(("would do (dry run, nothing changed): " if args.dry_run else "done: ") + plan.describe())
+    return EXIT_OK
 
 
 def _positive(text: str) -> int:

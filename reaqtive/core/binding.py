@@ -263,6 +263,7 @@ BUILTIN_OPERATORS: Final[dict[str, str]] = {
     "throw": "throw",
     "timer": "timer",
     "to_list": "to_list",
+    "named": "named",
     "trace": "trace",
     "window": "window",
     "window_time": "window_time",

@@ -49,6 +49,7 @@ from reaqtive.engine.engine_errors import (
     UnknownSchemaError,
     UnstorableOutputError,
     UnstorableStateError,
+    UpdateError,
 )
 from reaqtive.engine.environment import EngineEnvironment
 from reaqtive.engine.expressions import (
@@ -80,6 +81,7 @@ from reaqtive.engine.readers import Envelope, StreamNotFoundError, StreamReader
 from reaqtive.engine.retention import Retention
 from reaqtive.engine.settings import EngineSettings, EnvironmentSettingError
 from reaqtive.engine.signals import Signal
+from reaqtive.engine.upgrade import NodeChange, UpdatePlan
 
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports them on first use
     from reaqtive.engine.aio import AsyncEngine, ProcessingFailedError
@@ -169,6 +171,9 @@ __all__ = [
     "UnpersistableQueryError",
     "UnstorableOutputError",
     "UnstorableStateError",
+    "UpdateError",
+    "UpdatePlan",
+    "NodeChange",
     "decode_query",
     "encode_query",
 ]

@@ -467,7 +467,7 @@ class EngineRoom:
         raise NotImplementedError  # Running
 
     def _bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None, *,
-              behind: Behind | None = None) -> HostedQuery:
+              behind: Behind | None = None, load: Callable[[SubscriptionHandle], None] | None = None) -> HostedQuery:
         raise NotImplementedError  # Running
 
     def _hand_outputs_on(self) -> None:
@@ -534,6 +534,9 @@ class EngineRoom:
 
     def _stored_state_of(self, uri: str) -> list[tuple[str, str]]:
         raise NotImplementedError  # Recovery
+
+    def _streams_read(self, references: list[str]) -> list[str]:
+        raise NotImplementedError  # ArtifactRegistry
 
     def _task_failed(self, args: UnhandledExceptionArgs) -> None:
         raise NotImplementedError  # Running

@@ -46,6 +46,7 @@ from reaqtive.engine.failures import OnError
 from reaqtive.engine.model import DURABLE_SINK, CheckpointMetrics, EngineStatus, StreamStatus, SubscriptionStatus
 from reaqtive.engine.retention import Retention
 from reaqtive.engine.signals import Signal
+from reaqtive.engine.upgrade import UpdatePlan
 from reaqtive.fluent.query import Query
 from reaqtive.state import StoreError
 
@@ -342,6 +343,26 @@ class AsyncEngine:
         """See :meth:`~reaqtive.engine.Engine.restart_subscription`."""
         self._check_open()
         await self._call(self._engine.restart_subscription, uri, skip_failed=skip_failed)
+
+    async def update_subscription(
+        self, uri: str, query: Query[Any], *, unmatched: str = "empty", require_state: bool = False,
+        dry_run: bool = False, start: int | datetime | str | None = None,
+    ) -> UpdatePlan:
+        """See :meth:`~reaqtive.engine.Engine.update_subscription` (a backfill's history is then worked through by
+        the processing task, in slices beside live input)."""
+        self._check_open()
+        return await self._call(self._engine.update_subscription, uri, query, unmatched=unmatched,
+                                require_state=require_state, dry_run=dry_run, start=start)
+
+    async def rollback_subscription(self, uri: str, *, state: str = "current", dry_run: bool = False) -> UpdatePlan:
+        """See :meth:`~reaqtive.engine.Engine.rollback_subscription`."""
+        self._check_open()
+        return await self._call(self._engine.rollback_subscription, uri, state=state, dry_run=dry_run)
+
+    async def subscription_history(self, uri: str) -> list[dict[str, Any]]:
+        """See :meth:`~reaqtive.engine.Engine.subscription_history`."""
+        self._check_open()
+        return await self._call(self._engine.subscription_history, uri)
 
     async def subscriptions(self) -> list[SubscriptionStatus]:
         """See :meth:`~reaqtive.engine.Engine.subscriptions`."""

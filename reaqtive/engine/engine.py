@@ -66,6 +66,7 @@ from reaqtive.engine.scheduling import Scheduling
 from reaqtive.engine.settings import engine_arguments
 from reaqtive.engine.sinks import Egress
 from reaqtive.engine.stores import open_engine_store
+from reaqtive.engine.upgrading import Upgrading
 from reaqtive.fluent.query import Query
 from reaqtive.scheduler import VirtualTimeScheduler
 
@@ -85,7 +86,7 @@ __all__ = [
 ]
 
 
-class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Running, Scheduling, EngineRoom):
+class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Recovery, Running, Scheduling, EngineRoom):
     """An embedded query engine on a SQLite file (created if missing), or on a PostgreSQL database given by its URL
     (``"postgresql://user@host/db"``, extra ``postgres``; see ``docs/engine.md``). See the module docstring.
 

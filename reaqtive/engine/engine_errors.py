@@ -242,3 +242,9 @@ class SchemaValidationError(EngineError, ValueError):
         index shifted by that many): what ``extend`` raises for a chunk after the first."""
         return SchemaValidationError(self.stream, self.schema, self.index + appended, self.problems,
                                      appended=self.appended + appended)
+
+
+class UpdateError(EngineError, ValueError):
+    """``update_subscription`` or ``rollback_subscription`` refused: the subscription cannot be updated as asked
+    (it does not run, it is behind the engine, a state the caller required cannot move, the new definition fails
+    to start, there is nothing to roll back to). Nothing changed."""

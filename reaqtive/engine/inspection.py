@@ -101,6 +101,11 @@ class ArtifactSummary:
     """A subscription's own error policy (``"stop"``, ``"skip"``, ``"function"``; ``None``: the engine's)."""
     keyed_form: int | None = None
     """The keyed form a subscription was recorded in and recovers in (:mod:`reaqtive.operators.keyed_steps`)."""
+    history: list[dict[str, Any]] | None = None
+    """An updated subscription's earlier definitions, oldest first (``expression``, ``observer``, ``from``,
+    ``until``, ``pos``: see ``Engine.subscription_history``); ``None`` for one never updated."""
+    updated: str | None = None
+    """When an updated subscription's current definition took effect (``None``: never updated)."""
 
 
 @dataclass(frozen=True)
@@ -557,6 +562,9 @@ def _artifacts(blobs: Mapping[str, Mapping[str, bytes]], damaged: Sequence[str])
             failed=dict(failed) if isinstance(failed, dict) else None,
             on_error=None if on_error is None else on_error if isinstance(on_error, str) else "function",
             keyed_form=keyed_form,
+            history=[dict(entry) for entry in record["history"] if isinstance(entry, dict)]
+            if kind == "subscription" and isinstance(record.get("history"), list) else None,
+            updated=str(record["updated"]) if kind == "subscription" and "updated" in record else None,
         ))
     return result
 
@@ -685,6 +693,11 @@ def format_summary(summary: StoreSummary) -> str:
                 f" in {detail.get('operator')} at {detail.get('unit')}#{detail.get('path')}"
             lines.append(f"  {artifact.uri}: {detail.get('error_type')}: {detail.get('message')}{where}, event at "
                          f"log position {detail.get('pos')}, since {str(detail.get('at', ''))[:19].replace('T', ' ')}")
+    updated = [a for a in summary.artifacts if a.history]
+    if updated:  # only when a subscription was updated in place
+        lines += ["", "updated subscriptions (their definitions: reaqtive inspect STORE --history URI)"]
+        lines += [f"  {a.uri}: definition {len(a.history or []) + 1}, in effect since "
+                  f"{(a.updated or '')[:19].replace('T', ' ')}" for a in updated]
     described = [a for a in summary.artifacts if a.summary or a.problem]
     if described:
         lines += ["", "expressions"]

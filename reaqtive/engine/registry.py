@@ -50,6 +50,7 @@ from reaqtive.engine.model import (
 )
 from reaqtive.engine.retention import Retention, check_retention, retention_from_record, time_of
 from reaqtive.engine.scheduling import check_priority
+from reaqtive.engine.upgrading import PREVIOUS_STATES
 from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_steps import keyed_form_record
 from reaqtive.state import (
@@ -365,7 +366,8 @@ class ArtifactRegistry(EngineRoom):
             # Every state row it may have: also those of inner units that ended since the last checkpoint, and
             # those of a query kept without running (not live, so not in the environment).
             state_rows = self._stored_state_of(uri)
-            deletes = [(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), *state_rows]
+            # (With the state its previous definition had when it was last updated, kept for a rollback.)
+            deletes = [(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), (PREVIOUS_STATES, uri), *state_rows]
             inner = [key for _, key in state_rows if key != uri]
             tid = record["template"]
             if not any(r.get("template") == tid for u, r in self._records.items() if u != uri):

@@ -4,6 +4,7 @@ the recovery policy.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Final
@@ -12,6 +13,7 @@ from reaqtive.core.context import OperatorContext
 from reaqtive.core.error_policy import ERROR_POLICY_SETTING
 from reaqtive.core.operator import OperatorBase
 from reaqtive.core.streams import LONG_MAX, Subscription
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.engine._room import _ARTIFACTS, _LOG, _OUTPUTS, EngineRoom, _to_bytes
 from reaqtive.engine.backfill import behind_of as backfill_behind
 from reaqtive.engine.backfill import started_clock
@@ -170,22 +172,23 @@ class Running(EngineRoom):
         self._quarantine.skipped(failure)
 
     def _bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None, *,
-              behind: Behind | None = None) -> HostedQuery:
+              behind: Behind | None = None, load: Callable[[SubscriptionHandle], None] | None = None) -> HostedQuery:
         """Bind subscription ``uri`` (its query, then the egress stamp and its observer) on the engine's query
         host, load ``blob`` if given (its inner units' blobs were handed to the environment before), start it.
-        ``behind``: a new subscription starts behind the engine there (a backfill, reaqtive.engine.backfill)."""
+        ``behind``: a new subscription starts behind the engine there (a backfill, reaqtive.engine.backfill).
+        ``load``: instead of a blob, a load step of its own (an upgrade: reaqtive.engine.upgrade)."""
         expression = instantiate(template, record["constants"])
         query = self._expand(decode_query(expression, self.functions))
         with in_keyed_form(recorded_keyed_form(record)), noting_general_groups() as general:
-            hosted = self._bind_in_form(uri, record, query, blob, behind)
+            hosted = self._bind_in_form(uri, record, query, blob, behind, load)
         for reason in dict.fromkeys(general):  # once per reason: what a person asks first about a slow group_by
             _LOG.info("subscription %r: a group_by ... flat_map runs on the general path (a subscription per "
                       "group): %s", uri, reason,
                       extra={"reaqtive_event": "general_path", "subscription": uri, "reason": reason})
         return hosted
 
-    def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None,
-                      behind: Behind | None) -> HostedQuery:
+    def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None,  # noqa: PLR0917
+                      behind: Behind | None, load: Callable[[SubscriptionHandle], None] | None = None) -> HostedQuery:
         observer = _Observer(self, uri, self._writer_for(uri, record["observer"]))
         # Its own scheduler, a child of the engine's root: paused, prioritized and faulted alone.
         scheduler = self._scheduler.create_child(uri, priority=record_priority(uri, record))
@@ -215,7 +218,7 @@ class Running(EngineRoom):
         started = from_micros(started_clock(record)) if blob is not None and "clock" in record else None
         try:
             hosted.start(None if blob is None else QueryState(blob), settings=settings, started_at=started,
-                         where=f"state of {uri!r}")
+                         where=f"state of {uri!r}", load=load)
         except BaseException:
             self._behind.pop(uri, None)
             raise

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported o
         finally_action,
         ignore_elements,
         map,
+        named,
         scan,
         start_with,
         trace,
@@ -37,6 +38,7 @@ else:
     map = LazyModule("map")
     scan = LazyModule("scan")
     start_with = LazyModule("start_with")
+    named = LazyModule("named")
     trace = LazyModule("trace")
 
 __all__ = ["TransformMixin"]
@@ -113,3 +115,6 @@ class TransformMixin(Fluent[T], Generic[T]):
 
     def trace(self, label: str, emit: Callable[[str], object] = print) -> Query[T]:
         return self.pipe(trace.trace(label, emit))
+
+    def named(self, name: str) -> Query[T]:
+        return self.pipe(named.named(name))

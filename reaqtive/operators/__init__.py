@@ -39,6 +39,7 @@ __all__ = [
     "map",
     "merge",
     "min_max",
+    "named",
     "never",
     "plan",
     "retry",

@@ -60,7 +60,7 @@ the test harness, the engine and ``reaqtive.spark`` can all use it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
@@ -295,6 +295,7 @@ class HostedQuery:
         settings: Mapping[str, object] | None = None,
         started_at: datetime | None = None,
         where: str | None = None,
+        load: Callable[[SubscriptionHandle], None] | None = None,
     ) -> None:
         """Give every operator its context, load ``state`` if given, and start the query.
 
@@ -306,6 +307,8 @@ class HostedQuery:
         ``"state of <instance id>"`` by default). If this raises, the query is no longer hosted (a failure before
         the operators started also disposed the tree); its inner units stay as they are, for the owner to
         :meth:`abandon` or :meth:`delete`. Inner units that failed to load are in :meth:`load_failures`.
+        ``load``: a load step of the caller's instead of loading ``state.main`` (an upgrade loads the state of
+        another definition node by node, :mod:`reaqtive.engine.upgrade`).
         """
         if self._started:
             raise RuntimeError(f"the hosted query {self.instance_id!r} was already started")
@@ -331,6 +334,8 @@ class HostedQuery:
             if state.main is not None:
                 where = where if where is not None else f"state of {self.instance_id!r}"
                 loader = state_loader(state.main, host.codec, where)
+        if load is not None:
+            loader = load
         try:
             initialize(self.handle, context, loader)
         except BaseException:

@@ -122,6 +122,7 @@ VALID: dict[str, Query[Any]] = {
     "timer": Query.timer(SECOND),
     "timer+period": Query.timer(AT, SECOND),
     "to_list": SOURCE.to_list(),
+    "named": SOURCE.named("counts"),
     "trace": SOURCE.trace("label", _fn),
     "window": SOURCE.window(2),
     "window+skip": SOURCE.window(2, 1),

@@ -178,6 +178,7 @@ EXCLUDED = {
     "an engine (tests/engine checks recovery of outputs)",
     "stream": "the engine's durable input stream: it binds only inside an engine; the harness's hot sources with "
     "their replayed backlog stand for it",
+    "named": "adds no stage and no state: it binds the query it names (tests/engine/test_upgrade.py)",
 }
 
 DEMANDS = [

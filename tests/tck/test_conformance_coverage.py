@@ -14,6 +14,7 @@ EXEMPT = {
     "through it (as_processor feeds the query's input with it)",
     "stream": "the engine's stream reader only runs inside an engine; tests/engine verify it end to end",
     "egress": "the engine's output stamp only runs inside an engine; tests/engine verify it end to end",
+    "named": "adds no stage: it binds the query it names, whose stages are verified themselves",
 }
 """Registered operators verified some other way, with the reason."""
 
