@@ -50,7 +50,7 @@ from typing import Any, Final
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.error_policy import NO_ELEMENT
 from reaqtive.core.errors import LimitExceededError
-from reaqtive.core.expression import Expression, GroupedStreamNode, grouped_stream_class, is_expression
+from reaqtive.core.expression import GroupedStreamNode, grouped_stream_class, is_expression
 from reaqtive.core.operator import OperatorBase, StateReader, StateWriter, Version
 from reaqtive.core.scheduler_interface import Scheduler
 from reaqtive.core.streams import LONG_MAX, Subscriber
@@ -63,6 +63,7 @@ from reaqtive.operators.keyed_steps import (
     DONE,
     SKIP,
     KeyedStep,
+    Several,
     StepOperatorError,
     keyed_execution,
     keyed_execution_enabled,
@@ -149,36 +150,44 @@ def keyed_chain(
     when the query is not a chain of operators with keyed steps over the group (it keeps the general path)."""
     probe._selecting = True
     try:
-        result = selector(probe)
-    except Exception:
-        return None  # the general path calls it per group and fails there, as it always did
+        try:
+            result = selector(probe)
+        except Exception:
+            return None  # the general path calls it per group and fails there, as it always did
+        chain = chain_of(result, probe)  # (still selecting: a window step calls its own selector here)
     finally:
         probe._selecting = False
     if probe._key_read:
         return None
-    nodes: list[Expression[Any]] = []
+    return chain
+
+
+def chain_of(result: object, probe: object) -> tuple[tuple[KeyedStep, ...], tuple[str, ...]] | None:
+    """The keyed steps of the query ``result`` over ``probe`` and their names in the chain, ``probe``'s first;
+    ``None`` when it is not a chain of operators with keyed steps over ``probe``."""
+    steps: list[KeyedStep] = []
+    names: list[str] = []
     node: object = result
     while node is not probe:
         if not is_expression(node) or not node.args:
             return None
-        if keyed_step_factory(node.op) is None:
+        factory = keyed_step_factory(node.op)
+        if factory is None:
             return None
         if any(isinstance(argument, Subscribable) for argument in node.args[1:]):
             return None  # reads another stream
-        nodes.append(node)
-        node = node.args[0]
-    steps: list[KeyedStep] = []
-    for chain_node in reversed(nodes):
-        factory = keyed_step_factory(chain_node.op)
-        assert factory is not None
         try:
-            step = factory(chain_node)
+            step = factory(node)
         except Exception:
             return None  # arguments the stage would refuse: the general path refuses them as it always did
         if step is None:
             return None
         steps.append(step)
-    return tuple(steps), tuple(chain_node.op for chain_node in reversed(nodes))
+        names.append(step.chain_name(node))
+        node = step.source_of(node)
+    steps.reverse()
+    names.reverse()
+    return tuple(steps), tuple(names)
 
 
 def bind_keyed_groups(
@@ -202,6 +211,10 @@ def bind_keyed_groups(
     if chain is None:
         return None
     steps, names = chain
+    if any(step.timed for step in steps):
+        from reaqtive.operators.keyed_timed import bind_keyed_timed  # (its module builds on this one)
+
+        return bind_keyed_timed(group_args, steps, names, probe, subscriber)
     if group_args.expire_after is not None:
         return KeyedGroupsExpiring(group_args, steps, names, probe, subscriber)
     return KeyedGroups(group_args, steps, names, probe, subscriber)
@@ -272,7 +285,11 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         # No step overrides complete: a key's chain emits nothing and runs no user code when it completes
         self._silent = all(type(step).complete is KeyedStep.complete for step in self._steps)
         # The step of a one-step chain without an element selector: on_next's inlined path
-        self._one_step = self._steps[0] if len(self._steps) == 1 and self._element_selector is None else None
+        self._one_step = (
+            self._steps[0]
+            if len(self._steps) == 1 and self._element_selector is None and not self._steps[0].several
+            else None
+        )
         self._probe = probe
         # state
         self._table: KeyedStateTable[Any] = KeyedStateTable()
@@ -290,6 +307,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         self._live_limit = read_limit(context, MAX_CONCURRENT_INNER)
         for step in self._steps:
             step.set_context(context)
+            step.attach(self)
         self._table.attach(self, context)
 
     def subscribe_input(self) -> SubscriptionHandle:
@@ -487,7 +505,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             if self._live >= self._live_limit:
                 self._set_error(LimitExceededError(_FLAT_MAP, MAX_CONCURRENT_INNER, self._live_limit))
                 return SKIP
-            record = self._initial
+            record = self._opened(key)
             table.put(key, record)
             self._live += 1
         if failure is not None:
@@ -515,6 +533,8 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                     fields[index] = state
                 if value is SKIP:
                     break
+                if type(value) is Several:
+                    return self._several(key, list(record) if fields is None else fields, index, value)
                 index += 1
         except Exception as error:
             # Step ``index`` raised on ``value``: skipped, the element stops there; the steps before it keep what
@@ -527,6 +547,40 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         elif self._in_place:
             table.put(key, record)  # a field changed in place: its page must be saved
         return value
+
+    def _opened(self, key: Any) -> tuple[Any, ...]:
+        """The record of a new key (lock held)."""
+        return self._initial
+
+    def _several(self, key: Any, fields: list[Any], index: int, values: Several) -> Any:
+        """Step ``index`` put out several values (a window step): each goes through the steps after it, in order
+        (lock held); ``fields`` holds the step's new field. The result as :meth:`_element`'s."""
+        outputs = _Outputs()
+        ended = False
+        try:
+            ended = self._feed_several(fields, index + 1, values, outputs)
+        except Exception as error:
+            # The results before the failure go out first, as the general path sends them (see _ended).
+            if outputs:
+                self._queue(outputs)
+            self._deferred_error = _stop_error(error)
+            return SKIP
+        finally:
+            self._table.put(key, () if ended else tuple(fields))
+            if ended:
+                self._live -= 1
+        if not outputs:
+            return SKIP
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _feed_several(self, fields: list[Any], index: int, values: Several, outputs: list[Any]) -> bool:
+        """:meth:`_feed` for each of ``values``, then their failure, if any, is raised; ``True``: the chain ended."""
+        for value in values:
+            if self._feed(fields, index, value, outputs):
+                return True
+        if values.failure is not None:
+            raise values.failure
+        return False
 
     def _select(self, value: Any) -> tuple[Any, Exception | None] | None:
         """The element selector's element for ``value`` (lock held), before a new key opens, so that a skipped
@@ -583,6 +637,8 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             fields[index] = state
             if value is SKIP:
                 return False
+            if type(value) is Several:
+                return self._feed_several(fields, index + 1, value, outputs)
             index += 1
         outputs.append(value)
         return False
@@ -600,6 +656,8 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             for value in final:
                 if self._feed(fields, index + 1, value, outputs):
                     return  # a later step ended the chain: it completed the rest
+            if type(final) is Several and final.failure is not None:
+                raise final.failure  # (decided already: a window step's inner query failed after these)
             index += 1
 
     def _user_skips(self, error: Exception, value: Any) -> bool:

@@ -37,7 +37,7 @@ written before keyed execution existed keep the general path).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
@@ -53,6 +53,7 @@ __all__ = [
     "NO_OUTPUTS",
     "SKIP",
     "KeyedStep",
+    "Several",
     "KeyedStepFactory",
     "StatelessStep",
     "StepOperatorError",
@@ -85,6 +86,19 @@ NO_OUTPUTS: Final[tuple[Any, ...]] = ()
 """``complete`` of a step that emits nothing when its input completes."""
 
 
+class Several(list[Any]):
+    """A step's output of several values (a window step: the results of several windows for one element), each
+    going on to the next step in order. ``failure``, when set, stops the query after them: an error (what the
+    stage fails with) raised once the values before it went on, as the general path delivers the results
+    produced before an error."""
+
+    __slots__ = ("failure",)
+
+    def __init__(self, values: Iterable[Any] = (), failure: Exception | None = None) -> None:
+        super().__init__(values)
+        self.failure = failure
+
+
 class StepOperatorError(Exception):
     """An error of the operator itself, raised by a step (a limit, an aggregate without elements, a second element of
     ``single``): the keyed stage fails with :attr:`error`, what the stage would signal, whatever the query's error
@@ -109,15 +123,36 @@ class KeyedStep:
     stage then writes the key's record back after every element, so that its page is saved at the next
     checkpoint. A step that returns a new field for every change leaves it ``False``."""
 
+    several: bool = False
+    """Whether ``next`` may output :class:`Several` values (a window step)."""
+
+    timed: bool = False
+    """Whether the step needs the clock: a :class:`~reaqtive.operators.keyed_timed.TimedStep`, which only the
+    timed keyed stage runs."""
+
     def set_context(self, context: OperatorContext) -> None:
         """The stage's context arrived (read the host's limits here, as the stage does in ``set_context``)."""
+
+    def attach(self, stage: Any) -> None:
+        """The stage that runs the step, given at its ``set_context``: a step running the user's code of a nested
+        chain (a window's inner query) asks the stage's error policy through it."""
+
+    def chain_name(self, node: Expression[Any]) -> str:
+        """The name the step has in the chain's operator names, which the stage saves and checks on load."""
+        return node.op
+
+    def source_of(self, node: Expression[Any]) -> object:
+        """The node the step reads from: ``node``'s source, or further down when the step stands for several
+        nodes (a window and the ``flat_map`` over its windows)."""
+        return node.args[0]
 
     def next(self, state: Any, value: Any) -> tuple[Any, Any]:
         """One element: ``(new field or DONE, output or SKIP)``; raises what the stage would fail with."""
         raise NotImplementedError
 
-    def complete(self, state: Any) -> tuple[Any, ...]:
-        """The input completed: what goes on before the completion; raises what the stage would fail with."""
+    def complete(self, state: Any) -> Sequence[Any]:
+        """The input completed: what goes on before the completion (a tuple, or a :class:`Several` that may end in
+        a failure); raises what the stage would fail with."""
         return NO_OUTPUTS
 
     def check(self, state: Any) -> bool:
