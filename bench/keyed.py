@@ -238,8 +238,12 @@ class Variant:
     kind: str
     """How it runs: floor, library, process, e2e, e2e-final, bytewax, bytewax-recovery."""
     needs: str | None = None
+    keyed: bool = True
+    """Bound with keyed execution (the default); ``False``: on the general path, a subscription tree per key."""
 
     def applies_to(self, workload: Workload) -> bool:
+        if self.key.startswith(("library-rx", "process-rx")):
+            return workload.windowed  # (e)'s keyed column is its Rx form already
         if self.kind in ("e2e-final", "bytewax-recovery"):
             # The cost of periodic checkpoints is issue 17's (e) target; Bytewax's recovery over 100,000 keys'
             # windows runs at a few hundred events/s, too slow to measure at 1,000,000 events.
@@ -250,11 +254,13 @@ class Variant:
 VARIANTS = [
     Variant("floor", "dict floor", "keyed", "floor"),
     Variant("library-keyed", "library, keyed", "keyed", "library"),
-    Variant("library-general", "library, general", "general", "library"),
+    Variant("library-rx-keyed", "library, Rx form run keyed", "general", "library"),
+    Variant("library-general", "library, general", "general", "library", keyed=False),
     Variant("process-keyed", "engine process(), keyed", "keyed", "process"),
-    Variant("process-general", "engine process(), general", "general", "process"),
+    Variant("process-rx-keyed", "engine process(), Rx form run keyed", "general", "process"),
+    Variant("process-general", "engine process(), general", "general", "process", keyed=False),
     Variant("e2e-keyed", "engine end to end, keyed", "keyed", "e2e"),
-    Variant("e2e-general", "engine end to end, general", "general", "e2e"),
+    Variant("e2e-general", "engine end to end, general", "general", "e2e", keyed=False),
     Variant("e2e-final", "engine end to end, keyed, final checkpoint only", "keyed", "e2e-final"),
     Variant("bytewax", "Bytewax 0.21 (batch 1000)", "keyed", "bytewax", needs="bytewax"),
     Variant("bytewax-recovery", "Bytewax 0.21 + recovery", "keyed", "bytewax-recovery", needs="bytewax"),
@@ -309,13 +315,14 @@ def run_library(workload: Workload, variant: Variant, n: int) -> tuple[float, in
     form = pipeline(workload, variant.form)
     if not workload.windowed:
         started = time.perf_counter()
-        with keyed_execution(variant.form == "keyed"):  # (e): the same query, bound keyed or as a group per key
+        with keyed_execution(variant.keyed):  # (e): the same query, bound keyed or as a group per key
             form(from_iterable(events)).run(sink)
         return time.perf_counter() - started, sink.count
     # Event time: advance the virtual clock to each event's time, then deliver it (an event-time host's loop).
     scheduler = VirtualTimeScheduler(STEP, epoch=T0)
     subject: SimpleSubject[tuple[int, int]] = SimpleSubject()
-    form(subject.as_query()).run(sink, context=OperatorContext("bench://keyed", scheduler))
+    with keyed_execution(variant.keyed):  # the Rx form: keyed (one stage, a record per key) or a tree per key
+        form(subject.as_query()).run(sink, context=OperatorContext("bench://keyed", scheduler))
     advance_to, on_next = scheduler.advance_to, subject.on_next
     started = time.perf_counter()
     for tick, event in enumerate(events):
@@ -329,7 +336,7 @@ def run_library(workload: Workload, variant: Variant, n: int) -> tuple[float, in
 def open_engine(workload: Workload, variant: Variant, folder: Path) -> Engine:
     engine = Engine(folder / "k.db", synchronous="NORMAL", start=T0, functions=engine_functions())
     engine.create_stream(STREAM)
-    with keyed_execution(variant.form == "keyed"):  # recorded with the subscription: it recovers in that form
+    with keyed_execution(variant.keyed):  # recorded with the subscription: it recovers in that form
         engine.create_subscription(SUBSCRIPTION, pipeline(workload, variant.form)(Query.stream(STREAM)),
                                    observer=DURABLE_SINK)
     return engine
@@ -592,7 +599,7 @@ class Plan:
         return [v for v in VARIANTS if v.applies_to(workload) and v.key not in self.unavailable]
 
     def size(self, workload: Workload, variant: Variant) -> int:
-        if workload.key == "d100k" and variant.form == "general":
+        if workload.key == "d100k" and not variant.keyed:
             return min(self.events, self.general_events)  # a few thousand events/s: see the module docstring
         return self.events
 

@@ -47,7 +47,7 @@ from reaqtive.engine.model import (
 )
 from reaqtive.engine.scheduling import check_priority
 from reaqtive.fluent.query import Query
-from reaqtive.operators.keyed_groups import keyed_execution_enabled
+from reaqtive.operators.keyed_steps import keyed_forms
 from reaqtive.state import (
     STATE_CATEGORY,
     confirm_saved,
@@ -211,9 +211,10 @@ class ArtifactRegistry(EngineRoom):
                 # "Positions follow from the log"), in any run: a recovery, a catch-up.
                 "start_pos": self._positions.cursor.pos,
                 "clock": to_micros(self._scheduler.now),
-                # The form its keyed chains run in (see reaqtive.operators.keyed_groups): recovered in the same
-                # form; a record without it was written before keyed execution existed (the general path).
-                "keyed": keyed_execution_enabled(),
+                # The keyed forms its chains were bound with (reaqtive.operators.keyed_steps.KEYED_FORMS; 0: the
+                # general path): recovered with the same; True is a record from before the number (the first
+                # forms), a record without it was written before keyed execution existed (the general path).
+                "keyed": keyed_forms() or False,
             }
             if priority:  # absent means 0: the records of stores from before priorities stay as they were
                 record["priority"] = priority

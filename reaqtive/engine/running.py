@@ -48,7 +48,7 @@ from reaqtive.engine.readers import CAUGHT_UP_SETTING, LEGACY_CAUGHT_UP_SETTING,
 from reaqtive.engine.records import Behind, parse_counter
 from reaqtive.engine.scheduling import record_priority
 from reaqtive.fluent.query import Query
-from reaqtive.operators.keyed_groups import keyed_execution
+from reaqtive.operators.keyed_steps import keyed_execution, recorded_forms
 from reaqtive.scheduler import UnhandledExceptionArgs
 from reaqtive.state import STATE_CATEGORY, MissingStateError
 from reaqtive.state.host import HostedQuery, QueryState
@@ -171,7 +171,7 @@ class Running(EngineRoom):
         host, load ``blob`` if given (its inner units' blobs were handed to the environment before), start it."""
         expression = instantiate(template, record["constants"])
         query = self._expand(decode_query(expression, self.functions))
-        with keyed_execution(record.get("keyed", False)):
+        with keyed_execution(recorded_forms(record.get("keyed"))):
             return self._bind_in_form(uri, record, query, blob)
 
     def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None) -> HostedQuery:

@@ -65,7 +65,7 @@ from reaqtive.operators._emitter import (
     queue_capacity,
     replenish_batch,
 )
-from reaqtive.operators.keyed_steps import keyed_execution, keyed_execution_enabled
+from reaqtive.operators.keyed_steps import keyed_execution, keyed_forms
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED
 from reaqtive.state import OperatorStateError
 
@@ -116,8 +116,8 @@ class InnerHost:
 
     __slots__ = ("_context", "_environment", "_handles", "_keyed", "_prefix")
 
-    def __init__(self, context: OperatorContext, kind: str, *, keyed: bool = True) -> None:
-        self._keyed = keyed  # the form the stage was bound in: its inner queries are bound in it too
+    def __init__(self, context: OperatorContext, kind: str, *, keyed: bool | int = True) -> None:
+        self._keyed = keyed  # the keyed forms the stage was bound with: its inner queries are bound with them too
         environment = context.execution_environment
         self._context = context
         self._handles: dict[int, SubscriptionHandle] = {}
@@ -397,7 +397,7 @@ class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
         self._batch = replenish_batch(DEFAULT_QUEUE_SIZE)
         self._bound = UNLIMITED  # live inners allowed at once
         self._host: InnerHost | None = None
-        self._keyed = keyed_execution_enabled()  # bound keyed or not: its inner queries are bound the same way
+        self._keyed = keyed_forms()  # the keyed forms it was bound with: its inner queries are bound the same way
 
     # -- what subclasses decide --------------------------------------------------------------------------------
 

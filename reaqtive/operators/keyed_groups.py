@@ -67,6 +67,7 @@ from reaqtive.operators.keyed_steps import (
     StepOperatorError,
     keyed_execution,
     keyed_execution_enabled,
+    keyed_forms,
     keyed_step_factory,
     set_keyed_execution,
 )
@@ -167,6 +168,7 @@ def chain_of(result: object, probe: object) -> tuple[tuple[KeyedStep, ...], tupl
     ``None`` when it is not a chain of operators with keyed steps over ``probe``."""
     steps: list[KeyedStep] = []
     names: list[str] = []
+    forms = keyed_forms()
     node: object = result
     while node is not probe:
         if not is_expression(node) or not node.args:
@@ -180,8 +182,8 @@ def chain_of(result: object, probe: object) -> tuple[tuple[KeyedStep, ...], tupl
             step = factory(node)
         except Exception:
             return None  # arguments the stage would refuse: the general path refuses them as it always did
-        if step is None:
-            return None
+        if step is None or step.since > forms:
+            return None  # (a form newer than the query's: it was stored before it existed)
         steps.append(step)
         names.append(step.chain_name(node))
         node = step.source_of(node)

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DONE",
+    "KEYED_FORMS",
     "NO_OUTPUTS",
     "SKIP",
     "KeyedStep",
@@ -60,7 +61,9 @@ __all__ = [
     "is_immutable_value",
     "keyed_execution",
     "keyed_execution_enabled",
+    "keyed_forms",
     "keyed_step_factory",
+    "recorded_forms",
     "register_keyed_step",
     "set_keyed_execution",
 ]
@@ -125,6 +128,9 @@ class KeyedStep:
 
     several: bool = False
     """Whether ``next`` may output :class:`Several` values (a window step)."""
+
+    since: int = 1
+    """The keyed forms (:data:`KEYED_FORMS`) the step came with: a query bound with fewer keeps the general path."""
 
     timed: bool = False
     """Whether the step needs the clock: a :class:`~reaqtive.operators.keyed_timed.TimedStep`, which only the
@@ -211,16 +217,49 @@ def is_immutable_value(value: object) -> bool:
     return False
 
 
-# -- the switch --------------------------------------------------------------------------------------------------
+# -- the switch ---------------------------------------------------------------------------------------------------
 
-_enabled = True
-_override: ContextVar[bool | None] = ContextVar("reaqtive_keyed_execution", default=None)
+KEYED_FORMS: Final = 2
+"""The keyed forms this release binds keyed, a number that grows when a release adds forms: 1, the first-order
+chains; 2, windows inside groups (``window ... flat_map``, a timed step). Each step declares the number it came
+with (:attr:`KeyedStep.since`). A subscription records the number it was bound with and is recovered with it, so
+that a query stored before a form existed keeps the general path for it, and its stored state loads."""
+
+_enabled = KEYED_FORMS
+_override: ContextVar[int | None] = ContextVar("reaqtive_keyed_execution", default=None)
+
+
+def keyed_forms() -> int:
+    """The keyed forms a chain bound now may use (0: keyed execution is off; see :data:`KEYED_FORMS`)."""
+    override = _override.get()
+    return _enabled if override is None else override
 
 
 def keyed_execution_enabled() -> bool:
     """Whether a keyed chain bound now runs keyed (the block's setting, else the process's)."""
-    override = _override.get()
-    return _enabled if override is None else override
+    return keyed_forms() > 0
+
+
+def recorded_forms(value: object) -> int:
+    """The keyed forms a subscription was bound with, from what its record holds: a number, or (written before
+    the number existed) ``True`` for the first forms and ``False`` or nothing for the general path."""
+    if value is True:
+        return 1
+    if type(value) is int and 0 <= value <= KEYED_FORMS:
+        return value
+    if value is False or value is None:
+        return 0
+    raise ValueError(f"the keyed forms of a subscription record must be a bool or 0..{KEYED_FORMS}, got {value!r}")
+
+
+def _forms(enabled: object, where: str) -> int:
+    if enabled is True:
+        return KEYED_FORMS
+    if enabled is False:
+        return 0
+    if type(enabled) is int and 0 <= enabled <= KEYED_FORMS:
+        return enabled
+    raise TypeError(f"{where}: enabled must be a bool (or a number of keyed forms, 0..{KEYED_FORMS}), got {enabled!r}")
 
 
 def set_keyed_execution(enabled: bool) -> bool:
@@ -229,14 +268,15 @@ def set_keyed_execution(enabled: bool) -> bool:
     global _enabled  # the process-wide default, read once per bind
     if not isinstance(enabled, bool):
         raise TypeError(f"set_keyed_execution: enabled must be a bool, got {enabled!r}")
-    previous, _enabled = _enabled, enabled
-    return previous
+    previous, _enabled = _enabled, KEYED_FORMS if enabled else 0
+    return previous > 0
 
 
 @contextmanager
-def keyed_execution(enabled: bool) -> Iterator[None]:
+def keyed_execution(enabled: bool | int) -> Iterator[None]:
     """Within the block (this thread or task), bind keyed chains keyed (``True``) or on the general path
-    (``False``), whatever the process's setting.
+    (``False``), whatever the process's setting; a number binds only the keyed forms up to it (see
+    :data:`KEYED_FORMS`: the engine recovers a subscription with the forms it was bound with).
 
     >>> from reaqtive import from_iterable
     >>> with keyed_execution(False):
@@ -244,9 +284,7 @@ def keyed_execution(enabled: bool) -> Iterator[None]:
     2
     1
     """
-    if not isinstance(enabled, bool):
-        raise TypeError(f"keyed_execution: enabled must be a bool, got {enabled!r}")
-    token = _override.set(enabled)
+    token = _override.set(_forms(enabled, "keyed_execution"))
     try:
         yield
     finally:

@@ -27,6 +27,7 @@ What keeps the general path: two timed steps in one chain, a timed step inside a
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -38,13 +39,15 @@ from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.group_by import GroupByArgs
 from reaqtive.operators.keyed_groups import KeyedGroups, _Outputs, _stop_error
-from reaqtive.operators.keyed_steps import KeyedStep, Several
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, Several
 from reaqtive.scheduler import ActionTask
 from reaqtive.scheduler.clock import EPOCH
 
 __all__ = ["KeyedGroupsTimed", "TimedStep", "at", "bind_keyed_timed", "general_reason", "micros"]
 
 US: Final = timedelta(microseconds=1)
+_TICKING: Final = -(2**63)
+"""``_timer_due`` while the outstanding timer ticks: nothing else arms one, it arms the next when done."""
 
 
 def micros(when: datetime) -> int:
@@ -67,8 +70,8 @@ class TimedStep(KeyedStep):
 
     * ``open(now, seq)``: the field of a new key, whose group opens at ``now``;
     * ``tick(field, now, seq)``: everything due by ``now`` (``now`` >= the field's time): the new field (with
-      ``seq``) and what goes on to the next step (a :class:`~reaqtive.operators.keyed_steps.Several`, maybe
-      empty, maybe ending in a failure);
+      ``seq``) and what goes on to the next step, in a list (maybe empty; a
+      :class:`~reaqtive.operators.keyed_steps.Several` when a failure follows them);
     * ``next`` never changes the field's time nor its number (only ticks move them).
     """
 
@@ -80,8 +83,9 @@ class TimedStep(KeyedStep):
         """The field of a key whose group opens at ``now``."""
         raise NotImplementedError
 
-    def tick(self, field: Any, now: int, seq: int) -> tuple[Any, Several]:
-        """The key's time came (``now`` >= it): the new field and what goes on."""
+    def tick(self, field: Any, now: int, seq: int) -> tuple[Any, list[Any]]:
+        """The key's time came (``now`` >= it): the new field and what goes on (a
+        :class:`~reaqtive.operators.keyed_steps.Several` when a failure follows them)."""
         raise NotImplementedError
 
 
@@ -109,13 +113,21 @@ def bind_keyed_timed(
 
 
 class KeyedGroupsTimed(KeyedGroups):
-    """The running stage of a keyed ``group_by ... flat_map`` whose chain has a timed step (see the module)."""
+    """The running stage of a keyed ``group_by ... flat_map`` whose chain has a timed step (see the module).
+
+    **The timer queue.** Keys wait for their time in a deque, in ``(time, sequence number)`` order: a new key's
+    time is ``now + duration`` and a ticked key's next time is at most that, so appending keeps the order, and the
+    deque holds just the keys (the times are in their records). A key whose next time would go before the tail
+    (a tick that ran late and caught up) waits in a small heap of ``(time, number, key)`` instead; the queue's
+    head is the earlier of the two heads. Every live key is in the queue exactly once; a key whose chain ended
+    leaves it when it comes up.
+    """
 
     timeless = False
     name = "reaqtive:group_by+keyed+timed"
     version: Version = (1,)
 
-    __slots__ = ("_due_keys", "_dues", "_scheduler", "_seq", "_timed", "_timed_step", "_timer_due")
+    __slots__ = ("_late", "_order", "_scheduler", "_seq", "_tail", "_timed", "_timed_step", "_timer_due")
 
     def __init__(
         self,
@@ -131,8 +143,9 @@ class KeyedGroupsTimed(KeyedGroups):
         assert isinstance(step, TimedStep)
         self._timed_step: TimedStep = step
         # not state (rebuilt from the records)
-        self._dues: list[int] = []  # the distinct pending times, a heap
-        self._due_keys: dict[int, list[Any]] = {}  # time -> the keys due then, in the order they were indexed
+        self._order: deque[Any] = deque()  # the keys, in (time, number) order
+        self._tail: tuple[int, int] = (-(2**63), -1)  # (time, number) of the deque's last key
+        self._late: list[tuple[int, int, Any]] = []  # the keys that would go before the tail, a heap
         self._timer_due: int | None = None  # the time of the outstanding timer
         self._seq = 0  # the next sequence number (one more than the records' largest)
         self._scheduler: Scheduler | None = None
@@ -141,88 +154,217 @@ class KeyedGroupsTimed(KeyedGroups):
         super().set_context(context)
         self._scheduler = context.scheduler  # MissingSchedulerError without one: time needs a clock
 
-    # -- the index and the timer (lock held) -------------------------------------------------------------------
+    # -- the queue and the timer (lock held) -------------------------------------------------------------------
 
     def _opened(self, key: Any) -> tuple[Any, ...]:
         scheduler = self._scheduler
         assert scheduler is not None
         fields = list(self._initial)
-        field = self._timed_step.open(micros(scheduler.now), self._next_seq())
-        fields[self._timed] = field
-        self._index_key(key, field[0])
-        return tuple(fields)
-
-    def _next_seq(self) -> int:
-        """A sequence number: the keys due at one time are ticked in the order they were indexed, which a
-        recovered stage gets back from the numbers (the general path's timers run in the order they were
-        scheduled)."""
         seq = self._seq
         self._seq = seq + 1
-        return seq
+        field = self._timed_step.open(micros(scheduler.now), seq)
+        fields[self._timed] = field
+        self._enqueue(key, field[0], seq)
+        return tuple(fields)
 
-    def _index_key(self, key: Any, due: int) -> None:
-        keys = self._due_keys.get(due)
-        if keys is not None:
-            keys.append(key)
-            return
-        self._due_keys[due] = [key]
-        heapq.heappush(self._dues, due)
-        self._arm()
+    def _enqueue(self, key: Any, due: int, seq: int) -> None:
+        """``key`` waits for ``due`` (its sequence number ``seq``, the largest given so far)."""
+        tail = self._tail
+        if due > tail[0] or (due == tail[0] and seq > tail[1]):
+            self._order.append(key)
+            self._tail = (due, seq)
+        else:
+            heapq.heappush(self._late, (due, seq, key))
+        timer = self._timer_due
+        if timer is None or due < timer:
+            self._arm(due)
 
-    def _arm(self) -> None:
-        """Schedule the timer at the earliest time unless an outstanding one runs at or before it."""
-        dues = self._dues
-        if not dues or self._error is not None or self._source_done:
+    def _earliest(self) -> int | None:
+        """The time of the earliest waiting key, or ``None``; keys whose chain ended leave on the way."""
+        order, get, index = self._order, self._table.get, self._timed
+        due: int | None = None
+        while order:
+            record = get(order[0])
+            if record:
+                due = record[index][0]
+                break
+            order.popleft()  # its chain ended
+        late = self._late
+        if late and (due is None or late[0][0] < due):
+            due = late[0][0]
+        return due
+
+    def _arm(self, due: int) -> None:
+        """Schedule the timer at ``due`` (earlier than the outstanding one, if any)."""
+        if self._error is not None or self._source_done:
             return
-        first = dues[0]
-        if self._timer_due is not None and self._timer_due <= first:
-            return
-        when = at(first)
+        when = at(due)
         if when is None:
             return  # past datetime.max: it never comes
-        self._timer_due = first
+        self._timer_due = due
         scheduler = self._scheduler
         assert scheduler is not None
-        scheduler.schedule(ActionTask(self._on_timer, first), due=when)
+        scheduler.schedule(ActionTask(self._on_timer, due), due=when)
 
     def _on_timer(self, due: int) -> None:
         if self._disposed:
             return  # a disposed operator's timer may still run
         scheduler = self._scheduler
         assert scheduler is not None
-        with self._lock:
-            if self._timer_due == due:
-                self._timer_due = None  # this task was the outstanding one
-            if self._error is None and not self._source_done:
-                self._tick_until(micros(scheduler.now))
-                self._arm()
-        self._drain()
-
-    def _tick_until(self, now: int) -> None:
-        """Tick every key due by ``now``, times in order (lock held)."""
-        dues, due_keys = self._dues, self._due_keys
-        while dues and dues[0] <= now and self._error is None:
-            due = heapq.heappop(dues)
-            for key in due_keys.pop(due):
-                if not self._tick_key(key, due, now):
-                    return
-
-    def _tick_key(self, key: Any, due: int, now: int) -> bool:
-        """Tick ``key``, indexed at ``due`` (lock held); ``False``: the stage failed."""
-        table = self._table
-        record = table.get(key)
-        index = self._timed
-        if not record or record[index][0] != due:
-            return True  # its chain ended, or it moved on since (an index entry left behind)
-        self._probe._key = key
-        outputs = _Outputs()
+        lock = self._lock
+        lock.acquire()  # acquire/release: a third of the cost of ``with``
         try:
-            field, values = self._timed_step.tick(record[index], now, self._next_seq())
-        except Exception as error:
-            self._set_error(_stop_error(error))
-            return False
+            outstanding = self._timer_due == due  # else an earlier timer took its place: this one only ticks
+            if outstanding:
+                self._timer_due = _TICKING  # keys queued again while ticking arm nothing: this task arms next
+            earliest = None
+            if self._error is None and not self._source_done:
+                earliest = self._tick_until(micros(scheduler.now))
+            if outstanding:
+                self._timer_due = None
+                if earliest is not None:
+                    self._arm(earliest)
+        finally:
+            lock.release()
+        if self._pending or self._error is not None:
+            self._drain()
+
+    def _tick_until(self, now: int) -> int | None:
+        """Tick every key due by ``now``, in ``(time, number)`` order (lock held); the time of the next key due
+        (``None``: none waits, or the stage failed)."""
+        order, late, pages = self._order, self._late, self._index
+        index, step, probe = self._timed, self._timed_step, self._probe
+        last = index == len(self._steps) - 1
+        while self._error is None:
+            # The head: the deque's first live key, or the late heap's first when it comes before it.
+            record: tuple[Any, ...] = ()
+            key: Any = None
+            page: Any = None
+            while order:
+                key = order[0]
+                page = pages.get(key)
+                record = page.records[key]
+                if record:
+                    break
+                order.popleft()  # its chain ended
+            if late and (not record or late[0][:2] < record[index][:2]):
+                head = self._pop_late(now)
+                if head is None:
+                    continue  # its chain ended
+                if isinstance(head, int):
+                    return head
+                key, page, record = head
+            elif not record:
+                return None
+            elif record[index][0] > now:
+                return int(record[index][0])
+            else:
+                order.popleft()
+            seq = self._seq
+            self._seq = seq + 1
+            probe._key = key
+            try:
+                field, values = step.tick(record[index], now, seq)
+            except Exception as error:
+                self._set_error(_stop_error(error))
+                return None
+            if type(values) is Several:  # a failure after these results
+                self._tick_on(key, record, field, values, seq)
+                continue
+            due = field[0]
+            if last:
+                page.records[key] = (*record[:index], field)
+            elif values:
+                fed = self._tick_feed(key, record, field, values)
+                if fed is False:
+                    return None  # the stage failed
+                if fed is True:
+                    continue  # its chain ended
+                page.records[key], values = fed
+            else:
+                page.records[key] = (*record[:index], field, *record[index + 1:])
+            page.tracker.changed = True
+            self._enqueue(key, due, seq)
+            if values and not self._queue(values):
+                return None
+        return None
+
+    def _element(self, key: Any, value: Any) -> Any:
+        """:meth:`KeyedGroups._element`, with the common case inlined: a known key whose chain starts with the
+        timed step and is live, no element selector."""
+        if self._timed == 0 and self._element_selector is None:
+            try:
+                page = self._index.get(key)
+            except TypeError:
+                page = None  # an unhashable key: the general element path fails the stage
+            if page is not None:
+                records = page.records
+                record = records[key]
+                if record:
+                    self._probe._key = key
+                    field = record[0]
+                    try:
+                        state, output = self._timed_step.next(field, value)
+                    except Exception as error:
+                        self._step_failed(error, value)  # skipped: the key's record stays as it was
+                        return SKIP
+                    if output is SKIP:
+                        if state is not field:
+                            records[key] = (state, *record[1:])
+                            page.tracker.changed = True
+                        return SKIP
+                    fields = list(record)
+                    fields[0] = state
+                    return self._several(key, fields, 0, output if type(output) is Several else Several((output,)))
+        return super()._element(key, value)
+
+    def _pop_late(self, now: int) -> tuple[Any, Any, tuple[Any, ...]] | int | None:
+        """The late heap's first key, when it comes first: ``(key, page, record)`` taken off the heap if due by
+        ``now``, else its time; ``None`` when its chain ended (taken off)."""
+        key = self._late[0][2]
+        page = self._index[key]
+        record: tuple[Any, ...] = page.records[key]
+        if record and record[self._timed][0] > now:
+            due: int = record[self._timed][0]
+            return due
+        heapq.heappop(self._late)
+        return (key, page, record) if record else None
+
+    def _tick_feed(
+        self, key: Any, record: tuple[Any, ...], field: Any, values: list[Any]
+    ) -> tuple[tuple[Any, ...], list[Any]] | bool:
+        """A tick's ``values`` through the steps after the timed one (lock held): the key's new record and what
+        left the chain; ``True`` when its chain ended (its record is then ``()``), ``False`` when the stage
+        failed."""
+        index = self._timed
+        outputs: list[Any] = []
         fields = list(record)
         fields[index] = field
+        ended = False
+        try:
+            for value in values:
+                ended = self._feed(fields, index + 1, value, outputs)
+                if ended:
+                    break
+        except Exception as error:
+            self._table.put(key, tuple(fields))
+            if outputs:
+                self._queue(outputs)
+            self._set_error(_stop_error(error))
+            return False
+        if ended:
+            self._table.put(key, ())
+            self._live -= 1
+            return not outputs or self._queue(outputs)
+        return tuple(fields), outputs
+
+    def _tick_on(self, key: Any, record: tuple[Any, ...], field: Any, values: Several, seq: int) -> bool:
+        """What a tick put out goes through the steps after the timed one (lock held); ``False``: the stage
+        failed."""
+        index = self._timed
+        fields = list(record)
+        fields[index] = field
+        outputs = _Outputs()
         ended = False
         try:
             ended = self._feed_several(fields, index + 1, values, outputs)
@@ -232,17 +374,17 @@ class KeyedGroupsTimed(KeyedGroups):
             self._set_error(_stop_error(error))
             return False
         finally:
-            table.put(key, () if ended else tuple(fields))
+            self._table.put(key, () if ended else tuple(fields))
         if ended:
             self._live -= 1
         else:
-            self._index_key(key, field[0])
+            self._enqueue(key, field[0], seq)
         return not outputs or self._queue(outputs)
 
     def _clear(self) -> None:
         super()._clear()
-        self._dues.clear()
-        self._due_keys.clear()
+        self._order.clear()
+        self._late.clear()
 
     # -- lifecycle and state -------------------------------------------------------------------------------------
 
@@ -250,26 +392,21 @@ class KeyedGroupsTimed(KeyedGroups):
         if not self._source_done:
             with self._lock:
                 self._timer_due = None
-                self._arm()
+                earliest = self._earliest()
+                if earliest is not None:
+                    self._arm(earliest)
         super().on_start()
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
         index = self._timed
-        indexed: list[tuple[int, int, Any]] = []
+        waiting: list[tuple[int, int, Any]] = []
         for key, record in self._table.items():
             if record:
                 field = record[index]
-                indexed.append((field[0], field[1], key))
-        indexed.sort(key=lambda entry: entry[:2])
-        dues: list[int] = []
-        due_keys: dict[int, list[Any]] = {}
-        for due, _, key in indexed:
-            keys = due_keys.get(due)
-            if keys is None:
-                due_keys[due] = [key]
-                dues.append(due)  # in order: a heap already
-            else:
-                keys.append(key)
-        self._dues, self._due_keys = dues, due_keys
-        self._seq = max((seq for _, seq, _ in indexed), default=-1) + 1
+                waiting.append((field[0], field[1], key))
+        waiting.sort(key=lambda entry: entry[:2])
+        self._order = deque(key for _, _, key in waiting)
+        self._late = []
+        self._tail = waiting[-1][:2] if waiting else (-(2**63), -1)
+        self._seq = max((seq for _, seq, _ in waiting), default=-1) + 1

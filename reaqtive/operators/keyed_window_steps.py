@@ -40,7 +40,7 @@ from reaqtive.operators.keyed_timed import US, TimedStep
 from reaqtive.operators.window import WindowArgs
 from reaqtive.operators.window_time import WindowTimeArgs
 
-__all__ = ["InnerChain", "WindowCountStep", "WindowTimeStep", "window_flat_map_step"]
+__all__ = ["InnerChain", "WindowCountStep", "WindowTimeStep", "WindowTimeStep1", "window_flat_map_step"]
 
 _NONE: Final[tuple[Any, ...]] = ()
 
@@ -51,14 +51,14 @@ class InnerChain:
     stage's (:meth:`~reaqtive.operators.keyed_groups.KeyedGroups._feed`); results are appended to the caller's
     list, so that those produced before a failure are kept."""
 
-    __slots__ = ("_one", "_skips", "_steps", "initial", "names")
+    __slots__ = ("_skips", "_steps", "initial", "names", "one")
 
     def __init__(self, steps: tuple[KeyedStep, ...], names: tuple[str, ...]) -> None:
         self._steps = steps
         self.names = names
         self.initial: tuple[Any, ...] = tuple(step.initial for step in steps) or (None,)
-        # The step of a one-step chain: feed's inlined path
-        self._one = steps[0] if len(steps) == 1 and not steps[0].several else None
+        # The step of a one-step chain: the inlined paths
+        self.one = steps[0] if len(steps) == 1 and not steps[0].several else None
         self._skips: Any = None
 
     def attach(self, stage: Any) -> None:
@@ -86,7 +86,7 @@ class InnerChain:
         nothing changed), its results appended to ``outputs``."""
         if not fields:
             return fields  # its inner query completed: the window's later elements are dropped
-        step = self._one
+        step = self.one
         if step is not None:
             field = fields[0]
             try:
@@ -108,8 +108,20 @@ class InnerChain:
 
     def complete(self, fields: tuple[Any, ...], outputs: list[Any]) -> None:
         """The window closed: its inner query completes, its final results appended to ``outputs``."""
-        if fields:
+        if not fields:
+            return
+        step = self.one
+        if step is None:
             self._complete(list(fields), 0, outputs)
+            return
+        try:
+            final = step.complete(fields[0])
+        except Exception as error:
+            self._stop(error, NO_ELEMENT)
+            return  # skipped: no final results
+        outputs.extend(final)
+        if type(final) is Several and final.failure is not None:
+            raise final.failure
 
     def _run(self, fields: list[Any], index: int, value: Any, outputs: list[Any]) -> bool:
         steps = self._steps
@@ -176,6 +188,7 @@ class _WindowStep(KeyedStep):
     __slots__ = ("_inner", "_op")
 
     several = True
+    since = 2
 
     def __init__(self, op: str, inner: InnerChain) -> None:
         self._op = op
@@ -275,17 +288,17 @@ class WindowTimeStep(_WindowStep, TimedStep):
             state = (state[0], state[1], fed)
         return state, _result(outputs) if outputs else SKIP
 
-    def tick(self, field: Any, now: int, seq: int) -> tuple[Any, Several]:
+    def tick(self, field: Any, now: int, seq: int) -> tuple[Any, list[Any]]:
         due, _, window = field
         inner, duration, initial = self._inner, self._duration, self._inner.initial
-        outputs = Several()
+        outputs: list[Any] = []
         try:
             while due <= now:  # every period due (more than one when the tick runs late)
                 inner.complete(window, outputs)
                 window = initial
                 due += duration
         except Exception as error:
-            outputs.failure = error
+            return (due, seq, initial), Several(outputs, error)
         return (due, seq, window), outputs
 
     def complete(self, state: Any) -> Sequence[Any]:
@@ -306,6 +319,85 @@ class WindowTimeStep(_WindowStep, TimedStep):
             and type(state[1]) is int
             and state[1] >= 0
             and self._inner.check(state[2])
+        )
+
+
+class WindowTimeStep1(WindowTimeStep):
+    """:class:`WindowTimeStep` whose inner query is one step (``w.aggregate(...)``, ``w.count()``): the field
+    holds that step's field itself, ``(end, sequence number, inner field)``, or ``(end, sequence number)`` once
+    the window's inner query ended (a tuple and an allocation less per element and per key)."""
+
+    __slots__ = ("_one",)
+
+    def __init__(self, inner: InnerChain, duration: int, one: KeyedStep) -> None:
+        super().__init__(inner, duration)
+        self._one = one
+
+    def open(self, now: int, seq: int) -> Any:
+        return (now + self._duration, seq, self._one.initial)
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        if len(state) == 2:
+            return state, SKIP  # the window's inner query ended: its later elements are dropped
+        field = state[2]
+        try:
+            new, output = self._one.next(field, value)
+        except Exception as error:
+            self._inner._stop(error, value)
+            return state, SKIP  # skipped: the field stays
+        if new is DONE:
+            return (state[0], state[1]), output
+        if new is field:
+            return state, output
+        return (state[0], state[1], new), output
+
+    def _final(self, field: Any, outputs: list[Any]) -> None:
+        """The inner step completes on ``field``: its final results appended to ``outputs``."""
+        try:
+            final = self._one.complete(field)
+        except Exception as error:
+            self._inner._stop(error, NO_ELEMENT)
+            return  # skipped: no final results
+        outputs.extend(final)
+        if type(final) is Several and final.failure is not None:
+            raise final.failure
+
+    def tick(self, field: Any, now: int, seq: int) -> tuple[Any, list[Any]]:
+        due = field[0]
+        duration = self._duration
+        initial = self._one.initial
+        outputs: list[Any] = []
+        try:
+            if len(field) == 3:
+                self._final(field[2], outputs)
+            due += duration
+            while due <= now:  # the empty windows of the periods missed (a tick that ran late)
+                self._final(initial, outputs)
+                due += duration
+        except Exception as error:
+            return (due, seq, initial), Several(outputs, error)
+        return (due, seq, initial), outputs
+
+    def complete(self, state: Any) -> Sequence[Any]:
+        if len(state) == 2:
+            return ()
+        outputs: list[Any] = []
+        try:
+            self._final(state[2], outputs)
+        except Exception as error:
+            if not outputs:
+                raise
+            return Several(outputs, error)
+        return tuple(outputs)
+
+    def check(self, state: Any) -> bool:
+        return (
+            type(state) is tuple
+            and len(state) in (2, 3)
+            and type(state[0]) is int
+            and type(state[1]) is int
+            and state[1] >= 0
+            and (len(state) == 2 or self._one.check(state[2]))
         )
 
 
@@ -342,4 +434,8 @@ def window_flat_map_step(node: Expression[Any]) -> KeyedStep | None:
     if time_args.shift != time_args.duration:
         return None
     inner = _inner_chain(args.selector)
-    return None if inner is None else WindowTimeStep(inner, time_args.duration // US)
+    if inner is None:
+        return None
+    duration = time_args.duration // US
+    one = inner.one
+    return WindowTimeStep(inner, duration) if one is None else WindowTimeStep1(inner, duration, one)
