@@ -34,18 +34,21 @@ from typing import Any, Final
 
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.operator import StateReader, Version
-from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.scheduler_interface import Scheduler, YieldToken
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.group_by import GroupByArgs
 from reaqtive.operators.keyed_groups import KeyedGroups, _Outputs, _stop_error
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, Several
-from reaqtive.scheduler import ActionTask
+from reaqtive.scheduler import YieldableActionTask
 from reaqtive.scheduler.clock import EPOCH
 
-__all__ = ["KeyedGroupsTimed", "TimedStep", "at", "bind_keyed_timed", "general_reason", "micros"]
+__all__ = ["TICK_SLICE", "KeyedGroupsTimed", "TimedStep", "at", "bind_keyed_timed", "general_reason", "micros"]
 
 US: Final = timedelta(microseconds=1)
+TICK_SLICE: Final = 4096
+"""The most keys a timer ticks before it may give way to the host (see ``KeyedGroupsTimed._on_timer``)."""
+
 _TICKING: Final = -(2**63)
 """``_timer_due`` while the outstanding timer ticks: nothing else arms one, it arms the next when done."""
 
@@ -204,38 +207,53 @@ class KeyedGroupsTimed(KeyedGroups):
         self._timer_due = due
         scheduler = self._scheduler
         assert scheduler is not None
-        scheduler.schedule(ActionTask(self._on_timer, due), due=when)
+        scheduler.schedule(YieldableActionTask(self._on_timer, due), due=when)
 
-    def _on_timer(self, due: int) -> None:
+    def _on_timer(self, due: int, token: YieldToken = YieldToken.NONE) -> bool:
+        """Tick the keys due, a slice of :data:`TICK_SLICE` keys at a time, each slice's results emitted before
+        the next; between slices it gives way when the host asks (``False``: run again at the same tick), so that
+        a time at which 100,000 keys are due does not hold a checkpoint for all of them (the keys not ticked yet
+        wait in the queue, in order, with their records as they were)."""
         if self._disposed:
-            return  # a disposed operator's timer may still run
+            return True  # a disposed operator's timer may still run
         scheduler = self._scheduler
         assert scheduler is not None
-        lock = self._lock
-        lock.acquire()  # acquire/release: a third of the cost of ``with``
-        try:
-            outstanding = self._timer_due == due  # else an earlier timer took its place: this one only ticks
-            if outstanding:
-                self._timer_due = _TICKING  # keys queued again while ticking arm nothing: this task arms next
-            earliest = None
-            if self._error is None and not self._source_done:
-                earliest = self._tick_until(micros(scheduler.now))
-            if outstanding:
-                self._timer_due = None
-                if earliest is not None:
-                    self._arm(earliest)
-        finally:
-            lock.release()
-        if self._pending or self._error is not None:
-            self._drain()
+        now = micros(scheduler.now)
+        while True:
+            lock = self._lock
+            lock.acquire()  # acquire/release: a third of the cost of ``with``
+            try:
+                outstanding = self._timer_due == due  # else an earlier timer took its place: this one only ticks
+                if outstanding:
+                    self._timer_due = _TICKING  # keys queued again while ticking arm nothing: this task arms next
+                earliest = None
+                if self._error is None and not self._source_done:
+                    earliest = self._tick_until(now, TICK_SLICE)
+                more = earliest is not None and earliest <= now
+                if outstanding:
+                    if more:
+                        self._timer_due = due  # still this task's: it runs again
+                    else:
+                        self._timer_due = None
+                        if earliest is not None:
+                            self._arm(earliest)
+            finally:
+                lock.release()
+            if self._pending or self._error is not None:
+                self._drain()
+            if not more:
+                return True
+            if token.is_yield_requested:
+                return False
 
-    def _tick_until(self, now: int) -> int | None:
-        """Tick every key due by ``now``, in ``(time, number)`` order (lock held); the time of the next key due
-        (``None``: none waits, or the stage failed)."""
+    def _tick_until(self, now: int, budget: int) -> int | None:
+        """Tick the keys due by ``now``, in ``(time, number)`` order, at most ``budget`` of them (lock held); the
+        time of the next key due (``None``: none waits, or the stage failed)."""
         order, late, pages = self._order, self._late, self._index
         index, step, probe = self._timed, self._timed_step, self._probe
         last = index == len(self._steps) - 1
-        while self._error is None:
+        while budget > 0:
+            budget -= 1
             # The head: the deque's first live key, or the late heap's first when it comes before it.
             record: tuple[Any, ...] = ()
             key: Any = None
@@ -268,9 +286,9 @@ class KeyedGroupsTimed(KeyedGroups):
             except Exception as error:
                 self._set_error(_stop_error(error))
                 return None
-            if type(values) is Several:  # a failure after these results
+            if type(values) is Several:  # a failure after these results: the stage fails
                 self._tick_on(key, record, field, values, seq)
-                continue
+                return None
             due = field[0]
             if last:
                 page.records[key] = (*record[:index], field)
@@ -287,7 +305,7 @@ class KeyedGroupsTimed(KeyedGroups):
             self._enqueue(key, due, seq)
             if values and not self._queue(values):
                 return None
-        return None
+        return now  # the budget is spent: some may be due still (the caller runs again)
 
     def _element(self, key: Any, value: Any) -> Any:
         """:meth:`KeyedGroups._element`, with the common case inlined: a known key whose chain starts with the
