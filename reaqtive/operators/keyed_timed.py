@@ -330,6 +330,8 @@ class KeyedGroupsTimed(KeyedGroups):
                         if state is not field:
                             records[key] = (state, *record[1:])
                             page.tracker.changed = True
+                        elif self._in_place:
+                            page.tracker.changed = True  # its field changed in place: its page is saved
                         return SKIP
                     fields = list(record)
                     fields[0] = state

@@ -1,6 +1,6 @@
 """Variants of the keyed differential test for windows inside groups (see ``_keyed_cases.py``):
 ``window(count[, skip]).flat_map(...)`` and ``window(duration).flat_map(...)`` with inner queries of keyed steps
-(their op is ``flat_map``, whose keyed step is the window and the ``flat_map`` over it).
+(their op is ``flat_map``, whose keyed step is the window and the ``flat_map`` over it), and ``buffer(duration)``.
 
 Elements come every 3 ticks (a tick is a second); the time windows last a few ticks, so idle keys close empty
 windows (an empty window's ``average()`` fails the query, its ``count()`` is 0). An earlier variant may hand
@@ -67,6 +67,8 @@ TIMED: list[Variant] = [
             lambda w: w.scan(0, lambda a, x: 1 // 0 if x == 4 else a + 1).take(2)
         ),
     ),
+    Variant("buffer(4s)", "buffer_time", lambda g: g.buffer(_secs(4))),
+    Variant("buffer(7s).map(len)", "buffer_time", lambda g: g.buffer(_secs(7)).map(len)),
     Variant(
         "window(9s).flat_map(first_or_default with key)",
         "flat_map",
