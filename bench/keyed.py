@@ -25,10 +25,13 @@ Columns (every cell checks its output count; a wrong count is marked and the run
   .filter(non-empty).map(average))`` (an empty window's ``average()`` would raise, so a tally is folded and empty
   windows dropped); its windows are aligned on each group's creation, so it produces *other* windows than the
   aligned forms (its count is checked against that computation). (e) ``group_by(key).flat_map(g -> g.scan(0,
-  increment))`` bound on the general path (``keyed_execution(False)``: a subscription tree per key). Library
-  (d): a ``SimpleSubject`` fed by a loop that advances a ``VirtualTimeScheduler`` (one tick = 1 ms) to each
-  event's time first, as an event-time host does; the subject completes at the end, which flushes the open
-  windows. Library (e): ``from_iterable(events)``.
+  increment))``. Both bound on the general path (``keyed_execution(False)``: a subscription tree per key; for (d)
+  a window stage and a timer per group). Library (d): a ``SimpleSubject`` fed by a loop that advances a
+  ``VirtualTimeScheduler`` (one tick = 1 ms) to each event's time first, as an event-time host does; the subject
+  completes at the end, which flushes the open windows. Library (e): ``from_iterable(events)``.
+* ``library, Rx form run keyed`` ((d) only, issue 32): the general form's query bound keyed (the default: one
+  stage, a record per key, one timer queue; ``reaqtive/operators/keyed_timed.py``): the general form's windows
+  and count. ``engine process(), Rx form run keyed``: the same in the engine.
 * ``engine process()``: an :class:`~reaqtive.engine.Engine` (``synchronous="NORMAL"``) hosting the form over
   ``Query.stream("s")`` into the durable sink; the events are appended first (untimed), only ``process()`` is
   timed.
@@ -691,6 +694,10 @@ def report_ratios(plan: Plan, say: Callable[[str], None]) -> None:
                 target = 3.0 if v.kind == "library" else 2.0
                 parts.append(f"{v.title} {rate / bytewax:.2f}x ({met(rate / bytewax >= target)})")
         say(f"  {w.key}: " + "; ".join(parts))
+        rx = plan.rate(w, "library-rx-keyed")
+        if rx is not None:
+            say(f"  {w.key}: issue 32, the Rx form run keyed (library) is {rx / bytewax:.2f}x Bytewax (target >= 10x: "
+                f"{met(rx / bytewax >= 10.0)})")
         periodic, final, recovery = (plan.rate(w, k) for k in ("e2e-keyed", "e2e-final", "bytewax-recovery"))
         if periodic is not None and final is not None:
             line = (f"  {w.key}: a checkpoint every 0.5 s makes the engine end to end {final / periodic:.2f}x slower "
