@@ -575,6 +575,10 @@ class BufferTimeStep(TimedStep):
     def set_context(self, context: OperatorContext) -> None:
         self._max_size = read_limit(context, MAX_BUFFER_SIZE)
 
+    @property
+    def ahead(self) -> int:
+        return self._duration
+
     def open(self, now: int, seq: int) -> Any:
         return (now + self._duration, seq, [])
 

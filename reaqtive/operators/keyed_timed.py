@@ -4,21 +4,23 @@ the keyed stage of :mod:`reaqtive.operators.keyed_groups` with one shared timer 
 On the general path each group of ``group_by(k).flat_map(lambda g: g.window(d).flat_map(avg))`` has a window
 stage of its own, with a timer of its own that fires every ``d`` for as long as the group lives, aligned on the
 group's creation (its first element, Rx's alignment). Keyed, the chain's time-based step (a
-:class:`TimedStep`) keeps, in the key's field, the time its key next needs the clock (a window's end); the stage
-keeps one index of those times, ``time -> keys`` (a heap of distinct times), and **one** scheduled task, at the
-earliest. When it runs it ticks every key due then, in the order the keys were indexed (the order the general
-path's per-group timers were scheduled in), feeds what each tick puts out through the steps after it, and
-indexes the key again at its next time. A tick that runs late (after a pause, or a restart after downtime)
-catches up with every period it missed, as a window stage's timer does.
+:class:`TimedStep`) keeps, in the key's field, the time its key next needs the clock (a window's end) and a
+sequence number; the stage keeps the keys in one queue in that order (see :class:`KeyedGroupsTimed`) and **one**
+scheduled task, at the earliest time. When it runs it ticks every key due then, in the order they were queued
+(the order the general path's per-group timers were scheduled in), feeds what each tick puts out through the
+steps after it, and queues the key again at its next time. A tick that runs late (after a pause, or a restart
+after downtime) catches up with every period the key missed, as a window stage's timer does.
 
 **Time** is integer microseconds from the Unix epoch inside (exact, cheap to compare); a time past
 ``datetime.max`` never comes. An element is never dated: only a new key reads the clock (its windows open when
 its group does), so a known key's element costs what it costs on the untimed stage.
 
-**State.** As :class:`~reaqtive.operators.keyed_groups.KeyedGroups` (the records hold the times); the index is not
-saved: it is rebuilt from the records (grouped by time, in the table's order), and a recovered stage arms the
-timer at the earliest time. Persisted as ``reaqtive:group_by+keyed+timed``: a store holding the general path's
-state (or the untimed keyed stage's) never loads into it.
+**State.** As :class:`~reaqtive.operators.keyed_groups.KeyedGroups` (the records hold the times and sequence
+numbers); the queue is not saved: it is rebuilt from the records (sorted by time and number, so that keys due at
+one instant tick in the same order after a restart), and a recovered stage arms the timer at the earliest time.
+A time outside the checkpoint's clock bounds fails the load naming the key. Persisted as
+``reaqtive:group_by+keyed+timed``: a store holding the general path's state (or the untimed keyed stage's) never
+loads into it.
 
 What keeps the general path: two timed steps in one chain, a timed step inside a window's inner query, and
 ``group_by(..., expire_after=)`` with a timed chain (see ``docs/higher-order.md``).
@@ -42,6 +44,8 @@ from reaqtive.operators.keyed_groups import KeyedGroups, _Outputs, _stop_error
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, Several
 from reaqtive.scheduler import YieldableActionTask
 from reaqtive.scheduler.clock import EPOCH
+from reaqtive.state.fields import RecordReader, time_bounds
+from reaqtive.state.keyed import KeyedPage
 
 __all__ = ["TICK_SLICE", "KeyedGroupsTimed", "TimedStep", "at", "bind_keyed_timed", "general_reason", "micros"]
 
@@ -81,6 +85,11 @@ class TimedStep(KeyedStep):
     __slots__ = ()
 
     timed = True
+
+    @property
+    def ahead(self) -> int:
+        """How far ahead of the clock a field's time may be (microseconds): its period."""
+        raise NotImplementedError
 
     def open(self, now: int, seq: int) -> Any:
         """The field of a key whose group opens at ``now``."""
@@ -420,10 +429,21 @@ class KeyedGroupsTimed(KeyedGroups):
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
         index = self._timed
+        # A key's time is a deadline its step computed from the clock: within the host's bounds (a forged time far
+        # in the past would make its first tick catch up for ever).
+        earliest, latest = time_bounds(self.context, timedelta(microseconds=self._timed_step.ahead))
+        low = None if earliest is None else micros(earliest)
+        high = None if latest is None else micros(latest)
+        where = getattr(reader, "where", f"operator {self.name!r}")
         waiting: list[tuple[int, int, Any]] = []
         for key, record in self._table.items():
             if record:
                 field = record[index]
+                if (low is not None and field[0] < low) or (high is not None and field[0] > high):
+                    context = f"{where}: the record of key {key!r:.60} (a {KeyedPage.name!r} unit)"
+                    raise RecordReader(record, context).invalid(
+                        f"field {index} ({self._chain[index]})", "a time within the checkpoint's bounds", field[0]
+                    )
                 waiting.append((field[0], field[1], key))
         waiting.sort(key=lambda entry: entry[:2])
         self._order = deque(key for _, _, key in waiting)

@@ -272,6 +272,10 @@ class WindowTimeStep(_WindowStep, TimedStep):
         super().__init__("window_time", inner)
         self._duration = duration
 
+    @property
+    def ahead(self) -> int:
+        return self._duration
+
     def open(self, now: int, seq: int) -> Any:
         return (now + self._duration, seq, self._inner.initial)
 

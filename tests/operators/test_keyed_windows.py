@@ -233,3 +233,20 @@ def test_a_forged_window_record_is_refused_naming_the_key() -> None:
     handle._table.put(1, ((field[0][0], -1, 0), None))  # a negative sequence number
     with pytest.raises(StateFormatError, match=r"key 1.*keyed_page"):
         handle._check_records("here")
+
+
+def test_a_stored_window_end_outside_the_checkpoints_clock_bounds_is_refused_naming_the_key() -> None:
+    from reaqtive.state import StateFormatError
+    from reaqtive.state.fields import SAVED_BY
+
+    scheduler = TestScheduler()
+    source, _, handle = start(scheduler)
+    scheduler.advance_to(100)
+    source.on_next((1, 0))  # its window ends at 110
+    blob = save_subscription(handle, CheckpointMode.FULL)
+
+    saved_by = scheduler.now - 60 * SECOND  # a checkpoint that says it was taken a minute before that end was set
+    handle = counts(SimpleSubject[tuple[int, int]]().as_query()).subscribe(Recorder(initial=LONG_MAX))
+    context = OperatorContext("sub://windows", TestScheduler(), settings={SAVED_BY: saved_by})
+    with pytest.raises(StateFormatError, match=r"key 1.*checkpoint's bounds"):
+        initialize(handle, context, lambda h: load_subscription(h, blob))
