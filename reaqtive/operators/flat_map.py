@@ -225,10 +225,3 @@ class MergeAll(FlatMap[R], Generic[R]):
         InnerMergeBase.__init__(self, args.source, downstream)
         self._selector = None
         self._max_concurrent = args.max_concurrent
-
-
-# flat_map's keyed step (a window's inner query inside a group) is declared beside the window steps it makes; its
-# module reads FlatMapArgs, so it loads once this module is complete.
-from reaqtive.operators import keyed_window_steps as _keyed_window_steps  # noqa: E402
-
-_ = _keyed_window_steps

@@ -70,6 +70,7 @@ from reaqtive.operators.keyed_steps import (
     keyed_forms,
     keyed_step_factory,
     set_keyed_execution,
+    stopping_error,
 )
 from reaqtive.operators.settings import MAX_CONCURRENT_INNER, MAX_GROUP_COUNT, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
@@ -213,10 +214,10 @@ def bind_keyed_groups(
     if chain is None:
         return None
     steps, names = chain
-    if any(step.timed for step in steps):
-        from reaqtive.operators.keyed_timed import bind_keyed_timed  # (its module builds on this one)
-
-        return bind_keyed_timed(group_args, steps, names, probe, subscriber)
+    timed = next((step for step in steps if step.timed), None)
+    if timed is not None:  # its stage has a timer queue (reaqtive.operators.keyed_timed), or the general path
+        stage: SubscriptionHandle | None = timed.bind_stage(group_args, steps, names, probe, subscriber)
+        return stage
     if group_args.expire_after is not None:
         return KeyedGroupsExpiring(group_args, steps, names, probe, subscriber)
     return KeyedGroups(group_args, steps, names, probe, subscriber)
@@ -228,10 +229,7 @@ class _Outputs(list[Any]):
     __slots__ = ()
 
 
-def _stop_error(error: Exception) -> Exception:
-    """What the stage fails with when a step raised ``error`` that is not skipped: the error of the operator that a
-    :class:`StepOperatorError` carries, or the user's error itself."""
-    return error.error if isinstance(error, StepOperatorError) else error
+_stop_error = stopping_error  # what the stage fails with when a step raised an error that is not skipped
 
 
 class KeyedGroups(PullingEmitterBase[Any, Any]):

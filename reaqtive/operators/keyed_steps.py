@@ -37,6 +37,7 @@ written before keyed execution existed keep the general path).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -66,6 +67,7 @@ __all__ = [
     "recorded_forms",
     "register_keyed_step",
     "set_keyed_execution",
+    "stopping_error",
 ]
 
 
@@ -112,6 +114,12 @@ class StepOperatorError(Exception):
         self.error = error
 
 
+def stopping_error(error: Exception) -> Exception:
+    """What a keyed stage fails with when a step raised ``error`` that is not skipped: the error of the operator
+    that a :class:`StepOperatorError` carries, or the user's error itself."""
+    return error.error if isinstance(error, StepOperatorError) else error
+
+
 class KeyedStep:
     """One operator of a keyed chain, for one key at a time (see the module). Subclasses set ``initial`` and
     implement ``next``; ``complete`` emits nothing and ``check`` accepts only ``initial`` unless overridden."""
@@ -142,6 +150,13 @@ class KeyedStep:
     def attach(self, stage: Any) -> None:
         """The stage that runs the step, given at its ``set_context``: a step running the user's code of a nested
         chain (a window's inner query) asks the stage's error policy through it."""
+
+    def bind_stage(
+        self, group_args: Any, steps: Sequence[KeyedStep], chain: Sequence[str], probe: Any, subscriber: Any
+    ) -> Any:
+        """The stage of a keyed chain holding this timed step (the stage with a timer queue), or ``None`` when
+        it cannot run the chain and the query keeps the general path. Only a timed step has one."""
+        raise NotImplementedError
 
     def chain_name(self, node: Expression[Any]) -> str:
         """The name the step has in the chain's operator names, which the stage saves and checks on load."""
@@ -190,6 +205,11 @@ def register_keyed_step(op: str) -> Callable[[KeyedStepFactory], KeyedStepFactor
     return decorate
 
 
+_DECLARED_ELSEWHERE: Final = {"flat_map": "reaqtive.operators.keyed_window_steps"}
+"""Operators whose keyed step is declared beside other steps rather than in their own module (``flat_map``'s: a
+window and the ``flat_map`` over its windows are one step, beside the window steps), imported on first use."""
+
+
 def keyed_step_factory(op: str) -> KeyedStepFactory | None:
     """The factory of ``op``'s keyed step, or ``None`` when it has none (the general path runs it). A built-in
     operator's module is imported first (operator modules load on first use): whether a query runs keyed must not
@@ -197,6 +217,9 @@ def keyed_step_factory(op: str) -> KeyedStepFactory | None:
     factory = _FACTORIES.get(op)
     if factory is None and is_registered(op):
         factory = _FACTORIES.get(op)
+        if factory is None and op in _DECLARED_ELSEWHERE:
+            importlib.import_module(_DECLARED_ELSEWHERE[op])
+            factory = _FACTORIES.get(op)
     return factory
 
 

@@ -40,8 +40,8 @@ from reaqtive.core.scheduler_interface import Scheduler, YieldToken
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.group_by import GroupByArgs
-from reaqtive.operators.keyed_groups import KeyedGroups, _Outputs, _stop_error
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, Several
+from reaqtive.operators.keyed_groups import KeyedGroups
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, Several, stopping_error
 from reaqtive.scheduler import YieldableActionTask
 from reaqtive.scheduler.clock import EPOCH
 from reaqtive.state.fields import RecordReader, time_bounds
@@ -99,6 +99,11 @@ class TimedStep(KeyedStep):
         """The key's time came (``now`` >= it): the new field and what goes on (a
         :class:`~reaqtive.operators.keyed_steps.Several` when a failure follows them)."""
         raise NotImplementedError
+
+    def bind_stage(
+        self, group_args: Any, steps: Sequence[KeyedStep], chain: Sequence[str], probe: Any, subscriber: Any
+    ) -> SubscriptionHandle | None:
+        return bind_keyed_timed(group_args, steps, chain, probe, subscriber)
 
 
 def general_reason(steps: Sequence[KeyedStep], group_args: GroupByArgs) -> str | None:
@@ -236,9 +241,9 @@ class KeyedGroupsTimed(KeyedGroups):
                 if outstanding:
                     self._timer_due = _TICKING  # keys queued again while ticking arm nothing: this task arms next
                 earliest = None
-                if self._error is None and not self._source_done:
+                if self._error is None and not self._source_done and self._deferred_error is None:
                     earliest = self._tick_until(now, TICK_SLICE)
-                more = earliest is not None and earliest <= now
+                more = earliest is not None and earliest <= now and self._deferred_error is None
                 if outstanding:
                     if more:
                         self._timer_due = due  # still this task's: it runs again
@@ -250,6 +255,12 @@ class KeyedGroupsTimed(KeyedGroups):
                 lock.release()
             if self._pending or self._error is not None:
                 self._drain()
+            if self._deferred_error is not None:
+                # A tick failed: the results ticked before it (this key's and earlier keys') go out first, as on the
+                # general path, where each group's timer delivers its own before the next one fails.
+                deferred, self._deferred_error = self._deferred_error, None
+                self._fail(deferred)
+                return True
             if not more:
                 return True
             if token.is_yield_requested:
@@ -293,7 +304,7 @@ class KeyedGroupsTimed(KeyedGroups):
             try:
                 field, values = step.tick(record[index], now, seq)
             except Exception as error:
-                self._set_error(_stop_error(error))
+                self._deferred_error = stopping_error(error)  # (after the results ticked before it: see _on_timer)
                 return None
             if type(values) is Several:  # a failure after these results: the stage fails
                 self._tick_on(key, record, field, values, seq)
@@ -379,7 +390,7 @@ class KeyedGroupsTimed(KeyedGroups):
             self._table.put(key, tuple(fields))
             if outputs:
                 self._queue(outputs)
-            self._set_error(_stop_error(error))
+            self._deferred_error = stopping_error(error)
             return False
         if ended:
             self._table.put(key, ())
@@ -393,14 +404,14 @@ class KeyedGroupsTimed(KeyedGroups):
         index = self._timed
         fields = list(record)
         fields[index] = field
-        outputs = _Outputs()
+        outputs: list[Any] = []
         ended = False
         try:
             ended = self._feed_several(fields, index + 1, values, outputs)
         except Exception as error:
             if outputs:
                 self._queue(outputs)
-            self._set_error(_stop_error(error))
+            self._deferred_error = stopping_error(error)
             return False
         finally:
             self._table.put(key, () if ended else tuple(fields))

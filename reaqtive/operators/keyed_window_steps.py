@@ -33,8 +33,11 @@ from typing import Any, Final
 
 from reaqtive.core.error_policy import NO_ELEMENT
 from reaqtive.core.expression import Expression, is_expression, new_inner_stream
+from reaqtive.core.streams import Subscriber
+from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.flat_map import FlatMapArgs
-from reaqtive.operators.keyed_groups import _NoStream, chain_of
+from reaqtive.operators.keyed_groups import chain_of
 from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, Several, StepOperatorError, register_keyed_step
 from reaqtive.operators.keyed_timed import US, TimedStep
 from reaqtive.operators.window import WindowArgs
@@ -405,9 +408,18 @@ class WindowTimeStep1(WindowTimeStep):
         )
 
 
+class _NoWindow(Subscribable[Any]):
+    """The subject behind the stand-in window: never subscribed (the window step feeds its chain itself)."""
+
+    __slots__ = ()
+
+    def subscribe_core(self, observer: Subscriber[Any]) -> SubscriptionHandle:
+        raise TypeError("the stand-in window of a keyed window step is not a stream")
+
+
 def _inner_chain(selector: Any) -> InnerChain | None:
     """The inner chain of a window selector, called once on a stand-in window; ``None`` keeps the general path."""
-    probe = new_inner_stream(_NoStream(), None)
+    probe = new_inner_stream(_NoWindow(), None)
     try:
         result = selector(probe)
     except Exception:

@@ -187,6 +187,15 @@ def is_keyed(case: KeyedCase) -> bool:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases, script=scripts())
+@example(  # two keys' windows end at 217: key 1's average goes out before key None's empty window fails
+    case=KeyedCase(
+        "None key for x%4==0",
+        "None for 11",
+        None,
+        [next(v for v in VARIANTS if v.label == "window(4s).flat_map(average)")],
+    ),
+    script=[on_next(201, 0), on_next(204, 0), on_next(207, 0), on_next(210, 0), on_next(213, 1), on_completed(220)],
+)
 def test_keyed_and_general_paths_give_the_same_messages(case: KeyedCase, script: Script) -> None:
     assert is_keyed(case), f"{case} should run keyed"
     assert run(case, script, keyed=True) == run(case, script, keyed=False)
