@@ -54,12 +54,13 @@ class InnerChain:
     stage's (:meth:`~reaqtive.operators.keyed_groups.KeyedGroups._feed`); results are appended to the caller's
     list, so that those produced before a failure are kept."""
 
-    __slots__ = ("_skips", "_steps", "initial", "names", "one")
+    __slots__ = ("_skips", "_steps", "in_place", "initial", "names", "one")
 
     def __init__(self, steps: tuple[KeyedStep, ...], names: tuple[str, ...]) -> None:
         self._steps = steps
         self.names = names
         self.initial: tuple[Any, ...] = tuple(step.initial for step in steps) or (None,)
+        self.in_place = any(step.in_place for step in steps)  # a field may change in place (see KeyedStep.in_place)
         # The step of a one-step chain: the inlined paths
         self.one = steps[0] if len(steps) == 1 and not steps[0].several else None
         self._skips: Any = None
@@ -188,7 +189,7 @@ def _result(outputs: list[Any]) -> Any:
 class _WindowStep(KeyedStep):
     """What the window steps share: the inner chain, the error policy and context passed on to it."""
 
-    __slots__ = ("_inner", "_op")
+    __slots__ = ("_inner", "_op", "in_place")
 
     several = True
     since = 2
@@ -196,6 +197,9 @@ class _WindowStep(KeyedStep):
     def __init__(self, op: str, inner: InnerChain) -> None:
         self._op = op
         self._inner = inner
+        # A window's query that changes a field in place (to_list's list) changes the window's field in place too:
+        # the stage then saves the key's record after each element.
+        self.in_place = inner.in_place
 
     def set_context(self, context: Any) -> None:
         self._inner.set_context(context)

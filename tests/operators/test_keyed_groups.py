@@ -239,6 +239,17 @@ restart_runs = st.lists(
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=cases, script=scripts(max_size=14), demand=st.none() | demands, runs=restart_runs)
+@example(  # a window's to_list appends in place: the key's page must be saved after each element
+    case=KeyedCase(
+        "None key for x%4==0",
+        "None for 11",
+        None,
+        [next(v for v in VARIANTS if v.label == "window(10s).flat_map(to_list)")],
+    ),
+    script=[on_next(201, 0), on_next(204, 0), on_completed(211)],
+    demand=None,
+    runs=[],
+)
 def test_keyed_survives_a_checkpoint_anywhere(
     case: KeyedCase, script: Script, demand: Demand | None, runs: list[list[int]]
 ) -> None:
