@@ -22,6 +22,12 @@ stops the query whatever the policy, is raised wrapped in :class:`StepOperatorEr
   with a clear error instead of failing later).
 * ``initial``: the field of a new key (immutable: every new key shares it).
 
+A step may put out several values for one element (a window step: the results of several windows) as a
+:class:`Several`, which may end in a failure that stops the query after them. A step may stand for more than one
+node (``source_of``: a window and the ``flat_map`` over its windows are one step, ``keyed_window_steps``), and a
+**timed** step (``timed``, :class:`~reaqtive.operators.keyed_timed.TimedStep`) needs the clock: its chain runs in
+the stage with a timer queue. Each step says which keyed forms it came with (``since``, :data:`KEYED_FORMS`).
+
 Each operator module declares its step next to its stage (:func:`register_keyed_step`), written from the same
 rules and with the same error messages as the stage: the keyed path must give the results of the general path,
 which ``tests/operators/test_keyed_groups.py`` checks against it on random queries. A factory returns ``None``
