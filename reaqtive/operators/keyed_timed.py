@@ -144,7 +144,17 @@ class KeyedGroupsTimed(KeyedGroups):
     name = "reaqtive:group_by+keyed+timed"
     version: Version = (1,)
 
-    __slots__ = ("_late", "_order", "_scheduler", "_seq", "_tail", "_timed", "_timed_step", "_timer_due")
+    __slots__ = (
+        "_late",
+        "_order",
+        "_scheduler",
+        "_seq",
+        "_tail",
+        "_timed",
+        "_timed_step",
+        "_timer_due",
+        "_unfinished",
+    )
 
     def __init__(
         self,
@@ -165,6 +175,7 @@ class KeyedGroupsTimed(KeyedGroups):
         self._late: list[tuple[int, int, Any]] = []  # the keys that would go before the tail, a heap
         self._timer_due: int | None = None  # the time of the outstanding timer
         self._seq = 0  # the next sequence number (one more than the records' largest)
+        self._unfinished: int | None = None  # the time a timer that gave way had keys due at
         self._scheduler: Scheduler | None = None
 
     def set_context(self, context: OperatorContext) -> None:
@@ -244,6 +255,7 @@ class KeyedGroupsTimed(KeyedGroups):
                 if self._error is None and not self._source_done and self._deferred_error is None:
                     earliest = self._tick_until(now, TICK_SLICE)
                 more = earliest is not None and earliest <= now and self._deferred_error is None
+                self._unfinished = now if more else None
                 if outstanding:
                     if more:
                         self._timer_due = due  # still this task's: it runs again
@@ -327,9 +339,19 @@ class KeyedGroupsTimed(KeyedGroups):
                 return None
         return now  # the budget is spent: some may be due still (the caller runs again)
 
+    def _finish_ticks(self) -> bool:
+        """Tick the keys a timer that gave way left due (lock held): they come before an element or the
+        completion that arrives meanwhile, as their timer came first. ``False``: a tick failed."""
+        now, self._unfinished = self._unfinished, None
+        if now is not None and self._error is None:
+            self._tick_until(now, 2**62)
+        return self._deferred_error is None
+
     def _element(self, key: Any, value: Any) -> Any:
         """:meth:`KeyedGroups._element`, with the common case inlined: a known key whose chain starts with the
         timed step and is live, no element selector."""
+        if self._unfinished is not None and not self._finish_ticks():
+            return SKIP  # (the failure goes out after the results ticked before it)
         if self._timed == 0 and self._element_selector is None:
             try:
                 page = self._index.get(key)
@@ -420,6 +442,16 @@ class KeyedGroupsTimed(KeyedGroups):
         else:
             self._enqueue(key, field[0], seq)
         return not outputs or self._queue(outputs)
+
+    def on_complete(self) -> None:
+        if self._unfinished is not None:  # a timer gave way with keys due: they tick first
+            with self._lock:
+                self._finish_ticks()
+            if self._deferred_error is not None:
+                self._drain()
+                deferred, self._deferred_error = self._deferred_error, None
+                self._fail(deferred)
+        super().on_complete()
 
     def _clear(self) -> None:
         super()._clear()

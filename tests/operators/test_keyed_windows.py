@@ -250,3 +250,25 @@ def test_a_stored_window_end_outside_the_checkpoints_clock_bounds_is_refused_nam
     context = OperatorContext("sub://windows", TestScheduler(), settings={SAVED_BY: saved_by})
     with pytest.raises(StateFormatError, match=r"key 1.*checkpoint's bounds"):
         initialize(handle, context, lambda h: load_subscription(h, blob))
+
+
+@pytest.mark.parametrize("gives_way", [False, True], ids=["at once", "giving way"])
+def test_an_element_or_the_end_while_a_timer_gives_way_comes_after_the_keys_it_left_due(gives_way: bool) -> None:
+    """The keys a timer left due when it gave way tick before an element or the source's completion that the host
+    delivers meanwhile (their timer came first): the outputs are those of a timer that ticked them all at once."""
+    scheduler = TestScheduler()
+    source, recorder, _ = start(scheduler)
+    keys = TICK_SLICE + 10
+    scheduler.advance_to(100)
+    for key in range(keys):
+        source.on_next((key, key))
+    if gives_way:
+        scheduler.yield_source = lambda: True
+        assert not scheduler.advance_to(110, yielding=True)  # one slice ticked, the rest wait
+        assert len(recorder.values) == TICK_SLICE
+    else:
+        scheduler.advance_to(110)
+    source.on_next((keys - 1, 0))  # the last key: its first window closed at 110, this is in its second
+    source.on_complete()
+    assert recorder.values[:keys] == [(key, 1) for key in range(keys)]
+    assert recorder.values[keys:] == [(key, 1 if key == keys - 1 else 0) for key in range(keys)]
