@@ -59,7 +59,8 @@ check-postgres: $(STAMP)
 
 # The suite runs on pytest-xdist workers: more workers than cores, since many tests wait on subprocesses, fsync
 # and servers (4 on a busy 2-core machine: 11 min against 29 in one process; 2 and 3 not measured).
-# tests/conftest.py keeps the Spark tests in one worker and hands out the slow tests first. PYTEST_WORKERS=0 runs
+# tests/conftest.py keeps the tests that share the Spark session in one worker (the cluster's and the
+# driver scripts' apart) and hands out the slow tests first. PYTEST_WORKERS=0 runs
 # the tests in pytest's own process (for --pdb). The tests that bound wall-clock latency run alone afterwards:
 # other workers beside them would make their timers late.
 PYTEST_WORKERS ?= 4

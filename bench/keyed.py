@@ -32,6 +32,9 @@ Columns (every cell checks its output count; a wrong count is marked and the run
 * ``library, Rx form run keyed`` ((d) only, issue 32): the general form's query bound keyed (the default: one
   stage, a record per key, one timer queue; ``reaqtive/operators/keyed_timed.py``): the general form's windows
   and count. ``engine process(), Rx form run keyed``: the same in the engine.
+* ``library, keyed, tagged`` and ``engine process(), keyed, tagged`` ((e) only, issue 32): the keyed form with a
+  result selector, ``group_by(key).flat_map(g -> g.scan(0, increment), (g, n) -> (g.key, n))``, the form a stored
+  query puts the key into its output with; a line after the memory compares them with the untagged keyed form.
 * ``engine process()``: an :class:`~reaqtive.engine.Engine` (``synchronous="NORMAL"``) hosting the form over
   ``Query.stream("s")`` into the durable sink; the events are appended first (untimed), only ``process()`` is
   timed.
@@ -98,6 +101,8 @@ STREAM = "s"
 SUBSCRIPTION = "q"
 CHUNK = 1_000  # events per append in the end-to-end run (and Bytewax's batch size)
 CHECKPOINT_SECONDS = 0.5
+CLOCK: Callable[[], float] = time.perf_counter
+"""What a measurement's seconds are read from: wall time, or (``--cpu-time``) the measuring process's CPU time."""
 INSTALL_HINT = "not installed (pip install -e .[peers])"
 
 
@@ -155,10 +160,15 @@ def minute_averages(group: GroupedStream[tuple[int, int]]) -> Query[float]:
     return group.window(WINDOW).flat_map(window_tally).filter(nonempty_tally).map(tally_average)
 
 
+def tag_with_key(group: Any, count: int) -> tuple[object, int]:
+    """(e) tagged: the result selector putting the key into each output (a stored query's way: issue 32)."""
+    return (group.key, count)
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "key_of": key_of, "value_of": value_of, "add_to_tally": add_to_tally, "nonempty_tally": nonempty_tally,
     "tally_average": tally_average, "window_tally": window_tally, "minute_averages": minute_averages,
-    "running_count": running_count, "increment": increment,
+    "running_count": running_count, "increment": increment, "tag_with_key": tag_with_key,
 }
 
 
@@ -184,6 +194,10 @@ def general_running_count(source: Query[tuple[int, int]]) -> Query[Any]:
     return source.group_by(key_of).flat_map(running_count)
 
 
+def tagged_running_count(source: Query[tuple[int, int]]) -> Query[Any]:
+    return source.group_by(key_of).flat_map(running_count, tag_with_key)
+
+
 @dataclass(frozen=True)
 class Workload:
     key: str
@@ -201,7 +215,7 @@ WORKLOADS = [
 
 def pipeline(workload: Workload, form: str) -> Callable[[Query[tuple[int, int]]], Query[Any]]:
     if not workload.windowed:
-        return general_running_count
+        return tagged_running_count if form == "tagged" else general_running_count
     return keyed_minute_averages if form == "keyed" else general_minute_averages
 
 
@@ -237,7 +251,8 @@ class Variant:
     key: str
     title: str
     form: str
-    """``keyed`` (the aligned forms: dict floor, keyed operator, Bytewax) or ``general`` (group_by + inner)."""
+    """``keyed`` (the aligned forms: dict floor, keyed operator, Bytewax), ``general`` (group_by + inner) or
+    ``tagged`` ((e) only: the keyed form with a result selector tagging each count with its key)."""
     kind: str
     """How it runs: floor, library, process, e2e, e2e-final, bytewax, bytewax-recovery."""
     needs: str | None = None
@@ -247,6 +262,8 @@ class Variant:
     def applies_to(self, workload: Workload) -> bool:
         if self.key.startswith(("library-rx", "process-rx")):
             return workload.windowed  # (e)'s keyed column is its Rx form already
+        if self.form == "tagged":
+            return not workload.windowed
         if self.kind in ("e2e-final", "bytewax-recovery"):
             # The cost of periodic checkpoints is issue 17's (e) target; Bytewax's recovery over 100,000 keys'
             # windows runs at a few hundred events/s, too slow to measure at 1,000,000 events.
@@ -267,6 +284,8 @@ VARIANTS = [
     Variant("e2e-final", "engine end to end, keyed, final checkpoint only", "keyed", "e2e-final"),
     Variant("bytewax", "Bytewax 0.21 (batch 1000)", "keyed", "bytewax", needs="bytewax"),
     Variant("bytewax-recovery", "Bytewax 0.21 + recovery", "keyed", "bytewax-recovery", needs="bytewax"),
+    Variant("library-tagged", "library, keyed, tagged", "tagged", "library"),
+    Variant("process-tagged", "engine process(), keyed, tagged", "tagged", "process"),
 ]
 
 
@@ -307,9 +326,9 @@ def run_floor(workload: Workload, variant: Variant, n: int) -> tuple[float, int]
     events = make_events(workload.keys, n)
     sink = CountingSink()
     loop = floor_minute_averages if workload.windowed else floor_running_count
-    started = time.perf_counter()
+    started = CLOCK()
     loop(events, sink)
-    return time.perf_counter() - started, sink.count
+    return CLOCK() - started, sink.count
 
 
 def run_library(workload: Workload, variant: Variant, n: int) -> tuple[float, int]:
@@ -317,23 +336,23 @@ def run_library(workload: Workload, variant: Variant, n: int) -> tuple[float, in
     sink = CountingSink()
     form = pipeline(workload, variant.form)
     if not workload.windowed:
-        started = time.perf_counter()
+        started = CLOCK()
         with keyed_execution(variant.keyed):  # (e): the same query, bound keyed or as a group per key
             form(from_iterable(events)).run(sink)
-        return time.perf_counter() - started, sink.count
+        return CLOCK() - started, sink.count
     # Event time: advance the virtual clock to each event's time, then deliver it (an event-time host's loop).
     scheduler = VirtualTimeScheduler(STEP, epoch=T0)
     subject: SimpleSubject[tuple[int, int]] = SimpleSubject()
     with keyed_execution(variant.keyed):  # the Rx form: keyed (one stage, a record per key) or a tree per key
         form(subject.as_query()).run(sink, context=OperatorContext("bench://keyed", scheduler))
     advance_to, on_next = scheduler.advance_to, subject.on_next
-    started = time.perf_counter()
+    started = CLOCK()
     for tick, event in enumerate(events):
         advance_to(tick)
         on_next(event)
     subject.on_complete()
     scheduler.run()
-    return time.perf_counter() - started, sink.count
+    return CLOCK() - started, sink.count
 
 
 def open_engine(workload: Workload, variant: Variant, folder: Path) -> Engine:
@@ -360,9 +379,9 @@ def run_engine_process(workload: Workload, variant: Variant, n: int) -> tuple[fl
             open_engine(workload, variant, Path(folder)) as engine:
         for start in range(0, n, 10_000):
             engine.append_many(STREAM, dated(events, start, min(n, start + 10_000)))
-        started = time.perf_counter()
+        started = CLOCK()
         delivered = engine.process()
-        seconds = time.perf_counter() - started
+        seconds = CLOCK() - started
         if delivered != n:
             raise AssertionError(f"process() delivered {delivered} events, expected {n}")
         return seconds, engine_outputs(engine, workload, n)
@@ -373,7 +392,7 @@ def run_engine_end_to_end(workload: Workload, variant: Variant, n: int) -> tuple
     periodic = variant.kind == "e2e"
     with tempfile.TemporaryDirectory(prefix="reaqtive-keyed-") as folder, \
             open_engine(workload, variant, Path(folder)) as engine:
-        started = last_checkpoint = time.perf_counter()
+        started, last_checkpoint = CLOCK(), time.perf_counter()
         for start in range(0, n, CHUNK):
             engine.extend(STREAM, dated(events, start, min(n, start + CHUNK)))
             engine.process()
@@ -381,7 +400,7 @@ def run_engine_end_to_end(workload: Workload, variant: Variant, n: int) -> tuple
                 engine.checkpoint()
                 last_checkpoint = time.perf_counter()  # 0.5 s of processing between checkpoints
         engine.checkpoint()
-        seconds = time.perf_counter() - started
+        seconds = CLOCK() - started
         return seconds, engine_outputs(engine, workload, n)
 
 
@@ -477,9 +496,9 @@ def run_bytewax(workload: Workload, variant: Variant, n: int) -> tuple[float, in
             init_db_dir(Path(folder), 1)  # one partition: one worker
             options = {"epoch_interval": timedelta(seconds=CHECKPOINT_SECONDS),
                        "recovery_config": RecoveryConfig(Path(folder))}
-        started = time.perf_counter()
+        started = CLOCK()
         run_main(flow, **options)
-        return time.perf_counter() - started, counter[0]
+        return CLOCK() - started, counter[0]
 
 
 RUNNERS: dict[str, Callable[[Workload, Variant, int], tuple[float, int]]] = {
@@ -502,7 +521,7 @@ def measure_here(variant_key: str, workload_key: str, n: int) -> tuple[float, in
 def measure_in_child(variant_key: str, workload_key: str, n: int) -> tuple[float, int]:
     """One run in a fresh process of the same interpreter (no warm caches, no frozen gc, no leftovers)."""
     command = [sys.executable, str(Path(__file__).resolve()), "--child", f"{variant_key}:{workload_key}",
-               "--events", str(n)]
+               "--events", str(n), *(["--cpu-time"] if CLOCK is time.process_time else [])]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{variant_key} on ({workload_key}) failed (exit {done.returncode}):\n{done.stderr}")
@@ -516,6 +535,7 @@ MEMORY_KINDS = {
     "floor": "(e) dict floor",
     "library": "(e) library, general (group_by + scan, a group per key)",
     "library-keyed": "(e) library, keyed (group_by + scan, run keyed)",
+    "library-tagged": "(e) library, keyed, tagged (group_by + scan + result selector (g.key, n), run keyed)",
     "floor-window": "(d) dict floor, its open minute",
     "keyed-window": "(d) library, keyed (aggregate_by_key), its open windows",
     "rx-keyed": "(d) library, the Rx form run keyed (group_by ... window ... flat_map), per key after all events",
@@ -549,9 +569,10 @@ def memory_per_key(kind: str, keys: int, n: int) -> tuple[float, int]:
         holder.append(tallies)
     else:
         subject: SimpleSubject[tuple[int, int]] = SimpleSubject()
-        if kind in ("library", "library-keyed"):
-            with keyed_execution(kind == "library-keyed"):
-                holder.append(general_running_count(subject.as_query()).run(CountingSink()))
+        if kind in ("library", "library-keyed", "library-tagged"):
+            form = tagged_running_count if kind == "library-tagged" else general_running_count
+            with keyed_execution(kind != "library"):
+                holder.append(form(subject.as_query()).run(CountingSink()))
             for event in events:
                 subject.on_next(event)
         else:
@@ -738,14 +759,16 @@ def report_summary(plan: Plan, say: Callable[[str], None]) -> None:
                 f"| {cell(w, ('bytewax-recovery',), None)} (recovery on) |")
 
 
-def report_memory(plan: Plan, in_process: bool, say: Callable[[str], None]) -> None:
+def report_memory(plan: Plan, in_process: bool, say: Callable[[str], None]) -> dict[str, float]:
+    """Measure and print the memory per key (per window); returns it by kind."""
     kinds = []
     if any(w.key == "e" for w in plan.workloads):
-        kinds += ["floor", "library-keyed", "library"]
+        kinds += ["floor", "library-keyed", "library-tagged", "library"]
     if any(w.key == "d100k" for w in plan.workloads) and plan.has_keyed:
         kinds += ["floor-window", "keyed-window", "rx-keyed"]
+    measured: dict[str, float] = {}
     if not kinds:
-        return
+        return measured
     say("memory over 100,000 keys (tracemalloc, the query live; the key objects belong to the events and are not "
         "counted): (e) per key after all events, issue 17 target <= 400 B; (d) per open window in the first minute:")
     for kind in kinds:
@@ -761,6 +784,30 @@ def report_memory(plan: Plan, in_process: bool, say: Callable[[str], None]) -> N
         target = " (issue 32 target <= 400 B)" if kind == "rx-keyed" else ""
         say(f"  {MEMORY_KINDS[kind]}: {per_key:,.0f} B/{unit}{target} "
             f"({seen:,} {'windows' if kind.endswith('-window') else 'keys'})")
+        measured[kind] = per_key
+    return measured
+
+
+def report_tagged(plan: Plan, memory: dict[str, float], say: Callable[[str], None]) -> None:
+    """Issue 32's target for (e) with a result selector: within 1.2x of the untagged keyed form (time), library
+    and engine, and <= 400 B per key."""
+    e = next((w for w in plan.workloads if w.key == "e"), None)
+    if e is None:
+        return
+    parts = []
+    for title, untagged, tagged in (("library", "library-keyed", "library-tagged"),
+                                    ("engine process()", "process-keyed", "process-tagged")):
+        plain, selected = plan.rate(e, untagged), plan.rate(e, tagged)
+        if plain is not None and selected is not None:
+            parts.append(f"{title} {selected:,.0f} vs {plain:,.0f} events/s, {plain / selected:.2f}x the time "
+                         f"({met(plain / selected <= 1.2)})")
+    if "library-tagged" in memory:
+        per_key = memory["library-tagged"]
+        parts.append(f"{per_key:,.0f} B/key ({met(per_key <= 400)}; untagged "
+                     f"{memory.get('library-keyed', float('nan')):,.0f} B/key)")
+    if parts:
+        say("(e) tagged, with a result selector (issue 32 targets: within 1.2x of the untagged keyed form, "
+            "<= 400 B/key): " + "; ".join(parts))
 
 
 # -- recovery of a million keys -------------------------------------------------------------------------------------
@@ -824,9 +871,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-memory", action="store_true", help="skip the memory per key")
     parser.add_argument("--recovery-keys", type=int, default=1_000_000,
                         help="keys of the recovery measurement, with (e) (default 1,000,000; 0 skips it)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time each measurement in CPU seconds of its process (all its threads), not wall time: "
+                             "on a shared machine, other processes' load then slows it less (caches still suffer)")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # VARIANT:WORKLOAD, one run, prints seconds and count
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)  # one of MEMORY_KINDS
     args = parser.parse_args(argv)
+    global CLOCK  # noqa: PLW0603  (the measurements' clock, set once from the command line)
+    if args.cpu_time:
+        CLOCK = time.process_time
 
     if args.child:
         variant_key, workload_key = args.child.split(":")
@@ -851,7 +904,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"keyed workloads (issue 17): Python {sys.version.split()[0]}" + (f", {versions}" if versions else ""))
     say(f"{args.events:,} events per run ({min(args.events, args.general_events):,} for the general form over "
         f"100,000 keys), median of {args.rounds} interleaved rounds, "
-        + ("in this process (--no-subprocess)" if args.no_subprocess else "each measurement in a fresh process"))
+        + ("in this process (--no-subprocess)" if args.no_subprocess else "each measurement in a fresh process")
+        + (", CPU time (--cpu-time)" if args.cpu_time else ""))
     measure_all(plan, args.rounds, measure_here if args.no_subprocess else measure_in_child, say)
     say("")
     report_table(plan, say)
@@ -861,9 +915,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     report_ratios(plan, say)
     say("")
     report_summary(plan, say)
+    memory: dict[str, float] = {}
     if not args.no_memory:
         say("")
-        report_memory(plan, args.no_subprocess, say)
+        memory = report_memory(plan, args.no_subprocess, say)
+    say("")
+    report_tagged(plan, memory, say)
     if args.recovery_keys and any(w.key == "e" for w in workloads):
         say("")
         report_recovery(args.recovery_keys, say)

@@ -106,10 +106,12 @@ if TYPE_CHECKING:  # imported on first use (``__getattr__`` below); named here f
         FunctionRegistry,
         Output,
         RecoveryPolicy,
+        Retention,
         UnpersistableQueryError,
     )
-    from reaqtive.operators.keyed_groups import keyed_execution, set_keyed_execution
+    from reaqtive.operators.keyed_groups import KeyedGroup, keyed_execution, set_keyed_execution
     from reaqtive.operators.keyed_window import Fold, Hopping, Session, Tumbling
+    from reaqtive.operators.plan import QueryPlan, StagePlan
 
 __version__ = "0.1.0"
 
@@ -130,12 +132,16 @@ _LAZY_NAMES = {
         "FunctionRegistry",
         "Output",
         "RecoveryPolicy",
+        "Retention",
         "UnpersistableQueryError",
     )
 } | {
     # the operator library: binding imports each operator's module on first use (reaqtive.core.binding)
     "keyed_execution": "reaqtive.operators.keyed_groups",
     "set_keyed_execution": "reaqtive.operators.keyed_groups",
+    "KeyedGroup": "reaqtive.operators.keyed_groups",
+    "QueryPlan": "reaqtive.operators.plan",
+    "StagePlan": "reaqtive.operators.plan",
     "Fold": "reaqtive.operators.keyed_window",
     "Hopping": "reaqtive.operators.keyed_window",
     "Session": "reaqtive.operators.keyed_window",
@@ -180,6 +186,7 @@ __all__ = [
     "FunctionRegistry",
     "Output",
     "RecoveryPolicy",
+    "Retention",
     "UnpersistableQueryError",
     # Reactive Streams
     "LONG_MAX",
@@ -207,6 +214,9 @@ __all__ = [
     "Fold",
     "keyed_execution",
     "set_keyed_execution",
+    "KeyedGroup",
+    "QueryPlan",
+    "StagePlan",
     "as_publisher",
     "as_processor",
     "QueryProcessor",

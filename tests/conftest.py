@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import freezegun
+import hypothesis
 import pytest
 
 from reaqtive import set_keyed_execution
@@ -20,6 +21,13 @@ from tests.support import Recorder
 freezegun.configure(extend_ignore_list=["reaqtive.spark", "pyspark", "pandas", "pyarrow", "py4j"])
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Tests check behaviour, never speed: hypothesis's per-example deadline and its too-slow health check time the test,
+# and on four workers sharing two cores an example can take a second (a property test failed that way). A test's
+# own @settings keep every other choice (its number of examples).
+hypothesis.settings.register_profile(
+    "reaqtive", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow])
+hypothesis.settings.load_profile("reaqtive")
 
 # The fast tier (`make check` runs `pytest -m "not slow"`) is every test but the slow ones: those marked
 # `@pytest.mark.slow` where they are defined, and those these rules mark: every test that starts a server (the
@@ -102,26 +110,56 @@ def _is_slow(item: pytest.Item, where: str) -> bool:
     )
 
 
-# Under pytest-xdist (`make test`, `make check`) the tests of tests/spark run in one worker, one after another:
-# one JVM starts for the Spark session, not one per worker. (xdist's own `--dist loadgroup` cannot do it with pytest
-# 9.2: it renames items through an attribute pytest no longer reads.)
+# Under pytest-xdist (`make test`, `make check`) the tests that use the shared SparkSession (the `spark` fixture)
+# run in one worker, one after another: one JVM starts for the session, not one per worker. The Spark tests that
+# start their own processes (a standalone cluster, a driver script) are units of their own, so that they run beside
+# the session's tests instead of after them: they were the suite's critical path. (xdist's own `--dist loadgroup`
+# cannot do it with pytest 9.2: it renames items through an attribute pytest no longer reads.)
 SPARK_TESTS = "tests/spark/"
+SPARK_SESSION_UNIT = "tests/spark/ (the shared session)"
+# Files whose tests share a fixture of their own (the cluster: one per file) and tests that need no session.
+SPARK_APART_FILES = frozenset({"tests/spark/test_cluster.py"})
+SPARK_APART_TESTS = frozenset({"tests/spark/test_docs_examples.py::test_the_example_script_runs_as_a_user_runs_it"})
+# Files none of whose tests uses the session: each test its own unit.
+SPARK_SESSIONLESS_FILES = frozenset({
+    "tests/spark/test_host.py", "tests/spark/test_live.py", "tests/spark/test_processor.py",
+    "tests/spark/test_session.py", "tests/spark/test_table.py", "tests/spark/test_values.py",
+})
+
+
+def scheduling_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to under xdist: itself, unless it shares the Spark session or a cluster."""
+    if not nodeid.startswith(SPARK_TESTS):
+        return nodeid
+    path = nodeid.split("::", maxsplit=1)[0]
+    if path in SPARK_APART_FILES:
+        return path
+    if nodeid.split("[", maxsplit=1)[0] in SPARK_APART_TESTS or path in SPARK_SESSIONLESS_FILES:
+        return nodeid
+    return SPARK_SESSION_UNIT
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """xdist's ``load`` distribution, test by test, except that the Spark tests are one unit of work."""
+    """xdist's ``load`` distribution, test by test, except for the units of ``scheduling_unit``."""
     if config.getoption("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class SparkTogether(LoadScopeScheduling):
-        """Each test its own unit, the Spark tests one unit (the largest, so it is handed out first)."""
+        """Each test its own unit, the Spark session's tests one unit (the largest, so it is handed out first)."""
 
         def _split_scope(self, nodeid: str) -> str:
-            return SPARK_TESTS if nodeid.startswith(SPARK_TESTS) else nodeid
+            return scheduling_unit(nodeid)
 
     return SparkTogether(config, log)
+
+
+def _check_spark_unit(item: pytest.Item) -> None:
+    """A test using the shared session outside the session's unit would start a second JVM in another worker."""
+    if "spark" in getattr(item, "fixturenames", ()) and scheduling_unit(item.nodeid) != SPARK_SESSION_UNIT:
+        raise pytest.UsageError(f"{item.nodeid} uses the shared SparkSession but is scheduled apart from it: "
+                                "take it out of SPARK_APART_* / SPARK_SESSIONLESS_FILES in tests/conftest.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -134,6 +172,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         where = item.path.relative_to(ROOT).as_posix() if item.path.is_relative_to(ROOT) else ""
         if _is_slow(item, where):
             item.add_marker(pytest.mark.slow)
+        _check_spark_unit(item)
         if item.nodeid in WALL_CLOCK_TESTS:
             item.add_marker(pytest.mark.wall_clock)
     if os.environ.get("PYTEST_XDIST_WORKER"):  # the same order in every worker, as xdist requires

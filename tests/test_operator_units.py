@@ -32,7 +32,7 @@ from tests.operators.test_arguments import VALID
 PACKAGE = Path(reaqtive.__file__).resolve().parent
 
 # Methods of Query that belong to the node itself, not to an operator.
-NODE_API = {"args", "depth", "frames", "op", "pipe", "run", "subscribe", "subscribe_core"}
+NODE_API = {"args", "depth", "explain", "frames", "op", "pipe", "run", "subscribe", "subscribe_core"}
 
 
 def user_operators() -> list[OperatorSpec]:

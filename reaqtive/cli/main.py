@@ -11,7 +11,9 @@ database without its password.
 * ``reaqtive inspect STORE [--json] [--keys]``: what an engine store holds, read without opening an engine; or,
   for a Spark checkpoint directory (``reaqtive.spark``), the reaqtive state Spark keeps in it.
   ``--outputs URI``, ``--state URI``: a subscription's outputs in the durable sink and its saved state, decoded;
-  ``--graph URI``: an artifact's query as a Mermaid flowchart (:mod:`reaqtive.cli.views`).
+  ``--graph URI``: an artifact's query as a Mermaid flowchart (:mod:`reaqtive.cli.views`); ``--plan URI [--allow-module
+  M ...] [--functions MODULE:ATTR]``: which path (keyed, fused, general) each stage of a subscription runs on as it
+  recovers, and why a general one is general (it imports what the query names, as ``checkpoint`` does).
 * ``reaqtive checkpoint STORE [--full] [--allow-module M ...] [--functions MODULE:ATTR]``: open the engine on a
   store (recovering it), take a checkpoint, close. The store's queries may name only the functions registered in
   ``--functions`` (a FunctionRegistry, or a function that makes one) and those defined in the ``--allow-module``
@@ -46,17 +48,18 @@ from typing import TYPE_CHECKING, Final, NoReturn
 if TYPE_CHECKING:
     from reaqtive.engine import FunctionRegistry
     from reaqtive.engine.expressions import ForbiddenReferenceError
-    from reaqtive.engine.inspection import StoreSummary
+    from reaqtive.engine.inspection import ArtifactSummary, StoreSummary
 
 __all__ = ["main"]
 
 EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+# As diff(1): 1 is an answer ("the demo's results differ"), 2 is an error, whatever its cause.
+EXIT_DIFFERENT = 1
+EXIT_ERROR = 2
 
 
 class _UsageError(Exception):
-    """A problem with what the user asked for: printed as one line, exit code 2."""
+    """A problem with what the user asked for: printed as one line, exit code 2 (as every error)."""
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -77,8 +80,8 @@ def _demo(args: argparse.Namespace) -> int:
         report = iot.run_demo(config, say=lambda line: print(line, flush=True))
     except iot.DemoError as error:
         print(f"reaqtive demo: {error}", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK if report.equal else EXIT_FAILED
+        return EXIT_ERROR
+    return EXIT_OK if report.equal else EXIT_DIFFERENT
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -87,11 +90,11 @@ def _inspect(args: argparse.Namespace) -> int:
 
     _check_store_address(args.store)
     if not is_postgres_dsn(args.store) and Path(args.store).is_dir():
-        if args.outputs or args.state or args.graph:
-            raise _UsageError("--outputs, --state and --graph read an engine store (a file), not a directory")
+        if args.outputs or args.state or args.graph or args.plan:
+            raise _UsageError("--outputs, --state, --graph and --plan read an engine store (a file), not a directory")
         return _inspect_spark(args)
     summary = read_store(args.store)
-    if args.outputs or args.state or args.graph:
+    if args.outputs or args.state or args.graph or args.plan:
         return _inspect_artifact(args, summary)
     if args.json:
         data = summary_to_json(summary)
@@ -108,11 +111,12 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _inspect_artifact(args: argparse.Namespace, summary: StoreSummary) -> int:
-    """``--outputs``, ``--state``, ``--graph``: one artifact's outputs, state or query, in that order."""
+    """``--outputs``, ``--state``, ``--graph``, ``--plan``: one artifact's outputs, state, query or plan, in that
+    order."""
     from reaqtive.cli import views
 
     wanted = [(option, uri) for option, uri in (("outputs", args.outputs), ("state", args.state),
-                                                 ("graph", args.graph)) if uri]
+                                                 ("graph", args.graph), ("plan", args.plan)) if uri]
     for option, uri in wanted:
         try:
             artifact = views.find_artifact(summary, uri)
@@ -147,13 +151,51 @@ def _inspect_artifact(args: argparse.Namespace, summary: StoreSummary) -> int:
                     labels = n.fields or ("",) * len(n.entries)
                     for label, entry in zip(labels, n.entries, strict=True):
                         print(f"      {label}{'=' if label else ''}{_shorten(repr(entry))}")
-        else:
+        elif option == "graph":
             try:
                 graph = views.mermaid_graph(artifact)
             except LookupError as error:
                 raise _UsageError(f"--graph: {error.args[0]}") from None
             print(graph)
+        else:
+            _print_plan(args, summary, artifact)
     return EXIT_OK
+
+
+def _print_plan(args: argparse.Namespace, summary: StoreSummary, artifact: ArtifactSummary) -> None:
+    """``--plan``: the subscription's stages and their paths, as its recovery binds them."""
+    from reaqtive.cli import views
+
+    functions = _functions_of(args)
+    try:
+        plan = views.query_plan(summary, artifact, functions)
+    except LookupError as error:
+        raise _UsageError(f"--plan: {error.args[0]}") from None
+    except Exception as error:
+        refused = _forbidden(error)
+        if refused is None:
+            raise
+        raise _UsageError(f"--plan {artifact.uri}: {error} ({_forbidden_hint(refused)})") from None
+    if args.json:
+        print(json.dumps({"subscription": artifact.uri, **plan.to_dict()}, indent=2))
+    else:
+        print(f"{artifact.uri}: {plan}")
+
+
+def _functions_of(args: argparse.Namespace) -> FunctionRegistry:
+    """The registry that ``--functions`` and ``--allow-module`` make: what a stored query may name."""
+    from reaqtive.engine import FunctionRegistry
+
+    allowed = list(args.allow_module or ())
+    # Allowed modules and --functions are imported by module path: make the current directory's modules
+    # importable, as ``python -m`` would, so that the command works from a service's directory.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    registry = _load_functions(args.functions) if args.functions else FunctionRegistry()
+    try:
+        return registry.allowing(allowed)
+    except ValueError as error:
+        raise _UsageError(f"--allow-module: {error}") from error
 
 
 _LONGEST_ENTRY = 2_000  # characters of one state entry in text (a buffer may hold thousands of elements)
@@ -197,7 +239,7 @@ def _inspect_spark(args: argparse.Namespace) -> int:
         summary = inspect_state(directory, keys=args.keys)
     except (JavaNotFoundError, BucketStateError) as error:
         print(f"reaqtive inspect: {directory}: {error}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_ERROR
     print(json.dumps(summary, indent=2, default=str) if args.json else format_state(summary))
     return EXIT_OK
 
@@ -226,7 +268,7 @@ def _checkpoint(args: argparse.Namespace) -> int:
             traceback.print_exception(error, file=sys.stderr)
         print(f"reaqtive checkpoint: {_shown(args.store)}: {error}. Nothing was changed. {_recovery_hint(error)} "
               "--keep-broken checkpoints the others and keeps the broken one stored.", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_ERROR
     with engine:
         recovery = engine.recovery
         print(f"recovered {recovery.streams} streams, {recovery.definitions} definitions, "
@@ -316,7 +358,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with its errors in one line (argparse prints the usage first, then the error)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+        self.exit(EXIT_ERROR, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _takes_no_arguments(value: object) -> bool:
@@ -357,6 +399,13 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("--outputs", metavar="URI", help="the subscription's outputs in the durable sink, decoded")
     inspect.add_argument("--state", metavar="URI", help="the subscription's state as of the last checkpoint, decoded")
     inspect.add_argument("--graph", metavar="URI", help="the artifact's query as a Mermaid flowchart")
+    inspect.add_argument("--plan", metavar="URI",
+                         help="the subscription's stages as it recovers: keyed, fused or general, and why (imports "
+                              "the functions its query names: see --allow-module, --functions)")
+    inspect.add_argument("--allow-module", action="append", metavar="MODULE",
+                         help="--plan: a module whose functions the stored query may name (repeatable)")
+    inspect.add_argument("--functions", metavar="MODULE:ATTR",
+                         help="--plan: the FunctionRegistry (or a function making it) the service registers")
     inspect.set_defaults(handler=_inspect)
 
     checkpoint = commands.add_parser(
@@ -448,7 +497,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.traceback:
             raise
         print(f"reaqtive {args.command}: {_one_line(error)}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_ERROR
     try:
         sys.stdout.flush()  # a reader that left during the last lines is noticed here, not at exit
     except BrokenPipeError:
@@ -476,7 +525,7 @@ def _reader_went_away() -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    return 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else EXIT_FAILED
+    return 128 + signal.SIGPIPE if hasattr(signal, "SIGPIPE") else EXIT_ERROR
 
 
 if __name__ == "__main__":

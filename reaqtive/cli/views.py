@@ -1,10 +1,12 @@
-"""What ``reaqtive inspect --outputs/--state/--graph`` print: one artifact's outputs and state decoded, and its
-query as a Mermaid graph, read from the store (a file or a PostgreSQL database) read-only, like
+"""What ``reaqtive inspect --outputs/--state/--graph/--plan`` print: one artifact's outputs and state decoded, its
+query as a Mermaid graph and its plan (which path each stage runs on; this one imports what the query names, from
+the modules ``--allow-module`` allows), read from the store (a file or a PostgreSQL database) read-only, like
 :func:`~reaqtive.engine.inspection.read_store`.
 
 The store is first checked by :func:`~reaqtive.engine.inspection.read_store` (so a missing or foreign file is
 refused the same way), then read through SQLite's read-only mode or a PostgreSQL ``READ ONLY`` transaction:
-nothing is written, no engine is opened and no function the queries name is imported. Values are decoded with
+nothing is written, no engine is opened and (but for ``--plan``) no function the queries name is imported. Values
+are decoded with
 the default state codec: a value of a user type registered with ``register_state_type`` in the service (not in
 this process) cannot be decoded and is shown as such, with the reason, instead of failing the whole listing.
 """
@@ -16,14 +18,19 @@ import math
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from reaqtive.core.expression import Expression
 from reaqtive.engine.database import egress_checksum
 from reaqtive.engine.inspection import ArtifactSummary, StoreSummary, describe_expression, open_read_only
 from reaqtive.state import STATE_CATEGORY, StateError
 from reaqtive.state.codec import DEFAULT_CODEC, Segment
 from reaqtive.state.framing import read_blob
 from reaqtive.state.sqlite_store import row_checksum, verifies
+
+if TYPE_CHECKING:
+    from reaqtive.engine.expressions import FunctionRegistry
+    from reaqtive.operators.plan import QueryPlan
 
 __all__ = [
     "NodeView",
@@ -33,6 +40,7 @@ __all__ = [
     "find_artifact",
     "jsonable",
     "mermaid_graph",
+    "query_plan",
     "read_outputs",
     "read_state",
 ]
@@ -286,6 +294,41 @@ def mermaid_graph(artifact: ArtifactSummary) -> str:
         pending.extend((source, ident) for source in reversed(inputs))
     lines.extend(reversed(edges))  # sources first: the graph reads from left to right
     return "\n".join(lines)
+
+
+_MOST_EXPANSIONS: Final = 100_000  # definitions a plan expands (a store whose definitions refer to each other)
+
+
+def query_plan(summary: StoreSummary, artifact: ArtifactSummary, functions: FunctionRegistry) -> QueryPlan:
+    """How the subscription's stored query binds when the engine recovers it: in its recorded keyed form, with
+    the observable definitions it reads expanded (see :mod:`reaqtive.operators.plan`). Decoding resolves the
+    functions the query names through ``functions`` (a reference it does not allow raises
+    :class:`~reaqtive.engine.expressions.ForbiddenReferenceError`, and nothing is imported); the plan calls each
+    ``flat_map`` selector over a ``group_by`` once on a stand-in group, as binding does."""
+    from reaqtive.engine.expressions import decode_query
+    from reaqtive.operators.keyed_steps import in_keyed_form
+    from reaqtive.operators.plan import explain
+
+    if artifact.kind != "subscription" or artifact.expression is None or artifact.keyed_form is None:
+        raise LookupError(f"{artifact.uri!r} is a {artifact.kind}{': ' + artifact.problem if artifact.problem else ''}"
+                          "; only a readable subscription has a plan")
+    query = decode_query(artifact.expression, functions, where=f"subscription {artifact.uri!r}")
+    definitions = {a.uri: a.expression for a in summary.artifacts if a.kind == "observable" and a.expression}
+    expanded = 0
+
+    def resolve(node: Expression[Any]) -> Expression[Any] | None:
+        nonlocal expanded
+        uri = node.args[0] if node.op == "stream" and node.args else None
+        expression = definitions.get(uri) if isinstance(uri, str) else None
+        if expression is None:
+            return None
+        expanded += 1
+        if expanded > _MOST_EXPANSIONS:
+            raise LookupError(f"{artifact.uri!r}: its observable definitions refer to each other without end")
+        return decode_query(expression, functions, where=f"observable definition {uri!r}")
+
+    with in_keyed_form(artifact.keyed_form):
+        return explain(query, resolve)
 
 
 def _label(text: str) -> str:

@@ -41,7 +41,11 @@ from reaqtive.engine.engine_errors import (
     ProcessingStoppedError,
     QueryFailedError,
     RecoveryError,
+    RetentionError,
     SchemaValidationError,
+    StartBeyondLogError,
+    StartError,
+    StartNotRetainedError,
     UnknownSchemaError,
     UnstorableOutputError,
     UnstorableStateError,
@@ -73,6 +77,7 @@ from reaqtive.engine.named_sinks import MissingSinkError, SinkNameError
 from reaqtive.engine.outbox import ObserverFailedError
 from reaqtive.engine.postgres_database import PostgresEngineStore
 from reaqtive.engine.readers import Envelope, StreamNotFoundError, StreamReader
+from reaqtive.engine.retention import Retention
 from reaqtive.engine.settings import EngineSettings, EnvironmentSettingError
 from reaqtive.engine.signals import Signal
 
@@ -136,7 +141,12 @@ __all__ = [
     "RecoveryFailure",
     "RecoveryMetrics",
     "RecoveryPolicy",
+    "Retention",
+    "RetentionError",
     "SchemaValidationError",
+    "StartBeyondLogError",
+    "StartError",
+    "StartNotRetainedError",
     "SinkNameError",
     "StreamNotFoundError",
     "StreamReader",

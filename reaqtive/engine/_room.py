@@ -342,6 +342,8 @@ class EngineRoom:
         self._pins: dict[str, Behind] = {}  # where each artifact kept without running stands (see _pin_broken)
         self._committed: Behind = Behind(0, None, 0)  # the last checkpoint's position and clock (see _pin_for)
         self._stood_behind: dict[str, Behind] = {}  # the queries behind the engine at the last checkpoint
+        self._backfilling: set[str] = set()  # backfills no checkpoint saw joined yet (reaqtive.engine.backfill)
+        self._retained: dict[str, tuple[int, int]] = {}  # per stream, events and bytes in the log (last measured)
         self._legacy_caught_up: dict[str, int] = {}  # a delivery record from before log positions: its watermarks
         self._sources = Sources()  # register_source: their positions, stored with each checkpoint
         self._faults_pending: list[tuple[str, Exception]] = []
@@ -383,6 +385,7 @@ class EngineRoom:
         self._driver: threading.Thread | None = None  # the processing thread of start()
         self._driver_error: BaseException | None = None  # what stopped it, for stop()
         self._paused: set[str] = set()  # subscriptions paused by pause(uri) (see reaqtive.engine.scheduling)
+        self._live_turn = False  # whether live delivery takes the next slice while queries catch up (delivery.py)
 
     def _root_scheduler(self, tick: timedelta) -> VirtualTimeScheduler:
         """The root of the queries' schedulers (each query runs on a child, see reaqtive.engine.scheduling)."""
@@ -463,7 +466,8 @@ class EngineRoom:
     def _status_of(self, uri: str, record: dict[str, Any]) -> SubscriptionStatus:
         raise NotImplementedError  # Running
 
-    def _bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None) -> HostedQuery:
+    def _bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None, *,
+              behind: Behind | None = None) -> HostedQuery:
         raise NotImplementedError  # Running
 
     def _hand_outputs_on(self) -> None:

@@ -34,7 +34,7 @@ import contextlib
 import functools
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,7 +43,8 @@ from reaqtive.engine.egress import Output
 from reaqtive.engine.engine import Engine
 from reaqtive.engine.engine_errors import ArtifactNotFoundError, EngineClosedError, EngineError
 from reaqtive.engine.failures import OnError
-from reaqtive.engine.model import DURABLE_SINK, CheckpointMetrics, EngineStatus, SubscriptionStatus
+from reaqtive.engine.model import DURABLE_SINK, CheckpointMetrics, EngineStatus, StreamStatus, SubscriptionStatus
+from reaqtive.engine.retention import Retention
 from reaqtive.engine.signals import Signal
 from reaqtive.fluent.query import Query
 from reaqtive.state import StoreError
@@ -304,20 +305,38 @@ class AsyncEngine:
 
     # -- definitions --------------------------------------------------------------------------------------------
 
-    async def create_stream(self, uri: str, schema: str | None = None) -> None:
-        """See :meth:`~reaqtive.engine.Engine.create_stream` (``schema``: a validator's registered name)."""
+    async def create_stream(self, uri: str, schema: str | None = None, *,
+                            retain: Retention | timedelta | None = None) -> None:
+        """See :meth:`~reaqtive.engine.Engine.create_stream` (``schema``: a validator's registered name;
+        ``retain``: how much of its log to keep for backfills)."""
         self._check_open()
-        await self._call(self._engine.create_stream, uri, schema)
+        await self._call(self._engine.create_stream, uri, schema, retain=retain)
+
+    async def set_retention(self, uri: str, retain: Retention | timedelta | None) -> None:
+        """See :meth:`~reaqtive.engine.Engine.set_retention`."""
+        self._check_open()
+        await self._call(self._engine.set_retention, uri, retain)
+
+    async def streams(self) -> dict[str, StreamStatus]:
+        """See :meth:`~reaqtive.engine.Engine.streams` (it reads the store: in a worker thread)."""
+        self._check_open()
+        return await self._call(self._engine.streams)
+
+    @property
+    def log_position(self) -> int:
+        """See :attr:`~reaqtive.engine.Engine.log_position`."""
+        return self._engine.log_position
 
     async def create_subscription(
         self, uri: str, query: Query[Any], observer: str | Callable[[Output], object] = DURABLE_SINK, *,
-        priority: int = 0, on_error: OnError | None = None,
+        priority: int = 0, on_error: OnError | None = None, start: int | datetime | str | None = None,
     ) -> None:
         """See :meth:`~reaqtive.engine.Engine.create_subscription` (``observer``: a URI, or a sink, attached in the
-        same step)."""
+        same step; ``start``: a backfill over the retained log, whose history the processing task then works
+        through in slices beside live input)."""
         self._check_open()
         await self._call(self._engine.create_subscription, uri, query, observer, priority=priority,
-                         on_error=on_error)
+                         on_error=on_error, start=start)
 
     async def restart_subscription(self, uri: str, *, skip_failed: bool = False) -> None:
         """See :meth:`~reaqtive.engine.Engine.restart_subscription`."""

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from reaqtive.engine._room import (
+    _ARTIFACTS,
     _DELIVERY,
     _ENGINE,
     _OBSERVED,
@@ -18,6 +20,7 @@ from reaqtive.engine._room import (
     _now_text,
     _to_bytes,
 )
+from reaqtive.engine.backfill import behind_of as backfill_behind
 from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import to_micros
 from reaqtive.engine.engine_errors import (
@@ -29,6 +32,7 @@ from reaqtive.engine.model import (
 )
 from reaqtive.engine.readers import StreamReader
 from reaqtive.engine.records import Behind, DeliveryRecord, delivery_bytes
+from reaqtive.engine.retention import StreamExtent, retention_cut, retention_from_record
 from reaqtive.state import (
     CheckpointMode,
     CheckpointResult,
@@ -88,6 +92,7 @@ class Checkpointing(EngineRoom):
             return owner
 
         behind: dict[str, Behind] = {}  # the queries behind the engine, where this checkpoint finds them
+        joined: dict[str, dict[str, Any]] = {}  # the backfills that joined the engine since the last checkpoint
 
         def collect(transaction: CheckpointTransaction) -> None:
             # While paused, with the state: the delivery record, the output counters that moved, how far the
@@ -100,6 +105,7 @@ class Checkpointing(EngineRoom):
                 if uri not in unsaved and (seq != self._outputs.observed.get(uri, -1) or full):
                     transaction.put(_OBSERVED, uri, _counter_bytes(seq))
             self._put_sources(transaction, sources)
+            joined.update(self._put_joined(transaction, unsaved))
 
         try:
             result: CheckpointResult = self._checkpointer.checkpoint(
@@ -114,7 +120,7 @@ class Checkpointing(EngineRoom):
         self._stored_state_keys.difference_update(removed)
         for counter in moved.values():
             counter.committed = counter.pending
-        self._note_committed(behind, unsaved)
+        self._note_committed(behind, unsaved, joined)
         self._sources.committed(sources)
         self._environment.confirm_removed(removed)
         for uri, seq in observed.items():
@@ -123,7 +129,7 @@ class Checkpointing(EngineRoom):
                 self._store.delete_outputs(uri, upto=seq)  # delivered: the outbox's rows up to it can go
         for uri, unsaved_error in unsaved.items():
             self._fault(uri, unsaved_error)
-        truncated = self._store.truncate_ingress(self._covered_by_checkpoint())
+        truncated = self._truncate_log()
         self._store.trim_outputs()  # retention: acknowledged outputs leave the durable sink
         # Acknowledged dead letters no one needs any more.
         self._store.trim_dead_letters(self._log_floor(), self._positions.delivered)
@@ -154,9 +160,30 @@ class Checkpointing(EngineRoom):
         )
         return metrics
 
-    def _note_committed(self, behind: Mapping[str, Behind], unsaved: Mapping[str, Exception]) -> None:
+    def _truncate_log(self) -> int:
+        """Truncate the ingress log to what the committed checkpoint covers and the retentions let go; returns
+        how many events went. What the log retains then is measured, per stream, for the metrics (one pass over
+        the rows' headers)."""
+        extents = self._store.ingress_extents()  # one pass over the rows' headers, for the floor and retentions
+        truncated = self._store.truncate_ingress(self._covered_by_checkpoint(extents))
+        deleted = self._store.last_truncation
+        retained = {}
+        for stream, extent in extents.items():
+            events, size = deleted.get(stream, (0, 0))
+            if extent[0] > events:
+                retained[stream] = (extent[0] - events, max(extent[1] - size, 0))
+        self._retained = retained
+        return truncated
+
+    def _note_committed(
+        self, behind: Mapping[str, Behind], unsaved: Mapping[str, Exception], joined: Mapping[str, dict[str, Any]],
+    ) -> None:
         """What the committed record says from now on: the position and clock the checkpoint was taken at, the
-        queries that stood behind the engine, the artifacts pinned (those recovered since are not any more)."""
+        queries that stood behind the engine, the artifacts pinned (those recovered since are not any more), the
+        backfills that joined the engine."""
+        for uri, record in joined.items():
+            self._records[uri] = record
+            self._backfilling.discard(uri)
         kept = self._broken | self._kept_orphans
         for uri in [uri for uri in self._pins if uri not in kept and uri not in unsaved]:
             del self._pins[uri]  # recovered since: this checkpoint's record says where its state stands
@@ -189,6 +216,20 @@ class Checkpointing(EngineRoom):
                 moved[uri] = counter
             counter.rearm()  # (if the checkpoint fails, _checkpoint reports it again)
 
+    def _put_joined(self, transaction: CheckpointTransaction, unsaved: Mapping[str, Exception]) -> dict[str, Any]:
+        """While paused: the record of each backfill that caught up and joined the engine says so, in the
+        checkpoint that saves its state as one in step with the engine (before it, a recovery puts it back at its
+        start: its state is the one saved at its creation)."""
+        joined: dict[str, dict[str, Any]] = {}
+        for uri in sorted(self._backfilling):
+            record = self._records.get(uri)
+            if record is None or uri in self._behind or uri in unsaved or uri not in self._subscriptions:
+                continue
+            changed = {**record, "backfill": {**record["backfill"], "joined": True}}
+            transaction.put(_ARTIFACTS, uri, _to_bytes(changed))
+            joined[uri] = changed
+        return joined
+
     def _put_sources(self, transaction: CheckpointTransaction, sources: dict[str, bytes]) -> None:
         """While paused: each registered source's position (register_source), consistent with its stream."""
         sources.update(self._sources.read_now())
@@ -202,19 +243,45 @@ class Checkpointing(EngineRoom):
             return True
         return False
 
-    def _covered_by_checkpoint(self) -> dict[str, int]:
+    def _covered_by_checkpoint(
+        self, extents: Mapping[str, tuple[int, int, int, int, int]] | None = None
+    ) -> dict[str, int]:
         """Per stream, the last event the log may lose: every query has it in its committed state. One floor for
         all streams: a query behind the engine (paused, catching up, kept without running) or a reader that lags
         reads from its position on, and the inner queries its events start may read any stream from there."""
+        if extents is None:
+            extents = self._store.ingress_extents()
         floor = self._log_floor()
         if floor >= self._positions.cursor.pos:
-            return dict(self._positions.delivered)
-        retained = self._store.first_retained()
+            return self._within_retention(dict(self._positions.delivered), extents)
+        retained = {stream: extent[2] for stream, extent in extents.items()}  # the oldest event of each
         covered: dict[str, int] = {}
         for stream, delivered in self._positions.delivered.items():
             at = self._store.seq_at_position(stream, floor)
             keep = at if at is not None else retained.get(stream, delivered + 1) - 1
             covered[stream] = min(delivered, keep)
+        return self._within_retention(covered, extents)
+
+    def _within_retention(
+        self, covered: dict[str, int], extents: Mapping[str, tuple[int, int, int, int, int]]
+    ) -> dict[str, int]:
+        """``covered`` lowered, per stream with a retention, to what its retention lets go: the second bound on
+        truncation (see reaqtive.engine.retention); it never raises what the floor allows."""
+        retaining = {}
+        for stream in covered:
+            record = self._records.get(stream)
+            retention = None if record is None else retention_from_record(stream, record)
+            if retention is not None:
+                retaining[stream] = retention
+        if not retaining:
+            return covered
+        self._positions.refresh_heads()
+        now = self._clock_micros()
+        for stream, retention in retaining.items():
+            extent = extents.get(stream)
+            cut = retention_cut(self._store, stream, retention, head=self._positions.heads.get(stream, 0),
+                                extent=None if extent is None else StreamExtent(*extent), now_micros=now)
+            covered[stream] = min(covered[stream], cut)
         return covered
 
     def _log_floor(self) -> int:
@@ -268,10 +335,10 @@ class Checkpointing(EngineRoom):
         (or its creation's, if later); and the floor of the log as it is now, which holds everything its readers
         still need (a lagging one included: the last truncation respected it)."""
         floor = self._first_retained_position() - 1
-        stood = self._stood_behind.get(uri)
+        record = self._records.get(uri, {})
+        stood = self._stood_behind.get(uri) or backfill_behind(record)
         if stood is not None:
             return Behind(stood.pos, stood.clock, min(stood.floor, floor), stood.legacy)
-        record = self._records.get(uri, {})
         committed = self._committed
         clocks = [clock for clock in (committed.clock, record.get("clock")) if clock is not None]
         return Behind(max(committed.pos, record.get("start_pos", -1)), max(clocks) if clocks else None,

@@ -698,6 +698,8 @@ class EngineStore:
         self._letters_acked = 0  # the dead letters' acknowledgement (0: none)
         self._letters_ack_damage: DamagedRowError | None = None
         self._failed_counts: dict[str, int] = {}  # failed elements kept, per subscription
+        self.last_truncation: dict[str, tuple[int, int]] = {}
+        """Per stream, the events and stored bytes the last :meth:`truncate_ingress` deleted."""
 
     @property
     def path(self) -> Path | str:
@@ -1030,16 +1032,24 @@ class EngineStore:
         """Delete, per stream, the rows whose every event is at or below the given sequence number (a committed
         checkpoint covers them; a row only partly covered stays whole). Returns how many events were deleted.
 
-        Appends the engine accepted but has not written yet (:meth:`set_pending_ingress`) are written first."""
+        Appends the engine accepted but has not written yet (:meth:`set_pending_ingress`) are written first.
+        :attr:`last_truncation` then says, per stream, the events and stored bytes deleted."""
         self._write_pending()
+        per_stream: dict[str, tuple[int, int]] = {}
         with self._transaction("truncating the ingress log") as db:
             deleted = 0
             for stream, seq in covered.items():
-                for (count,) in self._all(
-                    db, "DELETE FROM reaqtive_ingress WHERE stream = ? AND seq <= ? AND seq + count - 1 <= ? "
-                    "RETURNING count", (stream, seq, seq)
+                events = size = 0
+                for count, stored in self._all(
+                    db, f"DELETE FROM reaqtive_ingress WHERE stream = ? AND seq <= ? AND seq + count - 1 <= ? "
+                    f"RETURNING count, {_ROW_BYTES_SQL}", (stream, seq, seq)
                 ):
-                    deleted += count if type(count) is int and count > 0 else 1
+                    events += count if type(count) is int and count > 0 else 1
+                    size += int(stored or 0)
+                if events:
+                    per_stream[stream] = (events, size)
+                deleted += events
+        self.last_truncation = per_stream
         return deleted
 
     def first_retained(self) -> dict[str, int]:
@@ -1051,6 +1061,20 @@ class EngineStore:
         """Events still in the log, per stream (a row only partly covered by a checkpoint counts whole)."""
         with self._reading("counting the ingress log") as db:
             return dict(self._all(db, _INGRESS_COUNTS))
+
+    def ingress_extents(self) -> dict[str, tuple[int, int, int, int, int]]:
+        """Per stream with events in the log: its events (a row partly covered counts whole), its stored bytes
+        (payload and times, see :mod:`reaqtive.engine.retention`), the sequence number and log position of its
+        oldest event and the log position of its newest. One pass over the rows' headers."""
+        with self._reading("measuring the ingress log") as db:
+            return {stream: (int(events), int(size or 0), int(first_seq), int(first_pos), int(last_pos))
+                    for stream, events, size, first_seq, first_pos, last_pos in self._all(db, _INGRESS_EXTENTS)}
+
+    def oldest_ingress_rows(self, stream: str, after_seq: int, limit: int) -> list[tuple[Any, ...]]:
+        """Up to ``limit`` rows of ``stream`` holding events after ``after_seq``, oldest first, as ``(seq, count,
+        stored bytes, times)`` (what a retention looks at, :mod:`reaqtive.engine.retention`)."""
+        with self._reading(f"reading the ingress log of stream {stream!r}") as db:
+            return [tuple(row) for row in self._all(db, _OLDEST_ROWS, (stream, after_seq, limit))]
 
     def set_pending_ingress(self, write: Callable[[bool], None] | None) -> None:
         """``write(closing)`` writes the appends the engine accepted but has not written yet (group commit, see
@@ -1645,6 +1669,15 @@ _EVENTS_OF_ROW: Final = (
     f"CASE WHEN typeof(count) = 'integer' AND count BETWEEN 1 AND {ROW_EVENTS} THEN count ELSE 1 END"
 )
 _INGRESS_COUNTS: Final = f"SELECT stream, SUM({_EVENTS_OF_ROW}) FROM reaqtive_ingress GROUP BY stream"
+_ROW_BYTES_SQL: Final = "COALESCE(length(payload), 0) + COALESCE(length(times), 0)"
+_INGRESS_EXTENTS: Final = (
+    f"SELECT stream, SUM({_EVENTS_OF_ROW}), SUM({_ROW_BYTES_SQL}), MIN(seq), MIN(pos), "
+    f"MAX(pos + {_EVENTS_OF_ROW} - 1) FROM reaqtive_ingress GROUP BY stream"
+)
+_OLDEST_ROWS: Final = (
+    f"SELECT seq, count, {_ROW_BYTES_SQL}, times FROM reaqtive_ingress WHERE stream = ? AND seq + count - 1 > ? "
+    "ORDER BY seq LIMIT ?"
+)
 _MAX_INTEGER: Final = 2**63 - 1
 
 _INSERT_DEAD_LETTER: Final = (

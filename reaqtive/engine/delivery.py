@@ -210,14 +210,24 @@ class Delivery(EngineRoom):
         if self._faults_pending:
             self._apply_faults()  # an observer's courier gave up
         limit = _DELIVERY_BATCH if budget is None else min(_DELIVERY_BATCH, budget)
+        runs = None
         if self._behind:
-            # Queries behind the engine catch up first (a resumed query, or one behind after a recovery).
-            caught = self._catch_up(limit)
-            if caught:
-                if self._outputs.buffer:
-                    self.produced.fire()
-                return caught
-        runs = self._read_runs(limit)
+            # Queries behind the engine (a resumed query, one behind after a recovery, a backfill) catch up in
+            # slices that take turns with live delivery, when both have work: a long catch-up holds up neither the
+            # queries in step with the engine nor a checkpoint (it waits for one slice).
+            self._live_turn = not self._live_turn
+            if self._live_turn:
+                runs = self._read_runs(limit)
+            if not runs:
+                caught = self._catch_up(limit)
+                if caught:
+                    if len(self._outputs.buffer) >= _EGRESS_FLUSH_OUTPUTS:
+                        self._outputs.flush()  # bounded memory during a long catch-up (a backfill) too
+                    if self._outputs.buffer:
+                        self.produced.fire()
+                    return caught
+        if runs is None:
+            runs = self._read_runs(limit)
         if not runs:
             self._advance_wall_clock()
             self._maybe_checkpoint()

@@ -251,17 +251,26 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
         *,
         priority: int = 0,
         on_error: OnError | None = None,
+        start: int | datetime | str | None = None,
     ) -> None:
         """Start the standing query ``query`` as ``uri``, its outputs going to ``observer``: an observer URI
         (``DURABLE_SINK``, the default; ``DISCARD_SINK``; an ``obs://...`` definition), or a sink object, which
         is attached in the same step (:meth:`attach_sink`: ``observer=JsonLinesSink("alerts.jsonl")`` defines
         ``obs://alerts`` on first use). See :meth:`ArtifactRegistry.create_subscription
-        <reaqtive.engine.registry.ArtifactRegistry.create_subscription>` for ``priority``, ``on_error`` and what is
+        <reaqtive.engine.registry.ArtifactRegistry.create_subscription>` for ``priority``, ``on_error``, ``start``
+        (a backfill over the retained log: ``"earliest"``, a log position, an aware ``datetime``) and what is
         refused. A sink's definition stays if the subscription is refused (attaching it again is a no-op)."""
         with self._lock:
             if not isinstance(observer, str):
                 observer = self.attach_sink(observer)
-            super().create_subscription(uri, query, observer, priority=priority, on_error=on_error)
+            super().create_subscription(uri, query, observer, priority=priority, on_error=on_error, start=start)
+
+    @property
+    def log_position(self) -> int:
+        """The log position the engine delivered up to: a subscription created now reads the events after it, and
+        ``create_subscription(..., start=p)`` later starts as one created when the engine stood at ``p`` (while
+        the log retains what follows ``p``)."""
+        return self._positions.cursor.pos
 
     @property
     def status(self) -> EngineStatus:
@@ -303,7 +312,7 @@ class Engine(ArtifactRegistry, Delivery, Egress, Checkpointing, Recovery, Runnin
             for uri in sorted(self._streams):
                 appended, done = heads.get(uri, 0), delivered.get(uri, -1) + 1
                 lag = max(appended - done - dead_ahead.get(uri, 0), 0)
-                streams[uri] = StreamReading(appended, done, dead.get(uri, 0), lag)
+                streams[uri] = StreamReading(appended, done, dead.get(uri, 0), lag, *self._retained.get(uri, (0, 0)))
             acks = self._store.acks() if status is not EngineStatus.CLOSED else {}
             # (the store keeps these counts in memory: no read of the database under the engine's lock)
             failed_elements = self._store.failed_element_counts() if status is not EngineStatus.CLOSED else {}

@@ -20,7 +20,11 @@ __all__ = [
     "OutputDivergenceError",
     "QueryFailedError",
     "RecoveryError",
+    "RetentionError",
     "SchemaValidationError",
+    "StartBeyondLogError",
+    "StartError",
+    "StartNotRetainedError",
     "UnknownSchemaError",
     "UnstorableOutputError",
     "UnstorableStateError",
@@ -160,6 +164,32 @@ class UnknownSchemaError(EngineError, LookupError):
         super().__init__(message)
         self.stream = stream
         self.schema = schema
+
+
+class RetentionError(EngineError, ValueError):
+    """A stream's retention (``create_stream(uri, retain=...)``) is not one the engine knows: a negative or zero
+    amount, an unknown form, or one that differs from the retention the stream was created with."""
+
+
+class StartError(EngineError, ValueError):
+    """Where a new subscription starts (``create_subscription(..., start=...)``) is not one it can start from: the
+    message names the argument and what the log holds. The subclasses say which bound was crossed."""
+
+
+class StartNotRetainedError(StartError):
+    """A backfill's start is before the earliest event the log still retains for a stream the query reads:
+    ``stream`` names it, ``earliest`` is the earliest position the query can start from (``"earliest"`` resolves
+    to it)."""
+
+    def __init__(self, message: str, *, stream: str, earliest: int) -> None:
+        super().__init__(message)
+        self.stream = stream
+        self.earliest = earliest
+
+
+class StartBeyondLogError(StartError):
+    """A backfill's start is past what the engine delivered (a log position beyond it, a time after its clock):
+    there is no history there to process."""
 
 
 _PROBLEMS_SHOWN: Final = 5  # field problems of one event written into the message (all are in ``problems``)

@@ -40,7 +40,9 @@ from reaqtive.engine.database import (
     failed_element_checksum,
     from_micros,
 )
+from reaqtive.engine.engine_errors import EngineError
 from reaqtive.engine.expressions import MalformedExpressionError, expression_from_json, instantiate
+from reaqtive.operators.keyed_steps import recorded_keyed_form
 from reaqtive.state import SCHEMA_VERSION, STATE_CATEGORY, NotAStoreError, StoreError, UnknownStoreVersionError
 from reaqtive.state import checksum as blob_checksum
 from reaqtive.state.postgres_store import is_postgres_dsn
@@ -87,12 +89,18 @@ class ArtifactSummary:
     """Why the record could not be read completely (a damaged blob, a missing template), if it could not."""
     schema: str | None = None
     """A typed stream's validator, by its registered name."""
+    retain: dict[str, Any] | None = None
+    """A stream's retention as its record stores it (``age`` in microseconds, ``events``, ``bytes``)."""
+    backfill: dict[str, Any] | None = None
+    """A backfilled subscription's start (``pos``, ``clock``, and ``joined`` once a checkpoint saw it caught up)."""
     failed: dict[str, Any] | None = None
     """A FAILED subscription's failure (its error policy stopped it on a user error): ``error_type``, ``message``,
     ``pos`` (the log position of the event that stopped it), ``at``, and where (``unit``, ``operator``,
     ``path``, ``traceback``); ``None`` for any other artifact."""
     on_error: str | None = None
     """A subscription's own error policy (``"stop"``, ``"skip"``, ``"function"``; ``None``: the engine's)."""
+    keyed_form: int | None = None
+    """The keyed form a subscription was recorded in and recovers in (:mod:`reaqtive.operators.keyed_steps`)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,12 @@ class StreamSummary:
     retained: int
     schema: str | None = None
     """The name of the validator its events must pass (``None``: untyped)."""
+    retention: str | None = None
+    """What its log keeps beyond what its readers need (``None``: only that), as text."""
+    retained_bytes: int = 0
+    """The stored bytes of its retained events (payload and times)."""
+    retained_from: int | None = None
+    """The sequence number of its oldest retained event (``None``: none)."""
 
 
 @dataclass(frozen=True)
@@ -203,7 +217,10 @@ def _summarize(db: StoreSource) -> StoreSummary:
     dead_letters, acknowledged = _dead_letters(db, engine_version)
     heads = dict(db.all("SELECT stream, next_seq FROM reaqtive_stream_heads"))
     events = "SUM(count)" if engine_version >= 3 else "COUNT(*)"  # layout 3: a row per run of events
-    retained = dict(db.all(f"SELECT stream, {events} FROM reaqtive_ingress GROUP BY stream"))
+    size = "length(payload) + length(times)" if engine_version >= 3 else "length(payload)"
+    extents = {stream: (count, stored, first) for stream, count, stored, first in db.all(
+        f"SELECT stream, {events}, SUM({size}), MIN(seq) FROM reaqtive_ingress GROUP BY stream")}
+    retained = {stream: extent[0] for stream, extent in extents.items()}
     egress = [
         EgressSummary(subscription, int(rows), int(last))  # PostgreSQL's SUM is a numeric: int() it
         for subscription, rows, last in db.all(
@@ -215,6 +232,7 @@ def _summarize(db: StoreSource) -> StoreSummary:
     artifacts = _artifacts(blobs, damaged)
     stream_uris = sorted({a.uri for a in artifacts if a.kind == "stream"} | set(heads) | set(retained))
     schemas = {a.uri: a.schema for a in artifacts if a.kind == "stream"}
+    retentions = {a.uri: _retention_text(a.retain) for a in artifacts if a.kind == "stream"}
     return StoreSummary(
         path=where,
         file_bytes=db.size,
@@ -223,7 +241,8 @@ def _summarize(db: StoreSource) -> StoreSummary:
         position=int(delivery.get("pos", 0)),
         artifacts=artifacts,
         streams=[StreamSummary(uri, int(heads.get(uri, 0)), delivered.get(uri, -1) + 1, int(retained.get(uri, 0)),
-                               schemas.get(uri))
+                               schemas.get(uri), retentions.get(uri), int(extents.get(uri, (0, 0, 0))[1] or 0),
+                               int(extents[uri][2]) if uri in extents else None)
                  for uri in stream_uris],
         egress=egress,
         templates=len(blobs.get("templates", {})),
@@ -466,6 +485,19 @@ def _json(blob: bytes | None, what: str) -> dict[str, Any] | None:
         raise StoreError(f"{what} is not valid JSON: {error}") from error
 
 
+def _retention_text(stored: dict[str, Any] | None) -> str | None:
+    """A stored retention as text (an unreadable one says so; the engine refuses it at open)."""
+    if stored is None:
+        return None
+    from reaqtive.engine.retention import retention_from_record
+
+    try:
+        retention = retention_from_record("?", {"retain": stored})
+    except EngineError as error:
+        return f"unreadable ({error})"
+    return None if retention is None else retention.describe()
+
+
 def _artifacts(blobs: Mapping[str, Mapping[str, bytes]], damaged: Sequence[str]) -> list[ArtifactSummary]:
     templates = blobs.get("templates", {})
     state = blobs.get(STATE_CATEGORY, {})
@@ -501,6 +533,12 @@ def _artifacts(blobs: Mapping[str, Mapping[str, bytes]], damaged: Sequence[str])
         schema = record.get("schema") if kind == "stream" else None
         failed = record.get("failed") if kind == "subscription" else None
         on_error = record.get("on_error") if kind == "subscription" else None
+        keyed_form: int | None = None
+        if kind == "subscription":
+            try:
+                keyed_form = recorded_keyed_form(record)
+            except ValueError as error:
+                problems.append(str(error))
         result.append(ArtifactSummary(
             uri=uri,
             kind=kind,
@@ -513,8 +551,12 @@ def _artifacts(blobs: Mapping[str, Mapping[str, bytes]], damaged: Sequence[str])
             inner_subscriptions=len(inner),
             problem="; ".join(problems) or None,
             schema=str(schema) if schema is not None else None,
+            retain=dict(record["retain"]) if kind == "stream" and isinstance(record.get("retain"), dict) else None,
+            backfill=dict(record["backfill"]) if kind == "subscription" and isinstance(record.get("backfill"), dict)
+            else None,
             failed=dict(failed) if isinstance(failed, dict) else None,
             on_error=None if on_error is None else on_error if isinstance(on_error, str) else "function",
+            keyed_form=keyed_form,
         ))
     return result
 
@@ -660,6 +702,13 @@ def format_summary(summary: StoreSummary) -> str:
              s.schema or "-")[:5 if typed else 4]
             for s in summary.streams
         ])
+        if any(s.retention is not None for s in summary.streams):  # only when a stream keeps more than it needs
+            lines += ["", "retention (what each stream's log keeps for backfills; the oldest retained event)"]
+            lines += _table([("STREAM", "RETENTION", "RETAINED BYTES", "FROM #")], right={2, 3}, rows=[
+                (s.uri, s.retention or "readers' need", f"{s.retained_bytes:,}",
+                 "-" if s.retained_from is None else f"{s.retained_from:,}")
+                for s in summary.streams
+            ])
     else:
         lines.append("  (none)")
     lines += ["", "egress (the durable sink)"]

@@ -66,7 +66,7 @@ LOG_FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "reaqtive_event": "what the line reports: checkpoint, recovery, recovery_failed, fault, "
                       "quarantine, events_missing, ingress_commit_failed, listener_failed, paused, resumed, "
                       "provisional_outputs_dropped, ingress_duplicate, subscription_failed, element_skipped, "
-                      "subscription_restarted",
+                      "subscription_restarted, general_path",
     "checkpoint_id": "checkpoint: the id of the committed checkpoint",
     "full": "checkpoint: whether it was a full checkpoint (else differential)",
     "pause_seconds": "checkpoint: how long processing was paused",
@@ -87,7 +87,7 @@ LOG_FIELDS: Final[Mapping[str, str]] = MappingProxyType({
     "kind": "recovery_failed: its kind (stream, observable, observer, subscription, state, unknown)",
     "policy": "recovery_failed, fault: what was done (keep, remove; fail raises)",
     "subscription": "fault, subscription_failed, element_skipped, subscription_restarted, paused, resumed, "
-                    "provisional_outputs_dropped: the subscription URI",
+                    "provisional_outputs_dropped, general_path: the subscription URI",
     "observer": "fault: the observer definition that kept failing (None for other faults)",
     "stream": "quarantine, events_missing, ingress_duplicate: the stream URI",
     "seq": "quarantine: the event's sequence number; events_missing: the first missing one; fault: the output "
@@ -99,7 +99,8 @@ LOG_FIELDS: Final[Mapping[str, str]] = MappingProxyType({
             "one of its inner units)",
     "operator": "subscription_failed, element_skipped: the persisted name of the operator whose function raised",
     "path": "subscription_failed, element_skipped: that operator's path in the unit's tree",
-    "reason": "quarantine: why the event was not delivered",
+    "reason": "quarantine: why the event was not delivered; general_path: why a group_by ... flat_map of the "
+              "subscription binds on the general path (a subscription per group), as explain() says it",
     "events": "events_missing: how many; ingress_commit_failed: how many wait for the next try",
     "outputs": "provisional_outputs_dropped: how many outputs the durable sink dropped at recovery",
     "retry_seconds": "ingress_commit_failed: when the commit is tried again",
@@ -336,6 +337,9 @@ class PrometheusMetrics:
              ("stream",)),
             (counter, "stream_delivered_events", "Events of the stream delivered to the queries.", ("stream",)),
             (gauge, "stream_lag_events", "Events appended to the stream and not delivered yet.", ("stream",)),
+            (gauge, "stream_retained_events", "Events in the stream's ingress log as of the last checkpoint (what its "
+                                              "readers need and what its retention keeps).", ("stream",)),
+            (gauge, "stream_retained_bytes", "Stored bytes (payload and times) of those events.", ("stream",)),
             (gauge, "dead_letter_events", "Events of the stream taken out of delivery (quarantined or missing).",
              ("stream",)),
             (gauge, "dead_letter_elements",
@@ -384,6 +388,8 @@ class PrometheusMetrics:
             add("stream_appended_events", stream.appended, uri)
             add("stream_delivered_events", stream.delivered, uri)
             add("stream_lag_events", stream.lag, uri)
+            add("stream_retained_events", stream.retained_events, uri)
+            add("stream_retained_bytes", stream.retained_bytes, uri)
             add("dead_letter_events", stream.dead_letters, uri)
         for uri, count in sorted(readings.failed_elements.items()):
             add("dead_letter_elements", count, uri)

@@ -9,7 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from reaqtive.engine.retention import Retention
 
 __all__ = [
     "DURABLE_SINK",
@@ -136,6 +139,18 @@ class StreamStatus:
     schema: str | None = None
     """The name of the validator its events must pass (``None``: untyped; see ``docs/engine.md``, "Typed
     streams")."""
+    retention: Retention | None = None
+    """What the log keeps of it beyond what its readers need (``None``: only that; see ``docs/engine.md``, "Log
+    retention")."""
+    retained_bytes: int = 0
+    """The stored bytes of its retained events (payload and times; see :mod:`reaqtive.engine.retention`)."""
+    retained_from: int | None = None
+    """The sequence number of its oldest event still in the log (``None``: none retained)."""
+    retained_since: datetime | None = None
+    """The time of that event (``None``: none retained, or its row is damaged)."""
+    retained_positions: tuple[int, int] | None = None
+    """The log positions of its oldest and newest retained events (a backfill starts from any position at or
+    after the first less one: ``create_subscription(..., start=p)``)."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +196,10 @@ class StreamReading:
     lag: int
     """Events appended and still to be delivered: ``appended - delivered``, less the dead letters among them
     (never delivered, they are no backlog)."""
+    retained_events: int = 0
+    """Events in its ingress log as of the last checkpoint (or the engine's open), retention included."""
+    retained_bytes: int = 0
+    """The stored bytes of those events (payload and times)."""
 
 
 @dataclass(frozen=True)

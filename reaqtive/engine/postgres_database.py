@@ -49,6 +49,7 @@ import msgpack
 
 from reaqtive.engine.database import (
     _INGRESS_COUNTS,
+    _INGRESS_EXTENTS,
     _INSERT_DEAD_LETTER,
     _INSERT_FAILED,
     _INSERT_OUTPUTS,
@@ -126,6 +127,12 @@ _DIALECT: Final = {
     # every count is an integer here; one no writer writes (damage) stands for one event, as in SQLite
     _INGRESS_COUNTS: (
         f"SELECT stream, SUM(CASE WHEN count BETWEEN 1 AND {ROW_EVENTS} THEN count ELSE 1 END) "
+        "FROM reaqtive_ingress GROUP BY stream"
+    ),
+    _INGRESS_EXTENTS: (
+        f"SELECT stream, SUM(CASE WHEN count BETWEEN 1 AND {ROW_EVENTS} THEN count ELSE 1 END), "
+        "SUM(COALESCE(length(payload), 0) + COALESCE(length(times), 0)), MIN(seq), MIN(pos), "
+        f"MAX(pos + CASE WHEN count BETWEEN 1 AND {ROW_EVENTS} THEN count ELSE 1 END - 1) "
         "FROM reaqtive_ingress GROUP BY stream"
     ),
 }

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from reaqtive.engine.engine_errors import MalformedRecordError
 from reaqtive.engine.expressions import MalformedExpressionError, expression_from_json, template_id
+from reaqtive.engine.retention import retention_from_record
 
 __all__ = [
     "ARTIFACT_KINDS",
@@ -113,6 +114,8 @@ def parse_artifact(uri: str, blob: bytes, shared: dict[str, Any] | None = None) 
         _require(record, "refs", where, _is_str_list, "a list of URIs")
     elif kind == "observer":
         _require(record, "function", where, lambda f: isinstance(f, (dict, str)), "a function reference")
+    elif kind == "stream" and "retain" in record:
+        retention_from_record(uri, record)
     elif kind == "subscription":
         _require(record, "template", where, lambda t: isinstance(t, str), "a template id")
         _require(record, "constants", where, lambda c: isinstance(c, list), "a list of constants")
@@ -130,7 +133,16 @@ def parse_artifact(uri: str, blob: bytes, shared: dict[str, Any] | None = None) 
             _require(record, "failed", where, _is_failure, "a failure (error_type, message, pos, at, ...)")
         if "skipping" in record:
             _require(record, "skipping", where, _is_skipping, "a list of {unit, path, pos}")
+        if "backfill" in record:
+            _require(record, "backfill", where, _is_backfill, "{pos, clock[, joined]}")
     return record
+
+
+def _is_backfill(entry: object) -> bool:
+    """Where a backfilled subscription started its catch-up: a log position and a clock (see
+    reaqtive.engine.backfill), and whether it has joined the engine since."""
+    return (isinstance(entry, dict) and set(entry) <= {"pos", "clock", "joined"} and _is_position(entry.get("pos"))
+            and _is_micros(entry.get("clock")) and entry.get("joined", False) in (True, False))
 
 
 def _shared(shared: dict[str, Any], value: Any) -> Any:

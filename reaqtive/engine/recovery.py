@@ -18,6 +18,7 @@ from reaqtive.engine._room import (
     EngineRoom,
     _owned_by,
 )
+from reaqtive.engine.backfill import behind_of as backfill_behind
 from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import from_micros
 from reaqtive.engine.engine_errors import (
@@ -89,6 +90,8 @@ class Recovery(EngineRoom):
             if record["kind"] != "subscription":
                 continue
             self._records[uri] = record
+            if backfill_behind(record) is not None:
+                self._backfilling.add(uri)
             if "failed" in record:
                 self._keep_failed(uri, record)
                 continue
@@ -103,6 +106,7 @@ class Recovery(EngineRoom):
         self._recover_orphans(damaged[STATE_CATEGORY])
         self._pin_broken()
         self._fall_behind_where_readers_lag()
+        self._retained = {stream: (extent[0], extent[1]) for stream, extent in self._store.ingress_extents().items()}
         if self._clock_mode == "event":  # with the wall clock, a replay may legitimately differ
             highest = self._store.max_output_seqs()
             self._outputs.replayed_upto = {

@@ -5,7 +5,7 @@ and the checks on them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reaqtive.core.subjects import OverflowPolicy, SimpleSubject
@@ -23,13 +23,16 @@ from reaqtive.engine._room import (
     _references,
     _to_bytes,
 )
-from reaqtive.engine.database import to_micros
+from reaqtive.engine.backfill import BackfillStart, check_start, resolve_start
+from reaqtive.engine.backfill import behind_of as backfill_behind
+from reaqtive.engine.database import from_micros, to_micros
 from reaqtive.engine.egress import Output
 from reaqtive.engine.engine_errors import (
     ArtifactExistsError,
     ArtifactInUseError,
     ArtifactNotFoundError,
     MalformedRecordError,
+    RetentionError,
     UnknownSchemaError,
 )
 from reaqtive.engine.expressions import (
@@ -45,14 +48,19 @@ from reaqtive.engine.model import (
     ArtifactInfo,
     StreamStatus,
 )
+from reaqtive.engine.retention import Retention, check_retention, retention_from_record, time_of
 from reaqtive.engine.scheduling import check_priority
 from reaqtive.fluent.query import Query
-from reaqtive.operators.keyed_steps import keyed_forms
+from reaqtive.operators.keyed_steps import keyed_form_record
 from reaqtive.state import (
     STATE_CATEGORY,
     confirm_saved,
 )
 from reaqtive.state.host import HostedQuery
+
+
+def _describe(retention: Retention | None) -> str:
+    return "None (what its readers need)" if retention is None else retention.describe()
 
 
 class ArtifactRegistry(EngineRoom):
@@ -85,20 +93,34 @@ class ArtifactRegistry(EngineRoom):
             raise MalformedRecordError(f"the stored state of source {name!r} is damaged: {stored}") from stored
         return stored
 
-    def create_stream(self, uri: str, schema: str | None = None) -> None:
+    def create_stream(
+        self, uri: str, schema: str | None = None, *, retain: Retention | timedelta | None = None
+    ) -> None:
         """Create the durable stream ``uri``.
 
         ``schema``: the name of a validator registered with :meth:`register_schema` (or ``Engine(schemas=...)``):
         every event appended to the stream must pass it, and is stored in its validated form (see
         ``docs/engine.md``, "Typed streams"). The record stores the name; every process that opens the store
-        must register it again. Refused (changing nothing): a name not registered (:class:`UnknownSchemaError`),
-        a URI that exists (:class:`ArtifactExistsError`; a stream's schema is fixed when it is created).
+        must register it again. ``retain``: how much of its log to keep beyond what its readers need, so that a
+        new subscription can backfill over it (``create_subscription(..., start=...)``): a
+        :class:`~reaqtive.engine.retention.Retention` by age, events or bytes, or a ``timedelta`` (an age);
+        ``None``: only what its readers need (see ``docs/engine.md``, "Log retention"); change it with
+        :meth:`set_retention`. Refused (changing nothing): a name not registered (:class:`UnknownSchemaError`),
+        a retention not valid (:class:`~reaqtive.engine.RetentionError`), a URI that exists
+        (:class:`ArtifactExistsError`; a stream's schema is fixed when it is created).
         """
         if schema is not None and (not isinstance(schema, str) or not schema):
             raise TypeError(f"create_stream({uri!r}): schema must be the name of a registered validator (a "
                             f"non-empty str) or None, got {schema!r}")
+        retention = check_retention(retain, f"create_stream({uri!r})")
         with self._lock:
             existing = self._records.get(uri) if isinstance(uri, str) else None
+            if existing is not None and existing["kind"] == "stream" and (
+                    retention_from_record(uri, existing) != retention):
+                self._check_open()
+                raise RetentionError(f"stream {uri!r} already exists, with retention "
+                                     f"{_describe(retention_from_record(uri, existing))}: create_stream(retain="
+                                     f"{_describe(retention)}) cannot change it (engine.set_retention can)")
             if existing is not None and existing["kind"] == "stream" and existing.get("schema") != schema:
                 self._check_open()
                 has = f"schema {existing['schema']!r}" if existing.get("schema") is not None else "no schema"
@@ -113,8 +135,25 @@ class ArtifactRegistry(EngineRoom):
                         f"create_stream({uri!r}): schema {schema!r} is not registered (register its validator "
                         f"first: engine.register_schema({schema!r}, validator))", stream=uri, schema=schema)
                 record["schema"] = schema  # absent: an untyped stream (the records of older stores stay valid)
+            if retention is not None:  # absent: what its readers need (the records of older stores stay valid)
+                record["retain"] = retention.to_record()
             self._commit_record(uri, record)
             self._open_stream(uri)
+
+    def set_retention(self, uri: str, retain: Retention | timedelta | None) -> None:
+        """Change how much of stream ``uri``'s log is kept (see :meth:`create_stream`); committed when this
+        returns, applied from the next checkpoint on. Lowering it lets the next checkpoint truncate what the new
+        retention and the readers do not need (history dropped cannot be backfilled over any more)."""
+        retention = check_retention(retain, f"set_retention({uri!r})")
+        with self._lock:
+            self._check_open()
+            record = self._check_kind(uri, "stream")
+            if retention_from_record(uri, record) == retention:
+                return
+            changed = {key: value for key, value in record.items() if key != "retain"}
+            if retention is not None:
+                changed["retain"] = retention.to_record()
+            self._commit_record(uri, changed)
 
     def delete_stream(self, uri: str) -> None:
         """Delete the stream ``uri``; refused while a query reads it."""
@@ -127,15 +166,24 @@ class ArtifactRegistry(EngineRoom):
             subject.dispose()
 
     def streams(self) -> dict[str, StreamStatus]:
-        """Every stream with its ingress watermarks."""
+        """Every stream with its ingress watermarks, its retention and what its log retains (events, bytes, the
+        oldest event's number and time, the log positions of the oldest and newest)."""
         with self._lock:
             self._check_open()
-            heads, retained = self._store.stream_heads(), self._store.ingress_counts()
-            return {
-                uri: StreamStatus(uri, heads.get(uri, 0), self._positions.delivered.get(uri, -1), retained.get(uri, 0),
-                                  self._records.get(uri, {}).get("schema"))
-                for uri in sorted(self._streams)
-            }
+            heads, extents = self._store.stream_heads(), self._store.ingress_extents()
+            self._retained = {stream: (extent[0], extent[1]) for stream, extent in extents.items()}
+            statuses = {}
+            for uri in sorted(self._streams):
+                record = self._records.get(uri, {})
+                extent = extents.get(uri)
+                since = None if extent is None else time_of(self._store, uri, extent[2])
+                statuses[uri] = StreamStatus(
+                    uri, heads.get(uri, 0), self._positions.delivered.get(uri, -1),
+                    0 if extent is None else extent[0], record.get("schema"), retention_from_record(uri, record),
+                    0 if extent is None else extent[1], None if extent is None else extent[2],
+                    None if since is None else from_micros(since),
+                    None if extent is None else (extent[3], extent[4]))
+            return statuses
 
     def define_observable(self, uri: str, query: Query[Any]) -> None:
         """Name a query: other queries read it with ``Query.stream(uri)`` (it is expanded where it is used)."""
@@ -174,6 +222,7 @@ class ArtifactRegistry(EngineRoom):
         *,
         priority: int = 0,
         on_error: OnError | None = None,
+        start: int | datetime | str | None = None,
     ) -> None:
         """Start the standing query ``query`` as ``uri``, its outputs going to the observer ``observer``.
 
@@ -181,8 +230,15 @@ class ArtifactRegistry(EngineRoom):
         :meth:`set_priority`). ``on_error``: what happens when a user function in the query raises (``"stop"``:
         the query stops, FAILED; ``"skip"``: the element is dropped there and kept as a dead letter; or a function
         ``(error, context) -> "skip" | "stop"``, persisted by reference like the query's functions); ``None``: the
-        engine's default (see :mod:`reaqtive.engine.failures`). Fails (changing nothing) if the query cannot be
-        persisted (the message names the argument), reads an unknown stream or definition, or the URI exists.
+        engine's default (see :mod:`reaqtive.engine.failures`). ``start``: ``None``, the events appended from
+        now on; or a **backfill** over the retained log: ``"earliest"`` (the oldest event retained for the
+        streams it reads), a log position (as if created when the engine stood there: :attr:`log_position`) or
+        an aware ``datetime`` (as if created then): it processes that history behind the engine, in slices, then
+        joins live input with no gap and no duplicate (see :mod:`reaqtive.engine.backfill`). Fails (changing
+        nothing) if the query cannot be persisted (the message names the argument), reads an unknown stream or
+        definition, the URI exists, or ``start`` is not retained (:class:`~reaqtive.engine.StartNotRetainedError`),
+        is past the log (:class:`~reaqtive.engine.StartBeyondLogError`) or not a start
+        (:class:`~reaqtive.engine.StartError`).
         """
         check_priority(priority)
         if on_error is not None:
@@ -198,29 +254,10 @@ class ArtifactRegistry(EngineRoom):
             expression = encode_query(query, self.functions)
             references = sorted(_references(expression) | {observer} - _BUILTIN_OBSERVERS)
             self._check_references(uri, references)
+            backfill = self._resolve_start(uri, start, references)
             template, constants = templatize(expression)
             tid = template_id(template)
-            record = {
-                "kind": "subscription",
-                "created": _now_text(),
-                "template": tid,
-                "constants": constants,
-                "observer": observer,
-                "refs": references,
-                # Its readers read the events after the position delivered up to now (see docs/engine.md,
-                # "Positions follow from the log"), in any run: a recovery, a catch-up.
-                "start_pos": self._positions.cursor.pos,
-                "clock": to_micros(self._scheduler.now),
-                # The keyed forms its chains were bound with (reaqtive.operators.keyed_steps.KEYED_FORMS; 0: the
-                # general path): recovered with the same; True is a record from before the number (the first
-                # forms), a record without it was written before keyed execution existed (the general path).
-                "keyed": keyed_forms() or False,
-            }
-            if priority:  # absent means 0: the records of stores from before priorities stay as they were
-                record["priority"] = priority
-            if on_error is not None:  # absent: the engine's default, whatever it is when the query runs
-                record["on_error"] = on_error if isinstance(on_error, str) else {
-                    "function": encode_query(Query("observer", (on_error,)), self.functions)["args"][0]}
+            record = self._subscription_record(tid, constants, observer, references, priority, on_error, backfill)
             puts = [(_ARTIFACTS, uri, _to_bytes(record))]
             if tid not in self._templates:
                 puts.append((_TEMPLATES, tid, _to_bytes(template)))
@@ -228,7 +265,8 @@ class ArtifactRegistry(EngineRoom):
                 # What recovery kept under this URI is replaced: gone before it binds, or an observer's outbox would
                 # take those outputs for its own. (Then as for any URI, its creation's transaction forgets them.)
                 self._store.commit_with_outputs(deletes=[(_OUTPUTS, uri), (_OBSERVED, uri)], forget=[uri])
-            handle = self._bind(uri, record, template, None)  # bind first: a query that cannot run is not stored
+            # Bind first: a query that cannot run is not stored. A backfill is bound behind the engine, at its start.
+            handle = self._bind(uri, record, template, None, behind=backfill_behind(record))
             try:
                 # Its state at creation is committed with its record, so a recovery before the next checkpoint
                 # re-creates it as it was then (windows aligned on its creation time, not on the recovery's).
@@ -242,6 +280,7 @@ class ArtifactRegistry(EngineRoom):
                 self._outputs.flush()  # the others' outputs, as before any commit
                 self._store.commit_with_outputs(puts, [(_OBSERVED, uri)], forget=[uri], outputs=own, encoded=True)
             except BaseException:
+                self._behind.pop(uri, None)
                 self._discard(uri, handle)
                 raise
             for unit in units.values():
@@ -251,12 +290,73 @@ class ArtifactRegistry(EngineRoom):
             self._templates.setdefault(tid, template)
             self._records[uri] = record
             self._subscriptions[uri] = handle
+            if backfill is not None:
+                self._backfilling.add(uri)
             if uri in self._kept_orphans:  # what recovery kept under its URI was replaced
                 self._kept_orphans.discard(uri)
                 self._settle_status()
             if counter.next:
                 self.produced.fire()  # it produced outputs on start
             self.appended.fire()  # a processing loop looks again: the new query may have timers due sooner
+
+    def _subscription_record(  # noqa: PLR0917 (the fields of the record)
+        self, tid: str, constants: list[Any], observer: str, references: list[str], priority: int,
+        on_error: OnError | None, backfill: BackfillStart | None,
+    ) -> dict[str, Any]:
+        """The record of a new subscription."""
+        record: dict[str, Any] = {
+            "kind": "subscription",
+            "created": _now_text(),
+            "template": tid,
+            "constants": constants,
+            "observer": observer,
+            "refs": references,
+            # Its readers read the events after the position delivered up to now (see docs/engine.md,
+            # "Positions follow from the log"), in any run: a recovery, a catch-up; a backfill's, after its start.
+            "start_pos": self._positions.cursor.pos if backfill is None else backfill.pos,
+            "clock": to_micros(self._scheduler.now),
+            # The form its keyed chains run in (see reaqtive.operators.keyed_steps): recovered in the same
+            # form; a record without "keyed" was written before keyed execution existed (the general path),
+            # one without "keyed_form" before result selectors ran keyed (form 1).
+            **keyed_form_record(),
+        }
+        if priority:  # absent means 0: the records of stores from before priorities stay as they were
+            record["priority"] = priority
+        if on_error is not None:  # absent: the engine's default, whatever it is when the query runs
+            record["on_error"] = on_error if isinstance(on_error, str) else {
+                "function": encode_query(Query("observer", (on_error,)), self.functions)["args"][0]}
+        if backfill is not None:  # absent: it started where the engine stood (the records of older stores)
+            record["backfill"] = backfill.to_record()
+        return record
+
+    def _resolve_start(self, uri: str, start: object, references: list[str]) -> BackfillStart | None:
+        """Where a new subscription's backfill starts (``None``: it starts now), checked against what the log
+        retains of the streams it reads (directly or through definitions)."""
+        check_start(start, f"create_subscription({uri!r})")
+        if start is None:
+            return None
+        self._positions.refresh_heads()
+        return resolve_start(
+            start, where=f"create_subscription({uri!r})", store=self._store, streams=self._streams_read(references),
+            heads=self._positions.heads, delivered_at=self._positions.delivered_at,
+            cursor=self._positions.cursor.pos, now_micros=to_micros(self._scheduler.now))
+
+    def _streams_read(self, references: list[str]) -> list[str]:
+        """The streams among ``references``, and those the definitions among them read, transitively."""
+        streams: set[str] = set()
+        seen: set[str] = set()
+        pending = list(references)
+        while pending:
+            ref = pending.pop()
+            record = self._records.get(ref)
+            if ref in seen or record is None:
+                continue
+            seen.add(ref)
+            if record["kind"] == "stream":
+                streams.add(ref)
+            elif record["kind"] == "observable":
+                pending.extend(record.get("refs", ()))
+        return sorted(streams)
 
     def delete_subscription(self, uri: str) -> None:
         """Stop and delete the subscription ``uri`` with its state (and its template when no one else uses it)."""
@@ -290,6 +390,7 @@ class ArtifactRegistry(EngineRoom):
             self._paused.discard(uri)
             self._behind.pop(uri, None)
             self._pins.pop(uri, None)
+            self._backfilling.discard(uri)
             self._stored_state_keys.difference_update(key for _, key in state_rows)
             self._settle_status()
         self.produced.fire()  # its consumers wake up and find it gone

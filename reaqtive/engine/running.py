@@ -12,7 +12,9 @@ from reaqtive.core.context import OperatorContext
 from reaqtive.core.error_policy import ERROR_POLICY_SETTING
 from reaqtive.core.operator import OperatorBase
 from reaqtive.core.streams import LONG_MAX, Subscription
-from reaqtive.engine._room import _ARTIFACTS, _OUTPUTS, EngineRoom, _to_bytes
+from reaqtive.engine._room import _ARTIFACTS, _LOG, _OUTPUTS, EngineRoom, _to_bytes
+from reaqtive.engine.backfill import behind_of as backfill_behind
+from reaqtive.engine.backfill import started_clock
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import from_micros
@@ -48,7 +50,8 @@ from reaqtive.engine.readers import CAUGHT_UP_SETTING, LEGACY_CAUGHT_UP_SETTING,
 from reaqtive.engine.records import Behind, parse_counter
 from reaqtive.engine.scheduling import record_priority
 from reaqtive.fluent.query import Query
-from reaqtive.operators.keyed_steps import keyed_execution, recorded_forms
+from reaqtive.operators.keyed_groups import noting_general_groups
+from reaqtive.operators.keyed_steps import in_keyed_form, recorded_keyed_form
 from reaqtive.scheduler import UnhandledExceptionArgs
 from reaqtive.state import STATE_CATEGORY, MissingStateError
 from reaqtive.state.host import HostedQuery, QueryState
@@ -166,19 +169,30 @@ class Running(EngineRoom):
         self._count_user_error(failure.subscription, failure.error_type, "skip")
         self._quarantine.skipped(failure)
 
-    def _bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None) -> HostedQuery:
+    def _bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None, *,
+              behind: Behind | None = None) -> HostedQuery:
         """Bind subscription ``uri`` (its query, then the egress stamp and its observer) on the engine's query
-        host, load ``blob`` if given (its inner units' blobs were handed to the environment before), start it."""
+        host, load ``blob`` if given (its inner units' blobs were handed to the environment before), start it.
+        ``behind``: a new subscription starts behind the engine there (a backfill, reaqtive.engine.backfill)."""
         expression = instantiate(template, record["constants"])
         query = self._expand(decode_query(expression, self.functions))
-        with keyed_execution(recorded_forms(record.get("keyed"))):
-            return self._bind_in_form(uri, record, query, blob)
+        with in_keyed_form(recorded_keyed_form(record)), noting_general_groups() as general:
+            hosted = self._bind_in_form(uri, record, query, blob, behind)
+        for reason in dict.fromkeys(general):  # once per reason: what a person asks first about a slow group_by
+            _LOG.info("subscription %r: a group_by ... flat_map runs on the general path (a subscription per "
+                      "group): %s", uri, reason,
+                      extra={"reaqtive_event": "general_path", "subscription": uri, "reason": reason})
+        return hosted
 
-    def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None) -> HostedQuery:
+    def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None,
+                      behind: Behind | None) -> HostedQuery:
         observer = _Observer(self, uri, self._writer_for(uri, record["observer"]))
         # Its own scheduler, a child of the engine's root: paused, prioritized and faulted alone.
         scheduler = self._scheduler.create_child(uri, priority=record_priority(uri, record))
-        stood = (self._stood_behind.get(uri) or self._pins.get(uri)) if blob is not None else None
+        # Where it stood behind the engine at the checkpoint its state belongs to; kept without running since; or,
+        # a backfill no checkpoint saw yet, at its start (its state is the one saved at its creation).
+        stood = (self._stood_behind.get(uri) or self._pins.get(uri) or backfill_behind(record)) if blob is not None \
+            else behind
         if stood is not None:
             # It stood behind the engine at the checkpoint its state belongs to (or it was kept without running
             # since): it goes on from there, on a timeline of its own at its own clock (its timers are set
@@ -198,7 +212,7 @@ class Running(EngineRoom):
         settings[ERROR_POLICY_SETTING] = policy
         # Bounds for the times its operators saved (deadlines): after it started, and no later than the last clock
         # its state can have been saved at (this checkpoint's, or its creation if later).
-        started = from_micros(record["clock"]) if blob is not None and "clock" in record else None
+        started = from_micros(started_clock(record)) if blob is not None and "clock" in record else None
         try:
             hosted.start(None if blob is None else QueryState(blob), settings=settings, started_at=started,
                          where=f"state of {uri!r}")

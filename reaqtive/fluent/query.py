@@ -24,7 +24,7 @@ through the builders. How deep a query may be: :mod:`reaqtive.core.expression`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.core.binding import OperatorSpec, add_registration_hook
 from reaqtive.core.expression import (
@@ -37,6 +37,7 @@ from reaqtive.core.expression import (
     use_facade,
 )
 from reaqtive.core.subscribable import Subscribable
+from reaqtive.fluent._base import LazyModule
 from reaqtive.fluent.aggregates import AggregateMixin
 from reaqtive.fluent.buffers import BufferMixin
 from reaqtive.fluent.combine import CombineMixin
@@ -45,6 +46,12 @@ from reaqtive.fluent.sources import SourceConstructors
 from reaqtive.fluent.take_skip import TakeSkipMixin
 from reaqtive.fluent.time import TimeMixin
 from reaqtive.fluent.transform import TransformMixin
+
+if TYPE_CHECKING:
+    from reaqtive.operators import plan
+    from reaqtive.operators.plan import QueryPlan
+else:
+    plan = LazyModule("plan")  # loaded on first use, as the operator modules are
 
 __all__ = [
     "DEFAULT_INSTANCE_ID",
@@ -88,6 +95,19 @@ class Query(
     """
 
     __slots__ = ()
+
+    def explain(self) -> QueryPlan:
+        """How this query would bind now: each stage's path (keyed, fused, general) and, for a general one, why
+        (:mod:`reaqtive.operators.plan`). ``str(plan)`` is the text, ``plan.to_dict()`` the structure.
+
+        >>> from reaqtive import from_iterable
+        >>> counts = from_iterable([1, 2, 3]).group_by(lambda x: x % 2).flat_map(lambda g: g.count())
+        >>> print(counts.explain())
+        plan (keyed form 3), from the result to the sources:
+          group_by+flat_map: keyed [one stage, a record per key: g.count]
+          from_iterable: general
+        """
+        return plan.explain(self)
 
 
 class InnerStream(InnerStreamNode[T], Query[T], Generic[T]):

@@ -42,6 +42,7 @@ __all__ = [
     "merge",
     "min_max",
     "never",
+    "plan",
     "retry",
     "return_value",
     "sample",

@@ -85,6 +85,7 @@ __all__ = [
     "FusibleStage",
     "emits_batches",
     "fusible",
+    "fused_run",
     "set_stage_fusion",
     "stage_fusion",
     "stage_fusion_enabled",
@@ -258,17 +259,43 @@ def _fusible_source(query: Expression[Any]) -> Expression[Any] | None:
     return None
 
 
-def _bind_run(query: Expression[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
-    """Bind ``query`` (a fusible operator) and the fusible stages below it as one run. Only the top stage is
-    created now; each of the others when the stage above it subscribes its input, as unfused binding does, so
-    every stage checks its arguments at the same point either way."""
+def _run_queries(query: Expression[Any]) -> list[Expression[Any]]:
+    """The nodes a fusible ``query`` binds with in one run: it and the fusible nodes below it (top first)."""
     queries = [query]
     while len(queries) < MAX_RUN:
         source = _fusible_source(queries[-1])
         if source is None:
             break
         queries.append(source)
-    return _Run(queries).stage(0, downstream)
+    return queries
+
+
+def _entry_needed(stages: int, source: object) -> bool:
+    """Whether a run of ``stages`` stages over ``source`` gets an entry (runs fused): not a run of one stage over
+    a source that does not emit batches (an entry gains nothing there)."""
+    return stages > 1 or (isinstance(source, Expression) and is_registered(source.op) and source.op in _BATCH_SOURCES)
+
+
+def fused_run(query: Expression[Any]) -> tuple[list[Expression[Any]], str | None]:
+    """How ``query`` binds if it is a fusible operator: the nodes of its run (top first), and ``None`` when they run
+    fused, else why not (the binder's own decision, for ``explain``). ``([], reason)`` for an operator that does
+    not fuse."""
+    # (is_registered imports a built-in operator's module first: its stage registers there)
+    if not is_registered(query.op) or query.op not in _STAGES:
+        return [], "it does not fuse (not a per-element stage)"
+    if not _enabled:
+        return [query], "stage fusion is off"
+    queries = _run_queries(query)
+    if not _entry_needed(len(queries), queries[-1].args[0] if queries[-1].args else None):
+        return queries, "a run of one stage over a source that does not emit batches (nothing to fuse)"
+    return queries, None
+
+
+def _bind_run(query: Expression[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
+    """Bind ``query`` (a fusible operator) and the fusible stages below it as one run. Only the top stage is
+    created now; each of the others when the stage above it subscribes its input, as unfused binding does, so
+    every stage checks its arguments at the same point either way."""
+    return _Run(_run_queries(query)).stage(0, downstream)
 
 
 class _Run:
@@ -303,8 +330,7 @@ class _Run:
         for stage, original in zip(stages, self._sources, strict=True):
             stage._source = original
         self._stages, self._sources = [], []
-        if len(stages) == 1 and not (isinstance(source, Expression) and is_registered(source.op)
-                                     and source.op in _BATCH_SOURCES):
+        if not _entry_needed(len(stages), source):
             return source.subscribe(observer)
         stages.reverse()  # in the order elements meet them
         return source.subscribe(_entry_class(tuple(type(stage) for stage in stages))(stages))

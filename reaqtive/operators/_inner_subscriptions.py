@@ -65,7 +65,7 @@ from reaqtive.operators._emitter import (
     queue_capacity,
     replenish_batch,
 )
-from reaqtive.operators.keyed_steps import keyed_execution, keyed_forms
+from reaqtive.operators.keyed_steps import KEYED_FORM, in_keyed_form, keyed_form
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED
 from reaqtive.state import OperatorStateError
 
@@ -116,8 +116,8 @@ class InnerHost:
 
     __slots__ = ("_context", "_environment", "_handles", "_keyed", "_prefix")
 
-    def __init__(self, context: OperatorContext, kind: str, *, keyed: bool | int = True) -> None:
-        self._keyed = keyed  # the keyed forms the stage was bound with: its inner queries are bound with them too
+    def __init__(self, context: OperatorContext, kind: str, *, keyed: int = KEYED_FORM) -> None:
+        self._keyed = keyed  # the keyed form the stage was bound in: its inner queries are bound in it too
         environment = context.execution_environment
         self._context = context
         self._handles: dict[int, SubscriptionHandle] = {}
@@ -153,7 +153,7 @@ class InnerHost:
         """Subscribe ``observer`` to ``source`` as inner subscription ``number`` and start it (hosted: the
         environment also loads its saved state, if any, and registers it). Elements may flow before it returns.
         ``restoring``: re-created from the stage's restored state (its saved state must exist)."""
-        with keyed_execution(self._keyed):
+        with in_keyed_form(self._keyed):
             self._subscribe(number, source, observer, restoring=restoring)
 
     def _subscribe(
@@ -397,7 +397,7 @@ class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
         self._batch = replenish_batch(DEFAULT_QUEUE_SIZE)
         self._bound = UNLIMITED  # live inners allowed at once
         self._host: InnerHost | None = None
-        self._keyed = keyed_forms()  # the keyed forms it was bound with: its inner queries are bound the same way
+        self._keyed = keyed_form()  # the keyed form it was bound in: its inner queries are bound the same way
 
     # -- what subclasses decide --------------------------------------------------------------------------------
 

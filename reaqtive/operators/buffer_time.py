@@ -566,7 +566,7 @@ class BufferTimeStep(TimedStep):
     __slots__ = ("_duration", "_max_size")
 
     in_place = True
-    since = 2  # (the keyed forms with a clock: see keyed_steps.KEYED_FORMS)
+    since = 3  # (the keyed form with windows and time buffers: see keyed_steps.KEYED_FORM)
 
     def __init__(self, duration: int) -> None:
         self._duration = duration

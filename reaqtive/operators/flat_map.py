@@ -70,6 +70,11 @@ def flat_map(
     what its queue (``MAX_QUEUE_SIZE``, 256 by default) can hold, or without bound once downstream demand is
     unbounded; queues drain in turns, one element per inner, in a deterministic order.
 
+    **Keyed.** Over a ``group_by`` whose groups' query is a chain of operators with keyed steps, the ``group_by``
+    and this run as one stage with a record per key (:mod:`reaqtive.operators.keyed_groups`), ``result_selector``
+    (given a group with ``.key``) and ``max_concurrent`` included, with the same results; ``query.explain()``
+    says which path a query takes, and why (``docs/higher-order.md``).
+
     Reaqtive: SelectMany.
     """
     require_callable(selector, "flat_map", "selector")

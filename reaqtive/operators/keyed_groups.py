@@ -11,8 +11,13 @@ checkpointed in pages of keys. The choice is made when the query is bound and ca
   the chain's functions, while they run, is the key of the element at hand. A selector that reads the key while
   it builds the inner query (``lambda g: g.take(2) if g.key else g``), raises, returns something other than a
   chain of operators with keyed steps over the group, or a chain whose arguments hold another stream, keeps the
-  general path; so do ``flat_map``'s ``result_selector`` and ``max_concurrent``. With ``group_by``'s
-  ``expire_after`` the stage is :class:`KeyedGroupsExpiring`.
+  general path. With ``group_by``'s ``expire_after`` the stage is :class:`KeyedGroupsExpiring`; with
+  ``flat_map``'s ``max_concurrent`` it is :class:`KeyedGroupsBounded` (both together keep the general path: see
+  :func:`plan_keyed_groups`). The decision and, when it is the general path, its reason are
+  :func:`plan_keyed_groups`'s, which ``explain`` reports too.
+* ``flat_map``'s **result selector** is called with each result leaving a key's chain, in the order of the general
+  path, given a :class:`KeyedGroup` (``.key``) for the group; what it raises (or a ``None`` result) goes through the
+  error policy as there: skipped, that result is dropped and the chain's fields stay as the steps left them.
 * the rules of the general path hold: user code runs in the same order (key selector, element selector, the
   chain's functions), a new key is a group (``max_groups`` and ``MAX_GROUP_COUNT`` count it, whatever its chain
   did), a key whose chain ended (``take``) drops its later elements, the source's completion completes every
@@ -37,54 +42,67 @@ checkpointed in pages of keys. The choice is made when the query is bound and ca
 of another), the table (a key's record is its steps' fields, or ``()`` once its chain ended), the results
 waiting for demand, whether the source completed, whether the source was asked. Its persisted name is its own
 (``reaqtive:group_by+keyed``), so a store holding the general path's state never loads into it: the engine
-records the form each subscription was created in and recovers it in that form.
+records the form each subscription was created in (a keyed form number, see
+:mod:`reaqtive.operators.keyed_steps`) and recovers it in that form, so a result selector's query made before
+result selectors ran keyed recovers on the general path its state was written by.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
+from operator import itemgetter
 from typing import Any, Final
 
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.error_policy import NO_ELEMENT
 from reaqtive.core.errors import LimitExceededError
-from reaqtive.core.expression import GroupedStreamNode, grouped_stream_class, is_expression
+from reaqtive.core.expression import Expression, GroupedStreamNode, grouped_stream_class, is_expression
 from reaqtive.core.operator import OperatorBase, StateReader, StateWriter, Version
 from reaqtive.core.scheduler_interface import Scheduler
 from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators._emitter import PullingEmitterBase
+from reaqtive.operators._emitter import PullingEmitterBase, queue_capacity
+from reaqtive.operators._inner_subjects import DEFAULT_MAX_WAITING
 from reaqtive.operators._timing import add_safe
 from reaqtive.operators.group_by import GroupByArgs, none_element_error, unhashable_key_error
 from reaqtive.operators.keyed_steps import (
     DONE,
+    KEYED_FORM,
     SKIP,
     KeyedStep,
     Several,
     StepOperatorError,
     keyed_execution,
     keyed_execution_enabled,
-    keyed_forms,
+    keyed_form,
     keyed_step_factory,
     set_keyed_execution,
     stopping_error,
 )
-from reaqtive.operators.settings import MAX_CONCURRENT_INNER, MAX_GROUP_COUNT, UNLIMITED, read_limit
+from reaqtive.operators.settings import MAX_CONCURRENT_INNER, MAX_GROUP_COUNT, MAX_QUEUE_SIZE, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
 from reaqtive.state.fields import RecordReader, time_bounds
 from reaqtive.state.keyed import KeyedPage, KeyedStateTable
 
 __all__ = [
+    "KeyedBinding",
+    "KeyedGroup",
     "KeyedGroupProbe",
     "KeyedGroups",
+    "KeyedGroupsBounded",
     "KeyedGroupsExpiring",
     "bind_keyed_groups",
     "keyed_chain",
     "keyed_execution",
     "keyed_execution_enabled",
+    "noting_general_groups",
+    "plan_keyed_groups",
     "set_keyed_execution",
 ]
 
@@ -121,6 +139,27 @@ class KeyedGroupProbe:
         return probe
 
 
+class KeyedGroup(tuple[object]):
+    """The group a keyed ``flat_map``'s ``result_selector`` is given with each result: its ``key``.
+
+    A result selector reads the key (``lambda g, n: (g.key, n)``). The keyed stage keeps no object per key for
+    it: each call gets a new small one (made in C, ``KeyedGroup((key,))``; no memory per key, no second table to
+    look the key up in), equal to (and hashing as) any other of the same key, but not the same object, as the
+    general path's group is for every result of its key. It is not a stream: a selector that would subscribe to
+    its group has nothing to subscribe to on either path (the group's elements went into the inner query).
+    """
+
+    __slots__ = ()
+
+    key = property(itemgetter(0), doc="The group's key.")
+
+    def __repr__(self) -> str:
+        return f"KeyedGroup(key={self[0]!r})"
+
+
+_NONE_RESULT: Final = "flat_map: the result selector returned None (never an element)"  # as on the general path
+
+
 def _make_probe_class(base: type[Any]) -> type[Any]:
     class KeyedGroupProbeStream(base):  # type: ignore[misc]
         __slots__ = ("_key_read", "_selecting")
@@ -145,52 +184,153 @@ def _make_probe_class(base: type[Any]) -> type[Any]:
     return KeyedGroupProbeStream
 
 
-def keyed_chain(
-    selector: Callable[[Any], Any], probe: Any
-) -> tuple[tuple[KeyedStep, ...], tuple[str, ...]] | None:
+Chain = tuple[tuple[KeyedStep, ...], tuple[str, ...]]
+"""A keyed chain: its steps and their operator names."""
+
+
+def keyed_chain(selector: Callable[[Any], Any], probe: Any) -> Chain | None:
     """The keyed steps of ``selector``'s inner query, called on ``probe``, with their operator names; ``None``
     when the query is not a chain of operators with keyed steps over the group (it keeps the general path)."""
+    chain = _chain_or_reason(selector, probe)
+    return None if isinstance(chain, str) else chain
+
+
+def _chain_or_reason(selector: Callable[[Any], Any], probe: Any) -> Chain | str:
+    """:func:`keyed_chain`, or why the inner query keeps the general path."""
     probe._selecting = True
     try:
         try:
             result = selector(probe)
-        except Exception:
-            return None  # the general path calls it per group and fails there, as it always did
-        chain = chain_of(result, probe)  # (still selecting: a window step calls its own selector here)
+        except Exception as error:
+            # the general path calls it per group and fails there, as it always did
+            return f"the selector raised {type(error).__name__} on a stand-in group (it runs per group)"
+        chain = chain_or_reason(result, probe)  # (still selecting: a window step calls its own selector here)
     finally:
         probe._selecting = False
     if probe._key_read:
-        return None
+        return "the selector reads the group's key while it builds the inner query (the query may differ per key)"
     return chain
 
 
-def chain_of(result: object, probe: object) -> tuple[tuple[KeyedStep, ...], tuple[str, ...]] | None:
-    """The keyed steps of the query ``result`` over ``probe`` and their names in the chain, ``probe``'s first;
-    ``None`` when it is not a chain of operators with keyed steps over ``probe``."""
+def chain_or_reason(result: object, probe: object) -> Chain | str:
+    """The keyed steps of the query ``result`` over ``probe`` and their names, ``probe``'s first, or why it is
+    not a chain of operators with keyed steps over ``probe`` (it keeps the general path). A step may stand for
+    more than one node (a window and the ``flat_map`` over it: :meth:`KeyedStep.source_of`)."""
+    nodes: list[Expression[Any]] = []
+    node: object = result
+    while node is not probe:  # the operators first, for the reason that names every one without a keyed step
+        if not is_expression(node) or not node.args:
+            return "the selector's query is not a chain of operators over the group"
+        nodes.append(node)
+        node = node.args[0]
+    nodes.reverse()  # in the order elements meet them
+    missing = list(dict.fromkeys(chain_node.op for chain_node in nodes if keyed_step_factory(chain_node.op) is None
+                                 and not _inside_a_step(chain_node, nodes)))
+    if len(missing) == 1:
+        return f"the inner operator {missing[0]!r} has no keyed step"
+    if missing:
+        return f"the inner operators {', '.join(map(repr, missing))} have no keyed step"
+    form = keyed_form()
     steps: list[KeyedStep] = []
     names: list[str] = []
-    forms = keyed_forms()
-    node: object = result
+    node = result
     while node is not probe:
-        if not is_expression(node) or not node.args:
-            return None
+        assert is_expression(node)
+        if any(isinstance(argument, Subscribable) for argument in node.args[1:]):
+            return f"the inner operator {node.op!r} reads another stream"
         factory = keyed_step_factory(node.op)
         if factory is None:
-            return None
-        if any(isinstance(argument, Subscribable) for argument in node.args[1:]):
-            return None  # reads another stream
+            return f"the inner operator {node.op!r} has no keyed step"
         try:
             step = factory(node)
-        except Exception:
-            return None  # arguments the stage would refuse: the general path refuses them as it always did
-        if step is None or step.since > forms:
-            return None  # (a form newer than the query's: it was stored before it existed)
+        except Exception as error:
+            # arguments the stage would refuse: the general path refuses them as it always did
+            return f"the inner operator {node.op!r} refuses its arguments ({type(error).__name__})"
+        if step is None:
+            return (f"the arguments of the inner operator {node.op!r} have no keyed step (such as a mutable "
+                    "seed or default, which each group needs a copy of, or a form of it that runs on the general "
+                    "path)")
+        if step.since > form:
+            return (f"the inner operator {node.op!r}: the subscription was made before it ran keyed (it keeps the "
+                    "form its stored state was written in)")
         steps.append(step)
         names.append(step.chain_name(node))
         node = step.source_of(node)
     steps.reverse()
     names.reverse()
     return tuple(steps), tuple(names)
+
+
+def _inside_a_step(node: Expression[Any], nodes: list[Expression[Any]]) -> bool:
+    """Whether ``node`` is the source of the node after it whose keyed step stands for both (a ``window`` under
+    the ``flat_map`` over its windows), so that its own lack of a step is no reason."""
+    index = nodes.index(node)
+    return index + 1 < len(nodes) and keyed_step_factory(nodes[index + 1].op) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedBinding:
+    """How a keyed ``group_by ... flat_map`` binds: its chain, and what ``flat_map`` adds to it."""
+
+    group_args: GroupByArgs
+    steps: tuple[KeyedStep, ...]
+    names: tuple[str, ...]
+    probe: Any
+    result_selector: Callable[[Any, Any], Any] | None
+    max_concurrent: int | None
+
+    @property
+    def timed(self) -> KeyedStep | None:
+        """The chain's step that needs the clock, if any (a window by time, a time buffer)."""
+        return next((step for step in self.steps if step.timed), None)
+
+    def stage(self, subscriber: Subscriber[Any]) -> KeyedGroups:
+        """The running stage."""
+        timed = self.timed
+        if timed is not None:  # its stage has a timer queue (reaqtive.operators.keyed_timed)
+            stage: KeyedGroups = timed.bind_stage(self, subscriber)
+            return stage
+        if self.group_args.expire_after is not None:
+            return KeyedGroupsExpiring(self, subscriber)
+        if self.max_concurrent is not None:
+            return KeyedGroupsBounded(self, subscriber)
+        return KeyedGroups(self, subscriber)
+
+
+def plan_keyed_groups(
+    source: object, selector: Callable[[Any], Any], result_selector: object, max_concurrent: object
+) -> KeyedBinding | str:
+    """The keyed binding of ``source.flat_map(selector, result_selector, max_concurrent=)`` in the keyed form
+    bound now, or why it keeps the general path: the one decision, used by the binder and by ``explain``."""
+    form = keyed_form()
+    if form == 0:
+        return "keyed execution is off (keyed_execution(False), or a subscription made before it existed)"
+    if not is_expression(source) or source.op != "group_by":
+        return "its source is not a group_by"
+    if form < KEYED_FORM and (result_selector is not None or max_concurrent is not None):
+        argument = "result_selector" if result_selector is not None else "max_concurrent"
+        return (f"flat_map's {argument}: the subscription was made before it ran keyed (it keeps the form its "
+                "stored state was written in)")
+    try:
+        group_args = GroupByArgs.read(source)
+    except Exception as error:
+        return f"group_by's arguments do not fit ({type(error).__name__}: the general path's binder reports it)"
+    if max_concurrent is not None and group_args.expire_after is not None:
+        return ("max_concurrent with group_by's expire_after: a group that expired while it waited for a slot "
+                "and a new group of its key would be two groups of one key at once")
+    if max_concurrent is not None and not (type(max_concurrent) is int and max_concurrent > 0):
+        return "flat_map's max_concurrent does not fit (the general path's binder reports it)"
+    if result_selector is not None and not callable(result_selector):
+        return "flat_map's result_selector is not callable (the general path's binder reports it)"
+    probe = KeyedGroupProbe.new()
+    chain = _chain_or_reason(selector, probe)
+    if isinstance(chain, str):
+        return chain
+    steps, names = chain
+    binding = KeyedBinding(group_args, steps, names, probe, result_selector, max_concurrent)
+    timed = binding.timed
+    reason = None if timed is None else timed.general_reason(binding)
+    return binding if reason is None else reason
 
 
 def bind_keyed_groups(
@@ -200,27 +340,30 @@ def bind_keyed_groups(
     max_concurrent: object,
     subscriber: Subscriber[Any],
 ) -> SubscriptionHandle | None:
-    """The keyed stage for ``source.flat_map(selector)`` when it can run keyed (see the module), else ``None``."""
-    if result_selector is not None or max_concurrent is not None or not keyed_execution_enabled():
+    """The keyed stage for ``source.flat_map(selector)`` when it can run keyed (see the module), else ``None``
+    (over a ``group_by``, the reason is noted for :func:`noting_general_groups`)."""
+    binding = plan_keyed_groups(source, selector, result_selector, max_concurrent)
+    if isinstance(binding, str):
+        notes = _general_notes.get()
+        if notes is not None and is_expression(source) and source.op == "group_by":
+            notes.append(binding)
         return None
-    if not is_expression(source) or source.op != "group_by":
-        return None
+    return binding.stage(subscriber)
+
+
+_general_notes: ContextVar[list[str] | None] = ContextVar("reaqtive_general_groups", default=None)
+
+
+@contextmanager
+def noting_general_groups() -> Iterator[list[str]]:
+    """Within the block, why each ``group_by ... flat_map`` bound on the general path (a host binding a query
+    reports them: the engine logs them at INFO). Inner queries bound later, while the query runs, are not noted."""
+    notes: list[str] = []
+    token = _general_notes.set(notes)
     try:
-        group_args = GroupByArgs.read(source)
-    except Exception:
-        return None  # the general path's binder reports it
-    probe = KeyedGroupProbe.new()
-    chain = keyed_chain(selector, probe)
-    if chain is None:
-        return None
-    steps, names = chain
-    timed = next((step for step in steps if step.timed), None)
-    if timed is not None:  # its stage has a timer queue (reaqtive.operators.keyed_timed), or the general path
-        stage: SubscriptionHandle | None = timed.bind_stage(group_args, steps, names, probe, subscriber)
-        return stage
-    if group_args.expire_after is not None:
-        return KeyedGroupsExpiring(group_args, steps, names, probe, subscriber)
-    return KeyedGroups(group_args, steps, names, probe, subscriber)
+        yield notes
+    finally:
+        _general_notes.reset(token)
 
 
 class _Outputs(list[Any]):
@@ -256,21 +399,16 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         "_max_groups",
         "_one_step",
         "_probe",
+        "_result_selector",
         "_silent",
         "_source",
         "_steps",
         "_table",
     )
 
-    def __init__(
-        self,
-        group_args: GroupByArgs,
-        steps: Sequence[KeyedStep],
-        chain: Sequence[str],
-        probe: Any,
-        downstream: Subscriber[Any],
-    ) -> None:
+    def __init__(self, binding: KeyedBinding, downstream: Subscriber[Any]) -> None:
         super().__init__(downstream)
+        group_args, steps, chain, probe = binding.group_args, binding.steps, binding.names, binding.probe
         self._source: Subscribable[Any] = group_args.source
         self._key_selector = group_args.key_selector
         self._element_selector = group_args.element_selector
@@ -291,6 +429,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             else None
         )
         self._probe = probe
+        self._result_selector = binding.result_selector
         # state
         self._table: KeyedStateTable[Any] = KeyedStateTable()
         self._index = self._table.index  # key -> page (the table keeps this dict for its life)
@@ -323,7 +462,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             return
         self._keyed(key, value)
 
-    def on_next_run(  # noqa: PLR0917  (the per-element path, inlined on purpose; bound once per run)
+    def on_next_run(  # noqa: PLR0915, PLR0917  (the per-element path, inlined on purpose; bound once per run)
         self, values: Sequence[Any], start: int, end: int, cursor: Any, pos0: int, source: OperatorBase[Any],
         emit: Callable[[Any], object],
     ) -> int:
@@ -342,6 +481,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         index = self._index
         in_place = self._in_place
         probe = self._probe
+        tag = self._result_selector
         calm = step is not None and self._calm()
         for i in range(start, end):
             if source._disposed:
@@ -380,6 +520,15 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                             page.tracker.changed = True
                         elif in_place:
                             page.tracker.changed = True
+                        if tag is not None and output is not SKIP:
+                            try:  # the result selector (as _tag does, inlined)
+                                tagged = tag(KeyedGroup((key,)), output)
+                                if tagged is None:
+                                    raise TypeError(_NONE_RESULT)
+                            except Exception as error:
+                                self._step_failed(error, output)  # skipped: the result is dropped
+                                tagged = SKIP
+                            output = tagged
                         if output is not SKIP and type(output) is not _Outputs:
                             emit(output)
                             continue
@@ -421,7 +570,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             deferred, self._deferred_error = self._deferred_error, None
             self._fail(deferred)
 
-    def _keyed(self, key: Any, value: Any) -> None:
+    def _keyed(self, key: Any, value: Any) -> None:  # noqa: PLR0915  (the per-element path, inlined on purpose)
         """:meth:`on_next` once the element's key is known."""
         lock = self._lock
         lock.acquire()  # acquire/release: a third of the cost of ``with``
@@ -455,6 +604,16 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                         page.tracker.changed = True
                 elif self._in_place:
                     page.tracker.changed = True
+                tag = self._result_selector
+                if tag is not None and state is not DONE and output is not SKIP:
+                    try:  # the result selector (as _tag does, inlined)
+                        tagged = tag(KeyedGroup((key,)), output)
+                        if tagged is None:
+                            raise TypeError(_NONE_RESULT)
+                    except Exception as error:
+                        self._step_failed(error, output)  # skipped: the result is dropped
+                        return
+                    output = tagged
             else:
                 output = self._element(key, value)
             if output is SKIP:
@@ -499,22 +658,37 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                 return SKIP
             value, failure = selected
         if record is None:
-            if len(table) >= self._max_groups:
-                self._set_error(LimitExceededError(self.group_by_name, self._limit_name, self._max_groups))
+            record = self._new_key(key, value, failure)
+            if record is None:
                 return SKIP
-            if self._live >= self._live_limit:
-                self._set_error(LimitExceededError(_FLAT_MAP, MAX_CONCURRENT_INNER, self._live_limit))
-                return SKIP
-            record = self._opened(key)
-            table.put(key, record)
-            self._live += 1
         if failure is not None:
             self._set_error(failure)
             return SKIP
         if self._expiring:
             self._touch(key)  # (the group lives on after its chain ended, as group_by's does)
+        return self._run(key, record, value)
+
+    def _new_key(self, key: Any, value: Any, failure: Exception | None) -> tuple[Any, ...] | None:
+        """The record of a new key (lock held; ``value``, selected, is its first element, ``failure`` the element
+        selector's error, raised once the key opened): ``None`` when a limit failed the stage."""
+        table = self._table
+        if len(table) >= self._max_groups:
+            self._set_error(LimitExceededError(self.group_by_name, self._limit_name, self._max_groups))
+            return None
+        if self._live >= self._live_limit:
+            self._set_error(LimitExceededError(_FLAT_MAP, MAX_CONCURRENT_INNER, self._live_limit))
+            return None
+        record = self._opened(key)
+        table.put(key, record)
+        self._live += 1
+        return record
+
+    def _run(self, key: Any, record: tuple[Any, ...], value: Any) -> Any:
+        """Run ``value`` (selected) through the chain of ``key`` whose record is ``record`` (lock held): as
+        :meth:`_element`."""
         if not record:
             return SKIP  # the key's chain ended: its later elements are dropped
+        table = self._table
         self._probe._key = key
         steps = self._steps
         fields: list[Any] | None = None
@@ -536,6 +710,9 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                 if type(value) is Several:
                     return self._several(key, list(record) if fields is None else fields, index, value)
                 index += 1
+            else:
+                if self._result_selector is not None:
+                    value = self._tag(value)  # (raises: handled as a step's error on the chain's result)
         except Exception as error:
             # Step ``index`` raised on ``value``: skipped, the element stops there; the steps before it keep what
             # they did with it (``fields``), the failing step's field stays.
@@ -640,6 +817,13 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             if type(value) is Several:
                 return self._feed_several(fields, index + 1, value, outputs)
             index += 1
+        if self._result_selector is not None:
+            try:
+                value = self._tag(value)
+            except Exception as error:
+                if self._user_skips(error, value):
+                    return False  # the result is dropped: the fields stay as the steps left them
+                raise
         outputs.append(value)
         return False
 
@@ -664,6 +848,16 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         """Whether the query's error policy skips ``value`` after a step raised ``error`` on it (lock held);
         never for the operator's own errors (:class:`StepOperatorError`)."""
         return not isinstance(error, StepOperatorError) and self._skips(error, value)
+
+    def _tag(self, value: Any) -> Any:
+        """``value`` leaves the chain of the key at hand (lock held): the result selector's result, given a
+        :class:`KeyedGroup` of the key; raises what the selector raised (a ``TypeError`` when it returned ``None``)."""
+        selector = self._result_selector
+        assert selector is not None  # (the callers look first)
+        result = selector(KeyedGroup((self._probe._key,)), value)
+        if result is None:
+            raise TypeError(_NONE_RESULT)
+        return result
 
     def _step_failed(self, error: Exception, value: Any) -> bool:
         """A step (or the key) raised ``error`` on ``value`` (lock held): ``True`` if the policy skips it there,
@@ -779,6 +973,172 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         self._live = live
 
 
+class KeyedGroupsBounded(KeyedGroups):
+    """:class:`KeyedGroups` for ``flat_map(..., max_concurrent=n)``: at most ``n`` keys' chains are live at once.
+
+    As on the general path, where ``flat_map`` asks ``group_by`` for another group only while a slot is free: a
+    new key beyond the bound waits, with the elements that come for it (selected), until a live key's chain
+    ends (a ``take`` reached its count); then the key that waited longest opens and its elements run through its
+    chain, after the results of the element that ended the other. Waiting keys and their elements count together
+    against ``MAX_QUEUE_SIZE`` (256 by default; one more fails the result with ``LimitExceededError`` naming
+    ``group_by``, as there), and ``max_groups`` counts waiting keys. The source's completion completes the live
+    keys' chains (in the order they first came), then, in the order they began to wait, runs each waiting key's
+    elements through its chain and completes it. The host's ``MAX_CONCURRENT_INNER``, when lower, is the bound.
+
+    **State.** As :class:`KeyedGroups`, then the waiting keys in order, each with its elements.
+    """
+
+    name = "reaqtive:group_by+keyed+bounded"
+    version: Version = (1,)
+
+    __slots__ = ("_bound", "_held", "_max_waiting", "_waiting")
+
+    def __init__(self, binding: KeyedBinding, downstream: Subscriber[Any]) -> None:
+        super().__init__(binding, downstream)
+        assert binding.max_concurrent is not None
+        self._bound: int = binding.max_concurrent
+        self._one_step = None  # an element may open a waiting key: no inlined path
+        # state
+        self._waiting: dict[Any, list[Any]] = {}  # key -> its elements, in the order the keys began to wait
+        # not state
+        self._held = 0  # waiting keys + their elements
+        self._max_waiting = DEFAULT_MAX_WAITING
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._bound = min(self._bound, self._live_limit)
+        self._max_waiting = queue_capacity(context)
+
+    def _new_key(self, key: Any, value: Any, failure: Exception | None) -> tuple[Any, ...] | None:
+        waiting = self._waiting
+        held = waiting.get(key)
+        if held is None:
+            if len(self._table) + len(waiting) >= self._max_groups:
+                self._set_error(LimitExceededError(self.group_by_name, self._limit_name, self._max_groups))
+                return None
+            if self._live < self._bound:
+                return super()._new_key(key, value, failure)
+            waiting[key] = held = []
+            if not self._hold():
+                return None
+        if failure is not None:
+            self._set_error(failure)
+        elif self._hold():
+            held.append(value)
+        return None  # it waits
+
+    def _hold(self) -> bool:
+        """One more waiting key or element (lock held); ``False``: beyond ``MAX_QUEUE_SIZE`` (the stage failed)."""
+        self._held += 1
+        self._state.changed = True
+        if self._held > self._max_waiting:
+            self._set_error(LimitExceededError(self.group_by_name, MAX_QUEUE_SIZE, self._max_waiting))
+            return False
+        return True
+
+    def _element(self, key: Any, value: Any) -> Any:
+        output = super()._element(key, value)
+        if not self._waiting or self._live >= self._bound:
+            return output
+        # A chain ended: the keys that wait take its slot, their results after this element's.
+        if output is not SKIP:
+            self._queue(output if type(output) is _Outputs else [output])
+        self._promote()
+        return SKIP
+
+    def _next_waiting(self) -> tuple[Any, list[Any]]:
+        """Open the key that waited longest (lock held): its key and its elements."""
+        waiting = self._waiting
+        key = next(iter(waiting))
+        held = waiting.pop(key)
+        self._held -= 1 + len(held)
+        self._state.changed = True
+        self._table.put(key, self._initial)
+        self._live += 1
+        return key, held
+
+    def _promote(self) -> None:
+        """Open waiting keys while slots are free, running their elements through their chains (lock held)."""
+        table = self._table
+        while self._waiting and self._live < self._bound and not self._stopping():
+            key, held = self._next_waiting()
+            for value in held:
+                record = table.get(key)
+                assert record is not None
+                output = self._run(key, record, value)
+                if output is not SKIP:
+                    self._queue(output if type(output) is _Outputs else [output])
+                if self._stopping():
+                    error = self._error
+                    if self._deferred_error is None and isinstance(error, Exception):
+                        # The results queued before it (on the general path they went out as they came) first.
+                        self._deferred_error, self._error = error, None
+                    return
+
+    def _stopping(self) -> bool:
+        """Whether the stage failed, or fails once the results before the failure went out (lock held)."""
+        return self._error is not None or self._deferred_error is not None
+
+    def _complete_keys(self, keys: Iterable[tuple[Any, tuple[Any, ...]]]) -> Exception | None:
+        failure = super()._complete_keys(keys)
+        if failure is not None:
+            return failure
+        probe = self._probe
+        while self._waiting:  # (the source completed) each waiting key in turn: its elements, then its end
+            key, held = self._next_waiting()
+            probe._key = key
+            fields = list(self._initial)
+            outputs = _Outputs()
+            try:
+                for value in held:
+                    if self._feed(fields, 0, value, outputs):
+                        break  # its chain ended: it completed the steps after the one that ended it
+                else:
+                    self._complete_from(fields, 0, outputs)
+            except Exception as error:
+                if outputs:
+                    self._queue(outputs)
+                return _stop_error(error)
+            if outputs:
+                self._queue(outputs)
+        return None
+
+    def _clear(self) -> None:
+        super()._clear()
+        self._waiting.clear()
+        self._held = 0
+
+    def on_start(self) -> None:
+        with self._lock:  # recovered under a higher bound (the host's limit changed): the waiting keys open
+            if not self._source_done and self._error is None:
+                self._promote()
+        super().on_start()
+        self._settle(direct=False)
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        super().save_state_core(writer)
+        writer.write([[key, list(held)] for key, held in self._waiting.items()])
+
+    def load_state_core(self, reader: StateReader) -> None:
+        super().load_state_core(reader)
+        waiting: dict[Any, list[Any]] = {}
+        for entry in reader.read_list("waiting"):
+            if not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[1], list):
+                raise reader.invalid("waiting", "[key, elements] per waiting key", entry)
+            key, held = entry
+            try:
+                known = key in waiting or key in self._table
+            except TypeError:
+                raise reader.invalid("waiting", "a key that can be hashed", key) from None
+            if known:
+                raise reader.invalid("waiting", "a key neither open nor waiting twice", key)
+            waiting[key] = held
+        if self._source_done and waiting:
+            raise reader.invalid("source done", "False while keys wait", True)
+        self._waiting = waiting
+        self._held = sum(1 + len(held) for held in waiting.values())
+
+
 class KeyedGroupsExpiring(KeyedGroups):
     """:class:`KeyedGroups` for ``group_by(..., expire_after=)``: a key with no element for ``expire_after``
     completes its chain (its final results go out) and is forgotten; a later element opens it again, new.
@@ -798,17 +1158,11 @@ class KeyedGroupsExpiring(KeyedGroups):
 
     __slots__ = ("_expire_after", "_order", "_scheduler", "_timer_due", "_times", "_touches")
 
-    def __init__(
-        self,
-        group_args: GroupByArgs,
-        steps: Sequence[KeyedStep],
-        chain: Sequence[str],
-        probe: Any,
-        downstream: Subscriber[Any],
-    ) -> None:
-        super().__init__(group_args, steps, chain, probe, downstream)
-        assert group_args.expire_after is not None
-        self._expire_after: timedelta = group_args.expire_after
+    def __init__(self, binding: KeyedBinding, downstream: Subscriber[Any]) -> None:
+        super().__init__(binding, downstream)
+        expire_after = binding.group_args.expire_after
+        assert expire_after is not None
+        self._expire_after: timedelta = expire_after
         self._expiring = True
         self._one_step = None  # every element touches its key: no inlined path
         # state

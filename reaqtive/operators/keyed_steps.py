@@ -26,7 +26,7 @@ A step may put out several values for one element (a window step: the results of
 :class:`Several`, which may end in a failure that stops the query after them. A step may stand for more than one
 node (``source_of``: a window and the ``flat_map`` over its windows are one step, ``keyed_window_steps``), and a
 **timed** step (``timed``, :class:`~reaqtive.operators.keyed_timed.TimedStep`) needs the clock: its chain runs in
-the stage with a timer queue. Each step says which keyed forms it came with (``since``, :data:`KEYED_FORMS`).
+the stage with a timer queue. Each step says the keyed form it came with (``since``, see :data:`KEYED_FORM`).
 
 Each operator module declares its step next to its stage (:func:`register_keyed_step`), written from the same
 rules and with the same error messages as the stage: the keyed path must give the results of the general path,
@@ -39,12 +39,19 @@ process and :func:`keyed_execution` for a block; a query is bound in the form in
 stage that binds inner queries later (``flat_map``) binds them in the form it was bound in, so that a query keeps
 one form for its life. The engine records the form with each subscription and recovers it in that form (stores
 written before keyed execution existed keep the general path).
+
+**Forms.** What runs keyed grew over releases, and a subscription must keep the path its stored state was written
+by: the form is a number (:func:`keyed_form`), recorded with each subscription. 0: the general path for everything;
+1: chains of keyed steps, with ``flat_map``'s ``result_selector`` and ``max_concurrent`` on the general path (the
+release before issue 32); 2: those two run keyed too; 3 (:data:`KEYED_FORM`, bound now): windows and time
+buffers inside groups too (a step says the form it came with, :attr:`KeyedStep.since`). :func:`in_keyed_form`
+binds a block in a recorded form.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
@@ -57,7 +64,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DONE",
-    "KEYED_FORMS",
+    "KEYED_FORM",
     "NO_OUTPUTS",
     "SKIP",
     "KeyedStep",
@@ -66,11 +73,13 @@ __all__ = [
     "StatelessStep",
     "StepOperatorError",
     "is_immutable_value",
+    "in_keyed_form",
     "keyed_execution",
     "keyed_execution_enabled",
-    "keyed_forms",
+    "keyed_form",
+    "keyed_form_record",
     "keyed_step_factory",
-    "recorded_forms",
+    "recorded_keyed_form",
     "register_keyed_step",
     "set_keyed_execution",
     "stopping_error",
@@ -144,7 +153,8 @@ class KeyedStep:
     """Whether ``next`` may output :class:`Several` values (a window step)."""
 
     since: int = 1
-    """The keyed forms (:data:`KEYED_FORMS`) the step came with: a query bound with fewer keeps the general path."""
+    """The keyed form (:data:`KEYED_FORM`) the step came with: a query bound in an earlier one keeps the general
+    path."""
 
     timed: bool = False
     """Whether the step needs the clock: a :class:`~reaqtive.operators.keyed_timed.TimedStep`, which only the
@@ -157,12 +167,15 @@ class KeyedStep:
         """The stage that runs the step, given at its ``set_context``: a step running the user's code of a nested
         chain (a window's inner query) asks the stage's error policy through it."""
 
-    def bind_stage(
-        self, group_args: Any, steps: Sequence[KeyedStep], chain: Sequence[str], probe: Any, subscriber: Any
-    ) -> Any:
-        """The stage of a keyed chain holding this timed step (the stage with a timer queue), or ``None`` when
-        it cannot run the chain and the query keeps the general path. Only a timed step has one."""
+    def bind_stage(self, binding: Any, subscriber: Any) -> Any:
+        """The stage of a keyed chain holding this timed step (the stage with a timer queue), given its
+        :class:`~reaqtive.operators.keyed_groups.KeyedBinding`. Only a timed step has one."""
         raise NotImplementedError
+
+    def general_reason(self, binding: Any) -> str | None:
+        """Why a chain holding this timed step keeps the general path (``None``: it runs keyed); asked by the
+        keyed decision (:func:`~reaqtive.operators.keyed_groups.plan_keyed_groups`)."""
+        return None
 
     def chain_name(self, node: Expression[Any]) -> str:
         """The name the step has in the chain's operator names, which the stage saves and checks on load."""
@@ -246,49 +259,34 @@ def is_immutable_value(value: object) -> bool:
     return False
 
 
-# -- the switch ---------------------------------------------------------------------------------------------------
+# -- the switch --------------------------------------------------------------------------------------------------
 
-KEYED_FORMS: Final = 2
-"""The keyed forms this release binds keyed, a number that grows when a release adds forms: 1, the first-order
-chains; 2, windows inside groups (``window ... flat_map``, a timed step). Each step declares the number it came
-with (:attr:`KeyedStep.since`). A subscription records the number it was bound with and is recovered with it, so
-that a query stored before a form existed keeps the general path for it, and its stored state loads."""
+KEYED_FORM: Final = 3
+"""The keyed form queries are bound in now (see the module): chains of keyed steps, with ``flat_map``'s
+``result_selector`` and ``max_concurrent``, and windows and time buffers inside groups."""
 
-_enabled = KEYED_FORMS
+FORM_BEFORE_WINDOWS: Final = 2
+"""The form before windows ran keyed (issue 32, windows inside groups): a window or a time buffer in the inner
+query kept the general path (each step says the form it came with: :attr:`KeyedStep.since`)."""
+
+FORM_BEFORE_SELECTORS: Final = 1
+"""The form of the release before issue 32: ``result_selector`` and ``max_concurrent`` kept the general path."""
+
+_enabled = True
 _override: ContextVar[int | None] = ContextVar("reaqtive_keyed_execution", default=None)
-
-
-def keyed_forms() -> int:
-    """The keyed forms a chain bound now may use (0: keyed execution is off; see :data:`KEYED_FORMS`)."""
-    override = _override.get()
-    return _enabled if override is None else override
 
 
 def keyed_execution_enabled() -> bool:
     """Whether a keyed chain bound now runs keyed (the block's setting, else the process's)."""
-    return keyed_forms() > 0
+    return keyed_form() > 0
 
 
-def recorded_forms(value: object) -> int:
-    """The keyed forms a subscription was bound with, from what its record holds: a number, or (written before
-    the number existed) ``True`` for the first forms and ``False`` or nothing for the general path."""
-    if value is True:
-        return 1
-    if type(value) is int and 0 <= value <= KEYED_FORMS:
-        return value
-    if value is False or value is None:
-        return 0
-    raise ValueError(f"the keyed forms of a subscription record must be a bool or 0..{KEYED_FORMS}, got {value!r}")
-
-
-def _forms(enabled: object, where: str) -> int:
-    if enabled is True:
-        return KEYED_FORMS
-    if enabled is False:
-        return 0
-    if type(enabled) is int and 0 <= enabled <= KEYED_FORMS:
-        return enabled
-    raise TypeError(f"{where}: enabled must be a bool (or a number of keyed forms, 0..{KEYED_FORMS}), got {enabled!r}")
+def keyed_form() -> int:
+    """The keyed form a query bound now is bound in (see the module): 0 when keyed execution is off."""
+    override = _override.get()
+    if override is None:
+        return KEYED_FORM if _enabled else 0
+    return override
 
 
 def set_keyed_execution(enabled: bool) -> bool:
@@ -297,15 +295,14 @@ def set_keyed_execution(enabled: bool) -> bool:
     global _enabled  # the process-wide default, read once per bind
     if not isinstance(enabled, bool):
         raise TypeError(f"set_keyed_execution: enabled must be a bool, got {enabled!r}")
-    previous, _enabled = _enabled, KEYED_FORMS if enabled else 0
-    return previous > 0
+    previous, _enabled = _enabled, enabled
+    return previous
 
 
 @contextmanager
-def keyed_execution(enabled: bool | int) -> Iterator[None]:
+def keyed_execution(enabled: bool) -> Iterator[None]:
     """Within the block (this thread or task), bind keyed chains keyed (``True``) or on the general path
-    (``False``), whatever the process's setting; a number binds only the keyed forms up to it (see
-    :data:`KEYED_FORMS`: the engine recovers a subscription with the forms it was bound with).
+    (``False``), whatever the process's setting.
 
     >>> from reaqtive import from_iterable
     >>> with keyed_execution(False):
@@ -313,7 +310,38 @@ def keyed_execution(enabled: bool | int) -> Iterator[None]:
     2
     1
     """
-    token = _override.set(_forms(enabled, "keyed_execution"))
+    if not isinstance(enabled, bool):
+        raise TypeError(f"keyed_execution: enabled must be a bool, got {enabled!r}")
+    with in_keyed_form(KEYED_FORM if enabled else 0):
+        yield
+
+
+def keyed_form_record() -> dict[str, object]:
+    """The fields a host records with a query bound now, for :func:`recorded_keyed_form` to read back."""
+    form = keyed_form()
+    return {"keyed": True, "keyed_form": form} if form else {"keyed": False}
+
+
+def recorded_keyed_form(record: Mapping[str, object]) -> int:
+    """The keyed form of a host's record of a query (the engine's subscription record): ``"keyed"`` (absent:
+    written before keyed execution existed, form 0) and ``"keyed_form"`` (absent: written before result selectors
+    ran keyed, form 1)."""
+    if not record.get("keyed", False):
+        return 0
+    form = record.get("keyed_form", FORM_BEFORE_SELECTORS)
+    if type(form) is not int or not 0 < form <= KEYED_FORM:
+        raise ValueError(f"the record's keyed_form must be an int from 1 to {KEYED_FORM}, got {form!r}")
+    return form
+
+
+@contextmanager
+def in_keyed_form(form: int) -> Iterator[None]:
+    """Within the block (this thread or task), bind queries in keyed form ``form`` (see the module): how a host
+    re-creates a query in the form it was recorded in, and how a higher-order stage binds its inner queries in the
+    form it was bound in."""
+    if type(form) is not int or not 0 <= form <= KEYED_FORM:
+        raise ValueError(f"in_keyed_form: form must be an int from 0 to {KEYED_FORM}, got {form!r}")
+    token = _override.set(form)
     try:
         yield
     finally:

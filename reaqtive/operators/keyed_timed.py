@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -38,16 +37,14 @@ from reaqtive.core.context import OperatorContext
 from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.scheduler_interface import Scheduler, YieldToken
 from reaqtive.core.streams import Subscriber
-from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators.group_by import GroupByArgs
-from reaqtive.operators.keyed_groups import KeyedGroups
+from reaqtive.operators.keyed_groups import KeyedBinding, KeyedGroups
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, Several, stopping_error
 from reaqtive.scheduler import YieldableActionTask
 from reaqtive.scheduler.clock import EPOCH
 from reaqtive.state.fields import RecordReader, time_bounds
 from reaqtive.state.keyed import KeyedPage
 
-__all__ = ["TICK_SLICE", "KeyedGroupsTimed", "TimedStep", "at", "bind_keyed_timed", "general_reason", "micros"]
+__all__ = ["TICK_SLICE", "KeyedGroupsTimed", "TimedStep", "at", "general_reason", "micros"]
 
 US: Final = timedelta(microseconds=1)
 TICK_SLICE: Final = 4096
@@ -100,33 +97,23 @@ class TimedStep(KeyedStep):
         :class:`~reaqtive.operators.keyed_steps.Several` when a failure follows them)."""
         raise NotImplementedError
 
-    def bind_stage(
-        self, group_args: Any, steps: Sequence[KeyedStep], chain: Sequence[str], probe: Any, subscriber: Any
-    ) -> SubscriptionHandle | None:
-        return bind_keyed_timed(group_args, steps, chain, probe, subscriber)
+    def bind_stage(self, binding: Any, subscriber: Any) -> KeyedGroupsTimed:
+        return KeyedGroupsTimed(binding, subscriber)
+
+    def general_reason(self, binding: Any) -> str | None:
+        return general_reason(binding)
 
 
-def general_reason(steps: Sequence[KeyedStep], group_args: GroupByArgs) -> str | None:
+def general_reason(binding: KeyedBinding) -> str | None:
     """Why a chain with a timed step keeps the general path, or ``None`` when it runs keyed (the one place these
-    rules are written; :func:`bind_keyed_timed` asks it)."""
-    if sum(1 for step in steps if step.timed) > 1:
-        return "more than one time-based operator in the inner query"
-    if group_args.expire_after is not None:
-        return "group_by's expire_after with a time-based inner operator"
+    rules are written; the keyed decision, ``plan_keyed_groups``, asks it through the step)."""
+    if sum(1 for step in binding.steps if step.timed) > 1:
+        return "more than one time-based operator in the inner query (each would need a timer queue of its own)"
+    if binding.group_args.expire_after is not None:
+        return "group_by's expire_after with a time-based inner operator (two clocks in one stage: not written yet)"
+    if binding.max_concurrent is not None:
+        return "flat_map's max_concurrent with a time-based inner operator (not written yet)"
     return None
-
-
-def bind_keyed_timed(
-    group_args: GroupByArgs,
-    steps: Sequence[KeyedStep],
-    chain: Sequence[str],
-    probe: Any,
-    subscriber: Subscriber[Any],
-) -> SubscriptionHandle | None:
-    """The timed keyed stage for a chain with a timed step, or ``None`` when it keeps the general path."""
-    if general_reason(steps, group_args) is not None:
-        return None
-    return KeyedGroupsTimed(group_args, steps, chain, probe, subscriber)
 
 
 class KeyedGroupsTimed(KeyedGroups):
@@ -156,15 +143,9 @@ class KeyedGroupsTimed(KeyedGroups):
         "_unfinished",
     )
 
-    def __init__(
-        self,
-        group_args: GroupByArgs,
-        steps: Sequence[KeyedStep],
-        chain: Sequence[str],
-        probe: Any,
-        downstream: Subscriber[Any],
-    ) -> None:
-        super().__init__(group_args, steps, chain, probe, downstream)
+    def __init__(self, binding: KeyedBinding, downstream: Subscriber[Any]) -> None:
+        super().__init__(binding, downstream)
+        steps = binding.steps
         self._timed = next(index for index, step in enumerate(steps) if step.timed)
         step = steps[self._timed]
         assert isinstance(step, TimedStep)
@@ -283,7 +264,7 @@ class KeyedGroupsTimed(KeyedGroups):
         time of the next key due (``None``: none waits, or the stage failed)."""
         order, late, pages = self._order, self._late, self._index
         index, step, probe = self._timed, self._timed_step, self._probe
-        last = index == len(self._steps) - 1
+        last = index == len(self._steps) - 1 and self._result_selector is None  # (results leave as they are)
         while budget > 0:
             budget -= 1
             # The head: the deque's first live key, or the late heap's first when it comes before it.

@@ -37,7 +37,7 @@ from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.flat_map import FlatMapArgs
-from reaqtive.operators.keyed_groups import chain_of
+from reaqtive.operators.keyed_groups import chain_or_reason
 from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, Several, StepOperatorError, register_keyed_step
 from reaqtive.operators.keyed_timed import US, TimedStep
 from reaqtive.operators.window import WindowArgs
@@ -192,7 +192,7 @@ class _WindowStep(KeyedStep):
     __slots__ = ("_inner", "_op", "in_place")
 
     several = True
-    since = 2
+    since = 3
 
     def __init__(self, op: str, inner: InnerChain) -> None:
         self._op = op
@@ -428,8 +428,8 @@ def _inner_chain(selector: Any) -> InnerChain | None:
         result = selector(probe)
     except Exception:
         return None  # the general path calls it per window and fails there
-    chain = chain_of(result, probe)
-    if chain is None:
+    chain = chain_or_reason(result, probe)
+    if isinstance(chain, str):
         return None
     steps, names = chain
     if any(step.timed for step in steps):

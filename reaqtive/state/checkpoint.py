@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, Final, TypeAlias, TypedDict, Unpack
 
 from reaqtive.core.scheduler_interface import PausableScheduler
 from reaqtive.core.subscriptions import SubscriptionHandle
@@ -41,7 +41,7 @@ from reaqtive.state.state_errors import CheckpointError, CheckpointInProgressErr
 from reaqtive.state.store import CheckpointStore, CheckpointTransaction
 from reaqtive.state.traversal import CheckpointMode, confirm_saved, save_subscription
 
-__all__ = ["STATE_CATEGORY", "CheckpointResult", "Checkpointer", "Isolate", "Subscriptions"]
+__all__ = ["STATE_CATEGORY", "CheckpointOptions", "CheckpointResult", "Checkpointer", "Isolate", "Subscriptions"]
 
 STATE_CATEGORY = "state"
 """The store category under which subscription state blobs are kept (key: the subscription's id)."""
@@ -52,6 +52,21 @@ Subscriptions: TypeAlias = Mapping[str, SubscriptionHandle] | Callable[[], Mappi
 Isolate: TypeAlias = Callable[[str, Exception], str]
 """``isolate(key, error) -> owner``: a subscription's state could not be saved; leave its owner out (see
 :meth:`Checkpointer.checkpoint`)."""
+
+
+class CheckpointOptions(TypedDict, total=False):
+    """The options of :meth:`Checkpointer.checkpoint` (each optional; see there)."""
+
+    mode: CheckpointMode
+    removed: Iterable[str]
+    collect: Callable[[CheckpointTransaction], object] | None
+    isolate: Isolate | None
+    whole: Collection[str]
+    dirty: DirtyRegistry | None
+
+
+_PAUSE: Final = None
+"""What the protocol's steps yield when the scheduler must be paused (see ``Checkpointer._steps``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,81 +121,89 @@ class Checkpointer:
         """The store checkpoints are committed to."""
         return self._store
 
-    def checkpoint(
-        self,
-        subscriptions: Subscriptions,
-        *,
-        mode: CheckpointMode = CheckpointMode.DIFFERENTIAL,
-        removed: Iterable[str] = (),
-        collect: Callable[[CheckpointTransaction], object] | None = None,
-        isolate: Isolate | None = None,
-        whole: Collection[str] = (),
-        dirty: DirtyRegistry | None = None,
-    ) -> CheckpointResult:
+    def checkpoint(self, subscriptions: Subscriptions, **options: Unpack[CheckpointOptions]) -> CheckpointResult:
         """Take one checkpoint (blocking).
 
-        ``removed``: ids of subscriptions whose stored state must go. ``collect(transaction)`` runs while the
-        scheduler is paused, after the state was serialized, so the host can add what must commit atomically
-        with it (registry changes, ingress watermarks). ``isolate(key, error)``: without it, a subscription whose
-        state cannot be saved fails the whole checkpoint; with it, it is called (before ``collect``) and returns
-        the owner of ``key``, and every subscription of that owner (``isolate(k, ...)`` of its other keys is not
-        called: an owner is the key itself or a prefix ``owner + "/"``) is left out of this checkpoint while the
-        others commit. ``whole``: keys to write in full whatever the mode (units the store has never seen: a
-        differential save of a unit without a dirty node writes nothing). ``dirty``: the registry the operators
-        report to; a differential checkpoint then visits only the keys it names (plus ``whole``), and a full one
-        resets it. Raises :class:`CheckpointError` (with ``phase``) when the checkpoint failed;
-        :class:`CheckpointInProgressError` if one is already running.
+        Options (:class:`CheckpointOptions`): ``mode`` (differential by default). ``removed``: ids of
+        subscriptions whose stored state must go. ``collect(transaction)`` runs while the scheduler is paused,
+        after the state was serialized, so the host can add what must commit atomically with it (registry changes,
+        ingress watermarks). ``isolate(key, error)``: without it, a subscription whose state cannot be saved fails
+        the whole checkpoint; with it, it is called (before ``collect``) and returns the owner of ``key``, and every
+        subscription of that owner (``isolate(k, ...)`` of its other keys is not called: an owner is the key
+        itself or a prefix ``owner + "/"``) is left out of this checkpoint while the others commit. ``whole``: keys
+        to write in full whatever the mode (units the store has never seen: a differential save of a unit without
+        a dirty node writes nothing). ``dirty``: the registry the operators report to; a differential checkpoint
+        then visits only the keys it names (plus ``whole``), and a full one resets it. Raises
+        :class:`CheckpointError` (with ``phase``) when the checkpoint failed; :class:`CheckpointInProgressError` if
+        one is already running.
         """
-        if not self._busy.acquire(blocking=False):
-            raise CheckpointInProgressError()
+        steps = self._steps(subscriptions, options)
+        need = next(steps)
         try:
-            started = self._clock()
-            try:
-                try:
-                    self._scheduler.pause().result(timeout=self._pause_timeout)
-                except Exception as error:
-                    raise CheckpointError(f"pausing the scheduler failed: {error!r}", "pause") from error
-                capture = self._serialize(
-                    subscriptions, mode, removed=removed, collect=collect, isolate=isolate, whole=whole, dirty=dirty
-                )
-            finally:
-                self._scheduler.resume()  # also after a failed or timed-out pause: it cancels the pause
-            pause_seconds = self._clock() - started
-            checkpoint_id, commit_seconds = self._commit(capture)
-            return self._confirm(capture, checkpoint_id, mode, pause_seconds, commit_seconds)
+            while True:
+                if need is _PAUSE:
+                    try:
+                        self._scheduler.pause().result(timeout=self._pause_timeout)
+                    except Exception as error:
+                        need = steps.throw(error)
+                        continue
+                    need = steps.send(None)
+                else:
+                    need = steps.send(self._commit(need))
+        except StopIteration as finished:
+            result: CheckpointResult = finished.value
+            return result
         finally:
-            self._busy.release()
+            steps.close()  # a commit that raised: the steps' own cleanup (the lock) runs now
 
     async def checkpoint_async(
-        self,
-        subscriptions: Subscriptions,
-        *,
-        mode: CheckpointMode = CheckpointMode.DIFFERENTIAL,
-        removed: Iterable[str] = (),
-        collect: Callable[[CheckpointTransaction], object] | None = None,
-        isolate: Isolate | None = None,
-        whole: Collection[str] = (),
-        dirty: DirtyRegistry | None = None,
+        self, subscriptions: Subscriptions, **options: Unpack[CheckpointOptions]
     ) -> CheckpointResult:
         """:meth:`checkpoint` for asyncio: awaits the pause, and runs the commit in a worker thread."""
         import asyncio  # imported by its first user: ``import reaqtive`` does not load asyncio
 
+        steps = self._steps(subscriptions, options)
+        need = next(steps)
+        try:
+            while True:
+                if need is _PAUSE:
+                    try:
+                        await asyncio.wait_for(_awaited(self._scheduler.pause_async()), self._pause_timeout)
+                    except Exception as error:
+                        need = steps.throw(error)
+                        continue
+                    need = steps.send(None)
+                else:
+                    need = steps.send(await asyncio.to_thread(self._commit, need))
+        except StopIteration as finished:
+            result: CheckpointResult = finished.value
+            return result
+        finally:
+            steps.close()  # a commit that raised: the steps' own cleanup (the lock) runs now
+
+    def _steps(self, subscriptions: Subscriptions, options: CheckpointOptions
+               ) -> Generator[_Capture | None, Any, CheckpointResult]:
+        """The protocol written once for both faces: it yields ``_PAUSE`` for the scheduler to be paused (an error
+        of the pause is thrown back in) and a capture to commit (sent back: ``(checkpoint id, commit seconds)``);
+        the two faces differ only in how they wait for those."""
         if not self._busy.acquire(blocking=False):
             raise CheckpointInProgressError()
         try:
+            mode = options.get("mode", CheckpointMode.DIFFERENTIAL)
             started = self._clock()
             try:
                 try:
-                    await asyncio.wait_for(_awaited(self._scheduler.pause_async()), self._pause_timeout)
+                    yield _PAUSE
                 except Exception as error:
                     raise CheckpointError(f"pausing the scheduler failed: {error!r}", "pause") from error
                 capture = self._serialize(
-                    subscriptions, mode, removed=removed, collect=collect, isolate=isolate, whole=whole, dirty=dirty
+                    subscriptions, mode, removed=options.get("removed", ()), collect=options.get("collect"),
+                    isolate=options.get("isolate"), whole=options.get("whole", ()), dirty=options.get("dirty"),
                 )
             finally:
                 self._scheduler.resume()  # also after a failed or timed-out pause: it cancels the pause
             pause_seconds = self._clock() - started
-            checkpoint_id, commit_seconds = await asyncio.to_thread(self._commit, capture)
+            checkpoint_id, commit_seconds = yield capture
             return self._confirm(capture, checkpoint_id, mode, pause_seconds, commit_seconds)
         finally:
             self._busy.release()

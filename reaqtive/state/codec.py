@@ -41,6 +41,25 @@ EXT_SET: Final = 5
 EXT_FROZENSET: Final = 6
 EXT_USER: Final = 7
 
+class _Nesting:
+    """A thread's packers for nested values, one per depth, and the depth in use."""
+
+    __slots__ = ("depth", "packers")
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.packers: list[Callable[[object], bytes]] = []
+
+
+def _ext(code: int, data: bytes) -> msgpack.ExtType:
+    """``msgpack.ExtType(code, data)`` without its argument checks (written in Python, they cost more than the
+    packing): our codes are in range and our data is bytes."""
+    return _TUPLE_NEW(_EXT_TYPE, (code, data))
+
+
+_TUPLE_NEW: Final = tuple.__new__
+_EXT_TYPE: Final = msgpack.ExtType
+
 _EPOCH: Final = datetime(1970, 1, 1)
 _EPOCH_ORDINAL: Final = _EPOCH.toordinal()
 _MICROSECOND: Final = timedelta(microseconds=1)
@@ -146,14 +165,16 @@ class StateCodec:
     def _nested(self, value: object) -> bytes:
         # The thread's packer is busy with the enclosing value: nested values use one packer per nesting depth,
         # kept per thread (a fresh packer per call cost about 5 us per tuple or datetime; the bytes are the same).
-        local = self._local
-        depth: int = getattr(local, "depth", 0)
-        packers: list[Callable[[object], bytes]] | None = getattr(local, "nested", None)
-        if packers is None:
-            packers = local.nested = []
+        # One thread-local lookup per call (a tuple output of the engine passes here: issue 32 measured it).
+        try:
+            nesting: _Nesting = self._local.nesting
+        except AttributeError:
+            nesting = self._local.nesting = _Nesting()
+        depth = nesting.depth
+        packers = nesting.packers
         if depth == len(packers):
             packers.append(msgpack.Packer(default=self._default, strict_types=True, use_bin_type=True).pack)
-        local.depth = depth + 1
+        nesting.depth = depth + 1
         try:
             return packers[depth](value)
         except BaseException:
@@ -161,25 +182,25 @@ class StateCodec:
             packers[depth] = msgpack.Packer(default=self._default, strict_types=True, use_bin_type=True).pack
             raise
         finally:
-            local.depth = depth
+            nesting.depth = depth
 
     def _default(self, value: object) -> msgpack.ExtType:
         """Called by msgpack for every value that is not a plain msgpack type."""
         kind = type(value)
-        if kind is tuple:
-            return msgpack.ExtType(EXT_TUPLE, self._nested(list(value)))  # type: ignore[call-overload]
+        if kind is tuple:  # the most common, inlined: _ext(EXT_TUPLE, ...)
+            return _TUPLE_NEW(_EXT_TYPE, (EXT_TUPLE, self._nested(list(value))))  # type: ignore[call-overload]
         if kind is int:  # outside the 64-bit range msgpack handles natively
             number: int = value  # type: ignore[assignment]
-            return msgpack.ExtType(EXT_BIGINT, number.to_bytes(number.bit_length() // 8 + 1, "big", signed=True))
+            return _ext(EXT_BIGINT, number.to_bytes(number.bit_length() // 8 + 1, "big", signed=True))
         if kind is datetime:
-            return msgpack.ExtType(EXT_DATETIME, self._nested(_datetime_fields(value)))  # type: ignore[arg-type]
+            return _ext(EXT_DATETIME, self._nested(_datetime_fields(value)))  # type: ignore[arg-type]
         if kind is timedelta:
             delta: timedelta = value  # type: ignore[assignment]
-            return msgpack.ExtType(EXT_TIMEDELTA, self._nested([delta.days, delta.seconds, delta.microseconds]))
+            return _ext(EXT_TIMEDELTA, self._nested([delta.days, delta.seconds, delta.microseconds]))
         if kind is set:
-            return msgpack.ExtType(EXT_SET, self._nested(list(value)))  # type: ignore[call-overload]
+            return _ext(EXT_SET, self._nested(list(value)))  # type: ignore[call-overload]
         if kind is frozenset:
-            return msgpack.ExtType(EXT_FROZENSET, self._nested(list(value)))  # type: ignore[call-overload]
+            return _ext(EXT_FROZENSET, self._nested(list(value)))  # type: ignore[call-overload]
         registration = self._by_type.get(kind)
         if registration is None:
             raise StateEncodeError(

@@ -264,7 +264,7 @@ def test_checkpoint_stops_when_a_query_cannot_be_recovered(tmp_path: Path, capsy
     build_store(path, registered=True)
     commits = read_store(path).commits
     code, _, err = run(capsys, "checkpoint", str(path))
-    assert code == 1
+    assert code == 2
     assert "q://doubled" in err and "@double" in err and "Nothing was changed" in err
     assert read_store(path).commits == commits
 
@@ -279,7 +279,7 @@ def test_checkpoint_refuses_functions_of_a_module_not_allowed_and_says_what_to_p
 ) -> None:
     commits = read_store(store).commits
     code, _, err = run(capsys, "checkpoint", str(store))
-    assert code == 1
+    assert code == 2
     assert "q://halves" in err and f"'{__name__}:halve'" in err and "ForbiddenReferenceError" in err
     assert f"--allow-module {__name__}" in err and "Nothing was changed" in err
     assert read_store(store).commits == commits

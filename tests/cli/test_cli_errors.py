@@ -65,11 +65,11 @@ def service(tmp_path: Path) -> tuple[Path, str]:
     return path, module
 
 
-def test_a_recovery_failure_is_one_line_with_exit_code_1(service: tuple[Path, str]) -> None:
+def test_a_recovery_failure_is_one_line_with_exit_code_2(service: tuple[Path, str]) -> None:
     """The engine logs the failed recovery with its traceback; the command says it once, in its own line."""
     path, module = service
     result = command("checkpoint", str(path), cwd=path.parent)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stdout == ""
     assert len(result.stderr.splitlines()) == 1, result.stderr
     assert result.stderr.startswith(f"reaqtive checkpoint: {path}: recovering 'q://doubled' failed")
@@ -90,7 +90,7 @@ def test_a_library_warning_of_a_command_that_succeeds_is_one_line_without_its_tr
 def test_traceback_shows_the_recovery_failure_in_full(service: tuple[Path, str]) -> None:
     path, _ = service
     result = command("--traceback", "checkpoint", str(path), cwd=path.parent)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "recovering 'q://doubled' failed" in result.stderr and "Traceback" in result.stderr
     assert "RecoveryError" in result.stderr
 

@@ -8,9 +8,7 @@ The general path is forced by clearing ``Engine._batch_delivery`` (a switch kept
 
 from __future__ import annotations
 
-import sqlite3
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +17,7 @@ from hypothesis import strategies as st
 
 from reaqtive import GroupedStream, Query
 from reaqtive.engine import Engine, FunctionRegistry
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
+from tests.engine.script_support import T0, Step, play, scripts
 
 
 def add(total: int, value: int) -> int:
@@ -107,31 +104,7 @@ QUERIES: dict[str, Query[Any]] = {
 }
 
 
-@dataclass(frozen=True)
-class Step:
-    kind: str  # "append" a batch; "process" up to n (0: all); "checkpoint"; "crash"
-    stream: str = "a"
-    gaps: tuple[int, ...] = ()  # per event, milliseconds after the previous event (0: the same time)
-    n: int = 0
-
-
-appends = st.builds(
-    Step,
-    st.just("append"),
-    st.sampled_from(["a", "b"]),
-    st.lists(st.sampled_from([0, 0, 1, 250, 999, 1000, 1500, 4000]), min_size=1, max_size=30).map(tuple),
-)
-steps = st.lists(
-    st.one_of(
-        appends,
-        appends,
-        st.builds(Step, st.just("process"), n=st.integers(0, 40)),
-        st.builds(Step, st.just("checkpoint")),
-        st.builds(Step, st.just("crash")),
-    ),
-    min_size=1,
-    max_size=25,
-)
+steps = scripts(["a", "b"], batch=30, process=40, length=25)
 
 
 def open_engine(path: Path, batch: bool, every: int | None) -> Engine:
@@ -140,49 +113,18 @@ def open_engine(path: Path, batch: bool, every: int | None) -> Engine:
     return engine
 
 
-def state_rows(path: Path) -> dict[str, bytes]:
-    with sqlite3.connect(path) as db:
-        return {key: bytes(blob) for key, blob in
-                db.execute("SELECT key, value FROM reaqtive_blobs WHERE category = 'state'")}
-
-
 def run(path: Path, script: list[Step], batch: bool, every: int | None,
         chosen: tuple[str, ...] = tuple(QUERIES)) -> dict[str, Any]:
-    engine = open_engine(path, batch, every)
-    engine.create_stream("a")
-    engine.create_stream("b")
-    for uri in chosen:
-        engine.create_subscription(uri, QUERIES[uri])
-    clock = T0
-    value = 0
-    seen: dict[str, Any] = {"clocks": [], "states": []}
-    try:
-        for step in script:
-            if step.kind == "append":
-                batch_events = []
-                for gap in step.gaps:
-                    clock += timedelta(milliseconds=gap)
-                    value += 1
-                    batch_events.append((value, clock))
-                engine.append_many(step.stream, batch_events)
-            elif step.kind == "process":
-                engine.process(max_events=step.n or None)
-                seen["clocks"].append(engine.now)
-            elif step.kind == "checkpoint":
-                engine.checkpoint()
-                seen["states"].append(state_rows(path))
-            else:
-                engine.close()
-                engine = open_engine(path, batch, every)
-        engine.process()
-        engine.advance_time(clock + timedelta(seconds=10))
-        seen["clocks"].append(engine.now)
-        engine.checkpoint()
-        seen["states"].append(state_rows(path))
-        seen["outputs"] = {uri: [(o.seq, o.value) for o in engine.outputs(uri)] for uri in chosen}
-        return seen
-    finally:
-        engine.close()
+    def create(engine: Engine) -> None:
+        engine.create_stream("a")
+        engine.create_stream("b")
+        for uri in chosen:
+            engine.create_subscription(uri, QUERIES[uri])
+
+    def observe(engine: Engine) -> dict[str, Any]:
+        return {"outputs": {uri: [(o.seq, o.value) for o in engine.outputs(uri)] for uri in chosen}}
+
+    return play(path, script, lambda: open_engine(path, batch, every), create, observe)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,5 +1,5 @@
 """Windows inside groups in the engine (issue 32): the Rx form of a per-key window average runs keyed in a new
-subscription and recovers keyed; a subscription stored before windows ran keyed (its record says ``keyed: true``,
+subscription and recovers keyed; a subscription stored before windows ran keyed (its record says keyed form 2,
 its state is the general path's: a unit per group) recovers on the general path and goes on; either way the
 outputs equal an uninterrupted run.
 """
@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from reaqtive import GroupedStream, InnerStream, Query, keyed_execution
+from reaqtive import GroupedStream, InnerStream, Query
 from reaqtive.engine import Engine
-from reaqtive.state.sqlite_store import row_checksum
+from reaqtive.operators.keyed_steps import FORM_BEFORE_WINDOWS, KEYED_FORM, in_keyed_form
 from tests.engine.test_engine_higher_order import state_keys
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -56,10 +56,10 @@ def new_engine(path: Path) -> Engine:
     return Engine(path, allow_modules=[__name__], start=T0)
 
 
-def create(path: Path, forms: bool | int) -> Engine:
+def create(path: Path, form: int) -> Engine:
     engine = new_engine(path)
     engine.create_stream("raw")
-    with keyed_execution(forms):
+    with in_keyed_form(form):
         engine.create_subscription(URI, Query.stream("raw").group_by(key_of).flat_map(averages))
     return engine
 
@@ -78,38 +78,29 @@ def finish(engine: Engine, events: range) -> list[object]:
     return values
 
 
-def record_keyed(path: Path, uri: str, value: object) -> object:
-    """Set the subscription record's ``keyed`` field (what an earlier release wrote); returns what it held."""
+def recorded_form(path: Path, uri: str) -> object:
+    """The keyed form the subscription's record holds."""
     connection = sqlite3.connect(path)
     try:
         (blob,) = connection.execute(
             "SELECT value FROM reaqtive_blobs WHERE category = 'artifacts' AND key = ?", (uri,)
         ).fetchone()
-        record = json.loads(blob)
-        previous = record["keyed"]
-        record["keyed"] = value
-        blob = json.dumps(record).encode("utf-8")
-        connection.execute(
-            "UPDATE reaqtive_blobs SET value = ?, crc = ? WHERE category = 'artifacts' AND key = ?",
-            (blob, row_checksum("artifacts", uri, blob), uri),
-        )
-        connection.commit()
     finally:
         connection.close()
-    return previous
+    return json.loads(blob).get("keyed_form")
 
 
 EVENTS = range(400)
 
 
 def test_the_rx_form_runs_keyed_in_a_new_subscription_and_recovers_keyed(tmp_path: Path) -> None:
-    oracle = create(tmp_path / "oracle.db", False)
+    oracle = create(tmp_path / "oracle.db", 0)
     append(oracle, EVENTS)
     expected = finish(oracle, EVENTS)
     assert len(expected) > 50
 
     path = tmp_path / "keyed.db"
-    engine = create(path, True)
+    engine = create(path, KEYED_FORM)
     append(engine, EVENTS)
     engine.process(max_events=150)
     engine.checkpoint()
@@ -125,22 +116,22 @@ def test_the_rx_form_runs_keyed_in_a_new_subscription_and_recovers_keyed(tmp_pat
     engine.close()
     engine = new_engine(path)  # a second recovery
     assert finish(engine, EVENTS) == expected
-    assert record_keyed(path, URI, 2) == 2  # the forms it was bound with
+    assert recorded_form(path, URI) == KEYED_FORM  # the form it was bound in
 
 
 def test_a_store_written_before_windows_ran_keyed_recovers_them_on_the_general_path(tmp_path: Path) -> None:
-    oracle = create(tmp_path / "oracle.db", True)
+    oracle = create(tmp_path / "oracle.db", KEYED_FORM)
     append(oracle, EVENTS)
     expected = finish(oracle, EVENTS)
 
     path = tmp_path / "previous-release.db"
-    engine = create(path, 1)  # the previous release: keyed forms without windows, the general path for this one
+    engine = create(path, FORM_BEFORE_WINDOWS)  # the previous release: windows on the general path
     append(engine, EVENTS)
     engine.process(max_events=150)
     engine.checkpoint()
     engine.process(max_events=90)
     engine.close()
-    assert record_keyed(path, URI, True) == 1  # what the previous release wrote: keyed, True
+    assert recorded_form(path, URI) == FORM_BEFORE_WINDOWS  # what the previous release wrote
     groups = sum("/flat_map" in key and key.count("/") == 2 for key in state_keys(path))
     assert groups == 7  # a unit per group
 

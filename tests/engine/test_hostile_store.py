@@ -225,7 +225,7 @@ def test_finally_action_tempfile_mkdtemp_via_checkpoint_with_no_events_runs_noth
     forge(path, "q://victim", "@placeholder", "tempfile:mkdtemp")
     code = main(["checkpoint", str(path)])
     err = capsys.readouterr().err
-    assert code == 1
+    assert code == 2
     assert "'q://victim'" in err and "'tempfile:mkdtemp'" in err
     assert "--allow-module tempfile" in err and "Nothing the store names was imported or run" in err
     assert main(["checkpoint", "--keep-broken", str(path)]) == 0
@@ -241,7 +241,7 @@ def test_the_checkpoint_command_runs_a_finally_action_of_an_allowed_module(
     path = tmp_path / "s.db"
     build(path, Query.stream("s").finally_action(placeholder))
     forge(path, "q://victim", "@placeholder", f"{CANARY}:run")
-    assert main(["checkpoint", str(path)]) == 1
+    assert main(["checkpoint", str(path)]) == 2
     assert f"--allow-module {CANARY}" in capsys.readouterr().err
     assert not canary.imported() and not canary.called()
     assert main(["checkpoint", "--allow-module", CANARY, str(path)]) == 0

@@ -8,9 +8,7 @@ and faults, the engine's clock and the saved state must be the same.
 
 from __future__ import annotations
 
-import sqlite3
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +18,7 @@ from hypothesis import strategies as st
 from reaqtive import GroupedStream, Query
 from reaqtive.engine import Engine, FunctionRegistry
 from reaqtive.operators._fusion import stage_fusion
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
+from tests.engine.script_support import T0, Step, play, scripts
 
 
 def add(total: int, value: int) -> int:
@@ -101,37 +98,7 @@ QUERIES: dict[str, tuple[Query[Any], str | None]] = {
 }
 
 
-@dataclass(frozen=True)
-class Step:
-    kind: str  # "append" a batch; "process" up to n (0: all); "checkpoint"; "crash"
-    stream: str = "a"
-    gaps: tuple[int, ...] = ()  # per event, milliseconds after the previous event (0: the same time)
-    n: int = 0
-
-
-appends = st.builds(
-    Step,
-    st.just("append"),
-    st.sampled_from(["a", "a", "b"]),
-    st.lists(st.sampled_from([0, 0, 1, 250, 999, 1000, 1500, 4000]), min_size=1, max_size=40).map(tuple),
-)
-steps = st.lists(
-    st.one_of(
-        appends,
-        appends,
-        st.builds(Step, st.just("process"), n=st.integers(0, 60)),
-        st.builds(Step, st.just("checkpoint")),
-        st.builds(Step, st.just("crash")),
-    ),
-    min_size=1,
-    max_size=20,
-)
-
-
-def state_rows(path: Path) -> dict[str, bytes]:
-    with sqlite3.connect(path) as db:
-        return {key: bytes(blob) for key, blob in
-                db.execute("SELECT key, value FROM reaqtive_blobs WHERE category = 'state'")}
+steps = scripts(["a", "a", "b"], batch=40, process=60, length=20)
 
 
 def open_engine(path: Path, every: int | None) -> Engine:
@@ -151,43 +118,15 @@ def observe(engine: Engine, chosen: tuple[str, ...]) -> dict[str, Any]:
 
 
 def run(path: Path, script: list[Step], fused: bool, every: int | None, chosen: tuple[str, ...]) -> dict[str, Any]:
-    with stage_fusion(fused):
-        engine = open_engine(path, every)
+    def create(engine: Engine) -> None:
         engine.create_stream("a")
         engine.create_stream("b")
         for uri in chosen:
             query, on_error = QUERIES[uri]
             engine.create_subscription(uri, query, on_error=on_error)  # type: ignore[arg-type]
-        clock = T0
-        value = 0
-        seen: dict[str, Any] = {"clocks": [], "checkpoints": []}
-        try:
-            for step in script:
-                if step.kind == "append":
-                    batch = []
-                    for gap in step.gaps:
-                        clock += timedelta(milliseconds=gap)
-                        value += 1
-                        batch.append((value, clock))
-                    engine.append_many(step.stream, batch)
-                elif step.kind == "process":
-                    engine.process(max_events=step.n or None)
-                    seen["clocks"].append(engine.now)
-                elif step.kind == "checkpoint":
-                    engine.checkpoint()
-                    seen["checkpoints"].append(state_rows(path))
-                else:
-                    engine.close()
-                    engine = open_engine(path, every)
-            engine.process()
-            engine.advance_time(clock + timedelta(seconds=10))
-            seen["clocks"].append(engine.now)
-            engine.checkpoint()
-            seen["checkpoints"].append(state_rows(path))
-            seen.update(observe(engine, chosen))
-            return seen
-        finally:
-            engine.close()
+
+    with stage_fusion(fused):
+        return play(path, script, lambda: open_engine(path, every), create, lambda engine: observe(engine, chosen))
 
 
 ALONE = [(uri,) for uri in ("plain", "scan_only", "skip", "stop", "unstorable", "keyed", "keyed_stop", "keyed_skip",

@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_engine_benchmark_runs_and_prints_its_table(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    argv = ["bench/engine.py", "--subscriptions", "200", "--rounds", "3", "--events", "2000", "--synchronous", "NORMAL"]
+    argv = ["bench/engine.py", "--subscriptions", "200", "--rounds", "3", "--events", "2000", "--synchronous", "NORMAL",
+            "--keyed-events", "2000"]
     monkeypatch.setattr(sys, "argv", argv)
     monkeypatch.syspath_prepend(str(ROOT / "bench"))  # as when it runs as a script: bench/_workloads.py
     with pytest.raises(SystemExit) as exit_info:
@@ -25,3 +26,4 @@ def test_engine_benchmark_runs_and_prints_its_table(
     assert "recovery of 200 subscriptions" in out
     assert "memory per idle subscription" in out
     assert "plain Python loop (same work)" in out
+    assert "keyed windows: 2,000 events over 200 keys" in out and "gc_freeze=True: process" in out

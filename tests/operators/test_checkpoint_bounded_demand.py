@@ -111,6 +111,18 @@ CASES = [
         lambda xs: xs.group_by(odd).flat_map(lambda g: g.filter(lambda x: x > 1).take(2).to_list()),
         XS,
     ),
+    Case(
+        "group_by, keyed, result selector",
+        lambda xs: xs.group_by(odd).flat_map(lambda g: g.scan(operator.add), lambda g, total: (g.key, total)),
+        XS,
+    ),
+    Case(  # key 1 holds the one slot until its second element (240): keys 0 and 2 wait, with their elements
+        "group_by, keyed, max_concurrent",
+        lambda xs: xs.group_by(lambda x: x % 3).flat_map(
+            lambda g: g.take(2), lambda g, x: (g.key, x), max_concurrent=1
+        ),
+        XS,
+    ),
     Case(  # start_with has no keyed step: a subscription per group
         "group_by, general path", lambda xs: xs.group_by(odd).flat_map(lambda g: g.start_with(0).scan(operator.add)), XS
     ),

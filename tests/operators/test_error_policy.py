@@ -317,6 +317,12 @@ CASES: list[Case] = [
          lambda bad, xs: xs.group_by(lambda x: x % 2).flat_map(
              lambda g: g.scan(0, lambda a, x: check(bad, x) or a + x).map(lambda s: (g.key, s))),
          compare_state=False),
+    Case("group_by result selector", "reaqtive:flat_map",
+         lambda bad, xs: xs.group_by(lambda x: x % 3).flat_map(
+             lambda g: g.take(100), lambda g, x: check(bad, x) or (g.key, x)), keyed=False, compare_state=False),
+    Case("group_by result selector, keyed", "reaqtive:group_by+keyed",
+         lambda bad, xs: xs.group_by(lambda x: x % 3).flat_map(
+             lambda g: g.take(100), lambda g, x: check(bad, x) or (g.key, x)), compare_state=False),
     Case("flat_map selector", "reaqtive:flat_map", lambda bad, xs: xs.flat_map(lambda x: check(bad, x) or inner_of(x))),
     Case("flat_map result selector", "reaqtive:flat_map",
          lambda bad, xs: xs.flat_map(lambda x: Query.from_iterable([x]), lambda x, y: check(bad, y) or (x, y)),

@@ -134,6 +134,8 @@ LENIENT: Final[dict[str, Callable[[list[Any]], Spec]]] = {
     "reaqtive:switch_latest": inner_slots,
     "reaqtive:group_by": fixed(INNER_STREAMS),
     "reaqtive:group_by+keyed": fixed({(5, "*"): USER}),  # results waiting for demand (records: keyed pages)
+    # ... and the keys waiting for a slot, with their elements
+    "reaqtive:group_by+keyed+bounded": fixed({(5, "*"): USER, (8, "*", 0): USER, (8, "*", 1, "*"): USER}),
     "reaqtive:window/count": fixed(INNER_STREAMS),
     "reaqtive:window/count+skip": fixed(INNER_STREAMS),
     "reaqtive:window/time": fixed(INNER_STREAMS),

@@ -323,8 +323,9 @@ NOT_KEYED: dict[str, Callable[[], Query[Any]]] = {
     "a mutable seed": lambda: groups().flat_map(lambda g: g.scan([], lambda a, x: [*a, x])),
     "another stream": lambda: groups().flat_map(lambda g: g.merge(Query.from_iterable([9]))),
     "a higher-order inner query": lambda: groups().flat_map(lambda g: g.window(2).merge_all()),
-    "a result selector": lambda: groups().flat_map(lambda g: g.map(str), lambda g, x: x),
-    "max_concurrent": lambda: groups().flat_map(lambda g: g.map(str), max_concurrent=4),
+    "max_concurrent with expiring groups": lambda: Query.from_iterable(range(6))
+    .group_by(lambda x: x % 2, expire_after=timedelta(seconds=5))
+    .flat_map(lambda g: g.map(str), max_concurrent=4),
     "a selector that fails": lambda: groups().flat_map(lambda g: 1 // 0),
     "not a group_by": lambda: Query.from_iterable(range(3)).flat_map(lambda x: Query.from_iterable([x])),
     "a stream that is not the group": lambda: groups().flat_map(lambda g: Query.from_iterable([1])),

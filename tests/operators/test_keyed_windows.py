@@ -17,7 +17,7 @@ import pytest
 from reaqtive import OperatorContext, Query, SimpleSubject, initialize, keyed_execution
 from reaqtive.core.streams import LONG_MAX
 from reaqtive.operators.keyed_groups import KeyedGroupProbe, KeyedGroups, keyed_chain
-from reaqtive.operators.keyed_steps import KEYED_FORMS, keyed_forms, recorded_forms
+from reaqtive.operators.keyed_steps import FORM_BEFORE_WINDOWS, KEYED_FORM, in_keyed_form, keyed_form
 from reaqtive.operators.keyed_timed import TICK_SLICE, KeyedGroupsTimed
 from reaqtive.state import CheckpointMode, load_subscription, save_subscription
 from reaqtive.testing import TestScheduler, on_completed, on_next
@@ -133,23 +133,22 @@ def test_what_keeps_the_general_path(label: str) -> None:
     assert not isinstance(bound(GENERAL[label]()), KeyedGroups)
 
 
-def test_windows_keep_the_general_path_for_a_query_bound_with_the_first_keyed_forms() -> None:
-    """A subscription recorded before windows ran keyed (``keyed: true``) is recovered with forms 1: its window
-    chain binds on the general path, where its stored state is."""
+def test_windows_keep_the_general_path_for_a_query_bound_in_the_form_before_them() -> None:
+    """A subscription recorded before windows ran keyed (keyed form 2) is recovered in that form: its window chain
+    binds on the general path, where its stored state is, and the reason says so."""
+    from reaqtive.operators.keyed_groups import plan_keyed_groups
+
     query = rx_averages(Query.from_iterable([1]))
-    assert recorded_forms(True) == 1 and recorded_forms(None) == 0 and recorded_forms(2) == 2
-    with keyed_execution(recorded_forms(True)):
-        assert keyed_forms() == 1
+    with in_keyed_form(FORM_BEFORE_WINDOWS):
+        assert keyed_form() == FORM_BEFORE_WINDOWS
         assert not isinstance(bound(query), KeyedGroups)
-        assert isinstance(bound(groups().flat_map(lambda g: g.count())), KeyedGroups)  # the first forms still
+        assert isinstance(bound(groups().flat_map(lambda g: g.count())), KeyedGroups)  # the earlier forms still
+        group_by = query.args[0]
+        reason = plan_keyed_groups(group_by, query.args[1], None, None)
+        assert isinstance(reason, str) and "before it ran keyed" in reason
     with keyed_execution(True):
-        assert keyed_forms() == KEYED_FORMS
+        assert keyed_form() == KEYED_FORM
         assert isinstance(bound(query), KeyedGroupsTimed)
-    with pytest.raises(ValueError, match="keyed forms"):
-        recorded_forms(KEYED_FORMS + 1)
-    with pytest.raises(TypeError, match="keyed_execution"):
-        with keyed_execution("yes"):  # type: ignore[arg-type]
-            pass
 
 
 def test_the_chain_names_the_window_and_its_inner_query() -> None:

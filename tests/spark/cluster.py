@@ -110,15 +110,30 @@ class StandaloneCluster:
                                     ["--host", "127.0.0.1", "--port", str(self.port),
                                      "--webui-port", str(self.web_port)])
         self._wait(lambda state: True, "the master to answer")
-        for number in range(self.workers):
-            work = self.root / f"worker-{number}"
-            work.mkdir(exist_ok=True)
-            self._workers.append(self._daemon(
-                f"worker-{number}", "org.apache.spark.deploy.worker.Worker",
-                ["--host", "127.0.0.1", "--webui-port", str(free_port()), "--cores", str(self.cores),
-                 "--memory", self.memory, "--work-dir", str(work), self.master_url]))
+        self._workers = [self._start_worker(number) for number in range(self.workers)]
         self._wait(lambda state: len(self.alive_workers(state)) == self.workers, f"{self.workers} workers")
         return self
+
+    def _start_worker(self, number: int) -> subprocess.Popen[bytes]:
+        work = self.root / f"worker-{number}"
+        work.mkdir(exist_ok=True)
+        return self._daemon(f"worker-{number}", "org.apache.spark.deploy.worker.Worker",
+                            ["--host", "127.0.0.1", "--webui-port", str(free_port()), "--cores", str(self.cores),
+                             "--memory", self.memory, "--work-dir", str(work), self.master_url])
+
+    def restart_worker(self, number: int) -> None:
+        """Start worker ``number`` again after :meth:`kill_worker`; return once the master counts every worker
+        alive (as an operator brings a lost machine back)."""
+        if self._workers[number] is not None:
+            return
+        known = {worker["id"] for worker in self.alive_workers(self.state())}
+        self._workers[number] = self._start_worker(number)
+
+        def back(state: Mapping[str, Any]) -> bool:  # the new worker registered, the lost one is gone
+            alive = self.alive_workers(state)
+            return len(alive) == self.workers and any(worker["id"] not in known for worker in alive)
+
+        self._wait(back, f"worker {number} back among {self.workers} workers")
 
     def state(self) -> dict[str, Any]:
         """The master's view (its web UI's JSON: workers, applications)."""
@@ -184,7 +199,7 @@ class StandaloneCluster:
                          for path in sorted(self.logs.glob("*.log")))
 
     def _daemon(self, name: str, main_class: str, args: list[str]) -> subprocess.Popen[bytes]:
-        with (self.logs / f"{name}.log").open("wb") as output:
+        with (self.logs / f"{name}.log").open("ab") as output:
             return subprocess.Popen([str(spark_home() / "bin" / "spark-class"), main_class, *args], env=self.env,
                                     cwd=self.root, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -2,7 +2,7 @@
 shipped to the executors as users ship it (zips given to ``spark-submit --py-files``; the executors' Python has
 no path to this checkout), the driver started with ``spark-submit``. The README's query and the acceptance
 queries give the embedded engine's rows, row for row; so does a run whose worker is killed in the middle of a
-batch.
+batch, and a run whose driver is killed in the middle of a batch and submitted again on the same checkpoint.
 
 One cluster and one driver run serve the module: starting JVMs is most of the cost on 2 cores."""
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -48,6 +49,7 @@ class ClusterRun:
     readme_expected: list[tuple[str, int, Any]]
     zips: list[Path]
     killed_executor: str
+    killed_worker: str
     kill_expected: list[tuple[Any, int, Any]]
 
 
@@ -113,8 +115,69 @@ def cluster_run(acceptance: Acceptance, cluster: StandaloneCluster, tmp_path_fac
     result = json.loads((root / "result.json").read_text())
     print(f"cluster driver: seconds since its start {result['seconds']}")
     expected = queries.sensor_engine_rows(definitions["per_sensor"], functions, events, root / "engine.db")
-    return ClusterRun(result, expected, zips, stalled_in.group(2),
+    return ClusterRun(result, expected, zips, stalled_in.group(2), stalled_in.group(1),
                       queries.engine_totals(kill_events, root / "kill-engine.db"))
+
+
+@dataclass
+class DriverKillRun:
+    first_returncode: int | None
+    result: dict[str, Any]
+    expected: list[tuple[Any, int, Any]]
+    planned_not_committed: bool
+
+
+def kill_job(root: Path, seed: int) -> tuple[dict[str, Any], list[queries.Event]]:
+    """A job of cluster_driver.py streaming the crash query over fresh event files into ``root``."""
+    events = queries.events(KILL_EVENTS, KILL_KEYS, seed=seed)
+    queries.write_files(root / "in", events, KILL_FILES)
+    job = {"executors": WORKERS,
+           "kill": {"files": str(root / "in"), "out": str(root / "out"), "checkpoint": str(root / "ckpt")}}
+    (root / "job.json").write_text(json.dumps(job))
+    return job, events
+
+
+@pytest.fixture(scope="module")
+def driver_kill_run(cluster_run: ClusterRun, cluster: StandaloneCluster, tmp_path_factory: pytest.TempPathFactory
+                    ) -> DriverKillRun:
+    """After the worker kill (``cluster_run``): the lost worker started again, then a driver SIGKILLed (with its JVM
+    and Python workers) while an executor holds batch 1 in flight; a second ``spark-submit`` of the same job on
+    the same checkpoint location runs to the end."""
+    root = tmp_path_factory.mktemp("driver-kill")
+    cluster.restart_worker(int(cluster_run.killed_worker))
+    _, events = kill_job(root, seed=23)
+    marker = root / "stalled"
+    conf = {"spark.sql.shuffle.partitions": str(WORKERS), "spark.sql.session.timeZone": "UTC",
+            "spark.sql.adaptive.enabled": "false"}
+    script, args = ROOT / "tests" / "spark" / "cluster_driver.py", [str(root / "job.json"), str(root / "result.json")]
+    first_log = root / "driver-1.log"
+    stall = {f"spark.executorEnv.{queries.STALL_ENV}": f"{marker}:{KILL_EVENTS // KILL_FILES + 17}"}
+    first = cluster.submit(script, args, cluster_run.zips, cwd=root, log=first_log, conf={**conf, **stall})
+    try:
+        deadline = time.monotonic() + DRIVER_DEADLINE
+        while not marker.exists():  # an executor holds the second file's batch
+            if first.poll() is not None:
+                pytest.fail(f"the first driver ended before the stall point:\n{first_log.read_text()[-6000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"the first driver did not reach the stall point:\n{first_log.read_text()[-4000:]}")
+            time.sleep(0.2)
+    finally:
+        cluster.kill_group(first)  # the driver and everything of its process group: JVM, Python
+    checkpoint = root / "ckpt"
+    planned_not_committed = (checkpoint / "offsets" / "1").exists() and not (checkpoint / "commits" / "1").exists()
+
+    second_log = root / "driver-2.log"
+    second = cluster.submit(script, args, cluster_run.zips, cwd=root, log=second_log, conf=conf)
+    try:
+        second.wait(timeout=DRIVER_DEADLINE)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the second driver did not finish in {DRIVER_DEADLINE:.0f} s:\n{second_log.read_text()[-4000:]}")
+    finally:
+        if second.poll() is None:
+            cluster.kill_group(second)
+    assert second.returncode == 0, second_log.read_text()[-6000:] + cluster.log_tails()
+    return DriverKillRun(first.returncode, json.loads((root / "result.json").read_text()),
+                         queries.engine_totals(events, root / "engine.db"), planned_not_committed)
 
 
 def test_the_executors_import_the_shipped_zips_not_this_checkout(cluster_run: ClusterRun) -> None:
@@ -161,3 +224,19 @@ def test_a_worker_killed_mid_batch_leaves_the_outputs_of_an_uninterrupted_run(cl
     assert queries.sink_values(rows) == cluster_run.kill_expected
     assert len({(row[0], row[1]) for row in rows}) == len(rows)
     assert len(rows) > 100
+
+
+def test_a_driver_killed_mid_batch_and_submitted_again_leaves_the_outputs_of_an_uninterrupted_run(
+    driver_kill_run: DriverKillRun,
+) -> None:
+    """SIGKILL to the driver (client mode: its JVM and Python) while an executor holds batch 1: the application
+    ends with the batch planned in the checkpoint's offsets but not committed; a new spark-submit on the same
+    checkpoint location plans batch 1 again from the state batch 0 committed, and the sink holds exactly the
+    rows of an uninterrupted run."""
+    assert driver_kill_run.planned_not_committed, "the kill came while batch 1 was in flight"
+    assert driver_kill_run.first_returncode == -signal.SIGKILL
+    rows = driver_kill_run.result["kill"]
+    assert queries.sink_values(rows) == driver_kill_run.expected
+    assert len({(row[0], row[1]) for row in rows}) == len(rows)
+    assert len(rows) > 100
+    assert len(driver_kill_run.result["executors_after_kill"]) == WORKERS, "the restarted worker took part"
