@@ -25,10 +25,13 @@ Columns (every cell checks its output count; a wrong count is marked and the run
   .filter(non-empty).map(average))`` (an empty window's ``average()`` would raise, so a tally is folded and empty
   windows dropped); its windows are aligned on each group's creation, so it produces *other* windows than the
   aligned forms (its count is checked against that computation). (e) ``group_by(key).flat_map(g -> g.scan(0,
-  increment))`` bound on the general path (``keyed_execution(False)``: a subscription tree per key). Library
-  (d): a ``SimpleSubject`` fed by a loop that advances a ``VirtualTimeScheduler`` (one tick = 1 ms) to each
-  event's time first, as an event-time host does; the subject completes at the end, which flushes the open
-  windows. Library (e): ``from_iterable(events)``.
+  increment))``. Both bound on the general path (``keyed_execution(False)``: a subscription tree per key; for (d)
+  a window stage and a timer per group). Library (d): a ``SimpleSubject`` fed by a loop that advances a
+  ``VirtualTimeScheduler`` (one tick = 1 ms) to each event's time first, as an event-time host does; the subject
+  completes at the end, which flushes the open windows. Library (e): ``from_iterable(events)``.
+* ``library, Rx form run keyed`` ((d) only, issue 32): the general form's query bound keyed (the default: one
+  stage, a record per key, one timer queue; ``reaqtive/operators/keyed_timed.py``): the general form's windows
+  and count. ``engine process(), Rx form run keyed``: the same in the engine.
 * ``library, keyed, tagged`` and ``engine process(), keyed, tagged`` ((e) only, issue 32): the keyed form with a
   result selector, ``group_by(key).flat_map(g -> g.scan(0, increment), (g, n) -> (g.key, n))``, the form a stored
   query puts the key into its output with; a line after the memory compares them with the untagged keyed form.
@@ -253,8 +256,12 @@ class Variant:
     kind: str
     """How it runs: floor, library, process, e2e, e2e-final, bytewax, bytewax-recovery."""
     needs: str | None = None
+    keyed: bool = True
+    """Bound with keyed execution (the default); ``False``: on the general path, a subscription tree per key."""
 
     def applies_to(self, workload: Workload) -> bool:
+        if self.key.startswith(("library-rx", "process-rx")):
+            return workload.windowed  # (e)'s keyed column is its Rx form already
         if self.form == "tagged":
             return not workload.windowed
         if self.kind in ("e2e-final", "bytewax-recovery"):
@@ -267,11 +274,13 @@ class Variant:
 VARIANTS = [
     Variant("floor", "dict floor", "keyed", "floor"),
     Variant("library-keyed", "library, keyed", "keyed", "library"),
-    Variant("library-general", "library, general", "general", "library"),
+    Variant("library-rx-keyed", "library, Rx form run keyed", "general", "library"),
+    Variant("library-general", "library, general", "general", "library", keyed=False),
     Variant("process-keyed", "engine process(), keyed", "keyed", "process"),
-    Variant("process-general", "engine process(), general", "general", "process"),
+    Variant("process-rx-keyed", "engine process(), Rx form run keyed", "general", "process"),
+    Variant("process-general", "engine process(), general", "general", "process", keyed=False),
     Variant("e2e-keyed", "engine end to end, keyed", "keyed", "e2e"),
-    Variant("e2e-general", "engine end to end, general", "general", "e2e"),
+    Variant("e2e-general", "engine end to end, general", "general", "e2e", keyed=False),
     Variant("e2e-final", "engine end to end, keyed, final checkpoint only", "keyed", "e2e-final"),
     Variant("bytewax", "Bytewax 0.21 (batch 1000)", "keyed", "bytewax", needs="bytewax"),
     Variant("bytewax-recovery", "Bytewax 0.21 + recovery", "keyed", "bytewax-recovery", needs="bytewax"),
@@ -328,13 +337,14 @@ def run_library(workload: Workload, variant: Variant, n: int) -> tuple[float, in
     form = pipeline(workload, variant.form)
     if not workload.windowed:
         started = CLOCK()
-        with keyed_execution(variant.form != "general"):  # (e): the same query, bound keyed or as a group per key
+        with keyed_execution(variant.keyed):  # (e): the same query, bound keyed or as a group per key
             form(from_iterable(events)).run(sink)
         return CLOCK() - started, sink.count
     # Event time: advance the virtual clock to each event's time, then deliver it (an event-time host's loop).
     scheduler = VirtualTimeScheduler(STEP, epoch=T0)
     subject: SimpleSubject[tuple[int, int]] = SimpleSubject()
-    form(subject.as_query()).run(sink, context=OperatorContext("bench://keyed", scheduler))
+    with keyed_execution(variant.keyed):  # the Rx form: keyed (one stage, a record per key) or a tree per key
+        form(subject.as_query()).run(sink, context=OperatorContext("bench://keyed", scheduler))
     advance_to, on_next = scheduler.advance_to, subject.on_next
     started = CLOCK()
     for tick, event in enumerate(events):
@@ -348,7 +358,7 @@ def run_library(workload: Workload, variant: Variant, n: int) -> tuple[float, in
 def open_engine(workload: Workload, variant: Variant, folder: Path) -> Engine:
     engine = Engine(folder / "k.db", synchronous="NORMAL", start=T0, functions=engine_functions())
     engine.create_stream(STREAM)
-    with keyed_execution(variant.form != "general"):  # recorded with the subscription: it recovers in that form
+    with keyed_execution(variant.keyed):  # recorded with the subscription: it recovers in that form
         engine.create_subscription(SUBSCRIPTION, pipeline(workload, variant.form)(Query.stream(STREAM)),
                                    observer=DURABLE_SINK)
     return engine
@@ -528,6 +538,7 @@ MEMORY_KINDS = {
     "library-tagged": "(e) library, keyed, tagged (group_by + scan + result selector (g.key, n), run keyed)",
     "floor-window": "(d) dict floor, its open minute",
     "keyed-window": "(d) library, keyed (aggregate_by_key), its open windows",
+    "rx-keyed": "(d) library, the Rx form run keyed (group_by ... window ... flat_map), per key after all events",
 }
 """What ``--memory-child`` measures: per key of a running count, or per open window of the first minute."""
 
@@ -566,8 +577,10 @@ def memory_per_key(kind: str, keys: int, n: int) -> tuple[float, int]:
                 subject.on_next(event)
         else:
             scheduler = VirtualTimeScheduler(STEP, epoch=T0)
-            holder.append(keyed_minute_averages(subject.as_query()).run(
-                CountingSink(), context=OperatorContext("bench://keyed", scheduler)))
+            form = keyed_minute_averages if kind == "keyed-window" else general_minute_averages
+            with keyed_execution(True):
+                holder.append(form(subject.as_query()).run(
+                    CountingSink(), context=OperatorContext("bench://keyed", scheduler)))
             for tick, event in enumerate(events):
                 scheduler.advance_to(tick)
                 subject.on_next(event)
@@ -613,7 +626,7 @@ class Plan:
         return [v for v in VARIANTS if v.applies_to(workload) and v.key not in self.unavailable]
 
     def size(self, workload: Workload, variant: Variant) -> int:
-        if workload.key == "d100k" and variant.form == "general":
+        if workload.key == "d100k" and not variant.keyed:
             return min(self.events, self.general_events)  # a few thousand events/s: see the module docstring
         return self.events
 
@@ -702,6 +715,10 @@ def report_ratios(plan: Plan, say: Callable[[str], None]) -> None:
                 target = 3.0 if v.kind == "library" else 2.0
                 parts.append(f"{v.title} {rate / bytewax:.2f}x ({met(rate / bytewax >= target)})")
         say(f"  {w.key}: " + "; ".join(parts))
+        rx = plan.rate(w, "library-rx-keyed")
+        if rx is not None:
+            say(f"  {w.key}: issue 32, the Rx form run keyed (library) is {rx / bytewax:.2f}x Bytewax (target >= 10x: "
+                f"{met(rx / bytewax >= 10.0)})")
         periodic, final, recovery = (plan.rate(w, k) for k in ("e2e-keyed", "e2e-final", "bytewax-recovery"))
         if periodic is not None and final is not None:
             line = (f"  {w.key}: a checkpoint every 0.5 s makes the engine end to end {final / periodic:.2f}x slower "
@@ -748,7 +765,7 @@ def report_memory(plan: Plan, in_process: bool, say: Callable[[str], None]) -> d
     if any(w.key == "e" for w in plan.workloads):
         kinds += ["floor", "library-keyed", "library-tagged", "library"]
     if any(w.key == "d100k" for w in plan.workloads) and plan.has_keyed:
-        kinds += ["floor-window", "keyed-window"]
+        kinds += ["floor-window", "keyed-window", "rx-keyed"]
     measured: dict[str, float] = {}
     if not kinds:
         return measured
@@ -763,7 +780,9 @@ def report_memory(plan: Plan, in_process: bool, say: Callable[[str], None]) -> d
             done = subprocess.run(command, capture_output=True, text=True, check=True)
             text, seen_text = done.stdout.split()[-2:]
             per_key, seen = float(text), int(seen_text)
-        say(f"  {MEMORY_KINDS[kind]}: {per_key:,.0f} B/{'window' if kind.endswith('-window') else 'key'} "
+        unit = "window" if kind.endswith("-window") else "key"
+        target = " (issue 32 target <= 400 B)" if kind == "rx-keyed" else ""
+        say(f"  {MEMORY_KINDS[kind]}: {per_key:,.0f} B/{unit}{target} "
             f"({seen:,} {'windows' if kind.endswith('-window') else 'keys'})")
         measured[kind] = per_key
     return measured

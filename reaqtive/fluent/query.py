@@ -103,7 +103,7 @@ class Query(
         >>> from reaqtive import from_iterable
         >>> counts = from_iterable([1, 2, 3]).group_by(lambda x: x % 2).flat_map(lambda g: g.count())
         >>> print(counts.explain())
-        plan (keyed form 2), from the result to the sources:
+        plan (keyed form 3), from the result to the sources:
           group_by+flat_map: keyed [one stage, a record per key: g.count]
           from_iterable: general
         """

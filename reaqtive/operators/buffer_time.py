@@ -23,6 +23,8 @@ from reaqtive.operators._emitter import (
 )
 from reaqtive.operators._timing import MAX_SPAN, deadline, earlier, multiply_safe
 from reaqtive.operators.buffer import buffer
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
+from reaqtive.operators.keyed_timed import US, TimedStep
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
 from reaqtive.state.fields import time_bounds
@@ -33,7 +35,9 @@ __all__ = [
     "BufferTimeOrCount",
     "BufferTimeOrCountArgs",
     "BufferTimeShift",
+    "BufferTimeStep",
     "bind_buffer_time",
+    "buffer_time_step",
 ]
 
 T = TypeVar("T")
@@ -548,3 +552,71 @@ class BufferTimeOrCount(_TickBuffer[T], Generic[T]):
         if closed:
             self._schedule_timer(generation, due)
         self._drain()
+
+
+# -- keyed --------------------------------------------------------------------------------------------------------
+
+
+class BufferTimeStep(TimedStep):
+    """:class:`BufferTime` for one key of a keyed chain (``group_by(k).flat_map(lambda g: g.buffer(duration))``):
+    the key's lists, every ``duration`` from its group's creation (Rx's alignment), empty ones too. The field is
+    ``(the open list's end in microseconds from the epoch, the stage's sequence number, the open list)``, the
+    list the key's own, appended to in place (see :mod:`reaqtive.operators.keyed_timed`)."""
+
+    __slots__ = ("_duration", "_max_size")
+
+    in_place = True
+    since = 3  # (the keyed form with windows and time buffers: see keyed_steps.KEYED_FORM)
+
+    def __init__(self, duration: int) -> None:
+        self._duration = duration
+        self._max_size = UNLIMITED
+
+    def set_context(self, context: OperatorContext) -> None:
+        self._max_size = read_limit(context, MAX_BUFFER_SIZE)
+
+    @property
+    def ahead(self) -> int:
+        return self._duration
+
+    def open(self, now: int, seq: int) -> Any:
+        return (now + self._duration, seq, [])
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        buffer = state[2]
+        if len(buffer) >= self._max_size:
+            raise StepOperatorError(LimitExceededError(BufferTime.name, MAX_BUFFER_SIZE, self._max_size))
+        buffer.append(value)
+        return state, SKIP
+
+    def tick(self, field: Any, now: int, seq: int) -> tuple[Any, list[Any]]:
+        duration = self._duration
+        due = field[0] + duration
+        lists: list[Any] = [field[2]]
+        while due <= now:  # the empty lists of the periods missed (a tick that ran late)
+            lists.append([])
+            due += duration
+        return (due, seq, []), lists
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        return (state[2],)
+
+    def check(self, state: Any) -> bool:
+        return (
+            type(state) is tuple
+            and len(state) == 3
+            and type(state[0]) is int
+            and type(state[1]) is int
+            and state[1] >= 0
+            and type(state[2]) is list
+            and len(state[2]) <= self._max_size
+        )
+
+
+@register_keyed_step("buffer_time")
+def buffer_time_step(query: Expression[Any]) -> KeyedStep | None:
+    """The keyed step of a ``buffer_time`` node: lists every ``duration``; with a shift, the general path."""
+    args = BufferTimeArgs.read(query)
+    if args.shift != args.duration:
+        return None
+    return BufferTimeStep(args.duration // US)

@@ -76,12 +76,14 @@ from reaqtive.operators.keyed_steps import (
     KEYED_FORM,
     SKIP,
     KeyedStep,
+    Several,
     StepOperatorError,
     keyed_execution,
     keyed_execution_enabled,
     keyed_form,
     keyed_step_factory,
     set_keyed_execution,
+    stopping_error,
 )
 from reaqtive.operators.settings import MAX_CONCURRENT_INNER, MAX_GROUP_COUNT, MAX_QUEUE_SIZE, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
@@ -197,44 +199,73 @@ def _chain_or_reason(selector: Callable[[Any], Any], probe: Any) -> Chain | str:
     """:func:`keyed_chain`, or why the inner query keeps the general path."""
     probe._selecting = True
     try:
-        result = selector(probe)
-    except Exception as error:
-        # the general path calls it per group and fails there, as it always did
-        return f"the selector raised {type(error).__name__} on a stand-in group (it runs per group)"
+        try:
+            result = selector(probe)
+        except Exception as error:
+            # the general path calls it per group and fails there, as it always did
+            return f"the selector raised {type(error).__name__} on a stand-in group (it runs per group)"
+        chain = chain_or_reason(result, probe)  # (still selecting: a window step calls its own selector here)
     finally:
         probe._selecting = False
     if probe._key_read:
         return "the selector reads the group's key while it builds the inner query (the query may differ per key)"
+    return chain
+
+
+def chain_or_reason(result: object, probe: object) -> Chain | str:
+    """The keyed steps of the query ``result`` over ``probe`` and their names, ``probe``'s first, or why it is
+    not a chain of operators with keyed steps over ``probe`` (it keeps the general path). A step may stand for
+    more than one node (a window and the ``flat_map`` over it: :meth:`KeyedStep.source_of`)."""
     nodes: list[Expression[Any]] = []
     node: object = result
-    while node is not probe:
+    while node is not probe:  # the operators first, for the reason that names every one without a keyed step
         if not is_expression(node) or not node.args:
             return "the selector's query is not a chain of operators over the group"
         nodes.append(node)
         node = node.args[0]
     nodes.reverse()  # in the order elements meet them
-    missing = list(dict.fromkeys(chain_node.op for chain_node in nodes if keyed_step_factory(chain_node.op) is None))
+    missing = list(dict.fromkeys(chain_node.op for chain_node in nodes if keyed_step_factory(chain_node.op) is None
+                                 and not _inside_a_step(chain_node, nodes)))
     if len(missing) == 1:
         return f"the inner operator {missing[0]!r} has no keyed step"
     if missing:
         return f"the inner operators {', '.join(map(repr, missing))} have no keyed step"
-    for chain_node in nodes:
-        if any(isinstance(argument, Subscribable) for argument in chain_node.args[1:]):
-            return f"the inner operator {chain_node.op!r} reads another stream"
+    form = keyed_form()
     steps: list[KeyedStep] = []
-    for chain_node in nodes:
-        factory = keyed_step_factory(chain_node.op)
-        assert factory is not None
+    names: list[str] = []
+    node = result
+    while node is not probe:
+        assert is_expression(node)
+        if any(isinstance(argument, Subscribable) for argument in node.args[1:]):
+            return f"the inner operator {node.op!r} reads another stream"
+        factory = keyed_step_factory(node.op)
+        if factory is None:
+            return f"the inner operator {node.op!r} has no keyed step"
         try:
-            step = factory(chain_node)
+            step = factory(node)
         except Exception as error:
             # arguments the stage would refuse: the general path refuses them as it always did
-            return f"the inner operator {chain_node.op!r} refuses its arguments ({type(error).__name__})"
+            return f"the inner operator {node.op!r} refuses its arguments ({type(error).__name__})"
         if step is None:
-            return (f"the arguments of the inner operator {chain_node.op!r} have no keyed step (such as a mutable "
-                    "seed or default, which each group needs a copy of)")
+            return (f"the arguments of the inner operator {node.op!r} have no keyed step (such as a mutable "
+                    "seed or default, which each group needs a copy of, or a form of it that runs on the general "
+                    "path)")
+        if step.since > form:
+            return (f"the inner operator {node.op!r}: the subscription was made before it ran keyed (it keeps the "
+                    "form its stored state was written in)")
         steps.append(step)
-    return tuple(steps), tuple(chain_node.op for chain_node in nodes)
+        names.append(step.chain_name(node))
+        node = step.source_of(node)
+    steps.reverse()
+    names.reverse()
+    return tuple(steps), tuple(names)
+
+
+def _inside_a_step(node: Expression[Any], nodes: list[Expression[Any]]) -> bool:
+    """Whether ``node`` is the source of the node after it whose keyed step stands for both (a ``window`` under
+    the ``flat_map`` over its windows), so that its own lack of a step is no reason."""
+    index = nodes.index(node)
+    return index + 1 < len(nodes) and keyed_step_factory(nodes[index + 1].op) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,8 +279,17 @@ class KeyedBinding:
     result_selector: Callable[[Any, Any], Any] | None
     max_concurrent: int | None
 
+    @property
+    def timed(self) -> KeyedStep | None:
+        """The chain's step that needs the clock, if any (a window by time, a time buffer)."""
+        return next((step for step in self.steps if step.timed), None)
+
     def stage(self, subscriber: Subscriber[Any]) -> KeyedGroups:
         """The running stage."""
+        timed = self.timed
+        if timed is not None:  # its stage has a timer queue (reaqtive.operators.keyed_timed)
+            stage: KeyedGroups = timed.bind_stage(self, subscriber)
+            return stage
         if self.group_args.expire_after is not None:
             return KeyedGroupsExpiring(self, subscriber)
         if self.max_concurrent is not None:
@@ -287,7 +327,10 @@ def plan_keyed_groups(
     if isinstance(chain, str):
         return chain
     steps, names = chain
-    return KeyedBinding(group_args, steps, names, probe, result_selector, max_concurrent)
+    binding = KeyedBinding(group_args, steps, names, probe, result_selector, max_concurrent)
+    timed = binding.timed
+    reason = None if timed is None else timed.general_reason(binding)
+    return binding if reason is None else reason
 
 
 def bind_keyed_groups(
@@ -329,10 +372,7 @@ class _Outputs(list[Any]):
     __slots__ = ()
 
 
-def _stop_error(error: Exception) -> Exception:
-    """What the stage fails with when a step raised ``error`` that is not skipped: the error of the operator that a
-    :class:`StepOperatorError` carries, or the user's error itself."""
-    return error.error if isinstance(error, StepOperatorError) else error
+_stop_error = stopping_error  # what the stage fails with when a step raised an error that is not skipped
 
 
 class KeyedGroups(PullingEmitterBase[Any, Any]):
@@ -383,7 +423,11 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         # No step overrides complete: a key's chain emits nothing and runs no user code when it completes
         self._silent = all(type(step).complete is KeyedStep.complete for step in self._steps)
         # The step of a one-step chain without an element selector: on_next's inlined path
-        self._one_step = self._steps[0] if len(self._steps) == 1 and self._element_selector is None else None
+        self._one_step = (
+            self._steps[0]
+            if len(self._steps) == 1 and self._element_selector is None and not self._steps[0].several
+            else None
+        )
         self._probe = probe
         self._result_selector = binding.result_selector
         # state
@@ -402,6 +446,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         self._live_limit = read_limit(context, MAX_CONCURRENT_INNER)
         for step in self._steps:
             step.set_context(context)
+            step.attach(self)
         self._table.attach(self, context)
 
     def subscribe_input(self) -> SubscriptionHandle:
@@ -633,7 +678,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         if self._live >= self._live_limit:
             self._set_error(LimitExceededError(_FLAT_MAP, MAX_CONCURRENT_INNER, self._live_limit))
             return None
-        record = self._initial
+        record = self._opened(key)
         table.put(key, record)
         self._live += 1
         return record
@@ -662,6 +707,8 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                     fields[index] = state
                 if value is SKIP:
                     break
+                if type(value) is Several:
+                    return self._several(key, list(record) if fields is None else fields, index, value)
                 index += 1
             else:
                 if self._result_selector is not None:
@@ -677,6 +724,40 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         elif self._in_place:
             table.put(key, record)  # a field changed in place: its page must be saved
         return value
+
+    def _opened(self, key: Any) -> tuple[Any, ...]:
+        """The record of a new key (lock held)."""
+        return self._initial
+
+    def _several(self, key: Any, fields: list[Any], index: int, values: Several) -> Any:
+        """Step ``index`` put out several values (a window step): each goes through the steps after it, in order
+        (lock held); ``fields`` holds the step's new field. The result as :meth:`_element`'s."""
+        outputs = _Outputs()
+        ended = False
+        try:
+            ended = self._feed_several(fields, index + 1, values, outputs)
+        except Exception as error:
+            # The results before the failure go out first, as the general path sends them (see _ended).
+            if outputs:
+                self._queue(outputs)
+            self._deferred_error = _stop_error(error)
+            return SKIP
+        finally:
+            self._table.put(key, () if ended else tuple(fields))
+            if ended:
+                self._live -= 1
+        if not outputs:
+            return SKIP
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _feed_several(self, fields: list[Any], index: int, values: Several, outputs: list[Any]) -> bool:
+        """:meth:`_feed` for each of ``values``, then their failure, if any, is raised; ``True``: the chain ended."""
+        for value in values:
+            if self._feed(fields, index, value, outputs):
+                return True
+        if values.failure is not None:
+            raise values.failure
+        return False
 
     def _select(self, value: Any) -> tuple[Any, Exception | None] | None:
         """The element selector's element for ``value`` (lock held), before a new key opens, so that a skipped
@@ -733,6 +814,8 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             fields[index] = state
             if value is SKIP:
                 return False
+            if type(value) is Several:
+                return self._feed_several(fields, index + 1, value, outputs)
             index += 1
         if self._result_selector is not None:
             try:
@@ -757,6 +840,8 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
             for value in final:
                 if self._feed(fields, index + 1, value, outputs):
                     return  # a later step ended the chain: it completed the rest
+            if type(final) is Several and final.failure is not None:
+                raise final.failure  # (decided already: a window step's inner query failed after these)
             index += 1
 
     def _user_skips(self, error: Exception, value: Any) -> bool:

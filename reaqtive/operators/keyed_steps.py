@@ -22,6 +22,12 @@ stops the query whatever the policy, is raised wrapped in :class:`StepOperatorEr
   with a clear error instead of failing later).
 * ``initial``: the field of a new key (immutable: every new key shares it).
 
+A step may put out several values for one element (a window step: the results of several windows) as a
+:class:`Several`, which may end in a failure that stops the query after them. A step may stand for more than one
+node (``source_of``: a window and the ``flat_map`` over its windows are one step, ``keyed_window_steps``), and a
+**timed** step (``timed``, :class:`~reaqtive.operators.keyed_timed.TimedStep`) needs the clock: its chain runs in
+the stage with a timer queue. Each step says the keyed form it came with (``since``, see :data:`KEYED_FORM`).
+
 Each operator module declares its step next to its stage (:func:`register_keyed_step`), written from the same
 rules and with the same error messages as the stage: the keyed path must give the results of the general path,
 which ``tests/operators/test_keyed_groups.py`` checks against it on random queries. A factory returns ``None``
@@ -37,13 +43,15 @@ written before keyed execution existed keep the general path).
 **Forms.** What runs keyed grew over releases, and a subscription must keep the path its stored state was written
 by: the form is a number (:func:`keyed_form`), recorded with each subscription. 0: the general path for everything;
 1: chains of keyed steps, with ``flat_map``'s ``result_selector`` and ``max_concurrent`` on the general path (the
-release before issue 32); 2 (:data:`KEYED_FORM`, bound now): those two run keyed too. :func:`in_keyed_form` binds
-a block in a recorded form.
+release before issue 32); 2: those two run keyed too; 3 (:data:`KEYED_FORM`, bound now): windows and time
+buffers inside groups too (a step says the form it came with, :attr:`KeyedStep.since`). :func:`in_keyed_form`
+binds a block in a recorded form.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import importlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
@@ -60,6 +68,7 @@ __all__ = [
     "NO_OUTPUTS",
     "SKIP",
     "KeyedStep",
+    "Several",
     "KeyedStepFactory",
     "StatelessStep",
     "StepOperatorError",
@@ -73,6 +82,7 @@ __all__ = [
     "recorded_keyed_form",
     "register_keyed_step",
     "set_keyed_execution",
+    "stopping_error",
 ]
 
 
@@ -96,6 +106,19 @@ NO_OUTPUTS: Final[tuple[Any, ...]] = ()
 """``complete`` of a step that emits nothing when its input completes."""
 
 
+class Several(list[Any]):
+    """A step's output of several values (a window step: the results of several windows for one element), each
+    going on to the next step in order. ``failure``, when set, stops the query after them: an error (what the
+    stage fails with) raised once the values before it went on, as the general path delivers the results
+    produced before an error."""
+
+    __slots__ = ("failure",)
+
+    def __init__(self, values: Iterable[Any] = (), failure: Exception | None = None) -> None:
+        super().__init__(values)
+        self.failure = failure
+
+
 class StepOperatorError(Exception):
     """An error of the operator itself, raised by a step (a limit, an aggregate without elements, a second element of
     ``single``): the keyed stage fails with :attr:`error`, what the stage would signal, whatever the query's error
@@ -104,6 +127,12 @@ class StepOperatorError(Exception):
     def __init__(self, error: Exception) -> None:
         super().__init__(error)
         self.error = error
+
+
+def stopping_error(error: Exception) -> Exception:
+    """What a keyed stage fails with when a step raised ``error`` that is not skipped: the error of the operator
+    that a :class:`StepOperatorError` carries, or the user's error itself."""
+    return error.error if isinstance(error, StepOperatorError) else error
 
 
 class KeyedStep:
@@ -120,15 +149,50 @@ class KeyedStep:
     stage then writes the key's record back after every element, so that its page is saved at the next
     checkpoint. A step that returns a new field for every change leaves it ``False``."""
 
+    several: bool = False
+    """Whether ``next`` may output :class:`Several` values (a window step)."""
+
+    since: int = 1
+    """The keyed form (:data:`KEYED_FORM`) the step came with: a query bound in an earlier one keeps the general
+    path."""
+
+    timed: bool = False
+    """Whether the step needs the clock: a :class:`~reaqtive.operators.keyed_timed.TimedStep`, which only the
+    timed keyed stage runs."""
+
     def set_context(self, context: OperatorContext) -> None:
         """The stage's context arrived (read the host's limits here, as the stage does in ``set_context``)."""
+
+    def attach(self, stage: Any) -> None:
+        """The stage that runs the step, given at its ``set_context``: a step running the user's code of a nested
+        chain (a window's inner query) asks the stage's error policy through it."""
+
+    def bind_stage(self, binding: Any, subscriber: Any) -> Any:
+        """The stage of a keyed chain holding this timed step (the stage with a timer queue), given its
+        :class:`~reaqtive.operators.keyed_groups.KeyedBinding`. Only a timed step has one."""
+        raise NotImplementedError
+
+    def general_reason(self, binding: Any) -> str | None:
+        """Why a chain holding this timed step keeps the general path (``None``: it runs keyed); asked by the
+        keyed decision (:func:`~reaqtive.operators.keyed_groups.plan_keyed_groups`)."""
+        return None
+
+    def chain_name(self, node: Expression[Any]) -> str:
+        """The name the step has in the chain's operator names, which the stage saves and checks on load."""
+        return node.op
+
+    def source_of(self, node: Expression[Any]) -> object:
+        """The node the step reads from: ``node``'s source, or further down when the step stands for several
+        nodes (a window and the ``flat_map`` over its windows)."""
+        return node.args[0]
 
     def next(self, state: Any, value: Any) -> tuple[Any, Any]:
         """One element: ``(new field or DONE, output or SKIP)``; raises what the stage would fail with."""
         raise NotImplementedError
 
-    def complete(self, state: Any) -> tuple[Any, ...]:
-        """The input completed: what goes on before the completion; raises what the stage would fail with."""
+    def complete(self, state: Any) -> Sequence[Any]:
+        """The input completed: what goes on before the completion (a tuple, or a :class:`Several` that may end in
+        a failure); raises what the stage would fail with."""
         return NO_OUTPUTS
 
     def check(self, state: Any) -> bool:
@@ -160,6 +224,11 @@ def register_keyed_step(op: str) -> Callable[[KeyedStepFactory], KeyedStepFactor
     return decorate
 
 
+_DECLARED_ELSEWHERE: Final = {"flat_map": "reaqtive.operators.keyed_window_steps"}
+"""Operators whose keyed step is declared beside other steps rather than in their own module (``flat_map``'s: a
+window and the ``flat_map`` over its windows are one step, beside the window steps), imported on first use."""
+
+
 def keyed_step_factory(op: str) -> KeyedStepFactory | None:
     """The factory of ``op``'s keyed step, or ``None`` when it has none (the general path runs it). A built-in
     operator's module is imported first (operator modules load on first use): whether a query runs keyed must not
@@ -167,6 +236,9 @@ def keyed_step_factory(op: str) -> KeyedStepFactory | None:
     factory = _FACTORIES.get(op)
     if factory is None and is_registered(op):
         factory = _FACTORIES.get(op)
+        if factory is None and op in _DECLARED_ELSEWHERE:
+            importlib.import_module(_DECLARED_ELSEWHERE[op])
+            factory = _FACTORIES.get(op)
     return factory
 
 
@@ -189,9 +261,13 @@ def is_immutable_value(value: object) -> bool:
 
 # -- the switch --------------------------------------------------------------------------------------------------
 
-KEYED_FORM: Final = 2
+KEYED_FORM: Final = 3
 """The keyed form queries are bound in now (see the module): chains of keyed steps, with ``flat_map``'s
-``result_selector`` and ``max_concurrent``."""
+``result_selector`` and ``max_concurrent``, and windows and time buffers inside groups."""
+
+FORM_BEFORE_WINDOWS: Final = 2
+"""The form before windows ran keyed (issue 32, windows inside groups): a window or a time buffer in the inner
+query kept the general path (each step says the form it came with: :attr:`KeyedStep.since`)."""
 
 FORM_BEFORE_SELECTORS: Final = 1
 """The form of the release before issue 32: ``result_selector`` and ``max_concurrent`` kept the general path."""

@@ -50,7 +50,13 @@ from reaqtive.testing import (
     on_completed,
     on_next,
 )
-from tests.operators import _keyed_cases, _keyed_cases_aggregates, _keyed_cases_misc, _keyed_cases_take_skip
+from tests.operators import (
+    _keyed_cases,
+    _keyed_cases_aggregates,
+    _keyed_cases_misc,
+    _keyed_cases_take_skip,
+    _keyed_cases_windows,
+)
 from tests.operators._keyed_cases import Variant
 
 SUBSCRIBED = 200
@@ -556,7 +562,9 @@ VARIANTS: list[Variant] = [
     *_keyed_cases_aggregates.VARIANTS,
     *_keyed_cases_take_skip.VARIANTS,
     *_keyed_cases_misc.VARIANTS,
+    *_keyed_cases_windows.VARIANTS,
 ]
+TIMED = set(map(repr, _keyed_cases_windows.TIMED))
 
 
 @dataclass
@@ -593,13 +601,19 @@ class KeyedChain:
         )
 
 
+def runs_keyed(chain: KeyedChain) -> bool:
+    """At most one time window in a chain, and none with expiry: the others keep the general path."""
+    clocks = sum(1 for variant in chain.chain if repr(variant) in TIMED)
+    return clocks == 0 or (clocks == 1 and chain.expire_after is None)
+
+
 keyed_chains = st.builds(
     KeyedChain,
     key_fails=st.booleans(),
     element_fails=st.booleans(),
     chain=st.lists(st.sampled_from(VARIANTS), max_size=4),
     expire_after=st.sampled_from([None, None, 4, 7]),
-)
+).filter(runs_keyed)
 
 
 @st.composite

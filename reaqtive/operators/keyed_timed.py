@@ -1,0 +1,476 @@
+"""Keyed execution of chains with a time-based step (``g.window(duration).flat_map(...)``, ``g.buffer(duration)``):
+the keyed stage of :mod:`reaqtive.operators.keyed_groups` with one shared timer queue.
+
+On the general path each group of ``group_by(k).flat_map(lambda g: g.window(d).flat_map(avg))`` has a window
+stage of its own, with a timer of its own that fires every ``d`` for as long as the group lives, aligned on the
+group's creation (its first element, Rx's alignment). Keyed, the chain's time-based step (a
+:class:`TimedStep`) keeps, in the key's field, the time its key next needs the clock (a window's end) and a
+sequence number; the stage keeps the keys in one queue in that order (see :class:`KeyedGroupsTimed`) and **one**
+scheduled task, at the earliest time. When it runs it ticks every key due then, in the order they were queued
+(the order the general path's per-group timers were scheduled in), feeds what each tick puts out through the
+steps after it, and queues the key again at its next time. A tick that runs late (after a pause, or a restart
+after downtime) catches up with every period the key missed, as a window stage's timer does.
+
+**Time** is integer microseconds from the Unix epoch inside (exact, cheap to compare); a time past
+``datetime.max`` never comes. An element is never dated: only a new key reads the clock (its windows open when
+its group does), so a known key's element costs what it costs on the untimed stage.
+
+**State.** As :class:`~reaqtive.operators.keyed_groups.KeyedGroups` (the records hold the times and sequence
+numbers); the queue is not saved: it is rebuilt from the records (sorted by time and number, so that keys due at
+one instant tick in the same order after a restart), and a recovered stage arms the timer at the earliest time.
+A time outside the checkpoint's clock bounds fails the load naming the key. Persisted as
+``reaqtive:group_by+keyed+timed``: a store holding the general path's state (or the untimed keyed stage's) never
+loads into it.
+
+What keeps the general path: two timed steps in one chain, a timed step inside a window's inner query, and
+``group_by(..., expire_after=)`` with a timed chain (see ``docs/higher-order.md``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from reaqtive.core.context import OperatorContext
+from reaqtive.core.operator import StateReader, Version
+from reaqtive.core.scheduler_interface import Scheduler, YieldToken
+from reaqtive.core.streams import Subscriber
+from reaqtive.operators.keyed_groups import KeyedBinding, KeyedGroups
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, Several, stopping_error
+from reaqtive.scheduler import YieldableActionTask
+from reaqtive.scheduler.clock import EPOCH
+from reaqtive.state.fields import RecordReader, time_bounds
+from reaqtive.state.keyed import KeyedPage
+
+__all__ = ["TICK_SLICE", "KeyedGroupsTimed", "TimedStep", "at", "general_reason", "micros"]
+
+US: Final = timedelta(microseconds=1)
+TICK_SLICE: Final = 4096
+"""The most keys a timer ticks before it may give way to the host (see ``KeyedGroupsTimed._on_timer``)."""
+
+_TICKING: Final = -(2**63)
+"""``_timer_due`` while the outstanding timer ticks: nothing else arms one, it arms the next when done."""
+
+
+def micros(when: datetime) -> int:
+    """``when`` in microseconds from the Unix epoch."""
+    return (when - EPOCH) // US
+
+
+def at(us: int) -> datetime | None:
+    """The time ``us`` microseconds from the epoch; ``None`` past the representable times (it never comes)."""
+    try:
+        return EPOCH + timedelta(microseconds=us)
+    except OverflowError:
+        return None
+
+
+class TimedStep(KeyedStep):
+    """A keyed step that needs the clock. Its field is a tuple whose first item is the time (microseconds from
+    the epoch) its key next needs a tick and whose second is a sequence number the stage gives it (the key's
+    place among the keys due at that time); the timed stage indexes the key there.
+
+    * ``open(now, seq)``: the field of a new key, whose group opens at ``now``;
+    * ``tick(field, now, seq)``: everything due by ``now`` (``now`` >= the field's time): the new field (with
+      ``seq``) and what goes on to the next step, in a list (maybe empty; a
+      :class:`~reaqtive.operators.keyed_steps.Several` when a failure follows them);
+    * ``next`` never changes the field's time nor its number (only ticks move them).
+    """
+
+    __slots__ = ()
+
+    timed = True
+
+    @property
+    def ahead(self) -> int:
+        """How far ahead of the clock a field's time may be (microseconds): its period."""
+        raise NotImplementedError
+
+    def open(self, now: int, seq: int) -> Any:
+        """The field of a key whose group opens at ``now``."""
+        raise NotImplementedError
+
+    def tick(self, field: Any, now: int, seq: int) -> tuple[Any, list[Any]]:
+        """The key's time came (``now`` >= it): the new field and what goes on (a
+        :class:`~reaqtive.operators.keyed_steps.Several` when a failure follows them)."""
+        raise NotImplementedError
+
+    def bind_stage(self, binding: Any, subscriber: Any) -> KeyedGroupsTimed:
+        return KeyedGroupsTimed(binding, subscriber)
+
+    def general_reason(self, binding: Any) -> str | None:
+        return general_reason(binding)
+
+
+def general_reason(binding: KeyedBinding) -> str | None:
+    """Why a chain with a timed step keeps the general path, or ``None`` when it runs keyed (the one place these
+    rules are written; the keyed decision, ``plan_keyed_groups``, asks it through the step)."""
+    if sum(1 for step in binding.steps if step.timed) > 1:
+        return "more than one time-based operator in the inner query (each would need a timer queue of its own)"
+    if binding.group_args.expire_after is not None:
+        return "group_by's expire_after with a time-based inner operator (two clocks in one stage: not written yet)"
+    if binding.max_concurrent is not None:
+        return "flat_map's max_concurrent with a time-based inner operator (not written yet)"
+    return None
+
+
+class KeyedGroupsTimed(KeyedGroups):
+    """The running stage of a keyed ``group_by ... flat_map`` whose chain has a timed step (see the module).
+
+    **The timer queue.** Keys wait for their time in a deque, in ``(time, sequence number)`` order: a new key's
+    time is ``now + duration`` and a ticked key's next time is at most that, so appending keeps the order, and the
+    deque holds just the keys (the times are in their records). A key whose next time would go before the tail
+    (a tick that ran late and caught up) waits in a small heap of ``(time, number, key)`` instead; the queue's
+    head is the earlier of the two heads. Every live key is in the queue exactly once; a key whose chain ended
+    leaves it when it comes up.
+    """
+
+    timeless = False
+    name = "reaqtive:group_by+keyed+timed"
+    version: Version = (1,)
+
+    __slots__ = (
+        "_late",
+        "_order",
+        "_scheduler",
+        "_seq",
+        "_tail",
+        "_timed",
+        "_timed_step",
+        "_timer_due",
+        "_unfinished",
+    )
+
+    def __init__(self, binding: KeyedBinding, downstream: Subscriber[Any]) -> None:
+        super().__init__(binding, downstream)
+        steps = binding.steps
+        self._timed = next(index for index, step in enumerate(steps) if step.timed)
+        step = steps[self._timed]
+        assert isinstance(step, TimedStep)
+        self._timed_step: TimedStep = step
+        # not state (rebuilt from the records)
+        self._order: deque[Any] = deque()  # the keys, in (time, number) order
+        self._tail: tuple[int, int] = (-(2**63), -1)  # (time, number) of the deque's last key
+        self._late: list[tuple[int, int, Any]] = []  # the keys that would go before the tail, a heap
+        self._timer_due: int | None = None  # the time of the outstanding timer
+        self._seq = 0  # the next sequence number (one more than the records' largest)
+        self._unfinished: int | None = None  # the time a timer that gave way had keys due at
+        self._scheduler: Scheduler | None = None
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._scheduler = context.scheduler  # MissingSchedulerError without one: time needs a clock
+
+    # -- the queue and the timer (lock held) -------------------------------------------------------------------
+
+    def _opened(self, key: Any) -> tuple[Any, ...]:
+        scheduler = self._scheduler
+        assert scheduler is not None
+        fields = list(self._initial)
+        seq = self._seq
+        self._seq = seq + 1
+        field = self._timed_step.open(micros(scheduler.now), seq)
+        fields[self._timed] = field
+        self._enqueue(key, field[0], seq)
+        return tuple(fields)
+
+    def _enqueue(self, key: Any, due: int, seq: int) -> None:
+        """``key`` waits for ``due`` (its sequence number ``seq``, the largest given so far)."""
+        tail = self._tail
+        if due > tail[0] or (due == tail[0] and seq > tail[1]):
+            self._order.append(key)
+            self._tail = (due, seq)
+        else:
+            heapq.heappush(self._late, (due, seq, key))
+        timer = self._timer_due
+        if timer is None or due < timer:
+            self._arm(due)
+
+    def _earliest(self) -> int | None:
+        """The time of the earliest waiting key, or ``None``; keys whose chain ended leave on the way."""
+        order, get, index = self._order, self._table.get, self._timed
+        due: int | None = None
+        while order:
+            record = get(order[0])
+            if record:
+                due = record[index][0]
+                break
+            order.popleft()  # its chain ended
+        late = self._late
+        if late and (due is None or late[0][0] < due):
+            due = late[0][0]
+        return due
+
+    def _arm(self, due: int) -> None:
+        """Schedule the timer at ``due`` (earlier than the outstanding one, if any)."""
+        if self._error is not None or self._source_done:
+            return
+        when = at(due)
+        if when is None:
+            return  # past datetime.max: it never comes
+        self._timer_due = due
+        scheduler = self._scheduler
+        assert scheduler is not None
+        scheduler.schedule(YieldableActionTask(self._on_timer, due), due=when)
+
+    def _on_timer(self, due: int, token: YieldToken = YieldToken.NONE) -> bool:
+        """Tick the keys due, a slice of :data:`TICK_SLICE` keys at a time, each slice's results emitted before
+        the next; between slices it gives way when the host asks (``False``: run again at the same tick), so that
+        a time at which 100,000 keys are due does not hold a checkpoint for all of them (the keys not ticked yet
+        wait in the queue, in order, with their records as they were)."""
+        if self._disposed:
+            return True  # a disposed operator's timer may still run
+        scheduler = self._scheduler
+        assert scheduler is not None
+        now = micros(scheduler.now)
+        while True:
+            lock = self._lock
+            lock.acquire()  # acquire/release: a third of the cost of ``with``
+            try:
+                outstanding = self._timer_due == due  # else an earlier timer took its place: this one only ticks
+                if outstanding:
+                    self._timer_due = _TICKING  # keys queued again while ticking arm nothing: this task arms next
+                earliest = None
+                if self._error is None and not self._source_done and self._deferred_error is None:
+                    earliest = self._tick_until(now, TICK_SLICE)
+                more = earliest is not None and earliest <= now and self._deferred_error is None
+                self._unfinished = now if more else None
+                if outstanding:
+                    if more:
+                        self._timer_due = due  # still this task's: it runs again
+                    else:
+                        self._timer_due = None
+                        if earliest is not None:
+                            self._arm(earliest)
+            finally:
+                lock.release()
+            if self._pending or self._error is not None:
+                self._drain()
+            if self._deferred_error is not None:
+                # A tick failed: the results ticked before it (this key's and earlier keys') go out first, as on the
+                # general path, where each group's timer delivers its own before the next one fails.
+                deferred, self._deferred_error = self._deferred_error, None
+                self._fail(deferred)
+                return True
+            if not more:
+                return True
+            if token.is_yield_requested:
+                return False
+
+    def _tick_until(self, now: int, budget: int) -> int | None:
+        """Tick the keys due by ``now``, in ``(time, number)`` order, at most ``budget`` of them (lock held); the
+        time of the next key due (``None``: none waits, or the stage failed)."""
+        order, late, pages = self._order, self._late, self._index
+        index, step, probe = self._timed, self._timed_step, self._probe
+        last = index == len(self._steps) - 1 and self._result_selector is None  # (results leave as they are)
+        while budget > 0:
+            budget -= 1
+            # The head: the deque's first live key, or the late heap's first when it comes before it.
+            record: tuple[Any, ...] = ()
+            key: Any = None
+            page: Any = None
+            while order:
+                key = order[0]
+                page = pages.get(key)
+                record = page.records[key]
+                if record:
+                    break
+                order.popleft()  # its chain ended
+            if late and (not record or late[0][:2] < record[index][:2]):
+                head = self._pop_late(now)
+                if head is None:
+                    continue  # its chain ended
+                if isinstance(head, int):
+                    return head
+                key, page, record = head
+            elif not record:
+                return None
+            elif record[index][0] > now:
+                return int(record[index][0])
+            else:
+                order.popleft()
+            seq = self._seq
+            self._seq = seq + 1
+            probe._key = key
+            try:
+                field, values = step.tick(record[index], now, seq)
+            except Exception as error:
+                self._deferred_error = stopping_error(error)  # (after the results ticked before it: see _on_timer)
+                return None
+            if type(values) is Several:  # a failure after these results: the stage fails
+                self._tick_on(key, record, field, values, seq)
+                return None
+            due = field[0]
+            if last:
+                page.records[key] = (*record[:index], field)
+            elif values:
+                fed = self._tick_feed(key, record, field, values)
+                if fed is False:
+                    return None  # the stage failed
+                if fed is True:
+                    continue  # its chain ended
+                page.records[key], values = fed
+            else:
+                page.records[key] = (*record[:index], field, *record[index + 1:])
+            page.tracker.changed = True
+            self._enqueue(key, due, seq)
+            if values and not self._queue(values):
+                return None
+        return now  # the budget is spent: some may be due still (the caller runs again)
+
+    def _finish_ticks(self) -> bool:
+        """Tick the keys a timer that gave way left due (lock held): they come before an element or the
+        completion that arrives meanwhile, as their timer came first. ``False``: a tick failed."""
+        now, self._unfinished = self._unfinished, None
+        if now is not None and self._error is None:
+            self._tick_until(now, 2**62)
+        return self._deferred_error is None
+
+    def _element(self, key: Any, value: Any) -> Any:
+        """:meth:`KeyedGroups._element`, with the common case inlined: a known key whose chain starts with the
+        timed step and is live, no element selector."""
+        if self._unfinished is not None and not self._finish_ticks():
+            return SKIP  # (the failure goes out after the results ticked before it)
+        if self._timed == 0 and self._element_selector is None:
+            try:
+                page = self._index.get(key)
+            except TypeError:
+                page = None  # an unhashable key: the general element path fails the stage
+            if page is not None:
+                records = page.records
+                record = records[key]
+                if record:
+                    self._probe._key = key
+                    field = record[0]
+                    try:
+                        state, output = self._timed_step.next(field, value)
+                    except Exception as error:
+                        self._step_failed(error, value)  # skipped: the key's record stays as it was
+                        return SKIP
+                    if output is SKIP:
+                        if state is not field:
+                            records[key] = (state, *record[1:])
+                            page.tracker.changed = True
+                        elif self._in_place:
+                            page.tracker.changed = True  # its field changed in place: its page is saved
+                        return SKIP
+                    fields = list(record)
+                    fields[0] = state
+                    return self._several(key, fields, 0, output if type(output) is Several else Several((output,)))
+        return super()._element(key, value)
+
+    def _pop_late(self, now: int) -> tuple[Any, Any, tuple[Any, ...]] | int | None:
+        """The late heap's first key, when it comes first: ``(key, page, record)`` taken off the heap if due by
+        ``now``, else its time; ``None`` when its chain ended (taken off)."""
+        key = self._late[0][2]
+        page = self._index[key]
+        record: tuple[Any, ...] = page.records[key]
+        if record and record[self._timed][0] > now:
+            due: int = record[self._timed][0]
+            return due
+        heapq.heappop(self._late)
+        return (key, page, record) if record else None
+
+    def _tick_feed(
+        self, key: Any, record: tuple[Any, ...], field: Any, values: list[Any]
+    ) -> tuple[tuple[Any, ...], list[Any]] | bool:
+        """A tick's ``values`` through the steps after the timed one (lock held): the key's new record and what
+        left the chain; ``True`` when its chain ended (its record is then ``()``), ``False`` when the stage
+        failed."""
+        index = self._timed
+        outputs: list[Any] = []
+        fields = list(record)
+        fields[index] = field
+        ended = False
+        try:
+            for value in values:
+                ended = self._feed(fields, index + 1, value, outputs)
+                if ended:
+                    break
+        except Exception as error:
+            self._table.put(key, tuple(fields))
+            if outputs:
+                self._queue(outputs)
+            self._deferred_error = stopping_error(error)
+            return False
+        if ended:
+            self._table.put(key, ())
+            self._live -= 1
+            return not outputs or self._queue(outputs)
+        return tuple(fields), outputs
+
+    def _tick_on(self, key: Any, record: tuple[Any, ...], field: Any, values: Several, seq: int) -> bool:
+        """What a tick put out goes through the steps after the timed one (lock held); ``False``: the stage
+        failed."""
+        index = self._timed
+        fields = list(record)
+        fields[index] = field
+        outputs: list[Any] = []
+        ended = False
+        try:
+            ended = self._feed_several(fields, index + 1, values, outputs)
+        except Exception as error:
+            if outputs:
+                self._queue(outputs)
+            self._deferred_error = stopping_error(error)
+            return False
+        finally:
+            self._table.put(key, () if ended else tuple(fields))
+        if ended:
+            self._live -= 1
+        else:
+            self._enqueue(key, field[0], seq)
+        return not outputs or self._queue(outputs)
+
+    def on_complete(self) -> None:
+        if self._unfinished is not None:  # a timer gave way with keys due: they tick first
+            with self._lock:
+                self._finish_ticks()
+            if self._deferred_error is not None:
+                self._drain()
+                deferred, self._deferred_error = self._deferred_error, None
+                self._fail(deferred)
+        super().on_complete()
+
+    def _clear(self) -> None:
+        super()._clear()
+        self._order.clear()
+        self._late.clear()
+
+    # -- lifecycle and state -------------------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        if not self._source_done:
+            with self._lock:
+                self._timer_due = None
+                earliest = self._earliest()
+                if earliest is not None:
+                    self._arm(earliest)
+        super().on_start()
+
+    def load_state_core(self, reader: StateReader) -> None:
+        super().load_state_core(reader)
+        index = self._timed
+        # A key's time is a deadline its step computed from the clock: within the host's bounds (a forged time far
+        # in the past would make its first tick catch up for ever).
+        earliest, latest = time_bounds(self.context, timedelta(microseconds=self._timed_step.ahead))
+        low = None if earliest is None else micros(earliest)
+        high = None if latest is None else micros(latest)
+        where = getattr(reader, "where", f"operator {self.name!r}")
+        waiting: list[tuple[int, int, Any]] = []
+        for key, record in self._table.items():
+            if record:
+                field = record[index]
+                if (low is not None and field[0] < low) or (high is not None and field[0] > high):
+                    context = f"{where}: the record of key {key!r:.60} (a {KeyedPage.name!r} unit)"
+                    raise RecordReader(record, context).invalid(
+                        f"field {index} ({self._chain[index]})", "a time within the checkpoint's bounds", field[0]
+                    )
+                waiting.append((field[0], field[1], key))
+        waiting.sort(key=lambda entry: entry[:2])
+        self._order = deque(key for _, _, key in waiting)
+        self._late = []
+        self._tail = waiting[-1][:2] if waiting else (-(2**63), -1)
+        self._seq = max((seq for _, seq, _ in waiting), default=-1) + 1
