@@ -4,7 +4,10 @@ Run as ``python -m tests.connectors.sink_worker STORE FILE --events N [--torn-at
 Each run opens the engine (recovering), resumes the producer at the stream's head, and loops: append 20 events
 (one transaction), process them, print ``progress P``; the engine checkpoints every 60 events. ``done P`` at the
 end. ``--torn-at K``: on the K-th output handed to the sink in this run, write the first half of its line and
-exit at once, as a crash in the middle of the write would leave it.
+exit at once, as a crash in the middle of the write would leave it. ``--kill-after P --kill-delay S``: once P events
+are appended, a timer SIGKILLs the process S seconds later, wherever it is then (it goes on appending, then waits
+for the kill): the random moment is the worker's own, so a loaded machine that is slow to schedule the test
+process cannot let the worker run on to its end first.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,6 +35,8 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("file", type=Path)
     parser.add_argument("--events", type=int, required=True)
     parser.add_argument("--torn-at", type=int, default=0)
+    parser.add_argument("--kill-after", type=int, default=0)
+    parser.add_argument("--kill-delay", type=float, default=0.0)
     args = parser.parse_args(argv)
     sink = JsonLinesSink(args.file)
     calls = 0
@@ -47,12 +55,21 @@ def main(argv: Sequence[str]) -> int:
     engine = open_engine(args.store, "file", observer, checkpoint_every_events=60)
     appended = engine.streams()[STREAM].appended
     print("ready", appended, flush=True)
+    armed = False
     while appended < args.events:
         count = min(CHUNK, args.events - appended)
         engine.append_many(STREAM, [(value_of(i), when(i)) for i in range(appended, appended + count)])
         appended += count
         engine.process()
         print("progress", appended, flush=True)
+        if args.kill_after and appended >= args.kill_after and not armed:
+            killer = threading.Timer(args.kill_delay, os.kill, (os.getpid(), signal.SIGKILL))
+            killer.daemon = True
+            killer.start()
+            armed = True
+    if armed:  # the kill comes: never end on our own before it
+        while True:
+            time.sleep(1)
     engine.process()
     engine.checkpoint()
     engine.close()

@@ -11,7 +11,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -240,25 +239,15 @@ def file_lines(path: Path) -> list[tuple[str, int, Any]]:
 EVENTS = 400
 
 
-def start_worker(store: Path, file: Path, torn_at: int = 0) -> subprocess.Popen[bytes]:
+def start_worker(store: Path, file: Path, torn_at: int = 0, kill: tuple[int, float] | None = None
+                 ) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "tests.connectors.sink_worker", str(store), str(file), "--events", str(EVENTS)]
     if torn_at:
         command += ["--torn-at", str(torn_at)]
+    if kill is not None:
+        command += ["--kill-after", str(kill[0]), "--kill-delay", str(kill[1])]
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
-def wait_for_progress(process: subprocess.Popen[bytes], at_least: int) -> str:
-    assert process.stdout is not None
-    while True:
-        line = process.stdout.readline().decode().strip()
-        if not line:
-            process.wait()
-            assert process.stderr is not None
-            raise AssertionError(f"worker ended ({process.returncode}): {process.stderr.read().decode()[-2000:]}")
-        word, _, number = line.partition(" ")
-        if word == "done" or (word == "progress" and int(number) >= at_least):
-            return line
 
 
 @pytest.mark.timeout(120)
@@ -272,11 +261,9 @@ def test_writers_killed_at_random_moments_and_mid_line_leave_each_output_once(tm
             assert process.wait() == 9, process.stderr.read().decode() if process.stderr else ""
             torn += not file.read_bytes().endswith(b"\n")
         else:
-            process = start_worker(store, file)
-            wait_for_progress(process, (k + 1) * EVENTS // 12)
-            time.sleep(rng.uniform(0.0, 0.01))  # the random moment: wherever the worker is now
-            os.kill(process.pid, signal.SIGKILL)
-            assert process.wait() == -signal.SIGKILL
+            # The random moment: the worker SIGKILLs itself that long after the events appended, wherever it is.
+            process = start_worker(store, file, kill=((k + 1) * EVENTS // 12, rng.uniform(0.0, 0.01)))
+            assert process.wait() == -signal.SIGKILL, process.stderr.read().decode() if process.stderr else ""
         for stream in (process.stdout, process.stderr):
             if stream is not None:
                 stream.close()
