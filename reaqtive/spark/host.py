@@ -54,6 +54,7 @@ from reaqtive.engine.expressions import (
     referenced_modules,
 )
 from reaqtive.fluent.query import GroupedStream, Query
+from reaqtive.operators.keyed_steps import FORM_BEFORE_SELECTORS, KEYED_FORM, in_keyed_form, keyed_form
 from reaqtive.scheduler import VirtualTimeScheduler
 from reaqtive.spark.live import INSTANCE_WEIGHT, LiveBucket
 from reaqtive.spark.table import KeyTable, compile_table
@@ -81,7 +82,9 @@ KEY_INSTANCE: Final = "key"
 Each key has an environment of its own, so all keys can share it: inner subscriptions are ``key/...``."""
 
 _TICK: Final = timedelta(microseconds=1)
-_RECORD_FORMAT: Final = 1
+_RECORD_FORMAT: Final = 2
+"""Format 2 adds the keyed form the key's query was bound in; a format-1 record (the release before issue 32) was
+bound in form 1 (``keyed_steps.FORM_BEFORE_SELECTORS``), the default then."""
 _BUCKET_MAGIC: Final = b"RQSB"
 _BUCKET_FORMAT: Final = 1
 _BUCKET_FORMAT_FORMS: Final = 2
@@ -243,7 +246,9 @@ class KeyRecord:
     ``clock``: the key's time (µs); ``due``: its earliest pending timer (µs) or ``None``; ``events``: events fed
     by this host; ``outputs``: outputs so far (the next output's ``seq``); ``ended``: ``None`` while the query
     runs, ``"completed"``, or ``"error: ..."``; ``instance``: the instance id of the key's query;
-    ``subscription``: its state blob; ``inner``: the blobs of its inner subscriptions by id.
+    ``subscription``: its state blob; ``inner``: the blobs of its inner subscriptions by id; ``form``: the keyed
+    form its query is bound in (:func:`~reaqtive.operators.keyed_steps.keyed_form`): a key keeps the form its
+    state was written in, whatever a later release runs keyed.
     """
 
     clock: int
@@ -254,12 +259,13 @@ class KeyRecord:
     instance: str = KEY_INSTANCE
     subscription: bytes | None = None
     inner: dict[str, bytes] = field(default_factory=dict)
+    form: int = field(default_factory=keyed_form)
 
     def pack(self) -> bytes:
-        """The record as msgpack bytes (format 1)."""
+        """The record as msgpack bytes (format 2)."""
         return msgpack.packb(  # type: ignore[no-any-return]
             [_RECORD_FORMAT, self.clock, self.due, self.events, self.outputs, self.ended, self.instance,
-             self.subscription, self.inner],
+             self.subscription, self.inner, self.form],
             use_bin_type=True,
         )
 
@@ -271,13 +277,20 @@ class KeyRecord:
             version = fields[0]
         except Exception as error:
             raise BucketStateError(f"{where}: not a key record ({error})") from error
-        if version != _RECORD_FORMAT:
-            raise BucketStateError(f"{where}: key record format {version!r} is not supported (reads {_RECORD_FORMAT})")
+        if version not in (1, _RECORD_FORMAT):
+            raise BucketStateError(f"{where}: key record format {version!r} is not supported (reads 1 and "
+                                   f"{_RECORD_FORMAT})")
         try:
-            _, clock, due, events, outputs, ended, instance, subscription, inner = fields
+            if version == 1:
+                _, clock, due, events, outputs, ended, instance, subscription, inner = fields
+                form = FORM_BEFORE_SELECTORS
+            else:
+                _, clock, due, events, outputs, ended, instance, subscription, inner, form = fields
         except ValueError as error:
             raise BucketStateError(f"{where}: malformed key record ({error})") from error
-        return KeyRecord(clock, due, events, outputs, ended, instance, subscription, dict(inner))
+        if type(form) is not int or not 0 <= form <= KEYED_FORM:
+            raise BucketStateError(f"{where}: key record keyed form {form!r} is not one of 0 to {KEYED_FORM}")
+        return KeyRecord(clock, due, events, outputs, ended, instance, subscription, dict(inner), form)
 
 
 @dataclass(slots=True)
@@ -416,7 +429,8 @@ class KeyRun:
         self._events: SimpleSubject[Any] = SimpleSubject(
             buffer_size=_EVENT_BUFFER, overflow=OverflowPolicy.ERROR, name=f"{query.stream} [{key!r}]"
         )
-        self._query: HostedQuery = host.bind(record.instance, query.for_key(key, self._events), self)
+        with in_keyed_form(record.form):  # the form its state was written in
+            self._query: HostedQuery = host.bind(record.instance, query.for_key(key, self._events), self)
         try:
             self._query.start(self._stored, where=where)
         except StateError:

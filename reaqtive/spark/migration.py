@@ -41,6 +41,7 @@ from reaqtive.engine.expressions import (
     instantiate,
 )
 from reaqtive.fluent.query import GroupedStream, Query
+from reaqtive.operators.keyed_steps import recorded_keyed_form
 from reaqtive.scheduler import VirtualTimeScheduler
 from reaqtive.spark.embedded import embedded_query
 from reaqtive.spark.host import BucketState, KeyedQuery, KeyRecord, KeyRun
@@ -145,6 +146,7 @@ def export_engine_state(
         key_record = KeyRecord(
             clock=clock,
             outputs=counts.get(key, 0),
+            form=recorded_keyed_form(record),  # the key's instance was bound in its engine subscription's form
             instance=instance,
             subscription=states[instance],
             inner={inner_id: blob for inner_id, blob in states.items() if inner_id.startswith(instance + "/")},

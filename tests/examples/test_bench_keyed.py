@@ -31,7 +31,9 @@ def test_keyed_benchmark_runs_and_prints_its_table() -> None:
                "--rounds", "1", "--no-subprocess", "--recovery-keys", "2000"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "| workload | dict floor | library, keyed | library, general | engine process(), keyed " in done.stdout
+    assert ("| workload | dict floor | library, keyed | library, Rx form run keyed | library, general | "
+            "engine process(), keyed | engine process(), Rx form run keyed | engine process(), general ") in done.stdout
+    assert "| library, keyed, tagged | engine process(), keyed, tagged |" in done.stdout
     for title in ("(d) 1-min tumbling average per key, 1,000 keys |", "100,000 keys |",
                   "(e) running count per key, 100,000 keys |"):
         assert title in done.stdout

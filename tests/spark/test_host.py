@@ -322,3 +322,47 @@ def test_final_watermark_is_the_last_event_time_in_whole_milliseconds_less_laten
     assert final_watermark(last) == queries.T0 + timedelta(seconds=179, milliseconds=999)
     assert final_watermark(last, timedelta(seconds=5)) == queries.T0 + timedelta(seconds=174, milliseconds=999)
     assert final_watermark(queries.T0 + timedelta(milliseconds=36)) == queries.T0 + timedelta(milliseconds=36)
+
+
+# -- keyed forms across releases ----------------------------------------------------------------------------------
+
+
+def parity(value: int) -> int:
+    return value % 2
+
+
+def windowed_counts(group: Query[int]) -> Query[int]:
+    return group.window(timedelta(seconds=10)).flat_map(count_window)
+
+
+def grouped_windows() -> Query[int]:
+    """Per key, a group_by whose groups count 10-second windows: the general path before issue 32, keyed now."""
+    return Query.stream("s").group_by(parity).flat_map(windowed_counts)
+
+
+def test_a_key_record_of_the_previous_release_goes_on_in_the_form_its_state_was_written_in() -> None:
+    import msgpack
+
+    from reaqtive.operators.keyed_steps import FORM_BEFORE_SELECTORS, KEYED_FORM, in_keyed_form
+
+    query = KeyedQuery.of(grouped_windows())
+    first = [(i * SECOND, i) for i in range(0, 12)]
+    later = [(i * SECOND, i) for i in range(12, 30)]
+    _, all_rows = run_key(query, "k", None, first + later, 40 * SECOND, where="twin")
+    with in_keyed_form(FORM_BEFORE_SELECTORS):  # the previous release: windows inside groups ran general
+        old, first_rows = run_key(query, "k", None, first, 12 * SECOND, where="old")
+    assert old is not None and old.form == FORM_BEFORE_SELECTORS
+    fresh, _ = run_key(query, "k", None, first, 12 * SECOND, where="new")
+    assert fresh is not None and fresh.form == KEYED_FORM
+    assert fresh.subscription != old.subscription, "the two forms save different states"
+    # The record as the previous release wrote it: format 1, no form.
+    stored = msgpack.packb([1, old.clock, old.due, old.events, old.outputs, old.ended, old.instance,
+                            old.subscription, old.inner], use_bin_type=True)
+    record = KeyRecord.unpack(stored)
+    assert record.form == FORM_BEFORE_SELECTORS
+    record, later_rows = run_key(query, "k", record, later, 40 * SECOND, where="upgraded")
+    assert record is not None and record.form == FORM_BEFORE_SELECTORS
+    assert KeyRecord.unpack(record.pack()) == record
+    assert [row.value for row in first_rows + later_rows] == [row.value for row in all_rows]
+    with pytest.raises(BucketStateError, match="keyed form 9"):
+        KeyRecord.unpack(msgpack.packb([2, 0, None, 0, 0, None, "key", None, {}, 9]))
