@@ -279,12 +279,15 @@ def _inspect_spark(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _checkpoint(args: argparse.Namespace) -> int:
-    from reaqtive.engine import Engine, FunctionRegistry, RecoveryError, RecoveryPolicy
+def _opening(args: argparse.Namespace) -> tuple[list[str], FunctionRegistry | None]:
+    """What a command that opens an engine on ``args.store`` opens it with: the modules ``--allow-module`` allows
+    and the registry ``--functions`` makes (``None`` without it), after refusing a bad address, a missing or
+    foreign store (before the engine could create or touch it) and a bad module name."""
+    from reaqtive.engine import FunctionRegistry
     from reaqtive.engine.inspection import read_store
 
     _check_store_address(args.store)
-    read_store(args.store)  # refuse a missing or foreign store before the engine could create or touch it
+    read_store(args.store)
     allowed = list(args.allow_module or ())
     try:
         FunctionRegistry(allow_modules=allowed)
@@ -294,7 +297,13 @@ def _checkpoint(args: argparse.Namespace) -> int:
     # importable, as ``python -m`` would, so that the command works from a service's directory.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    functions = _load_functions(args.functions) if args.functions else None
+    return allowed, _load_functions(args.functions) if args.functions else None
+
+
+def _checkpoint(args: argparse.Namespace) -> int:
+    from reaqtive.engine import Engine, RecoveryError, RecoveryPolicy
+
+    allowed, functions = _opening(args)
     policy = RecoveryPolicy.KEEP if args.keep_broken else RecoveryPolicy.FAIL
     try:
         engine = Engine(args.store, functions=functions, allow_modules=allowed, recovery_policy=policy)
@@ -504,19 +513,9 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _open_for_change(args: argparse.Namespace) -> Engine:
     """The engine on ``args.store``, recovered with every query (a failure is the command's error)."""
-    from reaqtive.engine import Engine, FunctionRegistry, RecoveryPolicy
-    from reaqtive.engine.inspection import read_store
+    from reaqtive.engine import Engine, RecoveryPolicy
 
-    _check_store_address(args.store)
-    read_store(args.store)  # refuse a missing or foreign store before the engine could create or touch it
-    allowed = list(args.allow_module or ())
-    try:
-        FunctionRegistry(allow_modules=allowed)
-    except ValueError as error:
-        raise _UsageError(f"--allow-module: {error}") from error
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    functions = _load_functions(args.functions) if args.functions else None
+    allowed, functions = _opening(args)
     return Engine(args.store, functions=functions, allow_modules=allowed, recovery_policy=RecoveryPolicy.FAIL)
 
 
