@@ -9,14 +9,10 @@ of queries created before the history and never killed: nothing lost, nothing tw
 
 from __future__ import annotations
 
-import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import IO
 
 import pytest
 
@@ -35,16 +31,9 @@ KILLS = 12
 class Run(CrashRun):
     """A run of the backfill worker (markers, kill and finish as in ``test_crash``)."""
 
-    def __init__(self, store: Path | str, log: Path) -> None:
-        command = [sys.executable, "-m", "tests.engine.backfill_crash_worker", str(store), "--events", str(EVENTS),
-                   "--every", str(EVERY)]
-        self._stderr: IO[bytes] = log.open("ab")
-        self.process = subprocess.Popen(
-            command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        self.log = log
-        self.last = ""
+    worker = "tests.engine.backfill_crash_worker"
+    events = EVENTS
+    every = EVERY
 
 
 def plan(seed: int = SEED) -> list[tuple[str, int, float]]:

@@ -90,11 +90,16 @@ def plan(seed: int = SEED) -> list[Kill]:
 
 
 class Run:
-    """One worker process, with its stdout read line by line (markers) and its stderr kept for diagnostics."""
+    """One worker process, with its stdout read line by line (markers) and its stderr kept for diagnostics. Other
+    crash tests run their own worker module with their own sizes (the class attributes)."""
+
+    worker = "tests.engine.crash_worker"
+    events = EVENTS
+    every = EVERY
 
     def __init__(self, store: Path | str, log: Path, pause: str | None = None) -> None:
-        command = [sys.executable, "-m", "tests.engine.crash_worker", str(store), "--events", str(EVENTS),
-                   "--every", str(EVERY)]
+        command = [sys.executable, "-m", self.worker, str(store), "--events", str(self.events),
+                   "--every", str(self.every)]
         if pause is not None:
             command += ["--pause", pause]
         self._stderr: IO[bytes] = log.open("ab")

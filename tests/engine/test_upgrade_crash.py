@@ -9,13 +9,9 @@ on PostgreSQL (a fresh database of the throwaway server)."""
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import IO
 
 import pytest
 
@@ -32,16 +28,9 @@ EVERY = 700
 class Run(CrashRun):
     """A run of the update worker (markers, kill and finish as in ``test_crash``)."""
 
-    def __init__(self, store: Path | str, log: Path) -> None:
-        command = [sys.executable, "-m", "tests.engine.upgrade_crash_worker", str(store), "--events", str(EVENTS),
-                   "--every", str(EVERY)]
-        self._stderr: IO[bytes] = log.open("ab")
-        self.process = subprocess.Popen(
-            command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        self.log = log
-        self.last = ""
+    worker = "tests.engine.upgrade_crash_worker"
+    events = EVENTS
+    every = EVERY
 
 
 def plan(seed: int = SEED) -> list[tuple[str, int, float]]:
