@@ -23,7 +23,7 @@ from reaqtive import Query
 from reaqtive.engine import Engine, FunctionRegistry, GroupCommit, Retention
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-HISTORY = 60_000
+HISTORY = 30_000  # 59 catch-up slices of 512: room for kills early, midway and late in a catch-up
 CHUNK = 40
 
 
