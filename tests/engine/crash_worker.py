@@ -53,7 +53,7 @@ T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 STEP = timedelta(milliseconds=50)  # event i happens at T0 + i * STEP
 RUN = 50  # events per producer run: one stream, one append transaction
 CHUNK = 500  # events appended, then processed, per loop
-LATE_AT = 40_000  # the run-time subscription is created once this many events were processed
+LATE_AT = 40_000  # the run-time subscription is created once this many events were processed (--late-at)
 STREAMS = ("iot://readings", "iot://numbers", "iot://words")
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu")
 SENSORS = 6
@@ -229,11 +229,13 @@ def late_query() -> tuple[str, Query[Any]]:
 class Worker:
     """One run of the worker on one store."""
 
-    def __init__(self, path: str, events: int, every: int, pause: tuple[str, int] | None) -> None:
+    def __init__(self, path: str, events: int, every: int, pause: tuple[str, int] | None,
+                 late_at: int = LATE_AT) -> None:
         self.path = path
         self.events = events
         self.every = every
         self.pause = pause
+        self.late_at = late_at
 
     def say(self, line: str) -> None:
         sys.stdout.write(line + "\n")
@@ -270,8 +272,8 @@ class Worker:
             if appended < self.events:
                 self.produce(appended, min(self.events, appended + CHUNK))
             late_uri, _ = late_query()
-            before_late = self.processed() < LATE_AT and late_uri not in self.uris()
-            if not engine.process(max_events=LATE_AT - self.processed() if before_late else None):
+            before_late = self.processed() < self.late_at and late_uri not in self.uris()
+            if not engine.process(max_events=self.late_at - self.processed() if before_late else None):
                 break
             self.say(f"progress {self.processed()}")
         engine.checkpoint()
@@ -309,9 +311,9 @@ class Worker:
         return {info.uri for info in self.engine.artifacts()}
 
     def create_late_query(self) -> None:
-        """Create the 20th query when exactly ``LATE_AT`` events were processed (the run stops there for it)."""
+        """Create the 20th query when exactly ``late_at`` events were processed (the run stops there for it)."""
         uri, query = late_query()
-        if self.processed() == LATE_AT and uri not in self.uris():
+        if self.processed() == self.late_at and uri not in self.uris():
             self.engine.create_subscription(uri, query)
             self.maybe_pause("created")
 
@@ -388,13 +390,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--every", type=int, default=1_000)
     parser.add_argument("--pause", default=None, help="KIND@POSITION")
+    parser.add_argument("--late-at", type=int, default=LATE_AT, help="events processed when the 20th query is created")
     args = parser.parse_args(argv)
     pause = None
     if args.pause:
         kind, _, position = args.pause.partition("@")
         pause = (kind, int(position))
     store = args.store if args.store.startswith(("postgresql://", "postgres://")) else str(Path(args.store))
-    Worker(store, args.events, args.every, pause).run()
+    Worker(store, args.events, args.every, pause, args.late_at).run()
     return 0
 
 

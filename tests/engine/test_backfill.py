@@ -323,6 +323,9 @@ STEP = st.one_of(st.tuples(st.just("process"), st.integers(1, 3_000)), st.just((
                  st.just(("pause", 0)), st.just(("resume", 0)))
 
 
+HISTORY = 1_000  # events retained before the backfills are created: two catch-up slices of 512
+
+
 def run_steps(target: Path | str, steps: list[tuple[str, int]], history: int) -> dict[str, list[tuple[int, Any]]]:
     run = Crashing(target)
     make_streams(run.engine)
@@ -375,7 +378,7 @@ PINNED: list[list[tuple[str, int]]] = [
 def test_a_backfill_recovered_at_the_moments_that_matter_keeps_its_outputs_exactly_once(
     tmp_path: Path, steps: list[tuple[str, int]]
 ) -> None:
-    run_steps(tmp_path / "s.db", steps, 2_000)
+    run_steps(tmp_path / "s.db", steps, HISTORY)
 
 
 @pytest.mark.slow
@@ -386,12 +389,12 @@ def test_a_backfill_recovered_at_the_moments_that_matter_keeps_its_outputs_exact
 def test_checkpoints_and_crashes_during_a_backfill_leave_outputs_exactly_once(
     tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int]]
 ) -> None:
-    run_steps(tmp_path_factory.mktemp("bf") / "s.db", steps, 2_000)
+    run_steps(tmp_path_factory.mktemp("bf") / "s.db", steps, HISTORY)
 
 
 def test_crashes_during_a_backfill_on_both_stores(target: Path | str) -> None:
     run_steps(target, [("process", 700), ("checkpoint", 0), ("append", 20), ("crash twice", 0), ("process", 500),
-                       ("crash", 0), ("process", 3_000), ("crash", 0), ("checkpoint", 0), ("crash", 0)], 2_000)
+                       ("crash", 0), ("process", 3_000), ("crash", 0), ("checkpoint", 0), ("crash", 0)], HISTORY)
 
 
 # -- refused starts --------------------------------------------------------------------------------------------------

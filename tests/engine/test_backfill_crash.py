@@ -23,7 +23,7 @@ from tests.engine.test_crash import describe_difference
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 34
-EVENTS = 72_000
+EVENTS = worker.HISTORY + 12_000  # the history, then live events
 EVERY = 1_500
 KILLS = 12
 
@@ -34,6 +34,7 @@ class Run(CrashRun):
     worker = "tests.engine.backfill_crash_worker"
     events = EVENTS
     every = EVERY
+    options = ()
 
 
 def plan(seed: int = SEED) -> list[tuple[str, int, float]]:
@@ -44,7 +45,7 @@ def plan(seed: int = SEED) -> list[tuple[str, int, float]]:
     kills: list[tuple[str, int, float]] = [("opening", 0, rng.uniform(0.2, 0.6)), ("created", 1, 0.0),
                                            ("backfills", 0, rng.uniform(0.0, 0.02))]
     # while they catch up: at once (no checkpoint saw them yet), then after checkpoints taken during the catch-up
-    kills += [("catching-up", 60_000 + 40 * k, rng.uniform(0.0, 0.01)) for k in (0, 12, 30)]
+    kills += [("catching-up", worker.HISTORY + 20 * k, rng.uniform(0.0, 0.01)) for k in (0, 12, 30)]
     kills += [("opening", 0, rng.uniform(0.1, 0.5))]
     kills += [("progress", worker.HISTORY + k * 2_000, rng.uniform(0.0, 0.05)) for k in range(1, KILLS - 7)]
     return kills

@@ -45,8 +45,12 @@ from tests.engine import crash_worker
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 8
 KILLS = 30
-EVENTS = 100_000
-EVERY = 1_000
+# 30 kills over 50,000 events, a checkpoint every 500 (100 checkpoints): the kills land in the same kinds of
+# places as over 100,000 events and 1,000 (the run's length only set how many events each segment processed).
+EVENTS = 50_000
+EVERY = 500
+SPAN = EVENTS * 97 // 100  # the kills' positions spread over this many events
+LATE_AT = 20_000  # the run-time subscription is created once this many events were processed
 POINTS = ("commit", "commit", "commit", "commit", "egress", "egress", "egress", "committed", "committed",
           "committed", "append", "append", "recovered")
 CHECKPOINT_POINTS = ("commit", "egress", "committed")
@@ -69,7 +73,7 @@ def plan(seed: int = SEED) -> list[Kill]:
     kinds = [*POINTS, "recovering", "recovering"]
     kinds += ["random"] * (KILLS - 2 - len(kinds))
     rng.shuffle(kinds)
-    created = crash_worker.LATE_AT * KILLS // 97_000  # the kill whose segment starts at LATE_AT
+    created = LATE_AT * KILLS // SPAN  # the kill whose segment starts at LATE_AT
     # The kill before it must stop at an exact position before LATE_AT, so that the late query is created (and
     # the worker paused) in the next run: make it a checkpoint point.
     swap = next(i for i, kind in enumerate(kinds) if kind in CHECKPOINT_POINTS)
@@ -78,12 +82,12 @@ def plan(seed: int = SEED) -> list[Kill]:
     assert len(kinds) == KILLS and kinds[created - 1] in CHECKPOINT_POINTS
     kills = []
     for k, kind in enumerate(kinds):
-        base = k * 97_000 // KILLS
-        position = base + rng.randrange(200, 2_600)
+        base = k * SPAN // KILLS
+        position = base + rng.randrange(SPAN // 485, SPAN // 37)
         if kind in ("setup", "recovered"):
             position = 0  # whatever the recovered position is
         elif kind == "created":
-            position = crash_worker.LATE_AT
+            position = LATE_AT
         delay = rng.uniform(0.0, 0.02) if kind == "random" else rng.uniform(0.0, 0.04) if kind == "recovering" else 0
         kills.append(Kill(kind, position, delay))
     return kills
@@ -96,10 +100,11 @@ class Run:
     worker = "tests.engine.crash_worker"
     events = EVENTS
     every = EVERY
+    options: tuple[str, ...] = ("--late-at", str(LATE_AT))
 
     def __init__(self, store: Path | str, log: Path, pause: str | None = None) -> None:
         command = [sys.executable, "-m", self.worker, str(store), "--events", str(self.events),
-                   "--every", str(self.every)]
+                   "--every", str(self.every), *self.options]
         if pause is not None:
             command += ["--pause", pause]
         self._stderr: IO[bytes] = log.open("ab")
@@ -233,5 +238,5 @@ def test_the_kill_plan_covers_every_kind_of_moment() -> None:
     moving = [kill.position for kill in kills if kill.kind not in ("setup", "recovered")]
     assert moving == sorted(moving)
     created = next(i for i, kill in enumerate(kills) if kill.kind == "created")
-    assert kills[created - 1].position < crash_worker.LATE_AT - crash_worker.CHUNK
+    assert kills[created - 1].position < LATE_AT - crash_worker.CHUNK
 

@@ -31,6 +31,7 @@ class Run(CrashRun):
     worker = "tests.engine.upgrade_crash_worker"
     events = EVENTS
     every = EVERY
+    options = ()
 
 
 def plan(seed: int = SEED) -> list[tuple[str, int, float]]:

@@ -86,8 +86,10 @@ def main() -> int:
     target = args.store if "://" in args.store or "=" in args.store else str(Path(args.store))
     print("opening", flush=True)
     engine = open_engine(target)
-    if "a" not in engine.streams():
+    existing = {artifact.uri for artifact in engine.artifacts()}  # each step on its own: a kill may fall between
+    if "a" not in existing:
         engine.create_stream("a")
+    if "q" not in existing:
         engine.create_subscription("q", definitions()[0])
     swapping = [0]
 
