@@ -71,6 +71,7 @@ SLOW_TESTS = frozenset({
     "tests/engine/test_handover.py::"
     "test_a_window_closing_many_keys_gives_way_to_a_checkpoint_and_a_restart_goes_on_from_there",
     "tests/engine/test_pause_twins.py::test_with_the_event_clock_a_paused_query_computes_what_its_twin_computes",
+    "tests/engine/test_run_reading.py::test_reading_whole_runs_into_a_fused_run_matches_event_at_a_time",
     "tests/engine/test_query_schedulers.py::test_pausing_and_resuming_change_nothing_a_query_computes",
     "tests/engine/test_store_integrity.py::test_a_damaged_file_raises_store_errors_only",
     "tests/engine/test_store_integrity.py::test_any_single_byte_changed_in_any_column_of_an_ingress_row_is_detected",
@@ -81,6 +82,9 @@ SLOW_TESTS = frozenset({
     "test_request_one_inside_on_next_over_a_million_elements_has_bounded_stack_depth",
     "tests/operators/test_higher_order_state.py::"
     "test_a_differential_checkpoint_of_10000_groups_writes_only_the_10_that_changed",
+    # a sweep of 1,224 forms (a third of the fast tier's time): make check keeps the hypothesis forms of the file
+    "tests/operators/test_keyed_selectors.py::"
+    "test_every_keyed_form_with_a_selector_survives_a_checkpoint_anywhere_under_bounded_demand",
     "tests/operators/test_higher_order_state.py::"
     "test_a_running_count_per_key_over_10000_keys_survives_a_checkpoint_anywhere",
     "tests/state/test_codec.py::test_decode_value_reads_one_encoded_value_with_its_exact_type",
