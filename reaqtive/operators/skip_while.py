@@ -13,6 +13,7 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.operators._step_stage import StepStage
 from reaqtive.operators._take_skip import DroppingStage
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
 
@@ -78,47 +79,20 @@ class SkipWhileArgs:
 
 
 @register_operator("skip_while", builder=skip_while, args=SkipWhileArgs)
-class SkipWhile(DroppingStage[T], Generic[T]):
-    """The running stage of :func:`skip_while`."""
+class SkipWhile(StepStage):
+    """The running stage of :func:`skip_while`, run by its keyed step (:class:`SkipWhileStep`)."""
 
-    timeless = True
     name = "reaqtive:skip_while"
     version: Version = (1,)
     state_fields = ("running",)
+    drops = True
 
-    __slots__ = ("_predicate", "_running", "_source")
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(downstream)
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         args = SkipWhileArgs.read(query)
-        self._source: Subscribable[T] = args.source
-        self._predicate: Callable[[T], object] = args.predicate
-        self._running = False
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._running)
+        super().__init__(downstream, args.source, SkipWhileStep(args.predicate))
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._running = reader.read_bool("running")
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
-
-    def on_next(self, value: T) -> None:
-        if self._running:
-            self._downstream.on_next(value)
-            return
-        try:
-            skip = bool(self._predicate(value))  # truthiness inside the try: bool() of a result may raise
-        except Exception as error:
-            self._user_error(error, value)
-            return
-        if skip:
-            self._replace_dropped()
-            return
-        self._running = True
-        self._state.changed = True
-        self._downstream.on_next(value)
+        self._field = reader.read_bool("running")
 
 
 @register_operator("skip_while_indexed", builder=skip_while_indexed, args=SkipWhileArgs)
@@ -171,7 +145,8 @@ class SkipWhileIndexed(DroppingStage[T], Generic[T]):
 
 
 class SkipWhileStep(KeyedStep):
-    """:class:`SkipWhile` for one key of a keyed chain: the field is ``running`` (the predicate was false)."""
+    """The per-element logic of :func:`skip_while` (the stage and a keyed chain run it): the field is ``running`` (the
+    predicate was false)."""
 
     __slots__ = ("_predicate",)
 
