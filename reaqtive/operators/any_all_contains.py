@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
@@ -108,57 +108,38 @@ def is_empty() -> OperatorCall[bool]:
 
 
 @dataclass(frozen=True, slots=True)
-class AnyArgs:
+class AnyArgs(ArgsRecord):
     """The arguments of an ``any`` node: ``(source, predicate)``, the predicate ``None`` for any element."""
 
     source: Subscribable[typing.Any]
     predicate: Callable[[typing.Any], object] | None
-
-    @classmethod
-    def read(cls, query: Expression[typing.Any]) -> AnyArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "predicate")
-        return cls(args.source(0), args.optional_function(1))
+    checks = ("source", "optional_function")
 
 
 @dataclass(frozen=True, slots=True)
-class AllArgs:
+class AllArgs(ArgsRecord):
     """The arguments of an ``all`` node: ``(source, predicate)``."""
 
     source: Subscribable[typing.Any]
     predicate: Callable[[typing.Any], object]
-
-    @classmethod
-    def read(cls, query: Expression[typing.Any]) -> AllArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "predicate")
-        return cls(args.source(0), args.function(1))
+    checks = ("source", "function")
 
 
 @dataclass(frozen=True, slots=True)
-class ContainsArgs:
+class ContainsArgs(ArgsRecord):
     """The arguments of a ``contains`` node: ``(source, value)``."""
 
     source: Subscribable[typing.Any]
     value: object
-
-    @classmethod
-    def read(cls, query: Expression[typing.Any]) -> ContainsArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "value")
-        return cls(args.source(0), args.element(1))
+    checks = ("source", "element")
 
 
 @dataclass(frozen=True, slots=True)
-class IsEmptyArgs:
+class IsEmptyArgs(ArgsRecord):
     """The arguments of an ``is_empty`` node: ``(source,)``."""
 
     source: Subscribable[typing.Any]
-
-    @classmethod
-    def read(cls, query: Expression[typing.Any]) -> IsEmptyArgs:
-        """The checked arguments of ``query``."""
-        return cls(arguments(query, "source").source(0))
+    checks = ("source",)
 
 
 class _Quantifier(AggregateStage[T, bool], Generic[T]):

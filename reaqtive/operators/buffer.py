@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -100,19 +100,13 @@ def buffer(first: int | timedelta, second: int | timedelta | None = None, /) -> 
 
 
 @dataclass(frozen=True, slots=True)
-class BufferArgs:
+class BufferArgs(ArgsRecord):
     """The arguments of a ``buffer`` node: ``(source, count, skip)``."""
 
     source: Subscribable[Any]
     count: int
     skip: int
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> BufferArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "count", "skip")
-        return cls(args.source(0), args.integer(1, minimum=1), args.integer(2, minimum=1))
+    checks = ("source", "positive_count", "positive_count")
 
 
 def _elements_for(buffers: int, count: int, skip: int, first: int) -> int:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord, arguments
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -44,35 +44,24 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class BufferTimeArgs:
+class BufferTimeArgs(ArgsRecord):
     """The arguments of a ``buffer_time`` node: ``(source, duration, shift)`` (``shift == duration``: a list
     every ``duration``)."""
 
     source: Subscribable[Any]
     duration: timedelta
     shift: timedelta
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> BufferTimeArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "duration", "shift")
-        return cls(args.source(0), args.duration(1, positive=True), args.duration(2, positive=True))
+    checks = ("source", "positive_duration", "positive_duration")
 
 
 @dataclass(frozen=True, slots=True)
-class BufferTimeOrCountArgs:
+class BufferTimeOrCountArgs(ArgsRecord):
     """The arguments of a ``buffer_time_or_count`` node: ``(source, duration, count)``."""
 
     source: Subscribable[Any]
     duration: timedelta
     count: int
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> BufferTimeOrCountArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "duration", "count")
-        return cls(args.source(0), args.duration(1, positive=True), args.integer(2, minimum=1))
+    checks = ("source", "positive_duration", "positive_count")
 
 
 @register_operator("buffer_time", frames=4, builder=buffer, args=BufferTimeArgs)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -42,17 +42,12 @@ def count(predicate: Callable[[Any], object] | None = None) -> OperatorCall[int]
 
 
 @dataclass(frozen=True, slots=True)
-class CountArgs:
+class CountArgs(ArgsRecord):
     """The arguments of a ``count`` node: ``(source, predicate)``, the predicate ``None`` to count every element."""
 
     source: Subscribable[Any]
     predicate: Callable[[Any], object] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> CountArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "predicate")
-        return cls(args.source(0), args.optional_function(1))
+    checks = ("source", "optional_function")
 
 
 @register_operator("count", frames=4, builder=count, args=CountArgs)

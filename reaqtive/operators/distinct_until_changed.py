@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -53,20 +53,14 @@ def distinct_until_changed(
 
 
 @dataclass(frozen=True, slots=True)
-class DistinctUntilChangedArgs:
+class DistinctUntilChangedArgs(ArgsRecord):
     """The arguments of a ``distinct_until_changed`` node: ``(source, key_selector, comparer)``, both functions
     optional."""
 
     source: Subscribable[Any]
     key_selector: Callable[[Any], object] | None
     comparer: Callable[[Any, Any], object] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> DistinctUntilChangedArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "key_selector", "comparer")
-        return cls(args.source(0), args.optional_function(1), args.optional_function(2))
+    checks = ("source", "optional_function", "optional_function")
 
 
 @register_operator("distinct_until_changed", builder=distinct_until_changed, args=DistinctUntilChangedArgs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_non_negative_int
+from reaqtive.core.arguments import ArgsRecord, require_non_negative_int
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -64,32 +64,22 @@ def element_at_or_default(index: int, default: Any) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class ElementAtArgs:
+class ElementAtArgs(ArgsRecord):
     """The arguments of an ``element_at`` node: ``(source, index)``."""
 
     source: Subscribable[Any]
     index: int
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> ElementAtArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "index")
-        return cls(args.source(0), args.integer(1))
+    checks = ("source", "count")
 
 
 @dataclass(frozen=True, slots=True)
-class ElementAtOrDefaultArgs:
+class ElementAtOrDefaultArgs(ArgsRecord):
     """The arguments of an ``element_at_or_default`` node: ``(source, index, default)``."""
 
     source: Subscribable[Any]
     index: int
     default: object
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> ElementAtOrDefaultArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "index", "default")
-        return cls(args.source(0), args.integer(1), args.element(2))
+    checks = ("source", "count", "element")
 
 
 @register_operator("element_at", builder=element_at, args=ElementAtArgs)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
@@ -72,32 +72,21 @@ def filter_indexed(predicate: Callable[[T, int], object]) -> OperatorCall[T]:
 
 
 @dataclass(frozen=True, slots=True)
-class FilterArgs:
+class FilterArgs(ArgsRecord):
     """The arguments of a ``filter`` node: ``(source, predicate)``."""
 
     source: Subscribable[Any]
     predicate: Callable[[Any], object]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> FilterArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "predicate")
-        return cls(args.source(0), args.function(1))
+    checks = ("source", "function")
 
 
 @dataclass(frozen=True, slots=True)
-class FilterIndexedArgs:
+class FilterIndexedArgs(ArgsRecord):
     """The arguments of a ``filter_indexed`` node: ``(source, predicate)``."""
 
     source: Subscribable[Any]
     predicate: Callable[[Any, int], object]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> FilterIndexedArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "predicate")
-        return cls(args.source(0), args.function(1))
+    checks = ("source", "function")
 
 
 @fusible("filter", builder=filter, args=FilterArgs)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -150,34 +150,24 @@ def single_or_default(default: Any, predicate: Callable[[Any], object] | None = 
 
 
 @dataclass(frozen=True, slots=True)
-class PickArgs:
+class PickArgs(ArgsRecord):
     """The arguments of a ``first``, ``last`` or ``single`` node: ``(source, predicate)``, the predicate ``None``
     for any element."""
 
     source: Subscribable[Any]
     predicate: Callable[[Any], object] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> PickArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "predicate")
-        return cls(args.source(0), args.optional_function(1))
+    checks = ("source", "optional_function")
 
 
 @dataclass(frozen=True, slots=True)
-class PickOrDefaultArgs:
+class PickOrDefaultArgs(ArgsRecord):
     """The arguments of a ``first_or_default``, ``last_or_default`` or ``single_or_default`` node: ``(source,
     default, predicate)``."""
 
     source: Subscribable[Any]
     default: object
     predicate: Callable[[Any], object] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> PickOrDefaultArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "default", "predicate")
-        return cls(args.source(0), args.element(1), args.optional_function(2))
+    checks = ("source", "element", "optional_function")
 
 
 class _Pick(AggregateStage[T, T], Generic[T]):

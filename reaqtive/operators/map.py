@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
@@ -68,32 +68,21 @@ def map_indexed(selector: Callable[[T, int], R]) -> OperatorCall[R]:
 
 
 @dataclass(frozen=True, slots=True)
-class MapArgs:
+class MapArgs(ArgsRecord):
     """The arguments of a ``map`` node: ``(source, selector)``."""
 
     source: Subscribable[Any]
     selector: Callable[[Any], Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> MapArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "selector")
-        return cls(args.source(0), args.function(1))
+    checks = ("source", "function")
 
 
 @dataclass(frozen=True, slots=True)
-class MapIndexedArgs:
+class MapIndexedArgs(ArgsRecord):
     """The arguments of a ``map_indexed`` node: ``(source, selector)``."""
 
     source: Subscribable[Any]
     selector: Callable[[Any, int], Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> MapIndexedArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "selector")
-        return cls(args.source(0), args.function(1))
+    checks = ("source", "function")
 
 
 @fusible("map", frames=2, builder=map, args=MapArgs)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord, arguments
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
@@ -109,18 +109,13 @@ class ScanArgs:
 
 
 @dataclass(frozen=True, slots=True)
-class ScanSeedArgs:
+class ScanSeedArgs(ArgsRecord):
     """The arguments of a ``scan`` node with a seed: ``(source, seed, accumulator)``."""
 
     source: Subscribable[Any]
     seed: object
     accumulator: Callable[[Any, Any], Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> ScanSeedArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "seed", "accumulator")
-        return cls(args.source(0), args.element(1), args.function(2))
+    checks = ("source", "element", "function")
 
 
 class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -61,31 +61,21 @@ def skip(count: int | timedelta, /) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class SkipArgs:
+class SkipArgs(ArgsRecord):
     """The arguments of a ``skip`` node: ``(source, count)``."""
 
     source: Subscribable[Any]
     count: int
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> SkipArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "count")
-        return cls(args.source(0), args.integer(1))
+    checks = ("source", "count")
 
 
 @dataclass(frozen=True, slots=True)
-class SkipDurationArgs:
+class SkipDurationArgs(ArgsRecord):
     """The arguments of a ``skip_duration`` node: ``(source, duration)``."""
 
     source: Subscribable[Any]
     duration: timedelta
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> SkipDurationArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "duration")
-        return cls(args.source(0), args.duration(1))
+    checks = ("source", "duration")
 
 
 @register_operator("skip", builder=skip, args=SkipArgs)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -53,31 +53,21 @@ def skip_until(other: Subscribable[Any] | datetime, /) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class SkipUntilArgs:
+class SkipUntilArgs(ArgsRecord):
     """The arguments of a ``skip_until`` node: ``(source, other)``."""
 
     source: Subscribable[Any]
     other: Subscribable[Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> SkipUntilArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "other")
-        return cls(args.source(0), args.source(1))
+    checks = ("source", "source")
 
 
 @dataclass(frozen=True, slots=True)
-class SkipUntilTimeArgs:
+class SkipUntilTimeArgs(ArgsRecord):
     """The arguments of a ``skip_until_time`` node: ``(source, start_time)``."""
 
     source: Subscribable[Any]
     start_time: datetime
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> SkipUntilTimeArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "start_time")
-        return cls(args.source(0), args.time(1))
+    checks = ("source", "time")
 
 
 @register_operator("skip_until", builder=skip_until, args=SkipUntilArgs)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -65,17 +65,12 @@ def skip_while_indexed(predicate: Callable[[Any, int], object]) -> OperatorCall[
 
 
 @dataclass(frozen=True, slots=True)
-class SkipWhileArgs:
+class SkipWhileArgs(ArgsRecord):
     """The arguments of a ``skip_while`` or ``skip_while_indexed`` node: ``(source, predicate)``."""
 
     source: Subscribable[Any]
     predicate: Callable[..., object]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> SkipWhileArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "predicate")
-        return cls(args.source(0), args.function(1))
+    checks = ("source", "function")
 
 
 @register_operator("skip_while", builder=skip_while, args=SkipWhileArgs)

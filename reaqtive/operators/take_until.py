@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -50,31 +50,21 @@ def take_until(other: Subscribable[Any] | datetime, /) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class TakeUntilArgs:
+class TakeUntilArgs(ArgsRecord):
     """The arguments of a ``take_until`` node: ``(source, other)``."""
 
     source: Subscribable[Any]
     other: Subscribable[Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> TakeUntilArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "other")
-        return cls(args.source(0), args.source(1))
+    checks = ("source", "source")
 
 
 @dataclass(frozen=True, slots=True)
-class TakeUntilTimeArgs:
+class TakeUntilTimeArgs(ArgsRecord):
     """The arguments of a ``take_until_time`` node: ``(source, end_time)``."""
 
     source: Subscribable[Any]
     end_time: datetime
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> TakeUntilTimeArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "end_time")
-        return cls(args.source(0), args.time(1))
+    checks = ("source", "time")
 
 
 @register_operator("take_until", frames=2, builder=take_until, args=TakeUntilArgs)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
@@ -67,18 +67,13 @@ def _checked(op: str, predicate: object, inclusive: object) -> tuple[object, boo
 
 
 @dataclass(frozen=True, slots=True)
-class TakeWhileArgs:
+class TakeWhileArgs(ArgsRecord):
     """The arguments of a ``take_while`` or ``take_while_indexed`` node: ``(source, predicate, inclusive)``."""
 
     source: Subscribable[Any]
     predicate: Callable[..., object]
     inclusive: bool
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> TakeWhileArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "predicate", "inclusive")
-        return cls(args.source(0), args.function(1), args.flag(2))
+    checks = ("source", "function", "flag")
 
 
 @register_operator("take_while", frames=2, builder=take_while, args=TakeWhileArgs)

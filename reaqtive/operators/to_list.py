@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -43,15 +43,11 @@ def to_list() -> OperatorCall[list[Any]]:
 
 
 @dataclass(frozen=True, slots=True)
-class ToListArgs:
+class ToListArgs(ArgsRecord):
     """The arguments of a ``to_list`` node: ``(source,)``."""
 
     source: Subscribable[Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> ToListArgs:
-        """The checked arguments of ``query``."""
-        return cls(arguments(query, "source").source(0))
+    checks = ("source",)
 
 
 @register_operator("to_list", frames=4, builder=to_list, args=ToListArgs)

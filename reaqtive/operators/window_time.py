@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord, arguments
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -58,18 +58,13 @@ class WindowTimeArgs:
 
 
 @dataclass(frozen=True, slots=True)
-class WindowTimeOrCountArgs:
+class WindowTimeOrCountArgs(ArgsRecord):
     """The arguments of a ``window_time_or_count`` node: ``(source, duration, count)``."""
 
     source: Subscribable[Any]
     duration: timedelta
     count: int
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> WindowTimeOrCountArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "duration", "count")
-        return cls(args.source(0), args.duration(1, positive=True), args.integer(2, minimum=1))
+    checks = ("source", "positive_duration", "positive_count")
 
 
 @register_operator("window_time", frames=8, builder=window, args=WindowTimeArgs)
