@@ -18,7 +18,12 @@ read) overrides ``save_state_core`` / ``load_state_core``.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import inspect
+import linecache
+import textwrap
+import types
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.operator import StateReader, StateWriter
@@ -28,7 +33,7 @@ from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StepOperatorError
 from reaqtive.state import StatefulUnaryOperatorBase
 
-__all__ = ["StepStage"]
+__all__ = ["StepStage", "runs_inline"]
 
 
 class StepStage(StatefulUnaryOperatorBase[Any, Any]):
@@ -40,13 +45,15 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
     """Whether an element the step puts nothing out for is replaced upstream (``request(1)``) while the
     downstream's demand is bounded (``filter``, ``skip_while``), as is an element the error policy skips."""
 
-    __slots__ = ("_field", "_requested", "_source", "_step")
+    __slots__ = ("_field", "_in_place", "_next", "_requested", "_source", "_step")
 
     def __init__(self, downstream: Subscriber[Any], source: Subscribable[Any], step: KeyedStep) -> None:
         super().__init__(downstream)
         self._source = source
         self._step = step
         self._field: Any = step.initial
+        self._next = step.next  # (bound once: read per element)
+        self._in_place = step.in_place
         self._requested = 0  # the downstream's demand in total, kept by a stage that drops elements
 
     def set_context(self, context: OperatorContext) -> None:
@@ -70,25 +77,32 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
     def on_next(self, value: Any) -> None:
         old = self._field
         try:
-            field, output = self._step.next(old, value)
+            field, output = self._next(old, value)
         except StepOperatorError as error:
             self._signal_error(error.error)
             return
         except Exception as error:  # the user's: the policy skips the element (the field stays) or stops
             self._user_error(error, value)
             return
-        done = field is DONE
-        if done:
-            field = self.field_at_end(old)
-        if field is not old or self._step.in_place:
+        if field is DONE:
+            self._end(old, output)
+            return
+        if field is not old or self._in_place:
             self._field = field
             self._state.changed = True
         if output is not SKIP:
             self._downstream.on_next(output)
-        elif self.drops and not done:
+        elif self.drops:
             self._replace_dropped()
-        if done:
-            self._signal_complete()
+
+    def _end(self, old: Any, output: Any) -> None:
+        """The step ended the stream (:data:`~reaqtive.operators.keyed_steps.DONE`): ``output`` (if any) goes
+        downstream, then the completion."""
+        self._field = self.field_at_end(old)
+        self._state.changed = True
+        if output is not SKIP:
+            self._downstream.on_next(output)
+        self._signal_complete()
 
     def field_at_end(self, field: Any) -> Any:
         """The field the stage keeps (and a checkpoint of the completed stage saves) when the step ended the
@@ -107,3 +121,70 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
             self._replace_dropped()  # as a dropped element
         else:
             super()._element_skipped()
+
+
+S = TypeVar("S", bound=type[KeyedStep])
+
+
+def runs_inline(*stages: type[StepStage]) -> Callable[[S], S]:
+    """Decorator of a step class whose ``next`` is plain (no loop of its own, no nested function): each of
+    ``stages`` gets an ``on_next`` that runs the step's ``next`` inline (:func:`_inlined_on_next`), with no call
+    per element; the step stays the one source of the logic."""
+
+    def decorate(step: S) -> S:
+        for stage in stages:
+            stage.on_next = _inlined_on_next(step, stage.drops)  # type: ignore[method-assign]
+        return step
+
+    return decorate
+
+
+def _inlined_on_next(step: type[KeyedStep], drops: bool) -> Any:
+    """``on_next`` for a stage of ``step``: the step's ``next`` (its source) run inline, each ``return field,
+    output`` of it leaving the ``try`` with the two, then what :meth:`StepStage.on_next` does with them. The same
+    code as the call, less the call: the step stays the one source of the logic."""
+    lines = textwrap.dedent(inspect.getsource(step.next)).splitlines()
+    start = next(index for index, line in enumerate(lines) if line.rstrip().endswith(":")) + 1
+    body: list[str] = []
+    for line in lines[start:]:
+        line = line.replace("self.", "step.")  # noqa: PLW2901  (the step's fields, through the stage's step)
+        stripped = line.strip()
+        if stripped.startswith(('"""', "#")) and not body:
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        if stripped.startswith("return "):
+            body += [f"{indent}field, output = {stripped[7:]}", f"{indent}break"]
+        else:
+            body.append(line)
+    code = [
+        "def on_next(self, value, DONE=DONE, SKIP=SKIP, StepOperatorError=StepOperatorError):",
+        "    step = self._step",
+        "    state = self._field",
+        "    while True:",
+        "        try:",
+        *("        " + line if line.strip() else "" for line in body),
+        "        except StepOperatorError as error:",
+        "            self._signal_error(error.error)",
+        "            return",
+        "        except Exception as error:",
+        "            self._user_error(error, value)",
+        "            return",
+        "    if field is DONE:",
+        "        self._end(state, output)",
+        "        return",
+        "    if field is not state or self._in_place:",
+        "        self._field = field",
+        "        self._state.changed = True",
+        "    if output is not SKIP:",
+        "        self._downstream.on_next(output)",
+        *(["    else:", "        self._replace_dropped()"] if drops else []),
+    ]
+    source = "\n".join(code) + "\n"
+    filename = f"<reaqtive inlined {step.__qualname__}.next>"
+    namespace: dict[str, Any] = {"DONE": DONE, "SKIP": SKIP, "StepOperatorError": StepOperatorError}
+    exec(compile(source, filename, "exec"), namespace)  # the step's own source: no user value becomes code
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    module = inspect.getmodule(step)
+    assert module is not None
+    function = namespace["on_next"]  # re-made over the step's module's globals (the names its next uses)
+    return types.FunctionType(function.__code__, vars(module), "on_next", (DONE, SKIP, StepOperatorError))

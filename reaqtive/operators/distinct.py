@@ -15,7 +15,7 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators._step_stage import StepStage
+from reaqtive.operators._step_stage import StepStage, runs_inline
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.settings import MAX_DISTINCT_ELEMENTS, read_limit
 
@@ -126,6 +126,7 @@ def bind_distinct(query: Expression[Any], downstream: Subscriber[Any]) -> Subscr
     return DistinctComparer(query, downstream)
 
 
+@runs_inline(Distinct)
 class DistinctStep(KeyedStep):
     """The per-element logic of :class:`Distinct` (the stage and a keyed chain run it): the field is the
     ``set`` of keys seen, ``None`` before the first element (the set is the key's own, added to in place)."""
@@ -155,6 +156,7 @@ class DistinctStep(KeyedStep):
         return state is None or (type(state) is set and len(state) > 0)
 
 
+@runs_inline(DistinctComparer)
 class DistinctComparerStep(KeyedStep):
     """The per-element logic of :class:`DistinctComparer`: the field is the ``list`` of keys seen, in the
     order first seen, ``None`` before the first element (the list is the key's own, appended to in place)."""

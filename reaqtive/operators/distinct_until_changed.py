@@ -12,7 +12,7 @@ from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators._step_stage import StepStage
+from reaqtive.operators._step_stage import StepStage, runs_inline
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
 
 __all__ = ["DistinctUntilChanged", "DistinctUntilChangedArgs", "distinct_until_changed"]
@@ -87,6 +87,7 @@ class DistinctUntilChanged(StepStage):
         self._field = (key,) if has_key else ()
 
 
+@runs_inline(DistinctUntilChanged)
 class DistinctUntilChangedStep(KeyedStep):
     """The per-element logic of :func:`distinct_until_changed` (the stage and a keyed chain run it): the field is
     ``()`` before the first element,

@@ -14,7 +14,7 @@ from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
-from reaqtive.operators._step_stage import StepStage
+from reaqtive.operators._step_stage import StepStage, runs_inline
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, TemplateStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 
@@ -179,6 +179,7 @@ def filter_step(query: Expression[Any]) -> FilterStep:
     return FilterStep(FilterArgs.read(query).predicate)
 
 
+@runs_inline(FilterIndexed)
 class FilterIndexedStep(KeyedStep):
     """The per-element logic of :func:`filter_indexed` (the stage and a keyed chain run it): the field is the
     index of the next element; a skipped element takes no index."""

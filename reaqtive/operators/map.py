@@ -14,7 +14,7 @@ from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
-from reaqtive.operators._step_stage import StepStage
+from reaqtive.operators._step_stage import StepStage, runs_inline
 from reaqtive.operators.keyed_steps import KeyedStep, TemplateStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 
@@ -156,6 +156,7 @@ def map_step(query: Expression[Any]) -> MapStep:
     return MapStep(MapArgs.read(query).selector)
 
 
+@runs_inline(MapIndexed)
 class MapIndexedStep(KeyedStep):
     """The per-element logic of :func:`map_indexed` (the stage and a keyed chain run it): the field is the index
     of the next element; a skipped element takes no index."""

@@ -13,7 +13,7 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber, add_demand
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators._step_stage import StepStage
+from reaqtive.operators._step_stage import StepStage, runs_inline
 from reaqtive.operators._take_skip import OpenAtDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
@@ -148,6 +148,7 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
         return self._end
 
 
+@runs_inline(Skip)
 class SkipStep(KeyedStep):
     """The per-element logic of :func:`skip` by count (the stage and a keyed chain run it): the field is how many are
     still to drop."""

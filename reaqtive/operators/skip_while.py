@@ -13,7 +13,7 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators._step_stage import StepStage
+from reaqtive.operators._step_stage import StepStage, runs_inline
 from reaqtive.operators._take_skip import DroppingStage
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
 
@@ -139,6 +139,7 @@ class SkipWhileIndexed(DroppingStage[T], Generic[T]):
         self._downstream.on_next(value)
 
 
+@runs_inline(SkipWhile)
 class SkipWhileStep(KeyedStep):
     """The per-element logic of :func:`skip_while` (the stage and a keyed chain run it): the field is ``running`` (the
     predicate was false)."""

@@ -13,7 +13,7 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
-from reaqtive.operators._step_stage import StepStage
+from reaqtive.operators._step_stage import StepStage, runs_inline
 from reaqtive.operators._take_skip import TakeUntilDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
 from reaqtive.operators.keyed_steps import DONE, KeyedStep, register_keyed_step
@@ -162,6 +162,7 @@ class TakeDuration(TakeUntilDeadline[T], Generic[T]):
         return self._end
 
 
+@runs_inline(Take)
 class TakeStep(KeyedStep):
     """The per-element logic of :func:`take` by count (the stage and a keyed chain run it): the field is how many are
     still to pass (>= 1; the chain

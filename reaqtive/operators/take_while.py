@@ -12,7 +12,7 @@ from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators._step_stage import StepStage
+from reaqtive.operators._step_stage import StepStage, runs_inline
 from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StatelessStep, register_keyed_step
 
 __all__ = ["TakeWhile", "TakeWhileArgs", "TakeWhileIndexed", "take_while", "take_while_indexed"]
@@ -107,6 +107,7 @@ class TakeWhileIndexed(StepStage):
         return field + 1  # the ending element took its index
 
 
+@runs_inline(TakeWhile)
 class TakeWhileStep(StatelessStep):
     """The per-element logic of :func:`take_while` (the stage and a keyed chain run it): the first false
     element ends the chain."""
@@ -123,6 +124,7 @@ class TakeWhileStep(StatelessStep):
         return DONE, (value if self._inclusive else SKIP)
 
 
+@runs_inline(TakeWhileIndexed)
 class TakeWhileIndexedStep(KeyedStep):
     """The per-element logic of :func:`take_while_indexed`: the field is the index of the next element."""
 
