@@ -18,6 +18,7 @@ read) overrides ``save_state_core`` / ``load_state_core``.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import linecache
 import textwrap
@@ -26,14 +27,16 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from reaqtive.core.context import OperatorContext
+from reaqtive.core.error_policy import NO_ELEMENT
 from reaqtive.core.operator import StateReader, StateWriter
 from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.operators._aggregate import AggregateStage
 from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StepOperatorError
 from reaqtive.state import StatefulUnaryOperatorBase
 
-__all__ = ["StepStage", "runs_inline"]
+__all__ = ["StepAggregate", "StepStage", "runs_inline"]
 
 
 class StepStage(StatefulUnaryOperatorBase[Any, Any]):
@@ -46,6 +49,24 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
     downstream's demand is bounded (``filter``, ``skip_while``), as is an element the error policy skips."""
 
     __slots__ = ("_field", "_in_place", "_next", "_requested", "_source", "_step")
+
+    inline_tail: ClassVar[tuple[str, ...]] = (
+        "    if field is DONE:",
+        "        self._end(state, output)",
+        "        return",
+        "    if field is not state or self._in_place:",
+        "        self._field = field",
+        "        self._state.changed = True",
+        "    if output is not SKIP:",
+        "        self._downstream.on_next(output)",
+        "    elif self.drops:",
+        "        self._replace_dropped()",
+    )
+    """What :meth:`on_next` does with the step's ``(field, output)``, as lines of an inlined ``on_next``."""
+
+    inline_skips: ClassVar[bool] = True
+    """Whether an element with no output and no end is handled inline, where the stage owes nothing for it (a
+    stage that ``drops`` asks for a replacement in its tail)."""
 
     def __init__(self, downstream: Subscriber[Any], source: Subscribable[Any], step: KeyedStep) -> None:
         super().__init__(downstream)
@@ -123,25 +144,117 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
             super()._element_skipped()
 
 
+class StepAggregate(AggregateStage[Any, Any]):
+    """An aggregate (:class:`~reaqtive.operators._aggregate.AggregateStage`) run by its keyed step: per element
+    as :class:`StepStage` (an output with :data:`~reaqtive.operators.keyed_steps.DONE` is the result, decided
+    early); at completion the step's ``complete``, whose one output is the result (a
+    :class:`~reaqtive.operators.keyed_steps.StepOperatorError` stops the stage, the user's error goes through the
+    policy, which may skip the result). Saved: the base's held result, then the field."""
+
+    __slots__ = ("_field", "_in_place", "_next", "_step")
+
+    inline_tail: ClassVar[tuple[str, ...]] = (
+        "    if field is DONE:",
+        "        self._finish(output)",
+        "    elif field is not state or self._in_place:",
+        "        self._field = field",
+        "        self._state.changed = True",
+    )
+    """As :attr:`StepStage.inline_tail`."""
+
+    inline_skips: ClassVar[bool] = True
+    """Whether an element with no output and no end is handled inline (nothing is owed for it)."""
+
+    def __init__(self, downstream: Subscriber[Any], source: Subscribable[Any], step: KeyedStep) -> None:
+        super().__init__(source, downstream)
+        self._step = step
+        self._field: Any = step.initial
+        self._next = step.next
+        self._in_place = step.in_place
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._step.set_context(context)
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        super().save_state_core(writer)
+        writer.write(self._field)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        super().load_state_core(reader)
+        self._field = self.read_field(reader)
+
+    def read_field(self, reader: StateReader) -> Any:
+        """The field, read after the held result (any value by default)."""
+        return reader.read()
+
+    def on_next(self, value: Any) -> None:
+        old = self._field
+        try:
+            field, output = self._next(old, value)
+        except StepOperatorError as error:
+            self._signal_error(error.error)
+            return
+        except Exception as error:  # the user's: the policy skips the element (the field stays) or stops
+            self._user_error(error, value)
+            return
+        if field is DONE:
+            self._finish(output)
+        elif field is not old or self._in_place:
+            self._field = field
+            self._state.changed = True
+
+    def on_complete(self) -> None:
+        self._upstream_terminated()
+        try:
+            outputs = self._step.complete(self._field)
+        except StepOperatorError as error:  # the operator's own (no element): not the user's
+            self._signal_error(error.error)
+            return
+        except Exception as error:
+            if self._user_error(error, NO_ELEMENT):  # skipped: the result, and the stage completes without it
+                self._signal_complete()
+            return
+        self._finish(outputs[0], upstream_live=False)
+
+    def result_at_completion(self) -> Any:
+        raise NotImplementedError  # (on_complete asks the step)
+
+
 S = TypeVar("S", bound=type[KeyedStep])
 
 
-def runs_inline(*stages: type[StepStage]) -> Callable[[S], S]:
+def runs_inline(*stages: type[StepStage] | type[StepAggregate]) -> Callable[[S], S]:
     """Decorator of a step class whose ``next`` is plain (no loop of its own, no nested function): each of
     ``stages`` gets an ``on_next`` that runs the step's ``next`` inline (:func:`_inlined_on_next`), with no call
     per element; the step stays the one source of the logic."""
 
     def decorate(step: S) -> S:
         for stage in stages:
-            stage.on_next = _inlined_on_next(step, stage.drops)  # type: ignore[method-assign]
+            stage.on_next = _inlined_on_next(step, stage)  # type: ignore[method-assign]
         return step
 
     return decorate
 
 
-def _inlined_on_next(step: type[KeyedStep], drops: bool) -> Any:
+def _inlined_return(expression: str, skips_inline: bool) -> list[str]:
+    """The lines an inlined ``return field, output`` becomes: leave the ``try`` with the two (the stage's tail
+    then handles them), or, for a plain new field with no output in a stage that owes nothing for it
+    (``skips_inline``), store it and return at once (nothing that may raise runs under the ``try``)."""
+    node = ast.parse(expression, mode="eval").body
+    if skips_inline and isinstance(node, ast.Tuple) and len(node.elts) == 2:
+        field, output = (ast.unparse(element) for element in node.elts)
+        if output == "SKIP" and field == "state":
+            return ["return"]
+        if output == "SKIP" and field != "DONE":
+            return [f"self._field = {field}", "self._state.changed = True", "return"]
+    return [f"field, output = {expression}", "break"]
+
+
+def _inlined_on_next(step: type[KeyedStep], stage: type[StepStage] | type[StepAggregate]) -> Any:
     """``on_next`` for a stage of ``step``: the step's ``next`` (its source) run inline, each ``return field,
-    output`` of it leaving the ``try`` with the two, then what :meth:`StepStage.on_next` does with them. The same
+    output`` of it leaving the ``try`` with the two, then what the stage's ``on_next`` does with them
+    (``inline_tail``). The same
     code as the call, less the call: the step stays the one source of the logic."""
     lines = textwrap.dedent(inspect.getsource(step.next)).splitlines()
     start = next(index for index, line in enumerate(lines) if line.rstrip().endswith(":")) + 1
@@ -153,7 +266,8 @@ def _inlined_on_next(step: type[KeyedStep], drops: bool) -> Any:
             continue
         indent = line[: len(line) - len(line.lstrip())]
         if stripped.startswith("return "):
-            body += [f"{indent}field, output = {stripped[7:]}", f"{indent}break"]
+            skips = stage.inline_skips and not getattr(stage, "drops", False)
+            body += [indent + line for line in _inlined_return(stripped[7:], skips)]
         else:
             body.append(line)
     code = [
@@ -169,15 +283,7 @@ def _inlined_on_next(step: type[KeyedStep], drops: bool) -> Any:
         "        except Exception as error:",
         "            self._user_error(error, value)",
         "            return",
-        "    if field is DONE:",
-        "        self._end(state, output)",
-        "        return",
-        "    if field is not state or self._in_place:",
-        "        self._field = field",
-        "        self._state.changed = True",
-        "    if output is not SKIP:",
-        "        self._downstream.on_next(output)",
-        *(["    else:", "        self._replace_dropped()"] if drops else []),
+        *stage.inline_tail,
     ]
     source = "\n".join(code) + "\n"
     filename = f"<reaqtive inlined {step.__qualname__}.next>"
