@@ -21,7 +21,7 @@ from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import (
     PendingEmitterBase,
 )
-from reaqtive.operators._timing import MAX_SPAN, deadline, earlier, multiply_safe
+from reaqtive.operators._timing import MAX_SPAN, count_demand, deadline, earlier, multiply_safe
 from reaqtive.operators.buffer import buffer
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.keyed_timed import US, TimedStep
@@ -500,18 +500,7 @@ class BufferTimeOrCount(_TickBuffer[T], Generic[T]):
         self._load_tick(reader, self._count)  # (1,) is (2,) without the last two fields
 
     def _upstream_demand(self, n: int) -> int:
-        credit = self._credit
-        if credit:  # the recovered downstream asks again for what it had outstanding: translated before
-            again = min(n, credit)
-            self._credit = credit - again
-            n -= again
-            if not n:
-                return 0
-        count = self._count
-        amount = LONG_MAX if n >= LONG_MAX // count else n * count
-        self._requested = add_demand(self._requested, amount)
-        self._state.changed = True
-        return amount
+        return count_demand(self, n)
 
     def on_next(self, value: T) -> None:
         scheduler = self._scheduler
