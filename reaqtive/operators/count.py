@@ -13,8 +13,8 @@ from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import optional_callable
-from reaqtive.operators._step_stage import StepAggregate, runs_inline
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
+from reaqtive.operators.step_stage import StepAggregate, runs_inline
 
 __all__ = ["Count", "CountArgs", "count"]
 

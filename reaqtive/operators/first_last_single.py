@@ -13,7 +13,6 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable, require_element
-from reaqtive.operators._step_stage import StepAggregate, runs_inline
 from reaqtive.operators.keyed_steps import (
     DONE,
     SKIP,
@@ -22,6 +21,7 @@ from reaqtive.operators.keyed_steps import (
     is_immutable_value,
     register_keyed_step,
 )
+from reaqtive.operators.step_stage import StepAggregate, runs_inline
 
 __all__ = [
     "First",

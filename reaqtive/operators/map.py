@@ -14,8 +14,8 @@ from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
-from reaqtive.operators._step_stage import StepStage, runs_inline
 from reaqtive.operators.keyed_steps import KeyedStep, TemplateStep, register_keyed_step
+from reaqtive.operators.step_stage import StepStage, runs_inline
 from reaqtive.state import StatefulUnaryOperatorBase
 
 __all__ = ["Map", "MapArgs", "MapIndexed", "MapIndexedArgs", "map", "map_indexed"]

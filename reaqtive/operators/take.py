@@ -13,10 +13,10 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
-from reaqtive.operators._step_stage import StepStage, runs_inline
 from reaqtive.operators._take_skip import TakeUntilDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
 from reaqtive.operators.keyed_steps import DONE, KeyedStep, register_keyed_step
+from reaqtive.operators.step_stage import StepStage, runs_inline
 from reaqtive.state.fields import time_bounds
 
 __all__ = ["Take", "TakeArgs", "TakeDuration", "TakeDurationArgs", "take"]

@@ -12,8 +12,14 @@ downstream unless it is :data:`~reaqtive.operators.keyed_steps.SKIP`, and a fiel
 :meth:`StepStage.field_at_end`). A stage whose step drops elements (``drops``) asks its upstream for one more in
 place of each dropped one while the downstream's demand is bounded.
 
-By default the field is saved as it is; a stage whose saved layout differs (or whose field needs a check when
-read) overrides ``save_state_core`` / ``load_state_core``.
+By default the field is saved as it is (nothing for a :class:`~reaqtive.operators.keyed_steps.StatelessStep`); a
+stage whose saved layout differs (or whose field needs a check when read) overrides ``save_state_core`` /
+``load_state_core``. A step whose ``next`` is plain is compiled into its stage's ``on_next`` (:func:`runs_inline`),
+so the stage runs it with no call per element.
+
+An operator author writes the step (:class:`~reaqtive.operators.keyed_steps.KeyedStep`) and registers it
+(:func:`~reaqtive.operators.keyed_steps.register_keyed_step`); the stage is a few lines over it
+(``docs/writing-operators.md``).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._aggregate import AggregateStage
-from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StepOperatorError
+from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StatelessStep, StepOperatorError
 from reaqtive.state import StatefulUnaryOperatorBase
 
 __all__ = ["StepAggregate", "StepStage", "runs_inline"]
@@ -82,10 +88,12 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
         self._step.set_context(context)  # (the host's limits)
 
     def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._field)
+        if not isinstance(self._step, StatelessStep):  # (a stateless step's stage saves nothing of its own)
+            writer.write(self._field)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._field = reader.read()
+        if not isinstance(self._step, StatelessStep):
+            self._field = reader.read()
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
