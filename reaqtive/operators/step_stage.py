@@ -157,7 +157,7 @@ class StepAggregate(AggregateStage[Any, Any]):
     as :class:`StepStage` (an output with :data:`~reaqtive.operators.keyed_steps.DONE` is the result, decided
     early); at completion the step's ``complete``, whose one output is the result (a
     :class:`~reaqtive.operators.keyed_steps.StepOperatorError` stops the stage, the user's error goes through the
-    policy, which may skip the result). Saved: the base's held result, then the field."""
+    policy, which may skip the result). Saved: the base's held result, then the field (none for a stateless step)."""
 
     __slots__ = ("_field", "_in_place", "_next", "_step")
 
@@ -186,11 +186,13 @@ class StepAggregate(AggregateStage[Any, Any]):
 
     def save_state_core(self, writer: StateWriter) -> None:
         super().save_state_core(writer)
-        writer.write(self._field)
+        if not isinstance(self._step, StatelessStep):
+            writer.write(self._field)
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
-        self._field = self.read_field(reader)
+        if not isinstance(self._step, StatelessStep):
+            self._field = self.read_field(reader)
 
     def read_field(self, reader: StateReader) -> Any:
         """The field, read after the held result (any value by default)."""
