@@ -247,14 +247,15 @@ def runs_inline(*stages: type[StepStage] | type[StepAggregate]) -> Callable[[S],
     return decorate
 
 
-def _inlined_return(expression: str, skips_inline: bool) -> list[str]:
+def _inlined_return(expression: str, skips_inline: bool, in_place: bool) -> list[str]:
     """The lines an inlined ``return field, output`` becomes: leave the ``try`` with the two (the stage's tail
     then handles them), or, for a plain new field with no output in a stage that owes nothing for it
-    (``skips_inline``), store it and return at once (nothing that may raise runs under the ``try``)."""
+    (``skips_inline``), store it and return at once (nothing that may raise runs under the ``try``); the same
+    field unchanged returns at once, unless the step changes its field in place (``in_place``: marked changed)."""
     node = ast.parse(expression, mode="eval").body
     if skips_inline and isinstance(node, ast.Tuple) and len(node.elts) == 2:
         field, output = (ast.unparse(element) for element in node.elts)
-        if output == "SKIP" and field == "state":
+        if output == "SKIP" and field == "state" and not in_place:
             return ["return"]
         if output == "SKIP" and field != "DONE":
             return [f"self._field = {field}", "self._state.changed = True", "return"]
@@ -277,7 +278,7 @@ def _inlined_on_next(step: type[KeyedStep], stage: type[StepStage] | type[StepAg
         indent = line[: len(line) - len(line.lstrip())]
         if stripped.startswith("return "):
             skips = stage.inline_skips and not getattr(stage, "drops", False)
-            body += [indent + line for line in _inlined_return(stripped[7:], skips)]
+            body += [indent + line for line in _inlined_return(stripped[7:], skips, step.in_place)]
         else:
             body.append(line)
     code = [
