@@ -134,6 +134,7 @@ class DistinctStep(KeyedStep):
     __slots__ = ("_key_selector", "_limit")
 
     in_place = True
+    skip_keeps_field = True
 
     def __init__(self, key_selector: Callable[[Any], object] | None) -> None:
         self._key_selector = key_selector
@@ -164,6 +165,7 @@ class DistinctComparerStep(KeyedStep):
     __slots__ = ("_comparer", "_key_selector", "_limit")
 
     in_place = True
+    skip_keeps_field = True
 
     def __init__(self, key_selector: Callable[[Any], object] | None, comparer: Callable[[Any, Any], object]) -> None:
         self._key_selector = key_selector

@@ -150,6 +150,10 @@ class KeyedStep:
     stage then writes the key's record back after every element, so that its page is saved at the next
     checkpoint. A step that returns a new field for every change leaves it ``False``."""
 
+    skip_keeps_field: bool = False
+    """With ``in_place``: whether an element with no output returned with the same field left it unchanged (a
+    ``distinct`` key seen before), so that a stage of one stream does not save its field again for it."""
+
     several: bool = False
     """Whether ``next`` may output :class:`Several` values (a window step)."""
 

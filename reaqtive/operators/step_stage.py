@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import inspect
 import linecache
+import re
 import textwrap
 import types
 from collections.abc import Callable
@@ -42,7 +43,7 @@ from reaqtive.operators._aggregate import AggregateStage
 from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StatelessStep, StepOperatorError
 from reaqtive.state import StatefulUnaryOperatorBase
 
-__all__ = ["StepAggregate", "StepStage", "runs_inline"]
+__all__ = ["StepAggregate", "StepStage", "inlinable", "runs_inline"]
 
 
 class StepStage(StatefulUnaryOperatorBase[Any, Any]):
@@ -54,13 +55,13 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
     """Whether an element the step puts nothing out for is replaced upstream (``request(1)``) while the
     downstream's demand is bounded (``filter``, ``skip_while``), as is an element the error policy skips."""
 
-    __slots__ = ("_field", "_in_place", "_next", "_requested", "_source", "_step")
+    __slots__ = ("_field", "_in_place", "_next", "_requested", "_skip_keeps", "_source", "_step")
 
     inline_tail: ClassVar[tuple[str, ...]] = (
         "    if field is DONE:",
         "        self._end(state, output)",
         "        return",
-        "    if field is not state or self._in_place:",
+        "    if field is not state or (self._in_place and (output is not SKIP or not self._skip_keeps)):",
         "        self._field = field",
         "        self._state.changed = True",
         "    if output is not SKIP:",
@@ -81,6 +82,7 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
         self._field: Any = step.initial
         self._next = step.next  # (bound once: read per element)
         self._in_place = step.in_place
+        self._skip_keeps = step.skip_keeps_field
         self._requested = 0  # the downstream's demand in total, kept by a stage that drops elements
 
     def set_context(self, context: OperatorContext) -> None:
@@ -116,7 +118,7 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
         if field is DONE:
             self._end(old, output)
             return
-        if field is not old or self._in_place:
+        if field is not old or (self._in_place and (output is not SKIP or not self._skip_keeps)):
             self._field = field
             self._state.changed = True
         if output is not SKIP:
@@ -235,20 +237,66 @@ S = TypeVar("S", bound=type[KeyedStep])
 
 
 def runs_inline(*stages: type[StepStage] | type[StepAggregate]) -> Callable[[S], S]:
-    """Decorator of a step class whose ``next`` is plain (no loop of its own, no nested function): each of
-    ``stages`` gets an ``on_next`` that runs the step's ``next`` inline (:func:`_inlined_on_next`), with no call
-    per element; the step stays the one source of the logic."""
+    """Decorator of a step class whose ``next`` is plain (see :func:`inlinable`): each of ``stages`` gets an
+    ``on_next`` that runs the step's ``next`` inline (:func:`_inlined_on_next`), with no call per element; the
+    step stays the one source of the logic. A ``next`` of another shape (or without its source) is called."""
 
     def decorate(step: S) -> S:
-        try:
-            inspect.getsource(step.next)
-        except (OSError, TypeError):  # no source (a build without .py files): the stage calls the step
+        function = inlinable(step)
+        if function is None:
             return step
         for stage in stages:
-            stage.on_next = _inlined_on_next(step, stage)  # type: ignore[method-assign]
+            stage.on_next = _inlined_on_next(step, stage, function)  # type: ignore[method-assign]
         return step
 
     return decorate
+
+
+# What a ``next`` may not hold to be inlined: a ``return`` in a loop would leave the loop, not the step; nested
+# functions and generators change what ``return`` and the names mean.
+_NOT_INLINED = (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
+                ast.Yield, ast.YieldFrom, ast.Await, ast.Global, ast.Nonlocal)
+# The locals the inlined ``on_next`` uses for itself: a step that uses them is called instead.
+_INLINE_NAMES = frozenset({"step", "field", "output"})
+
+
+def inlinable(step: type[KeyedStep]) -> tuple[ast.FunctionDef, list[str]] | None:
+    """The parsed ``next`` of ``step`` and its source lines when it can be inlined: parameters ``(self, state,
+    value)`` that it does not assign; every ``return field, output`` on a line of its own; ``self`` only as in
+    ``self.name``; no loop, nested function, generator or string of several lines; none of the locals the inlined
+    code uses. ``None`` otherwise (the stage then calls the step)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(step.next))
+    except (OSError, TypeError):  # no source (a build without .py files)
+        return None
+    function = ast.parse(source).body[0]
+    if not isinstance(function, ast.FunctionDef) or function.decorator_list:
+        return None
+    arguments = function.args
+    if ([argument.arg for argument in arguments.args] != ["self", "state", "value"] or arguments.vararg
+            or arguments.kwarg or arguments.kwonlyargs or arguments.posonlyargs):
+        return None
+    lines = source.splitlines()
+    attribute_values = {id(node.value) for node in ast.walk(function) if isinstance(node, ast.Attribute)}
+    first = function.body[0]
+    docstring = first.value if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) else None
+    for node in ast.walk(function):
+        if node is function or node is docstring:
+            continue
+        if isinstance(node, _NOT_INLINED):
+            return None
+        if isinstance(node, ast.Return) and (node.value is None or node.lineno != node.end_lineno
+                                             or lines[node.lineno - 1][: node.col_offset].strip()):
+            return None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.lineno != node.end_lineno:
+            return None  # (its lines would be read as code lines)
+        if isinstance(node, ast.Name) and (
+            node.id in _INLINE_NAMES
+            or (node.id == "self" and id(node) not in attribute_values)
+            or (node.id in ("state", "value", "self") and not isinstance(node.ctx, ast.Load))
+        ):
+            return None
+    return function, lines
 
 
 def _inlined_return(expression: str, skips_inline: bool, in_place: bool) -> list[str]:
@@ -266,23 +314,25 @@ def _inlined_return(expression: str, skips_inline: bool, in_place: bool) -> list
     return [f"field, output = {expression}", "break"]
 
 
-def _inlined_on_next(step: type[KeyedStep], stage: type[StepStage] | type[StepAggregate]) -> Any:
-    """``on_next`` for a stage of ``step``: the step's ``next`` (its source) run inline, each ``return field,
-    output`` of it leaving the ``try`` with the two, then what the stage's ``on_next`` does with them
-    (``inline_tail``). The same
-    code as the call, less the call: the step stays the one source of the logic."""
-    lines = textwrap.dedent(inspect.getsource(step.next)).splitlines()
-    start = next(index for index, line in enumerate(lines) if line.rstrip().endswith(":")) + 1
+def _inlined_on_next(step: type[KeyedStep], stage: type[StepStage] | type[StepAggregate],
+                     parsed: tuple[ast.FunctionDef, list[str]]) -> Any:
+    """``on_next`` for a stage of ``step``: the step's ``next`` (its source, checked by :func:`inlinable`) run
+    inline, each ``return field, output`` of it leaving the ``try`` with the two, then what the stage's
+    ``on_next`` does with them (``inline_tail``). The same code as the call, less the call: the step stays the
+    one source of the logic."""
+    function, lines = parsed
+    statements = function.body
+    if isinstance(statements[0], ast.Expr) and isinstance(statements[0].value, ast.Constant):
+        statements = statements[1:]  # the docstring
     body: list[str] = []
-    for line in lines[start:]:
-        line = line.replace("self.", "step.")  # noqa: PLW2901  (the step's fields, through the stage's step)
+    marks = step.in_place and not step.skip_keeps_field  # a skip with the same field changed it in place
+    for line in lines[statements[0].lineno - 1 : function.end_lineno]:
+        line = re.sub(r"\bself\.", "step.", line)  # noqa: PLW2901  (the step's fields, through the stage's step)
         stripped = line.strip()
-        if stripped.startswith(('"""', "#")) and not body:
-            continue
         indent = line[: len(line) - len(line.lstrip())]
         if stripped.startswith("return "):
             skips = stage.inline_skips and not getattr(stage, "drops", False)
-            body += [indent + line for line in _inlined_return(stripped[7:], skips, step.in_place)]
+            body += [indent + line for line in _inlined_return(stripped[7:], skips, marks)]
         else:
             body.append(line)
     code = [
