@@ -31,13 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, Final, NoReturn, TypeVar
+from typing import Any, ClassVar, Final, NoReturn, Self, TypeVar, cast
 
 from reaqtive.core.binding import QueryNode
 from reaqtive.core.errors import OperatorArgumentError
 from reaqtive.core.subscribable import Subscribable
 
 __all__ = [
+    "ArgsRecord",
     "Arguments",
     "arguments",
     "require_callable",
@@ -247,6 +248,63 @@ class Arguments:
         if not isinstance(value, Iterable):
             self.fail(index, "an iterable")
         return value
+
+
+_CHECKS: Final[dict[str, Callable[[Arguments, int], object]]] = {
+    "source": Arguments.source,
+    "function": Arguments.function,
+    "optional_function": Arguments.optional_function,
+    "value": Arguments.value,
+    "element": Arguments.element,
+    "elements": Arguments.elements,
+    "count": Arguments.integer,
+    "positive_count": lambda args, index: args.integer(index, minimum=1),
+    "optional_positive_count": Arguments.optional_integer,
+    "flag": Arguments.flag,
+    "text": Arguments.text,
+    "duration": Arguments.duration,
+    "positive_duration": lambda args, index: args.duration(index, positive=True),
+    "optional_positive_duration": Arguments.optional_duration,
+    "time": Arguments.time,
+    "due": Arguments.due,
+}
+"""The checks an :class:`ArgsRecord` names, each an accessor of :class:`Arguments` (``count``: an int >= 0;
+``positive_``: > 0; ``optional_``: or ``None``)."""
+
+
+class ArgsRecord:
+    """The checked arguments of an operator's query node, declared once: a frozen dataclass whose fields are the
+    node's arguments in order (their names name them in errors) and whose ``checks`` names each one's check
+    (a key of :data:`_CHECKS`); :meth:`read` checks a node's arguments and makes the record.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True, slots=True)
+    ... class TakeArgs(ArgsRecord):
+    ...     source: Subscribable[Any]
+    ...     count: int
+    ...     checks = ("source", "count")
+    >>> from reaqtive import from_iterable
+    >>> TakeArgs.read(from_iterable([1]).take(3)).count
+    3
+    """
+
+    __slots__ = ()
+    __match_args__: ClassVar[tuple[str, ...]]  # the fields' names, in order (set by the dataclass)
+    checks: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        unknown = [check for check in cls.checks if check not in _CHECKS]
+        if unknown:
+            raise ValueError(f"{cls.__qualname__}: unknown checks {unknown} (known: {sorted(_CHECKS)})")
+
+    @classmethod
+    def read(cls, query: QueryNode) -> Self:
+        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
+        fit)."""
+        args = arguments(query, *cls.__match_args__)
+        values = [_CHECKS[check](args, index) for index, check in enumerate(cls.checks)]
+        return cast("Self", cast("Any", cls)(*values))
 
 
 def _is_aware(value: datetime) -> bool:

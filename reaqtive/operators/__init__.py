@@ -54,6 +54,7 @@ __all__ = [
     "skip_until",
     "skip_while",
     "start_with",
+    "step_stage",
     "sum_average",
     "switch_latest",
     "take",

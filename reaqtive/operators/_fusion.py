@@ -142,21 +142,27 @@ def stage_fusion(enabled: bool) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class FusedStep:
-    """A stage's ``on_next`` as a template for the fused code (see the module).
+    """An operator's per-element logic, written once as a template, from which its three renditions are compiled:
+    the stage's ``on_next`` (:meth:`stage_on_next`), its step in a fused run (:func:`_generate`) and its keyed step's
+    ``next`` (:meth:`keyed_next`, for :class:`~reaqtive.operators.keyed_steps.TemplateStep`).
 
-    ``function``: the attribute of the stage holding the user's function. ``code``: the step, in Python, with
+    ``function``: the attribute of the stage holding the user's function. ``state``: the attribute of the stage
+    holding the operator's field (the keyed step's field), ``""`` for none. ``code``: the step, in Python, with
     placeholders: ``{value}`` (the element coming in), ``{result}`` (the element going on, for a step that
-    makes a new one; a step without it passes ``{value}`` on), ``{fn}`` (the user's function), ``{stage}`` (the
-    stage object: its fields, and the rare paths, ``_user_error`` and a replacement request), ``{stop}``
-    (ends the element's trip: ``return`` in ``on_next``, ``continue`` in a batch) and ``{bounded}`` (``True`` in
-    ``on_next``, ``False`` in a batch, which a source hands over only under unbounded demand: ``if {bounded}:``
-    keeps demand bookkeeping off that path, and the compiler drops the test). It may use locals of its own
-    (``error``, ``drop``, ...) and no other braces. Keep what is rare (an error message, a replacement request)
-    in methods of the stage that its ``on_next`` calls too, so that both forms share them.
+    makes a new one; a step without it passes ``{value}`` on), ``{fn}`` (the user's function), ``{state}`` (the
+    field, read and written), ``{changed}`` (marks the field changed; nothing in a keyed step, whose stage writes
+    what it returns), ``{stage}`` (the stage object: the rare paths, ``_user_error`` and a replacement request;
+    in a keyed step, the step, whose ``_user_error`` raises the error for the keyed stage's policy), ``{stop}``
+    (ends the element's trip: ``return`` in ``on_next``, ``continue`` in a batch, no output in a keyed step) and
+    ``{bounded}`` (``True`` in ``on_next``, ``False`` in a batch and a keyed step, which run only under unbounded
+    demand or have none: ``if {bounded}:`` keeps demand bookkeeping off those paths, and the compiler drops the
+    test). It may use locals of its own (``error``, ``drop``, ...) and no other braces. Keep what is rare (an
+    error message, a replacement request) in methods of the stage that the keyed step shares.
     """
 
     function: str
     code: str
+    state: str = ""
 
     def __post_init__(self) -> None:
         # a template with a stray brace fails where it is declared
@@ -168,12 +174,47 @@ class FusedStep:
         return "{result}" in self.code
 
     def render(
-        self, *, value: str, result: str, fn: str, stage: str, stop: str, bounded: bool, indent: int
+        self, *, value: str, result: str, fn: str, stage: str, stop: str, bounded: bool, indent: int,
+        state: str | None = None, changed: str | None = None,
     ) -> list[str]:
-        """The step's lines, over the local ``value`` (into ``result``), indented by ``indent`` spaces."""
+        """The step's lines, over the local ``value`` (into ``result``), indented by ``indent`` spaces; the field
+        is the stage's attribute unless ``state`` names another place."""
         text = textwrap.dedent(self.code).strip("\n")
-        text = text.format(value=value, result=result, fn=fn, stage=stage, stop=stop, bounded=bounded)
+        text = text.format(
+            value=value, result=result, fn=fn, stage=stage, stop=stop, bounded=bounded,
+            state=f"{stage}.{self.state}" if state is None else state,
+            changed=f"{stage}._state.changed = True" if changed is None else changed,
+        )
         return [" " * indent + line if line else line for line in text.splitlines()]
+
+    def stage_on_next(self) -> Any:  # (a method of the stage class: Any, as mypy checks it against on_next)
+        """The stage's ``on_next``: the template as a run of one stage."""
+        lines = ["def on_next(self, v0):"]
+        lines += self.render(value="v0", result="v1", fn=f"self.{self.function}", stage="self", stop="return",
+                             bounded=True, indent=4)
+        lines.append(f"    self._downstream.on_next({'v1' if self.transforms else 'v0'})")
+        return _compiled(lines, "on_next", {})
+
+    def keyed_next(self) -> Any:  # (a method of the step class, as stage_on_next)
+        """The keyed step's ``next(state, value)``: the template over the key's field, raising the user's errors
+        (the step's ``_user_error``) for the keyed stage, which applies the query's error policy."""
+        from reaqtive.operators.keyed_steps import SKIP  # (local: keyed_steps imports this module's users)
+
+        lines = ["def next(self, state, value):"]
+        lines += self.render(value="value", result="result", fn="self._fn", stage="self", stop="return state, SKIP",
+                             bounded=False, indent=4, state="state", changed="pass")
+        lines.append(f"    return state, {'result' if self.transforms else 'value'}")
+        return _compiled(lines, "next", {"SKIP": SKIP})
+
+
+def _compiled(lines: list[str], name: str, namespace: dict[str, Any]) -> Callable[..., Any]:
+    """Function ``name`` compiled from ``lines`` (a template's rendition), its source registered with
+    :mod:`linecache` so that a traceback shows the lines it ran."""
+    source = "\n".join(lines) + "\n"
+    filename = f"<reaqtive step {name} #{next(_GENERATED)}>"
+    exec(compile(source, filename, "exec"), namespace)  # our templates only: no user value becomes code
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    return cast("Callable[..., Any]", namespace[name])
 
 
 class FusibleStage(Protocol):

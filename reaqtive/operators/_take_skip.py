@@ -19,6 +19,7 @@ from reaqtive.core.errors import MissingSchedulerError
 from reaqtive.core.expression import as_expression
 from reaqtive.core.streams import LONG_MAX, Subscriber, Subscription, add_demand, require_not_none
 from reaqtive.core.subscribable import Subscribable
+from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 from reaqtive.operators._timing import MAX_TIME
 from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -29,6 +30,7 @@ __all__ = [
     "OpenAtDeadline",
     "TakeUntilDeadline",
     "UntilObserver",
+    "UntilStage",
     "count_or_duration",
     "other_or_time",
 ]
@@ -197,6 +199,73 @@ class OpenAtDeadline(DroppingStage[T], DeadlineStage[T], Generic[T]):
     def on_deadline(self) -> None:
         self._open = True
         self._state.changed = True
+
+
+class UntilStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """What ``take_until`` and ``skip_until`` with a stream share: two inputs, visited in this order, ``other``
+    (input 0, through an :class:`UntilObserver`) and the source (input 1); a lock serializing what may race
+    downstream (rule 1.3); ``other``'s error ends the stage, its completion without an element sets
+    ``_other_done`` (saved: a recovered stage does not listen to it again, :meth:`_forget_ended_other`). A
+    subclass declares the slots ``_lock``, ``_other``, ``_other_done``, ``_other_observer`` and ``_source`` (so
+    that it may combine with :class:`DroppingStage`) and handles ``_on_other_next``."""
+
+    __slots__ = ()
+
+    _lock: threading.RLock
+    _other: Subscribable[Any]
+    _other_done: bool
+    _other_observer: UntilObserver
+    _source: Subscribable[T]
+
+    def _init_until(self, source: Subscribable[T], other: Subscribable[Any]) -> None:
+        # (mypy: the slots are the subclass's, see the class)
+        self._source = source  # type: ignore[misc]
+        self._other = other  # type: ignore[misc]
+        self._other_done = False  # type: ignore[misc]
+        self._other_observer = UntilObserver(self)  # type: ignore[misc]
+        self._lock = threading.RLock()  # type: ignore[misc]  # re-entrant: a downstream may cancel or feed the other
+
+
+    def subscribe_inputs(self) -> tuple[SubscriptionHandle, ...]:
+        return (self._other.subscribe(self._other_observer), self.subscribe_input())
+
+    def subscribe_input(self) -> SubscriptionHandle:
+        return self._source.subscribe(self)
+
+    @property
+    def input(self) -> SubscriptionHandle:
+        """The source's subscription (input 1; input 0 is the other's)."""
+        return self._inputs[1] if self._inputs else NOP_SUBSCRIPTION
+
+    def _forget_ended_other(self) -> None:
+        """Restored after the other ended: do not listen to it again."""
+        if self._other_done:
+            self._other_observer.cancel()
+            self._inputs[0].dispose()
+
+    def on_dispose(self) -> None:
+        self._other_observer.cancel()
+
+    def on_error(self, error: BaseException) -> None:
+        require_not_none(error, "error", "2.13")
+        with self._lock:
+            self._upstream_terminated()
+            self._signal_error(error)
+
+    @abstractmethod
+    def _on_other_next(self) -> None:
+        """The other emitted its first element."""
+
+    def _on_other_error(self, error: BaseException) -> None:
+        with self._lock:
+            if not self._disposed:
+                self._signal_error(error)
+
+    def _on_other_complete(self) -> None:
+        with self._lock:
+            if not self._disposed:
+                self._other_done = True  # type: ignore[misc]
+                self._state.changed = True
 
 
 class UntilOwner(Protocol):

@@ -5,18 +5,21 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Final, Protocol
 
 from reaqtive.core.arguments import require_positive_duration, require_positive_int, require_time
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.scheduler_interface import EARLIEST, NEVER, deadline, earlier, utc
+from reaqtive.core.streams import LONG_MAX, add_demand
 from reaqtive.state.fields import time_bounds
+from reaqtive.state.tracking import StateChangedTracker
 
 __all__ = [
     "MAX_SPAN",
     "MAX_TIME",
     "MIN_TIME",
     "add_safe",
+    "count_demand",
     "deadline",
     "due_bounds",
     "due_time",
@@ -96,3 +99,31 @@ def span_arguments(op: str, first: object, second: object) -> tuple[str, tuple[o
     raise TypeError(
         f"{op}: the first argument must be a count (int) or a duration (timedelta), got {type(first).__name__}"
     )
+
+
+class CountTranslated(Protocol):
+    """A duration-or-count stage (``buffer_time_or_count``, ``window_time_or_count``) whose downstream demand
+    for lists or windows becomes upstream demand for ``count`` elements each (see :func:`count_demand`)."""
+
+    _count: int
+    _credit: int
+    _requested: int
+    _state: StateChangedTracker
+
+
+def count_demand(stage: CountTranslated, n: int) -> int:
+    """The elements to ask the upstream for when the downstream of ``stage`` asks for ``n`` more lists or
+    windows: ``count`` each, capped at ``LONG_MAX``, after the first ``_credit`` ones, which a recovered
+    downstream asks for again and were translated before the checkpoint. Kept in ``_requested`` (saved)."""
+    credit = stage._credit
+    if credit:
+        again = min(n, credit)
+        stage._credit = credit - again
+        n -= again
+        if not n:
+            return 0
+    count = stage._count
+    amount = LONG_MAX if n >= LONG_MAX // count else n * count
+    stage._requested = add_demand(stage._requested, amount)
+    stage._state.changed = True
+    return amount

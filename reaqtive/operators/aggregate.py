@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, arguments, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -85,19 +85,14 @@ class AggregateArgs:
 
 
 @dataclass(frozen=True, slots=True)
-class AggregateSeedArgs:
+class AggregateSeedArgs(ArgsRecord):
     """The arguments of an ``aggregate`` node with a seed: ``(source, accumulator, result_selector, seed)``."""
 
     source: Subscribable[Any]
     accumulator: Callable[[Any, Any], Any]
     result_selector: Callable[[Any], Any] | None
     seed: object
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> AggregateSeedArgs:
-        """The checked arguments of ``query`` (which must have a seed)."""
-        args = arguments(query, "source", "accumulator", "result_selector", "seed")
-        return cls(args.source(0), args.function(1), args.optional_function(2), args.value(3))
+    checks = ("source", "function", "optional_function", "value")
 
 
 @register_operator("aggregate", frames=4, builder=aggregate, args=AggregateArgs)

@@ -5,16 +5,17 @@ from __future__ import annotations
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Generic, TypeVar
+from typing import ClassVar, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators._aggregate import AggregateStage, optional_callable, require_element
+from reaqtive.operators._aggregate import optional_callable, require_element
 from reaqtive.operators.keyed_steps import DONE, SKIP, StatelessStep, register_keyed_step
+from reaqtive.operators.step_stage import StepAggregate, runs_inline
 
 __all__ = [
     "All",
@@ -108,171 +109,109 @@ def is_empty() -> OperatorCall[bool]:
 
 
 @dataclass(frozen=True, slots=True)
-class AnyArgs:
+class AnyArgs(ArgsRecord):
     """The arguments of an ``any`` node: ``(source, predicate)``, the predicate ``None`` for any element."""
 
     source: Subscribable[typing.Any]
     predicate: Callable[[typing.Any], object] | None
-
-    @classmethod
-    def read(cls, query: Expression[typing.Any]) -> AnyArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "predicate")
-        return cls(args.source(0), args.optional_function(1))
+    checks = ("source", "optional_function")
 
 
 @dataclass(frozen=True, slots=True)
-class AllArgs:
+class AllArgs(ArgsRecord):
     """The arguments of an ``all`` node: ``(source, predicate)``."""
 
     source: Subscribable[typing.Any]
     predicate: Callable[[typing.Any], object]
-
-    @classmethod
-    def read(cls, query: Expression[typing.Any]) -> AllArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "predicate")
-        return cls(args.source(0), args.function(1))
+    checks = ("source", "function")
 
 
 @dataclass(frozen=True, slots=True)
-class ContainsArgs:
+class ContainsArgs(ArgsRecord):
     """The arguments of a ``contains`` node: ``(source, value)``."""
 
     source: Subscribable[typing.Any]
     value: object
-
-    @classmethod
-    def read(cls, query: Expression[typing.Any]) -> ContainsArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "value")
-        return cls(args.source(0), args.element(1))
+    checks = ("source", "element")
 
 
 @dataclass(frozen=True, slots=True)
-class IsEmptyArgs:
+class IsEmptyArgs(ArgsRecord):
     """The arguments of an ``is_empty`` node: ``(source,)``."""
 
     source: Subscribable[typing.Any]
-
-    @classmethod
-    def read(cls, query: Expression[typing.Any]) -> IsEmptyArgs:
-        """The checked arguments of ``query``."""
-        return cls(arguments(query, "source").source(0))
+    checks = ("source",)
 
 
-class _Quantifier(AggregateStage[T, bool], Generic[T]):
-    """An answer that one element can decide; ``when_completed`` is the answer if none did. When an element
-    decides, the answer goes downstream at once and the source is cancelled."""
-
-    when_completed: ClassVar[bool]
+class _Quantifier(StepAggregate):
+    """An answer that one element can decide, run by its step (a ``_QuantifierStep``, which ends the stream
+    with the answer; its ``when_completed`` is the answer if none did). When an element decides, the answer
+    goes downstream at once and the source is cancelled."""
 
     __slots__ = ()
-
-    def result_at_completion(self) -> bool:
-        return self.when_completed
 
     def read_result(self, reader: StateReader) -> bool:
         return reader.read_bool("result")
 
 
 @register_operator("any", builder=any, args=AnyArgs)
-class Any(_Quantifier[T], Generic[T]):
-    """The running stage of :func:`any`."""
+class Any(_Quantifier):
+    """The running stage of :func:`any`, run by :class:`AnyStep`."""
 
     name = "reaqtive:any"
     version: Version = (1,)
-    when_completed = False
-
-    __slots__ = ("_predicate",)
-
-    def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
-        args = AnyArgs.read(query)
-        super().__init__(args.source, downstream)
-        self._predicate: Callable[[T], object] | None = args.predicate
-
-    def on_next(self, value: T) -> None:
-        predicate = self._predicate
-        if predicate is not None:
-            try:
-                if not predicate(value):
-                    return
-            except Exception as error:
-                self._user_error(error, value)
-                return
-        self._finish(True)
-
-
-@register_operator("all", builder=all, args=AllArgs)
-class All(_Quantifier[T], Generic[T]):
-    """The running stage of :func:`all`."""
-
-    name = "reaqtive:all"
-    version: Version = (1,)
-    when_completed = True
-
-    __slots__ = ("_predicate",)
-
-    def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
-        args = AllArgs.read(query)
-        super().__init__(args.source, downstream)
-        self._predicate: Callable[[T], object] = args.predicate
-
-    def on_next(self, value: T) -> None:
-        try:
-            if self._predicate(value):
-                return
-        except Exception as error:
-            self._user_error(error, value)
-            return
-        self._finish(False)
-
-
-@register_operator("contains", builder=contains, args=ContainsArgs)
-class Contains(_Quantifier[T], Generic[T]):
-    """The running stage of :func:`contains`."""
-
-    name = "reaqtive:contains"
-    version: Version = (1,)
-    when_completed = False
-
-    __slots__ = ("_value",)
-
-    def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
-        args = ContainsArgs.read(query)
-        super().__init__(args.source, downstream)
-        self._value: object = args.value
-
-    def on_next(self, value: T) -> None:
-        try:
-            found = bool(value == self._value)
-        except Exception as error:  # an __eq__ (or its truth value) that raises
-            self._user_error(error, value)
-            return
-        if found:
-            self._finish(True)
-
-
-@register_operator("is_empty", builder=is_empty, args=IsEmptyArgs)
-class IsEmpty(_Quantifier[T], Generic[T]):
-    """The running stage of :func:`is_empty`."""
-
-    name = "reaqtive:is_empty"
-    version: Version = (1,)
-    when_completed = True
 
     __slots__ = ()
 
     def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
-        super().__init__(IsEmptyArgs.read(query).source, downstream)
+        args = AnyArgs.read(query)
+        super().__init__(downstream, args.source, AnyStep(args.predicate))
 
-    def on_next(self, value: T) -> None:
-        self._finish(False)
+
+@register_operator("all", builder=all, args=AllArgs)
+class All(_Quantifier):
+    """The running stage of :func:`all`, run by :class:`AllStep`."""
+
+    name = "reaqtive:all"
+    version: Version = (1,)
+
+    __slots__ = ()
+
+    def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
+        args = AllArgs.read(query)
+        super().__init__(downstream, args.source, AllStep(args.predicate))
+
+
+@register_operator("contains", builder=contains, args=ContainsArgs)
+class Contains(_Quantifier):
+    """The running stage of :func:`contains`, run by :class:`ContainsStep`."""
+
+    name = "reaqtive:contains"
+    version: Version = (1,)
+
+    __slots__ = ()
+
+    def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
+        args = ContainsArgs.read(query)
+        super().__init__(downstream, args.source, ContainsStep(args.value))
+
+
+@register_operator("is_empty", builder=is_empty, args=IsEmptyArgs)
+class IsEmpty(_Quantifier):
+    """The running stage of :func:`is_empty`, run by :class:`IsEmptyStep`."""
+
+    name = "reaqtive:is_empty"
+    version: Version = (1,)
+
+    __slots__ = ()
+
+    def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
+        super().__init__(downstream, IsEmptyArgs.read(query).source, IsEmptyStep())
 
 
 class _QuantifierStep(StatelessStep):
-    """A :class:`_Quantifier` for one key of a keyed chain: no field; an element that decides ends the key's
-    chain with the answer, a completion without one emits ``when_completed``."""
+    """The per-element logic of a :class:`_Quantifier` (the stage and a keyed chain run it): no field; an
+    element that decides ends the stream with the answer, a completion without one emits ``when_completed``."""
 
     __slots__ = ()
 
@@ -282,8 +221,9 @@ class _QuantifierStep(StatelessStep):
         return (self.when_completed,)
 
 
+@runs_inline(Any)
 class AnyStep(_QuantifierStep):
-    """:class:`Any` for one key of a keyed chain."""
+    """The per-element logic of :class:`Any`."""
 
     __slots__ = ("_predicate",)
 
@@ -299,8 +239,9 @@ class AnyStep(_QuantifierStep):
         return DONE, True
 
 
+@runs_inline(All)
 class AllStep(_QuantifierStep):
-    """:class:`All` for one key of a keyed chain."""
+    """The per-element logic of :class:`All`."""
 
     __slots__ = ("_predicate",)
 
@@ -315,8 +256,9 @@ class AllStep(_QuantifierStep):
         return DONE, False
 
 
+@runs_inline(Contains)
 class ContainsStep(_QuantifierStep):
-    """:class:`Contains` for one key of a keyed chain."""
+    """The per-element logic of :class:`Contains`."""
 
     __slots__ = ("_value",)
 
@@ -331,8 +273,9 @@ class ContainsStep(_QuantifierStep):
         return None, SKIP
 
 
+@runs_inline(IsEmpty)
 class IsEmptyStep(_QuantifierStep):
-    """:class:`IsEmpty` for one key of a keyed chain."""
+    """The per-element logic of :class:`IsEmpty`."""
 
     __slots__ = ()
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -20,6 +20,7 @@ from reaqtive.operators._emitter import COMPLETE, IDLE, UnaryEmitterBase
 from reaqtive.operators._timing import span_arguments
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
+from reaqtive.operators.window import elements_for
 from reaqtive.state import DirtyState, StatefulUnaryOperatorBase
 
 __all__ = ["BufferArgs", "BufferCount", "BufferCountSkip", "bind_buffer", "buffer"]
@@ -100,32 +101,13 @@ def buffer(first: int | timedelta, second: int | timedelta | None = None, /) -> 
 
 
 @dataclass(frozen=True, slots=True)
-class BufferArgs:
+class BufferArgs(ArgsRecord):
     """The arguments of a ``buffer`` node: ``(source, count, skip)``."""
 
     source: Subscribable[Any]
     count: int
     skip: int
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> BufferArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "count", "skip")
-        return cls(args.source(0), args.integer(1, minimum=1), args.integer(2, minimum=1))
-
-
-def _elements_for(buffers: int, count: int, skip: int, first: int) -> int:
-    """How many source elements (counted from the very first) the upstream must be asked for so that buffer
-    number ``first + buffers - 1`` closes: buffer ``k`` opens at element index ``k * skip`` and closes once it
-    holds ``count`` elements. With gaps (``skip > count``) the gap after it is included too: its elements are
-    dropped without needing demand, and the source's end may lie in it. Capped at ``LONG_MAX`` (effectively
-    unbounded, rule 3.17)."""
-    if buffers >= LONG_MAX:
-        return LONG_MAX
-    last = first + buffers - 1
-    needed = (last + 1) * skip if skip > count else last * skip + count
-    return min(needed, LONG_MAX)
+    checks = ("source", "positive_count", "positive_count")
 
 
 def _closed_before(received: int, count: int, skip: int) -> int:
@@ -254,7 +236,7 @@ class BufferCountSkip(UnaryEmitterBase[T, list[T]], Generic[T]):
     element (the first at the first element) and is emitted once it holds ``count`` elements.
 
     While the source runs, a list is emitted from ``on_next``: the upstream was asked for exactly the elements
-    that close the lists the downstream requested (``_elements_for``), so a full list always has demand. Once
+    that close the lists the downstream requested (``elements_for``), so a full list always has demand. Once
     the source completed, the lists still open go out (oldest first) through the serialized emitter of
     :mod:`reaqtive.operators._emitter` as demand comes, then completion. ``_demanded`` (lists requested in this
     run, cumulative: the upstream target follows from it) and ``_emitted`` take the place of the emitter's
@@ -362,7 +344,7 @@ class BufferCountSkip(UnaryEmitterBase[T, list[T]], Generic[T]):
             if self._source_done or self._requested_to == LONG_MAX:
                 amount = 0
             else:
-                target = _elements_for(demanded, self._count, self._skip, self._closed_at_start)
+                target = elements_for(demanded, self._count, self._skip, self._closed_at_start)
                 # unbounded is asked for as LONG_MAX itself, so that the upstream takes its fast path
                 amount = LONG_MAX if target == LONG_MAX else target - self._requested_to
                 self._requested_to = target

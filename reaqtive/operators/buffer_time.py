@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord, arguments
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -21,7 +21,7 @@ from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import (
     PendingEmitterBase,
 )
-from reaqtive.operators._timing import MAX_SPAN, deadline, earlier, multiply_safe
+from reaqtive.operators._timing import MAX_SPAN, count_demand, deadline, earlier, multiply_safe
 from reaqtive.operators.buffer import buffer
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.keyed_timed import US, TimedStep
@@ -44,35 +44,24 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class BufferTimeArgs:
+class BufferTimeArgs(ArgsRecord):
     """The arguments of a ``buffer_time`` node: ``(source, duration, shift)`` (``shift == duration``: a list
     every ``duration``)."""
 
     source: Subscribable[Any]
     duration: timedelta
     shift: timedelta
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> BufferTimeArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "duration", "shift")
-        return cls(args.source(0), args.duration(1, positive=True), args.duration(2, positive=True))
+    checks = ("source", "positive_duration", "positive_duration")
 
 
 @dataclass(frozen=True, slots=True)
-class BufferTimeOrCountArgs:
+class BufferTimeOrCountArgs(ArgsRecord):
     """The arguments of a ``buffer_time_or_count`` node: ``(source, duration, count)``."""
 
     source: Subscribable[Any]
     duration: timedelta
     count: int
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> BufferTimeOrCountArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "duration", "count")
-        return cls(args.source(0), args.duration(1, positive=True), args.integer(2, minimum=1))
+    checks = ("source", "positive_duration", "positive_count")
 
 
 @register_operator("buffer_time", frames=4, builder=buffer, args=BufferTimeArgs)
@@ -511,18 +500,7 @@ class BufferTimeOrCount(_TickBuffer[T], Generic[T]):
         self._load_tick(reader, self._count)  # (1,) is (2,) without the last two fields
 
     def _upstream_demand(self, n: int) -> int:
-        credit = self._credit
-        if credit:  # the recovered downstream asks again for what it had outstanding: translated before
-            again = min(n, credit)
-            self._credit = credit - again
-            n -= again
-            if not n:
-                return 0
-        count = self._count
-        amount = LONG_MAX if n >= LONG_MAX // count else n * count
-        self._requested = add_demand(self._requested, amount)
-        self._state.changed = True
-        return amount
+        return count_demand(self, n)
 
     def on_next(self, value: T) -> None:
         scheduler = self._scheduler

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
-from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators._aggregate import AggregateStage, optional_callable
+from reaqtive.operators._aggregate import optional_callable
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
+from reaqtive.operators.step_stage import StepAggregate, runs_inline
 
 __all__ = ["Count", "CountArgs", "count"]
 
@@ -42,64 +43,39 @@ def count(predicate: Callable[[Any], object] | None = None) -> OperatorCall[int]
 
 
 @dataclass(frozen=True, slots=True)
-class CountArgs:
+class CountArgs(ArgsRecord):
     """The arguments of a ``count`` node: ``(source, predicate)``, the predicate ``None`` to count every element."""
 
     source: Subscribable[Any]
     predicate: Callable[[Any], object] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> CountArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "predicate")
-        return cls(args.source(0), args.optional_function(1))
+    checks = ("source", "optional_function")
 
 
 @register_operator("count", frames=4, builder=count, args=CountArgs)
-class Count(AggregateStage[T, int], Generic[T]):
-    """The running stage of :func:`count`."""
+class Count(StepAggregate):
+    """The running stage of :func:`count`, run by its keyed step (:class:`CountStep`)."""
 
     name = "reaqtive:count"
     version: Version = (1,)
     state_fields = ("held", "?result", "count")
 
-    __slots__ = ("_count", "_predicate")
+    __slots__ = ()
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[int]) -> None:
         args = CountArgs.read(query)
-        super().__init__(args.source, downstream)
-        self._predicate: Callable[[T], object] | None = args.predicate
-        self._count = 0
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        super().save_state_core(writer)
-        writer.write(self._count)
+        super().__init__(downstream, args.source, CountStep(args.predicate))
 
     def read_result(self, reader: StateReader) -> int:
         return reader.read_int("result")
 
-    def load_state_core(self, reader: StateReader) -> None:
-        super().load_state_core(reader)
-        self._count = reader.read_int("count")
-
-    def on_next(self, value: T) -> None:
-        predicate = self._predicate
-        if predicate is not None:
-            try:
-                if not predicate(value):
-                    return
-            except Exception as error:
-                self._user_error(error, value)  # skipped: not counted
-                return
-        self._count += 1
-        self._state.changed = True
-
-    def result_at_completion(self) -> int:
-        return self._count
+    def read_field(self, reader: StateReader) -> int:
+        return reader.read_int("count")
 
 
+@runs_inline(Count)
 class CountStep(KeyedStep):
-    """:class:`Count` for one key of a keyed chain: the field is the count."""
+    """The per-element logic of :func:`count` (the stage and a keyed chain run it): the field is the count; an
+    element the predicate raised on is not counted."""
 
     __slots__ = ("_predicate",)
 

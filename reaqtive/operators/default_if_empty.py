@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -46,18 +46,12 @@ def default_if_empty(default_value: T) -> OperatorCall[T]:
 
 
 @dataclass(frozen=True, slots=True)
-class DefaultIfEmptyArgs:
+class DefaultIfEmptyArgs(ArgsRecord):
     """The arguments of a ``default_if_empty`` node: ``(source, default)``."""
 
     source: Subscribable[Any]
     default: object
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> DefaultIfEmptyArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "default")
-        return cls(args.source(0), args.element(1))
+    checks = ("source", "element")
 
 
 @register_operator("default_if_empty", builder=default_if_empty, args=DefaultIfEmptyArgs)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.expression import Expression, OperatorCall
@@ -54,18 +54,12 @@ def delay_subscription(due: timedelta | datetime) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class DelaySubscriptionArgs:
+class DelaySubscriptionArgs(ArgsRecord):
     """The arguments of a ``delay_subscription`` node: ``(source, due)``."""
 
     source: Subscribable[Any]
     due: timedelta | datetime
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> DelaySubscriptionArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "due")
-        return cls(args.source(0), args.due(1))
+    checks = ("source", "due")
 
 
 @register_operator("delay_subscription", frames=2, builder=delay_subscription, args=DelaySubscriptionArgs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from reaqtive.core.arguments import arguments, require_callable
 from reaqtive.core.binding import register_operator
@@ -12,12 +12,12 @@ from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
+from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.settings import MAX_DISTINCT_ELEMENTS, read_limit
-from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.operators.step_stage import StepStage, runs_inline
 
 __all__ = ["Distinct", "DistinctArgs", "DistinctComparer", "bind_distinct", "distinct"]
 
@@ -75,125 +75,47 @@ class DistinctArgs:
         return cls(args.source(0), args.optional_function(1), comparer)
 
 
-class _DistinctBase(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """What both variants share: arguments, the limit, and filter's demand policy."""
-
-    timeless = True
-    __slots__ = ("_key_selector", "_limit", "_requested", "_source")
-
-    def __init__(self, args: DistinctArgs, downstream: Subscriber[T]) -> None:
-        super().__init__(downstream)
-        self._source: Subscribable[T] = args.source
-        self._key_selector: Callable[[T], object] | None = args.key_selector
-        self._requested = 0
-        self._limit = LONG_MAX
-
-    def set_context(self, context: OperatorContext) -> None:
-        super().set_context(context)
-        self._limit = read_limit(context, MAX_DISTINCT_ELEMENTS)
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
-
-    def request(self, n: int) -> None:
-        if n > 0:
-            self._requested = add_demand(self._requested, n)
-        super().request(n)
-
-    def _dropped(self) -> None:
-        if self._requested != LONG_MAX:
-            upstream = self._upstream
-            if upstream is not None:
-                upstream.request(1)
-
-    def _element_skipped(self) -> None:
-        self._dropped()  # as a dropped element
-
-    def _over_limit(self) -> None:
-        self._signal_error(LimitExceededError(self.name, MAX_DISTINCT_ELEMENTS, self._limit))
-
-
-class Distinct(_DistinctBase[T], Generic[T]):
-    """The running stage of :func:`distinct` without a comparer: the keys seen so far in a ``set``."""
+class Distinct(StepStage):
+    """The running stage of :func:`distinct` without a comparer, run by :class:`DistinctStep`: the keys seen so
+    far in a ``set`` (saved as a set, empty before the first element)."""
 
     name = "reaqtive:distinct"
     version: Version = (1,)
     state_fields = ("keys",)
+    drops = True
 
-    __slots__ = ("_keys",)
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(DistinctArgs.read(query), downstream)
-        self._keys: set[object] = set()
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
+        args = DistinctArgs.read(query)
+        super().__init__(downstream, args.source, DistinctStep(args.key_selector))
 
     def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._keys)
+        writer.write(set() if self._field is None else self._field)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._keys = reader.read_set("keys")  # the user's keys
-
-    def on_next(self, value: T) -> None:
-        keys = self._keys
-        try:
-            key = value if self._key_selector is None else self._key_selector(value)
-            seen = key in keys
-        except Exception as error:  # the key selector raised, or the key is not hashable
-            self._user_error(error, value)
-            return
-        if seen:
-            self._dropped()
-            return
-        if len(keys) >= self._limit:
-            self._over_limit()
-            return
-        keys.add(key)
-        self._state.changed = True
-        self._downstream.on_next(value)
+        self._field = reader.read_set("keys") or None  # the user's keys
 
 
-class DistinctComparer(_DistinctBase[T], Generic[T]):
-    """The running stage of :func:`distinct` with a comparer: the keys seen so far in a list (they need not be
-    hashable), each new key compared with all of them."""
+class DistinctComparer(StepStage):
+    """The running stage of :func:`distinct` with a comparer, run by :class:`DistinctComparerStep`: the keys
+    seen so far in a list (they need not be hashable), each new key compared with all of them."""
 
     name = "reaqtive:distinct+comparer"
     version: Version = (1,)
     state_fields = ("keys",)
+    drops = True
 
-    __slots__ = ("_comparer", "_keys")
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         args = DistinctArgs.read(query)
-        super().__init__(args, downstream)
         comparer = args.comparer
         if comparer is None:  # bind_distinct binds a node without a comparer to Distinct, never here
             arguments(query, "source", "key_selector", "comparer").fail(2, "callable")
-        self._comparer: Callable[[object, object], object] = comparer
-        self._keys: list[object] = []
+        super().__init__(downstream, args.source, DistinctComparerStep(args.key_selector, comparer))
 
     def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._keys)
+        writer.write([] if self._field is None else self._field)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._keys = reader.read_list("keys")  # the user's keys
-
-    def on_next(self, value: T) -> None:
-        keys = self._keys
-        comparer = self._comparer
-        try:
-            key = value if self._key_selector is None else self._key_selector(value)
-            seen = any(comparer(other, key) for other in keys)
-        except Exception as error:
-            self._user_error(error, value)
-            return
-        if seen:
-            self._dropped()
-            return
-        if len(keys) >= self._limit:
-            self._over_limit()
-            return
-        keys.append(key)
-        self._state.changed = True
-        self._downstream.on_next(value)
+        self._field = reader.read_list("keys") or None  # the user's keys
 
 
 @register_operator("distinct", builder=distinct, args=DistinctArgs)
@@ -204,13 +126,15 @@ def bind_distinct(query: Expression[Any], downstream: Subscriber[Any]) -> Subscr
     return DistinctComparer(query, downstream)
 
 
+@runs_inline(Distinct)
 class DistinctStep(KeyedStep):
-    """:class:`Distinct` for one key of a keyed chain: the field is the ``set`` of keys seen, ``None`` before
-    the first element (the set is the key's own, added to in place)."""
+    """The per-element logic of :class:`Distinct` (the stage and a keyed chain run it): the field is the
+    ``set`` of keys seen, ``None`` before the first element (the set is the key's own, added to in place)."""
 
     __slots__ = ("_key_selector", "_limit")
 
     in_place = True
+    skip_keeps_field = True
 
     def __init__(self, key_selector: Callable[[Any], object] | None) -> None:
         self._key_selector = key_selector
@@ -233,13 +157,15 @@ class DistinctStep(KeyedStep):
         return state is None or (type(state) is set and len(state) > 0)
 
 
+@runs_inline(DistinctComparer)
 class DistinctComparerStep(KeyedStep):
-    """:class:`DistinctComparer` for one key of a keyed chain: the field is the ``list`` of keys seen, in the
+    """The per-element logic of :class:`DistinctComparer`: the field is the ``list`` of keys seen, in the
     order first seen, ``None`` before the first element (the list is the key's own, appended to in place)."""
 
     __slots__ = ("_comparer", "_key_selector", "_limit")
 
     in_place = True
+    skip_keeps_field = True
 
     def __init__(self, key_selector: Callable[[Any], object] | None, comparer: Callable[[Any, Any], object]) -> None:
         self._key_selector = key_selector

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
+from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
-from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.operators.step_stage import StepStage, runs_inline
 
 __all__ = ["DistinctUntilChanged", "DistinctUntilChangedArgs", "distinct_until_changed"]
 
@@ -54,89 +53,44 @@ def distinct_until_changed(
 
 
 @dataclass(frozen=True, slots=True)
-class DistinctUntilChangedArgs:
+class DistinctUntilChangedArgs(ArgsRecord):
     """The arguments of a ``distinct_until_changed`` node: ``(source, key_selector, comparer)``, both functions
     optional."""
 
     source: Subscribable[Any]
     key_selector: Callable[[Any], object] | None
     comparer: Callable[[Any, Any], object] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> DistinctUntilChangedArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "key_selector", "comparer")
-        return cls(args.source(0), args.optional_function(1), args.optional_function(2))
+    checks = ("source", "optional_function", "optional_function")
 
 
 @register_operator("distinct_until_changed", builder=distinct_until_changed, args=DistinctUntilChangedArgs)
-class DistinctUntilChanged(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of :func:`distinct_until_changed`."""
+class DistinctUntilChanged(StepStage):
+    """The running stage of :func:`distinct_until_changed`, run by its keyed step
+    (:class:`DistinctUntilChangedStep`); saved as whether there is a key, then the key."""
 
-    timeless = True
     name = "reaqtive:distinct_until_changed"
     version: Version = (1,)
     state_fields = ("has_key", "key")
+    drops = True
 
-    __slots__ = ("_comparer", "_has_key", "_key", "_key_selector", "_requested", "_source")
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(downstream)
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         args = DistinctUntilChangedArgs.read(query)
-        self._source: Subscribable[T] = args.source
-        self._key_selector: Callable[[T], object] | None = args.key_selector
-        self._comparer: Callable[[object, object], object] | None = args.comparer
-        self._requested = 0
-        self._has_key = False
-        self._key: object = None
+        super().__init__(downstream, args.source, DistinctUntilChangedStep(args.key_selector, args.comparer))
 
     def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._has_key)
-        writer.write(self._key)
+        writer.write(bool(self._field))
+        writer.write(self._field[0] if self._field else None)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._has_key = reader.read_bool("has key")
-        self._key = reader.read()  # the user's key
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
-
-    def request(self, n: int) -> None:
-        if n > 0:
-            self._requested = add_demand(self._requested, n)
-        super().request(n)
-
-    def on_next(self, value: T) -> None:
-        try:
-            key = value if self._key_selector is None else self._key_selector(value)
-            if not self._has_key:
-                same = False
-            elif self._comparer is None:
-                same = bool(key == self._key)
-            else:
-                same = bool(self._comparer(self._key, key))
-        except Exception as error:
-            self._user_error(error, value)
-            return
-        if same:
-            self._element_skipped()  # dropped: replaced upstream
-            return
-        self._key = key
-        self._has_key = True
-        self._state.changed = True
-        self._downstream.on_next(value)
-
-    def _element_skipped(self) -> None:
-        """One element was dropped (the same key, or skipped): ask for another, unless demand is unbounded."""
-        if self._requested != LONG_MAX:
-            upstream = self._upstream
-            if upstream is not None:
-                upstream.request(1)
+        has_key = reader.read_bool("has key")
+        key = reader.read()  # the user's key
+        self._field = (key,) if has_key else ()
 
 
+@runs_inline(DistinctUntilChanged)
 class DistinctUntilChangedStep(KeyedStep):
-    """:class:`DistinctUntilChanged` for one key of a keyed chain: the field is ``()`` before the first element,
+    """The per-element logic of :func:`distinct_until_changed` (the stage and a keyed chain run it): the field is
+    ``()`` before the first element,
     then ``(key,)`` (a key may be ``None``)."""
 
     __slots__ = ("_comparer", "_key_selector")

@@ -13,7 +13,7 @@ from reaqtive.core.streams import Subscriber, require_not_none
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
-from reaqtive.operators.keyed_steps import NO_OUTPUTS, StatelessStep, register_keyed_step
+from reaqtive.operators.keyed_steps import NO_OUTPUTS, TemplateStep, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 
 __all__ = ["Do", "DoArgs", "do"]
@@ -120,14 +120,6 @@ class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
 
-    def on_next(self, value: T) -> None:
-        try:
-            self._on_next(value)
-        except Exception as error:
-            self._user_error(error, value)
-            return
-        self._downstream.on_next(value)
-
     fused_step = FusedStep(
         "_on_next",
         """
@@ -138,7 +130,9 @@ class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
             {stop}
         """,
     )
-    """:meth:`on_next` as a step of a fused run."""
+    """The per-element logic: the stage's ``on_next``, its fused step and its keyed step are compiled from it."""
+
+    on_next = fused_step.stage_on_next()
 
     def on_error(self, error: BaseException) -> None:
         require_not_none(error, "error", "2.13")
@@ -164,19 +158,17 @@ class Do(StatefulUnaryOperatorBase[T, T], Generic[T]):
         self._signal_complete()
 
 
-class DoStep(StatelessStep):
-    """:class:`Do` without ``on_error`` for one key of a keyed chain: ``on_complete`` runs when the key's chain
-    completes (its input completed), not when a later operator ended it."""
+class DoStep(TemplateStep):
+    """:class:`Do` without ``on_error`` for one key of a keyed chain, from its template: ``on_complete`` runs
+    when the key's chain completes (its input completed), not when a later operator ended it."""
 
-    __slots__ = ("_on_complete", "_on_next")
+    __slots__ = ("_on_complete",)
+
+    next = Do.fused_step.keyed_next()
 
     def __init__(self, on_next: Callable[[Any], object], on_complete: Callable[[], object] | None) -> None:
-        self._on_next = on_next
+        super().__init__(on_next)
         self._on_complete = on_complete
-
-    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
-        self._on_next(value)
-        return None, value
 
     def complete(self, state: Any) -> tuple[Any, ...]:
         if self._on_complete is not None:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
-from reaqtive.core.arguments import arguments, require_non_negative_int
+from reaqtive.core.arguments import ArgsRecord, require_non_negative_int
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
-from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators._aggregate import AggregateStage, require_element
+from reaqtive.operators._aggregate import require_element
 from reaqtive.operators.keyed_steps import (
     DONE,
     SKIP,
@@ -20,6 +20,7 @@ from reaqtive.operators.keyed_steps import (
     is_immutable_value,
     register_keyed_step,
 )
+from reaqtive.operators.step_stage import StepAggregate, runs_inline
 
 __all__ = ["ElementAt", "ElementAtArgs", "ElementAtOrDefaultArgs", "element_at", "element_at_or_default"]
 
@@ -64,37 +65,27 @@ def element_at_or_default(index: int, default: Any) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class ElementAtArgs:
+class ElementAtArgs(ArgsRecord):
     """The arguments of an ``element_at`` node: ``(source, index)``."""
 
     source: Subscribable[Any]
     index: int
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> ElementAtArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "index")
-        return cls(args.source(0), args.integer(1))
+    checks = ("source", "count")
 
 
 @dataclass(frozen=True, slots=True)
-class ElementAtOrDefaultArgs:
+class ElementAtOrDefaultArgs(ArgsRecord):
     """The arguments of an ``element_at_or_default`` node: ``(source, index, default)``."""
 
     source: Subscribable[Any]
     index: int
     default: object
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> ElementAtOrDefaultArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "index", "default")
-        return cls(args.source(0), args.integer(1), args.element(2))
+    checks = ("source", "count", "element")
 
 
 @register_operator("element_at", builder=element_at, args=ElementAtArgs)
 @register_operator("element_at_or_default", builder=element_at_or_default, args=ElementAtOrDefaultArgs)
-class ElementAt(AggregateStage[T, T], Generic[T]):
+class ElementAt(StepAggregate):
     """The running stage of :func:`element_at` and :func:`element_at_or_default` (one persisted name: the
     default is part of the query, not of the state)."""
 
@@ -102,9 +93,9 @@ class ElementAt(AggregateStage[T, T], Generic[T]):
     version: Version = (1,)
     state_fields = ("held", "?result", "remaining")
 
-    __slots__ = ("_default", "_index", "_op", "_remaining")
+    __slots__ = ()
 
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         args: ElementAtArgs | ElementAtOrDefaultArgs
         default: object = None
         if query.op == "element_at_or_default":
@@ -112,33 +103,10 @@ class ElementAt(AggregateStage[T, T], Generic[T]):
             default = args.default
         else:
             args = ElementAtArgs.read(query)
-        super().__init__(args.source, downstream)
-        self._op = query.op
-        self._index = args.index
-        self._default: T | None = default  # type: ignore[assignment]
-        self._remaining = args.index
+        super().__init__(downstream, args.source, ElementAtStep(query.op, args.index, default))
 
-    def save_state_core(self, writer: StateWriter) -> None:
-        super().save_state_core(writer)
-        writer.write(self._remaining)
-
-    def load_state_core(self, reader: StateReader) -> None:
-        super().load_state_core(reader)
-        self._remaining = reader.read_int("remaining", maximum=self._index)
-
-    def on_next(self, value: T) -> None:
-        remaining = self._remaining
-        if remaining:
-            self._remaining = remaining - 1
-            self._state.changed = True
-        else:
-            self._finish(value)
-
-    def result_at_completion(self) -> T:
-        default = self._default
-        if default is None:
-            raise _out_of_range_error(self._op, self._index, self._remaining)
-        return default
+    def read_field(self, reader: StateReader) -> int:
+        return reader.read_int("remaining", maximum=self._step.initial)
 
 
 def _out_of_range_error(op: str, index: int, remaining: int) -> IndexError:
@@ -149,9 +117,10 @@ def _out_of_range_error(op: str, index: int, remaining: int) -> IndexError:
     )
 
 
+@runs_inline(ElementAt)
 class ElementAtStep(KeyedStep):
-    """:class:`ElementAt` for one key of a keyed chain: the field is how many elements are still to skip; the
-    element at the index ends the chain."""
+    """The per-element logic of :class:`ElementAt` (the stage and a keyed chain run it): the field is how
+    many elements are still to skip; the element at the index ends the stream."""
 
     __slots__ = ("_default", "_op", "initial")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, source_node
 from reaqtive.core.operator import Version
@@ -38,15 +38,8 @@ def empty() -> Expression[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class EmptyArgs:
+class EmptyArgs(ArgsRecord):
     """The arguments of an ``empty`` node: none."""
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> EmptyArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if there are
-        any)."""
-        arguments(query)
-        return cls()
 
 
 @register_operator("empty", builder=empty, args=EmptyArgs)

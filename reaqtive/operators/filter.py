@@ -6,15 +6,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
-from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StatelessStep, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, TemplateStep, register_keyed_step
+from reaqtive.operators.step_stage import StepStage, runs_inline
 from reaqtive.state import StatefulUnaryOperatorBase
 
 __all__ = ["Filter", "FilterArgs", "FilterIndexed", "FilterIndexedArgs", "filter", "filter_indexed"]
@@ -71,38 +72,28 @@ def filter_indexed(predicate: Callable[[T, int], object]) -> OperatorCall[T]:
 
 
 @dataclass(frozen=True, slots=True)
-class FilterArgs:
+class FilterArgs(ArgsRecord):
     """The arguments of a ``filter`` node: ``(source, predicate)``."""
 
     source: Subscribable[Any]
     predicate: Callable[[Any], object]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> FilterArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "predicate")
-        return cls(args.source(0), args.function(1))
+    checks = ("source", "function")
 
 
 @dataclass(frozen=True, slots=True)
-class FilterIndexedArgs:
+class FilterIndexedArgs(ArgsRecord):
     """The arguments of a ``filter_indexed`` node: ``(source, predicate)``."""
 
     source: Subscribable[Any]
     predicate: Callable[[Any, int], object]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> FilterIndexedArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "predicate")
-        return cls(args.source(0), args.function(1))
+    checks = ("source", "function")
 
 
 @fusible("filter", builder=filter, args=FilterArgs)
 class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
     """The running stage of :func:`filter`: ``_unbounded`` caches ``_requested == LONG_MAX``, read per dropped
-    element. Fuses with adjacent fusible stages (:mod:`reaqtive.operators._fusion`)."""
+    element. Its ``on_next``, its step in a fused run and its keyed step (:class:`FilterStep`) are compiled from
+    one template, :attr:`fused_step` (:mod:`reaqtive.operators._fusion`)."""
 
     timeless = True
     name = "reaqtive:filter"
@@ -127,17 +118,6 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
             self._unbounded = requested == LONG_MAX
         super().request(n)
 
-    def on_next(self, value: T) -> None:
-        try:
-            drop = not self._predicate(value)  # truthiness inside the try: bool() of a result may raise too
-        except Exception as error:
-            self._user_error(error, value)
-            return
-        if not drop:
-            self._downstream.on_next(value)
-        elif not self._unbounded:
-            self._replace_dropped()
-
     fused_step = FusedStep(
         "_predicate",
         """
@@ -153,7 +133,10 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
             {stop}
         """,
     )
-    """:meth:`on_next` as a step of a fused run."""
+    """The per-element logic (truthiness inside the ``try``: ``bool()`` of a result may raise too): the stage's
+    ``on_next``, its fused step and its keyed step are compiled from it."""
+
+    on_next = fused_step.stage_on_next()
 
     def _replace_dropped(self) -> None:
         """Ask the upstream for one more element in place of a dropped one (bounded demand only)."""
@@ -167,72 +150,27 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
 
 @register_operator("filter_indexed", builder=filter_indexed, args=FilterIndexedArgs)
-class FilterIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of :func:`filter_indexed`."""
+class FilterIndexed(StepStage):
+    """The running stage of :func:`filter_indexed`, run by its keyed step (:class:`FilterIndexedStep`)."""
 
-    timeless = True
     name = "reaqtive:filter+index"
     version: Version = (1,)
+    drops = True
 
-    __slots__ = ("_index", "_predicate", "_requested", "_source")
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(downstream)
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         args = FilterIndexedArgs.read(query)
-        self._source: Subscribable[T] = args.source
-        self._predicate: Callable[[T, int], object] = args.predicate
-        self._requested = 0
-        self._index = 0
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._index)
+        super().__init__(downstream, args.source, FilterIndexedStep(args.predicate))
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._index = reader.read_int("index")
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
-
-    def request(self, n: int) -> None:
-        if n > 0:
-            self._requested = add_demand(self._requested, n)
-        super().request(n)
-
-    def on_next(self, value: T) -> None:
-        index = self._index
-        try:
-            drop = not self._predicate(value, index)  # truthiness inside the try: bool() of a result may raise
-        except Exception as error:
-            self._user_error(error, value)  # skipped: the index stays, for the next element
-            return
-        self._index = index + 1
-        self._state.changed = True
-        if not drop:
-            self._downstream.on_next(value)
-        else:
-            self._replace_dropped()
-
-    def _replace_dropped(self) -> None:
-        """Ask the upstream for one more element in place of a dropped one, unless demand is unbounded."""
-        if self._requested != LONG_MAX:
-            upstream = self._upstream
-            if upstream is not None:
-                upstream.request(1)
-
-    def _element_skipped(self) -> None:
-        self._replace_dropped()  # as a dropped element
+        self._field = reader.read_int("index")
 
 
-class FilterStep(StatelessStep):
-    """:class:`Filter` for one key of a keyed chain (:mod:`reaqtive.operators.keyed_steps`)."""
+class FilterStep(TemplateStep):
+    """:class:`Filter` for one key of a keyed chain (:mod:`reaqtive.operators.keyed_steps`), from its template."""
 
-    __slots__ = ("_predicate",)
+    __slots__ = ()
 
-    def __init__(self, predicate: Callable[[Any], object]) -> None:
-        self._predicate = predicate
-
-    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
-        return None, (value if self._predicate(value) else SKIP)
+    next = Filter.fused_step.keyed_next()
 
 
 @register_keyed_step("filter")
@@ -241,8 +179,10 @@ def filter_step(query: Expression[Any]) -> FilterStep:
     return FilterStep(FilterArgs.read(query).predicate)
 
 
+@runs_inline(FilterIndexed)
 class FilterIndexedStep(KeyedStep):
-    """:class:`FilterIndexed` for one key of a keyed chain: the field is the index of the key's next element."""
+    """The per-element logic of :func:`filter_indexed` (the stage and a keyed chain run it): the field is the
+    index of the next element; a skipped element takes no index."""
 
     __slots__ = ("_predicate",)
 

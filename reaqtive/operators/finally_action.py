@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import DEFAULT_LOGGER
 from reaqtive.core.expression import Expression, OperatorCall
@@ -48,18 +48,12 @@ def finally_action(action: Callable[[], object]) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class FinallyActionArgs:
+class FinallyActionArgs(ArgsRecord):
     """The arguments of a ``finally_action`` node: ``(source, action)``."""
 
     source: Subscribable[Any]
     action: Callable[[], object]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> FinallyActionArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "action")
-        return cls(args.source(0), args.function(1))
+    checks = ("source", "function")
 
 
 @register_operator("finally_action", frames=2, builder=finally_action, args=FinallyActionArgs)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -21,6 +21,7 @@ from reaqtive.operators.keyed_steps import (
     is_immutable_value,
     register_keyed_step,
 )
+from reaqtive.operators.step_stage import StepAggregate, runs_inline
 
 __all__ = [
     "First",
@@ -150,60 +151,24 @@ def single_or_default(default: Any, predicate: Callable[[Any], object] | None = 
 
 
 @dataclass(frozen=True, slots=True)
-class PickArgs:
+class PickArgs(ArgsRecord):
     """The arguments of a ``first``, ``last`` or ``single`` node: ``(source, predicate)``, the predicate ``None``
     for any element."""
 
     source: Subscribable[Any]
     predicate: Callable[[Any], object] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> PickArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "predicate")
-        return cls(args.source(0), args.optional_function(1))
+    checks = ("source", "optional_function")
 
 
 @dataclass(frozen=True, slots=True)
-class PickOrDefaultArgs:
+class PickOrDefaultArgs(ArgsRecord):
     """The arguments of a ``first_or_default``, ``last_or_default`` or ``single_or_default`` node: ``(source,
     default, predicate)``."""
 
     source: Subscribable[Any]
     default: object
     predicate: Callable[[Any], object] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> PickOrDefaultArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "default", "predicate")
-        return cls(args.source(0), args.element(1), args.optional_function(2))
-
-
-class _Pick(AggregateStage[T, T], Generic[T]):
-    """What the three share: the arguments (``op`` reads :class:`PickArgs`, ``op_or_default``
-    :class:`PickOrDefaultArgs`). Without a default, finding no element is an error."""
-
-    __slots__ = ("_default", "_op", "_predicate")
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
-        args: PickArgs | PickOrDefaultArgs
-        default: object = None
-        if query.op.endswith("_or_default"):
-            args = PickOrDefaultArgs.read(query)
-            default = args.default
-        else:
-            args = PickArgs.read(query)
-        super().__init__(args.source, downstream)
-        self._op = query.op
-        self._predicate: Callable[[T], object] | None = args.predicate
-        self._default: T | None = default  # type: ignore[assignment]
-
-    def _no_element(self) -> T:
-        """The result when no element was found: the default, or the error."""
-        if self._default is None:
-            raise no_elements_error(self._op, self._predicate is not None)
-        return self._default
+    checks = ("source", "element", "optional_function")
 
 
 def _more_than_one_error(op: str, predicate: bool) -> ValueError:
@@ -212,11 +177,30 @@ def _more_than_one_error(op: str, predicate: bool) -> ValueError:
     return ValueError(f"{op}: the source has more than one element{matching}")
 
 
+class _Pick(StepAggregate):
+    """What the three stages share: the arguments (``op`` reads :class:`PickArgs`, ``op_or_default``
+    :class:`PickOrDefaultArgs`) and the step they run (``step_class``)."""
+
+    __slots__ = ()
+
+    step_class: ClassVar[type[_PickStep]]
+
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
+        args: PickArgs | PickOrDefaultArgs
+        default: object = None
+        if query.op.endswith("_or_default"):
+            args = PickOrDefaultArgs.read(query)
+            default = args.default
+        else:
+            args = PickArgs.read(query)
+        super().__init__(downstream, args.source, self.step_class(query.op, args.predicate, default))
+
+
 @register_operator("first", builder=first, args=PickArgs)
 @register_operator("first_or_default", builder=first_or_default, args=PickOrDefaultArgs)
-class First(_Pick[T], Generic[T]):
+class First(_Pick):
     """The running stage of :func:`first` and :func:`first_or_default` (one persisted name: the default is
-    part of the query, not of the state)."""
+    part of the query, not of the state), run by :class:`FirstStep`."""
 
     name = "reaqtive:first"
     version: Version = (1,)
@@ -224,102 +208,37 @@ class First(_Pick[T], Generic[T]):
 
     __slots__ = ()
 
-    def on_next(self, value: T) -> None:
-        predicate = self._predicate
-        if predicate is not None:
-            try:
-                if not predicate(value):
-                    return
-            except Exception as error:
-                self._user_error(error, value)
-                return
-        self._finish(value)
+    def save_state_core(self, writer: StateWriter) -> None:
+        AggregateStage.save_state_core(self, writer)  # no field
 
-    def result_at_completion(self) -> T:
-        return self._no_element()
+    def load_state_core(self, reader: StateReader) -> None:
+        AggregateStage.load_state_core(self, reader)
 
 
 @register_operator("last", frames=4, builder=last, args=PickArgs)
 @register_operator("last_or_default", frames=4, builder=last_or_default, args=PickOrDefaultArgs)
-class Last(_Pick[T], Generic[T]):
-    """The running stage of :func:`last` and :func:`last_or_default`."""
+class Last(_Pick):
+    """The running stage of :func:`last` and :func:`last_or_default`, run by :class:`LastStep`; saves the last
+    (matching) element, or ``None``."""
 
     name = "reaqtive:last"
     version: Version = (1,)
     state_fields = ("held", "?result", "last")
 
-    __slots__ = ("_last",)
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(query, downstream)
-        self._last: T | None = None
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        super().save_state_core(writer)
-        writer.write(self._last)
-
-    def load_state_core(self, reader: StateReader) -> None:
-        super().load_state_core(reader)
-        self._last = reader.read()  # the user's element, or None
-
-    def on_next(self, value: T) -> None:
-        predicate = self._predicate
-        if predicate is not None:
-            try:
-                if not predicate(value):
-                    return
-            except Exception as error:
-                self._user_error(error, value)
-                return
-        self._last = value
-        self._state.changed = True
-
-    def result_at_completion(self) -> T:
-        last = self._last
-        return self._no_element() if last is None else last
+    __slots__ = ()
 
 
 @register_operator("single", frames=4, builder=single, args=PickArgs)
 @register_operator("single_or_default", frames=4, builder=single_or_default, args=PickOrDefaultArgs)
-class Single(_Pick[T], Generic[T]):
-    """The running stage of :func:`single` and :func:`single_or_default`."""
+class Single(_Pick):
+    """The running stage of :func:`single` and :func:`single_or_default`, run by :class:`SingleStep`; saves the
+    (matching) element found, or ``None``."""
 
     name = "reaqtive:single"
     version: Version = (1,)
     state_fields = ("held", "?result", "found")
 
-    __slots__ = ("_found",)
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(query, downstream)
-        self._found: T | None = None
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        super().save_state_core(writer)
-        writer.write(self._found)
-
-    def load_state_core(self, reader: StateReader) -> None:
-        super().load_state_core(reader)
-        self._found = reader.read()  # the user's element, or None
-
-    def on_next(self, value: T) -> None:
-        predicate = self._predicate
-        if predicate is not None:
-            try:
-                if not predicate(value):
-                    return
-            except Exception as error:
-                self._user_error(error, value)
-                return
-        if self._found is not None:
-            self._signal_error(_more_than_one_error(self._op, predicate is not None))
-            return
-        self._found = value
-        self._state.changed = True
-
-    def result_at_completion(self) -> T:
-        found = self._found
-        return self._no_element() if found is None else found
+    __slots__ = ()
 
 
 class _PickStep(KeyedStep):
@@ -340,8 +259,10 @@ class _PickStep(KeyedStep):
         return (self._default,)
 
 
+@runs_inline(First)
 class FirstStep(_PickStep):
-    """:class:`First` for one key of a keyed chain: no field; the first (matching) element ends the chain."""
+    """The per-element logic of :class:`First` (the stage and a keyed chain run it): no field; the first (matching)
+    element ends the chain."""
 
     __slots__ = ()
 
@@ -355,8 +276,9 @@ class FirstStep(_PickStep):
         return self._no_element()
 
 
+@runs_inline(Last)
 class LastStep(_PickStep):
-    """:class:`Last` for one key of a keyed chain: the field is the last (matching) element, ``None`` before."""
+    """The per-element logic of :class:`Last`: the field is the last (matching) element, ``None`` before."""
 
     __slots__ = ()
 
@@ -373,8 +295,9 @@ class LastStep(_PickStep):
         return True  # the user's element, or None before one
 
 
+@runs_inline(Single)
 class SingleStep(_PickStep):
-    """:class:`Single` for one key of a keyed chain: the field is the (matching) element found, ``None`` before;
+    """The per-element logic of :class:`Single`: the field is the (matching) element found, ``None`` before;
     a second one fails."""
 
     __slots__ = ()
@@ -394,6 +317,7 @@ class SingleStep(_PickStep):
         return True  # the user's element, or None before one
 
 
+First.step_class, Last.step_class, Single.step_class = FirstStep, LastStep, SingleStep
 _PICK_STEPS: dict[str, type[_PickStep]] = {"first": FirstStep, "last": LastStep, "single": SingleStep}
 
 

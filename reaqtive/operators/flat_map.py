@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable, require_positive_int
+from reaqtive.core.arguments import ArgsRecord, require_callable, require_positive_int
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -112,34 +112,23 @@ def merge_all(max_concurrent: int | None = None) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class FlatMapArgs:
+class FlatMapArgs(ArgsRecord):
     """The arguments of a ``flat_map`` node: ``(source, selector, result_selector, max_concurrent)``."""
 
     source: Subscribable[Any]
     selector: Callable[[Any], Any]
     result_selector: Callable[[Any, Any], Any] | None
     max_concurrent: int | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> FlatMapArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "selector", "result_selector", "max_concurrent")
-        return cls(args.source(0), args.function(1), args.optional_function(2), args.optional_integer(3, minimum=1))
+    checks = ("source", "function", "optional_function", "optional_positive_count")
 
 
 @dataclass(frozen=True, slots=True)
-class MergeAllArgs:
+class MergeAllArgs(ArgsRecord):
     """The arguments of a ``merge_all`` node: ``(source, max_concurrent)``."""
 
     source: Subscribable[Any]
     max_concurrent: int | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> MergeAllArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "max_concurrent")
-        return cls(args.source(0), args.optional_integer(1, minimum=1))
+    checks = ("source", "optional_positive_count")
 
 
 @register_operator("flat_map", frames=20, builder=flat_map, args=FlatMapArgs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import Version
@@ -39,16 +39,11 @@ def ignore_elements() -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class IgnoreElementsArgs:
+class IgnoreElementsArgs(ArgsRecord):
     """The arguments of an ``ignore_elements`` node: ``(source,)``."""
 
     source: Subscribable[Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> IgnoreElementsArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        return cls(arguments(query, "source").source(0))
+    checks = ("source",)
 
 
 @register_operator("ignore_elements", frames=2, builder=ignore_elements, args=IgnoreElementsArgs)

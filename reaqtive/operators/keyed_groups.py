@@ -732,23 +732,30 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
     def _several(self, key: Any, fields: list[Any], index: int, values: Several) -> Any:
         """Step ``index`` put out several values (a window step): each goes through the steps after it, in order
         (lock held); ``fields`` holds the step's new field. The result as :meth:`_element`'s."""
+        ended, outputs = self._feed_record(key, fields, index + 1, values)
+        if ended is None or not outputs:
+            return SKIP
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def _feed_record(self, key: Any, fields: list[Any], index: int, values: Several) -> tuple[bool | None, _Outputs]:
+        """``values`` through the steps from ``index`` on, then the key's record saved (``fields``, or none once
+        its chain ended; lock held): ``(ended, outputs)``, ``ended`` ``None`` when a step failed (the results
+        before the failure are queued first, as the general path sends them, see _ended, and the error is
+        deferred)."""
         outputs = _Outputs()
         ended = False
         try:
-            ended = self._feed_several(fields, index + 1, values, outputs)
+            ended = self._feed_several(fields, index, values, outputs)
         except Exception as error:
-            # The results before the failure go out first, as the general path sends them (see _ended).
             if outputs:
                 self._queue(outputs)
             self._deferred_error = _stop_error(error)
-            return SKIP
+            return None, outputs
         finally:
             self._table.put(key, () if ended else tuple(fields))
             if ended:
                 self._live -= 1
-        if not outputs:
-            return SKIP
-        return outputs[0] if len(outputs) == 1 else outputs
+        return ended, outputs
 
     def _feed_several(self, fields: list[Any], index: int, values: Several, outputs: list[Any]) -> bool:
         """:meth:`_feed` for each of ``values``, then their failure, if any, is raised; ``True``: the chain ended."""

@@ -71,6 +71,7 @@ __all__ = [
     "Several",
     "KeyedStepFactory",
     "StatelessStep",
+    "TemplateStep",
     "StepOperatorError",
     "is_immutable_value",
     "in_keyed_form",
@@ -149,6 +150,10 @@ class KeyedStep:
     stage then writes the key's record back after every element, so that its page is saved at the next
     checkpoint. A step that returns a new field for every change leaves it ``False``."""
 
+    skip_keeps_field: bool = False
+    """With ``in_place``: whether an element with no output returned with the same field left it unchanged (a
+    ``distinct`` key seen before), so that a stage of one stream does not save its field again for it."""
+
     several: bool = False
     """Whether ``next`` may output :class:`Several` values (a window step)."""
 
@@ -204,6 +209,21 @@ class StatelessStep(KeyedStep):
     """A step with no field of its own (``None``): ``map``, ``filter``."""
 
     __slots__ = ()
+
+
+class TemplateStep(KeyedStep):
+    """The keyed step of a fusible operator, whose ``next`` is compiled from the stage's template
+    (:meth:`~reaqtive.operators._fusion.FusedStep.keyed_next`): ``_fn`` is the user's function, ``initial`` the
+    field of a new key; the user's errors are raised for the keyed stage's error policy."""
+
+    __slots__ = ("_fn", "initial")
+
+    def __init__(self, fn: Callable[..., Any], initial: Any = None) -> None:
+        self._fn = fn
+        self.initial = initial
+
+    def _user_error(self, error: Exception, value: object) -> None:
+        raise error
 
 
 KeyedStepFactory = Callable[["Expression[Any]"], KeyedStep | None]

@@ -407,20 +407,10 @@ class KeyedGroupsTimed(KeyedGroups):
         index = self._timed
         fields = list(record)
         fields[index] = field
-        outputs: list[Any] = []
-        ended = False
-        try:
-            ended = self._feed_several(fields, index + 1, values, outputs)
-        except Exception as error:
-            if outputs:
-                self._queue(outputs)
-            self._deferred_error = stopping_error(error)
+        ended, outputs = self._feed_record(key, fields, index + 1, values)
+        if ended is None:
             return False
-        finally:
-            self._table.put(key, () if ended else tuple(fields))
-        if ended:
-            self._live -= 1
-        else:
+        if not ended:
             self._enqueue(key, field[0], seq)
         return not outputs or self._queue(outputs)
 

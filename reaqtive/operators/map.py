@@ -6,15 +6,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
-from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
-from reaqtive.operators.keyed_steps import KeyedStep, StatelessStep, register_keyed_step
+from reaqtive.operators.keyed_steps import KeyedStep, TemplateStep, register_keyed_step
+from reaqtive.operators.step_stage import StepStage, runs_inline
 from reaqtive.state import StatefulUnaryOperatorBase
 
 __all__ = ["Map", "MapArgs", "MapIndexed", "MapIndexedArgs", "map", "map_indexed"]
@@ -67,37 +68,27 @@ def map_indexed(selector: Callable[[T, int], R]) -> OperatorCall[R]:
 
 
 @dataclass(frozen=True, slots=True)
-class MapArgs:
+class MapArgs(ArgsRecord):
     """The arguments of a ``map`` node: ``(source, selector)``."""
 
     source: Subscribable[Any]
     selector: Callable[[Any], Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> MapArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "selector")
-        return cls(args.source(0), args.function(1))
+    checks = ("source", "function")
 
 
 @dataclass(frozen=True, slots=True)
-class MapIndexedArgs:
+class MapIndexedArgs(ArgsRecord):
     """The arguments of a ``map_indexed`` node: ``(source, selector)``."""
 
     source: Subscribable[Any]
     selector: Callable[[Any, int], Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> MapIndexedArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "selector")
-        return cls(args.source(0), args.function(1))
+    checks = ("source", "function")
 
 
 @fusible("map", frames=2, builder=map, args=MapArgs)
 class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
-    """The running stage of :func:`map`. Fuses with adjacent fusible stages (:mod:`reaqtive.operators._fusion`)."""
+    """The running stage of :func:`map`. Its ``on_next``, its step in a fused run and its keyed step
+    (:class:`MapStep`) are compiled from one template, :attr:`fused_step` (:mod:`reaqtive.operators._fusion`)."""
 
     timeless = True
     name = "reaqtive:map"
@@ -114,17 +105,6 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
 
-    def on_next(self, value: S) -> None:
-        try:
-            result = self._selector(value)
-        except Exception as error:
-            self._user_error(error, value)
-            return
-        if result is None:
-            self._selector_returned_none(value)
-            return
-        self._downstream.on_next(result)
-
     fused_step = FusedStep(
         "_selector",
         """
@@ -138,68 +118,36 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
             {stop}
         """,
     )
-    """:meth:`on_next` as a step of a fused run."""
+    """The per-element logic: the stage's ``on_next``, its fused step and its keyed step are compiled from it."""
 
-    def _selector_returned_none(self, value: S) -> None:
+    on_next = fused_step.stage_on_next()
+
+    def _selector_returned_none(self, value: object) -> None:
         self._user_error(TypeError(f"map: the selector returned None for {value!r}; None is never an element"), value)
 
 
 @register_operator("map_indexed", frames=2, builder=map_indexed, args=MapIndexedArgs)
-class MapIndexed(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
-    """The running stage of :func:`map_indexed`."""
+class MapIndexed(StepStage):
+    """The running stage of :func:`map_indexed`, run by its keyed step (:class:`MapIndexedStep`)."""
 
-    timeless = True
     name = "reaqtive:map+index"
     version: Version = (1,)
 
-    __slots__ = ("_index", "_selector", "_source")
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
-        super().__init__(downstream)
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         args = MapIndexedArgs.read(query)
-        self._source: Subscribable[S] = args.source
-        self._selector: Callable[[S, int], R] = args.selector
-        self._index = 0
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._index)
+        super().__init__(downstream, args.source, MapIndexedStep(args.selector))
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._index = reader.read_int("index")
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
-
-    def on_next(self, value: S) -> None:
-        index = self._index
-        try:
-            result = self._selector(value, index)
-        except Exception as error:
-            self._user_error(error, value)  # skipped: the index stays, for the next element
-            return
-        if result is None:
-            self._user_error(
-                TypeError(f"map_indexed: the selector returned None for {value!r}; None is never an element"), value
-            )
-            return
-        self._index = index + 1
-        self._state.changed = True
-        self._downstream.on_next(result)
+        self._field = reader.read_int("index")
 
 
-class MapStep(StatelessStep):
-    """:class:`Map` for one key of a keyed chain (:mod:`reaqtive.operators.keyed_steps`)."""
+class MapStep(TemplateStep):
+    """:class:`Map` for one key of a keyed chain (:mod:`reaqtive.operators.keyed_steps`), from its template."""
 
-    __slots__ = ("_selector",)
+    __slots__ = ()
 
-    def __init__(self, selector: Callable[[Any], Any]) -> None:
-        self._selector = selector
-
-    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
-        result = self._selector(value)
-        if result is None:
-            raise TypeError(f"map: the selector returned None for {value!r}; None is never an element")
-        return None, result
+    next = Map.fused_step.keyed_next()
+    _selector_returned_none = Map._selector_returned_none
 
 
 @register_keyed_step("map")
@@ -208,8 +156,10 @@ def map_step(query: Expression[Any]) -> MapStep:
     return MapStep(MapArgs.read(query).selector)
 
 
+@runs_inline(MapIndexed)
 class MapIndexedStep(KeyedStep):
-    """:class:`MapIndexed` for one key of a keyed chain: the field is the index of the key's next element."""
+    """The per-element logic of :func:`map_indexed` (the stage and a keyed chain run it): the field is the index
+    of the next element; a skipped element takes no index."""
 
     __slots__ = ("_selector",)
 

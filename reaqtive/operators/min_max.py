@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -72,17 +72,12 @@ def max(key: Callable[[Any], Any] | None = None) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class MinMaxArgs:
+class MinMaxArgs(ArgsRecord):
     """The arguments of a ``min`` or ``max`` node: ``(source, key)``, the key ``None`` to compare elements."""
 
     source: Subscribable[Any]
     key: Callable[[Any], Any] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> MinMaxArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "key")
-        return cls(args.source(0), args.optional_function(1))
+    checks = ("source", "optional_function")
 
 
 _UNKNOWN: Final[Any] = object()

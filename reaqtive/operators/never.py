@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, source_node
 from reaqtive.core.operator import Version
@@ -33,15 +33,8 @@ def never() -> Expression[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class NeverArgs:
+class NeverArgs(ArgsRecord):
     """The arguments of a ``never`` node: none."""
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> NeverArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if there are
-        any)."""
-        arguments(query)
-        return cls()
 
 
 @register_operator("never", builder=never, args=NeverArgs)

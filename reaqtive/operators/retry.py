@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_positive_int
+from reaqtive.core.arguments import ArgsRecord, require_positive_int
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.expression import Expression, OperatorCall
@@ -67,18 +67,12 @@ def retry(count: int | None = None) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class RetryArgs:
+class RetryArgs(ArgsRecord):
     """The arguments of a ``retry`` node: ``(source, count)``, ``count`` ``None`` for ever."""
 
     source: Subscribable[Any]
     count: int | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> RetryArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "count")
-        return cls(args.source(0), args.optional_integer(1, minimum=1))
+    checks = ("source", "optional_positive_count")
 
 
 @register_operator("retry", frames=4, builder=retry, args=RetryArgs)

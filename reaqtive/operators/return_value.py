@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, source_node
 from reaqtive.core.operator import Version
@@ -43,16 +43,11 @@ def return_value(value: R) -> Expression[R]:
 
 
 @dataclass(frozen=True, slots=True)
-class ReturnValueArgs:
+class ReturnValueArgs(ArgsRecord):
     """The arguments of a ``return_value`` node: ``(value,)``."""
 
     value: object
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> ReturnValueArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        return cls(arguments(query, "value").element(0))
+    checks = ("element",)
 
 
 @register_operator("return_value", builder=return_value, args=ReturnValueArgs)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_positive_duration
+from reaqtive.core.arguments import ArgsRecord, require_positive_duration
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.expression import Expression, OperatorCall, as_expression, source_node
@@ -71,18 +71,12 @@ def sample(sampler: Subscribable[Any] | timedelta) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class SampleArgs:
+class SampleArgs(ArgsRecord):
     """The arguments of a ``sample`` node: ``(source, sampler)``."""
 
     source: Subscribable[Any]
     sampler: Subscribable[Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> SampleArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "sampler")
-        return cls(args.source(0), args.source(1))
+    checks = ("source", "source")
 
 
 @register_operator("sample", frames=6, builder=sample, args=SampleArgs)

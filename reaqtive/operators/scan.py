@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord, arguments
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
@@ -14,7 +14,7 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators._seed import NO_SEED  # shared with the fluent methods' defaults
-from reaqtive.operators.keyed_steps import KeyedStep, is_immutable_value, register_keyed_step
+from reaqtive.operators.keyed_steps import KeyedStep, TemplateStep, is_immutable_value, register_keyed_step
 from reaqtive.state import StatefulUnaryOperatorBase
 
 __all__ = ["NO_SEED", "Scan", "ScanArgs", "ScanSeed", "ScanSeedArgs", "bind_scan", "scan"]
@@ -109,31 +109,28 @@ class ScanArgs:
 
 
 @dataclass(frozen=True, slots=True)
-class ScanSeedArgs:
+class ScanSeedArgs(ArgsRecord):
     """The arguments of a ``scan`` node with a seed: ``(source, seed, accumulator)``."""
 
     source: Subscribable[Any]
     seed: object
     accumulator: Callable[[Any, Any], Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> ScanSeedArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "seed", "accumulator")
-        return cls(args.source(0), args.element(1), args.function(2))
+    checks = ("source", "element", "function")
 
 
 class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of :func:`scan` without a seed (state: whether an accumulator exists, then the
-    accumulator). Fuses with adjacent fusible stages (:mod:`reaqtive.operators._fusion`): the fused step keeps
-    the state in these fields, where a checkpoint finds them."""
+    """The running stage of :func:`scan` without a seed: the field is the accumulation, ``None`` before the
+    first element (saved as two fields: whether an accumulation exists, then the accumulation). Its ``on_next``,
+    its step in a fused run and its keyed step (:class:`ScanStep`) are compiled from one template,
+    :attr:`fused_step` (:mod:`reaqtive.operators._fusion`), which keeps the field in the stage, where a
+    checkpoint finds it."""
 
     timeless = True
     name = "reaqtive:scan"
     version: Version = (1,)
     state_fields = ("has_value", "accumulator")
 
-    __slots__ = ("_accumulator", "_has_value", "_source", "_value")
+    __slots__ = ("_accumulator", "_source", "_value")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
@@ -143,43 +140,26 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
         assert isinstance(args, ScanArgs)
         self._source: Subscribable[T] = args.source
         self._accumulator: Callable[[T, T], T] = args.accumulator
-        self._has_value = False
         self._value: T | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._has_value)
+        writer.write(self._value is not None)
         writer.write(self._value)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._has_value = reader.read_bool("has value")
-        self._value = reader.read()  # the user's accumulation
+        has_value = reader.read_bool("has value")
+        value = reader.read()  # the user's accumulation
+        self._value = value if has_value else None
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
 
-    def on_next(self, value: T) -> None:
-        if self._has_value:
-            try:
-                result = self._accumulator(self._value, value)  # type: ignore[arg-type]
-            except Exception as error:
-                self._user_error(error, value)  # skipped: the accumulation stays
-                return
-            if result is None:
-                self._accumulator_returned_none(value)
-                return
-        else:
-            result = value
-            self._has_value = True
-        self._value = result
-        self._state.changed = True
-        self._downstream.on_next(result)
-
     fused_step = FusedStep(
         "_accumulator",
         """
-        if {stage}._has_value:
+        if {state} is not None:
             try:
-                {result} = {fn}({stage}._value, {value})
+                {result} = {fn}({state}, {value})
             except Exception as error:
                 {stage}._user_error(error, {value})
                 {stop}
@@ -188,20 +168,22 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
                 {stop}
         else:
             {result} = {value}
-            {stage}._has_value = True
-        {stage}._value = {result}
-        {stage}._state.changed = True
+        {state} = {result}
+        {changed}
         """,
+        state="_value",
     )
-    """:meth:`on_next` as a step of a fused run."""
+    """The per-element logic: the stage's ``on_next``, its fused step and its keyed step are compiled from it."""
 
-    def _accumulator_returned_none(self, value: T) -> None:
+    on_next = fused_step.stage_on_next()
+
+    def _accumulator_returned_none(self, value: object) -> None:
         self._user_error(_none_error(value), value)
 
 
 class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
-    """The running stage of :func:`scan` with a seed (state: the accumulator). Fuses with adjacent fusible
-    stages (:mod:`reaqtive.operators._fusion`): the fused step keeps the state in this field."""
+    """The running stage of :func:`scan` with a seed (state: the accumulator). Its ``on_next``, its step in a
+    fused run and its keyed step (:class:`ScanSeedStep`) are compiled from one template, :attr:`fused_step`."""
 
     timeless = True
     name = "reaqtive:scan+seed"
@@ -226,38 +208,26 @@ class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
 
-    def on_next(self, value: T) -> None:
-        try:
-            result = self._accumulator(self._value, value)
-        except Exception as error:
-            self._user_error(error, value)  # skipped: the accumulation stays
-            return
-        if result is None:
-            self._accumulator_returned_none(value)
-            return
-        self._value = result
-        self._state.changed = True
-        self._downstream.on_next(result)
-
     fused_step = FusedStep(
         "_accumulator",
         """
         try:
-            {result} = {fn}({stage}._value, {value})
+            {result} = {fn}({state}, {value})
         except Exception as error:
             {stage}._user_error(error, {value})
             {stop}
         if {result} is None:
             {stage}._accumulator_returned_none({value})
             {stop}
-        {stage}._value = {result}
-        {stage}._state.changed = True
+        {state} = {result}
+        {changed}
         """,
+        state="_value",
     )
-    """:meth:`on_next` as a step of a fused run."""
+    """The per-element logic: the stage's ``on_next``, its fused step and its keyed step are compiled from it."""
 
-    def _accumulator_returned_none(self, value: T) -> None:
-        self._user_error(_none_error(value), value)
+    on_next = fused_step.stage_on_next()
+    _accumulator_returned_none = Scan._accumulator_returned_none
 
 
 def _none_error(value: object) -> TypeError:
@@ -272,45 +242,29 @@ def bind_scan(query: Expression[Any], downstream: Subscriber[Any]) -> Subscripti
     return ScanSeed(query, downstream)
 
 
-class ScanStep(KeyedStep):
-    """:class:`Scan` for one key of a keyed chain: the field is the accumulation, ``None`` before the first
-    element (never an element, nor an accumulation)."""
+class ScanStep(TemplateStep):
+    """:class:`Scan` for one key of a keyed chain, from its template: the field is the accumulation, ``None``
+    before the first element (never an element, nor an accumulation)."""
 
-    __slots__ = ("_accumulator",)
+    __slots__ = ()
 
     in_place = True  # an accumulator may change the accumulation in place and return it: the record is saved again
-
-    def __init__(self, accumulator: Callable[[Any, Any], Any]) -> None:
-        self._accumulator = accumulator
-
-    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
-        if state is None:
-            return value, value
-        result = self._accumulator(state, value)
-        if result is None:
-            raise _none_error(value)
-        return result, result
+    next = Scan.fused_step.keyed_next()
+    _accumulator_returned_none = Scan._accumulator_returned_none
 
     def check(self, state: Any) -> bool:
         return True  # the user's accumulation, or None before the first element
 
 
-class ScanSeedStep(KeyedStep):
-    """:class:`ScanSeed` for one key of a keyed chain: the field is the accumulation, the seed at first."""
+class ScanSeedStep(TemplateStep):
+    """:class:`ScanSeed` for one key of a keyed chain, from its template: the field is the accumulation, the
+    seed at first."""
 
-    __slots__ = ("_accumulator", "initial")
+    __slots__ = ()
 
     in_place = True  # as ScanStep
-
-    def __init__(self, seed: object, accumulator: Callable[[Any, Any], Any]) -> None:
-        self.initial = seed
-        self._accumulator = accumulator
-
-    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
-        result = self._accumulator(state, value)
-        if result is None:
-            raise _none_error(value)
-        return result, result
+    next = ScanSeed.fused_step.keyed_next()
+    _accumulator_returned_none = Scan._accumulator_returned_none
 
     def check(self, state: Any) -> bool:
         return state is not None
@@ -321,5 +275,5 @@ def scan_step(query: Expression[Any]) -> KeyedStep | None:
     """The keyed step of a ``scan`` node; ``None`` (the general path) for a seed every group must own (mutable)."""
     args = ScanArgs.read(query)
     if isinstance(args, ScanSeedArgs):
-        return ScanSeedStep(args.seed, args.accumulator) if is_immutable_value(args.seed) else None
+        return ScanSeedStep(args.accumulator, args.seed) if is_immutable_value(args.seed) else None
     return ScanStep(args.accumulator)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -69,19 +69,14 @@ def sequence_equal(
 
 
 @dataclass(frozen=True, slots=True)
-class SequenceEqualArgs:
+class SequenceEqualArgs(ArgsRecord):
     """The arguments of a ``sequence_equal`` node: ``(source, other, comparer)``, the comparer ``None`` for
     ``==``."""
 
     source: Subscribable[Any]
     other: Subscribable[Any]
     comparer: Callable[[Any, Any], object] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> SequenceEqualArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "other", "comparer")
-        return cls(args.source(0), args.source(1), args.optional_function(2))
+    checks = ("source", "source", "optional_function")
 
 
 class _Side(Subscriber[T], Generic[T]):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -16,7 +16,7 @@ from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._take_skip import OpenAtDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
-from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.operators.step_stage import StepStage, runs_inline
 from reaqtive.state.fields import time_bounds
 
 __all__ = ["Skip", "SkipArgs", "SkipDuration", "SkipDurationArgs", "skip"]
@@ -61,74 +61,49 @@ def skip(count: int | timedelta, /) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class SkipArgs:
+class SkipArgs(ArgsRecord):
     """The arguments of a ``skip`` node: ``(source, count)``."""
 
     source: Subscribable[Any]
     count: int
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> SkipArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "count")
-        return cls(args.source(0), args.integer(1))
+    checks = ("source", "count")
 
 
 @dataclass(frozen=True, slots=True)
-class SkipDurationArgs:
+class SkipDurationArgs(ArgsRecord):
     """The arguments of a ``skip_duration`` node: ``(source, duration)``."""
 
     source: Subscribable[Any]
     duration: timedelta
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> SkipDurationArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "duration")
-        return cls(args.source(0), args.duration(1))
+    checks = ("source", "duration")
 
 
 @register_operator("skip", builder=skip, args=SkipArgs)
-class Skip(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of :func:`skip` by count: the first request carries the elements to drop, so the
-    upstream is never asked for more than it takes to deliver what the downstream requested."""
+class Skip(StepStage):
+    """The running stage of :func:`skip` by count, run by its keyed step (:class:`SkipStep`): the first request
+    carries the elements to drop, so the upstream is never asked for more than it takes to deliver what the
+    downstream requested."""
 
-    timeless = True
     name = "reaqtive:skip"
     version: Version = (1,)
     state_fields = ("remaining",)
 
-    __slots__ = ("_asked_for_skipped", "_remaining", "_source")
+    __slots__ = ("_asked_for_skipped",)
 
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(downstream)
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         args = SkipArgs.read(query)
-        self._source: Subscribable[T] = args.source
-        self._remaining = args.count
+        super().__init__(downstream, args.source, SkipStep(args.count))
         self._asked_for_skipped = False
 
-    def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._remaining)
-
     def load_state_core(self, reader: StateReader) -> None:
-        # _remaining is still the query's count here: what is left of it cannot be more
-        self._remaining = reader.read_int("remaining", maximum=self._remaining)
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
+        # _field is still the query's count here: what is left of it cannot be more
+        self._field = reader.read_int("remaining", maximum=self._field)
 
     def request(self, n: int) -> None:
         if n > 0 and not self._asked_for_skipped:
             self._asked_for_skipped = True
-            n = add_demand(n, self._remaining)  # nothing flows before the first request: _remaining is stable
+            n = add_demand(n, self._field)  # nothing flows before the first request: the field is stable
         super().request(n)
-
-    def on_next(self, value: T) -> None:
-        if self._remaining:
-            self._remaining -= 1
-            self._state.changed = True
-            return
-        self._downstream.on_next(value)
 
 
 @register_operator("skip_duration", frames=2, builder=skip, args=SkipDurationArgs)
@@ -173,8 +148,10 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
         return self._end
 
 
+@runs_inline(Skip)
 class SkipStep(KeyedStep):
-    """:class:`Skip` for one key of a keyed chain: the field is how many are still to drop."""
+    """The per-element logic of :func:`skip` by count (the stage and a keyed chain run it): the field is how many are
+    still to drop."""
 
     __slots__ = ("initial",)
 

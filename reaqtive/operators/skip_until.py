@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import Subscriber, require_not_none
+from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
-from reaqtive.operators._take_skip import DroppingStage, OpenAtDeadline, UntilObserver, other_or_time
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.operators._take_skip import DroppingStage, OpenAtDeadline, UntilStage, other_or_time
 
 __all__ = ["SkipUntil", "SkipUntilArgs", "SkipUntilTime", "SkipUntilTimeArgs", "skip_until"]
 
@@ -53,38 +52,27 @@ def skip_until(other: Subscribable[Any] | datetime, /) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class SkipUntilArgs:
+class SkipUntilArgs(ArgsRecord):
     """The arguments of a ``skip_until`` node: ``(source, other)``."""
 
     source: Subscribable[Any]
     other: Subscribable[Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> SkipUntilArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "other")
-        return cls(args.source(0), args.source(1))
+    checks = ("source", "source")
 
 
 @dataclass(frozen=True, slots=True)
-class SkipUntilTimeArgs:
+class SkipUntilTimeArgs(ArgsRecord):
     """The arguments of a ``skip_until_time`` node: ``(source, start_time)``."""
 
     source: Subscribable[Any]
     start_time: datetime
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> SkipUntilTimeArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "start_time")
-        return cls(args.source(0), args.time(1))
+    checks = ("source", "time")
 
 
 @register_operator("skip_until", builder=skip_until, args=SkipUntilArgs)
-class SkipUntil(DroppingStage[T], Generic[T]):
-    """The running stage of :func:`skip_until` with a stream. Two inputs, visited in this order: ``other``
-    (input 0) and the source (input 1). Only terminal signals can race (the other never emits an element
-    downstream), so only they take the lock.
+class SkipUntil(DroppingStage[T], UntilStage[T], Generic[T]):
+    """The running stage of :func:`skip_until` with a stream (two inputs: :class:`UntilStage`). Only terminal
+    signals can race (the other never emits an element downstream), so only they take the lock.
     """
 
     name = "reaqtive:skip_until"
@@ -95,13 +83,9 @@ class SkipUntil(DroppingStage[T], Generic[T]):
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = SkipUntilArgs.read(query)
-        self._source: Subscribable[T] = args.source
-        self._other: Subscribable[Any] = args.other
+        self._init_until(args.source, args.other)
         self._open = False
-        self._other_done = False
         self._source_done = False
-        self._other_observer = UntilObserver(self)
-        self._lock = threading.RLock()
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._open)
@@ -113,30 +97,12 @@ class SkipUntil(DroppingStage[T], Generic[T]):
         self._other_done = reader.read_bool("other done")
         self._source_done = reader.read_bool("source done")
 
-    # -- inputs --------------------------------------------------------------------------------------------------
-
-    def subscribe_inputs(self) -> tuple[SubscriptionHandle, ...]:
-        return (self._other.subscribe(self._other_observer), self.subscribe_input())
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
-
-    @property
-    def input(self) -> SubscriptionHandle:
-        """The source's subscription (input 1; input 0 is the other's)."""
-        return self._inputs[1] if self._inputs else NOP_SUBSCRIPTION
-
     def on_start(self) -> None:
         # Restored: inputs that had ended before the checkpoint are not listened to again.
-        if self._other_done:
-            self._other_observer.cancel()
-            self._inputs[0].dispose()
+        self._forget_ended_other()
         if self._source_done:
             self._upstream_terminated()
             self._inputs[1].dispose()
-
-    def on_dispose(self) -> None:
-        self._other_observer.cancel()
 
     # -- the source ----------------------------------------------------------------------------------------------
 
@@ -145,12 +111,6 @@ class SkipUntil(DroppingStage[T], Generic[T]):
             self._downstream.on_next(value)
         else:
             self._replace_dropped()
-
-    def on_error(self, error: BaseException) -> None:
-        require_not_none(error, "error", "2.13")
-        with self._lock:
-            self._upstream_terminated()
-            self._signal_error(error)
 
     def on_complete(self) -> None:
         with self._lock:
@@ -171,17 +131,6 @@ class SkipUntil(DroppingStage[T], Generic[T]):
             self._state.changed = True
         self._other_observer.cancel()
         self._inputs[0].dispose()  # from inside the other's on_next: allowed (rule 3.5)
-
-    def _on_other_error(self, error: BaseException) -> None:
-        with self._lock:
-            if not self._disposed:
-                self._signal_error(error)
-
-    def _on_other_complete(self) -> None:
-        with self._lock:
-            if not self._disposed:
-                self._other_done = True
-                self._state.changed = True
 
 
 @register_operator("skip_until_time", frames=2, builder=skip_until, args=SkipUntilTimeArgs)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -15,6 +15,7 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._take_skip import DroppingStage
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
+from reaqtive.operators.step_stage import StepStage, runs_inline
 
 __all__ = ["SkipWhile", "SkipWhileArgs", "SkipWhileIndexed", "skip_while", "skip_while_indexed"]
 
@@ -64,61 +65,29 @@ def skip_while_indexed(predicate: Callable[[Any, int], object]) -> OperatorCall[
 
 
 @dataclass(frozen=True, slots=True)
-class SkipWhileArgs:
+class SkipWhileArgs(ArgsRecord):
     """The arguments of a ``skip_while`` or ``skip_while_indexed`` node: ``(source, predicate)``."""
 
     source: Subscribable[Any]
     predicate: Callable[..., object]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> SkipWhileArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "predicate")
-        return cls(args.source(0), args.function(1))
+    checks = ("source", "function")
 
 
 @register_operator("skip_while", builder=skip_while, args=SkipWhileArgs)
-class SkipWhile(DroppingStage[T], Generic[T]):
-    """The running stage of :func:`skip_while`."""
+class SkipWhile(StepStage):
+    """The running stage of :func:`skip_while`, run by its keyed step (:class:`SkipWhileStep`)."""
 
-    timeless = True
     name = "reaqtive:skip_while"
     version: Version = (1,)
     state_fields = ("running",)
+    drops = True
 
-    __slots__ = ("_predicate", "_running", "_source")
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(downstream)
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         args = SkipWhileArgs.read(query)
-        self._source: Subscribable[T] = args.source
-        self._predicate: Callable[[T], object] = args.predicate
-        self._running = False
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._running)
+        super().__init__(downstream, args.source, SkipWhileStep(args.predicate))
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._running = reader.read_bool("running")
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
-
-    def on_next(self, value: T) -> None:
-        if self._running:
-            self._downstream.on_next(value)
-            return
-        try:
-            skip = bool(self._predicate(value))  # truthiness inside the try: bool() of a result may raise
-        except Exception as error:
-            self._user_error(error, value)
-            return
-        if skip:
-            self._replace_dropped()
-            return
-        self._running = True
-        self._state.changed = True
-        self._downstream.on_next(value)
+        self._field = reader.read_bool("running")
 
 
 @register_operator("skip_while_indexed", builder=skip_while_indexed, args=SkipWhileArgs)
@@ -170,8 +139,10 @@ class SkipWhileIndexed(DroppingStage[T], Generic[T]):
         self._downstream.on_next(value)
 
 
+@runs_inline(SkipWhile)
 class SkipWhileStep(KeyedStep):
-    """:class:`SkipWhile` for one key of a keyed chain: the field is ``running`` (the predicate was false)."""
+    """The per-element logic of :func:`skip_while` (the stage and a keyed chain run it): the field is ``running`` (the
+    predicate was false)."""
 
     __slots__ = ("_predicate",)
 

@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.expression import Expression, OperatorCall
@@ -56,18 +56,12 @@ def start_with(*values: T) -> OperatorCall[T]:
 
 
 @dataclass(frozen=True, slots=True)
-class StartWithArgs:
+class StartWithArgs(ArgsRecord):
     """The arguments of a ``start_with`` node: ``(source, values)``, ``values`` a tuple of elements."""
 
     source: Subscribable[Any]
     values: tuple[object, ...]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> StartWithArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "values")
-        return cls(args.source(0), args.elements(1))
+    checks = ("source", "elements")
 
 
 @register_operator("start_with", frames=16, builder=start_with, args=StartWithArgs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -68,29 +68,20 @@ def average() -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class SumArgs:
+class SumArgs(ArgsRecord):
     """The arguments of a ``sum`` node: ``(source, start)``."""
 
     source: Subscribable[Any]
     start: object
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> SumArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "start")
-        return cls(args.source(0), args.element(1))
+    checks = ("source", "element")
 
 
 @dataclass(frozen=True, slots=True)
-class AverageArgs:
+class AverageArgs(ArgsRecord):
     """The arguments of an ``average`` node: ``(source,)``."""
 
     source: Subscribable[Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> AverageArgs:
-        """The checked arguments of ``query``."""
-        return cls(arguments(query, "source").source(0))
+    checks = ("source",)
 
 
 @register_operator("sum", frames=4, builder=sum, args=SumArgs)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
@@ -55,18 +55,12 @@ def switch_latest(selector: Callable[[Any], Subscribable[Any]] | None = None) ->
 
 
 @dataclass(frozen=True, slots=True)
-class SwitchLatestArgs:
+class SwitchLatestArgs(ArgsRecord):
     """The arguments of a ``switch_latest`` node: ``(source, selector)``, ``selector`` ``None`` or a function."""
 
     source: Subscribable[Any]
     selector: Callable[[Any], Any] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> SwitchLatestArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "selector")
-        return cls(args.source(0), args.optional_function(1))
+    checks = ("source", "optional_function")
 
 
 @register_operator("switch_latest", frames=20, builder=switch_latest, args=SwitchLatestArgs)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -16,7 +16,7 @@ from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 from reaqtive.operators._take_skip import TakeUntilDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
 from reaqtive.operators.keyed_steps import DONE, KeyedStep, register_keyed_step
-from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.operators.step_stage import StepStage, runs_inline
 from reaqtive.state.fields import time_bounds
 
 __all__ = ["Take", "TakeArgs", "TakeDuration", "TakeDurationArgs", "take"]
@@ -61,70 +61,54 @@ def take(count: int | timedelta, /) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class TakeArgs:
+class TakeArgs(ArgsRecord):
     """The arguments of a ``take`` node: ``(source, count)``."""
 
     source: Subscribable[Any]
     count: int
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> TakeArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "count")
-        return cls(args.source(0), args.integer(1))
+    checks = ("source", "count")
 
 
 @dataclass(frozen=True, slots=True)
-class TakeDurationArgs:
+class TakeDurationArgs(ArgsRecord):
     """The arguments of a ``take_duration`` node: ``(source, duration)``."""
 
     source: Subscribable[Any]
     duration: timedelta
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> TakeDurationArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "duration")
-        return cls(args.source(0), args.duration(1))
+    checks = ("source", "duration")
 
 
 @register_operator("take", builder=take, args=TakeArgs)
-class Take(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of :func:`take` by count.
+class Take(StepStage):
+    """The running stage of :func:`take` by count, run by its keyed step (:class:`TakeStep`).
 
-    ``_can_request`` (how many may still be requested upstream) belongs to the demand path and ``_remaining`` to
-    the element path, so the two need no lock; a recovered stage starts with ``_can_request = remaining`` (its new
-    upstream owes nothing).
+    ``_can_request`` (how many may still be requested upstream) belongs to the demand path and the field (how
+    many are still to pass) to the element path, so the two need no lock; a recovered stage starts with
+    ``_can_request`` = what remains (its new upstream owes nothing).
     """
 
-    timeless = True
     name = "reaqtive:take"
     version: Version = (1,)
     state_fields = ("remaining",)
 
-    __slots__ = ("_can_request", "_remaining", "_source")
+    __slots__ = ("_can_request",)
 
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(downstream)
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         args = TakeArgs.read(query)
-        self._source: Subscribable[T] = args.source
-        self._remaining = self._can_request = args.count
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._remaining)
+        super().__init__(downstream, args.source, TakeStep(args.count))
+        self._can_request = args.count
 
     def load_state_core(self, reader: StateReader) -> None:
-        # _remaining is still the query's count here: what is left of it cannot be more
-        self._remaining = self._can_request = reader.read_int("remaining", maximum=self._remaining)
+        # the field is still the query's count here: what is left of it cannot be more
+        self._field = self._can_request = reader.read_int("remaining", maximum=self._field)
 
     def subscribe_input(self) -> SubscriptionHandle:
-        if self._remaining == 0:
+        if self._field == 0:
             return NOP_SUBSCRIPTION  # take(0): the source is never needed
-        return self._source.subscribe(self)
+        return super().subscribe_input()
 
     def on_start(self) -> None:
-        if self._remaining == 0:
+        if self._field == 0:
             self._signal_complete()
 
     def request(self, n: int) -> None:
@@ -136,13 +120,8 @@ class Take(StatefulUnaryOperatorBase[T, T], Generic[T]):
             self._can_request -= want
             super().request(want)
 
-    def on_next(self, value: T) -> None:
-        remaining = self._remaining - 1
-        self._remaining = remaining
-        self._state.changed = True
-        self._downstream.on_next(value)
-        if remaining == 0:
-            self._signal_complete()
+    def field_at_end(self, field: Any) -> Any:
+        return 0  # none remain
 
 
 @register_operator("take_duration", frames=2, builder=take, args=TakeDurationArgs)
@@ -183,8 +162,10 @@ class TakeDuration(TakeUntilDeadline[T], Generic[T]):
         return self._end
 
 
+@runs_inline(Take)
 class TakeStep(KeyedStep):
-    """:class:`Take` for one key of a keyed chain: the field is how many are still to pass (>= 1; the chain
+    """The per-element logic of :func:`take` by count (the stage and a keyed chain run it): the field is how many are
+    still to pass (>= 1; the chain
     ends with the last one)."""
 
     __slots__ = ("initial",)

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import Subscriber, require_not_none
+from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
-from reaqtive.operators._take_skip import TakeUntilDeadline, UntilObserver, other_or_time
-from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.operators._take_skip import TakeUntilDeadline, UntilStage, other_or_time
 
 __all__ = ["TakeUntil", "TakeUntilArgs", "TakeUntilTime", "TakeUntilTimeArgs", "take_until"]
 
@@ -50,37 +48,26 @@ def take_until(other: Subscribable[Any] | datetime, /) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class TakeUntilArgs:
+class TakeUntilArgs(ArgsRecord):
     """The arguments of a ``take_until`` node: ``(source, other)``."""
 
     source: Subscribable[Any]
     other: Subscribable[Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> TakeUntilArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "other")
-        return cls(args.source(0), args.source(1))
+    checks = ("source", "source")
 
 
 @dataclass(frozen=True, slots=True)
-class TakeUntilTimeArgs:
+class TakeUntilTimeArgs(ArgsRecord):
     """The arguments of a ``take_until_time`` node: ``(source, end_time)``."""
 
     source: Subscribable[Any]
     end_time: datetime
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> TakeUntilTimeArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "end_time")
-        return cls(args.source(0), args.time(1))
+    checks = ("source", "time")
 
 
 @register_operator("take_until", frames=2, builder=take_until, args=TakeUntilArgs)
-class TakeUntil(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of :func:`take_until` with a stream. Two inputs, visited in this order: ``other``
-    (input 0) and the source (input 1).
+class TakeUntil(UntilStage[T], Generic[T]):
+    """The running stage of :func:`take_until` with a stream (two inputs: :class:`UntilStage`).
 
     A lock serializes the two inputs' signals downstream (rule 1.3) for as long as the other can still end the
     result; after ``other_done`` elements pass without it. A recovered stage with ``other_done`` set disposes
@@ -95,11 +82,7 @@ class TakeUntil(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = TakeUntilArgs.read(query)
-        self._source: Subscribable[T] = args.source
-        self._other: Subscribable[Any] = args.other
-        self._other_done = False
-        self._other_observer = UntilObserver(self)
-        self._lock = threading.RLock()  # re-entrant: a downstream may cancel or feed the other from a signal
+        self._init_until(args.source, args.other)
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._other_done)
@@ -107,26 +90,8 @@ class TakeUntil(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def load_state_core(self, reader: StateReader) -> None:
         self._other_done = reader.read_bool("other done")
 
-    # -- inputs --------------------------------------------------------------------------------------------------
-
-    def subscribe_inputs(self) -> tuple[SubscriptionHandle, ...]:
-        return (self._other.subscribe(self._other_observer), self.subscribe_input())
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
-
-    @property
-    def input(self) -> SubscriptionHandle:
-        """The source's subscription (input 1; input 0 is the other's)."""
-        return self._inputs[1] if self._inputs else NOP_SUBSCRIPTION
-
     def on_start(self) -> None:
-        if self._other_done:  # restored: the other ended before the checkpoint; do not listen to it again
-            self._other_observer.cancel()
-            self._inputs[0].dispose()
-
-    def on_dispose(self) -> None:
-        self._other_observer.cancel()
+        self._forget_ended_other()
 
     # -- the source ----------------------------------------------------------------------------------------------
 
@@ -136,12 +101,6 @@ class TakeUntil(StatefulUnaryOperatorBase[T, T], Generic[T]):
             return
         with self._lock:
             self._downstream.on_next(value)  # a no-op subscriber once the stage ended
-
-    def on_error(self, error: BaseException) -> None:
-        require_not_none(error, "error", "2.13")
-        with self._lock:
-            self._upstream_terminated()
-            self._signal_error(error)
 
     def on_complete(self) -> None:
         with self._lock:
@@ -154,17 +113,6 @@ class TakeUntil(StatefulUnaryOperatorBase[T, T], Generic[T]):
         with self._lock:
             if not self._disposed:
                 self._signal_complete()
-
-    def _on_other_error(self, error: BaseException) -> None:
-        with self._lock:
-            if not self._disposed:
-                self._signal_error(error)
-
-    def _on_other_complete(self) -> None:
-        with self._lock:
-            if not self._disposed:
-                self._other_done = True
-                self._state.changed = True
 
 
 @register_operator("take_until_time", frames=2, builder=take_until, args=TakeUntilTimeArgs)

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
-from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StatelessStep, register_keyed_step
-from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.operators.step_stage import StepStage, runs_inline
 
 __all__ = ["TakeWhile", "TakeWhileArgs", "TakeWhileIndexed", "take_while", "take_while_indexed"]
 
@@ -68,101 +67,50 @@ def _checked(op: str, predicate: object, inclusive: object) -> tuple[object, boo
 
 
 @dataclass(frozen=True, slots=True)
-class TakeWhileArgs:
+class TakeWhileArgs(ArgsRecord):
     """The arguments of a ``take_while`` or ``take_while_indexed`` node: ``(source, predicate, inclusive)``."""
 
     source: Subscribable[Any]
     predicate: Callable[..., object]
     inclusive: bool
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> TakeWhileArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "predicate", "inclusive")
-        return cls(args.source(0), args.function(1), args.flag(2))
+    checks = ("source", "function", "flag")
 
 
 @register_operator("take_while", frames=2, builder=take_while, args=TakeWhileArgs)
-class TakeWhile(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of :func:`take_while`."""
+class TakeWhile(StepStage):
+    """The running stage of :func:`take_while`, run by its keyed step (:class:`TakeWhileStep`)."""
 
-    timeless = True
     name = "reaqtive:take_while"
     version: Version = (1,)
 
-    __slots__ = ("_inclusive", "_predicate", "_source")
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(downstream)
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         args = TakeWhileArgs.read(query)
-        self._source: Subscribable[T] = args.source
-        self._predicate: Callable[[T], object] = args.predicate
-        self._inclusive = args.inclusive
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
-
-    def on_next(self, value: T) -> None:
-        try:
-            keep = bool(self._predicate(value))  # truthiness inside the try: bool() of a result may raise
-        except Exception as error:
-            self._user_error(error, value)
-            return
-        if keep:
-            self._downstream.on_next(value)
-            return
-        if self._inclusive:
-            self._downstream.on_next(value)
-        self._signal_complete()
+        super().__init__(downstream, args.source, TakeWhileStep(args.predicate, args.inclusive))
 
 
 @register_operator("take_while_indexed", frames=2, builder=take_while_indexed, args=TakeWhileArgs)
-class TakeWhileIndexed(StatefulUnaryOperatorBase[T, T], Generic[T]):
-    """The running stage of :func:`take_while_indexed`."""
+class TakeWhileIndexed(StepStage):
+    """The running stage of :func:`take_while_indexed`, run by its keyed step (:class:`TakeWhileIndexedStep`)."""
 
-    timeless = True
     name = "reaqtive:take_while+indexed"
     version: Version = (1,)
     state_fields = ("index",)
 
-    __slots__ = ("_inclusive", "_index", "_predicate", "_source")
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(downstream)
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         args = TakeWhileArgs.read(query)
-        self._source: Subscribable[T] = args.source
-        self._predicate: Callable[[T, int], object] = args.predicate
-        self._inclusive = args.inclusive
-        self._index = 0
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._index)
+        super().__init__(downstream, args.source, TakeWhileIndexedStep(args.predicate, args.inclusive))
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._index = reader.read_int("index")
+        self._field = reader.read_int("index")
 
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
-
-    def on_next(self, value: T) -> None:
-        index = self._index
-        try:
-            keep = bool(self._predicate(value, index))
-        except Exception as error:
-            self._user_error(error, value)  # skipped: the index stays, for the next element
-            return
-        self._index = index + 1
-        self._state.changed = True
-        if keep:
-            self._downstream.on_next(value)
-            return
-        if self._inclusive:
-            self._downstream.on_next(value)
-        self._signal_complete()
+    def field_at_end(self, field: Any) -> Any:
+        return field + 1  # the ending element took its index
 
 
+@runs_inline(TakeWhile)
 class TakeWhileStep(StatelessStep):
-    """:class:`TakeWhile` for one key of a keyed chain: the first false element ends the chain."""
+    """The per-element logic of :func:`take_while` (the stage and a keyed chain run it): the first false
+    element ends the chain."""
 
     __slots__ = ("_inclusive", "_predicate")
 
@@ -176,8 +124,9 @@ class TakeWhileStep(StatelessStep):
         return DONE, (value if self._inclusive else SKIP)
 
 
+@runs_inline(TakeWhileIndexed)
 class TakeWhileIndexedStep(KeyedStep):
-    """:class:`TakeWhileIndexed` for one key of a keyed chain: the field is the index of the next element."""
+    """The per-element logic of :func:`take_while_indexed`: the field is the index of the next element."""
 
     __slots__ = ("_inclusive", "_predicate")
 

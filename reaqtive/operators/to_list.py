@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -16,6 +16,7 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.settings import MAX_LIST_SIZE, UNLIMITED, read_limit
+from reaqtive.operators.step_stage import StepAggregate, runs_inline
 
 __all__ = ["ToList", "ToListArgs", "to_list"]
 
@@ -43,64 +44,44 @@ def to_list() -> OperatorCall[list[Any]]:
 
 
 @dataclass(frozen=True, slots=True)
-class ToListArgs:
+class ToListArgs(ArgsRecord):
     """The arguments of a ``to_list`` node: ``(source,)``."""
 
     source: Subscribable[Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> ToListArgs:
-        """The checked arguments of ``query``."""
-        return cls(arguments(query, "source").source(0))
+    checks = ("source",)
 
 
 @register_operator("to_list", frames=4, builder=to_list, args=ToListArgs)
-class ToList(AggregateStage[T, list[T]], Generic[T]):
-    """The running stage of :func:`to_list`: the limit is read from the context, which arrives after the
-    constructor."""
+class ToList(StepAggregate):
+    """The running stage of :func:`to_list`, run by :class:`ToListStep` (the limit is read from the context,
+    which arrives after the constructor)."""
 
     name = "reaqtive:to_list"
     version: Version = (1,)
     state_fields = ("held", "?result", "items")
 
-    __slots__ = ("_items", "_limit")
+    __slots__ = ()
 
-    def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
-        super().__init__(ToListArgs.read(query).source, downstream)
-        self._items: list[T] = []
-        self._limit = UNLIMITED
-
-    def set_context(self, context: OperatorContext) -> None:
-        super().set_context(context)
-        self._limit = read_limit(context, MAX_LIST_SIZE)
+    def __init__(self, query: Expression[Any], downstream: Subscriber[list[Any]]) -> None:
+        super().__init__(downstream, ToListArgs.read(query).source, ToListStep())
 
     def save_state_core(self, writer: StateWriter) -> None:
-        super().save_state_core(writer)
-        writer.write(self._items)
+        AggregateStage.save_state_core(self, writer)
+        items = self._field
+        writer.write([] if items is None or self._decided else items)  # a decided list moved into the result
 
-    def read_result(self, reader: StateReader) -> list[T]:
+    def read_result(self, reader: StateReader) -> list[Any]:
         return reader.read_list("result")
 
-    def load_state_core(self, reader: StateReader) -> None:
-        super().load_state_core(reader)
-        self._items = reader.read_list("items")  # a list of the user's elements
-
-    def on_next(self, value: T) -> None:
-        items = self._items
-        if len(items) >= self._limit:
-            self._signal_error(LimitExceededError(self.name, MAX_LIST_SIZE, self._limit))
-            return
-        items.append(value)
-        self._state.changed = True
-
-    def result_at_completion(self) -> list[T]:
-        items, self._items = self._items, []  # the list moves into the (possibly held) result
-        return items
+    def read_field(self, reader: StateReader) -> list[Any]:
+        return reader.read_list("items")  # a list of the user's elements
 
 
+@runs_inline(ToList)
 class ToListStep(KeyedStep):
-    """:class:`ToList` for one key of a keyed chain: the field is ``None`` before the first element, then the
-    list, which the step owns and appends to (the stage saves the record again after each element)."""
+    """The per-element logic of :class:`ToList` (the stage and a keyed chain run it): the field is ``None``
+    before the first element, then the list, which the step owns and appends to (in place: the stage marks it
+    changed, the keyed stage saves the record again, after each element)."""
 
     __slots__ = ("_limit",)
 

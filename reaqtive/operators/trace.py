@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import Version
@@ -44,19 +44,13 @@ def trace(label: str, emit: Callable[[str], object] = print) -> OperatorCall[Any
 
 
 @dataclass(frozen=True, slots=True)
-class TraceArgs:
+class TraceArgs(ArgsRecord):
     """The arguments of a ``trace`` node: ``(source, label, emit)``."""
 
     source: Subscribable[Any]
     label: str
     emit: Callable[[str], object]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> TraceArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "label", "emit")
-        return cls(args.source(0), args.text(1), args.function(2))
+    checks = ("source", "text", "function")
 
 
 @register_operator("trace", builder=trace, args=TraceArgs)

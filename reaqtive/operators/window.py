@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -25,7 +25,7 @@ from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators._timing import span_arguments
 from reaqtive.operators.settings import MAX_WINDOW_COUNT, UNLIMITED, read_limit
 
-__all__ = ["WindowArgs", "WindowCount", "WindowCountSkip", "bind_window", "elements_for", "window"]
+__all__ = ["WindowArgs", "WindowCount", "WindowsStage", "WindowCountSkip", "bind_window", "elements_for", "window"]
 
 T = TypeVar("T")
 
@@ -91,19 +91,13 @@ def window(first: int | timedelta, second: int | timedelta | None = None, /) -> 
 
 
 @dataclass(frozen=True, slots=True)
-class WindowArgs:
+class WindowArgs(ArgsRecord):
     """The arguments of a ``window`` node: ``(source, count, skip)``."""
 
     source: Subscribable[Any]
     count: int
     skip: int
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> WindowArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "count", "skip")
-        return cls(args.source(0), args.integer(1, minimum=1), args.integer(2, minimum=1))
+    checks = ("source", "positive_count", "positive_count")
 
 
 def elements_for(windows: int, count: int, skip: int, first: int) -> int:
@@ -118,6 +112,46 @@ def elements_for(windows: int, count: int, skip: int, first: int) -> int:
     return min(needed, LONG_MAX)
 
 
+class WindowsStage(InnerStreamOperator[T], Generic[T]):
+    """What the window stages share (by count here, by time in :mod:`reaqtive.operators.window_time`): the
+    open windows, oldest first, at most ``MAX_WINDOW_COUNT`` of them, each an inner stream."""
+
+    kind = "window"
+
+    __slots__ = ("_max_windows", "_windows")
+
+    def __init__(self, source: Subscribable[T], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
+        super().__init__(source, downstream)
+        self._windows: deque[Inner] = deque()  # the open windows, oldest first
+        self._max_windows = UNLIMITED
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._max_windows = read_limit(context, MAX_WINDOW_COUNT)
+
+    def _open_window(self) -> bool:
+        windows = self._windows
+        if len(windows) >= self._max_windows:
+            self._fail(LimitExceededError(self.name, MAX_WINDOW_COUNT, self._max_windows))
+            return False
+        window = self._new_inner(None)
+        windows.append(window)
+        return self._open(window)
+
+    def _close_all(self) -> None:
+        windows = self._windows
+        while windows and not self._terminated:
+            self._end(windows.popleft())
+
+    def _forget_all(self) -> None:
+        self._windows.clear()
+
+    def _make_stream(
+        self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None
+    ) -> InnerStreamNode[Any]:
+        return new_inner_stream(subject, stream_id)
+
+
 @register_operator("window", frames=8, builder=window, args=WindowArgs)
 def bind_window(query: Expression[Any], subscriber: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of :func:`window` by count: :class:`WindowCount`, or :class:`WindowCountSkip` with a skip."""
@@ -127,7 +161,7 @@ def bind_window(query: Expression[Any], subscriber: Subscriber[Any]) -> Subscrip
     return WindowCountSkip(query, subscriber)
 
 
-class WindowCount(InnerStreamOperator[T], Generic[T]):
+class WindowCount(WindowsStage[T], Generic[T]):
     """The running stage of :func:`window` by count, consecutive windows (``skip == count``); the shared rules of
     inner subjects (their ids, demand across the boundary, termination, their state) are in
     :mod:`reaqtive.operators._inner_subjects`.
@@ -139,18 +173,8 @@ class WindowCount(InnerStreamOperator[T], Generic[T]):
 
     name = "reaqtive:window/count"
     version: Version = (1,)
-    kind = "window"
 
-    __slots__ = (
-        "_count",
-        "_demanded",
-        "_first",
-        "_index",
-        "_max_windows",
-        "_requested_to",
-        "_skip",
-        "_windows",
-    )
+    __slots__ = ("_count", "_demanded", "_first", "_index", "_requested_to", "_skip")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         args = WindowArgs.read(query)
@@ -159,16 +183,10 @@ class WindowCount(InnerStreamOperator[T], Generic[T]):
         self._skip = args.skip
         # state
         self._index = 0  # elements received, ever
-        self._windows: deque[Inner] = deque()  # the open windows, oldest first
         # demand (not state: a recovered subscriber requests afresh)
         self._first = 0  # the first window counted against this run's demand
         self._demanded = 0
         self._requested_to = 0  # the element index up to which the upstream has been asked
-        self._max_windows = UNLIMITED
-
-    def set_context(self, context: OperatorContext) -> None:
-        super().set_context(context)
-        self._max_windows = read_limit(context, MAX_WINDOW_COUNT)
 
     def save_state_core(self, writer: StateWriter) -> None:
         with self._lock:
@@ -218,15 +236,6 @@ class WindowCount(InnerStreamOperator[T], Generic[T]):
         if not self._loaded:
             self._open_window()
 
-    def _open_window(self) -> bool:
-        windows = self._windows
-        if len(windows) >= self._max_windows:
-            self._fail(LimitExceededError(self.name, MAX_WINDOW_COUNT, self._max_windows))
-            return False
-        window = self._new_inner(None)
-        windows.append(window)
-        return self._open(window)
-
     def _element(self, value: T) -> None:
         if self._terminated:
             return
@@ -244,18 +253,6 @@ class WindowCount(InnerStreamOperator[T], Generic[T]):
         if index % skip == 0:
             self._open_window()
 
-    def _close_all(self) -> None:
-        windows = self._windows
-        while windows and not self._terminated:
-            self._end(windows.popleft())
-
-    def _forget_all(self) -> None:
-        self._windows.clear()
-
-    def _make_stream(
-        self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None
-    ) -> InnerStreamNode[Any]:
-        return new_inner_stream(subject, stream_id)
 
 
 class WindowCountSkip(WindowCount[T], Generic[T]):

@@ -8,21 +8,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord, arguments
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
-from reaqtive.core.errors import LimitExceededError
-from reaqtive.core.expression import Expression, InnerStreamNode, new_inner_stream
+from reaqtive.core.expression import Expression, InnerStreamNode
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.scheduler_interface import Scheduler
 from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
-from reaqtive.core.subjects import MultiSubject
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
-from reaqtive.operators._timing import MAX_SPAN, add_safe, earlier, multiply_safe
-from reaqtive.operators.settings import MAX_WINDOW_COUNT, UNLIMITED, read_limit
-from reaqtive.operators.window import window
+from reaqtive.operators._timing import MAX_SPAN, add_safe, count_demand, earlier, multiply_safe
+from reaqtive.operators.window import WindowsStage, window
 from reaqtive.scheduler import ActionTask
 from reaqtive.state.fields import time_bounds
 
@@ -58,18 +54,13 @@ class WindowTimeArgs:
 
 
 @dataclass(frozen=True, slots=True)
-class WindowTimeOrCountArgs:
+class WindowTimeOrCountArgs(ArgsRecord):
     """The arguments of a ``window_time_or_count`` node: ``(source, duration, count)``."""
 
     source: Subscribable[Any]
     duration: timedelta
     count: int
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> WindowTimeOrCountArgs:
-        """The checked arguments of ``query``."""
-        args = arguments(query, "source", "duration", "count")
-        return cls(args.source(0), args.duration(1, positive=True), args.integer(2, minimum=1))
+    checks = ("source", "positive_duration", "positive_count")
 
 
 @register_operator("window_time", frames=8, builder=window, args=WindowTimeArgs)
@@ -82,8 +73,9 @@ def bind_window_time(query: Expression[Any], subscriber: Subscriber[Any]) -> Sub
     return WindowTimeShift(query, subscriber)
 
 
-class _TimeWindow(InnerStreamOperator[T], Generic[T]):
-    """What the time-driven windows share: the open windows, the timer and its generations; the shared rules of
+class _TimeWindow(WindowsStage[T], Generic[T]):
+    """What the time-driven windows share: the open windows (:class:`~reaqtive.operators.window.WindowsStage`),
+    the timer and its generations; the shared rules of
     inner subjects are in :mod:`reaqtive.operators._inner_subjects`.
 
     Times are absolute and saved, so a recovered window closes when it would have; a timer that is past due
@@ -95,21 +87,16 @@ class _TimeWindow(InnerStreamOperator[T], Generic[T]):
     after the base's inner streams.
     """
 
-    kind = "window"
-
-    __slots__ = ("_generation", "_max_windows", "_scheduler", "_windows")
+    __slots__ = ("_generation", "_scheduler")
 
     def __init__(self, source: Subscribable[T], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         super().__init__(source, downstream)
-        self._windows: deque[Inner] = deque()  # the open windows, oldest first
         self._generation = 0  # the current timer; a timer of an earlier generation is stale
         self._scheduler: Scheduler | None = None
-        self._max_windows = UNLIMITED
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
         self._scheduler = context.scheduler  # MissingSchedulerError without one: time needs a clock
-        self._max_windows = read_limit(context, MAX_WINDOW_COUNT)
 
     def _load_windows(self, reader: StateReader, least: int, most: int) -> None:
         """Read the inner streams: ``least`` to ``most`` windows are open while the stage runs on, none once its
@@ -172,28 +159,6 @@ class _TimeWindow(InnerStreamOperator[T], Generic[T]):
             self._schedule_timer(generation, self._next_due())
 
     # -- windows -----------------------------------------------------------------------------------------------
-
-    def _open_window(self) -> bool:
-        windows = self._windows
-        if len(windows) >= self._max_windows:
-            self._fail(LimitExceededError(self.name, MAX_WINDOW_COUNT, self._max_windows))
-            return False
-        inner = self._new_inner(None)
-        windows.append(inner)
-        return self._open(inner)
-
-    def _close_all(self) -> None:
-        windows = self._windows
-        while windows and not self._terminated:
-            self._end(windows.popleft())
-
-    def _forget_all(self) -> None:
-        self._windows.clear()
-
-    def _make_stream(
-        self, inner: Inner, subject: MultiSubject[Any, Any], stream_id: str | None
-    ) -> InnerStreamNode[Any]:
-        return new_inner_stream(subject, stream_id)
 
 
 class WindowTime(_TimeWindow[T], Generic[T]):
@@ -377,18 +342,7 @@ class WindowTimeOrCount(_TimeWindow[T], Generic[T]):
         self._next_tick = self._load_next_due(reader, "next tick", self._duration)
 
     def _upstream_amount(self, n: int) -> int:
-        credit = self._credit
-        if credit:  # the recovered downstream asks again for what it had outstanding: translated before
-            again = min(n, credit)
-            self._credit = credit - again
-            n -= again
-            if not n:
-                return 0
-        count = self._count
-        amount = LONG_MAX if n >= LONG_MAX // count else n * count
-        self._requested = add_demand(self._requested, amount)
-        self._state.changed = True
-        return amount
+        return count_demand(self, n)
 
     def _recovered_amount(self) -> int:
         # What the upstream had been asked for and had not sent at the checkpoint.

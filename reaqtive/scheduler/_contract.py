@@ -22,7 +22,7 @@ a racy read is fine.
 from __future__ import annotations
 
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeVar
 
 from reaqtive.core.scheduler_interface import Scheduler, SchedulerTask, YieldToken
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
@@ -37,6 +37,7 @@ __all__ = [
     "RUNNING",
     "TIMER",
     "GroupOwner",
+    "SchedulerNode",
     "LaneEntry",
     "PendingPause",
     "TaskGroup",
@@ -155,3 +156,38 @@ def complete_futures(futures: list[Future[None]]) -> None:
     for future in futures:
         if future.set_running_or_notify_cancel():
             future.set_result(None)
+
+
+N = TypeVar("N", bound="SchedulerNode[Any]")
+
+
+class SchedulerNode(Generic[N]):
+    """What the two scheduler trees share (:class:`~reaqtive.scheduler.LogicalScheduler`,
+    :class:`~reaqtive.scheduler.VirtualTimeScheduler`): a parent, live children (keys of ``_children``) and a
+    name. A subclass sets the three fields."""
+
+    __slots__ = ()
+
+    _parent: N | None
+    _children: dict[N, None]
+    _name: str
+
+    @property
+    def parent(self) -> N | None:
+        """The parent, ``None`` for a root."""
+        return self._parent
+
+    @property
+    def name(self) -> str:
+        """For logs and ``repr``."""
+        return self._name
+
+    def _subtree(self) -> list[N]:
+        """This scheduler and its live descendants, depth-first (under the tree's lock)."""
+        nodes: list[N] = []
+        stack: list[Any] = [self]
+        while stack:
+            node = stack.pop()
+            nodes.append(node)
+            stack.extend(node._children)
+        return nodes

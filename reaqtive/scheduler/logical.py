@@ -19,7 +19,17 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from reaqtive.core.scheduler_interface import NEVER, PausableScheduler, SchedulerTask, YieldToken, deadline
-from reaqtive.scheduler._contract import DONE, PARKED, QUEUED, RUNNING, TIMER, TaskGroup, WorkItem, complete_futures
+from reaqtive.scheduler._contract import (
+    DONE,
+    PARKED,
+    QUEUED,
+    RUNNING,
+    TIMER,
+    SchedulerNode,
+    TaskGroup,
+    WorkItem,
+    complete_futures,
+)
 from reaqtive.scheduler.clock import to_utc
 from reaqtive.scheduler.physical import PhysicalScheduler
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
@@ -76,7 +86,7 @@ class PauseAwaitable:
         return asyncio.wrap_future(self._future).__await__()
 
 
-class LogicalScheduler(PausableScheduler):
+class LogicalScheduler(SchedulerNode["LogicalScheduler"], PausableScheduler):
     """A pausable group of tasks on a :class:`~reaqtive.scheduler.PhysicalScheduler`, with children.
 
     >>> import threading
@@ -150,20 +160,12 @@ class LogicalScheduler(PausableScheduler):
         """The token handed to this scheduler's yieldable tasks."""
         return self._group.token
 
-    @property
-    def parent(self) -> LogicalScheduler | None:
-        """The parent, ``None`` for a root."""
-        return self._parent
 
     @property
     def physical(self) -> PhysicalScheduler:
         """The worker pool."""
         return self._physical
 
-    @property
-    def name(self) -> str:
-        """For logs and ``repr``."""
-        return self._name
 
     @property
     def fault(self) -> BaseException | None:
@@ -391,15 +393,6 @@ class LogicalScheduler(PausableScheduler):
 
     # -- helpers (lock held) -----------------------------------------------------------------------------------
 
-    def _subtree(self) -> list[LogicalScheduler]:
-        """This scheduler and its live descendants, depth-first."""
-        nodes: list[LogicalScheduler] = []
-        stack = [self]
-        while stack:
-            node = stack.pop()
-            nodes.append(node)
-            stack.extend(node._children)
-        return nodes
 
     def __repr__(self) -> str:
         return f"<LogicalScheduler {self._name!r} {self._group.status.name.lower()}>"

@@ -65,6 +65,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Protocol, TypeGuard
 
 from reaqtive.core.scheduler_interface import NEVER, PausableScheduler, SchedulerTask, YieldToken
+from reaqtive.scheduler._contract import SchedulerNode
 from reaqtive.scheduler.clock import EPOCH, to_utc
 from reaqtive.scheduler.logical import PauseAwaitable
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
@@ -154,7 +155,7 @@ _names = itertools.count(1)
 _NO_ENTRIES: Final[dict[Any, None]] = {}  # never added to (see VirtualTimeScheduler._setup)
 
 
-class VirtualTimeScheduler(PausableScheduler):
+class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableScheduler):
     """A virtual-time scheduler for deterministic tests (see the module docstring for the rules).
 
     >>> from reaqtive.scheduler import ActionTask
@@ -307,15 +308,7 @@ class VirtualTimeScheduler(PausableScheduler):
             token = self._token = YieldToken(self)
         return token
 
-    @property
-    def parent(self) -> VirtualTimeScheduler | None:
-        """The parent, ``None`` for the root."""
-        return self._parent
 
-    @property
-    def name(self) -> str:
-        """For ``repr``."""
-        return self._name
 
     @property
     def pending_count(self) -> int:
@@ -707,14 +700,6 @@ class VirtualTimeScheduler(PausableScheduler):
             for item in sorted(node._parked, key=lambda item: item.arrival):
                 item.arrival = target.queue.next_arrival()
 
-    def _subtree(self) -> list[VirtualTimeScheduler]:
-        nodes: list[VirtualTimeScheduler] = []
-        stack = [self]
-        while stack:
-            node = stack.pop()
-            nodes.append(node)
-            stack.extend(node._children)
-        return nodes
 
     # -- access ------------------------------------------------------------------------------------------------
 

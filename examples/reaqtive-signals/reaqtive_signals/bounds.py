@@ -11,13 +11,13 @@ from reaqtive.core.arguments import arguments
 from reaqtive.core.operator import Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.operators.keyed_steps import StatelessStep, register_keyed_step
+from reaqtive.operators.step_stage import StepStage, runs_inline
 
 if TYPE_CHECKING:
     from reaqtive import Expression
 
-__all__ = ["Clamp", "ClampArgs", "clamp", "is_number"]
+__all__ = ["Clamp", "ClampArgs", "ClampStep", "clamp", "clamp_step", "is_number"]
 
 def is_number(value: object) -> TypeGuard[float]:
     """Whether ``value`` is an ``int`` or a ``float`` that is not NaN (a ``bool`` is not a number here)."""
@@ -78,32 +78,42 @@ class ClampArgs:
         return cls(args.source(0), low, high)
 
 
+class ClampStep(StatelessStep):
+    """The per-element logic of :func:`clamp`, written once: the stage runs it (compiled into its ``on_next``),
+    and so does a keyed ``group_by ... flat_map`` whose inner query uses ``clamp``. A comparison with the user's
+    element may raise (a ``str``): raised as it is, the stage or the keyed table hands it to the query's error
+    policy (``on_error``, or skip the element)."""
+
+    __slots__ = ("_high", "_low")
+
+    def __init__(self, low: float, high: float) -> None:
+        self._low = low
+        self._high = high
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        return None, (self._low if value < self._low else self._high if value > self._high else value)
+
+
+@register_keyed_step("signals:clamp")
+def clamp_step(query: Expression[Any]) -> ClampStep:
+    """The step of a ``signals:clamp`` node (the stage's, and a keyed chain's)."""
+    args = ClampArgs.read(query)
+    return ClampStep(args.low, args.high)
+
+
 # frames=2: the stage passes an element down in one call and leaves request() to the base (as reaqtive's map).
 @register_operator("signals:clamp", frames=2, builder=clamp, args=ClampArgs)
-class Clamp(StatefulUnaryOperatorBase[float, float]):
-    """The running stage of :func:`clamp`. It saves nothing of its own; the base saves whether it was disposed,
-    so a query that completed stays completed after a restart."""
+class Clamp(StepStage):
+    """The running stage of :func:`clamp`, run by :class:`ClampStep`. It saves nothing of its own (the step is
+    stateless); the base saves whether it was disposed, so a query that completed stays completed after a
+    restart."""
 
     name = "signals:clamp"
     version: Version = (1,)
 
-    __slots__ = ("_high", "_low", "_source")
-
     def __init__(self, query: Expression[Any], downstream: Subscriber[float]) -> None:
-        super().__init__(downstream)
         args = ClampArgs.read(query)
-        self._source: Subscribable[float] = args.source
-        self._low = args.low
-        self._high = args.high
+        super().__init__(downstream, args.source, ClampStep(args.low, args.high))
 
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
 
-    def on_next(self, value: float) -> None:
-        try:
-            # Comparisons with the user's element may raise (a str): that is the query's error, never the caller's.
-            result = self._low if value < self._low else self._high if value > self._high else value
-        except Exception as error:
-            self._user_error(error, value)
-            return
-        self._downstream.on_next(result)
+runs_inline(Clamp)(ClampStep)  # the step's next compiled into the stage's on_next: no call per element

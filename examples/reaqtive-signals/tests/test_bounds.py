@@ -8,7 +8,7 @@ import math
 import pytest
 from reaqtive_signals import clamp
 
-from reaqtive import CallbackSubscriber, OperatorArgumentError, Query, from_iterable
+from reaqtive import CallbackSubscriber, OperatorArgumentError, Query, from_iterable, keyed_execution
 from reaqtive.testing import (
     Demand,
     TestScheduler,
@@ -87,3 +87,25 @@ def test_a_stored_query_with_bad_arguments_is_refused_at_bind(args: tuple[object
 def test_it_survives_a_restart_at_every_tick() -> None:
     assert_checkpoint_anywhere(lambda xs: xs.pipe(clamp(0, 10)), HOT)
     assert_checkpoint_anywhere(lambda xs: xs.pipe(clamp(0, 10)), HOT, demand=Demand(initial=1, batch=1))
+
+
+def test_clamp_written_once_as_a_step_runs_keyed_in_a_group_with_the_general_results() -> None:
+    # ClampStep is clamp's only per-element logic: the stage runs it, and so does the keyed table of a
+    # group_by ... flat_map over clamp; both give what the general path (a stage per group) gives.
+    events = [(0, -5), (1, 3), (0, 12), (2, 7.5), (1, 20), (2, "x"), (0, 4)]
+
+    def query() -> Query[float]:
+        grouped = from_iterable(events).group_by(lambda e: e[0], lambda e: e[1])
+        return grouped.flat_map(lambda group: group.pipe(clamp(0, 10)))
+
+    def run() -> tuple[list[float], list[type]]:
+        values: list[float] = []
+        errors: list[type] = []
+        query().run(values.append, on_error=lambda error: errors.append(type(error)))
+        return values, errors
+
+    top = query().explain().stages[0]
+    assert (top.op, top.path) == ("group_by+flat_map", "keyed")
+    with keyed_execution(False):
+        general = run()
+    assert run() == general == ([0, 3, 10, 7.5, 10], [TypeError])
