@@ -338,7 +338,6 @@ class EngineRoom:
         self._subscriptions: dict[str, HostedQuery] = {}
         self._broken: set[str] = set()  # artifacts kept stored without running (their state stays)
         self._kept_orphans: set[str] = set()  # stored states of no artifact, kept (recovery policy KEEP)
-        self._removed_at_recovery: set[str] = set()  # artifacts the policy REMOVE deleted while recovering
         self._pins: dict[str, Behind] = {}  # where each artifact kept without running stands (see _pin_broken)
         self._committed: Behind = Behind(0, None, 0)  # the last checkpoint's position and clock (see _pin_for)
         self._stood_behind: dict[str, Behind] = {}  # the queries behind the engine at the last checkpoint
@@ -358,8 +357,6 @@ class EngineRoom:
         )
         self.faults: list[RecoveryFailure] = []
         self._stored_state_keys: set[str] = set()  # the state rows in the store (units it has seen whole)
-        self._counter_errors: dict[str, Exception] = {}
-        self._output_extents: dict[str, tuple[int, int, int]] = {}
         self._ended: dict[str, BaseException | None] = {}
         self.last_checkpoint: CheckpointMetrics | None = None
         self.recovery = RecoveryMetrics()
@@ -517,9 +514,6 @@ class EngineRoom:
     def _catch_up(self, budget: int | None) -> int:
         raise NotImplementedError  # Scheduling
 
-    def _recover(self) -> None:
-        raise NotImplementedError  # Recovery
-
     def _writer_for(self, uri: str, observer: str) -> OutputWriter | None:
         raise NotImplementedError  # Egress
 
@@ -531,9 +525,6 @@ class EngineRoom:
 
     def _first_retained_position(self) -> int:
         raise NotImplementedError  # Checkpointing
-
-    def _stored_state_of(self, uri: str) -> list[tuple[str, str]]:
-        raise NotImplementedError  # Recovery
 
     def _streams_read(self, references: list[str]) -> list[str]:
         raise NotImplementedError  # ArtifactRegistry

@@ -397,6 +397,15 @@ class ArtifactRegistry(EngineRoom):
             self._settle_status()
         self.produced.fire()  # its consumers wake up and find it gone
 
+    def _stored_state_of(self, uri: str) -> list[tuple[str, str]]:
+        """The state rows of ``uri`` and of its inner units that may be in the store: those there at recovery,
+        those of the live inner units, and those of inner units removed since the last checkpoint."""
+        prefix = uri + "/"
+        keys = {key for key in self._stored_state_keys if key.startswith(prefix)}
+        keys |= {key for key in self._environment.inner_subscriptions() if key.startswith(prefix)}
+        keys |= {key for key in self._environment.removed_inner_ids() if key.startswith(prefix)}
+        return [(STATE_CATEGORY, uri)] + [(STATE_CATEGORY, key) for key in sorted(keys)]
+
     def _discard(self, uri: str, hosted: HostedQuery) -> None:
         """Stop a subscription and forget its inner subscriptions and its pending outputs (its rows in the store
         are deleted, or were never written, by the transaction of its deletion or creation)."""
