@@ -31,7 +31,7 @@ from reaqtive.engine.expressions import (
     expression_from_json,
     expression_to_json,
 )
-from reaqtive.engine.failures import OnError, PolicyHost, SubscriptionFailedError, SubscriptionPolicy
+from reaqtive.engine.failures import OnError, PolicyHost, SubscriptionPolicy
 from reaqtive.engine.gc_policy import GcFreeze
 from reaqtive.engine.handover import EngineLock
 from reaqtive.engine.ingress import IngressWriter
@@ -53,6 +53,7 @@ from reaqtive.engine.readers import Envelope, LogCursor, StreamNotFoundError, St
 from reaqtive.engine.records import Behind
 from reaqtive.engine.signals import Signal
 from reaqtive.engine.sources import Sources
+from reaqtive.engine.stopped import StoppedQueries
 from reaqtive.fluent.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
 from reaqtive.state import (
@@ -336,11 +337,8 @@ class EngineRoom:
         self._host = QueryHost(self._scheduler, environment=self._environment, settings=self._settings,
                                logger=self._log)
         self._subscriptions: dict[str, HostedQuery] = {}
-        self._broken: set[str] = set()  # artifacts kept stored without running (their state stays)
-        self._kept_orphans: set[str] = set()  # stored states of no artifact, kept (recovery policy KEEP)
-        self._pins: dict[str, Behind] = {}  # where each artifact kept without running stands (see _pin_broken)
-        self._committed: Behind = Behind(0, None, 0)  # the last checkpoint's position and clock (see _pin_for)
-        self._stood_behind: dict[str, Behind] = {}  # the queries behind the engine at the last checkpoint
+        # What is kept stored without running, and where each stands: a part of its own (reaqtive.engine.stopped).
+        self._stopped = StoppedQueries()
         self._backfilling: set[str] = set()  # backfills no checkpoint saw joined yet (reaqtive.engine.backfill)
         self._retained: dict[str, tuple[int, int]] = {}  # per stream, events and bytes in the log (last measured)
         self._legacy_caught_up: dict[str, int] = {}  # a delivery record from before log positions: its watermarks
@@ -368,8 +366,6 @@ class EngineRoom:
         """What the subscriptions' error policies keep (see reaqtive.engine.failures)."""
         self._policies: dict[str, SubscriptionPolicy] = {}  # each running subscription's error policy
         self._policy_host = self._make_policy_host()
-        self._failed: dict[str, SubscriptionFailedError] = {}  # FAILED subscriptions
-        self._schemas_missing: set[str] = set()  # typed streams kept (KEEP) whose validator is not registered
         self._user_errors: dict[tuple[str, str, str], int] = {}  # (subscription, error type, skip/stop): count
 
     def _init_running_mode(self) -> None:
@@ -397,8 +393,7 @@ class EngineRoom:
         """RUNNING, or DEGRADED while something is kept in the store without running (FAILED subscriptions
         included) or a typed stream waits for its validator."""
         if self._status in (EngineStatus.RUNNING, EngineStatus.DEGRADED):
-            degraded = bool(self._broken or self._kept_orphans or self._schemas_missing)
-            self._status = EngineStatus.DEGRADED if degraded else EngineStatus.RUNNING
+            self._status = EngineStatus.DEGRADED if self._stopped.degraded else EngineStatus.RUNNING
 
     def _check_open(self) -> None:
         if self._status is EngineStatus.CLOSED:

@@ -20,7 +20,6 @@ from reaqtive.engine._room import (
     _now_text,
     _to_bytes,
 )
-from reaqtive.engine.backfill import behind_of as backfill_behind
 from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import to_micros
 from reaqtive.engine.engine_errors import (
@@ -184,11 +183,8 @@ class Checkpointing(EngineRoom):
         for uri, record in joined.items():
             self._records[uri] = record
             self._backfilling.discard(uri)
-        kept = self._broken | self._kept_orphans
-        for uri in [uri for uri in self._pins if uri not in kept and uri not in unsaved]:
-            del self._pins[uri]  # recovered since: this checkpoint's record says where its state stands
-        self._committed = Behind(self._positions.cursor.pos, self._clock_micros(), self._positions.cursor.pos)
-        self._stood_behind = {uri: entry for uri, entry in behind.items() if uri not in unsaved}
+        pos = self._positions.cursor.pos
+        self._stopped.checkpointed(Behind(pos, self._clock_micros(), pos), behind, unsaved)
 
     def _put_counters(
         self,
@@ -289,8 +285,7 @@ class Checkpointing(EngineRoom):
         floor = self._positions.cursor.pos
         for lag in self._behind.values():
             floor = min(floor, lag.pos, lag.cursor.pos)
-        for pin in self._pins.values():
-            floor = min(floor, pin.floor)
+        floor = self._stopped.floor(floor)
         for watermark in self._lagging_readers().values():
             floor = min(floor, watermark)
         return floor
@@ -322,7 +317,7 @@ class Checkpointing(EngineRoom):
     def _delivery_bytes(
         self, extra_pins: Mapping[str, Behind] | None = None, behind: Mapping[str, Behind] | None = None
     ) -> bytes:
-        pinned = {uri: pin for uri, pin in self._pins.items() if uri in self._broken or uri in self._kept_orphans}
+        pinned = self._stopped.pinned()
         pinned.update(extra_pins or {})
         positions = self._positions
         record = DeliveryRecord(positions.cursor.pos, dict(positions.delivered), self._clock_micros(), pinned,
@@ -330,19 +325,9 @@ class Checkpointing(EngineRoom):
         return _to_bytes(delivery_bytes(record, _now_text()))
 
     def _pin_for(self, uri: str) -> Behind:
-        """Where an artifact about to be kept without running stands (see _pin_broken), as of its stored state:
-        where it stood behind the engine at the last checkpoint, or else the last checkpoint's position and clock
-        (or its creation's, if later); and the floor of the log as it is now, which holds everything its readers
-        still need (a lagging one included: the last truncation respected it)."""
-        floor = self._first_retained_position() - 1
-        record = self._records.get(uri, {})
-        stood = self._stood_behind.get(uri) or backfill_behind(record)
-        if stood is not None:
-            return Behind(stood.pos, stood.clock, min(stood.floor, floor), stood.legacy)
-        committed = self._committed
-        clocks = [clock for clock in (committed.clock, record.get("clock")) if clock is not None]
-        return Behind(max(committed.pos, record.get("start_pos", -1)), max(clocks) if clocks else None,
-                      min(committed.pos, floor))
+        """Where an artifact about to be kept without running stands (see reaqtive.engine.stopped), with the floor
+        of the log as it is now."""
+        return self._stopped.pin_for(uri, self._records.get(uri, {}), self._first_retained_position() - 1)
 
     def _first_retained_position(self) -> int:
         """The log position of the oldest event still in the log (past the engine's position: none)."""

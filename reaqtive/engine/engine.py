@@ -337,7 +337,7 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Runni
                 status=status,
                 streams=MappingProxyType(streams),
                 subscriptions=MappingProxyType(subscriptions),
-                kept_subscriptions=len(self._broken) - len(self._failed),
+                kept_subscriptions=self._stopped.kept_subscriptions,
                 faults=MappingProxyType(faults),
                 egress_buffered=len(self._outputs.buffer),
                 recovery=RecoveryMetrics(dict(recovery.phases), recovery.streams, recovery.definitions,
@@ -345,7 +345,7 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Runni
                                          list(recovery.failures), list(recovery.orphans)),
                 last_checkpoint=self.last_checkpoint,
                 failed_elements=MappingProxyType(failed_elements),
-                failed=MappingProxyType({uri: error_name(failed.error) for uri, failed in self._failed.items()}),
+                failed=MappingProxyType({uri: error_name(why.error) for uri, why in self._stopped.failed.items()}),
                 user_errors=MappingProxyType(dict(self._user_errors)),
             )
 

@@ -73,6 +73,7 @@ class Recovery:
         self._outputs = engine._outputs
         self._environment = engine._environment
         self._positions = engine._positions
+        self._stopped = engine._stopped
         self._log = engine._log
         self._functions = engine.functions
         self._metrics = engine.recovery
@@ -212,8 +213,8 @@ class Recovery:
                     if problem is not None:
                         if self._recovery_failed(uri, kind, problem) is RecoveryPolicy.REMOVE:
                             continue
-                        self._engine._broken.discard(uri)  # KEEP: open and delivered, not pinned (see above)
-                        self._engine._schemas_missing.add(uri)  # DEGRADED until its validator is registered
+                        self._stopped.kept.discard(uri)  # KEEP: open and delivered, not pinned (see above)
+                        self._stopped.schemas_missing.add(uri)  # DEGRADED until its validator is registered
                 self._engine._records[uri] = record
                 self._engine._open_stream(uri)
                 self._metrics.streams += 1
@@ -327,7 +328,7 @@ class Recovery:
         deletes it. What belongs to an artifact kept without running stays as it is, and no query created later
         under its ids may load it."""
         owners = {uri for uri, record in self._engine._records.items() if record["kind"] == "subscription"}
-        owners |= self._engine._broken | self._removed_at_recovery
+        owners |= self._stopped.kept | self._removed_at_recovery
         for uri in self._removed_at_recovery:  # deleted from the store: a checkpoint must not write them back
             self._outputs.counters.pop(uri, None)
             self._outputs.observed.pop(uri, None)
@@ -409,9 +410,9 @@ class Recovery:
         self._positions.restore(delivery.pos, delivery.delivered, delivery.delivered_at)
         if delivery.delivered_at is None:
             self._restore_legacy_delivery(delivery)
-        self._engine._committed = Behind(delivery.pos, delivery.now, delivery.pos)
-        self._engine._stood_behind = {uri: self._legacy_behind(entry) for uri, entry in delivery.behind.items()}
-        self._engine._pins.update({uri: self._legacy_behind(entry) for uri, entry in delivery.pinned.items()})
+        self._stopped.committed = Behind(delivery.pos, delivery.now, delivery.pos)
+        self._stopped.stood_behind = {uri: self._legacy_behind(entry) for uri, entry in delivery.behind.items()}
+        self._stopped.pins.update({uri: self._legacy_behind(entry) for uri, entry in delivery.pinned.items()})
         self._counter_errors = dict(damaged_counters)
         for key, counter_blob in snapshot.items(_OUTPUTS):
             try:
@@ -462,13 +463,13 @@ class Recovery:
         was saved in, and later checkpoints move the delivered watermarks on without it; the pin goes into every
         delivery record while it is kept, holds the ingress log back for it, and tells its readers where to
         resume once it recovers."""
-        for uri in self._engine._broken | self._engine._kept_orphans:
-            if uri not in self._engine._pins:
-                self._engine._pins[uri] = self._engine._pin_for(uri)
+        for uri in self._stopped.kept | self._stopped.orphans:
+            if uri not in self._stopped.pins:
+                self._stopped.pins[uri] = self._engine._pin_for(uri)
 
     def _owned_by_broken(self, key: str) -> bool:
         """Whether a state key belongs to an artifact kept without running (its state must stay)."""
-        return _owned_by(key, self._engine._broken)
+        return _owned_by(key, self._stopped.kept)
 
     def _drop_provisional_outbox(self, uri: str, record: dict[str, Any]) -> None:
         """An outbox's rows numbered from the committed counter on were written by a checkpoint that never
@@ -476,8 +477,7 @@ class Recovery:
         with the same numbers, and the outbox queues them again; restored beside the replay they would stand in
         for outputs the replay must queue (the outbox keeps numbers above the highest it holds), and the next
         checkpoint would commit a counter over a hole."""
-        engine = self._engine
-        if record["observer"] in (DURABLE_SINK, DISCARD_SINK) or uri in engine._pins or uri in engine._stood_behind:
+        if record["observer"] in (DURABLE_SINK, DISCARD_SINK) or self._stopped.stood(uri) is not None:
             return  # a query stopped or behind at that checkpoint keeps what it stored beside its pinned counter
         committed = self._outputs.counters[uri].next
         dropped = self._store.drop_provisional_outputs(uri, committed)
@@ -514,8 +514,8 @@ class Recovery:
                                      detail["pos"], detail["error_type"], detail["message"],
                                      detail.get("traceback") or "")
         failed = SubscriptionFailedError(uri, error, failure, detail["pos"])
-        self._engine._failed[uri] = failed
-        self._engine._broken.add(uri)
+        self._stopped.failed[uri] = failed
+        self._stopped.kept.add(uri)
         self._engine.faults.append(RecoveryFailure(uri, "subscription", failed, RecoveryPolicy.KEEP))
         self._log.error("%s; FAILED since %s, until restart_subscription", failed, detail["at"],
                         extra={"reaqtive_event": "subscription_failed", "subscription": uri,
@@ -579,7 +579,7 @@ class Recovery:
         self._metrics.failures.append(RecoveryFailure(uri, kind, error, policy))
         if orphan:
             if policy is not RecoveryPolicy.REMOVE:
-                self._engine._kept_orphans.add(uri)  # pinned like a kept artifact: it may be a query's, restored later
+                self._stopped.orphans.add(uri)  # pinned like a kept artifact: it may be a query's, restored later
             return policy
         self._environment.abandon(uri)
         self._engine._behind.pop(uri, None)  # bound behind the engine, then refused: it does not catch up
@@ -597,7 +597,7 @@ class Recovery:
             self._outputs.counters.pop(uri, None)
             self._outputs.observed.pop(uri, None)
         else:
-            self._engine._broken.add(uri)
+            self._stopped.kept.add(uri)
         return policy
 
 

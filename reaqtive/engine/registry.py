@@ -262,7 +262,7 @@ class ArtifactRegistry(EngineRoom):
             puts = [(_ARTIFACTS, uri, _to_bytes(record))]
             if tid not in self._templates:
                 puts.append((_TEMPLATES, tid, _to_bytes(template)))
-            if uri in self._kept_orphans:
+            if uri in self._stopped.orphans:
                 # What recovery kept under this URI is replaced: gone before it binds, or an observer's outbox would
                 # take those outputs for its own. (Then as for any URI, its creation's transaction forgets them.)
                 self._store.commit_with_outputs(deletes=[(_OUTPUTS, uri), (_OBSERVED, uri)], forget=[uri])
@@ -293,8 +293,8 @@ class ArtifactRegistry(EngineRoom):
             self._subscriptions[uri] = handle
             if backfill is not None:
                 self._backfilling.add(uri)
-            if uri in self._kept_orphans:  # what recovery kept under its URI was replaced
-                self._kept_orphans.discard(uri)
+            if uri in self._stopped.orphans:  # what recovery kept under its URI was replaced
+                self._stopped.orphans.discard(uri)
                 self._settle_status()
             if counter.next:
                 self.produced.fire()  # it produced outputs on start
@@ -386,12 +386,10 @@ class ArtifactRegistry(EngineRoom):
             if (_TEMPLATES, tid) in deletes:
                 self._templates.pop(tid, None)
             self._ended.pop(uri, None)
-            self._broken.discard(uri)
-            self._failed.pop(uri, None)
+            self._stopped.forget(uri)
             self._policies.pop(uri, None)
             self._paused.discard(uri)
             self._behind.pop(uri, None)
-            self._pins.pop(uri, None)
             self._backfilling.discard(uri)
             self._stored_state_keys.difference_update(key for _, key in state_rows)
             self._settle_status()
@@ -533,6 +531,6 @@ class ArtifactRegistry(EngineRoom):
         engine is no longer DEGRADED for it)."""
         self.functions.register_schema(name, validator)
         with self._lock:
-            self._schemas_missing = {uri for uri in self._schemas_missing
+            self._stopped.schemas_missing = {uri for uri in self._stopped.schemas_missing
                                      if self.functions.schema(self._records[uri]["schema"]) is None}
             self._settle_status()
