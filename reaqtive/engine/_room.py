@@ -10,18 +10,16 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from sortedcontainers import SortedList
-
 from reaqtive.core.errors import InvalidSettingError
 from reaqtive.core.subjects import SimpleSubject
 from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
 from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import EngineStore, IngressEvent
 from reaqtive.engine.egress import Output, OutputWriter
 from reaqtive.engine.engine_errors import (
-    ArtifactNotFoundError,
     EngineClosedError,
 )
 from reaqtive.engine.environment import EngineEnvironment, LogReader
@@ -247,51 +245,6 @@ def _now_text() -> str:
     return datetime.now(UTC).isoformat()
 
 
-class _Records(dict[str, dict[str, Any]]):
-    """The artifacts' records by URI, with the subscription URIs kept sorted, so that a URI nested with a
-    subscription's (``a`` and ``a/b``) is found without scanning them all."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._subscriptions: SortedList = SortedList()
-
-    def __setitem__(self, uri: str, record: dict[str, Any]) -> None:
-        if uri in self:
-            self._forget(uri)
-        super().__setitem__(uri, record)
-        if record.get("kind") == "subscription":
-            self._subscriptions.add(uri)
-
-    def __delitem__(self, uri: str) -> None:
-        self._forget(uri)
-        super().__delitem__(uri)
-
-    def pop(self, uri: str, *default: Any) -> Any:
-        if uri in self:
-            self._forget(uri)
-        return super().pop(uri, *default)
-
-    def _forget(self, uri: str) -> None:
-        if self[uri].get("kind") == "subscription":
-            self._subscriptions.discard(uri)
-
-    def subscription_nested_with(self, uri: str) -> str | None:
-        """A subscription URI that ``uri`` starts with, followed by ``/``, or one that starts with ``uri/``."""
-        for cut in range(len(uri) - 1, 0, -1):
-            if uri[cut] == "/" and self._is_subscription(uri[:cut]):
-                return uri[:cut]
-        prefix = uri + "/"
-        index = self._subscriptions.bisect_left(prefix)
-        if index < len(self._subscriptions) and self._subscriptions[index].startswith(prefix):
-            return str(self._subscriptions[index])
-        return None
-
-    def _is_subscription(self, uri: str) -> bool:
-        record = self.get(uri)
-        return record is not None and record.get("kind") == "subscription"
-
-
-
 class EngineRoom:
     """What every room of the engine shares: its configuration and its running state (made by
     :meth:`_init_runtime`), the store helpers, and the methods rooms call across (each defined in the
@@ -332,8 +285,8 @@ class EngineRoom:
             behind=self._behind,
             streams=self._streams, store=self._store, failed=self._unit_failed)
         self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
-        self._records = _Records()
-        self._templates: dict[str, dict[str, Any]] = {}
+        # The artifacts' records and their queries' templates, a part of its own (reaqtive.engine.artifacts).
+        self._records = ArtifactRecords()
         self._host = QueryHost(self._scheduler, environment=self._environment, settings=self._settings,
                                logger=self._log)
         self._subscriptions: dict[str, HostedQuery] = {}
@@ -400,16 +353,10 @@ class EngineRoom:
             raise EngineClosedError(f"the engine on {str(self._store.path)!r} is closed")
 
     def _require(self, uri: str) -> dict[str, Any]:
-        record = self._records.get(uri)
-        if record is None:
-            raise ArtifactNotFoundError(f"no artifact {uri!r}")
-        return record
+        return self._records.require(uri)
 
     def _check_kind(self, uri: str, kind: str) -> dict[str, Any]:
-        record = self._require(uri)
-        if record["kind"] != kind:
-            raise ArtifactNotFoundError(f"{uri!r} is a {record['kind']}, not a {kind}")
-        return record
+        return self._records.check_kind(uri, kind)
 
     def _commit_changes(
         self, puts: Iterable[tuple[str, str, bytes]] = (), deletes: Iterable[tuple[str, str]] = ()
@@ -520,9 +467,6 @@ class EngineRoom:
 
     def _first_retained_position(self) -> int:
         raise NotImplementedError  # Checkpointing
-
-    def _streams_read(self, references: list[str]) -> list[str]:
-        raise NotImplementedError  # ArtifactRegistry
 
     def _task_failed(self, args: UnhandledExceptionArgs) -> None:
         raise NotImplementedError  # Running

@@ -180,10 +180,10 @@ class Recovery:
     def _read_templates(self, snapshot: CheckpointSnapshot, damaged: dict[str, Exception]) -> dict[str, Exception]:
         """The stored query templates; returns why each unreadable one is unreadable (its queries fail)."""
         errors: dict[str, Exception] = dict(damaged)
-        self._engine._templates = {}
+        self._engine._records.templates.clear()
         for key, blob in snapshot.items(_TEMPLATES):
             try:
-                self._engine._templates[key] = parse_template(key, blob)
+                self._engine._records.templates[key] = parse_template(key, blob)
             except MalformedRecordError as error:
                 errors[key] = error
         return errors
@@ -250,7 +250,7 @@ class Recovery:
         template_id = record["template"]
         if template_id in template_errors:
             raise template_errors[template_id]
-        template = self._engine._templates.get(template_id)
+        template = self._engine._records.templates.get(template_id)
         if template is None:
             raise MissingStateError(f"subscription {uri!r}: its query template {template_id} is not in the store")
         if blob is None:  # saved when it was created, in the transaction that stored its record

@@ -260,7 +260,7 @@ class ArtifactRegistry(EngineRoom):
             tid = template_id(template)
             record = self._subscription_record(tid, constants, observer, references, priority, on_error, backfill)
             puts = [(_ARTIFACTS, uri, _to_bytes(record))]
-            if tid not in self._templates:
+            if tid not in self._records.templates:
                 puts.append((_TEMPLATES, tid, _to_bytes(template)))
             if uri in self._stopped.orphans:
                 # What recovery kept under this URI is replaced: gone before it binds, or an observer's outbox would
@@ -288,7 +288,7 @@ class ArtifactRegistry(EngineRoom):
                 confirm_saved(unit)
             self._stored_state_keys.update(units)
             counter.committed = counter.next
-            self._templates.setdefault(tid, template)
+            self._records.templates.setdefault(tid, template)
             self._records[uri] = record
             self._subscriptions[uri] = handle
             if backfill is not None:
@@ -338,26 +338,10 @@ class ArtifactRegistry(EngineRoom):
             return None
         self._positions.refresh_heads()
         return resolve_start(
-            start, where=f"create_subscription({uri!r})", store=self._store, streams=self._streams_read(references),
+            start, where=f"create_subscription({uri!r})", store=self._store,
+            streams=self._records.streams_read(references),
             heads=self._positions.heads, delivered_at=self._positions.delivered_at,
             cursor=self._positions.cursor.pos, now_micros=to_micros(self._scheduler.now))
-
-    def _streams_read(self, references: list[str]) -> list[str]:
-        """The streams among ``references``, and those the definitions among them read, transitively."""
-        streams: set[str] = set()
-        seen: set[str] = set()
-        pending = list(references)
-        while pending:
-            ref = pending.pop()
-            record = self._records.get(ref)
-            if ref in seen or record is None:
-                continue
-            seen.add(ref)
-            if record["kind"] == "stream":
-                streams.add(ref)
-            elif record["kind"] == "observable":
-                pending.extend(record.get("refs", ()))
-        return sorted(streams)
 
     def delete_subscription(self, uri: str) -> None:
         """Stop and delete the subscription ``uri`` with its state (and its template when no one else uses it)."""
@@ -370,7 +354,7 @@ class ArtifactRegistry(EngineRoom):
             deletes = [(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), (PREVIOUS_STATES, uri), *state_rows]
             inner = [key for _, key in state_rows if key != uri]
             tid = record["template"]
-            if not any(r.get("template") == tid for u, r in self._records.items() if u != uri):
+            if not self._records.template_used_besides(tid, uri):
                 deletes.append((_TEMPLATES, tid))
             # One transaction for all of it, its outputs and acknowledgement in the durable sink included: in two,
             # a crash between them would leave the outputs of a deleted subscription in the sink for good.
@@ -384,7 +368,7 @@ class ArtifactRegistry(EngineRoom):
                 self._outputs.forget(uri)
             self._environment.confirm_removed(inner)
             if (_TEMPLATES, tid) in deletes:
-                self._templates.pop(tid, None)
+                self._records.templates.pop(tid, None)
             self._ended.pop(uri, None)
             self._stopped.forget(uri)
             self._policies.pop(uri, None)
@@ -436,8 +420,8 @@ class ArtifactRegistry(EngineRoom):
         kind = record["kind"]
         expression: dict[str, Any] | None = record.get("expression")
         if kind == "subscription":
-            expression = instantiate(self._templates.get(record["template"], {"op": "?", "args": []}),
-                                     record["constants"]) if record["template"] in self._templates else None
+            expression = instantiate(self._records.templates.get(record["template"], {"op": "?", "args": []}),
+                                     record["constants"]) if record["template"] in self._records.templates else None
         state = sizes.get(uri, 0) + sum(size for key, size in sizes.items() if key.startswith(uri + "/"))
         return ArtifactInfo(
             uri=uri,
@@ -513,7 +497,7 @@ class ArtifactRegistry(EngineRoom):
                 "engine.define_observer(uri, function), or pass a sink object as observer=)")
 
     def _check_unused(self, uri: str) -> None:
-        users = sorted(other for other, record in self._records.items() if uri in record.get("refs", ()))
+        users = self._records.users_of(uri)
         if users:
             raise ArtifactInUseError(f"{uri!r} is used by {', '.join(map(repr, users))}; delete those first")
 

@@ -276,7 +276,7 @@ class Running(EngineRoom):
             if skip_failed and (failed is None or failed.failure is None):
                 raise ValueError(f"subscription {uri!r} did not fail on an element of a user function: there is "
                                  "none to skip")
-            template = self._templates.get(record["template"])
+            template = self._records.templates.get(record["template"])
             if template is None:
                 raise MissingStateError(f"subscription {uri!r}: its query template is not in the store")
             snapshot = self._store.checkpoints.read(strict=False)
