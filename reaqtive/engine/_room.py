@@ -10,28 +10,24 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from sortedcontainers import SortedList
-
 from reaqtive.core.errors import InvalidSettingError
 from reaqtive.core.subjects import SimpleSubject
 from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
-from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import EngineStore, IngressEvent
 from reaqtive.engine.egress import Output, OutputWriter
 from reaqtive.engine.engine_errors import (
-    ArtifactNotFoundError,
     EngineClosedError,
 )
-from reaqtive.engine.environment import EngineEnvironment, LogReader
 from reaqtive.engine.event_times import EventTimeBounds
 from reaqtive.engine.expressions import (
     FunctionRegistry,
     expression_from_json,
     expression_to_json,
 )
-from reaqtive.engine.failures import OnError, PolicyHost, SubscriptionFailedError, SubscriptionPolicy
+from reaqtive.engine.failures import OnError, PolicyHost, SubscriptionPolicy
 from reaqtive.engine.gc_policy import GcFreeze
 from reaqtive.engine.handover import EngineLock
 from reaqtive.engine.ingress import IngressWriter
@@ -49,16 +45,17 @@ from reaqtive.engine.outbox import ObserverFailedError, Outbox
 from reaqtive.engine.outputs import Outputs
 from reaqtive.engine.positions import Positions
 from reaqtive.engine.quarantine import Quarantine
-from reaqtive.engine.readers import Envelope, LogCursor, StreamNotFoundError, StreamReader
+from reaqtive.engine.query_environment import QueryEnvironment
+from reaqtive.engine.readers import Envelope
 from reaqtive.engine.records import Behind
 from reaqtive.engine.signals import Signal
 from reaqtive.engine.sources import Sources
+from reaqtive.engine.stopped import StoppedQueries
 from reaqtive.fluent.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
 from reaqtive.state import (
     Checkpointer,
     CheckpointMode,
-    InnerEnvironment,
     save_subscription,
 )
 from reaqtive.state.host import HostedQuery, QueryHost
@@ -78,103 +75,6 @@ _EGRESS_FLUSH_OUTPUTS: Final = 65536  # the durable sink's buffer is written onc
 
 CheckpointListener = Callable[[CheckpointMetrics | None, BaseException | None], None]
 """Called at the end of each checkpoint: ``(metrics, None)`` once it committed, ``(None, error)`` if it failed."""
-
-
-class _EngineEnvironment(InnerEnvironment, EngineEnvironment):
-    """The engine's execution environment: its streams, plus inner subscriptions and subjects, plus what its
-    stream readers and egress stamps ask of the engine."""
-
-    def __init__(
-        self,
-        *,
-        delivered: dict[str, int],
-        counters: dict[str, OutputCounter],
-        cursor: LogCursor,
-        behind: dict[str, Lag],
-        streams: dict[str, SimpleSubject[Envelope]],
-        store: EngineStore,
-        failed: Callable[[str, Exception], None],
-    ) -> None:
-        super().__init__()
-        self._delivered_at = delivered
-        self._output_counters = counters
-        self._cursor = cursor
-        self._behind = behind
-        self._stream_subjects = streams
-        self._store = store
-        self._failed = failed
-        self._last_position = -1  # the log's last position, as last read (see last_position)
-
-    def delivered_position(self, uri: str) -> int:
-        """The log position of the last event of stream ``uri`` the engine delivered (-1: none)."""
-        return self._delivered_at.get(uri, -1)
-
-    def lag_of(self, instance_id: str) -> Lag | None:
-        """The catch-up of the query that unit ``instance_id`` belongs to, if that query is behind the engine."""
-        behind = self._behind
-        if not behind:
-            return None
-        lag = behind.get(instance_id)
-        if lag is not None:
-            return lag
-        cut = instance_id.find("/")
-        while cut != -1:
-            lag = behind.get(instance_id[:cut])
-            if lag is not None:
-                return lag
-            cut = instance_id.find("/", cut + 1)
-        return None
-
-    def start_position(self, instance_id: str) -> int:
-        """Right after the event being handed to the query of unit ``instance_id``: the engine's position, or,
-        for a query behind the engine, where its catch-up stands."""
-        lag = self.lag_of(instance_id)
-        return self._cursor.pos if lag is None else lag.cursor.pos
-
-    def last_position(self) -> int:
-        """The last log position given."""
-        return self._refresh_last_position()
-
-    def is_given_position(self, pos: int) -> bool:
-        """Whether log position ``pos`` was given to an event already (the store is asked only about a position
-        past the last one it told)."""
-        return pos <= self._last_position or pos <= self._refresh_last_position()
-
-    def _refresh_last_position(self) -> int:
-        self._last_position = self._store.last_position()
-        return self._last_position
-
-    def position_after_seq(self, uri: str, seq: int) -> int:
-        """Just before the next retained event of stream ``uri`` after ``seq``; with none retained after it, the
-        last position given (the reader has read all of the stream there is)."""
-        following = self._store.position_after(uri, seq)
-        return following - 1 if following is not None else self._refresh_last_position()
-
-    def subscribe_reader(self, reader: LogReader) -> SubscriptionHandle:
-        """Subscribe ``reader`` to its stream; a reader of a query behind the engine is detached at once and
-        handed its events by the query's catch-up (see reaqtive.engine.scheduling)."""
-        if not isinstance(reader, StreamReader):
-            raise TypeError(f"the engine reads its streams through its own StreamReader, not {reader!r}")
-        subject = self._stream_subjects.get(reader.uri)
-        if subject is None:
-            raise StreamNotFoundError(f"the engine has no stream {reader.uri!r}")
-        subscription = subject.subscribe(reader)
-        lag = self.lag_of(reader.context.instance_id)
-        if lag is not None:
-            lag.hold(subscription, reader)
-        return subscription
-
-    def reader_failed(self, instance_id: str, error: Exception) -> None:
-        """An exception escaped the operators of a query while a reader delivered an event to them (a bug, or
-        state that loaded but cannot work): the engine stops that query alone."""
-        self._failed(instance_id, error)
-
-    def output_counter(self, uri: str) -> OutputCounter:
-        """The output counter of subscription ``uri``."""
-        counter = self._output_counters.get(uri)
-        if counter is None:
-            counter = self._output_counters[uri] = OutputCounter()
-        return counter
 
 
 def _owned_by(key: str, owners: set[str]) -> bool:
@@ -246,51 +146,6 @@ def _now_text() -> str:
     return datetime.now(UTC).isoformat()
 
 
-class _Records(dict[str, dict[str, Any]]):
-    """The artifacts' records by URI, with the subscription URIs kept sorted, so that a URI nested with a
-    subscription's (``a`` and ``a/b``) is found without scanning them all."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._subscriptions: SortedList = SortedList()
-
-    def __setitem__(self, uri: str, record: dict[str, Any]) -> None:
-        if uri in self:
-            self._forget(uri)
-        super().__setitem__(uri, record)
-        if record.get("kind") == "subscription":
-            self._subscriptions.add(uri)
-
-    def __delitem__(self, uri: str) -> None:
-        self._forget(uri)
-        super().__delitem__(uri)
-
-    def pop(self, uri: str, *default: Any) -> Any:
-        if uri in self:
-            self._forget(uri)
-        return super().pop(uri, *default)
-
-    def _forget(self, uri: str) -> None:
-        if self[uri].get("kind") == "subscription":
-            self._subscriptions.discard(uri)
-
-    def subscription_nested_with(self, uri: str) -> str | None:
-        """A subscription URI that ``uri`` starts with, followed by ``/``, or one that starts with ``uri/``."""
-        for cut in range(len(uri) - 1, 0, -1):
-            if uri[cut] == "/" and self._is_subscription(uri[:cut]):
-                return uri[:cut]
-        prefix = uri + "/"
-        index = self._subscriptions.bisect_left(prefix)
-        if index < len(self._subscriptions) and self._subscriptions[index].startswith(prefix):
-            return str(self._subscriptions[index])
-        return None
-
-    def _is_subscription(self, uri: str) -> bool:
-        record = self.get(uri)
-        return record is not None and record.get("kind") == "subscription"
-
-
-
 class EngineRoom:
     """What every room of the engine shares: its configuration and its running state (made by
     :meth:`_init_runtime`), the store helpers, and the methods rooms call across (each defined in the
@@ -326,22 +181,18 @@ class EngineRoom:
         self._outputs = Outputs(self._store, fault=self._fault, fired=self.produced.fire,
                                 gave_up=self._courier_gave_up)
         self._streams: dict[str, SimpleSubject[Envelope]] = {}
-        self._environment = _EngineEnvironment(
+        self._environment = QueryEnvironment(
             delivered=self._positions.delivered_at, counters=self._outputs.counters, cursor=self._positions.cursor,
             behind=self._behind,
             streams=self._streams, store=self._store, failed=self._unit_failed)
         self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
-        self._records = _Records()
-        self._templates: dict[str, dict[str, Any]] = {}
+        # The artifacts' records and their queries' templates, a part of its own (reaqtive.engine.artifacts).
+        self._records = ArtifactRecords()
         self._host = QueryHost(self._scheduler, environment=self._environment, settings=self._settings,
                                logger=self._log)
         self._subscriptions: dict[str, HostedQuery] = {}
-        self._broken: set[str] = set()  # artifacts kept stored without running (their state stays)
-        self._kept_orphans: set[str] = set()  # stored states of no artifact, kept (recovery policy KEEP)
-        self._removed_at_recovery: set[str] = set()  # artifacts the policy REMOVE deleted while recovering
-        self._pins: dict[str, Behind] = {}  # where each artifact kept without running stands (see _pin_broken)
-        self._committed: Behind = Behind(0, None, 0)  # the last checkpoint's position and clock (see _pin_for)
-        self._stood_behind: dict[str, Behind] = {}  # the queries behind the engine at the last checkpoint
+        # What is kept stored without running, and where each stands: a part of its own (reaqtive.engine.stopped).
+        self._stopped = StoppedQueries()
         self._backfilling: set[str] = set()  # backfills no checkpoint saw joined yet (reaqtive.engine.backfill)
         self._retained: dict[str, tuple[int, int]] = {}  # per stream, events and bytes in the log (last measured)
         self._legacy_caught_up: dict[str, int] = {}  # a delivery record from before log positions: its watermarks
@@ -358,8 +209,6 @@ class EngineRoom:
         )
         self.faults: list[RecoveryFailure] = []
         self._stored_state_keys: set[str] = set()  # the state rows in the store (units it has seen whole)
-        self._counter_errors: dict[str, Exception] = {}
-        self._output_extents: dict[str, tuple[int, int, int]] = {}
         self._ended: dict[str, BaseException | None] = {}
         self.last_checkpoint: CheckpointMetrics | None = None
         self.recovery = RecoveryMetrics()
@@ -371,8 +220,6 @@ class EngineRoom:
         """What the subscriptions' error policies keep (see reaqtive.engine.failures)."""
         self._policies: dict[str, SubscriptionPolicy] = {}  # each running subscription's error policy
         self._policy_host = self._make_policy_host()
-        self._failed: dict[str, SubscriptionFailedError] = {}  # FAILED subscriptions
-        self._schemas_missing: set[str] = set()  # typed streams kept (KEEP) whose validator is not registered
         self._user_errors: dict[tuple[str, str, str], int] = {}  # (subscription, error type, skip/stop): count
 
     def _init_running_mode(self) -> None:
@@ -400,24 +247,17 @@ class EngineRoom:
         """RUNNING, or DEGRADED while something is kept in the store without running (FAILED subscriptions
         included) or a typed stream waits for its validator."""
         if self._status in (EngineStatus.RUNNING, EngineStatus.DEGRADED):
-            degraded = bool(self._broken or self._kept_orphans or self._schemas_missing)
-            self._status = EngineStatus.DEGRADED if degraded else EngineStatus.RUNNING
+            self._status = EngineStatus.DEGRADED if self._stopped.degraded else EngineStatus.RUNNING
 
     def _check_open(self) -> None:
         if self._status is EngineStatus.CLOSED:
             raise EngineClosedError(f"the engine on {str(self._store.path)!r} is closed")
 
     def _require(self, uri: str) -> dict[str, Any]:
-        record = self._records.get(uri)
-        if record is None:
-            raise ArtifactNotFoundError(f"no artifact {uri!r}")
-        return record
+        return self._records.require(uri)
 
     def _check_kind(self, uri: str, kind: str) -> dict[str, Any]:
-        record = self._require(uri)
-        if record["kind"] != kind:
-            raise ArtifactNotFoundError(f"{uri!r} is a {record['kind']}, not a {kind}")
-        return record
+        return self._records.check_kind(uri, kind)
 
     def _commit_changes(
         self, puts: Iterable[tuple[str, str, bytes]] = (), deletes: Iterable[tuple[str, str]] = ()
@@ -517,9 +357,6 @@ class EngineRoom:
     def _catch_up(self, budget: int | None) -> int:
         raise NotImplementedError  # Scheduling
 
-    def _recover(self) -> None:
-        raise NotImplementedError  # Recovery
-
     def _writer_for(self, uri: str, observer: str) -> OutputWriter | None:
         raise NotImplementedError  # Egress
 
@@ -531,12 +368,6 @@ class EngineRoom:
 
     def _first_retained_position(self) -> int:
         raise NotImplementedError  # Checkpointing
-
-    def _stored_state_of(self, uri: str) -> list[tuple[str, str]]:
-        raise NotImplementedError  # Recovery
-
-    def _streams_read(self, references: list[str]) -> list[str]:
-        raise NotImplementedError  # ArtifactRegistry
 
     def _task_failed(self, args: UnhandledExceptionArgs) -> None:
         raise NotImplementedError  # Running

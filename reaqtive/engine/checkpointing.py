@@ -4,7 +4,7 @@ the ingress log truncated to what it covers, and the acknowledged outputs trimme
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,9 +20,9 @@ from reaqtive.engine._room import (
     _now_text,
     _to_bytes,
 )
-from reaqtive.engine.backfill import behind_of as backfill_behind
 from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import to_micros
+from reaqtive.engine.egress import Output
 from reaqtive.engine.engine_errors import (
     UnstorableStateError,
 )
@@ -70,81 +70,7 @@ class Checkpointing(EngineRoom):
         return metrics
 
     def _checkpoint(self, full: bool) -> CheckpointMetrics:
-        self._quarantine.flush()  # before the checkpoint covers the events: the log may then drop them
-        self._apply_faults()
-        snapshots = self._outputs.outboxes.snapshots()  # couriers may deliver meanwhile: the stored cursors are these
-        egress_seconds = self._outputs.flush(snapshots)
-        handles = self._host.units()
-        removed = self._environment.removed_inner_ids()
-        mode = CheckpointMode.FULL if full else CheckpointMode.DIFFERENTIAL
-        moved: dict[str, OutputCounter] = {}
-        reported: set[str] = set()  # the output counters that reported a move since the last checkpoint
-        dirty = self._environment.dirty
-        unsaved: dict[str, UnstorableStateError] = {}
-        observed = {uri: delivered for uri, (delivered, _) in snapshots.items()}
-        sources: dict[str, bytes] = {}  # the sources' positions this checkpoint stores
-
-        def isolate(key: str, error: Exception) -> str:
-            # A state that cannot be saved stops its subscription alone (after the commit), as of its last
-            # checkpoint: none of its units is written now, and its pin goes into this delivery record.
-            owner = key if key in self._subscriptions else (self._records.subscription_nested_with(key) or key)
-            unsaved.setdefault(owner, UnstorableStateError(owner, key, error))
-            return owner
-
-        behind: dict[str, Behind] = {}  # the queries behind the engine, where this checkpoint finds them
-        joined: dict[str, dict[str, Any]] = {}  # the backfills that joined the engine since the last checkpoint
-
-        def collect(transaction: CheckpointTransaction) -> None:
-            # While paused, with the state: the delivery record, the output counters that moved, how far the
-            # observer functions got.
-            pins = {uri: self._pin_for(uri) for uri in unsaved}
-            behind.update(self._behind_now())
-            transaction.put(_ENGINE, _DELIVERY, self._delivery_bytes(extra_pins=pins, behind=behind))
-            self._put_counters(transaction, full, unsaved, reported, moved)
-            for uri, seq in observed.items():
-                if uri not in unsaved and (seq != self._outputs.observed.get(uri, -1) or full):
-                    transaction.put(_OBSERVED, uri, _counter_bytes(seq))
-            self._put_sources(transaction, sources)
-            joined.update(self._put_joined(transaction, unsaved))
-
-        try:
-            result: CheckpointResult = self._checkpointer.checkpoint(
-                handles, mode=mode, removed=removed, collect=collect, isolate=isolate,
-                whole=handles.keys() - self._stored_state_keys, dirty=dirty,
-            )
-        except BaseException:
-            for uri in reported | moved.keys():  # not committed: they still differ from the store
-                dirty.note_moved(uri)
-            raise
-        self._stored_state_keys.update(result.saved)
-        self._stored_state_keys.difference_update(removed)
-        for counter in moved.values():
-            counter.committed = counter.pending
-        self._note_committed(behind, unsaved, joined)
-        self._sources.committed(sources)
-        self._environment.confirm_removed(removed)
-        for uri, seq in observed.items():
-            if uri not in unsaved and seq != self._outputs.observed.get(uri, -1):
-                self._outputs.observed[uri] = seq
-                self._store.delete_outputs(uri, upto=seq)  # delivered: the outbox's rows up to it can go
-        for uri, unsaved_error in unsaved.items():
-            self._fault(uri, unsaved_error)
-        truncated = self._truncate_log()
-        self._store.trim_outputs()  # retention: acknowledged outputs leave the durable sink
-        # Acknowledged dead letters no one needs any more.
-        self._store.trim_dead_letters(self._log_floor(), self._positions.delivered)
-        metrics = CheckpointMetrics(
-            checkpoint_id=result.checkpoint_id,
-            full=full,
-            pause_seconds=result.pause_seconds,
-            serialize_seconds=result.serialize_seconds,
-            commit_seconds=result.commit_seconds,
-            egress_seconds=egress_seconds,
-            bytes_written=result.bytes_written,
-            dirty_subscriptions=len(result.saved),
-            ingress_truncated=truncated,
-            at=datetime.now(UTC),
-        )
+        metrics = CheckpointRun(self, full).take()
         self.last_checkpoint = metrics
         self._gc.after_checkpoint()
         self._checkpoint_policy.committed()
@@ -174,67 +100,6 @@ class Checkpointing(EngineRoom):
                 retained[stream] = (extent[0] - events, max(extent[1] - size, 0))
         self._retained = retained
         return truncated
-
-    def _note_committed(
-        self, behind: Mapping[str, Behind], unsaved: Mapping[str, Exception], joined: Mapping[str, dict[str, Any]],
-    ) -> None:
-        """What the committed record says from now on: the position and clock the checkpoint was taken at, the
-        queries that stood behind the engine, the artifacts pinned (those recovered since are not any more), the
-        backfills that joined the engine."""
-        for uri, record in joined.items():
-            self._records[uri] = record
-            self._backfilling.discard(uri)
-        kept = self._broken | self._kept_orphans
-        for uri in [uri for uri in self._pins if uri not in kept and uri not in unsaved]:
-            del self._pins[uri]  # recovered since: this checkpoint's record says where its state stands
-        self._committed = Behind(self._positions.cursor.pos, self._clock_micros(), self._positions.cursor.pos)
-        self._stood_behind = {uri: entry for uri, entry in behind.items() if uri not in unsaved}
-
-    def _put_counters(
-        self,
-        transaction: CheckpointTransaction,
-        full: bool,
-        unsaved: Mapping[str, Exception],
-        reported: set[str],
-        moved: dict[str, OutputCounter],
-    ) -> None:
-        """While paused: the output counters that moved since the last checkpoint (every one in a full
-        checkpoint), found through the dirty registry, not by looking at each; ``reported`` gets those that
-        reported a move, ``moved`` those written. Each is re-armed: its next move reports again."""
-        dirty = self._environment.dirty
-        reported.update(dirty.take_moved())
-        counters = self._outputs.counters
-        for uri, counter in counters.items() if full else [(uri, counters.get(uri)) for uri in sorted(reported)]:
-            if counter is None:
-                continue  # deleted since
-            if uri in unsaved:
-                dirty.note_moved(uri)  # its owner is left out of this checkpoint
-                continue
-            if counter.next != counter.committed or full:
-                counter.pending = counter.next
-                transaction.put(_OUTPUTS, uri, _counter_bytes(counter.pending))
-                moved[uri] = counter
-            counter.rearm()  # (if the checkpoint fails, _checkpoint reports it again)
-
-    def _put_joined(self, transaction: CheckpointTransaction, unsaved: Mapping[str, Exception]) -> dict[str, Any]:
-        """While paused: the record of each backfill that caught up and joined the engine says so, in the
-        checkpoint that saves its state as one in step with the engine (before it, a recovery puts it back at its
-        start: its state is the one saved at its creation)."""
-        joined: dict[str, dict[str, Any]] = {}
-        for uri in sorted(self._backfilling):
-            record = self._records.get(uri)
-            if record is None or uri in self._behind or uri in unsaved or uri not in self._subscriptions:
-                continue
-            changed = {**record, "backfill": {**record["backfill"], "joined": True}}
-            transaction.put(_ARTIFACTS, uri, _to_bytes(changed))
-            joined[uri] = changed
-        return joined
-
-    def _put_sources(self, transaction: CheckpointTransaction, sources: dict[str, bytes]) -> None:
-        """While paused: each registered source's position (register_source), consistent with its stream."""
-        sources.update(self._sources.read_now())
-        for name, blob in sources.items():
-            transaction.put(_SOURCES, name, blob)
 
     def _maybe_checkpoint(self) -> bool:
         """Take a checkpoint if the periodic policy says one is due (see reaqtive.engine.checkpoint_policy)."""
@@ -289,8 +154,7 @@ class Checkpointing(EngineRoom):
         floor = self._positions.cursor.pos
         for lag in self._behind.values():
             floor = min(floor, lag.pos, lag.cursor.pos)
-        for pin in self._pins.values():
-            floor = min(floor, pin.floor)
+        floor = self._stopped.floor(floor)
         for watermark in self._lagging_readers().values():
             floor = min(floor, watermark)
         return floor
@@ -322,7 +186,7 @@ class Checkpointing(EngineRoom):
     def _delivery_bytes(
         self, extra_pins: Mapping[str, Behind] | None = None, behind: Mapping[str, Behind] | None = None
     ) -> bytes:
-        pinned = {uri: pin for uri, pin in self._pins.items() if uri in self._broken or uri in self._kept_orphans}
+        pinned = self._stopped.pinned()
         pinned.update(extra_pins or {})
         positions = self._positions
         record = DeliveryRecord(positions.cursor.pos, dict(positions.delivered), self._clock_micros(), pinned,
@@ -330,21 +194,159 @@ class Checkpointing(EngineRoom):
         return _to_bytes(delivery_bytes(record, _now_text()))
 
     def _pin_for(self, uri: str) -> Behind:
-        """Where an artifact about to be kept without running stands (see _pin_broken), as of its stored state:
-        where it stood behind the engine at the last checkpoint, or else the last checkpoint's position and clock
-        (or its creation's, if later); and the floor of the log as it is now, which holds everything its readers
-        still need (a lagging one included: the last truncation respected it)."""
-        floor = self._first_retained_position() - 1
-        record = self._records.get(uri, {})
-        stood = self._stood_behind.get(uri) or backfill_behind(record)
-        if stood is not None:
-            return Behind(stood.pos, stood.clock, min(stood.floor, floor), stood.legacy)
-        committed = self._committed
-        clocks = [clock for clock in (committed.clock, record.get("clock")) if clock is not None]
-        return Behind(max(committed.pos, record.get("start_pos", -1)), max(clocks) if clocks else None,
-                      min(committed.pos, floor))
+        """Where an artifact about to be kept without running stands (see reaqtive.engine.stopped), with the floor
+        of the log as it is now."""
+        return self._stopped.pin_for(uri, self._records.get(uri, {}), self._first_retained_position() - 1)
 
     def _first_retained_position(self) -> int:
         """The log position of the oldest event still in the log (past the engine's position: none)."""
         runs = self._store.read_ingress_runs(-1, 1)
         return runs[0].pos if runs else self._positions.cursor.pos + 1
+
+
+class CheckpointRun:
+    """One checkpoint, made for it and dropped after it: what it found (the outboxes' snapshots, the queries
+    behind the engine, the counters it wrote, the states it could not save) lives here, not on the engine.
+    :meth:`take` saves the changed states, and in the same transaction the delivery record, the output counters
+    that moved, how far each observer function got and the outputs still waiting for it, the sources' positions
+    and the backfills that joined; then it notes what committed, truncates the log and trims the sink."""
+
+    def __init__(self, engine: Checkpointing, full: bool) -> None:
+        self._engine = engine
+        self._full = full
+        self._reported: set[str] = set()  # the output counters that reported a move since the last checkpoint
+        self._moved: dict[str, OutputCounter] = {}  # those this checkpoint writes
+        self._unsaved: dict[str, UnstorableStateError] = {}  # the subscriptions whose state cannot be saved
+        self._behind: dict[str, Behind] = {}  # the queries behind the engine, where this checkpoint finds them
+        self._joined: dict[str, dict[str, Any]] = {}  # the backfills that joined the engine since the last one
+        self._sources: dict[str, bytes] = {}  # the sources' positions it stores
+        self._observed: dict[str, int] = {}  # per outbox, the last output its observer got (as snapshot)
+        self._waiting: list[Output] = []  # the outputs still waiting for an observer function
+
+    def take(self) -> CheckpointMetrics:
+        engine = self._engine
+        engine._quarantine.flush()  # before the checkpoint covers the events: the log may then drop them
+        engine._apply_faults()
+        snapshots = engine._outputs.outboxes.snapshots()  # couriers may deliver meanwhile: the stored cursors are these
+        self._observed = {uri: delivered for uri, (delivered, _) in snapshots.items()}
+        self._waiting = [output for _, outputs in snapshots.values() for output in outputs]
+        egress_seconds = engine._outputs.flush()
+        handles = engine._host.units()
+        removed = engine._environment.removed_inner_ids()
+        dirty = engine._environment.dirty
+        try:
+            result: CheckpointResult = engine._checkpointer.checkpoint(
+                handles, mode=CheckpointMode.FULL if self._full else CheckpointMode.DIFFERENTIAL, removed=removed,
+                collect=self._collect, isolate=self._isolate, whole=handles.keys() - engine._stored_state_keys,
+                dirty=dirty,
+            )
+        except BaseException:
+            for uri in self._reported | self._moved.keys():  # not committed: they still differ from the store
+                dirty.note_moved(uri)
+            raise
+        self._committed(result, removed)
+        truncated = engine._truncate_log()
+        engine._store.trim_outputs()  # retention: acknowledged outputs leave the durable sink
+        # Acknowledged dead letters no one needs any more.
+        engine._store.trim_dead_letters(engine._log_floor(), engine._positions.delivered)
+        return CheckpointMetrics(
+            checkpoint_id=result.checkpoint_id,
+            full=self._full,
+            pause_seconds=result.pause_seconds,
+            serialize_seconds=result.serialize_seconds,
+            commit_seconds=result.commit_seconds,
+            egress_seconds=egress_seconds,
+            bytes_written=result.bytes_written,
+            dirty_subscriptions=len(result.saved),
+            ingress_truncated=truncated,
+            at=datetime.now(UTC),
+        )
+
+    def _isolate(self, key: str, error: Exception) -> str:
+        """A state that cannot be saved stops its subscription alone (after the commit), as of its last
+        checkpoint: none of its units is written now, and its pin goes into this delivery record."""
+        engine = self._engine
+        owner = key if key in engine._subscriptions else (engine._records.subscription_nested_with(key) or key)
+        self._unsaved.setdefault(owner, UnstorableStateError(owner, key, error))
+        return owner
+
+    def _collect(self, transaction: CheckpointTransaction) -> None:
+        """While paused, with the state: the delivery record, the output counters that moved, how far the
+        observer functions got and what still waits for them, the sources' positions, the backfills that
+        joined."""
+        engine, unsaved = self._engine, self._unsaved
+        pins = {uri: engine._pin_for(uri) for uri in unsaved}
+        self._behind.update(engine._behind_now())
+        transaction.put(_ENGINE, _DELIVERY, engine._delivery_bytes(extra_pins=pins, behind=self._behind))
+        self._put_counters(transaction)
+        for uri, seq in self._observed.items():
+            if uri not in unsaved and (seq != engine._outputs.observed.get(uri, -1) or self._full):
+                transaction.put(_OBSERVED, uri, _counter_bytes(seq))
+        # The outputs waiting for an observer function, in this transaction: the state committed with it is past
+        # them, so a restart could not produce them again; written apart, a crash before this commit left rows
+        # past the committed counter (which recovery had to drop).
+        engine._store.outputs_in_commit(transaction, self._waiting)
+        self._put_sources(transaction)
+        self._put_joined(transaction)
+
+    def _put_counters(self, transaction: CheckpointTransaction) -> None:
+        """While paused: the output counters that moved since the last checkpoint (every one in a full
+        checkpoint), found through the dirty registry, not by looking at each; ``reported`` gets those that
+        reported a move, ``moved`` those written. Each is re-armed: its next move reports again."""
+        engine, full = self._engine, self._full
+        dirty = engine._environment.dirty
+        self._reported.update(dirty.take_moved())
+        counters = engine._outputs.counters
+        for uri, counter in counters.items() if full else [(uri, counters.get(uri)) for uri in sorted(self._reported)]:
+            if counter is None:
+                continue  # deleted since
+            if uri in self._unsaved:
+                dirty.note_moved(uri)  # its owner is left out of this checkpoint
+                continue
+            if counter.next != counter.committed or full:
+                counter.pending = counter.next
+                transaction.put(_OUTPUTS, uri, _counter_bytes(counter.pending))
+                self._moved[uri] = counter
+            counter.rearm()  # (if the checkpoint fails, take() reports it again)
+
+    def _put_joined(self, transaction: CheckpointTransaction) -> None:
+        """While paused: the record of each backfill that caught up and joined the engine says so, in the
+        checkpoint that saves its state as one in step with the engine (before it, a recovery puts it back at its
+        start: its state is the one saved at its creation)."""
+        engine = self._engine
+        for uri in sorted(engine._backfilling):
+            record = engine._records.get(uri)
+            if record is None or uri in engine._behind or uri in self._unsaved or uri not in engine._subscriptions:
+                continue
+            changed = {**record, "backfill": {**record["backfill"], "joined": True}}
+            transaction.put(_ARTIFACTS, uri, _to_bytes(changed))
+            self._joined[uri] = changed
+
+    def _put_sources(self, transaction: CheckpointTransaction) -> None:
+        """While paused: each registered source's position (register_source), consistent with its stream."""
+        self._sources.update(self._engine._sources.read_now())
+        for name, blob in self._sources.items():
+            transaction.put(_SOURCES, name, blob)
+
+    def _committed(self, result: CheckpointResult, removed: Iterable[str]) -> None:
+        """What the committed record says from now on: the states saved, the counters and cursors written, the
+        position and clock the checkpoint was taken at, who stood behind the engine, the backfills that joined;
+        then the subscriptions whose state could not be saved stop."""
+        engine, unsaved = self._engine, self._unsaved
+        engine._stored_state_keys.update(result.saved)
+        engine._stored_state_keys.difference_update(removed)
+        for counter in self._moved.values():
+            counter.committed = counter.pending
+        for uri, record in self._joined.items():
+            engine._records[uri] = record
+            engine._backfilling.discard(uri)
+        pos = engine._positions.cursor.pos
+        engine._stopped.checkpointed(Behind(pos, engine._clock_micros(), pos), self._behind, unsaved)
+        engine._sources.committed(self._sources)
+        engine._environment.confirm_removed(removed)
+        for uri, seq in self._observed.items():
+            if uri not in unsaved and seq != engine._outputs.observed.get(uri, -1):
+                engine._outputs.observed[uri] = seq
+                engine._store.delete_outputs(uri, upto=seq)  # delivered: the outbox's rows up to it can go
+        for uri, unsaved_error in unsaved.items():
+            engine._fault(uri, unsaved_error)

@@ -101,6 +101,7 @@ import msgpack
 from reaqtive.state import (
     DEFAULT_CODEC,
     CheckpointStore,
+    CheckpointTransaction,
     DamagedRowError,
     SqliteCheckpointStore,
     StateCodec,
@@ -1369,6 +1370,15 @@ class EngineStore:
             entries.sort(key=_first)
             rows.extend(_egress_rows(subscription, entries, highest))
         self._many(db, _INSERT_OUTPUTS, rows)
+
+    def outputs_in_commit(self, transaction: CheckpointTransaction, outputs: Sequence[tuple[str, int, Any]]) -> None:
+        """Write ``outputs`` (as :meth:`write_outputs` does) inside ``transaction``'s commit, a transaction of
+        this store's checkpoint store: with it, or not at all."""
+        if not outputs:
+            return
+        by_subscription = self._by_subscription(outputs, False)
+        acks = dict(self._acks)
+        transaction.run_in_commit(lambda db: self._insert_outputs(db, by_subscription, acks))
 
     def commit_with_outputs(
         self,

@@ -86,7 +86,7 @@ __all__ = [
 ]
 
 
-class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Recovery, Running, Scheduling, EngineRoom):
+class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Running, Scheduling, EngineRoom):
     """An embedded query engine on a SQLite file (created if missing), or on a PostgreSQL database given by its URL
     (``"postgresql://user@host/db"``, extra ``postgres``; see ``docs/engine.md``). See the module docstring.
 
@@ -187,7 +187,7 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Recov
         try:
             self._ingress = IngressWriter(self._store, ingress_commit, logger=self._log)
             self._init_runtime(tick)
-            self._recover()
+            Recovery(self).load()
             if not self._clock_started and start is not None:
                 self._start_clock(start)
             self._gc.after_checkpoint()  # the recovered state is long-lived, as after a checkpoint
@@ -337,7 +337,7 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Recov
                 status=status,
                 streams=MappingProxyType(streams),
                 subscriptions=MappingProxyType(subscriptions),
-                kept_subscriptions=len(self._broken) - len(self._failed),
+                kept_subscriptions=self._stopped.kept_subscriptions,
                 faults=MappingProxyType(faults),
                 egress_buffered=len(self._outputs.buffer),
                 recovery=RecoveryMetrics(dict(recovery.phases), recovery.streams, recovery.definitions,
@@ -345,7 +345,7 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Recov
                                          list(recovery.failures), list(recovery.orphans)),
                 last_checkpoint=self.last_checkpoint,
                 failed_elements=MappingProxyType(failed_elements),
-                failed=MappingProxyType({uri: error_name(failed.error) for uri, failed in self._failed.items()}),
+                failed=MappingProxyType({uri: error_name(why.error) for uri, why in self._stopped.failed.items()}),
                 user_errors=MappingProxyType(dict(self._user_errors)),
             )
 

@@ -5,7 +5,7 @@ positions restored, the log replayed from there.
 from __future__ import annotations
 
 import time
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from reaqtive.engine._room import (
     _ARTIFACTS,
@@ -15,7 +15,6 @@ from reaqtive.engine._room import (
     _OUTPUTS,
     _SOURCES,
     _TEMPLATES,
-    EngineRoom,
     _owned_by,
 )
 from reaqtive.engine.backfill import behind_of as backfill_behind
@@ -37,6 +36,7 @@ from reaqtive.engine.model import (
     DURABLE_SINK,
     EngineStatus,
     RecoveryFailure,
+    RecoveryMetrics,
     RecoveryPolicy,
 )
 from reaqtive.engine.readers import StreamReader
@@ -56,12 +56,38 @@ from reaqtive.state import (
 )
 from reaqtive.state.host import HostedQuery
 
+if TYPE_CHECKING:
+    from reaqtive.engine.engine import Engine
 
-class Recovery(EngineRoom):
-    """See the module docstring."""
+
+class Recovery:
+    """One recovery of an engine, made for it and dropped after it (see the module docstring): :meth:`load` fills
+    the engine's parts from its store, and returns the metrics of what it loaded. What only recovery needs (the
+    damaged counters, the durable sink's extents, the artifacts removed by the policy) lives here, not on the
+    engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        # The parts it fills (owned by the engine, handed over here once).
+        self._store = engine._store
+        self._outputs = engine._outputs
+        self._environment = engine._environment
+        self._positions = engine._positions
+        self._stopped = engine._stopped
+        self._log = engine._log
+        self._functions = engine.functions
+        self._metrics = engine.recovery
+        self._removed_at_recovery: set[str] = set()  # artifacts the policy REMOVE deleted while recovering
+        self._counter_errors: dict[str, Exception] = {}  # per subscription, why its counter or cursor is unreadable
+        self._output_extents: dict[str, tuple[int, int, int]] = {}  # the durable sink's rows per subscription
+
+    def load(self) -> RecoveryMetrics:
+        """Read the store back into the engine; the metrics of what was recovered (also ``engine.recovery``)."""
+        self._recover()
+        return self._metrics
 
     def _recover(self) -> None:
-        phases = self.recovery.phases
+        phases = self._metrics.phases
         started = time.perf_counter()
         snapshot = self._store.checkpoints.read(strict=False)
         state = dict(snapshot.items(STATE_CATEGORY))
@@ -70,9 +96,9 @@ class Recovery(EngineRoom):
         }
         for (category, key), error in snapshot.damaged.items():
             damaged.setdefault(category, {})[key] = error
-        self._stored_state_keys = set(state) | set(damaged[STATE_CATEGORY])
+        self._engine._stored_state_keys = set(state) | set(damaged[STATE_CATEGORY])
         # The sources' positions, read back by each source (register_source); a damaged one raises there.
-        self._sources.committed({**dict(snapshot.items(_SOURCES)), **damaged.get(_SOURCES, {})})
+        self._engine._sources.committed({**dict(snapshot.items(_SOURCES)), **damaged.get(_SOURCES, {})})
         records = self._read_records(snapshot, damaged[_ARTIFACTS])
         template_errors = self._read_templates(snapshot, damaged[_TEMPLATES])
         phases["read"] = time.perf_counter() - started
@@ -89,46 +115,47 @@ class Recovery(EngineRoom):
         for uri, record in sorted(records.items()):
             if record["kind"] != "subscription":
                 continue
-            self._records[uri] = record
+            self._engine._records[uri] = record
             if backfill_behind(record) is not None:
-                self._backfilling.add(uri)
+                self._engine._backfilling.add(uri)
             if "failed" in record:
                 self._keep_failed(uri, record)
                 continue
             try:
-                self._subscriptions[uri] = self._recover_subscription(
+                self._engine._subscriptions[uri] = self._recover_subscription(
                     uri, record, state.get(uri), damaged[STATE_CATEGORY], template_errors
                 )
-                self.recovery.subscriptions += 1
+                self._metrics.subscriptions += 1
             except Exception as error:  # one artifact's failure must not stop the others
                 self._recovery_failed(uri, record["kind"], error)
-        self.recovery.inner_subscriptions = len(self._environment.inner_subscriptions())
+        self._metrics.inner_subscriptions = len(self._environment.inner_subscriptions())
         self._recover_orphans(damaged[STATE_CATEGORY])
         self._pin_broken()
         self._fall_behind_where_readers_lag()
-        self._retained = {stream: (extent[0], extent[1]) for stream, extent in self._store.ingress_extents().items()}
-        if self._clock_mode == "event":  # with the wall clock, a replay may legitimately differ
+        extents = self._store.ingress_extents()
+        self._engine._retained = {stream: (extent[0], extent[1]) for stream, extent in extents.items()}
+        if self._engine._clock_mode == "event":  # with the wall clock, a replay may legitimately differ
             highest = self._store.max_output_seqs()
             self._outputs.replayed_upto = {
                 uri: highest[uri] for uri, record in records.items()
-                if uri in self._subscriptions and record["observer"] == DURABLE_SINK and uri in highest
+                if uri in self._engine._subscriptions and record["observer"] == DURABLE_SINK and uri in highest
             }
         else:
             self._drop_provisional_outputs(records)
         phases["subscriptions"] = time.perf_counter() - mark
 
         phases["total"] = time.perf_counter() - started
-        self._status = EngineStatus.RUNNING
-        self._settle_status()
+        self._engine._status = EngineStatus.RUNNING
+        self._engine._settle_status()
         if records:
             self._log.info(
                 "recovered %d streams, %d definitions, %d subscriptions (%d inner) in %.1f ms; %d failed",
-                self.recovery.streams, self.recovery.definitions, self.recovery.subscriptions,
-                self.recovery.inner_subscriptions, phases["total"] * 1e3, len(self.recovery.failures),
-                extra={"reaqtive_event": "recovery", "streams": self.recovery.streams,
-                       "definitions": self.recovery.definitions, "subscriptions": self.recovery.subscriptions,
-                       "inner_subscriptions": self.recovery.inner_subscriptions,
-                       "failures": len(self.recovery.failures), "orphans": len(self.recovery.orphans),
+                self._metrics.streams, self._metrics.definitions, self._metrics.subscriptions,
+                self._metrics.inner_subscriptions, phases["total"] * 1e3, len(self._metrics.failures),
+                extra={"reaqtive_event": "recovery", "streams": self._metrics.streams,
+                       "definitions": self._metrics.definitions, "subscriptions": self._metrics.subscriptions,
+                       "inner_subscriptions": self._metrics.inner_subscriptions,
+                       "failures": len(self._metrics.failures), "orphans": len(self._metrics.orphans),
                        "duration_seconds": phases["total"]},
             )
 
@@ -153,10 +180,10 @@ class Recovery(EngineRoom):
     def _read_templates(self, snapshot: CheckpointSnapshot, damaged: dict[str, Exception]) -> dict[str, Exception]:
         """The stored query templates; returns why each unreadable one is unreadable (its queries fail)."""
         errors: dict[str, Exception] = dict(damaged)
-        self._templates = {}
+        self._engine._records.templates.clear()
         for key, blob in snapshot.items(_TEMPLATES):
             try:
-                self._templates[key] = parse_template(key, blob)
+                self._engine._records.templates[key] = parse_template(key, blob)
             except MalformedRecordError as error:
                 errors[key] = error
         return errors
@@ -178,7 +205,7 @@ class Recovery(EngineRoom):
                     if not isinstance(name, str) or not name:
                         problem = MalformedRecordError(f"the record of stream {uri!r}: its schema is {name!r}, not "
                                                        "a validator's name (the row was altered)")
-                    elif self.functions.schema(name) is None:
+                    elif self._functions.schema(name) is None:
                         problem = UnknownSchemaError(
                             f"stream {uri!r} is validated by schema {name!r}, which is not registered (register "
                             f"it before the engine opens: Engine(schemas={{{name!r}: validator}}) or "
@@ -186,22 +213,22 @@ class Recovery(EngineRoom):
                     if problem is not None:
                         if self._recovery_failed(uri, kind, problem) is RecoveryPolicy.REMOVE:
                             continue
-                        self._broken.discard(uri)  # KEEP: open and delivered, not pinned (see above)
-                        self._schemas_missing.add(uri)  # DEGRADED until its validator is registered
-                self._records[uri] = record
-                self._open_stream(uri)
-                self.recovery.streams += 1
+                        self._stopped.kept.discard(uri)  # KEEP: open and delivered, not pinned (see above)
+                        self._stopped.schemas_missing.add(uri)  # DEGRADED until its validator is registered
+                self._engine._records[uri] = record
+                self._engine._open_stream(uri)
+                self._metrics.streams += 1
         for uri, record in records.items():
             kind = record["kind"]
             if kind not in ("observable", "observer"):
                 continue
-            self._records[uri] = record
+            self._engine._records[uri] = record
             try:
                 if kind == "observable":
-                    decode_query(record["expression"], self.functions)
+                    decode_query(record["expression"], self._functions)
                 else:
-                    self._observer_function(uri, record)
-                self.recovery.definitions += 1
+                    self._engine._observer_function(uri, record)
+                self._metrics.definitions += 1
             except Exception as error:
                 self._recovery_failed(uri, kind, error)
 
@@ -223,7 +250,7 @@ class Recovery(EngineRoom):
         template_id = record["template"]
         if template_id in template_errors:
             raise template_errors[template_id]
-        template = self._templates.get(template_id)
+        template = self._engine._records.templates.get(template_id)
         if template is None:
             raise MissingStateError(f"subscription {uri!r}: its query template {template_id} is not in the store")
         if blob is None:  # saved when it was created, in the transaction that stored its record
@@ -242,14 +269,14 @@ class Recovery(EngineRoom):
         if not self._environment.is_given_position(record.get("start_pos", -1)):
             raise MalformedRecordError(f"the record of {uri!r} starts after log position {record['start_pos']}, "
                                        f"past the last one ever given ({self._store.last_position()})")
-        handle = self._bind(uri, record, template, blob)
+        handle = self._engine._bind(uri, record, template, blob)
         inner_failures = self._environment.take_load_failures(uri)
-        ended = self._ended.get(uri)
+        ended = self._engine._ended.get(uri)
         if inner_failures or isinstance(ended, StateError):
             # An inner unit failed to load while the query started: the query turned it into its own on_error,
             # but it is a recovery failure of the query, for the policy (never a silent end).
             handle.abandon()
-            self._ended.pop(uri, None)
+            self._engine._ended.pop(uri, None)
             self._outputs.drop_buffered(uri)
             if inner_failures:
                 inner_id, error = min(inner_failures.items())
@@ -274,7 +301,7 @@ class Recovery(EngineRoom):
         committed = self._outputs.counters[uri].next
         # Beyond the counter the sink holds provisional outputs: with the wall clock recovery drops them, and an
         # outbox gets only what still waits at a checkpoint (outputs delivered in between are never written).
-        whole = durable and self._clock_mode == "event"
+        whole = durable and self._engine._clock_mode == "event"
         extent = self._output_extents.get(uri)
         runs: list[tuple[int, int]] = []
         if extent is not None:
@@ -300,8 +327,8 @@ class Recovery(EngineRoom):
         goes through the policy: FAIL refuses the open, KEEP keeps every byte (the engine is DEGRADED), REMOVE
         deletes it. What belongs to an artifact kept without running stays as it is, and no query created later
         under its ids may load it."""
-        owners = {uri for uri, record in self._records.items() if record["kind"] == "subscription"}
-        owners |= self._broken | self._removed_at_recovery
+        owners = {uri for uri, record in self._engine._records.items() if record["kind"] == "subscription"}
+        owners |= self._stopped.kept | self._removed_at_recovery
         for uri in self._removed_at_recovery:  # deleted from the store: a checkpoint must not write them back
             self._outputs.counters.pop(uri, None)
             self._outputs.observed.pop(uri, None)
@@ -312,7 +339,7 @@ class Recovery(EngineRoom):
         for key in restored:
             if not self._owned_by_broken(key):
                 found.setdefault(key, []).append("a state")
-        for key in sorted(self._stored_state_keys | set(damaged_state)):
+        for key in sorted(self._engine._stored_state_keys | set(damaged_state)):
             if not _owned_by(key, owners) and key not in found:
                 found.setdefault(key, []).append("a damaged state" if key in damaged_state else "a state")
         states = set(found)  # keys with a stored state (the rest: rows of the durable sink's side only)
@@ -351,7 +378,7 @@ class Recovery(EngineRoom):
                 deletes=[(category, key) for key in rows_removed for category in (_OUTPUTS, _OBSERVED)],
                 forget=rows_removed,
             )
-        self.recovery.orphans = orphans
+        self._metrics.orphans = orphans
 
     def _restore_delivery(
         self,
@@ -372,7 +399,7 @@ class Recovery(EngineRoom):
                     "the delivery record is missing from a store that holds queries: their replay position is "
                     "unknown"))
             delivery = DeliveryRecord(delivered_at={})
-            self._commit_changes(puts=[(_ENGINE, _DELIVERY, self._delivery_bytes())])
+            self._engine._commit_changes(puts=[(_ENGINE, _DELIVERY, self._engine._delivery_bytes())])
         else:
             try:
                 delivery = parse_delivery(blob)
@@ -383,9 +410,9 @@ class Recovery(EngineRoom):
         self._positions.restore(delivery.pos, delivery.delivered, delivery.delivered_at)
         if delivery.delivered_at is None:
             self._restore_legacy_delivery(delivery)
-        self._committed = Behind(delivery.pos, delivery.now, delivery.pos)
-        self._stood_behind = {uri: self._legacy_behind(entry) for uri, entry in delivery.behind.items()}
-        self._pins.update({uri: self._legacy_behind(entry) for uri, entry in delivery.pinned.items()})
+        self._stopped.committed = Behind(delivery.pos, delivery.now, delivery.pos)
+        self._stopped.stood_behind = {uri: self._legacy_behind(entry) for uri, entry in delivery.behind.items()}
+        self._stopped.pins.update({uri: self._legacy_behind(entry) for uri, entry in delivery.pinned.items()})
         self._counter_errors = dict(damaged_counters)
         for key, counter_blob in snapshot.items(_OUTPUTS):
             try:
@@ -400,11 +427,11 @@ class Recovery(EngineRoom):
             except MalformedRecordError as error:
                 self._counter_errors[key] = error
         if delivery.now is not None:  # before any query is bound: timers and windows resume on the checkpoint's clock
-            self._start_clock(from_micros(delivery.now))
+            self._engine._start_clock(from_micros(delivery.now))
         else:  # no checkpoint yet: the clock of the earliest query's creation (its state was saved then)
             clocks = [int(r["clock"]) for r in records.values() if r.get("kind") == "subscription" and "clock" in r]
             if clocks:
-                self._start_clock(from_micros(min(clocks)))
+                self._engine._start_clock(from_micros(min(clocks)))
 
     def _check_delivery(self, delivery: DeliveryRecord) -> None:
         """The delivery record cannot be past what was appended (a forged or damaged one would make every
@@ -436,13 +463,13 @@ class Recovery(EngineRoom):
         was saved in, and later checkpoints move the delivered watermarks on without it; the pin goes into every
         delivery record while it is kept, holds the ingress log back for it, and tells its readers where to
         resume once it recovers."""
-        for uri in self._broken | self._kept_orphans:
-            if uri not in self._pins:
-                self._pins[uri] = self._pin_for(uri)
+        for uri in self._stopped.kept | self._stopped.orphans:
+            if uri not in self._stopped.pins:
+                self._stopped.pins[uri] = self._engine._pin_for(uri)
 
     def _owned_by_broken(self, key: str) -> bool:
         """Whether a state key belongs to an artifact kept without running (its state must stay)."""
-        return _owned_by(key, self._broken)
+        return _owned_by(key, self._stopped.kept)
 
     def _drop_provisional_outbox(self, uri: str, record: dict[str, Any]) -> None:
         """An outbox's rows numbered from the committed counter on were written by a checkpoint that never
@@ -450,7 +477,7 @@ class Recovery(EngineRoom):
         with the same numbers, and the outbox queues them again; restored beside the replay they would stand in
         for outputs the replay must queue (the outbox keeps numbers above the highest it holds), and the next
         checkpoint would commit a counter over a hole."""
-        if record["observer"] in (DURABLE_SINK, DISCARD_SINK) or uri in self._pins or uri in self._stood_behind:
+        if record["observer"] in (DURABLE_SINK, DISCARD_SINK) or self._stopped.stood(uri) is not None:
             return  # a query stopped or behind at that checkpoint keeps what it stored beside its pinned counter
         committed = self._outputs.counters[uri].next
         dropped = self._store.drop_provisional_outputs(uri, committed)
@@ -467,7 +494,7 @@ class Recovery(EngineRoom):
         replay's (same ids from the checkpoint's counter on): it always holds what the committed state produced."""
         for uri, record in records.items():
             counter = self._outputs.counters.get(uri)
-            if uri not in self._subscriptions or record["observer"] != DURABLE_SINK or counter is None:
+            if uri not in self._engine._subscriptions or record["observer"] != DURABLE_SINK or counter is None:
                 continue
             dropped = self._store.drop_provisional_outputs(uri, counter.next)
             if dropped:
@@ -487,9 +514,9 @@ class Recovery(EngineRoom):
                                      detail["pos"], detail["error_type"], detail["message"],
                                      detail.get("traceback") or "")
         failed = SubscriptionFailedError(uri, error, failure, detail["pos"])
-        self._failed[uri] = failed
-        self._broken.add(uri)
-        self.faults.append(RecoveryFailure(uri, "subscription", failed, RecoveryPolicy.KEEP))
+        self._stopped.failed[uri] = failed
+        self._stopped.kept.add(uri)
+        self._engine.faults.append(RecoveryFailure(uri, "subscription", failed, RecoveryPolicy.KEEP))
         self._log.error("%s; FAILED since %s, until restart_subscription", failed, detail["at"],
                         extra={"reaqtive_event": "subscription_failed", "subscription": uri,
                                "error_type": detail["error_type"], "pos": detail["pos"], "unit": detail.get("unit"),
@@ -503,7 +530,7 @@ class Recovery(EngineRoom):
         for stream, seq in delivery.delivered.items():
             at = self._store.position_after(stream, seq - 1)
             delivered_at[stream] = at if at is not None and self._store.seq_at_position(stream, at) == seq else -1
-        self._legacy_caught_up = dict(delivery.delivered)
+        self._engine._legacy_caught_up = dict(delivery.delivered)
         # A checkpoint taken while an older release replayed the log for a lagging reader stood before what was
         # delivered: the engine goes on from there, and the lagging reader catches up on its own.
         self._positions.cursor.pos = max([self._positions.cursor.pos, *self._positions.delivered_at.values()])
@@ -513,7 +540,7 @@ class Recovery(EngineRoom):
         sequence numbers (``legacy``); it catches up from the oldest event retained, and holds the log from there."""
         if entry.pos >= 0:
             return entry
-        first = self._first_retained_position() - 1
+        first = self._engine._first_retained_position() - 1
         return Behind(first, entry.clock, first, entry.legacy)
 
     def _fall_behind_where_readers_lag(self) -> None:
@@ -528,34 +555,34 @@ class Recovery(EngineRoom):
                 owner = self._environment.lag_of(node.context.instance_id)
                 if owner is None:
                     uri = node.context.instance_id
-                    lagging.add(uri if uri in self._subscriptions else self._records.subscription_nested_with(uri)
-                                or uri)
+                    running = uri in self._engine._subscriptions
+                    lagging.add(uri if running else self._engine._records.subscription_nested_with(uri) or uri)
         for uri in sorted(lagging):
-            if uri in self._subscriptions:
-                self._fall_behind(uri)
-        for lag in self._behind.values():
+            if uri in self._engine._subscriptions:
+                self._engine._fall_behind(uri)
+        for lag in self._engine._behind.values():
             lag.rewind_for_lagging(delivered)
 
     def _recovery_failed(self, uri: str, kind: str, error: Exception, *, orphan: bool = False) -> RecoveryPolicy:
         """Apply the recovery policy to an artifact (or an orphan) that failed to recover. Under KEEP nothing of
         it is deleted, ever: it stays stored, not running, with the input it may need. (What an orphan's REMOVE
         deletes is its caller's, _recover_orphans.)"""
-        policy = self._policy
-        if self._on_failure is not None:
-            chosen = self._on_failure(uri, error)
+        policy = self._engine._policy
+        if self._engine._on_failure is not None:
+            chosen = self._engine._on_failure(uri, error)
             policy = chosen if chosen is not None else policy
         if policy is RecoveryPolicy.FAIL:
             raise RecoveryError(uri, error) from error  # raised, not logged: the caller has it
         self._log.error("recovering %r failed (%s): %s", uri, policy.value, error, exc_info=error,
                         extra={"reaqtive_event": "recovery_failed", "artifact": uri, "kind": kind,
                                "policy": policy.value, "error_type": type(error).__name__})
-        self.recovery.failures.append(RecoveryFailure(uri, kind, error, policy))
+        self._metrics.failures.append(RecoveryFailure(uri, kind, error, policy))
         if orphan:
             if policy is not RecoveryPolicy.REMOVE:
-                self._kept_orphans.add(uri)  # pinned like a kept artifact: it may be a query's, restored later
+                self._stopped.orphans.add(uri)  # pinned like a kept artifact: it may be a query's, restored later
             return policy
         self._environment.abandon(uri)
-        self._behind.pop(uri, None)  # bound behind the engine, then refused: it does not catch up
+        self._engine._behind.pop(uri, None)  # bound behind the engine, then refused: it does not catch up
         if policy is RecoveryPolicy.REMOVE:
             self._removed_at_recovery.add(uri)
             self._environment.discard_saved(
@@ -563,24 +590,16 @@ class Recovery(EngineRoom):
             )
             # With its outputs and acknowledgement, in one transaction: none of it may be left behind as orphans.
             self._store.commit_with_outputs(
-                deletes=[(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), *self._stored_state_of(uri)],
+                deletes=[(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), *self._engine._stored_state_of(uri)],
                 forget=[uri],
             )
-            self._records.pop(uri, None)
+            self._engine._records.pop(uri, None)
             self._outputs.counters.pop(uri, None)
             self._outputs.observed.pop(uri, None)
         else:
-            self._broken.add(uri)
+            self._stopped.kept.add(uri)
         return policy
 
-    def _stored_state_of(self, uri: str) -> list[tuple[str, str]]:
-        """The state rows of ``uri`` and of its inner units that may be in the store: those there at recovery,
-        those of the live inner units, and those of inner units removed since the last checkpoint."""
-        prefix = uri + "/"
-        keys = {key for key in self._stored_state_keys if key.startswith(prefix)}
-        keys |= {key for key in self._environment.inner_subscriptions() if key.startswith(prefix)}
-        keys |= {key for key in self._environment.removed_inner_ids() if key.startswith(prefix)}
-        return [(STATE_CATEGORY, uri)] + [(STATE_CATEGORY, key) for key in sorted(keys)]
 
 
 # Fields only one kind of artifact record has: a record of another kind that holds them was rewritten.

@@ -260,9 +260,9 @@ class ArtifactRegistry(EngineRoom):
             tid = template_id(template)
             record = self._subscription_record(tid, constants, observer, references, priority, on_error, backfill)
             puts = [(_ARTIFACTS, uri, _to_bytes(record))]
-            if tid not in self._templates:
+            if tid not in self._records.templates:
                 puts.append((_TEMPLATES, tid, _to_bytes(template)))
-            if uri in self._kept_orphans:
+            if uri in self._stopped.orphans:
                 # What recovery kept under this URI is replaced: gone before it binds, or an observer's outbox would
                 # take those outputs for its own. (Then as for any URI, its creation's transaction forgets them.)
                 self._store.commit_with_outputs(deletes=[(_OUTPUTS, uri), (_OBSERVED, uri)], forget=[uri])
@@ -288,13 +288,13 @@ class ArtifactRegistry(EngineRoom):
                 confirm_saved(unit)
             self._stored_state_keys.update(units)
             counter.committed = counter.next
-            self._templates.setdefault(tid, template)
+            self._records.templates.setdefault(tid, template)
             self._records[uri] = record
             self._subscriptions[uri] = handle
             if backfill is not None:
                 self._backfilling.add(uri)
-            if uri in self._kept_orphans:  # what recovery kept under its URI was replaced
-                self._kept_orphans.discard(uri)
+            if uri in self._stopped.orphans:  # what recovery kept under its URI was replaced
+                self._stopped.orphans.discard(uri)
                 self._settle_status()
             if counter.next:
                 self.produced.fire()  # it produced outputs on start
@@ -338,26 +338,10 @@ class ArtifactRegistry(EngineRoom):
             return None
         self._positions.refresh_heads()
         return resolve_start(
-            start, where=f"create_subscription({uri!r})", store=self._store, streams=self._streams_read(references),
+            start, where=f"create_subscription({uri!r})", store=self._store,
+            streams=self._records.streams_read(references),
             heads=self._positions.heads, delivered_at=self._positions.delivered_at,
             cursor=self._positions.cursor.pos, now_micros=to_micros(self._scheduler.now))
-
-    def _streams_read(self, references: list[str]) -> list[str]:
-        """The streams among ``references``, and those the definitions among them read, transitively."""
-        streams: set[str] = set()
-        seen: set[str] = set()
-        pending = list(references)
-        while pending:
-            ref = pending.pop()
-            record = self._records.get(ref)
-            if ref in seen or record is None:
-                continue
-            seen.add(ref)
-            if record["kind"] == "stream":
-                streams.add(ref)
-            elif record["kind"] == "observable":
-                pending.extend(record.get("refs", ()))
-        return sorted(streams)
 
     def delete_subscription(self, uri: str) -> None:
         """Stop and delete the subscription ``uri`` with its state (and its template when no one else uses it)."""
@@ -370,7 +354,7 @@ class ArtifactRegistry(EngineRoom):
             deletes = [(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), (PREVIOUS_STATES, uri), *state_rows]
             inner = [key for _, key in state_rows if key != uri]
             tid = record["template"]
-            if not any(r.get("template") == tid for u, r in self._records.items() if u != uri):
+            if not self._records.template_used_besides(tid, uri):
                 deletes.append((_TEMPLATES, tid))
             # One transaction for all of it, its outputs and acknowledgement in the durable sink included: in two,
             # a crash between them would leave the outputs of a deleted subscription in the sink for good.
@@ -384,18 +368,25 @@ class ArtifactRegistry(EngineRoom):
                 self._outputs.forget(uri)
             self._environment.confirm_removed(inner)
             if (_TEMPLATES, tid) in deletes:
-                self._templates.pop(tid, None)
+                self._records.templates.pop(tid, None)
             self._ended.pop(uri, None)
-            self._broken.discard(uri)
-            self._failed.pop(uri, None)
+            self._stopped.forget(uri)
             self._policies.pop(uri, None)
             self._paused.discard(uri)
             self._behind.pop(uri, None)
-            self._pins.pop(uri, None)
             self._backfilling.discard(uri)
             self._stored_state_keys.difference_update(key for _, key in state_rows)
             self._settle_status()
         self.produced.fire()  # its consumers wake up and find it gone
+
+    def _stored_state_of(self, uri: str) -> list[tuple[str, str]]:
+        """The state rows of ``uri`` and of its inner units that may be in the store: those there at recovery,
+        those of the live inner units, and those of inner units removed since the last checkpoint."""
+        prefix = uri + "/"
+        keys = {key for key in self._stored_state_keys if key.startswith(prefix)}
+        keys |= {key for key in self._environment.inner_subscriptions() if key.startswith(prefix)}
+        keys |= {key for key in self._environment.removed_inner_ids() if key.startswith(prefix)}
+        return [(STATE_CATEGORY, uri)] + [(STATE_CATEGORY, key) for key in sorted(keys)]
 
     def _discard(self, uri: str, hosted: HostedQuery) -> None:
         """Stop a subscription and forget its inner subscriptions and its pending outputs (its rows in the store
@@ -429,8 +420,8 @@ class ArtifactRegistry(EngineRoom):
         kind = record["kind"]
         expression: dict[str, Any] | None = record.get("expression")
         if kind == "subscription":
-            expression = instantiate(self._templates.get(record["template"], {"op": "?", "args": []}),
-                                     record["constants"]) if record["template"] in self._templates else None
+            expression = instantiate(self._records.templates.get(record["template"], {"op": "?", "args": []}),
+                                     record["constants"]) if record["template"] in self._records.templates else None
         state = sizes.get(uri, 0) + sum(size for key, size in sizes.items() if key.startswith(uri + "/"))
         return ArtifactInfo(
             uri=uri,
@@ -506,7 +497,7 @@ class ArtifactRegistry(EngineRoom):
                 "engine.define_observer(uri, function), or pass a sink object as observer=)")
 
     def _check_unused(self, uri: str) -> None:
-        users = sorted(other for other, record in self._records.items() if uri in record.get("refs", ()))
+        users = self._records.users_of(uri)
         if users:
             raise ArtifactInUseError(f"{uri!r} is used by {', '.join(map(repr, users))}; delete those first")
 
@@ -524,6 +515,6 @@ class ArtifactRegistry(EngineRoom):
         engine is no longer DEGRADED for it)."""
         self.functions.register_schema(name, validator)
         with self._lock:
-            self._schemas_missing = {uri for uri in self._schemas_missing
+            self._stopped.schemas_missing = {uri for uri in self._stopped.schemas_missing
                                      if self.functions.schema(self._records[uri]["schema"]) is None}
             self._settle_status()

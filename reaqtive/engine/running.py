@@ -194,7 +194,7 @@ class Running(EngineRoom):
         scheduler = self._scheduler.create_child(uri, priority=record_priority(uri, record))
         # Where it stood behind the engine at the checkpoint its state belongs to; kept without running since; or,
         # a backfill no checkpoint saw yet, at its start (its state is the one saved at its creation).
-        stood = (self._stood_behind.get(uri) or self._pins.get(uri) or backfill_behind(record)) if blob is not None \
+        stood = (self._stopped.stood(uri) or backfill_behind(record)) if blob is not None \
             else behind
         if stood is not None:
             # It stood behind the engine at the checkpoint its state belongs to (or it was kept without running
@@ -228,7 +228,7 @@ class Running(EngineRoom):
         """Where the readers of subscription ``uri`` start (its record's start) and what "caught up" in its
         saved state means: where it stood behind the engine, or the position of the checkpoint its state belongs
         to (for state saved before log positions, the same in sequence numbers per stream)."""
-        caught_up = stood.pos if stood is not None else self._committed.pos
+        caught_up = stood.pos if stood is not None else self._stopped.committed.pos
         settings: dict[str, object] = {START_POSITION_SETTING: record.get("start_pos", -1),
                                        CAUGHT_UP_SETTING: caught_up}
         legacy = stood.legacy if stood is not None and stood.legacy is not None else self._legacy_caught_up
@@ -272,11 +272,11 @@ class Running(EngineRoom):
             record = self._check_kind(uri, "subscription")
             if uri in self._subscriptions:
                 raise ArtifactInUseError(f"subscription {uri!r} runs: only a failed or stopped one restarts")
-            failed = self._failed.get(uri)
+            failed = self._stopped.failed.get(uri)
             if skip_failed and (failed is None or failed.failure is None):
                 raise ValueError(f"subscription {uri!r} did not fail on an element of a user function: there is "
                                  "none to skip")
-            template = self._templates.get(record["template"])
+            template = self._records.templates.get(record["template"])
             if template is None:
                 raise MissingStateError(f"subscription {uri!r}: its query template is not in the store")
             snapshot = self._store.checkpoints.read(strict=False)
@@ -309,8 +309,7 @@ class Running(EngineRoom):
                 self._commit_changes(puts=[(_ARTIFACTS, uri, _to_bytes(restarted))])
             self._records[uri] = restarted
             self._subscriptions[uri] = hosted
-            self._broken.discard(uri)
-            self._failed.pop(uri, None)
+            self._stopped.release(uri)
             self._ended.pop(uri, None)
             self.faults[:] = [fault for fault in self.faults if fault.uri != uri]
             if self._clock_mode == "event" and record["observer"] == DURABLE_SINK:
@@ -339,10 +338,10 @@ class Running(EngineRoom):
         :class:`ArtifactNotFoundError` if there is none."""
         with self._lock:
             self._check_kind(uri, "subscription")
-            failed = self._failed.get(uri)
+            failed = self._stopped.failed.get(uri)
             if failed is not None:
                 return failed
-            if uri in self._broken:
+            if uri in self._stopped.kept:
                 return next((f.error for f in reversed([*self.recovery.failures, *self.faults]) if f.uri == uri),
                             None)
             return None
@@ -355,7 +354,7 @@ class Running(EngineRoom):
         if there is none."""
         with self._lock:
             self._check_kind(uri, "subscription")
-            failed = self._failed.get(uri)
+            failed = self._stopped.failed.get(uri)
             return failed.error if failed is not None else self._ended.get(uri)
 
     def subscription_status(self, uri: str) -> SubscriptionStatus:
@@ -466,8 +465,7 @@ class Running(EngineRoom):
         self._policies.pop(uri, None)
         self._paused.discard(uri)
         self._behind.pop(uri, None)
-        self._broken.add(uri)
-        self._pins.setdefault(uri, self._pin_for(uri))
+        self._stopped.keep(uri, self._pin_for(uri))
 
     def _fail(self, uri: str, error: SubscriptionFailedError) -> None:
         """Subscription ``uri`` stopped with an error of its query (its policy said stop): it is FAILED, visibly
@@ -490,7 +488,7 @@ class Running(EngineRoom):
                                "unit": detail.get("unit"), "operator": detail.get("operator"),
                                "path": detail.get("path")})
         self.faults.append(RecoveryFailure(uri, "subscription", error, RecoveryPolicy.KEEP))
-        self._failed[uri] = error
+        self._stopped.failed[uri] = error
         self._count_user_error(uri, error_name(error.error), "stop")
         self._stop_as_of_last_checkpoint(uri)
         self._settle_status()

@@ -239,7 +239,7 @@ class Upgrading(EngineRoom):
         return hosted, record
 
     def _expression_of(self, record: dict[str, Any]) -> dict[str, Any]:
-        template = self._templates.get(record["template"])
+        template = self._records.templates.get(record["template"])
         if template is None:
             raise UpdateError(f"the query template {record['template']!r} is not in the store")
         expression: dict[str, Any] = instantiate(template, record["constants"])
@@ -249,7 +249,7 @@ class Upgrading(EngineRoom):
         where = f"update_subscription({uri!r})"
         check_start(start, where)
         self._positions.refresh_heads()
-        streams = self._streams_read(references)
+        streams = self._records.streams_read(references)
         return resolve_start(start, where=where, store=self._store, streams=streams, heads=self._positions.heads,
                              delivered_at=self._positions.delivered_at, cursor=self._positions.cursor.pos,
                              now_micros=to_micros(self._scheduler.now))
@@ -298,7 +298,7 @@ class Upgrading(EngineRoom):
                 inner = {**{key: blob for key, blob in self._kept_states(uri).items() if key.startswith(prefix)},
                          **inner}
         environment = InnerEnvironment()
-        for stream in self._streams_read(sorted(_references(encode_query(query, self.functions)))):
+        for stream in self._records.streams_read(sorted(_references(encode_query(query, self.functions)))):
             environment.add_stream(stream, SimpleSubject())
         host = QueryHost(VirtualTimeScheduler(timedelta(microseconds=1)), environment=environment,
                          settings=self._settings)
@@ -404,10 +404,10 @@ class Upgrading(EngineRoom):
             previous_units = {key: blob for key, blob in ({uri: old_main} | old_inner).items() if blob is not None}
             puts.append((PREVIOUS_STATES, uri, DEFAULT_CODEC.encode(previous_units)))
             puts.append((_ARTIFACTS, uri, _to_bytes(new_record)))
-            if tid not in self._templates:
+            if tid not in self._records.templates:
                 puts.append((_TEMPLATES, tid, _to_bytes(template)))
             old_tid = record["template"]
-            if old_tid != tid and not any(r.get("template") == old_tid for u, r in self._records.items() if u != uri):
+            if old_tid != tid and not self._records.template_used_besides(old_tid, uri):
                 deletes.append((_TEMPLATES, old_tid))
             puts.append((_OUTPUTS, uri, _counter_bytes(counter.next)))
             own = self._outputs.take_own(uri)
@@ -422,9 +422,9 @@ class Upgrading(EngineRoom):
         self._stored_state_keys.difference_update(key for category, key in deletes if category == STATE_CATEGORY)
         produced = counter.next != counter.committed
         counter.committed = counter.next
-        self._templates[tid] = template
+        self._records.templates[tid] = template
         if (_TEMPLATES, record["template"]) in deletes:
-            self._templates.pop(record["template"], None)
+            self._records.templates.pop(record["template"], None)
         self._records[uri] = new_record
         self._subscriptions[uri] = new_hosted
         self._ended.pop(uri, None)
@@ -481,7 +481,7 @@ class Upgrading(EngineRoom):
 
         committed = parse_counter(uri, stored_counter) if stored_counter is not None else 0
         self._outputs.counters[uri] = OutputCounter(committed, committed)
-        template = self._templates[record["template"]]
+        template = self._records.templates[record["template"]]
         self._subscriptions[uri] = self._bind(uri, record, template, old_main)
 
 

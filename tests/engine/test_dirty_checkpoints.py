@@ -173,7 +173,7 @@ def brute_force_covered(engine: Engine) -> dict[str, int]:
                 floor = min(floor, node.watermark)
     for lag in engine._behind.values():
         floor = min(floor, lag.pos, lag.cursor.pos)
-    for pin in engine._pins.values():
+    for pin in engine._stopped.pins.values():
         floor = min(floor, pin.floor)
     if floor >= engine._positions.cursor.pos:
         return dict(engine._positions.delivered)
