@@ -214,6 +214,12 @@ def test_keyed_and_general_paths_give_the_same_messages(case: KeyedCase, script:
     demand=Demand(initial=0, requests=((202, 2),), batch=0),
 )
 def test_under_bounded_demand_every_keys_outputs_are_the_same(case: KeyedCase, script: Script, demand: Demand) -> None:
+    check_bounded_demand(case, script, demand)
+
+
+def check_bounded_demand(case: KeyedCase, script: Script, demand: Demand) -> None:
+    """Under bounded ``demand``, the keyed and the general path agree per key (also the forms with result selectors
+    and ``max_concurrent``: ``test_keyed_selectors``)."""
     keyed, keyed_ends = by_key(run(case, script, keyed=True, demand=demand))
     general, general_ends = by_key(run(case, script, keyed=False, demand=demand))
     unbounded, unbounded_ends = by_key(run(case, script, keyed=True))  # with the hot source's own timing
