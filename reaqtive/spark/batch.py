@@ -30,8 +30,8 @@ from reaqtive.engine.expressions import FunctionRegistry
 from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_steps import keyed_execution_enabled
 from reaqtive.spark._columns import key_type, prepare
+from reaqtive.spark.batch_windows import plan_windows, run_windows
 from reaqtive.spark.host import KeyedQuery, OutputRow, run_key, run_table_record
-from reaqtive.spark.jvm_windows import plan_windows, run_windows
 from reaqtive.spark.processor import output_frame
 from reaqtive.spark.pushdown import payload_fields
 from reaqtive.spark.streaming import output_schema
@@ -59,7 +59,7 @@ def run_batch(
     value_format: str = "json",
     functions: FunctionRegistry | Mapping[str, Callable[..., Any]] | None = None,
     settings: Mapping[str, object] | None = None,
-    in_jvm: bool = True,
+    vectorised: bool = True,
 ) -> DataFrame:
     """Run ``query`` once per ``key`` over the static DataFrame ``events``; returns the outputs as a DataFrame
     ``key, seq, time, value, error`` (as :func:`~reaqtive.spark.run_stream`).
@@ -72,9 +72,9 @@ def run_batch(
       ``last``) emit.
     * ``partitions``: how many partitions (Python calls) share the keys (default:
       ``spark.sql.shuffle.partitions``).
-    * ``in_jvm``: a tumbling ``aggregate_by_key`` of a built-in aggregate over fields aggregates in the JVM, one
-      row per window reaching Python (:mod:`reaqtive.spark.jvm_windows`: the same rows); ``False``: every event
-      goes through the per-key path, as for any other query.
+    * ``vectorised``: a tumbling ``aggregate_by_key`` of a built-in aggregate over fields (and a ``sequence``)
+      runs over plain columns, no per-key query (:mod:`reaqtive.spark.batch_windows`: the same rows); ``False``:
+      every event goes through the per-key path, as for any other query.
     """
     if until is not None and until.tzinfo is None:
         raise ValueError(f"until must be timezone-aware, got {until}")
@@ -86,7 +86,7 @@ def run_batch(
     folder = KeyFolder(keyed, sequence is not None, None if until is None else to_micros(until), complete,
                        value_format, table=keyed_execution_enabled())
     plan = plan_windows(keyed, events, key=key, time=time, value=value, sequence=sequence,
-                        value_format=value_format) if in_jvm and keyed_execution_enabled() else None
+                        value_format=value_format) if vectorised and keyed_execution_enabled() else None
     if plan is not None and sequence is not None:
         outputs = run_windows(events, plan, folder, key=key, key_type=key_type(events, key), time=time,
                               sequence=sequence, until=folder.until, complete=complete, partitions=count,
