@@ -47,6 +47,7 @@ from reaqtive.core.scheduler_interface import utc
 from reaqtive.operators.keyed_window import AggregateByKeyArgs, WindowAggregate
 from reaqtive.scheduler.clock import EPOCH
 from reaqtive.spark.pushdown import field_names, returns_none
+from reaqtive.spark.values import canonical_json as _json
 from reaqtive.spark.values import encode_values
 
 if TYPE_CHECKING:
@@ -188,6 +189,8 @@ class _Windows:
         self._complete = complete
         self._aggregate = _Aggregate(plan.kind)
         self._starts: dict[int, tuple[datetime, datetime]] = {}
+        self._starts_json: dict[int, str] = {}
+        self._json = value_format == "json"
         self._schema = pa.schema([
             ("key", _ARROW_KEYS[key_type]), ("seq", pa.int64()), ("time_us", pa.int64()),
             ("value", pa.string() if value_format == "json" else pa.binary()), ("error", pa.string()),
@@ -267,11 +270,28 @@ class _Windows:
                         record[0] += 1
                         record[1] = step(record[1], values[position])
                 groups = [(name, number, acc) for name, (number, acc) in windows.items()]
-            bounds = self._bounds(start)
-            for name, number, acc in groups:
-                rows.append((key.key, len(rows), when, (name, *bounds, result(number, acc)), None))
+            if self._json:  # the canonical JSON of the row, written directly (the bounds' text is shared)
+                between = self._bounds_json(start)
+                for name, number, acc in groups:
+                    text = "[" + _json(name) + between + _json(result(number, acc)) + "]"
+                    rows.append((key.key, len(rows), when, text, None))
+            else:
+                bounds = self._bounds(start)
+                for name, number, acc in groups:
+                    value = encode_values([(name, *bounds, result(number, acc))], self._value_format)[0]
+                    rows.append((key.key, len(rows), when, value, None))
             index = stop
         return rows
+
+    def _bounds_json(self, start: int) -> str:
+        """``,"start","end",`` as the row's canonical JSON has them."""
+        text = self._starts_json.get(start)
+        if text is None:
+            if len(self._starts_json) >= _BOUNDS_CACHE:
+                self._starts_json.clear()
+            start_at, end_at = self._bounds(start)
+            text = self._starts_json[start] = "," + _json(start_at) + "," + _json(end_at) + ","
+        return text
 
     def _bounds(self, start: int) -> tuple[datetime, datetime]:
         """A window's start and end as the stage writes them (the keys of a partition share their windows)."""
@@ -293,14 +313,16 @@ class _Windows:
         values = key.values or [None] * count
         events = [(when, order, payload(name, value))
                   for when, order, name, value in zip(key.times, key.sequence(), inner, values, strict=True)]
-        return [(row.key, row.seq, row.time, row.value, row.error) for row in self._folder.fold(key.key, events)]
+        outputs = self._folder.fold(key.key, events)
+        values = encode_values([row.value for row in outputs], self._value_format)
+        return [(row.key, row.seq, row.time, value, row.error) for row, value in zip(outputs, values, strict=True)]
 
     def _batch(self, rows: list[tuple[Any, int, int, Any, str | None]]) -> pa.RecordBatch:
         return pa.RecordBatch.from_arrays([
             pa.array([row[0] for row in rows], self._schema.field("key").type),
             pa.array([row[1] for row in rows], pa.int64()),
             pa.array([row[2] for row in rows], pa.int64()),
-            pa.array(encode_values([row[3] for row in rows], self._value_format), self._schema.field("value").type),
+            pa.array([row[3] for row in rows], self._schema.field("value").type),  # (encoded already)
             pa.array([row[4] for row in rows], pa.string()),
         ], schema=self._schema)
 
