@@ -334,7 +334,7 @@ def compare_keys(spark: Any, scratch: Path, keys: int, args: argparse.Namespace)
                 f"{run.seconds / loop_s:.0f}; {len(run.rows):,} rows)")
 
     result = KeysResult(keys, events_count, loop_s, [], [], [], [])
-    for number in range(1, repeat + 1):
+    for number in range(1, 0 if args.skip_stream else repeat + 1):
         run = native_stream(spark, scratch / "in", scratch / f"native-stream-{number}")
         result.native_stream.append(run)
         say(stream_line(f"native stream #{number}", run))
@@ -342,9 +342,10 @@ def compare_keys(spark: Any, scratch: Path, keys: int, args: argparse.Namespace)
         result.reaqtive_stream.append(run)
         say(stream_line(f"run_stream #{number}   ", run) + (f"; {run.errors:,} ERROR rows" if run.errors else ""))
         say(f"  {cache_line(run.cache, len(run.latencies))}")
-    native, reaqtive = result.native_stream[0].rows, result.reaqtive_stream[0].rows
-    say(difference("native stream", native, reaqtive, "run_stream"))
-    say(difference("plain loop", loop_rows, reaqtive, "run_stream"))
+    reaqtive = result.reaqtive_stream[0].rows if result.reaqtive_stream else loop_rows
+    if result.reaqtive_stream:
+        say(difference("native stream", result.native_stream[0].rows, reaqtive, "run_stream"))
+        say(difference("plain loop", loop_rows, reaqtive, "run_stream"))
     agree = True
     if not args.skip_batch:
         for number in range(1, repeat + 1):
@@ -359,7 +360,8 @@ def compare_keys(spark: Any, scratch: Path, keys: int, args: argparse.Namespace)
                 + (f"; {batch.errors:,} ERROR rows)" if batch.errors else ")"))
         say(difference("native batch (closed windows)", result.native_batch[0].rows, result.reaqtive_batch[0].rows,
                        "run_batch"))
-        line = difference("run_stream", reaqtive, result.reaqtive_batch[0].rows, "run_batch")
+        line = difference("run_stream" if result.reaqtive_stream else "plain loop", reaqtive,
+                          result.reaqtive_batch[0].rows, "run_batch")
         agree = reaqtive == result.reaqtive_batch[0].rows and not any(
             run.errors for run in result.reaqtive_stream + result.reaqtive_batch)
         say(line)
@@ -371,11 +373,13 @@ def print_tables(results: Sequence[KeysResult]) -> None:
         "| run_batch s | ratio | target |")
     say("|---:|---:|---:|---:|---|---:|---:|---:|---|")
     for r in results:
-        native = min(run.median for run in r.native_stream)
-        ours = min(run.median for run in r.reaqtive_stream)
-        stream_ratio = ours / native
-        cells = [f"{r.keys:,}", f"{native:.3f}", f"{ours:.3f}", f"{stream_ratio:.2f}x",
-                 target_text(stream_ratio, STREAM_TARGETS.get(r.keys, "-"))]
+        cells = [f"{r.keys:,}", "-", "-", "-", "-"]
+        if r.reaqtive_stream:
+            native = min(run.median for run in r.native_stream)
+            ours = min(run.median for run in r.reaqtive_stream)
+            stream_ratio = ours / native
+            cells[1:] = [f"{native:.3f}", f"{ours:.3f}", f"{stream_ratio:.2f}x",
+                         target_text(stream_ratio, STREAM_TARGETS.get(r.keys, "-"))]
         if r.native_batch:
             native_b = min(run.seconds for run in r.native_batch)
             ours_b = min(run.seconds for run in r.reaqtive_batch)
@@ -391,8 +395,10 @@ def print_tables(results: Sequence[KeysResult]) -> None:
     for r in results:
         def cell(seconds: float, r: KeysResult = r) -> str:
             return f"{r.events / seconds:,.0f} (x{seconds / r.loop_s:.0f})"
-        cells = [f"{r.keys:,}", f"{r.events / r.loop_s:,.0f}",
-                 cell(min(run.seconds for run in r.native_stream)), cell(min(run.seconds for run in r.reaqtive_stream))]
+        cells = [f"{r.keys:,}", f"{r.events / r.loop_s:,.0f}"]
+        streams = [min(run.seconds for run in r.native_stream), min(run.seconds for run in r.reaqtive_stream)] if (
+            r.reaqtive_stream) else []
+        cells += [cell(seconds) for seconds in streams] if streams else ["-", "-"]
         cells += ([cell(min(run.seconds for run in r.native_batch)), cell(min(run.seconds for run in r.reaqtive_batch))]
                   if r.native_batch else ["-", "-"])
         say("| " + " | ".join(cells) + " |")
@@ -706,6 +712,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2,
                         help="native: runs of each side, interleaved; the best counts (default 2)")
     parser.add_argument("--skip-batch", action="store_true", help="skip the batch (backfill) runs")
+    parser.add_argument("--skip-stream", action="store_true", help="skip the streaming runs")
     parser.add_argument("--master", help="a Spark master URL (default: local[2] in this process)")
     parser.add_argument("--py-files", help="with --master: zips for the executors' Python path (reaqtive's)")
     parser.add_argument("--conf", type=setting, action="append", default=[], metavar="NAME=VALUE",
@@ -718,6 +725,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.buckets = args.buckets or buckets
     if args.repeat <= 0:
         parser.error("--repeat must be positive")
+    if args.skip_batch and args.skip_stream:
+        parser.error("--skip-batch and --skip-stream leave nothing to run")
     if (args.py_files or args.conf) and args.master is None:
         parser.error("--py-files and --conf go with --master")
     return acceptance_totals(args) if args.only == "totals" else compare_native(args)

@@ -38,6 +38,7 @@ __all__ = [
     "Hopping",
     "Session",
     "Tumbling",
+    "WindowAggregate",
     "WindowRow",
     "aggregate_by_key",
     "bind_aggregate_by_key",
@@ -307,7 +308,64 @@ def bind_aggregate_by_key(query: Expression[Any], subscriber: Subscriber[Any]) -
 # -- the stages ------------------------------------------------------------------------------------------------
 
 
-class _KeyedWindows(PullingEmitterBase[T, WindowRow], Generic[T]):
+class WindowAggregate:
+    """The aggregate of a window, from its first value to its row's value: what the stages share with Spark's
+    table form (:class:`reaqtive.spark.table.TumblingWindowStep`). A subclass declares the four slots and sets
+    them from :meth:`parts`."""
+
+    __slots__ = ()
+    _kind: int
+    _seed: Any
+    _accumulator: Callable[[Any, Any], Any] | None
+    _result_selector: Callable[[Any], Any] | None
+
+    @staticmethod
+    def parts(aggregate: str | tuple[Any, ...]) -> tuple[int, Any, Any, Any]:
+        """``(kind, seed, accumulator, result selector)`` of an aggregate argument (a name, or a fold)."""
+        if isinstance(aggregate, str):
+            return _KINDS[aggregate], None, None, None
+        _, seed, accumulator, result_selector = aggregate
+        return _FOLD, seed, accumulator, result_selector
+
+    def _first(self, value: Any) -> Any:
+        """The accumulator of a window whose first value is ``value``."""
+        kind = self._kind
+        if kind is _COUNT:
+            return None
+        if kind is _FOLD:
+            accumulator = self._accumulator
+            assert accumulator is not None
+            return accumulator(self._seed, value)
+        return value
+
+    def _step(self, acc: Any, value: Any) -> Any:
+        """``acc`` with one more value."""
+        kind = self._kind
+        if kind is _SUM or kind is _AVERAGE:
+            return acc + value
+        if kind is _MIN:
+            return value if value < acc else acc  # strictly less: the first of equal values stays
+        if kind is _MAX:
+            return value if value > acc else acc
+        if kind is _FOLD:
+            accumulator = self._accumulator
+            assert accumulator is not None
+            return accumulator(acc, value)
+        return None
+
+    def _result(self, count: int, acc: Any) -> Any:
+        """The value of a closed window of ``count`` elements."""
+        kind = self._kind
+        if kind is _COUNT:
+            return count
+        if kind is _AVERAGE:
+            return acc / count
+        if kind is _FOLD and self._result_selector is not None:
+            return self._result_selector(acc)
+        return acc
+
+
+class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T]):
     """What the three stages share: the table, the index of window ends, the shared timer, the rows waiting for
     demand, completion and state. Subclasses implement ``on_next`` and the record layout.
 
@@ -352,15 +410,7 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], Generic[T]):
         self._value_selector = args.value_selector
         self._origin = utc(args.origin)
         self._span = args.window[1] // _US  # size (tumbling, hopping) or gap (session), in microseconds
-        aggregate = args.aggregate
-        self._seed: Any = None
-        self._accumulator: Callable[[Any, Any], Any] | None = None
-        self._result_selector: Callable[[Any], Any] | None = None
-        if isinstance(aggregate, str):
-            self._kind = _KINDS[aggregate]
-        else:
-            self._kind = _FOLD
-            _, self._seed, self._accumulator, self._result_selector = aggregate
+        self._kind, self._seed, self._accumulator, self._result_selector = self.parts(args.aggregate)
         # state
         self._table: KeyedStateTable[Any] = KeyedStateTable()
         # not state
@@ -389,45 +439,6 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], Generic[T]):
             return self._origin + timedelta(microseconds=micros)
         except OverflowError:
             return NEVER if micros > 0 else EARLIEST
-
-    # -- the aggregate ---------------------------------------------------------------------------------------
-
-    def _first(self, value: Any) -> Any:
-        """The accumulator of a window whose first value is ``value``."""
-        kind = self._kind
-        if kind is _COUNT:
-            return None
-        if kind is _FOLD:
-            accumulator = self._accumulator
-            assert accumulator is not None
-            return accumulator(self._seed, value)
-        return value
-
-    def _step(self, acc: Any, value: Any) -> Any:
-        """``acc`` with one more value."""
-        kind = self._kind
-        if kind is _SUM or kind is _AVERAGE:
-            return acc + value
-        if kind is _MIN:
-            return value if value < acc else acc  # strictly less: the first of equal values stays
-        if kind is _MAX:
-            return value if value > acc else acc
-        if kind is _FOLD:
-            accumulator = self._accumulator
-            assert accumulator is not None
-            return accumulator(acc, value)
-        return None
-
-    def _result(self, count: int, acc: Any) -> Any:
-        """The value of a closed window of ``count`` elements."""
-        kind = self._kind
-        if kind is _COUNT:
-            return count
-        if kind is _AVERAGE:
-            return acc / count
-        if kind is _FOLD and self._result_selector is not None:
-            return self._result_selector(acc)
-        return acc
 
     # -- records (subclasses) --------------------------------------------------------------------------------
 

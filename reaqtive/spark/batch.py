@@ -30,6 +30,7 @@ from reaqtive.engine.expressions import FunctionRegistry
 from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_steps import keyed_execution_enabled
 from reaqtive.spark._columns import key_type, prepare
+from reaqtive.spark.batch_windows import plan_windows, run_windows
 from reaqtive.spark.host import KeyedQuery, OutputRow, run_key, run_table_record
 from reaqtive.spark.processor import output_frame
 from reaqtive.spark.pushdown import payload_fields
@@ -58,6 +59,7 @@ def run_batch(
     value_format: str = "json",
     functions: FunctionRegistry | Mapping[str, Callable[..., Any]] | None = None,
     settings: Mapping[str, object] | None = None,
+    vectorised: bool = True,
 ) -> DataFrame:
     """Run ``query`` once per ``key`` over the static DataFrame ``events``; returns the outputs as a DataFrame
     ``key, seq, time, value, error`` (as :func:`~reaqtive.spark.run_stream`).
@@ -70,6 +72,9 @@ def run_batch(
       ``last``) emit.
     * ``partitions``: how many partitions (Python calls) share the keys (default:
       ``spark.sql.shuffle.partitions``).
+    * ``vectorised``: a tumbling ``aggregate_by_key`` of a built-in aggregate over fields (and a ``sequence``)
+      runs over plain columns, no per-key query (:mod:`reaqtive.spark.batch_windows`: the same rows); ``False``:
+      every event goes through the per-key path, as for any other query.
     """
     if until is not None and until.tzinfo is None:
         raise ValueError(f"until must be timezone-aware, got {until}")
@@ -78,11 +83,18 @@ def run_batch(
     count = partitions if partitions is not None else int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
     if count <= 0:
         raise ValueError(f"partitions must be positive, got {count}")
+    folder = KeyFolder(keyed, sequence is not None, None if until is None else to_micros(until), complete,
+                       value_format, table=keyed_execution_enabled())
+    plan = plan_windows(keyed, events, key=key, time=time, value=value, sequence=sequence,
+                        value_format=value_format) if vectorised and keyed_execution_enabled() else None
+    if plan is not None and sequence is not None:
+        outputs = run_windows(events, plan, folder, key=key, key_type=key_type(events, key), time=time,
+                              sequence=sequence, until=folder.until, complete=complete, partitions=count,
+                              value_format=value_format)
+        return outputs.select("key", "seq", F.timestamp_micros("time_us").alias("time"), "value", "error")
     prepared = prepare(events, key=key, time=time, value=value, sequence=sequence, buckets=None,
                        reads=payload_fields(keyed.decoded(), keyed.stream))
     ordered = prepared.repartition(count, "key").sortWithinPartitions("key", "t", *(["s"] if sequence else []))
-    folder = KeyFolder(keyed, sequence is not None, None if until is None else to_micros(until), complete,
-                       value_format, table=keyed_execution_enabled())
     outputs = ordered.mapInPandas(folder, output_schema(key_type(events, key), value_format))
     return outputs.select("key", "seq", F.timestamp_micros("time_us").alias("time"), "value", "error")
 
@@ -96,7 +108,7 @@ class KeyFolder:
         self._query = query
         self._table = table
         self._has_sequence = has_sequence
-        self._until = until
+        self.until = until
         self._complete = complete
         self._value_format = value_format
 
@@ -113,24 +125,25 @@ class KeyFolder:
             for row_key, when, order, payload in zip(keys, times, orders, values, strict=True):
                 if not started or row_key != current:
                     if started:
-                        pending += self._run(current, events)
+                        pending += self.fold(current, events)
                     current, events, started = row_key, [], True
                 events.append((when, order, payload))
             if len(pending) >= _FLUSH_ROWS:
                 yield output_frame(pending, self._value_format)
                 pending = []
         if started:
-            pending += self._run(current, events)
+            pending += self.fold(current, events)
         if pending:
             yield output_frame(pending, self._value_format)
 
-    def _run(self, key: Any, events: list[tuple[int, Any, Any]]) -> list[OutputRow]:
+    def fold(self, key: Any, events: list[tuple[int, Any, Any]]) -> list[OutputRow]:
+        """Run one key over all its events ``(time µs, order, payload)`` (sorted here); its outputs."""
         events.sort(key=lambda event: (event[0], event[1]))
         ordered = [(when, payload) for when, _, payload in events]
         table = self._query.table() if self._table else None
         if table is not None:  # the table form (reaqtive.spark.table): no query instance per key
             record = table.new_record(ordered[0][0])
-            return run_table_record(table, key, record, ordered, self._until, complete=self._complete)
-        _, outputs = run_key(self._query, key, None, ordered, self._until, where=f"key {key!r}",
+            return run_table_record(table, key, record, ordered, self.until, complete=self._complete)
+        _, outputs = run_key(self._query, key, None, ordered, self.until, where=f"key {key!r}",
                              complete=self._complete)
         return outputs

@@ -36,7 +36,7 @@ from reaqtive.core.scheduler_interface import utc
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StepOperatorError, keyed_step_factory
-from reaqtive.operators.keyed_window import AggregateByKeyArgs
+from reaqtive.operators.keyed_window import AggregateByKeyArgs, WindowAggregate
 from reaqtive.scheduler.clock import EPOCH
 from reaqtive.state import DEFAULT_CODEC, StateError
 
@@ -112,17 +112,17 @@ def _step_of(node: Any) -> KeyedStep | None:
 
 # -- the window step ------------------------------------------------------------------------------------------------
 
-# The aggregate, as in keyed_window (the first four start from the first value, the first two add)
+# The aggregate's kinds, as in keyed_window (the first four start from the first value, the first two add)
 _SUM, _AVERAGE, _MIN, _MAX, _COUNT, _FOLD = range(6)
-_KINDS: Final = {"count": _COUNT, "sum": _SUM, "average": _AVERAGE, "min": _MIN, "max": _MAX}
 
 
-class TumblingWindowStep(KeyedStep):
+class TumblingWindowStep(KeyedStep, WindowAggregate):
     """``aggregate_by_key`` over tumbling windows, for one Spark key with its own clock: the rules of
     :class:`~reaqtive.operators.keyed_window.AggregateByKey` (the same calls of the user's functions, in the same
-    order, the same rows). Its field: ``None`` (no window open) or ``[start, {inner key: [count, acc]}]``, the
-    start in µs from the origin; the open windows of a key all have the current start (an earlier one closed
-    when the clock reached its end)."""
+    order, the same rows; the aggregate is the stage's own, :class:`~reaqtive.operators.keyed_window.WindowAggregate`).
+    Its field: ``None`` (no window open) or ``[start, {inner key: [count, acc]}]``, the start in µs from the
+    origin; the open windows of a key all have the current start (an earlier one closed when the clock reached
+    its end)."""
 
     __slots__ = ("_accumulator", "_bounds", "_key_selector", "_kind", "_origin", "_result_selector", "_seed",
                  "_value_selector", "now", "offset", "span")
@@ -133,15 +133,7 @@ class TumblingWindowStep(KeyedStep):
         self._origin = utc(args.origin)
         self.offset = (self._origin - EPOCH) // _US  # the origin in µs since 1970 (the keys' clocks)
         self.span: int = args.window[1] // _US
-        self._seed: Any = None
-        self._accumulator: Callable[[Any, Any], Any] | None = None
-        self._result_selector: Callable[[Any], Any] | None = None
-        aggregate = args.aggregate
-        if isinstance(aggregate, str):
-            self._kind = _KINDS[aggregate]
-        else:
-            self._kind = _FOLD
-            _, self._seed, self._accumulator, self._result_selector = aggregate
+        self._kind, self._seed, self._accumulator, self._result_selector = self.parts(args.aggregate)
         self.now = 0  # the key's clock (µs since 1970), set by the table before each call
         self._bounds: dict[int, tuple[datetime, datetime]] = {}
 
@@ -159,30 +151,11 @@ class TumblingWindowStep(KeyedStep):
         windows: dict[Any, list[Any]] = state[1]
         record = windows.get(key)  # a key that cannot be hashed raises TypeError here, as the stage's table does
         if record is None:
-            windows[key] = [1, value if kind <= _MAX else self._first(value)]
+            windows[key] = [1, value if kind <= _MAX else self._first(value)]  # (the first four: the value)
         else:
             record[1] = record[1] + value if kind <= _AVERAGE else self._step(record[1], value)
             record[0] += 1
         return state, SKIP
-
-    def _first(self, value: Any) -> Any:
-        if self._kind is _COUNT:
-            return None
-        accumulator = self._accumulator
-        assert accumulator is not None
-        return accumulator(self._seed, value)
-
-    def _step(self, acc: Any, value: Any) -> Any:
-        kind = self._kind
-        if kind is _MIN:
-            return value if value < acc else acc
-        if kind is _MAX:
-            return value if value > acc else acc
-        if kind is _FOLD:
-            accumulator = self._accumulator
-            assert accumulator is not None
-            return accumulator(acc, value)
-        return None
 
     def due(self, state: Any) -> int | None:
         """When the open windows close (µs since 1970), or ``None``."""
@@ -200,19 +173,8 @@ class TumblingWindowStep(KeyedStep):
             bounds = self._bounds[start] = (self._origin + timedelta(microseconds=start),
                                             self._origin + timedelta(microseconds=start + self.span))
         start_at, end_at = bounds
-        kind = self._kind
-        rows = []
-        for key, (count, acc) in state[1].items():
-            if kind is _AVERAGE:
-                value = acc / count
-            elif kind is _COUNT:
-                value = count
-            elif kind is _FOLD and self._result_selector is not None:
-                value = self._result_selector(acc)
-            else:
-                value = acc
-            rows.append((key, start_at, end_at, value))
-        return tuple(rows)
+        result = self._result
+        return tuple([(key, start_at, end_at, result(count, acc)) for key, (count, acc) in state[1].items()])
 
     def complete(self, state: Any) -> tuple[Any, ...]:
         return self.close(state)

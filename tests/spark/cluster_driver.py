@@ -7,6 +7,8 @@ JSON, the rows each run wrote and what the executors imported.
   made, on the cluster), run in the driver's working directory (``in/``, ``out/``, ``ckpt/``);
 * ``stream``: the acceptance query over ``files`` into a file sink, one file per micro-batch;
 * ``batch``: ``run_batch`` of the acceptance query over the first ``files`` until the last event;
+* ``windows``: ``run_batch`` of the README's query (its window path, ``reaqtive.spark.batch_windows``) over the
+  README's input until ``until``;
 * ``kill``: the acceptance query with the crash tests' fault point streamed over ``files``: the executor that
   meets the event named by ``REAQTIVE_TEST_STALL`` (``spark.executorEnv``) hangs there until the test kills its
   worker; Spark runs the lost tasks again on the other executor, from the state the last batch committed.
@@ -24,7 +26,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from reaqtive.spark import run_batch, use_rocksdb
+from reaqtive.spark import read_events, run_batch, use_rocksdb
 from tests.spark import queries
 
 EXECUTOR_DEADLINE = 120.0  # seconds for the executors to register
@@ -81,6 +83,23 @@ def main(argv: list[str]) -> int:
                             value=["kind", "amount", "seq"], until=datetime.fromisoformat(batch["until"]))
         result["batch"] = [[row.key, row.seq, None, row.value, row.error] for row in outputs.collect()]
         timings["batch"] = time.monotonic() - STARTED
+    if "windows" in job:
+        windows = job["windows"]
+        namespace: dict[str, Any] = {}
+        exec(compile(job["readme"].split("\nspark = ")[0], "README.md", "exec"), namespace)  # the query
+        functions = {"no_key": namespace["no_key"], "reading": namespace["reading"]}
+        events = read_events(spark, windows["files"], "sensor string, at timestamp, seq long, reading double",
+                             streaming=False)
+        from reaqtive.spark.batch_windows import plan_windows
+        from reaqtive.spark.host import KeyedQuery
+
+        result["windows_path"] = plan_windows(KeyedQuery.of(namespace["per_sensor"], functions), events,
+                                              key="sensor", time="at", value=None, sequence="seq",
+                                              value_format="json") is not None
+        outputs = run_batch(events, namespace["per_sensor"], key="sensor", time="at", sequence="seq",
+                            until=datetime.fromisoformat(windows["until"]), functions=functions)
+        result["windows"] = [[row.key, row.seq, None, row.value, row.error] for row in outputs.collect()]
+        timings["windows"] = time.monotonic() - STARTED
     if "kill" in job:  # last: a worker is killed while it runs
         kill = job["kill"]
         queries.run_files(spark, Path(kill["files"]), Path(kill["out"]), Path(kill["checkpoint"]), crash=True,

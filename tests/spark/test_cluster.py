@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from reaqtive.spark import final_watermark
 from tests.spark import queries
 from tests.spark.cluster import ROOT, START_DEADLINE, StandaloneCluster, package_zips
 from tests.spark.conftest import PARTIAL_FILES, Acceptance
@@ -81,6 +82,8 @@ def cluster_run(acceptance: Acceptance, cluster: StandaloneCluster, tmp_path_fac
         "batch": {"files": [str(path) for path in first],
                   "until": acceptance.events[PARTIAL_FILES * size - 1][1].isoformat()},
     }
+    last = events[-1][1].floor("us").tz_localize("UTC").to_pydatetime()
+    job["windows"] = {"files": str(readme / "in"), "until": final_watermark(last).isoformat()}
     kill_events = queries.events(KILL_EVENTS, KILL_KEYS, seed=11)
     queries.write_files(root / "kill-in", kill_events, KILL_FILES)
     job["kill"] = {"files": str(root / "kill-in"), "out": str(root / "kill-out"),
@@ -211,6 +214,14 @@ def test_the_acceptance_query_streams_on_the_cluster_as_in_the_engine(
 
 def test_run_batch_on_the_cluster_gives_the_engines_rows(cluster_run: ClusterRun, acceptance: Acceptance) -> None:
     assert queries.sink_values(cluster_run.result["batch"]) == acceptance.partial_expected
+
+
+def test_the_readme_query_in_run_batchs_window_path_on_the_cluster_gives_the_engines_rows(
+        cluster_run: ClusterRun) -> None:
+    """run_batch of the README's query takes the window path (reaqtive.spark.batch_windows) on the executors, and
+    its rows are the engine's."""
+    assert cluster_run.result["windows_path"]
+    assert queries.sink_values(cluster_run.result["windows"]) == cluster_run.readme_expected
 
 
 def test_a_worker_killed_mid_batch_leaves_the_outputs_of_an_uninterrupted_run(cluster_run: ClusterRun) -> None:

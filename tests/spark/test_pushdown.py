@@ -29,7 +29,9 @@ def test_field_getters_name_their_fields_and_nothing_else_does() -> None:
     assert field_names(PAIR) == {"kind", "amount"}
     assert field_names(itemgetter(0)) is None
     assert field_names(repr) is None
-    assert field_names(lambda event: event["kind"]) is None
+    assert field_names(lambda event: event["kind"]) == {"kind"}  # its code is a field getter's (the README's form)
+    assert field_names(lambda event: event.get("kind")) is None
+    assert field_names(lambda event: event["kind"][0]) is None
 
 
 @pytest.mark.parametrize(("query", "expected"), [
