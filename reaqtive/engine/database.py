@@ -126,12 +126,15 @@ __all__ = [
     "IngressRun",
     "MEMORY",
     "MESSAGE_CHARS",
+    "OutputChunk",
     "PackedEntries",
     "Quarantine",
     "TRACEBACK_CHARS",
     "UnknownEngineVersionError",
     "ack_checksum",
+    "array_entries",
     "check_layout",
+    "chunk_outputs",
     "dead_letter_ack_checksum",
     "dead_letter_checksum",
     "dead_letter_id_checksum",
@@ -148,6 +151,11 @@ ENGINE_MIGRATES: Final = (1, 2, 3, 4)
 
 ROW_EVENTS: Final = 1024
 """The most events one ingress row holds (a larger append is split into rows of this many)."""
+
+OutputChunk: TypeAlias = tuple[str, int, int, bytes]
+"""Outputs of one subscription with consecutive numbers, encoded: ``(subscription, first seq, count, entries)``,
+``entries`` the msgpack entries of the ``count`` values one after the other (see
+:meth:`EngineStore.write_output_chunks`)."""
 _ROW_BYTES: Final = 1 << 20  # and rows of large values are cut to about this many payload bytes
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -324,6 +332,12 @@ class IngressRun:
                 times=self.times if at_row == 0 and not micros else None,
             ))
         return events
+
+
+def array_entries(array: bytes, count: int) -> bytes:
+    """The entries of a msgpack array of ``count`` values, without its header (1, 3 or 5 bytes): a list packed
+    in one call is its values' entries, each as packing it alone writes it, after the header."""
+    return array[1 if count < 16 else 3 if count < 0x10000 else 5:]
 
 
 class PackedEntries(Sequence[bytes]):
@@ -1345,29 +1359,44 @@ class EngineStore:
         with self._transaction("writing outputs to the durable sink") as db:
             self._insert_outputs(db, by_subscription, self._acks)
 
+    def write_output_chunks(self, chunks: Iterable[OutputChunk]) -> None:
+        """Store runs of encoded outputs, ``(subscription, first seq, count, entries)`` (``entries``: the
+        ``count`` values' msgpack entries one after the other, as a row holds them), as :meth:`write_outputs`
+        does: what the sink holds already is skipped, consecutive outputs share rows. The engine's durable sink
+        hands its buffer over this way: a run of outputs encoded in one call is joined, not cut and joined."""
+        by_subscription: dict[str, list[OutputChunk]] = {}
+        for chunk in chunks:
+            own = by_subscription.get(chunk[0])
+            if own is None:
+                by_subscription[chunk[0]] = [chunk]
+            else:
+                own.append(chunk)
+        if by_subscription:
+            with self._transaction("writing outputs to the durable sink") as db:
+                self._insert_outputs(db, by_subscription, self._acks)
+
     def _by_subscription(
         self, outputs: Iterable[tuple[str, int, Any]], encoded: bool
-    ) -> dict[str, list[tuple[int, bytes]]]:
+    ) -> dict[str, list[OutputChunk]]:
         encode = self._codec.encode
-        by_subscription: dict[str, list[tuple[int, bytes]]] = {}
+        by_subscription: dict[str, list[OutputChunk]] = {}
         for subscription, seq, value in outputs:
             payload = value if encoded else encode(value)
-            by_subscription.setdefault(subscription, []).append((seq, payload))
+            by_subscription.setdefault(subscription, []).append((subscription, seq, 1, payload))
         return by_subscription
 
-    def _insert_outputs(self, db: Any, by_subscription: dict[str, list[tuple[int, bytes]]],
+    def _insert_outputs(self, db: Any, by_subscription: dict[str, list[OutputChunk]],
                         acks: dict[str, int]) -> None:
         """Insert the rows of the outputs above what the sink holds (``db``: the engine's connection, or the
         checkpoint store's inside its commit)."""
         rows = []
-        for subscription, entries in by_subscription.items():
+        for subscription, chunks in by_subscription.items():
             top = self._one(db, "SELECT MAX(seq) FROM reaqtive_egress WHERE subscription = ?",
                             (subscription,))[0]
             # Acknowledged outputs may have been trimmed: a replay must not write them again. (A damaged
             # acknowledgement guards nothing: its subscription fails recovery and does not run.)
             highest = max(top if type(top) is int else -1, acks.get(subscription, -1))
-            entries.sort(key=_first)
-            rows.extend(_egress_rows(subscription, entries, highest))
+            rows.extend(_chunk_rows(subscription, chunks, highest))
         self._many(db, _INSERT_OUTPUTS, rows)
 
     def commit_with_outputs(
@@ -1810,6 +1839,59 @@ EGRESS_ROW_OUTPUTS: Final = 1024
 
 def _first(entry: tuple[int, bytes]) -> int:
     return entry[0]
+
+
+def _chunk_rows(subscription: str, chunks: list[OutputChunk], highest: int) -> list[tuple[Any, ...]]:
+    """Rows of the durable sink for a subscription's chunks of outputs (see
+    :meth:`EngineStore.write_output_chunks`) above ``highest`` (what the sink holds). Chunks in order, each
+    after the one before and above ``highest`` (the engine's usual case) are joined, up to a row's
+    :data:`EGRESS_ROW_OUTPUTS` outputs each, without cutting their entries apart; otherwise (a replay, outputs
+    buffered again after a restart of the subscription, a chunk larger than a row) they are cut into single
+    outputs, sorted and cut into rows as :func:`_egress_rows` does."""
+    limit = EGRESS_ROW_OUTPUTS
+    rows: list[tuple[Any, ...]] = []
+    parts: list[bytes] = []
+    held = 0
+    last = highest
+    for _, first, count, entries in chunks:
+        if first <= last or count > limit:
+            return _egress_rows(subscription, _single_outputs(chunks), highest)
+        if parts and (first != last + 1 or held + count > limit):
+            rows.append(_joined_row(subscription, last, held, parts))
+            parts = []
+            held = 0
+        parts.append(entries)
+        held += count
+        last = first + count - 1
+    if parts:
+        rows.append(_joined_row(subscription, last, held, parts))
+    return rows
+
+
+def _joined_row(subscription: str, last: int, count: int, parts: list[bytes]) -> tuple[Any, ...]:
+    payload = parts[0] if len(parts) == 1 else b"".join(parts)
+    return (subscription, last, count, payload, egress_checksum(subscription, last, count, payload))
+
+
+def _single_outputs(chunks: list[OutputChunk]) -> list[tuple[int, bytes]]:
+    """Each output of ``chunks`` as ``(seq, entry)``, sorted by ``seq`` (stable: of two copies the first stays
+    first)."""
+    entries: list[tuple[int, bytes]] = []
+    for chunk in chunks:
+        entries.extend((seq, entry) for _, seq, entry in chunk_outputs(chunk))
+    entries.sort(key=_first)
+    return entries
+
+
+def chunk_outputs(chunk: OutputChunk) -> list[tuple[str, int, bytes]]:
+    """The outputs of a chunk (see :data:`OutputChunk`) one by one: ``(subscription, seq, entry)``."""
+    subscription, first, count, payload = chunk
+    if count == 1:
+        return [(subscription, first, payload)]
+    pieces = _split_entries(payload)
+    if pieces is None or len(pieces) != count:
+        raise ValueError(f"{subscription}: a chunk of {count} outputs from #{first} does not hold {count} entries")
+    return [(subscription, seq, entry) for seq, entry in zip(range(first, first + count), pieces, strict=True)]
 
 
 def _egress_rows(subscription: str, entries: list[tuple[int, bytes]], highest: int) -> list[tuple[Any, ...]]:
