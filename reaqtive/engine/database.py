@@ -288,6 +288,8 @@ class IngressRun:
     payload: object = field(default=None, repr=False, compare=False)
     times: object = field(default=None, repr=False, compare=False)
     offset: int = field(default=0, repr=False, compare=False)
+    ordered: bool = field(default=False, repr=False, compare=False)
+    """Whether ``micros`` are in order (each at or after the one before): the latest of a slice is its last."""
 
     def after(self, taken: int) -> IngressRun | None:
         """The run without its first ``taken`` events (``None`` for a damaged run: it is read again whole)."""
@@ -515,16 +517,24 @@ def pack_times(micros: Sequence[int]) -> bytes:
 def unpack_times(times: object, count: int) -> list[int]:
     """The times of a ``times`` column (see :func:`pack_times`), checked: ``count`` integers within the range
     of ``datetime``. Raises ``ValueError`` for anything else."""
+    return unpack_times_in_order(times, count)[0]
+
+
+def unpack_times_in_order(times: object, count: int) -> tuple[list[int], bool]:
+    """:func:`unpack_times`, and whether the times are in order (none before the one before it, and the first
+    not before the epoch: the differences the column holds are all >= 0), so that a reader finds the latest
+    of any slice at its end."""
     micros, deltas = _times_and_deltas(times, count)
-    # Times in order (no difference below 0: stamped now, or dated in order) have their extremes at the two ends:
-    # one pass over the small differences instead of two over the times.
-    if len(deltas) == 1 or min(deltas[1:]) >= 0:
+    # Times in order (stamped now, or dated in order) have their extremes at the two ends: one pass over the
+    # small differences instead of two over the times.
+    ordered = min(deltas) >= 0
+    if ordered:
         low, high = micros[0], micros[-1]
     else:
         low, high = min(micros), max(micros)
     if low < _MIN_MICROS or high > _MAX_MICROS:
         raise ValueError("times out of the range of datetime")
-    return micros
+    return micros, ordered
 
 
 def _times(times: object, count: object) -> list[int]:
@@ -969,7 +979,7 @@ class EngineStore:
                 if skip >= count:
                     continue  # wholly at or before after_pos
                 try:
-                    micros = unpack_times(times, count)
+                    micros, ordered = unpack_times_in_order(times, count)
                     values = decode_run(payload, count)  # one call for the row; None: decode_entries says why
                     if values is None:
                         values = decode(payload, f"ingress {stream}#{seq}")
@@ -982,7 +992,7 @@ class EngineStore:
                     if skip:
                         micros, values = micros[skip:], values[skip:]
                     append(IngressRun(pos + skip, stream, seq + skip, count - skip, micros, values, None, payload,
-                                      times, skip))
+                                      times, skip, ordered))
                     continue
             else:
                 damage = _DAMAGED

@@ -423,7 +423,10 @@ class Delivery(EngineRoom):
         bounds = self._event_times
         if bounds.allowed_lateness is not None:
             return False
-        return not (bounds.max_ahead is not None and max(run.micros[:count]) > to_micros(wall))
+        if bounds.max_ahead is None:
+            return True
+        latest = run.micros[count - 1] if run.ordered else max(run.micros[:count])
+        return latest <= to_micros(wall)
 
     def _deliver_one_by_one(self, run: IngressRun, wall: datetime, count: int) -> int:
         lock = self._lock
@@ -456,7 +459,8 @@ class Delivery(EngineRoom):
         lock = self._lock
         self._clock_started = True
         self._positions.expected[stream] = seq0 + end
-        whole = None if to_ticks is not None else LogRun(values, micros, pos0, end, timeline, cursor)
+        whole = None if to_ticks is not None else LogRun(values, micros, pos0, end, timeline, cursor,
+                                                                  ordered=run.ordered)
         known: tuple[Any, ...] = ()
         sole: StreamReader[Any] | None = None
         hand: Callable[[Envelope], None] = subject.on_next

@@ -393,7 +393,9 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         ticks = run.ticks
         due = timeline.queue.next_due
         stop = run.end
-        if due <= max(ticks[start:stop]):  # a timer is due before one of them: the events up to it go first
+        ordered = run.ordered
+        if due <= (ticks[stop - 1] if ordered else max(ticks[start:stop])):
+            # A timer is due before one of them: the events up to it go first.
             stop = next(i for i in range(start, stop) if ticks[i] >= due)
             if stop == start:
                 return start
@@ -412,7 +414,7 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
             egress.end_run()
         if reached > start:
             self._watermark = pos0 + reached - 1
-            latest = max(ticks[start:reached])
+            latest = ticks[reached - 1] if ordered else max(ticks[start:reached])
             timeline.clock = max(timeline.clock, latest)
         return reached
 
@@ -447,14 +449,16 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
 class LogRun:
     """A run of one stream's logged events as the engine's delivery loop hands it to the stream's only reader
     (:meth:`StreamReader.read_run`): the values, their ticks, the log position of the first, where the run ends,
-    the timeline whose clock they move and the loop's cursor."""
+    the timeline whose clock they move and the loop's cursor. ``ordered``: the ticks are in order (the latest
+    of a slice is its last)."""
 
-    __slots__ = ("cursor", "end", "pos0", "ticks", "timeline", "values")
+    __slots__ = ("cursor", "end", "ordered", "pos0", "ticks", "timeline", "values")
 
     def __init__(  # noqa: PLR0917  (made once per slice of a run)
         self, values: Sequence[Any], ticks: Sequence[int], pos0: int, end: int, timeline: Timeline,
-        cursor: LogCursor,
+        cursor: LogCursor, *, ordered: bool = False,
     ) -> None:
+        self.ordered = ordered
         self.values = values
         self.ticks = ticks
         self.pos0 = pos0
