@@ -66,6 +66,11 @@ class Delivery(EngineRoom):
         :class:`~reaqtive.engine.engine_errors.SchemaValidationError` naming the event's index and the fields);
         those dated too far ahead go to the dead letters, numbered (see :meth:`append` for when they are
         durable). On a typed stream the validated form of each value is what is stored."""
+        first, count = self._append_events(stream, events)
+        return list(range(first, first + count))
+
+    def _append_events(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> tuple[int, int]:
+        """:meth:`append_many`: the first sequence number given and how many events were appended."""
         # Without the engine's lock: reading the stream's record is one dict lookup (records are replaced, never
         # changed in place), and the commit ran outside the lock before too, so a delete between the check and the
         # commit was possible either way (its events are then dead letters). Waiting for the processing slice at
@@ -96,7 +101,7 @@ class Delivery(EngineRoom):
         if batch.reasons is not None:
             with self._lock:  # the delivery must know these numbers are taken, not missing
                 self._quarantine.add_appended(stream, first, batch.reasons)
-        return list(range(first, first + count))
+        return first, count
 
     def extend(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> int:
         """Append ``(value, time)`` events from any iterable (a generator, a file being read), in transactions
@@ -107,7 +112,7 @@ class Delivery(EngineRoom):
         appended = 0
         for chunk in chunks(events):
             try:
-                appended += len(self.append_many(stream, chunk))
+                appended += self._append_events(stream, chunk)[1]
             except SchemaValidationError as error:
                 if not appended:
                     raise
