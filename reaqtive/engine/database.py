@@ -127,6 +127,7 @@ __all__ = [
     "MEMORY",
     "MESSAGE_CHARS",
     "OutputChunk",
+    "OutputChunks",
     "PackedEntries",
     "Quarantine",
     "TRACEBACK_CHARS",
@@ -154,8 +155,15 @@ ROW_EVENTS: Final = 1024
 
 OutputChunk: TypeAlias = tuple[str, int, int, bytes]
 """Outputs of one subscription with consecutive numbers, encoded: ``(subscription, first seq, count, entries)``,
-``entries`` the msgpack entries of the ``count`` values one after the other (see
-:meth:`EngineStore.write_output_chunks`)."""
+``entries`` the msgpack entries of the ``count`` values one after the other (see :class:`OutputChunks`)."""
+
+
+class OutputChunks(list[OutputChunk]):
+    """Outputs encoded in chunks (:data:`OutputChunk`), as the engine's durable sink buffers them:
+    :meth:`EngineStore.write_outputs` takes them as they are, joining a subscription's consecutive chunks into rows
+    instead of cutting them into single outputs."""
+
+    __slots__ = ()
 _ROW_BYTES: Final = 1 << 20  # and rows of large values are cut to about this many payload bytes
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -1356,34 +1364,23 @@ class EngineStore:
 
     # -- egress ------------------------------------------------------------------------------------------------
 
-    def write_outputs(self, outputs: Sequence[tuple[str, int, Any]], *, encoded: bool = False) -> None:
+    def write_outputs(self, outputs: Sequence[tuple[str, int, Any]] | OutputChunks, *, encoded: bool = False) -> None:
         """Store ``(subscription, seq, value)`` outputs, ignoring those at or below what the sink already holds
         for their subscription (replayed outputs): the sink of a subscription only grows at its end.
         ``encoded``: the values are payloads the codec already encoded (``bytes``, one value each).
+        :class:`OutputChunks` (the engine's buffer) are taken as they are, ``encoded`` or not.
 
         Consecutive outputs of a subscription share a row (up to :data:`EGRESS_ROW_OUTPUTS`): their payloads
-        concatenated, one checksum, one insert — the per-output cost of the sink is an encode and a join."""
+        concatenated, one checksum, one insert — the per-output cost of the sink is an encode and a join (a
+        chunk's outputs are joined already)."""
         if not outputs:
             return
-        by_subscription = self._by_subscription(outputs, encoded)
+        if type(outputs) is OutputChunks:
+            by_subscription = _chunks_by_subscription(outputs)
+        else:
+            by_subscription = self._by_subscription(outputs, encoded)  # type: ignore[arg-type]
         with self._transaction("writing outputs to the durable sink") as db:
             self._insert_outputs(db, by_subscription, self._acks)
-
-    def write_output_chunks(self, chunks: Iterable[OutputChunk]) -> None:
-        """Store runs of encoded outputs, ``(subscription, first seq, count, entries)`` (``entries``: the
-        ``count`` values' msgpack entries one after the other, as a row holds them), as :meth:`write_outputs`
-        does: what the sink holds already is skipped, consecutive outputs share rows. The engine's durable sink
-        hands its buffer over this way: a run of outputs encoded in one call is joined, not cut and joined."""
-        by_subscription: dict[str, list[OutputChunk]] = {}
-        for chunk in chunks:
-            own = by_subscription.get(chunk[0])
-            if own is None:
-                by_subscription[chunk[0]] = [chunk]
-            else:
-                own.append(chunk)
-        if by_subscription:
-            with self._transaction("writing outputs to the durable sink") as db:
-                self._insert_outputs(db, by_subscription, self._acks)
 
     def _by_subscription(
         self, outputs: Iterable[tuple[str, int, Any]], encoded: bool
@@ -1851,9 +1848,20 @@ def _first(entry: tuple[int, bytes]) -> int:
     return entry[0]
 
 
+def _chunks_by_subscription(chunks: OutputChunks) -> dict[str, list[OutputChunk]]:
+    by_subscription: dict[str, list[OutputChunk]] = {}
+    for chunk in chunks:
+        own = by_subscription.get(chunk[0])
+        if own is None:
+            by_subscription[chunk[0]] = [chunk]
+        else:
+            own.append(chunk)
+    return by_subscription
+
+
 def _chunk_rows(subscription: str, chunks: list[OutputChunk], highest: int) -> list[tuple[Any, ...]]:
-    """Rows of the durable sink for a subscription's chunks of outputs (see
-    :meth:`EngineStore.write_output_chunks`) above ``highest`` (what the sink holds). Chunks in order, each
+    """Rows of the durable sink for a subscription's chunks of outputs (see :class:`OutputChunks`) above
+    ``highest`` (what the sink holds). Chunks in order, each
     after the one before and above ``highest`` (the engine's usual case) are joined, up to a row's
     :data:`EGRESS_ROW_OUTPUTS` outputs each, without cutting their entries apart; otherwise (a replay, outputs
     buffered again after a restart of the subscription, a chunk larger than a row) they are cut into single

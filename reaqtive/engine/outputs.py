@@ -28,7 +28,7 @@ from itertools import repeat
 from typing import Any, Final
 
 from reaqtive.engine.counters import OutputCounter
-from reaqtive.engine.database import EngineStore, OutputChunk, array_entries, chunk_outputs
+from reaqtive.engine.database import EngineStore, OutputChunks, array_entries, chunk_outputs
 from reaqtive.engine.egress import Output, OutputWriter
 from reaqtive.engine.engine_errors import OutputDivergenceError, UnstorableOutputError
 from reaqtive.engine.outbox import GaveUp, Outbox, Outboxes
@@ -59,7 +59,7 @@ class SinkBuffer:
     __slots__ = ("chunks", "count")
 
     def __init__(self) -> None:
-        self.chunks: list[OutputChunk] = []
+        self.chunks = OutputChunks()
         self.count = 0
 
     def __len__(self) -> int:
@@ -180,7 +180,7 @@ class Outputs:
         if self.buffer:
             if self.replayed_upto:
                 self._check_replayed()
-            self._store.write_output_chunks(self.buffer.chunks)
+            self._store.write_outputs(self.buffer.chunks, encoded=True)
             self.buffer.clear()
             # Consumers wait on it: a checkpoint inside process() may write a batch's outputs before the batch's
             # end looks at the buffer, which is then empty.

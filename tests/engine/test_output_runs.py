@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from reaqtive import Query
 from reaqtive.engine import DURABLE_SINK, Engine, FunctionRegistry, UnstorableOutputError
 from reaqtive.engine import database as engine_store
-from reaqtive.engine.database import MEMORY, EngineStore, OutputChunk, array_entries, chunk_outputs
+from reaqtive.engine.database import MEMORY, EngineStore, OutputChunk, OutputChunks, array_entries, chunk_outputs
 from reaqtive.state import DEFAULT_CODEC
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -58,7 +58,7 @@ def test_chunks_store_what_the_same_outputs_one_by_one_store(
         for store in (one_by_one, chunked):
             store.write_outputs([(s, seq, "held") for s in ("q", "p") for seq in range(held + 1)])
         one_by_one.write_outputs(singles)
-        chunked.write_output_chunks(chunks)
+        chunked.write_outputs(OutputChunks(chunks), encoded=True)
         for subscription in ("q", "p"):
             assert chunked.read_outputs(subscription) == one_by_one.read_outputs(subscription)
             assert chunked.read_outputs(subscription, after=held + 2, limit=3) == \
