@@ -2,7 +2,7 @@
 reaqtive's library and engine, on Bytewax 0.21 and on RxPY, measured in one run, one table.
 
 Run: .venv/bin/python bench/peers.py [--events N] [--engine-events E] [--rounds K] [--only a,b] [--no-subprocess]
-[--bytewax-recovery]
+[--bytewax-recovery] [--cpu-time]
 
 The peers are optional (``pip install -e .[peers]``), never dependencies of reaqtive: a column whose package is
 missing says so. Workloads (``bench/_workloads.py``): (a) ``map(x*2) -> filter(x%3==0) -> scan(sum)``,
@@ -30,12 +30,13 @@ Columns (each checks its output count against the workload's, so a wrong result 
   partition, an epoch, i.e. a snapshot, every 0.5 s like the engine's checkpoints).
 * ``RxPY``: ``bench/operators.py``'s ``reactivex`` pipelines (no state to save: the fast and forgetful floor).
 
-Measurement: K rounds; in each, every workload runs every variant once, round robin (the variant order rotated
-per round) so that drift of the machine hits all alike; each measurement in a fresh process (this script, run by
-the same interpreter with ``--child``, printing its seconds). Cells are the median. The engine columns run
-``--engine-events`` events (default 200,000: the engine runs at ~50-100k events/s today, and 1,000,000 events x 5
-rounds x 3 workloads of it would take many minutes; the default run takes 3-5 minutes on 2 cores); rates compare
-as events per second.
+Measurement (wall time, or with ``--cpu-time`` each measuring process's CPU time: on a shared machine other
+processes' load then slows a column less, caches still suffer): K rounds; in each, every workload runs every
+variant once, round robin (the variant order rotated per round) so that drift of the machine hits all alike; each
+measurement in a fresh process (this script, run by the same interpreter with ``--child``, printing its seconds).
+Cells are the median. The engine columns run ``--engine-events`` events (default 200,000: 1,000,000 events x 5
+rounds x 3 workloads of the end-to-end column would take many minutes; the default run takes 3-5 minutes on 2
+cores); rates compare as events per second.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ STREAM = "s"
 SUBSCRIPTION = "q"
 CHUNK = 1_000  # events per append in the end-to-end run (and Bytewax's batch size)
 CHECKPOINT_SECONDS = 0.5
+CLOCK: Callable[[], float] = time.perf_counter
+"""What a measurement's seconds are read from: wall time, or (``--cpu-time``) the measuring process's CPU time."""
 INSTALL_HINT = "not installed (pip install -e .[peers])"
 
 
@@ -96,16 +99,16 @@ def installed(package: str | None) -> bool:
 
 def run_callbacks(workload: Workload, n: int) -> tuple[float, int]:
     sink = CountingSink()
-    started = time.perf_counter()
+    started = CLOCK()
     workload.loop_callbacks(n, sink)
-    return time.perf_counter() - started, sink.count
+    return CLOCK() - started, sink.count
 
 
 def run_library(workload: Workload, n: int) -> tuple[float, int]:
     sink = CountingSink()
-    started = time.perf_counter()
+    started = CLOCK()
     workload.query(n).run(sink)
-    return time.perf_counter() - started, sink.count
+    return CLOCK() - started, sink.count
 
 
 def open_engine(workload: Workload, folder: Path) -> Engine:
@@ -128,9 +131,9 @@ def run_engine_process(workload: Workload, n: int) -> tuple[float, int]:
     with tempfile.TemporaryDirectory(prefix="reaqtive-peers-") as folder, open_engine(workload, Path(folder)) as engine:
         for start in range(0, n, 10_000):
             engine.append_many(STREAM, events(start, min(n, start + 10_000)))
-        started = time.perf_counter()
+        started = CLOCK()
         delivered = engine.process()
-        seconds = time.perf_counter() - started
+        seconds = CLOCK() - started
         if delivered != n:
             raise AssertionError(f"process() delivered {delivered} events, expected {n}")
         return seconds, len(engine.outputs(SUBSCRIPTION))
@@ -142,15 +145,15 @@ def run_engine_end_to_end(workload: Workload, n: int) -> tuple[float, int]:
         # The input exists before the clock starts, as Bytewax's range(n) does: building a datetime per event is
         # the bench's work, not the engine's.
         chunks = [events(start, min(n, start + CHUNK)) for start in range(0, n, CHUNK)]
-        started = last_checkpoint = time.perf_counter()
+        started = last_checkpoint = CLOCK()
         for chunk in chunks:
             extend(STREAM, chunk)
             engine.process()
-            if time.perf_counter() - last_checkpoint >= CHECKPOINT_SECONDS:
+            if CLOCK() - last_checkpoint >= CHECKPOINT_SECONDS:
                 engine.checkpoint()
-                last_checkpoint = time.perf_counter()  # 0.5 s of processing between checkpoints, not of wall time
+                last_checkpoint = CLOCK()  # 0.5 s of processing between checkpoints, not of wall time
         engine.checkpoint()
-        seconds = time.perf_counter() - started
+        seconds = CLOCK() - started
         return seconds, len(engine.outputs(SUBSCRIPTION))
 
 
@@ -160,9 +163,9 @@ def run_rxpy(workload: Workload, n: int) -> tuple[float, int]:
     import reactivex  # noqa: F401  imported before the clock starts
 
     sink = CountingSink()
-    started = time.perf_counter()
+    started = CLOCK()
     workload.rxpy(n, sink)
-    return time.perf_counter() - started, sink.count
+    return CLOCK() - started, sink.count
 
 
 ONE_KEY = "all"
@@ -231,9 +234,9 @@ def run_bytewax(workload: Workload, n: int, recovery: bool = False) -> tuple[flo
             init_db_dir(Path(folder), 1)  # one partition: one worker
             options = {"epoch_interval": timedelta(seconds=CHECKPOINT_SECONDS),
                        "recovery_config": RecoveryConfig(Path(folder))}
-        started = time.perf_counter()
+        started = CLOCK()
         run_main(flow, **options)
-        return time.perf_counter() - started, counter[0]
+        return CLOCK() - started, counter[0]
 
 
 RUNNERS: dict[str, Callable[[Workload, int], tuple[float, int]]] = {
@@ -261,7 +264,7 @@ def measure_in_child(variant: str, workload_key: str, n: int) -> float:
     """Seconds of one run in a fresh process of the same interpreter (no warm caches, no frozen gc, no leftovers
     of the other variants)."""
     command = [sys.executable, str(Path(__file__).resolve()), "--child", f"{variant}:{workload_key}",
-               "--events", str(n)]
+               "--events", str(n), *(["--cpu-time"] if CLOCK is time.process_time else [])]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{variant} on ({workload_key}) failed (exit {done.returncode}):\n{done.stderr}")
@@ -303,7 +306,7 @@ def report(workloads: list[Workload], variants: list[Variant], missing: list[Var
             f"| x{cb / e2e:.2f} |")
 
     say("")
-    say("issue 15 targets: process() within 1.5x of library run(); end to end >= 2x Bytewax; "
+    say("targets (issues 15, 31): process() within 1.5x of library run(); end to end >= 2x Bytewax; "
         "library (a) within 1.5x of loop + callbacks")
     has_bytewax = any(v.key == "bytewax" for v in variants)
     for w in workloads:
@@ -335,8 +338,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "freeze and the other variants' garbage then colour the figures)")
     parser.add_argument("--bytewax-recovery", action="store_true",
                         help="also run Bytewax with SQLite recovery on (a snapshot every 0.5 s)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="measure each run's CPU time instead of wall time (on a shared machine, other processes' "
+                             "load then slows it less)")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # VARIANT:WORKLOAD, one run, prints its seconds
     args = parser.parse_args(argv)
+    global CLOCK  # noqa: PLW0603  (the measurements' clock, set once from the command line)
+    if args.cpu_time:
+        CLOCK = time.process_time
 
     if args.child:
         variant, workload_key = args.child.split(":")
@@ -360,7 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"reaqtive beside its peers: Python {sys.version.split()[0]}" + (f", {versions}" if versions else ""))
     say(f"{args.events:,} ints per run ({args.engine_events:,} for the two engine columns; rates compare as "
         f"events/s), median of {args.rounds} interleaved rounds, "
-        + ("in this process (--no-subprocess)" if args.no_subprocess else "each measurement in a fresh process"))
+        + ("in this process (--no-subprocess)" if args.no_subprocess else "each measurement in a fresh process")
+        + (", CPU time (--cpu-time)" if args.cpu_time else ""))
 
     size = {v.key: args.engine_events if v.engine else args.events for v in variants}
     seconds: dict[tuple[str, str], list[float]] = {(w.key, v.key): [] for w in workloads for v in variants}

@@ -127,12 +127,16 @@ __all__ = [
     "IngressRun",
     "MEMORY",
     "MESSAGE_CHARS",
+    "OutputChunk",
+    "OutputChunks",
     "PackedEntries",
     "Quarantine",
     "TRACEBACK_CHARS",
     "UnknownEngineVersionError",
     "ack_checksum",
+    "array_entries",
     "check_layout",
+    "chunk_outputs",
     "dead_letter_ack_checksum",
     "dead_letter_checksum",
     "dead_letter_id_checksum",
@@ -149,6 +153,18 @@ ENGINE_MIGRATES: Final = (1, 2, 3, 4)
 
 ROW_EVENTS: Final = 1024
 """The most events one ingress row holds (a larger append is split into rows of this many)."""
+
+OutputChunk: TypeAlias = tuple[str, int, int, bytes]
+"""Outputs of one subscription with consecutive numbers, encoded: ``(subscription, first seq, count, entries)``,
+``entries`` the msgpack entries of the ``count`` values one after the other (see :class:`OutputChunks`)."""
+
+
+class OutputChunks(list[OutputChunk]):
+    """Outputs encoded in chunks (:data:`OutputChunk`), as the engine's durable sink buffers them:
+    :meth:`EngineStore.write_outputs` takes them as they are, joining a subscription's consecutive chunks into rows
+    instead of cutting them into single outputs."""
+
+    __slots__ = ()
 _ROW_BYTES: Final = 1 << 20  # and rows of large values are cut to about this many payload bytes
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
@@ -281,6 +297,8 @@ class IngressRun:
     payload: object = field(default=None, repr=False, compare=False)
     times: object = field(default=None, repr=False, compare=False)
     offset: int = field(default=0, repr=False, compare=False)
+    ordered: bool = field(default=False, repr=False, compare=False)
+    """Whether ``micros`` are in order (each at or after the one before): the latest of a slice is its last."""
 
     def after(self, taken: int) -> IngressRun | None:
         """The run without its first ``taken`` events (``None`` for a damaged run: it is read again whole)."""
@@ -325,6 +343,12 @@ class IngressRun:
                 times=self.times if at_row == 0 and not micros else None,
             ))
         return events
+
+
+def array_entries(array: bytes, count: int) -> bytes:
+    """The entries of a msgpack array of ``count`` values, without its header (1, 3 or 5 bytes): a list packed
+    in one call is its values' entries, each as packing it alone writes it, after the header."""
+    return array[1 if count < 16 else 3 if count < 0x10000 else 5:]
 
 
 class PackedEntries(Sequence[bytes]):
@@ -502,16 +526,24 @@ def pack_times(micros: Sequence[int]) -> bytes:
 def unpack_times(times: object, count: int) -> list[int]:
     """The times of a ``times`` column (see :func:`pack_times`), checked: ``count`` integers within the range
     of ``datetime``. Raises ``ValueError`` for anything else."""
+    return unpack_times_in_order(times, count)[0]
+
+
+def unpack_times_in_order(times: object, count: int) -> tuple[list[int], bool]:
+    """:func:`unpack_times`, and whether the times are in order (none before the one before it, and the first
+    not before the epoch: the differences the column holds are all >= 0), so that a reader finds the latest
+    of any slice at its end."""
     micros, deltas = _times_and_deltas(times, count)
-    # Times in order (no difference below 0: stamped now, or dated in order) have their extremes at the two ends:
-    # one pass over the small differences instead of two over the times.
-    if len(deltas) == 1 or min(deltas[1:]) >= 0:
+    # Times in order (stamped now, or dated in order) have their extremes at the two ends: one pass over the
+    # small differences instead of two over the times.
+    ordered = min(deltas) >= 0
+    if ordered:
         low, high = micros[0], micros[-1]
     else:
         low, high = min(micros), max(micros)
     if low < _MIN_MICROS or high > _MAX_MICROS:
         raise ValueError("times out of the range of datetime")
-    return micros
+    return micros, ordered
 
 
 def _times(times: object, count: object) -> list[int]:
@@ -956,7 +988,7 @@ class EngineStore:
                 if skip >= count:
                     continue  # wholly at or before after_pos
                 try:
-                    micros = unpack_times(times, count)
+                    micros, ordered = unpack_times_in_order(times, count)
                     values = decode_run(payload, count)  # one call for the row; None: decode_entries says why
                     if values is None:
                         values = decode(payload, f"ingress {stream}#{seq}")
@@ -969,7 +1001,7 @@ class EngineStore:
                     if skip:
                         micros, values = micros[skip:], values[skip:]
                     append(IngressRun(pos + skip, stream, seq + skip, count - skip, micros, values, None, payload,
-                                      times, skip))
+                                      times, skip, ordered))
                     continue
             else:
                 damage = _DAMAGED
@@ -1333,42 +1365,46 @@ class EngineStore:
 
     # -- egress ------------------------------------------------------------------------------------------------
 
-    def write_outputs(self, outputs: Sequence[tuple[str, int, Any]], *, encoded: bool = False) -> None:
+    def write_outputs(self, outputs: Sequence[tuple[str, int, Any]] | OutputChunks, *, encoded: bool = False) -> None:
         """Store ``(subscription, seq, value)`` outputs, ignoring those at or below what the sink already holds
         for their subscription (replayed outputs): the sink of a subscription only grows at its end.
         ``encoded``: the values are payloads the codec already encoded (``bytes``, one value each).
+        :class:`OutputChunks` (the engine's buffer) are taken as they are, ``encoded`` or not.
 
         Consecutive outputs of a subscription share a row (up to :data:`EGRESS_ROW_OUTPUTS`): their payloads
-        concatenated, one checksum, one insert — the per-output cost of the sink is an encode and a join."""
+        concatenated, one checksum, one insert — the per-output cost of the sink is an encode and a join (a
+        chunk's outputs are joined already)."""
         if not outputs:
             return
-        by_subscription = self._by_subscription(outputs, encoded)
+        if type(outputs) is OutputChunks:
+            by_subscription = _chunks_by_subscription(outputs)
+        else:
+            by_subscription = self._by_subscription(outputs, encoded)  # type: ignore[arg-type]
         with self._transaction("writing outputs to the durable sink") as db:
             self._insert_outputs(db, by_subscription, self._acks)
 
     def _by_subscription(
         self, outputs: Iterable[tuple[str, int, Any]], encoded: bool
-    ) -> dict[str, list[tuple[int, bytes]]]:
+    ) -> dict[str, list[OutputChunk]]:
         encode = self._codec.encode
-        by_subscription: dict[str, list[tuple[int, bytes]]] = {}
+        by_subscription: dict[str, list[OutputChunk]] = {}
         for subscription, seq, value in outputs:
             payload = value if encoded else encode(value)
-            by_subscription.setdefault(subscription, []).append((seq, payload))
+            by_subscription.setdefault(subscription, []).append((subscription, seq, 1, payload))
         return by_subscription
 
-    def _insert_outputs(self, db: Any, by_subscription: dict[str, list[tuple[int, bytes]]],
+    def _insert_outputs(self, db: Any, by_subscription: dict[str, list[OutputChunk]],
                         acks: dict[str, int]) -> None:
         """Insert the rows of the outputs above what the sink holds (``db``: the engine's connection, or the
         checkpoint store's inside its commit)."""
         rows = []
-        for subscription, entries in by_subscription.items():
+        for subscription, chunks in by_subscription.items():
             top = self._one(db, "SELECT MAX(seq) FROM reaqtive_egress WHERE subscription = ?",
                             (subscription,))[0]
             # Acknowledged outputs may have been trimmed: a replay must not write them again. (A damaged
             # acknowledgement guards nothing: its subscription fails recovery and does not run.)
             highest = max(top if type(top) is int else -1, acks.get(subscription, -1))
-            entries.sort(key=_first)
-            rows.extend(_egress_rows(subscription, entries, highest))
+            rows.extend(_chunk_rows(subscription, chunks, highest))
         self._many(db, _INSERT_OUTPUTS, rows)
 
     def outputs_in_commit(self, transaction: CheckpointTransaction, outputs: Sequence[tuple[str, int, Any]]) -> None:
@@ -1820,6 +1856,70 @@ EGRESS_ROW_OUTPUTS: Final = 1024
 
 def _first(entry: tuple[int, bytes]) -> int:
     return entry[0]
+
+
+def _chunks_by_subscription(chunks: OutputChunks) -> dict[str, list[OutputChunk]]:
+    by_subscription: dict[str, list[OutputChunk]] = {}
+    for chunk in chunks:
+        own = by_subscription.get(chunk[0])
+        if own is None:
+            by_subscription[chunk[0]] = [chunk]
+        else:
+            own.append(chunk)
+    return by_subscription
+
+
+def _chunk_rows(subscription: str, chunks: list[OutputChunk], highest: int) -> list[tuple[Any, ...]]:
+    """Rows of the durable sink for a subscription's chunks of outputs (see :class:`OutputChunks`) above
+    ``highest`` (what the sink holds). Chunks in order, each
+    after the one before and above ``highest`` (the engine's usual case) are joined, up to a row's
+    :data:`EGRESS_ROW_OUTPUTS` outputs each, without cutting their entries apart; otherwise (a replay, outputs
+    buffered again after a restart of the subscription, a chunk larger than a row) they are cut into single
+    outputs, sorted and cut into rows as :func:`_egress_rows` does."""
+    limit = EGRESS_ROW_OUTPUTS
+    rows: list[tuple[Any, ...]] = []
+    parts: list[bytes] = []
+    held = 0
+    last = highest
+    for _, first, count, entries in chunks:
+        if first <= last or count > limit:
+            return _egress_rows(subscription, _single_outputs(chunks), highest)
+        if parts and (first != last + 1 or held + count > limit):
+            rows.append(_joined_row(subscription, last, held, parts))
+            parts = []
+            held = 0
+        parts.append(entries)
+        held += count
+        last = first + count - 1
+    if parts:
+        rows.append(_joined_row(subscription, last, held, parts))
+    return rows
+
+
+def _joined_row(subscription: str, last: int, count: int, parts: list[bytes]) -> tuple[Any, ...]:
+    payload = parts[0] if len(parts) == 1 else b"".join(parts)
+    return (subscription, last, count, payload, egress_checksum(subscription, last, count, payload))
+
+
+def _single_outputs(chunks: list[OutputChunk]) -> list[tuple[int, bytes]]:
+    """Each output of ``chunks`` as ``(seq, entry)``, sorted by ``seq`` (stable: of two copies the first stays
+    first)."""
+    entries: list[tuple[int, bytes]] = []
+    for chunk in chunks:
+        entries.extend((seq, entry) for _, seq, entry in chunk_outputs(chunk))
+    entries.sort(key=_first)
+    return entries
+
+
+def chunk_outputs(chunk: OutputChunk) -> list[tuple[str, int, bytes]]:
+    """The outputs of a chunk (see :data:`OutputChunk`) one by one: ``(subscription, seq, entry)``."""
+    subscription, first, count, payload = chunk
+    if count == 1:
+        return [(subscription, first, payload)]
+    pieces = _split_entries(payload)
+    if pieces is None or len(pieces) != count:
+        raise ValueError(f"{subscription}: a chunk of {count} outputs from #{first} does not hold {count} entries")
+    return [(subscription, seq, entry) for seq, entry in zip(range(first, first + count), pieces, strict=True)]
 
 
 def _egress_rows(subscription: str, entries: list[tuple[int, bytes]], highest: int) -> list[tuple[Any, ...]]:

@@ -66,6 +66,11 @@ class Delivery(EngineRoom):
         :class:`~reaqtive.engine.engine_errors.SchemaValidationError` naming the event's index and the fields);
         those dated too far ahead go to the dead letters, numbered (see :meth:`append` for when they are
         durable). On a typed stream the validated form of each value is what is stored."""
+        first, count = self._append_events(stream, events)
+        return list(range(first, first + count))
+
+    def _append_events(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> tuple[int, int]:
+        """:meth:`append_many`: the first sequence number given and how many events were appended."""
         # Without the engine's lock: reading the stream's record is one dict lookup (records are replaced, never
         # changed in place), and the commit ran outside the lock before too, so a delete between the check and the
         # commit was possible either way (its events are then dead letters). Waiting for the processing slice at
@@ -96,7 +101,7 @@ class Delivery(EngineRoom):
         if batch.reasons is not None:
             with self._lock:  # the delivery must know these numbers are taken, not missing
                 self._quarantine.add_appended(stream, first, batch.reasons)
-        return list(range(first, first + count))
+        return first, count
 
     def extend(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> int:
         """Append ``(value, time)`` events from any iterable (a generator, a file being read), in transactions
@@ -107,7 +112,7 @@ class Delivery(EngineRoom):
         appended = 0
         for chunk in chunks(events):
             try:
-                appended += len(self.append_many(stream, chunk))
+                appended += self._append_events(stream, chunk)[1]
             except SchemaValidationError as error:
                 if not appended:
                     raise
@@ -423,7 +428,10 @@ class Delivery(EngineRoom):
         bounds = self._event_times
         if bounds.allowed_lateness is not None:
             return False
-        return not (bounds.max_ahead is not None and max(run.micros[:count]) > to_micros(wall))
+        if bounds.max_ahead is None:
+            return True
+        latest = run.micros[count - 1] if run.ordered else max(run.micros[:count])
+        return latest <= to_micros(wall)
 
     def _deliver_one_by_one(self, run: IngressRun, wall: datetime, count: int) -> int:
         lock = self._lock
@@ -456,7 +464,8 @@ class Delivery(EngineRoom):
         lock = self._lock
         self._clock_started = True
         self._positions.expected[stream] = seq0 + end
-        whole = None if to_ticks is not None else LogRun(values, micros, pos0, end, timeline, cursor)
+        whole = None if to_ticks is not None else LogRun(values, micros, pos0, end, timeline, cursor,
+                                                                  ordered=run.ordered)
         known: tuple[Any, ...] = ()
         sole: StreamReader[Any] | None = None
         hand: Callable[[Envelope], None] = subject.on_next

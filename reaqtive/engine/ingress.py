@@ -41,7 +41,15 @@ from itertools import islice
 from typing import Any, Final, TypeAlias
 
 from reaqtive.core.errors import InvalidSettingError
-from reaqtive.engine.database import ROW_EVENTS, EngineStore, IngressBatch, PackedEntries, from_micros, require_aware
+from reaqtive.engine.database import (
+    ROW_EVENTS,
+    EngineStore,
+    IngressBatch,
+    PackedEntries,
+    array_entries,
+    from_micros,
+    require_aware,
+)
 from reaqtive.engine.event_times import EventTimeBounds
 from reaqtive.engine.schemas import Schema
 from reaqtive.state import StateCodec, StoreError
@@ -370,7 +378,7 @@ def _encode(events: list[tuple[Any, datetime | None]], codec: StateCodec) -> tup
     pack = codec.packer()
     try:
         # A list packs as an array: its header, then each value's entry as pack(value) writes it.
-        chunks = [(len(part), _entries(pack(part), len(part)))
+        chunks = [(len(part), array_entries(pack(part), len(part)))
                   for part in (values[start:start + ROW_EVENTS] for start in range(0, len(values), ROW_EVENTS))]
     except Exception:
         # A value the codec cannot save (this raises its error), or a list it cannot pack whose values it can
@@ -390,11 +398,6 @@ def _pack_each(values: list[Any], codec: StateCodec) -> list[bytes]:
             codec.encode(value)  # raises the codec's error, which names the value's type
             raise
     return payloads
-
-
-def _entries(array: bytes, count: int) -> bytes:
-    """The entries of a packed array of ``count`` values, without its header (1, 3 or 5 bytes)."""
-    return array[1 if count < 16 else 3 if count < 0x10000 else 5:]
 
 
 def chunks(events: Iterable[tuple[Any, datetime | None]], size: int = EXTEND_CHUNK,

@@ -393,7 +393,9 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         ticks = run.ticks
         due = timeline.queue.next_due
         stop = run.end
-        if due <= max(ticks[start:stop]):  # a timer is due before one of them: the events up to it go first
+        ordered = run.ordered
+        if due <= (ticks[stop - 1] if ordered else max(ticks[start:stop])):
+            # A timer is due before one of them: the events up to it go first.
             stop = next(i for i in range(start, stop) if ticks[i] >= due)
             if stop == start:
                 return start
@@ -412,7 +414,7 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
             egress.end_run()
         if reached > start:
             self._watermark = pos0 + reached - 1
-            latest = max(ticks[start:reached])
+            latest = ticks[reached - 1] if ordered else max(ticks[start:reached])
             timeline.clock = max(timeline.clock, latest)
         return reached
 
@@ -427,8 +429,15 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
             tail = downstream.tail
             emit = outputs.append if tail is egress else tail.on_next
             return downstream.on_next_run(values, start, stop, cursor, pos0, self, emit)
-        if isinstance(downstream, RunReader) and getattr(downstream, "_downstream", None) is egress:
-            return downstream.on_next_run(values, start, stop, cursor, pos0, self, outputs.append)
+        # A stage that takes runs (a count buffer, group_by's per-key steps): what it hands on goes to the egress's
+        # list, or to the timeless stage below it, as its on_next would hand it. (Looked up, not isinstance: a
+        # protocol's check costs tens of microseconds.)
+        on_next_run = getattr(downstream, "on_next_run", None)
+        if on_next_run is not None:
+            below = getattr(downstream, "_downstream", None)
+            if below is not None:
+                emit = outputs.append if below is egress else below.on_next
+                return on_next_run(values, start, stop, cursor, pos0, self, emit)  # type: ignore[no-any-return]
         on_next = downstream.on_next
         for i in range(start, stop):
             if self._disposed:
@@ -440,14 +449,16 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
 class LogRun:
     """A run of one stream's logged events as the engine's delivery loop hands it to the stream's only reader
     (:meth:`StreamReader.read_run`): the values, their ticks, the log position of the first, where the run ends,
-    the timeline whose clock they move and the loop's cursor."""
+    the timeline whose clock they move and the loop's cursor. ``ordered``: the ticks are in order (the latest
+    of a slice is its last)."""
 
-    __slots__ = ("cursor", "end", "pos0", "ticks", "timeline", "values")
+    __slots__ = ("cursor", "end", "ordered", "pos0", "ticks", "timeline", "values")
 
     def __init__(  # noqa: PLR0917  (made once per slice of a run)
         self, values: Sequence[Any], ticks: Sequence[int], pos0: int, end: int, timeline: Timeline,
-        cursor: LogCursor,
+        cursor: LogCursor, *, ordered: bool = False,
     ) -> None:
+        self.ordered = ordered
         self.values = values
         self.ticks = ticks
         self.pos0 = pos0

@@ -48,6 +48,7 @@ from reaqtive.engine.model import (
     SubscriptionState,
     SubscriptionStatus,
 )
+from reaqtive.engine.outputs import RunWriter
 from reaqtive.engine.readers import CAUGHT_UP_SETTING, LEGACY_CAUGHT_UP_SETTING, START_POSITION_SETTING
 from reaqtive.engine.records import Behind, parse_counter
 from reaqtive.engine.scheduling import record_priority
@@ -71,12 +72,14 @@ class _Observer(OutputTaker):
     output the writer cannot keep (a value the store cannot encode) stops this subscription alone: the engine
     faults it once the event at hand was delivered to the others."""
 
-    __slots__ = ("_engine", "_failed", "_subscription", "_uri", "_write")
+    __slots__ = ("_engine", "_failed", "_subscription", "_uri", "_write", "_write_run")
 
-    def __init__(self, engine: Running, uri: str, write: OutputWriter | None) -> None:
+    def __init__(self, engine: Running, uri: str, write: OutputWriter | None,
+                 write_run: RunWriter | None = None) -> None:
         self._engine = engine
         self._uri = uri
         self._write = write
+        self._write_run = write_run  # a run's outputs in one call (the durable sink's)
         self._subscription: Subscription | None = None
         self._failed = False
 
@@ -99,12 +102,14 @@ class _Observer(OutputTaker):
             return len(values)
         seq = first
         try:
+            if self._write_run is not None:
+                return self._write_run(first, values)
             for value in values:
                 write(seq, value)
                 seq += 1
         except UnstorableOutputError as error:
             self._unstorable(error)  # the outputs after it are dropped, as the query stops at it
-            return seq - first + 1
+            return error.seq - first + 1
         return len(values)
 
     def writer(self) -> OutputWriter:
@@ -189,7 +194,7 @@ class Running(EngineRoom):
 
     def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None,  # noqa: PLR0917
                       behind: Behind | None, load: Callable[[SubscriptionHandle], None] | None = None) -> HostedQuery:
-        observer = _Observer(self, uri, self._writer_for(uri, record["observer"]))
+        observer = _Observer(self, uri, self._writer_for(uri, record["observer"]), self._outputs.run_writer(uri))
         # Its own scheduler, a child of the engine's root: paused, prioritized and faulted alone.
         scheduler = self._scheduler.create_child(uri, priority=record_priority(uri, record))
         # Where it stood behind the engine at the checkpoint its state belongs to; kept without running since; or,

@@ -241,7 +241,7 @@ class Scheduling(EngineRoom):
         stream, values, micros = run.stream, run.values, run.micros
         timeline = lag.scheduler.timeline
         whole = None if self._ticks_of_micros is not None else LogRun(values, micros, run.pos, end, timeline,
-                                                                       lag.cursor)
+                                                                       lag.cursor, ordered=run.ordered)
         i = first
         while i < end:
             # Work left at the query's instant (it was paused in the middle of one) runs first, one by one.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
@@ -12,7 +13,7 @@ from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
 from reaqtive.core.expression import Expression, OperatorCall
-from reaqtive.core.operator import StateReader, StateWriter, Version
+from reaqtive.core.operator import OperatorBase, StateReader, StateWriter, Version
 from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
@@ -221,6 +222,43 @@ class BufferCount(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
                 return
             self._buffer = []
             self._downstream.on_next(buffer)
+
+    def on_next_run(  # noqa: PLR0917  (the run's state, as every run reader takes it)
+        self, values: Sequence[T], start: int, end: int, cursor: Any, pos0: int, source: OperatorBase[Any],
+        emit: Callable[[list[T]], object],
+    ) -> int:
+        """Elements ``values[start:end]`` from the engine's stream reader reading a run of logged events, as
+        :meth:`on_next` takes them one by one (the contract of
+        :meth:`~reaqtive.operators._fusion.FusedEntry.on_next_run`): a slice at a time up to the element that
+        closes a list, ``cursor.pos`` standing at that element when the list goes to ``emit``, and at the last
+        element at the end. Returns the index of the first element not taken (less than ``end`` once ``source``
+        was disposed, checked before the first element and after each list)."""
+        if self._overflow:  # the list fails at the limit: element by element
+            on_next = self.on_next
+            for i in range(start, end):
+                if source._disposed:
+                    return i
+                cursor.pos = pos0 + i
+                on_next(values[i])
+            return end
+        threshold = self._threshold
+        i = start
+        while True:
+            if source._disposed:
+                return i
+            buffer = self._buffer
+            closing = i + threshold - len(buffer)
+            if closing > end:  # the list stays open past the run
+                buffer += values[i:end]
+                break
+            buffer += values[i:closing]
+            i = closing
+            cursor.pos = pos0 + i - 1
+            self._buffer = []
+            emit(buffer)
+        if end > start:
+            cursor.pos = pos0 + end - 1
+        return end
 
     def on_complete(self) -> None:
         self._upstream_terminated()
