@@ -56,6 +56,12 @@ def main(argv: Sequence[str]) -> int:
     appended = engine.streams()[STREAM].appended
     print("ready", appended, flush=True)
     armed = False
+
+    def arm() -> None:
+        killer = threading.Timer(args.kill_delay, os.kill, (os.getpid(), signal.SIGKILL))
+        killer.daemon = True
+        killer.start()
+
     while appended < args.events:
         count = min(CHUNK, args.events - appended)
         engine.append_many(STREAM, [(value_of(i), when(i)) for i in range(appended, appended + count)])
@@ -63,10 +69,12 @@ def main(argv: Sequence[str]) -> int:
         engine.process()
         print("progress", appended, flush=True)
         if args.kill_after and appended >= args.kill_after and not armed:
-            killer = threading.Timer(args.kill_delay, os.kill, (os.getpid(), signal.SIGKILL))
-            killer.daemon = True
-            killer.start()
+            arm()
             armed = True
+    if args.kill_after and not armed:  # an earlier run appended everything (its kill came late): the kill still comes,
+        arm()                          # while this run processes what is left
+        armed = True
+        engine.process()
     if armed:  # the kill comes: never end on our own before it
         while True:
             time.sleep(1)

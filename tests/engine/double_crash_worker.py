@@ -169,9 +169,20 @@ def paused_in(chunk: int) -> set[str]:
 class Worker(crash_worker.Worker):
     """``crash_worker.Worker`` with this module's workload, pauses and delete-and-re-create steps."""
 
-    def __init__(self, path: str, events: int, every: int, pause: tuple[str, int] | None, pauses: bool) -> None:
+    def __init__(self, path: str, events: int, every: int, pause: tuple[str, int] | None, pauses: bool, *,
+                 hold_at: int | None = None) -> None:
         super().__init__(path, events, every, pause)
         self.pauses = pauses
+        self.hold_at = hold_at
+
+    def hold(self) -> None:
+        """Wait for the kill once ``hold_at`` events were processed: a kill at a random moment after a position
+        lands within a few chunks of it, however late the test's timer is on a loaded machine (a late one let the
+        worker run to its end, and the kills planned after it never came)."""
+        if self.hold_at is not None and self.processed() >= self.hold_at:
+            self.say(f"holding {self.processed()}")
+            sys.stdin.readline()  # the test kills us here
+            self.hold_at = None
 
     def run(self) -> None:
         self.say("opening")
@@ -198,6 +209,7 @@ class Worker(crash_worker.Worker):
             self.produce(appended, min(self.events, (appended // CHUNK + 1) * CHUNK))
             self.process_chunk(self.appended())
             self.say(f"progress {self.processed()}")
+            self.hold()
         engine.checkpoint()
         processed = self.processed()
         engine.close()
@@ -284,13 +296,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=150)
     parser.add_argument("--pause", default=None, help="KIND@POSITION")
     parser.add_argument("--no-pauses", action="store_true", help="never pause a subscription (the oracle)")
+    parser.add_argument("--hold-at", type=int, default=None, help="wait for the kill once this many were processed")
     args = parser.parse_args(argv)
     pause = None
     if args.pause:
         kind, _, position = args.pause.partition("@")
         pause = (kind, int(position))
     store = args.store if args.store.startswith(("postgresql://", "postgres://")) else str(Path(args.store))
-    Worker(store, args.events, args.every, pause, pauses=not args.no_pauses).run()
+    Worker(store, args.events, args.every, pause, pauses=not args.no_pauses, hold_at=args.hold_at).run()
     return 0
 
 

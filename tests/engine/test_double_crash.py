@@ -69,11 +69,14 @@ RANDOM_KINDS = ("random", "recovering", "replaying")
 class Run(CrashRun):
     """A run of the double-crash worker (markers, kill and finish as in ``test_crash``)."""
 
-    def __init__(self, store: Path | str, log: Path, pause: str | None = None, *, pauses: bool = True) -> None:
+    def __init__(self, store: Path | str, log: Path, pause: str | None = None, *, pauses: bool = True,
+                 hold_at: int | None = None) -> None:
         command = [sys.executable, "-m", "tests.engine.double_crash_worker", str(store), "--events", str(EVENTS),
                    "--every", str(EVERY)]
         if pause is not None:
             command += ["--pause", pause]
+        if hold_at is not None:
+            command += ["--hold-at", str(hold_at)]
         if not pauses:
             command.append("--no-pauses")
         self._stderr: IO[bytes] = log.open("ab")
@@ -134,7 +137,8 @@ def crash_and_recover(store: Path | str, log: Path, kills: list[Kill]) -> tuple[
     history, missed = [], []
     for kill in kills:
         if kill.kind in RANDOM_KINDS:
-            run = Run(store, log)
+            # a random moment after the position, within two chunks of it (the worker waits there for the kill)
+            run = Run(store, log, hold_at=kill.position + 2 * worker.CHUNK if kill.kind == "random" else None)
             try:
                 if kill.kind == "recovering":
                     run.wait_for("opening")

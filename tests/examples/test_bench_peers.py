@@ -18,7 +18,7 @@ def test_peers_benchmark_runs_and_prints_its_table() -> None:
     assert "| workload | loop + callbacks | reaqtive library `run()` | reaqtive engine `process()` " in done.stdout
     for key in "abc":
         assert f"| ({key}) " in done.stdout
-    assert "issue 15 targets" in done.stdout
+    assert "targets (issues 15, 31)" in done.stdout
 
 
 def test_the_workloads_expected_counts_are_the_plain_loops() -> None:
