@@ -51,7 +51,7 @@ from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 from reaqtive.engine.egress import EgressStamp
 from reaqtive.engine.environment import EngineEnvironment
-from reaqtive.operators._fusion import FusedEntry
+from reaqtive.operators._fusion import FusedEntry, run_one_by_one
 from reaqtive.state import StateFormatError, StatefulUnaryOperatorBase
 
 if TYPE_CHECKING:
@@ -438,13 +438,7 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
             if below is not None:
                 emit = outputs.append if below is egress else below.on_next
                 return on_next_run(values, start, stop, cursor, pos0, self, emit)  # type: ignore[no-any-return]
-        on_next = downstream.on_next
-        for i in range(start, stop):
-            if self._disposed:
-                return i
-            cursor.pos = pos0 + i
-            on_next(values[i])
-        return stop
+        return run_one_by_one(values, start, stop, cursor, pos0, self, downstream.on_next)
 
 class LogRun:
     """A run of one stream's logged events as the engine's delivery loop hands it to the stream's only reader

@@ -426,6 +426,22 @@ SOURCE_DISPOSED: Final = BatchEnd("SOURCE_DISPOSED")
 """The source was disposed: the next value was taken from the values, and not delivered."""
 
 
+def run_one_by_one(  # noqa: PLR0917  (the run's state, as every run reader takes it)
+    values: Sequence[Any], start: int, end: int, cursor: Any, pos0: int, source: OperatorBase[Any],
+    on_next: Callable[[Any], None],
+) -> int:
+    """Elements ``values[start:end]`` of a logged run handed to ``on_next`` one at a time (the run contract of
+    :meth:`FusedEntry.on_next_run`, for a stage that takes no runs of its own): ``cursor.pos`` stands at each
+    element as it goes; returns the index of the first element not taken (``end``, or less once ``source`` was
+    disposed, checked before each element)."""
+    for i in range(start, end):
+        if source._disposed:
+            return i
+        cursor.pos = pos0 + i
+        on_next(values[i])
+    return end
+
+
 class FusedEntry:
     """The subscriber a run's upstream sees (one generated subclass per sequence of stage classes).
 

@@ -18,6 +18,7 @@ from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand, non_positive
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import COMPLETE, IDLE, UnaryEmitterBase
+from reaqtive.operators._fusion import run_one_by_one
 from reaqtive.operators._timing import span_arguments
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
@@ -234,13 +235,7 @@ class BufferCount(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
         element at the end. Returns the index of the first element not taken (less than ``end`` once ``source``
         was disposed, checked before the first element and after each list)."""
         if self._overflow:  # the list fails at the limit: element by element
-            on_next = self.on_next
-            for i in range(start, end):
-                if source._disposed:
-                    return i
-                cursor.pos = pos0 + i
-                on_next(values[i])
-            return end
+            return run_one_by_one(values, start, end, cursor, pos0, source, self.on_next)
         threshold = self._threshold
         i = start
         while True:
