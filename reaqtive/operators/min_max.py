@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Generic, TypeVar
+from typing import Any, ClassVar, Final
 
 from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
@@ -12,13 +12,12 @@ from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable
+from reaqtive.operators._aggregate import no_elements_error, optional_callable
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
+from reaqtive.operators.step_stage import StepAggregate
 from reaqtive.state import register_state_type
 
 __all__ = ["Max", "Min", "MinMaxArgs", "max", "min"]
-
-T = TypeVar("T")
 
 
 # The builders min and max hide the built-ins, which this module does not use.
@@ -84,58 +83,29 @@ _UNKNOWN: Final[Any] = object()
 """The key of the best element is not known yet (after a restart: keys are not state, they are recomputed)."""
 
 
-class _Extremum(AggregateStage[T, T], Generic[T]):
-    """Keeps the best element so far and its key (computed once per element); with equal keys, the first one
-    stays (a strict comparison, as Python's ``min``/``max``)."""
+class _Extremum(StepAggregate):
+    """A ``min``/``max`` stage, run by its keyed step (:class:`MinMaxStep`, or :class:`MinMaxKeyStep` with a
+    key): saved, the best element (a key's ``_Best`` saves only its element; the key is computed again, once)."""
 
     smallest: ClassVar[bool]
     """``True`` for ``min``."""
 
-    __slots__ = ("_best", "_best_key", "_key")
+    __slots__ = ()
 
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
+    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
         args = MinMaxArgs.read(query)
-        super().__init__(args.source, downstream)
-        self._key: Callable[[T], Any] | None = args.key
-        self._best: T | None = None
-        self._best_key: Any = _UNKNOWN
+        super().__init__(downstream, args.source, _min_max_step(args.key, self.smallest))
 
-    def save_state_core(self, writer: StateWriter) -> None:
-        super().save_state_core(writer)
-        writer.write(self._best)
+    def write_field(self, writer: StateWriter, field: Any) -> None:
+        writer.write(field.element if type(field) is _Best else field)
 
-    def load_state_core(self, reader: StateReader) -> None:
-        super().load_state_core(reader)
-        self._best = reader.read()  # the user's element
-        self._best_key = _UNKNOWN
-
-    def on_next(self, value: T) -> None:
-        best = self._best
-        key = self._key
-        try:
-            value_key = value if key is None else key(value)
-            if best is not None:
-                best_key = self._best_key
-                if best_key is _UNKNOWN:
-                    best_key = self._best_key = best if key is None else key(best)
-                if not (value_key < best_key if self.smallest else value_key > best_key):
-                    return
-        except Exception as error:  # the key function, or elements that do not compare
-            self._user_error(error, value)  # skipped: the best element stays
-            return
-        self._best = value
-        self._best_key = value_key
-        self._state.changed = True
-
-    def result_at_completion(self) -> T:
-        best = self._best
-        if best is None:
-            raise no_elements_error("min" if self.smallest else "max")
-        return best
+    def read_field(self, reader: StateReader) -> Any:
+        best = reader.read()  # the user's element
+        return best if best is None or isinstance(self._step, MinMaxStep) else _Best(best, _UNKNOWN)
 
 
 @register_operator("min", frames=4, builder=min, args=MinMaxArgs)
-class Min(_Extremum[T], Generic[T]):
+class Min(_Extremum):
     """The running stage of :func:`min`."""
 
     name = "reaqtive:min"
@@ -147,7 +117,7 @@ class Min(_Extremum[T], Generic[T]):
 
 
 @register_operator("max", frames=4, builder=max, args=MinMaxArgs)
-class Max(_Extremum[T], Generic[T]):
+class Max(_Extremum):
     """The running stage of :func:`max`."""
 
     name = "reaqtive:max"
@@ -183,7 +153,7 @@ class MinMaxStep(KeyedStep):
 
 class _Best:
     """The field of a keyed ``min``/``max`` with a key: the best element and its key, which is not saved (as
-    :class:`_Extremum` does not save it: a key may be any object) and so is computed again, once, after a
+    the stage does not save it: a key may be any object) and so is computed again, once, after a
     restart. Immutable: a change is a new field."""
 
     __slots__ = ("element", "key")
@@ -228,18 +198,17 @@ class MinMaxKeyStep(KeyedStep):
         return state is None or (type(state) is _Best and state.element is not None)
 
 
-def _min_max_step(query: Expression[Any], smallest: bool) -> KeyedStep:
-    key = MinMaxArgs.read(query).key
+def _min_max_step(key: Callable[[Any], Any] | None, smallest: bool) -> KeyedStep:
     return MinMaxStep(smallest) if key is None else MinMaxKeyStep(key, smallest)
 
 
 @register_keyed_step("min")
 def min_step(query: Expression[Any]) -> KeyedStep:
     """The keyed step of a ``min`` node."""
-    return _min_max_step(query, smallest=True)
+    return _min_max_step(MinMaxArgs.read(query).key, smallest=True)
 
 
 @register_keyed_step("max")
 def max_step(query: Expression[Any]) -> KeyedStep:
     """The keyed step of a ``max`` node."""
-    return _min_max_step(query, smallest=False)
+    return _min_max_step(MinMaxArgs.read(query).key, smallest=False)

@@ -189,7 +189,7 @@ class StepAggregate(AggregateStage[Any, Any]):
     def save_state_core(self, writer: StateWriter) -> None:
         super().save_state_core(writer)
         if not isinstance(self._step, StatelessStep):
-            writer.write(self._field)
+            self.write_field(writer, self._field)
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
@@ -199,6 +199,10 @@ class StepAggregate(AggregateStage[Any, Any]):
     def read_field(self, reader: StateReader) -> Any:
         """The field, read after the held result (any value by default)."""
         return reader.read()
+
+    def write_field(self, writer: StateWriter, field: Any) -> None:
+        """Save the field, after the held result (as it is by default)."""
+        writer.write(field)
 
     def on_next(self, value: Any) -> None:
         old = self._field
