@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 from reaqtive.core.arguments import ArgsRecord
-from reaqtive.core.binding import register_operator
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import no_elements_error, optional_callable
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
-from reaqtive.operators.step_stage import StepAggregate
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError
+from reaqtive.operators.step_stage import StepAggregate, step_operator
 from reaqtive.state import register_state_type
 
 __all__ = ["Max", "Min", "MinMaxArgs", "max", "min"]
@@ -87,14 +85,7 @@ class _Extremum(StepAggregate):
     """A ``min``/``max`` stage, run by its keyed step (:class:`MinMaxStep`, or :class:`MinMaxKeyStep` with a
     key): saved, the best element (a key's ``_Best`` saves only its element; the key is computed again, once)."""
 
-    smallest: ClassVar[bool]
-    """``True`` for ``min``."""
-
     __slots__ = ()
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args = MinMaxArgs.read(query)
-        super().__init__(downstream, args.source, _min_max_step(args.key, self.smallest))
 
     def write_field(self, writer: StateWriter, field: Any) -> None:
         writer.write(field.element if type(field) is _Best else field)
@@ -104,26 +95,24 @@ class _Extremum(StepAggregate):
         return best if best is None or isinstance(self._step, MinMaxStep) else _Best(best, _UNKNOWN)
 
 
-@register_operator("min", frames=4, builder=min, args=MinMaxArgs)
+@step_operator("min", lambda args: _min_max_step(args.key, smallest=True), frames=4, builder=min, args=MinMaxArgs)
 class Min(_Extremum):
     """The running stage of :func:`min`."""
 
     name = "reaqtive:min"
     version: Version = (1,)
     state_fields = ("held", "?result", "best")
-    smallest = True
 
     __slots__ = ()
 
 
-@register_operator("max", frames=4, builder=max, args=MinMaxArgs)
+@step_operator("max", lambda args: _min_max_step(args.key, smallest=False), frames=4, builder=max, args=MinMaxArgs)
 class Max(_Extremum):
     """The running stage of :func:`max`."""
 
     name = "reaqtive:max"
     version: Version = (1,)
     state_fields = ("held", "?result", "best")
-    smallest = False
 
     __slots__ = ()
 
@@ -200,15 +189,3 @@ class MinMaxKeyStep(KeyedStep):
 
 def _min_max_step(key: Callable[[Any], Any] | None, smallest: bool) -> KeyedStep:
     return MinMaxStep(smallest) if key is None else MinMaxKeyStep(key, smallest)
-
-
-@register_keyed_step("min")
-def min_step(query: Expression[Any]) -> KeyedStep:
-    """The keyed step of a ``min`` node."""
-    return _min_max_step(MinMaxArgs.read(query).key, smallest=True)
-
-
-@register_keyed_step("max")
-def max_step(query: Expression[Any]) -> KeyedStep:
-    """The keyed step of a ``max`` node."""
-    return _min_max_step(MinMaxArgs.read(query).key, smallest=False)

@@ -7,13 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
-from reaqtive.core.binding import register_operator
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
-from reaqtive.operators.step_stage import StepStage, runs_inline
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep
+from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
 
 __all__ = ["SkipWhile", "SkipWhileArgs", "SkipWhileIndexed", "skip_while", "skip_while_indexed"]
 
@@ -68,7 +66,7 @@ class SkipWhileArgs(ArgsRecord):
     checks = ("source", "function")
 
 
-@register_operator("skip_while", builder=skip_while, args=SkipWhileArgs)
+@step_operator("skip_while", lambda args: SkipWhileStep(args.predicate), builder=skip_while, args=SkipWhileArgs)
 class SkipWhile(StepStage):
     """The running stage of :func:`skip_while`, run by its keyed step (:class:`SkipWhileStep`)."""
 
@@ -77,15 +75,12 @@ class SkipWhile(StepStage):
     state_fields = ("running",)
     drops = True
 
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args = SkipWhileArgs.read(query)
-        super().__init__(downstream, args.source, SkipWhileStep(args.predicate))
-
     def load_state_core(self, reader: StateReader) -> None:
         self._field = reader.read_bool("running")
 
 
-@register_operator("skip_while_indexed", builder=skip_while_indexed, args=SkipWhileArgs)
+@step_operator("skip_while_indexed", lambda args: SkipWhileIndexedStep(args.predicate),
+               builder=skip_while_indexed, args=SkipWhileArgs)
 class SkipWhileIndexed(StepStage):
     """The running stage of :func:`skip_while_indexed`, run by its keyed step (:class:`SkipWhileIndexedStep`);
     saved as ``running, index`` (the index 0 once running: it stops counting then)."""
@@ -94,10 +89,6 @@ class SkipWhileIndexed(StepStage):
     version: Version = (1,)
     state_fields = ("running", "index")
     drops = True
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args = SkipWhileArgs.read(query)
-        super().__init__(downstream, args.source, SkipWhileIndexedStep(args.predicate))
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._field is None)
@@ -149,15 +140,3 @@ class SkipWhileIndexedStep(KeyedStep):
 
     def check(self, state: Any) -> bool:
         return state is None or (type(state) is int and state >= 0)
-
-
-@register_keyed_step("skip_while")
-def skip_while_step(query: Expression[Any]) -> SkipWhileStep:
-    """The keyed step of a ``skip_while`` node."""
-    return SkipWhileStep(SkipWhileArgs.read(query).predicate)
-
-
-@register_keyed_step("skip_while_indexed")
-def skip_while_indexed_step(query: Expression[Any]) -> SkipWhileIndexedStep:
-    """The keyed step of a ``skip_while_indexed`` node."""
-    return SkipWhileIndexedStep(SkipWhileArgs.read(query).predicate)

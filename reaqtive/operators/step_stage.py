@@ -31,8 +31,9 @@ import re
 import textwrap
 import types
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
+from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.error_policy import NO_ELEMENT
 from reaqtive.core.operator import StateReader, StateWriter
@@ -40,10 +41,17 @@ from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._aggregate import AggregateStage
-from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StatelessStep, StepOperatorError
+from reaqtive.operators.keyed_steps import (
+    DONE,
+    SKIP,
+    KeyedStep,
+    StatelessStep,
+    StepOperatorError,
+    register_keyed_step,
+)
 from reaqtive.state import StatefulUnaryOperatorBase
 
-__all__ = ["StepAggregate", "StepStage", "inlinable", "runs_inline"]
+__all__ = ["StepAggregate", "StepStage", "inlinable", "runs_inline", "step_operator"]
 
 
 class StepStage(StatefulUnaryOperatorBase[Any, Any]):
@@ -238,6 +246,43 @@ class StepAggregate(AggregateStage[Any, Any]):
 
 
 S = TypeVar("S", bound=type[KeyedStep])
+G = TypeVar("G", bound=type[StepStage] | type[StepAggregate])
+
+
+def step_operator(
+    op: str,
+    step: Callable[[Any], KeyedStep],
+    *,
+    keyed: Callable[[Any], KeyedStep | None] | None = None,
+    **registration: Any,
+) -> Callable[[G], G]:
+    """Class decorator of a :class:`StepStage` or :class:`StepAggregate` made from its node: registers it for
+    ``op`` (``registration``: ``register_operator``'s ``builder``, ``args`` (an argument record, required) and
+    ``frames``), gives it the constructor ``(query, downstream)`` (unless it has one of its own), which runs the
+    step ``step`` builds from the node's checked record, and registers the same ``step`` (or ``keyed``, which
+    returns ``None`` where the general path must run) as ``op``'s keyed step: the step is built in one place for
+    the stage and the keyed chain."""
+    record = registration["args"]
+
+    def decorate(stage: G) -> G:
+        if "__init__" not in vars(stage):
+            def construct(self: Any, query: Any, downstream: Subscriber[Any]) -> None:
+                args = record.read(query)
+                super(cast("type[Any]", stage), self).__init__(downstream, args.source, step(args))
+
+            stage.__init__ = construct  # type: ignore[assignment]
+        register_operator(op, **registration)(stage)
+        keyed_step = step if keyed is None else keyed
+
+        def keyed_factory(query: Any) -> KeyedStep | None:
+            return keyed_step(record.read(query))
+
+        keyed_factory.__module__ = stage.__module__  # (the operator's, as a factory written in its module)
+        keyed_factory.__qualname__ = f"{stage.__qualname__}.keyed_step"
+        register_keyed_step(op)(keyed_factory)
+        return stage
+
+    return decorate
 
 
 def runs_inline(*stages: type[StepStage] | type[StepAggregate]) -> Callable[[S], S]:

@@ -6,14 +6,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from reaqtive.core.arguments import ArgsRecord
-from reaqtive.core.binding import register_operator
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import no_elements_error, none_result_error, require_element
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, is_immutable_value, register_keyed_step
-from reaqtive.operators.step_stage import StepAggregate, runs_inline
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, is_immutable_value
+from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
 
 __all__ = ["Average", "AverageArgs", "Sum", "SumArgs", "average", "sum"]
 
@@ -83,7 +81,10 @@ class AverageArgs(ArgsRecord):
     checks = ("source",)
 
 
-@register_operator("sum", frames=4, builder=sum, args=SumArgs)
+# A start that may change in place (a list) keeps the general path, keyed.
+@step_operator("sum", lambda args: SumStep(args.start),
+               keyed=lambda args: SumStep(args.start) if is_immutable_value(args.start) else None,
+               frames=4, builder=sum, args=SumArgs)
 class Sum(StepAggregate):
     """The running stage of :func:`sum`, run by its keyed step (:class:`SumStep`)."""
 
@@ -93,12 +94,8 @@ class Sum(StepAggregate):
 
     __slots__ = ()
 
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args = SumArgs.read(query)
-        super().__init__(downstream, args.source, SumStep(args.start))
 
-
-@register_operator("average", frames=4, builder=average, args=AverageArgs)
+@step_operator("average", lambda args: AverageStep(), frames=4, builder=average, args=AverageArgs)
 class Average(StepAggregate):
     """The running stage of :func:`average`, run by its keyed step (:class:`AverageStep`); saved as
     ``count, total`` (``0, None`` before the first element)."""
@@ -108,9 +105,6 @@ class Average(StepAggregate):
     state_fields = ("held", "?result", "count", "total")
 
     __slots__ = ()
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        super().__init__(downstream, AverageArgs.read(query).source, AverageStep())
 
     def write_field(self, writer: StateWriter, field: Any) -> None:
         count, total = (0, None) if field is None else field
@@ -172,17 +166,3 @@ class AverageStep(KeyedStep):
         if state is None:
             return True
         return type(state) is tuple and len(state) == 2 and type(state[0]) is int and state[0] >= 1
-
-
-@register_keyed_step("sum")
-def sum_step(query: Expression[Any]) -> SumStep | None:
-    """The keyed step of a ``sum`` node; ``None`` (the general path) for a ``start`` that may change in place."""
-    start = SumArgs.read(query).start
-    return SumStep(start) if is_immutable_value(start) else None
-
-
-@register_keyed_step("average")
-def average_step(query: Expression[Any]) -> AverageStep:
-    """The keyed step of an ``average`` node."""
-    AverageArgs.read(query)  # the stage's checks
-    return AverageStep()
