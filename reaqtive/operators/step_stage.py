@@ -47,6 +47,7 @@ from reaqtive.operators.keyed_steps import (
     KeyedStep,
     StatelessStep,
     StepOperatorError,
+    is_immutable_value,
     register_keyed_step,
 )
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -254,6 +255,7 @@ def step_operator(
     step: Callable[[Any], KeyedStep],
     *,
     keyed: Callable[[Any], KeyedStep | None] | None = None,
+    owned: str | None = None,
     **registration: Any,
 ) -> Callable[[G], G]:
     """Class decorator of a :class:`StepStage` or :class:`StepAggregate` made from its node: registers it for
@@ -261,21 +263,31 @@ def step_operator(
     ``frames``), gives it the constructor ``(query, downstream)`` (unless it has one of its own), which runs the
     step ``step`` builds from the node's checked record, and registers the same ``step`` (or ``keyed``, which
     returns ``None`` where the general path must run) as ``op``'s keyed step: the step is built in one place for
-    the stage and the keyed chain."""
+    the stage and the keyed chain. ``owned`` names a field of the record (a seed, a default) that every key would
+    share: one that may change in place keeps the general path, which makes it anew per group. Stacked, one stage
+    serves several ops (``first``, ``first_or_default``), each with its record and step."""
     record = registration["args"]
 
     def decorate(stage: G) -> G:
-        if "__init__" not in vars(stage):
-            def construct(self: Any, query: Any, downstream: Subscriber[Any]) -> None:
-                args = record.read(query)
-                super(cast("type[Any]", stage), self).__init__(downstream, args.source, step(args))
+        ops: dict[str, tuple[Any, Callable[[Any], KeyedStep]]] = vars(stage).get("_step_ops") or {}
+        if "_step_ops" not in vars(stage):
+            stage._step_ops = ops  # type: ignore[union-attr]  # (a class attribute: the ops the stage serves)
+            if "__init__" not in vars(stage):
+                def construct(self: Any, query: Any, downstream: Subscriber[Any]) -> None:
+                    node_record, make = ops[query.op]
+                    args = node_record.read(query)
+                    super(cast("type[Any]", stage), self).__init__(downstream, args.source, make(args))
 
-            stage.__init__ = construct  # type: ignore[assignment]
+                stage.__init__ = construct  # type: ignore[assignment]
+        ops[op] = (record, step)
         register_operator(op, **registration)(stage)
         keyed_step = step if keyed is None else keyed
 
         def keyed_factory(query: Any) -> KeyedStep | None:
-            return keyed_step(record.read(query))
+            args = record.read(query)
+            if owned is not None and not is_immutable_value(getattr(args, owned)):
+                return None
+            return keyed_step(args)
 
         keyed_factory.__module__ = stage.__module__  # (the operator's, as a factory written in its module)
         keyed_factory.__qualname__ = f"{stage.__qualname__}.keyed_step"

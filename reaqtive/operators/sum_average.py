@@ -10,7 +10,7 @@ from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import no_elements_error, none_result_error, require_element
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, is_immutable_value
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError
 from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
 
 __all__ = ["Average", "AverageArgs", "Sum", "SumArgs", "average", "sum"]
@@ -81,10 +81,7 @@ class AverageArgs(ArgsRecord):
     checks = ("source",)
 
 
-# A start that may change in place (a list) keeps the general path, keyed.
-@step_operator("sum", lambda args: SumStep(args.start),
-               keyed=lambda args: SumStep(args.start) if is_immutable_value(args.start) else None,
-               frames=4, builder=sum, args=SumArgs)
+@step_operator("sum", lambda args: SumStep(args.start), owned="start", frames=4, builder=sum, args=SumArgs)
 class Sum(StepAggregate):
     """The running stage of :func:`sum`, run by its keyed step (:class:`SumStep`)."""
 
