@@ -37,10 +37,11 @@ from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.error_policy import NO_ELEMENT
 from reaqtive.core.operator import StateReader, StateWriter
-from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
+from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._aggregate import AggregateStage
+from reaqtive.operators._take_skip import DroppingStage
 from reaqtive.operators.keyed_steps import (
     DONE,
     SKIP,
@@ -55,7 +56,7 @@ from reaqtive.state import StatefulUnaryOperatorBase
 __all__ = ["StepAggregate", "StepStage", "inlinable", "runs_inline", "step_operator"]
 
 
-class StepStage(StatefulUnaryOperatorBase[Any, Any]):
+class StepStage(DroppingStage[Any]):
     """The stage of an operator whose keyed step is its per-element logic (see the module). A subclass builds
     its step from the query's checked arguments and passes it, with the source, to ``__init__``."""
 
@@ -64,7 +65,7 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
     """Whether an element the step puts nothing out for is replaced upstream (``request(1)``) while the
     downstream's demand is bounded (``filter``, ``skip_while``), as is an element the error policy skips."""
 
-    __slots__ = ("_field", "_in_place", "_next", "_requested", "_skip_keeps", "_source", "_step")
+    __slots__ = ("_field", "_in_place", "_next", "_skip_keeps", "_source", "_step")
 
     inline_tail: ClassVar[tuple[str, ...]] = (
         "    if field is DONE:",
@@ -92,7 +93,6 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
         self._next = step.next  # (bound once: read per element)
         self._in_place = step.in_place
         self._skip_keeps = step.skip_keeps_field
-        self._requested = 0  # the downstream's demand in total, kept by a stage that drops elements
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
@@ -108,11 +108,6 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
-
-    def request(self, n: int) -> None:
-        if self.drops and n > 0:
-            self._requested = add_demand(self._requested, n)
-        super().request(n)
 
     def on_next(self, value: Any) -> None:
         old = self._field
@@ -149,18 +144,11 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
         stream (:data:`~reaqtive.operators.keyed_steps.DONE`) from ``field``: ``field`` by default."""
         return field
 
-    def _replace_dropped(self) -> None:
-        """Ask the upstream for one more element in place of a dropped one, unless demand is unbounded."""
-        if self._requested != LONG_MAX:
-            upstream = self._upstream
-            if upstream is not None:
-                upstream.request(1)
-
     def _element_skipped(self) -> None:
         if self.drops:
             self._replace_dropped()  # as a dropped element
         else:
-            super()._element_skipped()
+            StatefulUnaryOperatorBase._element_skipped(self)  # (not DroppingStage's: nothing is owed for it)
 
 
 class StepAggregate(AggregateStage[Any, Any]):
