@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, arguments
+from reaqtive.core.arguments import ArgsRecord, Arguments
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -50,6 +50,10 @@ class BufferTimeArgs(ArgsRecord):
     duration: timedelta
     shift: timedelta
     checks = ("source", "positive_duration", "positive_duration")
+
+    def validate(self, args: Arguments) -> None:
+        if self.shift != self.duration and self.shift > MAX_SPAN:
+            args.fail(2, f"at most {MAX_SPAN.days} days (a longer shift never opens a second list)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,10 +342,6 @@ class BufferTimeShift(_TimeBuffer[T], Generic[T]):
         super().__init__(args.source, downstream)
         self._duration = args.duration
         self._shift = args.shift
-        if self._shift > MAX_SPAN:
-            arguments(query, "source", "duration", "shift").fail(
-                2, f"at most {MAX_SPAN.days} days (a longer shift never opens a second list)"
-            )
         self._buffers: deque[list[T]] = deque()
         self._next_open: datetime | None = None
 
