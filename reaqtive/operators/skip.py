@@ -12,7 +12,6 @@ from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber, add_demand
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._take_skip import OpenAtDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
@@ -113,6 +112,7 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
 
     name = "reaqtive:skip+duration"
     version: Version = (1,)
+    operator_label = "skip(duration)"
     state_fields = ("end", "open")
 
     __slots__ = ("_duration", "_end", "_source")
@@ -131,13 +131,6 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
     def load_state_core(self, reader: StateReader) -> None:
         self._end = reader.read_optional_datetime("end", *time_bounds(self.context, self._duration))
         self._open = reader.read_bool("open")
-
-    @property
-    def operator_label(self) -> str:
-        return "skip(duration)"
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
 
     def deadline(self, now: datetime) -> datetime | None:
         if self._open:
