@@ -12,7 +12,7 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import no_elements_error, optional_callable
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError
-from reaqtive.operators.step_stage import StepAggregate, step_operator
+from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
 from reaqtive.state import register_state_type
 
 __all__ = ["Max", "Min", "MinMaxArgs", "max", "min"]
@@ -82,8 +82,8 @@ _UNKNOWN: Final[Any] = object()
 
 
 class _Extremum(StepAggregate):
-    """A ``min``/``max`` stage, run by its keyed step (:class:`MinMaxStep`, or :class:`MinMaxKeyStep` with a
-    key): saved, the best element (a key's ``_Best`` saves only its element; the key is computed again, once)."""
+    """A ``min``/``max`` stage, run by its keyed step (:class:`MinMaxStep`): saved, the best element (a key's
+    ``_Best`` saves only its element; the key is computed again, once)."""
 
     __slots__ = ()
 
@@ -92,10 +92,10 @@ class _Extremum(StepAggregate):
 
     def read_field(self, reader: StateReader) -> Any:
         best = reader.read()  # the user's element
-        return best if best is None or isinstance(self._step, MinMaxStep) else _Best(best, _UNKNOWN)
+        return best if best is None or self._step._key is None else _Best(best, _UNKNOWN)  # type: ignore[attr-defined]
 
 
-@step_operator("min", lambda args: _min_max_step(args.key, smallest=True), frames=4, builder=min, args=MinMaxArgs)
+@step_operator("min", lambda args: MinMaxStep(args.key, smallest=True), frames=4, builder=min, args=MinMaxArgs)
 class Min(_Extremum):
     """The running stage of :func:`min`."""
 
@@ -106,7 +106,7 @@ class Min(_Extremum):
     __slots__ = ()
 
 
-@step_operator("max", lambda args: _min_max_step(args.key, smallest=False), frames=4, builder=max, args=MinMaxArgs)
+@step_operator("max", lambda args: MinMaxStep(args.key, smallest=False), frames=4, builder=max, args=MinMaxArgs)
 class Max(_Extremum):
     """The running stage of :func:`max`."""
 
@@ -115,29 +115,6 @@ class Max(_Extremum):
     state_fields = ("held", "?result", "best")
 
     __slots__ = ()
-
-
-class MinMaxStep(KeyedStep):
-    """:class:`Min` or :class:`Max` without a key, for one key of a keyed chain: the field is the best element,
-    ``None`` before the first one."""
-
-    __slots__ = ("_smallest",)
-
-    def __init__(self, smallest: bool) -> None:
-        self._smallest = smallest
-
-    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
-        if state is None or (value < state if self._smallest else value > state):
-            return value, SKIP
-        return state, SKIP
-
-    def complete(self, state: Any) -> tuple[Any, ...]:
-        if state is None:
-            raise StepOperatorError(no_elements_error("min" if self._smallest else "max"))
-        return (state,)
-
-    def check(self, state: Any) -> bool:
-        return type(state) is not _Best  # the user's element, or None before the first one
 
 
 class _Best:
@@ -155,25 +132,33 @@ class _Best:
 register_state_type(_Best, "reaqtive:keyed_best", lambda best: best.element, lambda element: _Best(element, _UNKNOWN))
 
 
-class MinMaxKeyStep(KeyedStep):
-    """:class:`Min` or :class:`Max` with a key, for one key of a keyed chain: the field is ``None`` before the
-    first element, then a ``_Best`` (the key is computed once per element, as the stage does)."""
+@runs_inline(Min, Max)
+class MinMaxStep(KeyedStep):
+    """The per-element logic of :func:`min` and :func:`max` (the stage and a keyed chain run it): without a key,
+    the field is the best element, ``None`` before the first one; with a key, ``None``, then a ``_Best`` (the key
+    is computed once per element, and once for a best element loaded from a store)."""
 
     __slots__ = ("_key", "_smallest")
 
-    def __init__(self, key: Callable[[Any], Any], smallest: bool) -> None:
+    def __init__(self, key: Callable[[Any], Any] | None, smallest: bool) -> None:
         self._key = key
         self._smallest = smallest
 
     def next(self, state: Any, value: Any) -> tuple[Any, Any]:
         key = self._key
+        if key is None:
+            if state is None or (value < state if self._smallest else value > state):
+                return value, SKIP
+            return state, SKIP
         value_key = key(value)
         if state is None:
             return _Best(value, value_key), SKIP
         best_key = state.key
         if best_key is _UNKNOWN:  # loaded from a store
             best_key = key(state.element)
-            state = _Best(state.element, best_key)
+            if value_key < best_key if self._smallest else value_key > best_key:
+                return _Best(value, value_key), SKIP
+            return _Best(state.element, best_key), SKIP
         if value_key < best_key if self._smallest else value_key > best_key:
             return _Best(value, value_key), SKIP
         return state, SKIP
@@ -181,11 +166,11 @@ class MinMaxKeyStep(KeyedStep):
     def complete(self, state: Any) -> tuple[Any, ...]:
         if state is None:
             raise StepOperatorError(no_elements_error("min" if self._smallest else "max"))
-        return (state.element,)
+        return (state if self._key is None else state.element,)
 
     def check(self, state: Any) -> bool:
+        if self._key is None:
+            return type(state) is not _Best  # the user's element, or None before the first one
         return state is None or (type(state) is _Best and state.element is not None)
 
 
-def _min_max_step(key: Callable[[Any], Any] | None, smallest: bool) -> KeyedStep:
-    return MinMaxStep(smallest) if key is None else MinMaxKeyStep(key, smallest)
