@@ -67,19 +67,18 @@ class StepStage(DroppingStage[Any]):
 
     __slots__ = ("_field", "_in_place", "_next", "_skip_keeps", "_source", "_step")
 
-    inline_tail: ClassVar[tuple[str, ...]] = (
-        "    if field is DONE:",
-        "        self._end(state, output)",
-        "        return",
-        "    if field is not state or (self._in_place and (output is not SKIP or not self._skip_keeps)):",
-        "        self._field = field",
-        "        self._state.changed = True",
-        "    if output is not SKIP:",
-        "        self._downstream.on_next(output)",
-        "    elif self.drops:",
-        "        self._replace_dropped()",
-    )
-    """What :meth:`on_next` does with the step's ``(field, output)``, as lines of an inlined ``on_next``."""
+    @staticmethod
+    def inline_tail(step: type[KeyedStep], ends: bool) -> list[str]:
+        """What :meth:`on_next` does with the step's ``(field, output)``, as lines of an inlined ``on_next``,
+        less what cannot happen: the end when the step never ends the stream (``ends``), the in-place test for
+        a step whose field never changes in place."""
+        tail = ["    if field is DONE:", "        self._end(state, output)", "        return"] if ends else []
+        changed = "field is not state"
+        if step.in_place:  # (changed in place: saved again, unless an element with no output leaves it as it was)
+            changed = "field is not state or output is not SKIP" if step.skip_keeps_field else "True"
+        return [*tail, f"    if {changed}:", "        self._field = field", "        self._state.changed = True",
+                "    if output is not SKIP:", "        self._downstream.on_next(output)", "    elif self.drops:",
+                "        self._replace_dropped()"]
 
     inline_skips: ClassVar[bool] = True
     """Whether an element with no output and no end is handled inline, where the stage owes nothing for it (a
@@ -160,14 +159,13 @@ class StepAggregate(AggregateStage[Any, Any]):
 
     __slots__ = ("_field", "_in_place", "_next", "_step")
 
-    inline_tail: ClassVar[tuple[str, ...]] = (
-        "    if field is DONE:",
-        "        self._finish(output)",
-        "    elif field is not state or self._in_place:",
-        "        self._field = field",
-        "        self._state.changed = True",
-    )
-    """As :attr:`StepStage.inline_tail`."""
+    @staticmethod
+    def inline_tail(step: type[KeyedStep], ends: bool) -> list[str]:
+        """As :meth:`StepStage.inline_tail`."""
+        changed = "True" if step.in_place else "field is not state"
+        tail = ["    if field is DONE:", "        self._finish(output)", f"    elif {changed}:"] if ends else [
+            f"    if {changed}:"]
+        return [*tail, "        self._field = field", "        self._state.changed = True"]
 
     inline_skips: ClassVar[bool] = True
     """Whether an element with no output and no end is handled inline (nothing is owed for it)."""
@@ -397,7 +395,7 @@ def _inlined_on_next(step: type[KeyedStep], stage: type[StepStage] | type[StepAg
         "        except Exception as error:",
         "            self._user_error(error, value)",
         "            return",
-        *stage.inline_tail,
+        *stage.inline_tail(step, any(isinstance(node, ast.Name) and node.id == "DONE" for node in ast.walk(function))),
     ]
     source = "\n".join(code) + "\n"
     filename = f"<reaqtive inlined {step.__qualname__}.next>"
