@@ -384,7 +384,7 @@ def _inlined_on_next(step: type[KeyedStep], stage: type[StepStage] | type[StepAg
             body.append(line)
     code = [
         "def on_next(self, value, DONE=DONE, SKIP=SKIP, StepOperatorError=StepOperatorError):",
-        "    step = self._step",
+        *(["    step = self._step"] if any(re.search(r"\bstep\.", line) for line in body) else []),
         "    state = self._field",
         "    while True:",
         "        try:",
