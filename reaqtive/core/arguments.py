@@ -267,6 +267,8 @@ _CHECKS: Final[dict[str, Callable[[Arguments, int], object]]] = {
     "optional_positive_duration": Arguments.optional_duration,
     "time": Arguments.time,
     "due": Arguments.due,
+    "iterable": Arguments.iterable,
+    "exception": lambda args, index: args.instance(index, BaseException, "an exception instance"),
 }
 """The checks an :class:`ArgsRecord` names, each an accessor of :class:`Arguments` (``count``: an int >= 0;
 ``positive_``: > 0; ``optional_``: or ``None``)."""
@@ -304,7 +306,13 @@ class ArgsRecord:
         fit)."""
         args = arguments(query, *cls.__match_args__)
         values = [_CHECKS[check](args, index) for index, check in enumerate(cls.checks)]
-        return cast("Self", cast("Any", cls)(*values))
+        record = cast("Self", cast("Any", cls)(*values))
+        record.validate(args)
+        return record
+
+    def validate(self, args: Arguments) -> None:
+        """Checks across the fields, or beyond the named ones, after those (``args.fail(index, expected)`` for a
+        bad argument): none by default."""
 
 
 def _is_aware(value: datetime) -> bool:

@@ -330,16 +330,17 @@ class PendingEmitterBase(UnaryEmitterBase[S, R], Generic[S, R]):
 
 class PullingEmitterBase(PendingEmitterBase[S, R], Generic[S, R]):
     """A :class:`PendingEmitterBase` that asks its source for everything once the downstream asks for anything
-    (keyed windows, keyed groups: their results wait in ``_pending``, bounded). Whether it asked (``_pulled``) is
-    state: the stage saves it; a stage loaded with it set asks its new source again when it starts
-    (:meth:`_ask_again`)."""
+    (keyed windows, keyed groups, buffers by time: their results wait in ``_pending``, bounded), or for what
+    :meth:`_upstream_demand` translates the downstream's demand into. Whether it asked (``_pulled``) is state: the
+    stage saves it; a stage loaded with it set asks its new source again when it starts (``_reasked``,
+    :meth:`_ask_again`)."""
 
     __slots__ = ("_pulled", "_reasked")
 
     def __init__(self, downstream: Subscriber[R]) -> None:
         super().__init__(downstream)
         self._pulled = False  # the source was asked for everything (state)
-        self._reasked = False  # loaded "pulled": ask the new source again at the start
+        self._reasked = 0  # a loaded upstream request, asked again at the start
 
     def request(self, n: int) -> None:
         if n <= 0:
@@ -347,13 +348,18 @@ class PullingEmitterBase(PendingEmitterBase[S, R], Generic[S, R]):
             return
         with self._lock:
             self._demand = add_demand(self._demand, n)
-            pull = not self._pulled
-            if pull:
-                self._pulled = True
-                self._state.changed = True
-        if pull:
-            self._request_upstream(LONG_MAX)
+            upstream = self._upstream_demand(n)
+        if upstream:
+            self._request_upstream(upstream)
         self._drain()
+
+    def _upstream_demand(self, n: int) -> int:
+        """What to ask the upstream for when the downstream asks for ``n`` more (lock held): everything, once."""
+        if self._pulled:
+            return 0
+        self._pulled = True
+        self._state.changed = True
+        return LONG_MAX
 
     def on_error(self, error: BaseException) -> None:
         self._upstream_terminated()
@@ -361,13 +367,14 @@ class PullingEmitterBase(PendingEmitterBase[S, R], Generic[S, R]):
 
     def _load_pulled(self, pulled: bool) -> None:
         """The saved ``_pulled`` (from the stage's ``load_state_core``)."""
-        self._pulled = self._reasked = pulled
+        self._pulled = pulled
+        self._reasked = LONG_MAX if pulled else 0
 
     def _ask_again(self) -> None:
-        """At the start: a recovered stage whose source had been asked for everything asks the new one."""
-        again, self._reasked = self._reasked, False
+        """At the start: a recovered stage asks its new source for what the old one had been asked for."""
+        again, self._reasked = self._reasked, 0
         if again:
-            self._request_upstream(LONG_MAX)
+            self._request_upstream(again)
 
 
 class EmitterInput(Subscriber[Any]):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from abc import abstractmethod
 from datetime import datetime, timedelta
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from reaqtive.core.arguments import require_non_negative_int, require_time
 from reaqtive.core.context import OperatorContext
@@ -100,12 +100,14 @@ class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
     is due. The task of a disposed stage finds it disposed and does nothing.
     """
 
-    __slots__ = ()  # no fields of its own, so it combines with DroppingStage
+    __slots__ = ()  # no fields of its own, so it combines with DroppingStage (a subclass declares ``_source``)
 
-    @property
-    @abstractmethod
-    def operator_label(self) -> str:
-        """How the operator is named in messages, e.g. ``"take(duration)"``."""
+    operator_label: ClassVar[str]
+    """How the operator is named in messages, e.g. ``"take(duration)"``."""
+    _source: Subscribable[Any]
+
+    def subscribe_input(self) -> SubscriptionHandle:
+        return self._source.subscribe(self)
 
     @abstractmethod
     def deadline(self, now: datetime) -> datetime | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from reaqtive.core.arguments import ArgsRecord, arguments, require_callable
 from reaqtive.core.binding import register_operator
@@ -13,16 +13,12 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators._aggregate import AggregateStage, no_elements_error, none_result_error, optional_callable
+from reaqtive.operators._aggregate import no_elements_error, none_result_error, optional_callable
 from reaqtive.operators._seed import NO_SEED  # shared with the fluent methods' defaults
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, is_immutable_value, register_keyed_step
+from reaqtive.operators.step_stage import StepAggregate, runs_inline
 
 __all__ = ["NO_SEED", "Aggregate", "AggregateArgs", "AggregateSeed", "AggregateSeedArgs", "aggregate"]
-
-T = TypeVar("T")
-A = TypeVar("A")
-
-
 
 
 def aggregate(
@@ -104,93 +100,43 @@ def _bind_aggregate(query: Expression[Any], downstream: Subscriber[Any]) -> Subs
     return Aggregate(args, downstream)
 
 
-class Aggregate(AggregateStage[T, Any], Generic[T]):
-    """The running stage of :func:`aggregate` without a seed. It is made from its checked arguments (the op's
-    binder reads them to pick the stage); ``has_value`` tells a first element from an accumulation."""
+class Aggregate(StepAggregate):
+    """The running stage of :func:`aggregate` without a seed, run by its keyed step (:class:`AggregateStep`). It
+    is made from its checked arguments (the op's binder reads them to pick the stage); saved as ``has_value,
+    accumulation``."""
 
     name = "reaqtive:aggregate"
     version: Version = (1,)
     state_fields = ("held", "?result", "has_value", "accumulation")
 
-    __slots__ = ("_accumulation", "_accumulator", "_has_value", "_result_selector")
+    __slots__ = ()
 
     def __init__(self, args: AggregateArgs, downstream: Subscriber[Any]) -> None:
-        super().__init__(args.source, downstream)
-        self._accumulator: Callable[[Any, T], Any] = args.accumulator
-        self._result_selector = args.result_selector
-        self._has_value = False
-        self._accumulation: Any = None
+        super().__init__(downstream, args.source, AggregateStep(args.accumulator, args.result_selector))
 
-    def save_state_core(self, writer: StateWriter) -> None:
-        super().save_state_core(writer)
-        writer.write(self._has_value)
-        writer.write(self._accumulation)
+    def write_field(self, writer: StateWriter, field: Any) -> None:
+        writer.write(bool(field))
+        writer.write(field[0] if field else None)
 
-    def load_state_core(self, reader: StateReader) -> None:
-        super().load_state_core(reader)
-        self._has_value = reader.read_bool("has value")
-        self._accumulation = reader.read()  # the user's accumulation
-
-    def on_next(self, value: T) -> None:
-        if self._has_value:
-            try:
-                self._accumulation = self._accumulator(self._accumulation, value)
-            except Exception as error:
-                self._user_error(error, value)  # skipped: the accumulation stays
-                return
-        else:
-            self._accumulation = value
-            self._has_value = True
-        self._state.changed = True
-
-    def result_at_completion(self) -> Any:
-        if not self._has_value:
-            raise no_elements_error("aggregate")
-        return self._accumulation
-
-    def final_result(self, result: Any) -> Any:
-        selector = self._result_selector
-        return result if selector is None else selector(result)
+    def read_field(self, reader: StateReader) -> Any:
+        has_value = reader.read_bool("has value")
+        accumulation = reader.read()  # the user's accumulation
+        return (accumulation,) if has_value else ()
 
 
-class AggregateSeed(AggregateStage[T, Any], Generic[T, A]):
-    """The running stage of :func:`aggregate` with a seed, made from its checked arguments (see
-    :class:`Aggregate`)."""
+class AggregateSeed(StepAggregate):
+    """The running stage of :func:`aggregate` with a seed, run by its keyed step (:class:`AggregateSeedStep`),
+    made from its checked arguments (see :class:`Aggregate`)."""
 
     name = "reaqtive:aggregate+seed"
     version: Version = (1,)
     state_fields = ("held", "?result", "accumulation")
 
-    __slots__ = ("_accumulation", "_accumulator", "_result_selector")
+    __slots__ = ()
 
     def __init__(self, args: AggregateSeedArgs, downstream: Subscriber[Any]) -> None:
-        super().__init__(args.source, downstream)
-        self._accumulator: Callable[[A, T], A] = args.accumulator
-        self._result_selector: Callable[[A], Any] | None = args.result_selector
-        self._accumulation: A = args.seed  # type: ignore[assignment]
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        super().save_state_core(writer)
-        writer.write(self._accumulation)
-
-    def load_state_core(self, reader: StateReader) -> None:
-        super().load_state_core(reader)
-        self._accumulation = reader.read()  # the user's accumulation
-
-    def on_next(self, value: T) -> None:
-        try:
-            self._accumulation = self._accumulator(self._accumulation, value)
-        except Exception as error:
-            self._user_error(error, value)  # skipped: the accumulation stays
-            return
-        self._state.changed = True
-
-    def result_at_completion(self) -> Any:
-        return self._accumulation
-
-    def final_result(self, result: Any) -> Any:
-        selector = self._result_selector
-        return result if selector is None else selector(result)
+        step = AggregateSeedStep(args.seed, args.accumulator, args.result_selector)
+        super().__init__(downstream, args.source, step)
 
 
 def _result(name: str, accumulation: Any, selector: Callable[[Any], Any] | None) -> tuple[Any, ...]:
@@ -200,6 +146,7 @@ def _result(name: str, accumulation: Any, selector: Callable[[Any], Any] | None)
     return (result,)
 
 
+@runs_inline(Aggregate)
 class AggregateStep(KeyedStep):
     """:class:`Aggregate` for one key of a keyed chain: the field is ``()`` before the first element, then
     ``(accumulation,)`` (an accumulation may be any value, ``None`` and ``()`` too)."""
@@ -226,6 +173,7 @@ class AggregateStep(KeyedStep):
         return type(state) is tuple and len(state) <= 1
 
 
+@runs_inline(AggregateSeed)
 class AggregateSeedStep(KeyedStep):
     """:class:`AggregateSeed` for one key of a keyed chain: the field is the accumulation, the seed at first."""
 

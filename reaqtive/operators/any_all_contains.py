@@ -8,14 +8,12 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
-from reaqtive.core.binding import register_operator
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import optional_callable, require_element
-from reaqtive.operators.keyed_steps import DONE, SKIP, StatelessStep, register_keyed_step
-from reaqtive.operators.step_stage import StepAggregate, runs_inline
+from reaqtive.operators.keyed_steps import DONE, SKIP, StatelessStep
+from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
 
 __all__ = [
     "All",
@@ -154,7 +152,7 @@ class _Quantifier(StepAggregate):
         return reader.read_bool("result")
 
 
-@register_operator("any", builder=any, args=AnyArgs)
+@step_operator("any", lambda args: AnyStep(args.predicate), builder=any, args=AnyArgs)
 class Any(_Quantifier):
     """The running stage of :func:`any`, run by :class:`AnyStep`."""
 
@@ -163,12 +161,8 @@ class Any(_Quantifier):
 
     __slots__ = ()
 
-    def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
-        args = AnyArgs.read(query)
-        super().__init__(downstream, args.source, AnyStep(args.predicate))
 
-
-@register_operator("all", builder=all, args=AllArgs)
+@step_operator("all", lambda args: AllStep(args.predicate), builder=all, args=AllArgs)
 class All(_Quantifier):
     """The running stage of :func:`all`, run by :class:`AllStep`."""
 
@@ -177,12 +171,8 @@ class All(_Quantifier):
 
     __slots__ = ()
 
-    def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
-        args = AllArgs.read(query)
-        super().__init__(downstream, args.source, AllStep(args.predicate))
 
-
-@register_operator("contains", builder=contains, args=ContainsArgs)
+@step_operator("contains", lambda args: ContainsStep(args.value), builder=contains, args=ContainsArgs)
 class Contains(_Quantifier):
     """The running stage of :func:`contains`, run by :class:`ContainsStep`."""
 
@@ -191,12 +181,8 @@ class Contains(_Quantifier):
 
     __slots__ = ()
 
-    def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
-        args = ContainsArgs.read(query)
-        super().__init__(downstream, args.source, ContainsStep(args.value))
 
-
-@register_operator("is_empty", builder=is_empty, args=IsEmptyArgs)
+@step_operator("is_empty", lambda args: IsEmptyStep(), builder=is_empty, args=IsEmptyArgs)
 class IsEmpty(_Quantifier):
     """The running stage of :func:`is_empty`, run by :class:`IsEmptyStep`."""
 
@@ -204,9 +190,6 @@ class IsEmpty(_Quantifier):
     version: Version = (1,)
 
     __slots__ = ()
-
-    def __init__(self, query: Expression[object], downstream: Subscriber[bool]) -> None:
-        super().__init__(downstream, IsEmptyArgs.read(query).source, IsEmptyStep())
 
 
 class _QuantifierStep(StatelessStep):
@@ -283,28 +266,3 @@ class IsEmptyStep(_QuantifierStep):
 
     def next(self, state: typing.Any, value: typing.Any) -> tuple[typing.Any, typing.Any]:
         return DONE, False
-
-
-@register_keyed_step("any")
-def any_step(query: Expression[typing.Any]) -> AnyStep:
-    """The keyed step of an ``any`` node."""
-    return AnyStep(AnyArgs.read(query).predicate)
-
-
-@register_keyed_step("all")
-def all_step(query: Expression[typing.Any]) -> AllStep:
-    """The keyed step of an ``all`` node."""
-    return AllStep(AllArgs.read(query).predicate)
-
-
-@register_keyed_step("contains")
-def contains_step(query: Expression[typing.Any]) -> ContainsStep:
-    """The keyed step of a ``contains`` node."""
-    return ContainsStep(ContainsArgs.read(query).value)
-
-
-@register_keyed_step("is_empty")
-def is_empty_step(query: Expression[typing.Any]) -> IsEmptyStep:
-    """The keyed step of an ``is_empty`` node."""
-    IsEmptyArgs.read(query)  # (checks the node as the stage does)
-    return IsEmptyStep()

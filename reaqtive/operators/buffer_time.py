@@ -8,19 +8,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, arguments
+from reaqtive.core.arguments import ArgsRecord, Arguments
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
 from reaqtive.core.expression import Expression
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.scheduler_interface import Scheduler
-from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators._emitter import (
-    PendingEmitterBase,
-)
+from reaqtive.operators._emitter import PullingEmitterBase
 from reaqtive.operators._timing import MAX_SPAN, count_demand, deadline, earlier, multiply_safe
 from reaqtive.operators.buffer import buffer
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
@@ -53,6 +51,10 @@ class BufferTimeArgs(ArgsRecord):
     shift: timedelta
     checks = ("source", "positive_duration", "positive_duration")
 
+    def validate(self, args: Arguments) -> None:
+        if self.shift != self.duration and self.shift > MAX_SPAN:
+            args.fail(2, f"at most {MAX_SPAN.days} days (a longer shift never opens a second list)")
+
 
 @dataclass(frozen=True, slots=True)
 class BufferTimeOrCountArgs(ArgsRecord):
@@ -74,7 +76,7 @@ def bind_buffer_time(query: Expression[Any], subscriber: Subscriber[Any]) -> Sub
     return BufferTimeShift(query, subscriber)
 
 
-class _TimeBuffer(PendingEmitterBase[T, list[T]], Generic[T]):
+class _TimeBuffer(PullingEmitterBase[T, list[T]], Generic[T]):
     """What the time-driven buffers share: the queue of closed lists, demand, the timer, and output through the
     serialized emitter of :mod:`reaqtive.operators._emitter` (timers, the source and ``request`` may run on
     different threads).
@@ -99,8 +101,6 @@ class _TimeBuffer(PendingEmitterBase[T, list[T]], Generic[T]):
         "_generation",
         "_max_buffers",
         "_max_size",
-        "_pulled",
-        "_reasked",
         "_restored",
         "_scheduler",
         "_source",
@@ -111,9 +111,7 @@ class _TimeBuffer(PendingEmitterBase[T, list[T]], Generic[T]):
         self._source = source
         # state
         self._restored = False
-        self._pulled = False  # the upstream was asked for everything (duration, duration and shift)
         # not state
-        self._reasked = 0  # a loaded upstream request, asked again at the start
         self._generation = 0  # the current timer; a timer of an earlier generation is stale
         self._scheduler: Scheduler | None = None
         self._max_size = UNLIMITED
@@ -214,39 +212,7 @@ class _TimeBuffer(PendingEmitterBase[T, list[T]], Generic[T]):
         """A list would exceed ``MAX_BUFFER_SIZE`` (lock held)."""
         self._set_error(LimitExceededError(self.name, MAX_BUFFER_SIZE, self._max_size))
 
-    # -- demand ------------------------------------------------------------------------------------------------
-
-    def request(self, n: int) -> None:
-        if n <= 0:
-            self._fail(non_positive_request_error(n))
-            return
-        with self._lock:
-            self._demand = add_demand(self._demand, n)
-            upstream = self._upstream_demand(n)
-        if upstream:
-            self._request_upstream(upstream)
-        self._drain()
-
-    def _upstream_demand(self, n: int) -> int:
-        """What to ask the upstream for when the downstream asks for ``n`` lists (lock held): everything, once."""
-        if self._pulled:
-            return 0
-        self._pulled = True
-        self._state.changed = True
-        return LONG_MAX
-
-    def _save_pulled(self, writer: StateWriter) -> None:
-        writer.write(self._pulled)
-
-    def _load_pulled(self, reader: StateReader) -> None:
-        self._pulled = pulled = reader.read_bool("pulled")
-        self._reasked = LONG_MAX if pulled else 0
-
     # -- from upstream -----------------------------------------------------------------------------------------
-
-    def on_error(self, error: BaseException) -> None:
-        self._upstream_terminated()
-        self._fail(error)
 
     def on_complete(self) -> None:
         self._upstream_terminated()
@@ -330,11 +296,11 @@ class BufferTime(_TickBuffer[T], Generic[T]):
 
     def save_state_core(self, writer: StateWriter) -> None:
         self._save_tick(writer)
-        self._save_pulled(writer)
+        writer.write(self._pulled)
 
     def load_state_core(self, reader: StateReader) -> None:
         self._load_tick(reader)
-        self._load_pulled(reader)
+        self._load_pulled(reader.read_bool("pulled"))
 
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
         self._load_tick(reader)  # (1,) is (2,) without the last field
@@ -376,10 +342,6 @@ class BufferTimeShift(_TimeBuffer[T], Generic[T]):
         super().__init__(args.source, downstream)
         self._duration = args.duration
         self._shift = args.shift
-        if self._shift > MAX_SPAN:
-            arguments(query, "source", "duration", "shift").fail(
-                2, f"at most {MAX_SPAN.days} days (a longer shift never opens a second list)"
-            )
         self._buffers: deque[list[T]] = deque()
         self._next_open: datetime | None = None
 
@@ -387,11 +349,11 @@ class BufferTimeShift(_TimeBuffer[T], Generic[T]):
         writer.write(list(self._buffers))
         writer.write(self._next_open)
         self._save_pending(writer)
-        self._save_pulled(writer)
+        writer.write(self._pulled)
 
     def load_state_core(self, reader: StateReader) -> None:
         self.load_older_state_core(reader, (1,))
-        self._load_pulled(reader)
+        self._load_pulled(reader.read_bool("pulled"))
 
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
         # (1,) is (2,) without the last field

@@ -7,14 +7,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord
-from reaqtive.core.binding import register_operator
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import optional_callable
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
-from reaqtive.operators.step_stage import StepAggregate, runs_inline
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep
+from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
 
 __all__ = ["Count", "CountArgs", "count"]
 
@@ -51,7 +49,7 @@ class CountArgs(ArgsRecord):
     checks = ("source", "optional_function")
 
 
-@register_operator("count", frames=4, builder=count, args=CountArgs)
+@step_operator("count", lambda args: CountStep(args.predicate), frames=4, builder=count, args=CountArgs)
 class Count(StepAggregate):
     """The running stage of :func:`count`, run by its keyed step (:class:`CountStep`)."""
 
@@ -60,10 +58,6 @@ class Count(StepAggregate):
     state_fields = ("held", "?result", "count")
 
     __slots__ = ()
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[int]) -> None:
-        args = CountArgs.read(query)
-        super().__init__(downstream, args.source, CountStep(args.predicate))
 
     def read_result(self, reader: StateReader) -> int:
         return reader.read_int("result")
@@ -95,9 +89,3 @@ class CountStep(KeyedStep):
 
     def check(self, state: Any) -> bool:
         return type(state) is int and state >= 0
-
-
-@register_keyed_step("count")
-def count_step(query: Expression[Any]) -> CountStep:
-    """The keyed step of a ``count`` node."""
-    return CountStep(CountArgs.read(query).predicate)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, arguments, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -59,20 +59,13 @@ def distinct(
 
 
 @dataclass(frozen=True, slots=True)
-class DistinctArgs:
+class DistinctArgs(ArgsRecord):
     """The arguments of a ``distinct`` node: ``(source, key_selector, comparer)``, both functions optional."""
 
     source: Subscribable[Any]
     key_selector: Callable[[Any], object] | None
     comparer: Callable[[Any, Any], object] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> DistinctArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "key_selector", "comparer")
-        comparer = None if args.value(2) is None else args.function(2)
-        return cls(args.source(0), args.optional_function(1), comparer)
+    checks = ("source", "optional_function", "optional_function")
 
 
 class Distinct(StepStage):

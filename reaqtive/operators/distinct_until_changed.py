@@ -7,13 +7,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
-from reaqtive.core.binding import register_operator
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
-from reaqtive.operators.step_stage import StepStage, runs_inline
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep
+from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
 
 __all__ = ["DistinctUntilChanged", "DistinctUntilChangedArgs", "distinct_until_changed"]
 
@@ -63,7 +61,8 @@ class DistinctUntilChangedArgs(ArgsRecord):
     checks = ("source", "optional_function", "optional_function")
 
 
-@register_operator("distinct_until_changed", builder=distinct_until_changed, args=DistinctUntilChangedArgs)
+@step_operator("distinct_until_changed", lambda args: DistinctUntilChangedStep(args.key_selector, args.comparer),
+               builder=distinct_until_changed, args=DistinctUntilChangedArgs)
 class DistinctUntilChanged(StepStage):
     """The running stage of :func:`distinct_until_changed`, run by its keyed step
     (:class:`DistinctUntilChangedStep`); saved as whether there is a key, then the key."""
@@ -72,10 +71,6 @@ class DistinctUntilChanged(StepStage):
     version: Version = (1,)
     state_fields = ("has_key", "key")
     drops = True
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args = DistinctUntilChangedArgs.read(query)
-        super().__init__(downstream, args.source, DistinctUntilChangedStep(args.key_selector, args.comparer))
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(bool(self._field))
@@ -117,10 +112,3 @@ class DistinctUntilChangedStep(KeyedStep):
 
     def check(self, state: Any) -> bool:
         return type(state) is tuple and len(state) <= 1
-
-
-@register_keyed_step("distinct_until_changed")
-def distinct_until_changed_step(query: Expression[Any]) -> DistinctUntilChangedStep:
-    """The keyed step of a ``distinct_until_changed`` node (every overload)."""
-    args = DistinctUntilChangedArgs.read(query)
-    return DistinctUntilChangedStep(args.key_selector, args.comparer)

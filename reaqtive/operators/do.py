@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, Arguments, require_callable
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import Version
 from reaqtive.core.streams import Subscriber, require_not_none
@@ -71,26 +71,18 @@ def _is_observer(value: object) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class DoArgs:
+class DoArgs(ArgsRecord):
     """The arguments of a ``do`` node: ``(source, on_next, on_error, on_complete)``, at least one callback."""
 
     source: Subscribable[Any]
     on_next: Callable[[Any], object] | None
     on_error: Callable[[BaseException], object] | None
     on_complete: Callable[[], object] | None
+    checks = ("source", "optional_function", "optional_function", "optional_function")
 
-    @classmethod
-    def read(cls, query: Expression[Any]) -> DoArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "on_next", "on_error", "on_complete")
-        source = args.source(0)
-        on_next = args.optional_function(1)
-        on_error = args.optional_function(2)
-        on_complete = args.optional_function(3)
-        if on_next is None and on_error is None and on_complete is None:
+    def validate(self, args: Arguments) -> None:
+        if self.on_next is None and self.on_error is None and self.on_complete is None:
             args.fail(1, "callable when on_error and on_complete are None (do needs at least one callback)")
-        return cls(source, on_next, on_error, on_complete)
 
 
 def _ignore(value: object) -> None:

@@ -6,10 +6,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_non_negative_int
-from reaqtive.core.binding import register_operator
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import require_element
 from reaqtive.operators.keyed_steps import (
@@ -17,10 +15,8 @@ from reaqtive.operators.keyed_steps import (
     SKIP,
     KeyedStep,
     StepOperatorError,
-    is_immutable_value,
-    register_keyed_step,
 )
-from reaqtive.operators.step_stage import StepAggregate, runs_inline
+from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
 
 __all__ = ["ElementAt", "ElementAtArgs", "ElementAtOrDefaultArgs", "element_at", "element_at_or_default"]
 
@@ -83,8 +79,10 @@ class ElementAtOrDefaultArgs(ArgsRecord):
     checks = ("source", "count", "element")
 
 
-@register_operator("element_at", builder=element_at, args=ElementAtArgs)
-@register_operator("element_at_or_default", builder=element_at_or_default, args=ElementAtOrDefaultArgs)
+@step_operator("element_at", lambda args: ElementAtStep("element_at", args.index, None), builder=element_at,
+               args=ElementAtArgs)
+@step_operator("element_at_or_default", lambda args: ElementAtStep("element_at_or_default", args.index, args.default),
+               owned="default", builder=element_at_or_default, args=ElementAtOrDefaultArgs)
 class ElementAt(StepAggregate):
     """The running stage of :func:`element_at` and :func:`element_at_or_default` (one persisted name: the
     default is part of the query, not of the state)."""
@@ -94,16 +92,6 @@ class ElementAt(StepAggregate):
     state_fields = ("held", "?result", "remaining")
 
     __slots__ = ()
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args: ElementAtArgs | ElementAtOrDefaultArgs
-        default: object = None
-        if query.op == "element_at_or_default":
-            args = ElementAtOrDefaultArgs.read(query)
-            default = args.default
-        else:
-            args = ElementAtArgs.read(query)
-        super().__init__(downstream, args.source, ElementAtStep(query.op, args.index, default))
 
     def read_field(self, reader: StateReader) -> int:
         return reader.read_int("remaining", maximum=self._step.initial)
@@ -142,16 +130,3 @@ class ElementAtStep(KeyedStep):
 
     def check(self, state: Any) -> bool:
         return type(state) is int and 0 <= state <= self.initial
-
-
-@register_keyed_step("element_at")
-@register_keyed_step("element_at_or_default")
-def element_at_step(query: Expression[Any]) -> ElementAtStep | None:
-    """The keyed step of an ``element_at`` or ``element_at_or_default`` node; ``None`` (the general path) for a
-    mutable default, which the general path makes anew per group."""
-    if query.op == "element_at_or_default":
-        args = ElementAtOrDefaultArgs.read(query)
-        if not is_immutable_value(args.default):
-            return None
-        return ElementAtStep(query.op, args.index, args.default)
-    return ElementAtStep(query.op, ElementAtArgs.read(query).index, None)

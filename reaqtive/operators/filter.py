@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
-from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
@@ -15,7 +14,7 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, TemplateStep, register_keyed_step
-from reaqtive.operators.step_stage import StepStage, runs_inline
+from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
 from reaqtive.state import StatefulUnaryOperatorBase
 
 __all__ = ["Filter", "FilterArgs", "FilterIndexed", "FilterIndexedArgs", "filter", "filter_indexed"]
@@ -149,17 +148,14 @@ class Filter(StatefulUnaryOperatorBase[T, T], Generic[T]):
             self._replace_dropped()
 
 
-@register_operator("filter_indexed", builder=filter_indexed, args=FilterIndexedArgs)
+@step_operator("filter_indexed", lambda args: FilterIndexedStep(args.predicate),
+               builder=filter_indexed, args=FilterIndexedArgs)
 class FilterIndexed(StepStage):
     """The running stage of :func:`filter_indexed`, run by its keyed step (:class:`FilterIndexedStep`)."""
 
     name = "reaqtive:filter+index"
     version: Version = (1,)
     drops = True
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args = FilterIndexedArgs.read(query)
-        super().__init__(downstream, args.source, FilterIndexedStep(args.predicate))
 
     def load_state_core(self, reader: StateReader) -> None:
         self._field = reader.read_int("index")
@@ -196,9 +192,3 @@ class FilterIndexedStep(KeyedStep):
 
     def check(self, state: Any) -> bool:
         return type(state) is int and state >= 0
-
-
-@register_keyed_step("filter_indexed")
-def filter_indexed_step(query: Expression[Any]) -> FilterIndexedStep:
-    """The keyed step of a ``filter_indexed`` node."""
-    return FilterIndexedStep(FilterIndexedArgs.read(query).predicate)

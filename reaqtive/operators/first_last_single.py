@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord
-from reaqtive.core.binding import register_operator
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable, require_element
 from reaqtive.operators.keyed_steps import (
@@ -18,10 +16,8 @@ from reaqtive.operators.keyed_steps import (
     SKIP,
     KeyedStep,
     StepOperatorError,
-    is_immutable_value,
-    register_keyed_step,
 )
-from reaqtive.operators.step_stage import StepAggregate, runs_inline
+from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
 
 __all__ = [
     "First",
@@ -177,28 +173,10 @@ def _more_than_one_error(op: str, predicate: bool) -> ValueError:
     return ValueError(f"{op}: the source has more than one element{matching}")
 
 
-class _Pick(StepAggregate):
-    """What the three stages share: the arguments (``op`` reads :class:`PickArgs`, ``op_or_default``
-    :class:`PickOrDefaultArgs`) and the step they run (``step_class``)."""
-
-    __slots__ = ()
-
-    step_class: ClassVar[type[_PickStep]]
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args: PickArgs | PickOrDefaultArgs
-        default: object = None
-        if query.op.endswith("_or_default"):
-            args = PickOrDefaultArgs.read(query)
-            default = args.default
-        else:
-            args = PickArgs.read(query)
-        super().__init__(downstream, args.source, self.step_class(query.op, args.predicate, default))
-
-
-@register_operator("first", builder=first, args=PickArgs)
-@register_operator("first_or_default", builder=first_or_default, args=PickOrDefaultArgs)
-class First(_Pick):
+@step_operator("first", lambda args: FirstStep("first", args.predicate, None), builder=first, args=PickArgs)
+@step_operator("first_or_default", lambda args: FirstStep("first_or_default", args.predicate, args.default),
+               owned="default", builder=first_or_default, args=PickOrDefaultArgs)
+class First(StepAggregate):
     """The running stage of :func:`first` and :func:`first_or_default` (one persisted name: the default is
     part of the query, not of the state), run by :class:`FirstStep`."""
 
@@ -215,9 +193,10 @@ class First(_Pick):
         AggregateStage.load_state_core(self, reader)
 
 
-@register_operator("last", frames=4, builder=last, args=PickArgs)
-@register_operator("last_or_default", frames=4, builder=last_or_default, args=PickOrDefaultArgs)
-class Last(_Pick):
+@step_operator("last", lambda args: LastStep("last", args.predicate, None), frames=4, builder=last, args=PickArgs)
+@step_operator("last_or_default", lambda args: LastStep("last_or_default", args.predicate, args.default),
+               owned="default", frames=4, builder=last_or_default, args=PickOrDefaultArgs)
+class Last(StepAggregate):
     """The running stage of :func:`last` and :func:`last_or_default`, run by :class:`LastStep`; saves the last
     (matching) element, or ``None``."""
 
@@ -228,9 +207,11 @@ class Last(_Pick):
     __slots__ = ()
 
 
-@register_operator("single", frames=4, builder=single, args=PickArgs)
-@register_operator("single_or_default", frames=4, builder=single_or_default, args=PickOrDefaultArgs)
-class Single(_Pick):
+@step_operator("single", lambda args: SingleStep("single", args.predicate, None), frames=4, builder=single,
+               args=PickArgs)
+@step_operator("single_or_default", lambda args: SingleStep("single_or_default", args.predicate, args.default),
+               owned="default", frames=4, builder=single_or_default, args=PickOrDefaultArgs)
+class Single(StepAggregate):
     """The running stage of :func:`single` and :func:`single_or_default`, run by :class:`SingleStep`; saves the
     (matching) element found, or ``None``."""
 
@@ -253,7 +234,7 @@ class _PickStep(KeyedStep):
         self._default = default
 
     def _no_element(self) -> tuple[Any, ...]:
-        """The final output when no element was found: the default, or the error (as :meth:`_Pick._no_element`)."""
+        """The final output when no element was found: the default, or the error (the stage's error)."""
         if self._default is None:
             raise StepOperatorError(no_elements_error(self._op, self._predicate is not None))
         return (self._default,)
@@ -315,25 +296,3 @@ class SingleStep(_PickStep):
 
     def check(self, state: Any) -> bool:
         return True  # the user's element, or None before one
-
-
-First.step_class, Last.step_class, Single.step_class = FirstStep, LastStep, SingleStep
-_PICK_STEPS: dict[str, type[_PickStep]] = {"first": FirstStep, "last": LastStep, "single": SingleStep}
-
-
-@register_keyed_step("first")
-@register_keyed_step("first_or_default")
-@register_keyed_step("last")
-@register_keyed_step("last_or_default")
-@register_keyed_step("single")
-@register_keyed_step("single_or_default")
-def pick_step(query: Expression[Any]) -> _PickStep | None:
-    """The keyed step of a ``first``, ``last`` or ``single`` node (or its ``_or_default`` form); ``None`` (the
-    general path) for a mutable default, which the general path makes anew per group."""
-    op = query.op
-    if op.endswith("_or_default"):
-        args = PickOrDefaultArgs.read(query)
-        if not is_immutable_value(args.default):
-            return None
-        return _PICK_STEPS[op.removesuffix("_or_default")](op, args.predicate, args.default)
-    return _PICK_STEPS[op](op, PickArgs.read(query).predicate, None)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Final, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, source_node
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -49,16 +49,11 @@ def from_iterable(iterable: Iterable[R]) -> Expression[R]:
 
 
 @dataclass(frozen=True, slots=True)
-class FromIterableArgs:
+class FromIterableArgs(ArgsRecord):
     """The arguments of a ``from_iterable`` node: ``(iterable,)``."""
 
     iterable: Iterable[Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> FromIterableArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        return cls(arguments(query, "iterable").iterable(0))
+    checks = ("iterable",)
 
 
 class _Nothing:

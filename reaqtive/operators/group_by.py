@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import Arguments, arguments, require_callable, require_duration, require_positive_int
+from reaqtive.core.arguments import (
+    ArgsRecord,
+    Arguments,
+    arguments,
+    require_callable,
+    require_duration,
+    require_positive_int,
+)
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError, ObjectDisposedError
@@ -102,7 +109,7 @@ def group_by(
 
 
 @dataclass(frozen=True, slots=True)
-class GroupByArgs:
+class GroupByArgs(ArgsRecord):
     """The arguments of a ``group_by`` node: ``(source, key_selector, element_selector, max_groups,
     expire_after)``."""
 
@@ -111,19 +118,7 @@ class GroupByArgs:
     element_selector: Callable[[Any], object] | None
     max_groups: int | None
     expire_after: timedelta | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> GroupByArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = _arguments(query)
-        return cls(
-            args.source(0),
-            args.function(1),
-            args.optional_function(2),
-            args.optional_integer(3, minimum=1),
-            args.optional_duration(4, positive=True),
-        )
+    checks = ("source", "function", "optional_function", "optional_positive_count", "optional_positive_duration")
 
 
 def _arguments(query: Expression[Any]) -> Arguments:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
-from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import Subscriber
@@ -15,7 +14,7 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators.keyed_steps import KeyedStep, TemplateStep, register_keyed_step
-from reaqtive.operators.step_stage import StepStage, runs_inline
+from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
 from reaqtive.state import StatefulUnaryOperatorBase
 
 __all__ = ["Map", "MapArgs", "MapIndexed", "MapIndexedArgs", "map", "map_indexed"]
@@ -126,16 +125,13 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
         self._user_error(TypeError(f"map: the selector returned None for {value!r}; None is never an element"), value)
 
 
-@register_operator("map_indexed", frames=2, builder=map_indexed, args=MapIndexedArgs)
+@step_operator("map_indexed", lambda args: MapIndexedStep(args.selector),
+               frames=2, builder=map_indexed, args=MapIndexedArgs)
 class MapIndexed(StepStage):
     """The running stage of :func:`map_indexed`, run by its keyed step (:class:`MapIndexedStep`)."""
 
     name = "reaqtive:map+index"
     version: Version = (1,)
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args = MapIndexedArgs.read(query)
-        super().__init__(downstream, args.source, MapIndexedStep(args.selector))
 
     def load_state_core(self, reader: StateReader) -> None:
         self._field = reader.read_int("index")
@@ -176,9 +172,3 @@ class MapIndexedStep(KeyedStep):
 
     def check(self, state: Any) -> bool:
         return type(state) is int and state >= 0
-
-
-@register_keyed_step("map_indexed")
-def map_indexed_step(query: Expression[Any]) -> MapIndexedStep:
-    """The keyed step of a ``map_indexed`` node."""
-    return MapIndexedStep(MapIndexedArgs.read(query).selector)

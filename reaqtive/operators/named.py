@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord, Arguments
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.streams import Subscriber
@@ -56,21 +56,16 @@ def _check_name(name: object, where: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class NamedArgs:
+class NamedArgs(ArgsRecord):
     """The arguments of a ``named`` node: ``(source, name)``."""
 
     source: Subscribable[Any]
     name: str
+    checks = ("source", "text")
 
-    @classmethod
-    def read(cls, query: Expression[Any]) -> NamedArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "name")
-        name = args.text(1)
-        if not _NAME.fullmatch(name):
+    def validate(self, args: Arguments) -> None:
+        if not _NAME.fullmatch(self.name):
             args.fail(1, "a name of 1 to 100 letters, digits or '_.:-'")
-        return cls(args.source(0), name)
 
 
 class NamedHandle(SubscriptionHandle):

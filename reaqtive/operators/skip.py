@@ -12,11 +12,10 @@ from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber, add_demand
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._take_skip import OpenAtDeadline, count_or_duration
 from reaqtive.operators._timing import deadline
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
-from reaqtive.operators.step_stage import StepStage, runs_inline
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep
+from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
 from reaqtive.state.fields import time_bounds
 
 __all__ = ["Skip", "SkipArgs", "SkipDuration", "SkipDurationArgs", "skip"]
@@ -78,31 +77,25 @@ class SkipDurationArgs(ArgsRecord):
     checks = ("source", "duration")
 
 
-@register_operator("skip", builder=skip, args=SkipArgs)
+@step_operator("skip", lambda args: SkipStep(args.count), builder=skip, args=SkipArgs)
 class Skip(StepStage):
     """The running stage of :func:`skip` by count, run by its keyed step (:class:`SkipStep`): the first request
-    carries the elements to drop, so the upstream is never asked for more than it takes to deliver what the
-    downstream requested."""
+    (the total requested is still 0) carries the elements to drop, so the upstream is never asked for more than
+    it takes to deliver what the downstream requested."""
 
     name = "reaqtive:skip"
     version: Version = (1,)
     state_fields = ("remaining",)
 
-    __slots__ = ("_asked_for_skipped",)
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args = SkipArgs.read(query)
-        super().__init__(downstream, args.source, SkipStep(args.count))
-        self._asked_for_skipped = False
+    __slots__ = ()
 
     def load_state_core(self, reader: StateReader) -> None:
         # _field is still the query's count here: what is left of it cannot be more
         self._field = reader.read_int("remaining", maximum=self._field)
 
     def request(self, n: int) -> None:
-        if n > 0 and not self._asked_for_skipped:
-            self._asked_for_skipped = True
-            n = add_demand(n, self._field)  # nothing flows before the first request: the field is stable
+        if n > 0 and not self._requested:  # the first request (nothing flows before it: the field is stable)
+            n = add_demand(n, self._field)
         super().request(n)
 
 
@@ -113,6 +106,7 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
 
     name = "reaqtive:skip+duration"
     version: Version = (1,)
+    operator_label = "skip(duration)"
     state_fields = ("end", "open")
 
     __slots__ = ("_duration", "_end", "_source")
@@ -131,13 +125,6 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
     def load_state_core(self, reader: StateReader) -> None:
         self._end = reader.read_optional_datetime("end", *time_bounds(self.context, self._duration))
         self._open = reader.read_bool("open")
-
-    @property
-    def operator_label(self) -> str:
-        return "skip(duration)"
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
 
     def deadline(self, now: datetime) -> datetime | None:
         if self._open:
@@ -165,9 +152,3 @@ class SkipStep(KeyedStep):
 
     def check(self, state: Any) -> bool:
         return type(state) is int and 0 <= state <= self.initial
-
-
-@register_keyed_step("skip")
-def skip_step(query: Expression[Any]) -> SkipStep:
-    """The keyed step of a ``skip`` node (by count; ``skip_duration`` has none: it runs on the scheduler)."""
-    return SkipStep(SkipArgs.read(query).count)

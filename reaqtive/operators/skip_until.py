@@ -12,7 +12,6 @@ from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._take_skip import DroppingStage, OpenAtDeadline, UntilStage, other_or_time
 
 __all__ = ["SkipUntil", "SkipUntilArgs", "SkipUntilTime", "SkipUntilTimeArgs", "skip_until"]
@@ -140,6 +139,7 @@ class SkipUntilTime(OpenAtDeadline[T], Generic[T]):
 
     name = "reaqtive:skip_until+time"
     version: Version = (1,)
+    operator_label = "skip_until(start_time)"
 
     __slots__ = ("_source", "_start_time")
 
@@ -154,13 +154,6 @@ class SkipUntilTime(OpenAtDeadline[T], Generic[T]):
 
     def load_state_core(self, reader: StateReader) -> None:
         self._open = reader.read_bool("open")
-
-    @property
-    def operator_label(self) -> str:
-        return "skip_until(start_time)"
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
 
     def deadline(self, now: datetime) -> datetime | None:
         return None if self._open else self._start_time

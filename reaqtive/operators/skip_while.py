@@ -4,23 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
-from reaqtive.core.binding import register_operator
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators._take_skip import DroppingStage
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, register_keyed_step
-from reaqtive.operators.step_stage import StepStage, runs_inline
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep
+from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
 
 __all__ = ["SkipWhile", "SkipWhileArgs", "SkipWhileIndexed", "skip_while", "skip_while_indexed"]
-
-T = TypeVar("T")
-
 
 def skip_while(predicate: Callable[[Any], object]) -> OperatorCall[Any]:
     """Drop elements while ``predicate`` is true; from the first false one on, pass every element (the
@@ -53,8 +46,8 @@ def skip_while_indexed(predicate: Callable[[Any, int], object]) -> OperatorCall[
     <...>
 
     **State.** ``running`` (whether the predicate has been false yet), then ``index``, the index of the next
-    element (it stops counting once running). Inside a keyed ``group_by``, one field per key: ``index`` while
-    dropping, ``None`` once running.
+    element while dropping (0 once running: it stops counting then). Inside a keyed ``group_by``, one field per
+    key: ``index`` while dropping, ``None`` once running.
 
     **Demand.** As ``skip_while``.
 
@@ -73,7 +66,7 @@ class SkipWhileArgs(ArgsRecord):
     checks = ("source", "function")
 
 
-@register_operator("skip_while", builder=skip_while, args=SkipWhileArgs)
+@step_operator("skip_while", lambda args: SkipWhileStep(args.predicate), builder=skip_while, args=SkipWhileArgs)
 class SkipWhile(StepStage):
     """The running stage of :func:`skip_while`, run by its keyed step (:class:`SkipWhileStep`)."""
 
@@ -82,61 +75,29 @@ class SkipWhile(StepStage):
     state_fields = ("running",)
     drops = True
 
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args = SkipWhileArgs.read(query)
-        super().__init__(downstream, args.source, SkipWhileStep(args.predicate))
-
     def load_state_core(self, reader: StateReader) -> None:
         self._field = reader.read_bool("running")
 
 
-@register_operator("skip_while_indexed", builder=skip_while_indexed, args=SkipWhileArgs)
-class SkipWhileIndexed(DroppingStage[T], Generic[T]):
-    """The running stage of :func:`skip_while_indexed`."""
+@step_operator("skip_while_indexed", lambda args: SkipWhileIndexedStep(args.predicate),
+               builder=skip_while_indexed, args=SkipWhileArgs)
+class SkipWhileIndexed(StepStage):
+    """The running stage of :func:`skip_while_indexed`, run by its keyed step (:class:`SkipWhileIndexedStep`);
+    saved as ``running, index`` (the index 0 once running: it stops counting then)."""
 
-    timeless = True
     name = "reaqtive:skip_while+indexed"
     version: Version = (1,)
     state_fields = ("running", "index")
-
-    __slots__ = ("_index", "_predicate", "_running", "_source")
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
-        super().__init__(downstream)
-        args = SkipWhileArgs.read(query)
-        self._source: Subscribable[T] = args.source
-        self._predicate: Callable[[T, int], object] = args.predicate
-        self._running = False
-        self._index = 0
+    drops = True
 
     def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._running)
-        writer.write(self._index)
+        writer.write(self._field is None)
+        writer.write(self._field or 0)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._running = reader.read_bool("running")
-        self._index = reader.read_int("index")
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
-
-    def on_next(self, value: T) -> None:
-        if self._running:
-            self._downstream.on_next(value)
-            return
-        index = self._index
-        try:
-            skip = bool(self._predicate(value, index))
-        except Exception as error:
-            self._user_error(error, value)  # skipped: the index stays, for the next element
-            return
-        self._index = index + 1
-        self._state.changed = True
-        if skip:
-            self._replace_dropped()
-            return
-        self._running = True
-        self._downstream.on_next(value)
+        running = reader.read_bool("running")
+        index = reader.read_int("index")
+        self._field = None if running else index
 
 
 @runs_inline(SkipWhile)
@@ -160,9 +121,10 @@ class SkipWhileStep(KeyedStep):
         return type(state) is bool
 
 
+@runs_inline(SkipWhileIndexed)
 class SkipWhileIndexedStep(KeyedStep):
-    """:class:`SkipWhileIndexed` for one key of a keyed chain: the field is the index of the next element while
-    dropping, ``None`` once running (the index stops counting then)."""
+    """The per-element logic of :func:`skip_while_indexed` (the stage and a keyed chain run it): the field is the
+    index of the next element while dropping, ``None`` once running (the index stops counting then)."""
 
     __slots__ = ("_predicate",)
 
@@ -178,15 +140,3 @@ class SkipWhileIndexedStep(KeyedStep):
 
     def check(self, state: Any) -> bool:
         return state is None or (type(state) is int and state >= 0)
-
-
-@register_keyed_step("skip_while")
-def skip_while_step(query: Expression[Any]) -> SkipWhileStep:
-    """The keyed step of a ``skip_while`` node."""
-    return SkipWhileStep(SkipWhileArgs.read(query).predicate)
-
-
-@register_keyed_step("skip_while_indexed")
-def skip_while_indexed_step(query: Expression[Any]) -> SkipWhileIndexedStep:
-    """The keyed step of a ``skip_while_indexed`` node."""
-    return SkipWhileIndexedStep(SkipWhileArgs.read(query).predicate)

@@ -31,22 +31,32 @@ import re
 import textwrap
 import types
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
+from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.error_policy import NO_ELEMENT
 from reaqtive.core.operator import StateReader, StateWriter
-from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
+from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._aggregate import AggregateStage
-from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StatelessStep, StepOperatorError
+from reaqtive.operators._take_skip import DroppingStage
+from reaqtive.operators.keyed_steps import (
+    DONE,
+    SKIP,
+    KeyedStep,
+    StatelessStep,
+    StepOperatorError,
+    is_immutable_value,
+    register_keyed_step,
+)
 from reaqtive.state import StatefulUnaryOperatorBase
 
-__all__ = ["StepAggregate", "StepStage", "inlinable", "runs_inline"]
+__all__ = ["StepAggregate", "StepStage", "inlinable", "runs_inline", "step_operator"]
 
 
-class StepStage(StatefulUnaryOperatorBase[Any, Any]):
+class StepStage(DroppingStage[Any]):
     """The stage of an operator whose keyed step is its per-element logic (see the module). A subclass builds
     its step from the query's checked arguments and passes it, with the source, to ``__init__``."""
 
@@ -55,21 +65,20 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
     """Whether an element the step puts nothing out for is replaced upstream (``request(1)``) while the
     downstream's demand is bounded (``filter``, ``skip_while``), as is an element the error policy skips."""
 
-    __slots__ = ("_field", "_in_place", "_next", "_requested", "_skip_keeps", "_source", "_step")
+    __slots__ = ("_field", "_in_place", "_next", "_skip_keeps", "_source", "_step")
 
-    inline_tail: ClassVar[tuple[str, ...]] = (
-        "    if field is DONE:",
-        "        self._end(state, output)",
-        "        return",
-        "    if field is not state or (self._in_place and (output is not SKIP or not self._skip_keeps)):",
-        "        self._field = field",
-        "        self._state.changed = True",
-        "    if output is not SKIP:",
-        "        self._downstream.on_next(output)",
-        "    elif self.drops:",
-        "        self._replace_dropped()",
-    )
-    """What :meth:`on_next` does with the step's ``(field, output)``, as lines of an inlined ``on_next``."""
+    @staticmethod
+    def inline_tail(step: type[KeyedStep], ends: bool) -> list[str]:
+        """What :meth:`on_next` does with the step's ``(field, output)``, as lines of an inlined ``on_next``,
+        less what cannot happen: the end when the step never ends the stream (``ends``), the in-place test for
+        a step whose field never changes in place."""
+        tail = ["    if field is DONE:", "        self._end(state, output)", "        return"] if ends else []
+        changed = "field is not state"
+        if step.in_place:  # (changed in place: saved again, unless an element with no output leaves it as it was)
+            changed = "field is not state or output is not SKIP" if step.skip_keeps_field else "True"
+        return [*tail, f"    if {changed}:", "        self._field = field", "        self._state.changed = True",
+                "    if output is not SKIP:", "        self._downstream.on_next(output)", "    elif self.drops:",
+                "        self._replace_dropped()"]
 
     inline_skips: ClassVar[bool] = True
     """Whether an element with no output and no end is handled inline, where the stage owes nothing for it (a
@@ -83,7 +92,6 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
         self._next = step.next  # (bound once: read per element)
         self._in_place = step.in_place
         self._skip_keeps = step.skip_keeps_field
-        self._requested = 0  # the downstream's demand in total, kept by a stage that drops elements
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
@@ -99,11 +107,6 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
-
-    def request(self, n: int) -> None:
-        if self.drops and n > 0:
-            self._requested = add_demand(self._requested, n)
-        super().request(n)
 
     def on_next(self, value: Any) -> None:
         old = self._field
@@ -140,18 +143,11 @@ class StepStage(StatefulUnaryOperatorBase[Any, Any]):
         stream (:data:`~reaqtive.operators.keyed_steps.DONE`) from ``field``: ``field`` by default."""
         return field
 
-    def _replace_dropped(self) -> None:
-        """Ask the upstream for one more element in place of a dropped one, unless demand is unbounded."""
-        if self._requested != LONG_MAX:
-            upstream = self._upstream
-            if upstream is not None:
-                upstream.request(1)
-
     def _element_skipped(self) -> None:
         if self.drops:
             self._replace_dropped()  # as a dropped element
         else:
-            super()._element_skipped()
+            StatefulUnaryOperatorBase._element_skipped(self)  # (not DroppingStage's: nothing is owed for it)
 
 
 class StepAggregate(AggregateStage[Any, Any]):
@@ -163,14 +159,13 @@ class StepAggregate(AggregateStage[Any, Any]):
 
     __slots__ = ("_field", "_in_place", "_next", "_step")
 
-    inline_tail: ClassVar[tuple[str, ...]] = (
-        "    if field is DONE:",
-        "        self._finish(output)",
-        "    elif field is not state or self._in_place:",
-        "        self._field = field",
-        "        self._state.changed = True",
-    )
-    """As :attr:`StepStage.inline_tail`."""
+    @staticmethod
+    def inline_tail(step: type[KeyedStep], ends: bool) -> list[str]:
+        """As :meth:`StepStage.inline_tail`."""
+        changed = "True" if step.in_place else "field is not state"
+        tail = ["    if field is DONE:", "        self._finish(output)", f"    elif {changed}:"] if ends else [
+            f"    if {changed}:"]
+        return [*tail, "        self._field = field", "        self._state.changed = True"]
 
     inline_skips: ClassVar[bool] = True
     """Whether an element with no output and no end is handled inline (nothing is owed for it)."""
@@ -189,7 +184,7 @@ class StepAggregate(AggregateStage[Any, Any]):
     def save_state_core(self, writer: StateWriter) -> None:
         super().save_state_core(writer)
         if not isinstance(self._step, StatelessStep):
-            writer.write(self._field)
+            self.write_field(writer, self._field)
 
     def load_state_core(self, reader: StateReader) -> None:
         super().load_state_core(reader)
@@ -199,6 +194,10 @@ class StepAggregate(AggregateStage[Any, Any]):
     def read_field(self, reader: StateReader) -> Any:
         """The field, read after the held result (any value by default)."""
         return reader.read()
+
+    def write_field(self, writer: StateWriter, field: Any) -> None:
+        """Save the field, after the held result (as it is by default)."""
+        writer.write(field)
 
     def on_next(self, value: Any) -> None:
         old = self._field
@@ -234,6 +233,54 @@ class StepAggregate(AggregateStage[Any, Any]):
 
 
 S = TypeVar("S", bound=type[KeyedStep])
+G = TypeVar("G", bound=type[StepStage] | type[StepAggregate])
+
+
+def step_operator(
+    op: str,
+    step: Callable[[Any], KeyedStep],
+    *,
+    keyed: Callable[[Any], KeyedStep | None] | None = None,
+    owned: str | None = None,
+    **registration: Any,
+) -> Callable[[G], G]:
+    """Class decorator of a :class:`StepStage` or :class:`StepAggregate` made from its node: registers it for
+    ``op`` (``registration``: ``register_operator``'s ``builder``, ``args`` (an argument record, required) and
+    ``frames``), gives it the constructor ``(query, downstream)`` (unless it has one of its own), which runs the
+    step ``step`` builds from the node's checked record, and registers the same ``step`` (or ``keyed``, which
+    returns ``None`` where the general path must run) as ``op``'s keyed step: the step is built in one place for
+    the stage and the keyed chain. ``owned`` names a field of the record (a seed, a default) that every key would
+    share: one that may change in place keeps the general path, which makes it anew per group. Stacked, one stage
+    serves several ops (``first``, ``first_or_default``), each with its record and step."""
+    record = registration["args"]
+
+    def decorate(stage: G) -> G:
+        ops: dict[str, tuple[Any, Callable[[Any], KeyedStep]]] = vars(stage).get("_step_ops") or {}
+        if "_step_ops" not in vars(stage):
+            stage._step_ops = ops  # type: ignore[union-attr]  # (a class attribute: the ops the stage serves)
+            if "__init__" not in vars(stage):
+                def construct(self: Any, query: Any, downstream: Subscriber[Any]) -> None:
+                    node_record, make = ops[query.op]
+                    args = node_record.read(query)
+                    super(cast("type[Any]", stage), self).__init__(downstream, args.source, make(args))
+
+                stage.__init__ = construct  # type: ignore[assignment]
+        ops[op] = (record, step)
+        register_operator(op, **registration)(stage)
+        keyed_step = step if keyed is None else keyed
+
+        def keyed_factory(query: Any) -> KeyedStep | None:
+            args = record.read(query)
+            if owned is not None and not is_immutable_value(getattr(args, owned)):
+                return None
+            return keyed_step(args)
+
+        keyed_factory.__module__ = stage.__module__  # (the operator's, as a factory written in its module)
+        keyed_factory.__qualname__ = f"{stage.__qualname__}.keyed_step"
+        register_keyed_step(op)(keyed_factory)
+        return stage
+
+    return decorate
 
 
 def runs_inline(*stages: type[StepStage] | type[StepAggregate]) -> Callable[[S], S]:
@@ -337,7 +384,7 @@ def _inlined_on_next(step: type[KeyedStep], stage: type[StepStage] | type[StepAg
             body.append(line)
     code = [
         "def on_next(self, value, DONE=DONE, SKIP=SKIP, StepOperatorError=StepOperatorError):",
-        "    step = self._step",
+        *(["    step = self._step"] if any(re.search(r"\bstep\.", line) for line in body) else []),
         "    state = self._field",
         "    while True:",
         "        try:",
@@ -348,7 +395,7 @@ def _inlined_on_next(step: type[KeyedStep], stage: type[StepStage] | type[StepAg
         "        except Exception as error:",
         "            self._user_error(error, value)",
         "            return",
-        *stage.inline_tail,
+        *stage.inline_tail(step, any(isinstance(node, ast.Name) and node.id == "DONE" for node in ast.walk(function))),
     ]
     source = "\n".join(code) + "\n"
     filename = f"<reaqtive inlined {step.__qualname__}.next>"

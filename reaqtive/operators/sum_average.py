@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from reaqtive.core.arguments import ArgsRecord
-from reaqtive.core.binding import register_operator
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators._aggregate import AggregateStage, no_elements_error, none_result_error, require_element
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, is_immutable_value, register_keyed_step
+from reaqtive.operators._aggregate import no_elements_error, none_result_error, require_element
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError
+from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
 
 __all__ = ["Average", "AverageArgs", "Sum", "SumArgs", "average", "sum"]
-
-T = TypeVar("T")
 
 
 # The builder sum hides the built-in, which this module does not use.
@@ -84,90 +81,42 @@ class AverageArgs(ArgsRecord):
     checks = ("source",)
 
 
-@register_operator("sum", frames=4, builder=sum, args=SumArgs)
-class Sum(AggregateStage[T, Any], Generic[T]):
-    """The running stage of :func:`sum`: ``start + x1 + x2 + ...``, in that order (``start`` on the left)."""
+@step_operator("sum", lambda args: SumStep(args.start), owned="start", frames=4, builder=sum, args=SumArgs)
+class Sum(StepAggregate):
+    """The running stage of :func:`sum`, run by its keyed step (:class:`SumStep`)."""
 
     name = "reaqtive:sum"
     version: Version = (1,)
     state_fields = ("held", "?result", "total")
 
-    __slots__ = ("_total",)
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args = SumArgs.read(query)
-        super().__init__(args.source, downstream)
-        self._total: Any = args.start
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        super().save_state_core(writer)
-        writer.write(self._total)
-
-    def load_state_core(self, reader: StateReader) -> None:
-        super().load_state_core(reader)
-        self._total = reader.read()  # the user's elements added up
-
-    def on_next(self, value: T) -> None:
-        try:
-            self._total = self._total + value
-        except Exception as error:  # e.g. a str among numbers
-            self._user_error(error, value)  # skipped: the total stays
-            return
-        self._state.changed = True
-
-    def result_at_completion(self) -> Any:
-        return self._total
+    __slots__ = ()
 
 
-@register_operator("average", frames=4, builder=average, args=AverageArgs)
-class Average(AggregateStage[T, Any], Generic[T]):
-    """The running stage of :func:`average`: ``(x1 + ... + xn) / n``; the first element starts the total, so
-    that ``timedelta``, ``Decimal`` and ``Fraction`` keep their type."""
+@step_operator("average", lambda args: AverageStep(), frames=4, builder=average, args=AverageArgs)
+class Average(StepAggregate):
+    """The running stage of :func:`average`, run by its keyed step (:class:`AverageStep`); saved as
+    ``count, total`` (``0, None`` before the first element)."""
 
     name = "reaqtive:average"
     version: Version = (1,)
     state_fields = ("held", "?result", "count", "total")
 
-    __slots__ = ("_count", "_total")
+    __slots__ = ()
 
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        super().__init__(AverageArgs.read(query).source, downstream)
-        self._count = 0
-        self._total: Any = None
+    def write_field(self, writer: StateWriter, field: Any) -> None:
+        count, total = (0, None) if field is None else field
+        writer.write(count)
+        writer.write(total)
 
-    def save_state_core(self, writer: StateWriter) -> None:
-        super().save_state_core(writer)
-        writer.write(self._count)
-        writer.write(self._total)
-
-    def load_state_core(self, reader: StateReader) -> None:
-        super().load_state_core(reader)
-        self._count = reader.read_int("count")
-        self._total = reader.read()  # the user's elements added up: None until the first one
-        if (self._total is None) != (self._count == 0):
-            raise reader.invalid("total", "None exactly when the count is 0", self._total)
-
-    def on_next(self, value: T) -> None:
-        if self._count:
-            try:
-                self._total = self._total + value
-            except Exception as error:
-                self._user_error(error, value)  # skipped: the total and the count stay
-                return
-        else:
-            self._total = value  # no start value: timedelta, Decimal and Fraction keep their type
-        self._count += 1
-        self._state.changed = True
-
-    def result_at_completion(self) -> Any:
-        if not self._count:
-            raise no_elements_error("average")
-        return self._total
-
-    def final_result(self, result: Any) -> Any:
-        return result / self._count  # the user's values divided: may raise
+    def read_field(self, reader: StateReader) -> Any:
+        count = reader.read_int("count")
+        total = reader.read()  # the user's elements added up: None until the first one
+        if (total is None) != (count == 0):
+            raise reader.invalid("total", "None exactly when the count is 0", total)
+        return None if count == 0 else (count, total)
 
 
+@runs_inline(Sum)
 class SumStep(KeyedStep):
     """:class:`Sum` for one key of a keyed chain: the field is the total, ``start`` at first."""
 
@@ -188,6 +137,7 @@ class SumStep(KeyedStep):
         return True  # the user's elements added up
 
 
+@runs_inline(Average)
 class AverageStep(KeyedStep):
     """:class:`Average` for one key of a keyed chain: the field is ``None`` before the first element, then
     ``(count, total)``."""
@@ -213,17 +163,3 @@ class AverageStep(KeyedStep):
         if state is None:
             return True
         return type(state) is tuple and len(state) == 2 and type(state[0]) is int and state[0] >= 1
-
-
-@register_keyed_step("sum")
-def sum_step(query: Expression[Any]) -> SumStep | None:
-    """The keyed step of a ``sum`` node; ``None`` (the general path) for a ``start`` that may change in place."""
-    start = SumArgs.read(query).start
-    return SumStep(start) if is_immutable_value(start) else None
-
-
-@register_keyed_step("average")
-def average_step(query: Expression[Any]) -> AverageStep:
-    """The keyed step of an ``average`` node."""
-    AverageArgs.read(query)  # the stage's checks
-    return AverageStep()

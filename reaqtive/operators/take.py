@@ -131,6 +131,7 @@ class TakeDuration(TakeUntilDeadline[T], Generic[T]):
 
     name = "reaqtive:take+duration"
     version: Version = (1,)
+    operator_label = "take(duration)"
     state_fields = ("end",)
 
     __slots__ = ("_duration", "_end", "_source")
@@ -147,13 +148,6 @@ class TakeDuration(TakeUntilDeadline[T], Generic[T]):
 
     def load_state_core(self, reader: StateReader) -> None:
         self._end = reader.read_optional_datetime("end", *time_bounds(self.context, self._duration))
-
-    @property
-    def operator_label(self) -> str:
-        return "take(duration)"
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
 
     def deadline(self, now: datetime) -> datetime | None:
         if self._end is None:

@@ -12,7 +12,6 @@ from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._take_skip import TakeUntilDeadline, UntilStage, other_or_time
 
 __all__ = ["TakeUntil", "TakeUntilArgs", "TakeUntilTime", "TakeUntilTimeArgs", "take_until"]
@@ -122,6 +121,7 @@ class TakeUntilTime(TakeUntilDeadline[T], Generic[T]):
 
     name = "reaqtive:take_until+time"
     version: Version = (1,)
+    operator_label = "take_until(end_time)"
 
     __slots__ = ("_end_time", "_source")
 
@@ -130,13 +130,6 @@ class TakeUntilTime(TakeUntilDeadline[T], Generic[T]):
         args = TakeUntilTimeArgs.read(query)
         self._source: Subscribable[T] = args.source
         self._end_time = args.end_time
-
-    @property
-    def operator_label(self) -> str:
-        return "take_until(end_time)"
-
-    def subscribe_input(self) -> SubscriptionHandle:
-        return self._source.subscribe(self)
 
     def deadline(self, now: datetime) -> datetime | None:
         return self._end_time

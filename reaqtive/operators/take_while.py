@@ -7,13 +7,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
-from reaqtive.core.binding import register_operator
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StatelessStep, register_keyed_step
-from reaqtive.operators.step_stage import StepStage, runs_inline
+from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StatelessStep
+from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
 
 __all__ = ["TakeWhile", "TakeWhileArgs", "TakeWhileIndexed", "take_while", "take_while_indexed"]
 
@@ -76,29 +74,23 @@ class TakeWhileArgs(ArgsRecord):
     checks = ("source", "function", "flag")
 
 
-@register_operator("take_while", frames=2, builder=take_while, args=TakeWhileArgs)
+@step_operator("take_while", lambda args: TakeWhileStep(args.predicate, args.inclusive),
+               frames=2, builder=take_while, args=TakeWhileArgs)
 class TakeWhile(StepStage):
     """The running stage of :func:`take_while`, run by its keyed step (:class:`TakeWhileStep`)."""
 
     name = "reaqtive:take_while"
     version: Version = (1,)
 
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args = TakeWhileArgs.read(query)
-        super().__init__(downstream, args.source, TakeWhileStep(args.predicate, args.inclusive))
 
-
-@register_operator("take_while_indexed", frames=2, builder=take_while_indexed, args=TakeWhileArgs)
+@step_operator("take_while_indexed", lambda args: TakeWhileIndexedStep(args.predicate, args.inclusive),
+               frames=2, builder=take_while_indexed, args=TakeWhileArgs)
 class TakeWhileIndexed(StepStage):
     """The running stage of :func:`take_while_indexed`, run by its keyed step (:class:`TakeWhileIndexedStep`)."""
 
     name = "reaqtive:take_while+indexed"
     version: Version = (1,)
     state_fields = ("index",)
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args = TakeWhileArgs.read(query)
-        super().__init__(downstream, args.source, TakeWhileIndexedStep(args.predicate, args.inclusive))
 
     def load_state_core(self, reader: StateReader) -> None:
         self._field = reader.read_int("index")
@@ -143,17 +135,3 @@ class TakeWhileIndexedStep(KeyedStep):
 
     def check(self, state: Any) -> bool:
         return type(state) is int and state >= 0
-
-
-@register_keyed_step("take_while")
-def take_while_step(query: Expression[Any]) -> TakeWhileStep:
-    """The keyed step of a ``take_while`` node."""
-    args = TakeWhileArgs.read(query)
-    return TakeWhileStep(args.predicate, args.inclusive)
-
-
-@register_keyed_step("take_while_indexed")
-def take_while_indexed_step(query: Expression[Any]) -> TakeWhileIndexedStep:
-    """The keyed step of a ``take_while_indexed`` node."""
-    args = TakeWhileArgs.read(query)
-    return TakeWhileIndexedStep(args.predicate, args.inclusive)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reaqtive.core.arguments import arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, source_node
 from reaqtive.core.operator import Version
@@ -38,16 +38,11 @@ def throw(error: BaseException) -> Expression[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class ThrowArgs:
+class ThrowArgs(ArgsRecord):
     """The arguments of a ``throw`` node: ``(error,)``."""
 
     error: BaseException
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> ThrowArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        return cls(arguments(query, "error").instance(0, BaseException, "an exception instance"))
+    checks = ("exception",)
 
 
 @register_operator("throw", builder=throw, args=ThrowArgs)

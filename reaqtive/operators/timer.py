@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from reaqtive.core.arguments import arguments, require_positive_duration
+from reaqtive.core.arguments import ArgsRecord, arguments, require_positive_duration
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -122,15 +122,12 @@ class TimerPeriodArgs(TimerArgs):
 
 
 @dataclass(frozen=True, slots=True)
-class IntervalArgs:
+class IntervalArgs(ArgsRecord):
     """The arguments of an ``interval`` node: ``(period,)``."""
 
     period: timedelta
 
-    @classmethod
-    def read(cls, query: Expression[Any]) -> IntervalArgs:
-        """The checked arguments of ``query``."""
-        return cls(arguments(query, "period").duration(0, positive=True))
+    checks = ("positive_duration",)
 
 
 class _TimerSource(PullSource[int]):

@@ -6,17 +6,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord
-from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators._aggregate import AggregateStage
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError
 from reaqtive.operators.settings import MAX_LIST_SIZE, UNLIMITED, read_limit
-from reaqtive.operators.step_stage import StepAggregate, runs_inline
+from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
 
 __all__ = ["ToList", "ToListArgs", "to_list"]
 
@@ -51,7 +48,7 @@ class ToListArgs(ArgsRecord):
     checks = ("source",)
 
 
-@register_operator("to_list", frames=4, builder=to_list, args=ToListArgs)
+@step_operator("to_list", lambda args: ToListStep(), frames=4, builder=to_list, args=ToListArgs)
 class ToList(StepAggregate):
     """The running stage of :func:`to_list`, run by :class:`ToListStep` (the limit is read from the context,
     which arrives after the constructor)."""
@@ -62,13 +59,8 @@ class ToList(StepAggregate):
 
     __slots__ = ()
 
-    def __init__(self, query: Expression[Any], downstream: Subscriber[list[Any]]) -> None:
-        super().__init__(downstream, ToListArgs.read(query).source, ToListStep())
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        AggregateStage.save_state_core(self, writer)
-        items = self._field
-        writer.write([] if items is None or self._decided else items)  # a decided list moved into the result
+    def write_field(self, writer: StateWriter, field: Any) -> None:
+        writer.write([] if field is None or self._decided else field)  # a decided list moved into the result
 
     def read_result(self, reader: StateReader) -> list[Any]:
         return reader.read_list("result")
@@ -107,10 +99,3 @@ class ToListStep(KeyedStep):
 
     def check(self, state: Any) -> bool:
         return state is None or type(state) is list
-
-
-@register_keyed_step("to_list")
-def to_list_step(query: Expression[Any]) -> ToListStep:
-    """The keyed step of a ``to_list`` node."""
-    ToListArgs.read(query)  # the stage's checks
-    return ToListStep()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, arguments
+from reaqtive.core.arguments import ArgsRecord, Arguments
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.expression import Expression, InnerStreamNode
@@ -35,22 +35,17 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class WindowTimeArgs:
+class WindowTimeArgs(ArgsRecord):
     """The arguments of a ``window_time`` node: ``(source, duration, shift)``."""
 
     source: Subscribable[Any]
     duration: timedelta
     shift: timedelta
+    checks = ("source", "positive_duration", "positive_duration")
 
-    @classmethod
-    def read(cls, query: Expression[Any]) -> WindowTimeArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "duration", "shift")
-        source, duration, shift = args.source(0), args.duration(1, positive=True), args.duration(2, positive=True)
-        if shift != duration and shift > MAX_SPAN:
+    def validate(self, args: Arguments) -> None:
+        if self.shift != self.duration and self.shift > MAX_SPAN:
             args.fail(2, f"at most {MAX_SPAN.days} days (a longer shift never opens a second window)")
-        return cls(source, duration, shift)
 
 
 @dataclass(frozen=True, slots=True)

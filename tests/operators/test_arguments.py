@@ -236,6 +236,22 @@ def test_the_message_says_what_was_expected_and_what_was_found() -> None:
         assert str(raised.value).startswith(message)
 
 
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        (Query("do", (SOURCE, None, None, None)), "operator 'do': args[1] (on_next) must be callable when on_error"),
+        (Query("named", (SOURCE, "a b")), "operator 'named': args[1] (name) must be a name of 1 to 100 letters"),
+        (Query("window_time", (SOURCE, SECOND, timedelta(days=4_000_000))), "operator 'window_time': args[2] (shift)"),
+        (Query("buffer_time", (SOURCE, SECOND, timedelta(days=4_000_000))), "operator 'buffer_time': args[2] (shift)"),
+    ],
+    ids=["do-no-callback", "named-pattern", "window-long-shift", "buffer-long-shift"],
+)
+def test_a_record_checks_across_its_fields_after_each_fields_own_check(query: Query[Any], message: str) -> None:
+    with pytest.raises(OperatorArgumentError) as raised:
+        _bind(query)
+    assert str(raised.value).startswith(message)
+
+
 def test_the_argument_error_is_a_type_error_and_a_value_error_like_the_builders_errors() -> None:
     with pytest.raises(TypeError):
         _bind(Query("map", (SOURCE, 3)))

@@ -14,6 +14,7 @@ from reaqtive.core.streams import LONG_MAX
 from reaqtive.core.visitors import initialize
 from reaqtive.testing import Recorded, on_completed, on_error, on_next, subscribe
 from reaqtive.testing.checkpoint import assert_checkpoint_anywhere
+from tests.operators._forged_support import forge
 from tests.operators._take_skip_support import recover, run, save_at, saved_fields, saved_nodes
 from tests.support import Recorder
 
@@ -112,6 +113,19 @@ def test_skip_while_indexed_passes_the_index_and_saves_it() -> None:
     assert record.name == "reaqtive:skip_while+indexed" and saved_fields(record) == [False, False, 1]
     recovered, _ = recover(create, [HOT], blob, restart=225)
     assert recovered.messages == [on_next(260, 4), on_next(300, 1), on_completed(400)]
+
+
+def test_skip_while_indexed_once_running_saves_index_0_and_loads_an_older_index() -> None:
+    create = lambda xs: xs.skip_while_indexed(lambda x, i: i < 2)  # noqa: E731
+    blob = save_at(create, [HOT], 270)  # after 4 (index 2) opened the gate
+    (record,) = saved_nodes(blob)
+    assert saved_fields(record) == [False, True, 0]  # the index no longer counts once running
+    # The previous release saved the index it had reached (3): any index loads, and the gate stays open.
+    older = forge(blob, 0, (2,), 3)
+    assert saved_fields(saved_nodes(older)[0]) == [False, True, 3]
+    for saved in (blob, older):
+        recovered, _ = recover(create, [HOT], saved, restart=275)
+        assert recovered.messages == [on_next(300, 1), on_completed(400)]
 
 
 def test_skip_while_indexed_predicate_error_becomes_on_error() -> None:

@@ -57,3 +57,36 @@ def test_the_inlined_stage_gives_what_the_step_called_per_element_gives(
     finally:
         stage.on_next = compiled  # type: ignore[method-assign]
     assert inlined == called
+
+
+@pytest.mark.parametrize(
+    ("query", "keyed"),
+    [
+        (from_iterable([1]).sum(), True),
+        (from_iterable([[1]]).sum([]), False),  # a start every key would share, changed in place: general path
+        (from_iterable([1]).first_or_default(0), True),
+        (from_iterable([1]).first_or_default([0]), False),
+        (from_iterable([1]).element_at_or_default(3, (0,)), True),
+        (from_iterable([1]).element_at_or_default(3, {0}), False),
+    ],
+    ids=["sum", "sum-list-start", "first_or_default", "first_or_default-list", "element_at-tuple", "element_at-set"],
+)
+def test_step_operator_keys_a_node_unless_its_owned_value_may_change_in_place(query: Any, keyed: bool) -> None:
+    from reaqtive.operators.keyed_steps import keyed_step_factory
+
+    factory = keyed_step_factory(query.op)
+    assert factory is not None and factory.__module__.startswith("reaqtive.operators.")  # (the operator's module)
+    assert (factory(query) is not None) == keyed
+
+
+def test_step_operator_builds_each_op_its_own_step() -> None:
+    from reaqtive.operators.keyed_steps import keyed_step_factory
+
+    plain = from_iterable([1]).first()
+    with_default = from_iterable([1]).first_or_default(5)
+    assert _values(from_iterable([]).first_or_default(5)) == ([5], [])
+    assert _values(from_iterable([]).first()) == ([], [ValueError])
+    for query in (plain, with_default):
+        factory = keyed_step_factory(query.op)
+        assert factory is not None
+        assert factory(query)._op == query.op  # type: ignore[union-attr]  # (its messages name the node's op)

@@ -6,18 +6,17 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from reaqtive import OperatorCall, register_operator
+from reaqtive import OperatorCall
 from reaqtive.core.arguments import arguments
 from reaqtive.core.operator import Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators.keyed_steps import StatelessStep, register_keyed_step
-from reaqtive.operators.step_stage import StepStage, runs_inline
+from reaqtive.operators.keyed_steps import StatelessStep
+from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
 
 if TYPE_CHECKING:
     from reaqtive import Expression
 
-__all__ = ["Clamp", "ClampArgs", "ClampStep", "clamp", "clamp_step", "is_number"]
+__all__ = ["Clamp", "ClampArgs", "ClampStep", "clamp", "is_number"]
 
 def is_number(value: object) -> TypeGuard[float]:
     """Whether ``value`` is an ``int`` or a ``float`` that is not NaN (a ``bool`` is not a number here)."""
@@ -94,15 +93,10 @@ class ClampStep(StatelessStep):
         return None, (self._low if value < self._low else self._high if value > self._high else value)
 
 
-@register_keyed_step("signals:clamp")
-def clamp_step(query: Expression[Any]) -> ClampStep:
-    """The step of a ``signals:clamp`` node (the stage's, and a keyed chain's)."""
-    args = ClampArgs.read(query)
-    return ClampStep(args.low, args.high)
-
-
 # frames=2: the stage passes an element down in one call and leaves request() to the base (as reaqtive's map).
-@register_operator("signals:clamp", frames=2, builder=clamp, args=ClampArgs)
+# step_operator: registers the stage and gives it the constructor (query, downstream) that runs the step built from
+# the checked record; the same function builds the keyed chain's step.
+@step_operator("signals:clamp", lambda args: ClampStep(args.low, args.high), frames=2, builder=clamp, args=ClampArgs)
 class Clamp(StepStage):
     """The running stage of :func:`clamp`, run by :class:`ClampStep`. It saves nothing of its own (the step is
     stateless); the base saves whether it was disposed, so a query that completed stays completed after a
@@ -110,10 +104,6 @@ class Clamp(StepStage):
 
     name = "signals:clamp"
     version: Version = (1,)
-
-    def __init__(self, query: Expression[Any], downstream: Subscriber[float]) -> None:
-        args = ClampArgs.read(query)
-        super().__init__(downstream, args.source, ClampStep(args.low, args.high))
 
 
 runs_inline(Clamp)(ClampStep)  # the step's next compiled into the stage's on_next: no call per element
