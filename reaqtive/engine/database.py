@@ -846,6 +846,9 @@ class EngineStore:
         self._letters_acked = 0  # the dead letters' acknowledgement (0: none)
         self._letters_ack_damage: DamagedRowError | None = None
         self._failed_counts: dict[str, int] = {}  # failed elements kept, per subscription
+        # The last log position given, as this store gave it (None: not asked yet). A reader after it finds no
+        # row without asking the database: process() asks once more after each slice, to learn it is done.
+        self._given: int | None = None
         self.last_truncation: dict[str, tuple[int, int]] = {}
         """Per stream, the events and stored bytes the last :meth:`truncate_ingress` deleted."""
 
@@ -1041,6 +1044,9 @@ class EngineStore:
             self._many(db, _SET_HEAD, list(heads.items()))
             if rows.rows:
                 self._exec(db, _SET_POSITION, (rows.pos - 1,))
+                # Before the commit: should it fail, a reader asks the database (a position too high costs a
+                # query; one too low would hide events).
+                self._given = rows.pos - 1
         return firsts
 
     def _head(self, db: Any, stream: str) -> int:
@@ -1068,8 +1074,13 @@ class EngineStore:
         with one decode); a row that does not verify, or cannot be decoded, comes back as a run with ``damage``
         set, in its place: the other rows are unaffected. Times stay integers (microseconds since the epoch).
         """
+        given = self._given
+        if given is not None and after_pos >= given:
+            return []  # nothing was appended after it (this store gives the positions)
         upper = min(after_pos + max(limit, 1), _MAX_INTEGER)
         with self._reading("reading the ingress log") as db:
+            if given is None:
+                self._given = self._next_position(db) - 1
             rows = self._all(db, _READ_RUNS, (after_pos, after_pos, upper))
             if not _reaches_past(rows, after_pos):  # a gap of more than `limit` positions (truncated, deleted)
                 (following,) = self._one(db, _FOLLOWING, (after_pos,))
@@ -1077,22 +1088,26 @@ class EngineStore:
                     return []
                 start = following - 1
                 rows = self._all(db, _READ_RUNS, (start, start, min(start + max(limit, 1), _MAX_INTEGER)))
-            # Where the rows read end (for a damaged row's event count): the next row, the last position given.
-            (beyond,) = self._one(db, _FOLLOWING, (rows[-1][0],))
+        return self._runs(rows, after_pos, lambda: self._end_of_rows(rows[-1][0]))
+
+    def _end_of_rows(self, last: int) -> int:
+        """The last position rows read up to a row at ``last`` can stand for (a damaged row's events end there):
+        before the next row, and at most the last position given. Asked only when a row is damaged."""
+        with self._reading("reading the ingress log") as db:
+            (beyond,) = self._one(db, _FOLLOWING, (last,))
             counter = self._one(db, _READ_POSITION, (_POSITION_KEY,))
         end = beyond - 1 if beyond is not None else _MAX_INTEGER
         if counter is not None and type(counter[0]) is int:
             end = min(end, counter[0])
-        return self._runs(rows, after_pos, end)
+        return end
 
-    def _runs(self, rows: list[tuple[Any, ...]], after_pos: int, end: int) -> list[IngressRun]:
+    def _runs(self, rows: list[tuple[Any, ...]], after_pos: int, end_of_rows: Callable[[], int]) -> list[IngressRun]:
         decode_run, decode = self._codec.decode_run, self._codec.decode_entries
         checksum = columns_checksum
         runs: list[IngressRun] = []
         append = runs.append
         last = len(rows) - 1
         for index, (pos, stream, seq, count, times, payload, crc) in enumerate(rows):
-            following = rows[index + 1][0] if index < last else max(end + 1, pos + 1)
             try:
                 sound = (crc == checksum(pos, stream, seq, count, times, payload) and type(payload) is bytes
                          and type(count) is int and count > 0)
@@ -1120,6 +1135,7 @@ class EngineStore:
                     continue
             else:
                 damage = _DAMAGED
+            following = rows[index + 1][0] if index < last else max(end_of_rows() + 1, pos + 1)
             damaged = _damaged_run(pos, stream, seq, count, times, payload, damage, following, after_pos)
             if damaged is not None:
                 append(damaged)

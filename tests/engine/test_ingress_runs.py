@@ -32,7 +32,7 @@ from reaqtive.engine.database import (
     unpack_times,
     unpack_times_in_order,
 )
-from reaqtive.state import DEFAULT_CODEC
+from reaqtive.state import DEFAULT_CODEC, StoreError
 from reaqtive.state.sqlite_store import columns_checksum
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -481,3 +481,70 @@ def test_a_row_whose_times_are_malformed_is_refused_as_the_list_reader_refuses_i
         with pytest.raises(ValueError) as listed:
             unpack_times_in_order(column, count)
         assert str(fast.value) == str(listed.value)
+
+
+# -- the last position given, known to the store that gives it ------------------------------------------------------
+
+class FailingCommit:
+    """The store's connection, whose next COMMIT fails (as a full disk would make it)."""
+
+    def __init__(self, db: Any) -> None:
+        self.db, self.armed = db, True
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == "COMMIT" and self.armed:
+            self.armed = False
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+
+def test_a_reader_at_the_last_position_given_finds_nothing_without_asking_the_database(
+    store: EngineStore, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store.append("a", [(i, second(i)) for i in range(5)])  # pos 1..5
+    asked = []
+    reading = store._reading
+
+    def counted(operation: str) -> Any:
+        asked.append(operation)
+        return reading(operation)
+
+    monkeypatch.setattr(store, "_reading", counted)
+    assert store.read_ingress_runs(5, 100) == [] and store.read_ingress_runs(9, 100) == [] and not asked
+    assert [e[4] for e in events_of(store.read_ingress_runs(3, 100))] == [3, 4] and asked
+    store.append("b", [(7, second(7))])  # pos 6: the store that gave it knows it
+    assert [e[:3] for e in events_of(store.read_ingress_runs(5, 100))] == [(6, "b", 0)]
+
+
+def test_a_store_opened_on_a_log_reads_what_another_store_appended(tmp_path: Path) -> None:
+    first = EngineStore(tmp_path / "s.db", synchronous="OFF")
+    first.append("a", [(i, second(i)) for i in range(3)])
+    first.close()
+    second_store = EngineStore(tmp_path / "s.db", synchronous="OFF")
+    try:
+        assert second_store.read_ingress_runs(3, 100) == []
+        assert [e[4] for e in events_of(second_store.read_ingress_runs(0, 100))] == [0, 1, 2]
+        second_store.append("a", [(3, second(3))])
+        assert [e[4] for e in events_of(second_store.read_ingress_runs(3, 100))] == [3]
+    finally:
+        second_store.close()
+
+
+def test_an_append_whose_commit_failed_hides_no_event_appended_after_it(store: EngineStore) -> None:
+    """The position is noted before the commit: a failed commit leaves it high (a read asks the database), never
+    low (which would hide what comes next)."""
+    store.append("a", [(i, second(i)) for i in range(3)])  # pos 1..3
+    real = store._db
+    store._db = FailingCommit(real)  # type: ignore[assignment]
+    try:
+        with pytest.raises(StoreError):
+            store.append("a", [(i, second(i)) for i in range(3, 8)])  # would have been pos 4..8
+    finally:
+        store._db = real
+    assert store.read_ingress_runs(3, 100) == []  # rolled back: nothing after pos 3
+    store.append("a", [(i, second(i)) for i in range(3, 5)])  # pos 4..5 (the failed ones were never given)
+    assert [(*e[:3], e[4]) for e in events_of(store.read_ingress_runs(0, 100))] == [
+        (p, "a", p - 1, p - 1) for p in range(1, 6)]
