@@ -2,7 +2,7 @@
 reaqtive's library and engine, on Bytewax 0.21 and on RxPY, measured in one run, one table.
 
 Run: .venv/bin/python bench/peers.py [--events N] [--engine-events E] [--rounds K] [--only a,b] [--no-subprocess]
-[--bytewax-recovery] [--cpu-time]
+[--bytewax-recovery] [--cpu-time] [--against DIR]
 
 The peers are optional (``pip install -e .[peers]``), never dependencies of reaqtive: a column whose package is
 missing says so. Workloads (``bench/_workloads.py``): (a) ``map(x*2) -> filter(x%3==0) -> scan(sum)``,
@@ -37,6 +37,11 @@ measurement in a fresh process (this script, run by the same interpreter with ``
 Cells are the median. The engine columns run ``--engine-events`` events (default 200,000: 1,000,000 events x 5
 rounds x 3 workloads of the end-to-end column would take many minutes; the default run takes 3-5 minutes on 2
 cores); rates compare as events per second.
+
+``--against DIR`` (another checkout, e.g. a worktree of main) measures the reaqtive columns of that checkout too,
+with its own ``bench/peers.py`` and ``PYTHONPATH=DIR``, each run right beside this checkout's (which of the two
+goes first alternates per round), and prints its rates and the targets of both, with the load average: a
+before/after from one run on a shared machine.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import importlib.util
+import os
 import statistics
 import subprocess
 import sys
@@ -260,15 +266,22 @@ def measure_here(variant: str, workload_key: str, n: int) -> float:
     return seconds
 
 
-def measure_in_child(variant: str, workload_key: str, n: int) -> float:
+def measure_in_child(variant: str, workload_key: str, n: int, tree: Path | None = None) -> float:
     """Seconds of one run in a fresh process of the same interpreter (no warm caches, no frozen gc, no leftovers
-    of the other variants)."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--child", f"{variant}:{workload_key}",
+    of the other variants); ``tree``: in that checkout (its bench script, ``PYTHONPATH`` set to it)."""
+    script = Path(__file__).resolve() if tree is None else tree / "bench" / "peers.py"
+    command = [sys.executable, str(script), "--child", f"{variant}:{workload_key}",
                "--events", str(n), *(["--cpu-time"] if CLOCK is time.process_time else [])]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env, cwd=tree)
     if done.returncode != 0:
-        raise SystemExit(f"{variant} on ({workload_key}) failed (exit {done.returncode}):\n{done.stderr}")
+        where = "" if tree is None else f" in {tree}"
+        raise SystemExit(f"{variant} on ({workload_key}){where} failed (exit {done.returncode}):\n{done.stderr}")
     return float(done.stdout.split()[-1])
+
+
+REAQTIVE_VARIANTS = frozenset({"library", "process", "e2e"})
+"""The columns that run reaqtive (measured in both checkouts with ``--against``)."""
 
 
 # -- the report ----------------------------------------------------------------------------------------------------
@@ -280,6 +293,22 @@ def rotated(items: Sequence[Variant], by: int) -> Iterator[Variant]:
 
 def met(ok: bool) -> str:
     return "met" if ok else "NOT met"
+
+
+def report_against(against: Path, workloads: list[Workload], rates: dict[tuple[str, str], float],
+                   theirs: dict[tuple[str, str], float], say: Callable[[str], None]) -> None:
+    """The reaqtive columns of the other checkout and the targets of both, side by side."""
+    say("")
+    say(f"against {against} (measured beside each run of this checkout):")
+    say("| workload | checkout | library `run()` | engine `process()` | engine end to end | process() x library "
+        "| end to end x Bytewax |")
+    say("|---|---|---:|---:|---:|---:|---:|")
+    for w in workloads:
+        for label, table in (("against", theirs), ("this", rates)):
+            lib, proc, e2e = (table[w.key, k] for k in ("library", "process", "e2e"))
+            bytewax = rates.get((w.key, "bytewax"))
+            versus = "n/a" if bytewax is None else f"{e2e / bytewax:.2f}x"
+            say(f"| ({w.key}) | {label} | {lib:,.0f} | {proc:,.0f} | {e2e:,.0f} | x{lib / proc:.2f} | {versus} |")
 
 
 def report(workloads: list[Workload], variants: list[Variant], missing: list[Variant],
@@ -325,6 +354,34 @@ def report(workloads: list[Workload], variants: list[Variant], missing: list[Var
         say(f"  ({w.key}) " + "; ".join(parts))
 
 
+Seconds = dict[tuple[str, str], list[float]]
+
+
+def measure_rounds(  # noqa: PLR0917  (the run's configuration)
+    rounds: int, workloads: list[Workload], variants: list[Variant], size: dict[str, int],
+    measure: Callable[[str, str, int], float], against: Path | None, say: Callable[[str], None],
+) -> tuple[Seconds, Seconds]:
+    """Every variant on every workload, ``rounds`` times, round robin; the seconds of this checkout and of
+    ``against`` (its reaqtive columns, each run beside this checkout's, the first of the two alternating)."""
+    seconds: Seconds = {(w.key, v.key): [] for w in workloads for v in variants}
+    other: Seconds = {}
+    started = time.perf_counter()
+    for round_ in range(rounds):
+        for w in workloads:
+            for v in rotated(variants, round_):
+                n = size[v.key]
+                if against is None or v.key not in REAQTIVE_VARIANTS:
+                    seconds[w.key, v.key].append(measure(v.key, w.key, n))
+                    continue
+                for mine in ((True, False) if round_ % 2 == 0 else (False, True)):
+                    if mine:
+                        seconds[w.key, v.key].append(measure(v.key, w.key, n))
+                    else:
+                        other.setdefault((w.key, v.key), []).append(measure_in_child(v.key, w.key, n, against))
+        say(f"  round {round_ + 1}/{rounds} done ({time.perf_counter() - started:,.0f} s)")
+    return seconds, other
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/peers.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -341,6 +398,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cpu-time", action="store_true",
                         help="measure each run's CPU time instead of wall time (on a shared machine, other processes' "
                              "load then slows it less)")
+    parser.add_argument("--against", type=Path, metavar="DIR",
+                        help="also measure the reaqtive columns of the checkout DIR (e.g. a worktree of main), each "
+                             "run beside this checkout's, and print both")
     parser.add_argument("--child", help=argparse.SUPPRESS)  # VARIANT:WORKLOAD, one run, prints its seconds
     args = parser.parse_args(argv)
     global CLOCK  # noqa: PLW0603  (the measurements' clock, set once from the command line)
@@ -363,6 +423,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     variants = [v for v in wanted if installed(v.needs)]
     missing = [v for v in wanted if not installed(v.needs)]
     measure = measure_here if args.no_subprocess else measure_in_child
+    against: Path | None = args.against
+    if against is not None and (args.no_subprocess or not (against / "bench" / "peers.py").is_file()):
+        parser.error("--against takes a checkout with bench/peers.py, measured in subprocesses (not --no-subprocess)")
 
     versions = ", ".join(f"{name} {importlib.metadata.version(name)}" for name in ("bytewax", "reactivex")
                          if installed(name))
@@ -373,16 +436,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         + (", CPU time (--cpu-time)" if args.cpu_time else ""))
 
     size = {v.key: args.engine_events if v.engine else args.events for v in variants}
-    seconds: dict[tuple[str, str], list[float]] = {(w.key, v.key): [] for w in workloads for v in variants}
-    started = time.perf_counter()
-    for round_ in range(args.rounds):
-        for w in workloads:
-            for v in rotated(variants, round_):
-                seconds[w.key, v.key].append(measure(v.key, w.key, size[v.key]))
-        say(f"  round {round_ + 1}/{args.rounds} done ({time.perf_counter() - started:,.0f} s)")
+    load = os.getloadavg()[0]
+    seconds, other = measure_rounds(args.rounds, workloads, variants, size, measure, against, say)
     rates = {(w, v): size[v] / statistics.median(values) for (w, v), values in seconds.items()}
+    say(f"load average (1 min): {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     say("")
     report(workloads, variants, missing, rates, say)
+    if against is not None:
+        theirs = {(w, v): size[v] / statistics.median(values) for (w, v), values in other.items()}
+        report_against(against, workloads, rates, theirs, say)
     return 0
 
 

@@ -94,7 +94,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import accumulate, pairwise
 from operator import sub as _minus
 from pathlib import Path
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, overload
 
 import msgpack
 
@@ -271,6 +271,91 @@ class IngressEvent:
     times: object = field(default=None, repr=False, compare=False)
 
 
+class RunTimes(Sequence[int]):
+    """The times of a run's events (integer microseconds since the Unix epoch), kept as its row stores them: the
+    row's first time and each next one's difference (:func:`pack_times`). Adding them all up makes a new integer
+    per event, which the fast path of delivery does not need: it asks for the time at the end of a slice (an
+    index: a running sum of the differences, carried on from the index asked before when this one is not
+    before it). A slice, iterating or :meth:`as_list` make the list, once.
+
+    ``deltas``: the row's column decoded; ``offset``: the index in the row of the run's first event; ``size``:
+    how many events the run has. :meth:`of_list` wraps times already added up."""
+
+    __slots__ = ("_deltas", "_list", "_offset", "_size", "_sum", "_upto")
+
+    def __init__(self, deltas: list[int], offset: int, size: int) -> None:
+        self._deltas = deltas
+        self._offset = offset
+        self._size = size
+        self._list: list[int] | None = None
+        self._upto = 0  # _sum adds up the row's differences before this index
+        self._sum = 0
+
+    @classmethod
+    def of_list(cls, micros: list[int]) -> RunTimes:
+        """Times already added up."""
+        times = cls(micros, 0, len(micros))
+        times._list = micros
+        return times
+
+    def as_list(self) -> list[int]:
+        """Every event's time, in the order of the events."""
+        listed = self._list
+        if listed is None:
+            start = self._offset
+            listed = list(accumulate(self._deltas[: start + self._size]))
+            if start:
+                del listed[:start]
+            self._list = listed
+        return listed
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.as_list())
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        listed = self._list
+        if listed is not None or type(index) is not int:
+            return (listed if listed is not None else self.as_list())[index]
+        if index < 0:
+            index += self._size
+        if not 0 <= index < self._size:
+            raise IndexError("run time index out of range")
+        upto = self._offset + index + 1
+        if upto < self._upto:
+            self._upto = self._sum = 0  # asked before the last one: added up again from the row's first
+        self._sum += sum(self._deltas[self._upto:upto])
+        self._upto = upto
+        return self._sum
+
+    def after(self, taken: int) -> RunTimes:
+        """The times without the first ``taken`` events."""
+        if self._list is not None:
+            return RunTimes.of_list(self._list[taken:])
+        times = RunTimes(self._deltas, self._offset + taken, self._size - taken)
+        times._upto, times._sum = self._upto, self._sum  # the same row's differences: the sum so far holds
+        return times
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RunTimes):
+            return self.as_list() == other.as_list()
+        return self.as_list() == other
+
+    # Compared by value, as the list it stands for: unhashable, as a list.
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RunTimes({self.as_list()!r})"
+
+
 @dataclass(frozen=True, slots=True)
 class IngressRun:
     """Consecutive events of one stream, as one ingress row holds them (or the part of it after a position):
@@ -291,7 +376,8 @@ class IngressRun:
     stream: str
     seq: int
     count: int
-    micros: list[int]
+    ticks: RunTimes
+    """The events' times, computed from the row's differences as far as they are asked (see :attr:`micros`)."""
     values: list[Any]
     damage: str | None = None
     payload: object = field(default=None, repr=False, compare=False)
@@ -300,6 +386,12 @@ class IngressRun:
     ordered: bool = field(default=False, repr=False, compare=False)
     """Whether ``micros`` are in order (each at or after the one before): the latest of a slice is its last."""
 
+    @property
+    def micros(self) -> list[int]:
+        """The events' times, integer microseconds since the Unix epoch (UTC), as a list (made at the first
+        call: the fast path of delivery asks :attr:`ticks` for the time at a slice's end only)."""
+        return self.ticks.as_list()
+
     def after(self, taken: int) -> IngressRun | None:
         """The run without its first ``taken`` events (``None`` for a damaged run: it is read again whole)."""
         if taken == 0:
@@ -307,7 +399,7 @@ class IngressRun:
         if self.damage is not None:
             return None
         return replace(self, pos=self.pos + taken, seq=self.seq + taken, count=self.count - taken,
-                       micros=self.micros[taken:], values=self.values[taken:], offset=self.offset + taken)
+                       ticks=self.ticks.after(taken), values=self.values[taken:], offset=self.offset + taken)
 
     def events(self) -> list[IngressEvent]:
         """The run as one :class:`IngressEvent` per event (the slow path: quarantine, checks per event), each
@@ -546,6 +638,29 @@ def unpack_times_in_order(times: object, count: int) -> tuple[list[int], bool]:
     return micros, ordered
 
 
+def unpack_run_times(times: object, count: int, offset: int) -> tuple[RunTimes, bool]:
+    """:func:`unpack_times_in_order` for a run from row index ``offset`` on. Times in order keep the row's
+    differences (see :class:`RunTimes`): the differences are all >= 0 (the first, the first time, too), their
+    sum is the last time, and no integer is made per event. Anything else (out of order, malformed) goes through
+    :func:`unpack_times_in_order`, with its checks and errors."""
+    deltas = None
+    if type(times) is bytes:
+        try:
+            deltas = msgpack.unpackb(times)
+            # Only integers (a float anywhere makes the sum a float), as many as the row says, none below 0.
+            if type(deltas) is not list or len(deltas) != count or not deltas or min(deltas) < 0 \
+                    or type(high := sum(deltas)) is not int:
+                deltas = None
+        except Exception:  # malformed: unpack_times_in_order says why
+            deltas = None
+    if deltas is None:
+        micros, ordered = unpack_times_in_order(times, count)
+        return RunTimes.of_list(micros[offset:] if offset else micros), ordered
+    if high > _MAX_MICROS:
+        raise ValueError("times out of the range of datetime")
+    return RunTimes(deltas, offset, count - offset), True
+
+
 def _times(times: object, count: object) -> list[int]:
     """``count`` integer times from a ``times`` column, whatever their range; ``ValueError`` otherwise."""
     return _times_and_deltas(times, count)[0]
@@ -731,6 +846,9 @@ class EngineStore:
         self._letters_acked = 0  # the dead letters' acknowledgement (0: none)
         self._letters_ack_damage: DamagedRowError | None = None
         self._failed_counts: dict[str, int] = {}  # failed elements kept, per subscription
+        # The last log position given, as this store gave it (None: not asked yet). A reader after it finds no
+        # row without asking the database: process() asks once more after each slice, to learn it is done.
+        self._given: int | None = None
         self.last_truncation: dict[str, tuple[int, int]] = {}
         """Per stream, the events and stored bytes the last :meth:`truncate_ingress` deleted."""
 
@@ -926,6 +1044,9 @@ class EngineStore:
             self._many(db, _SET_HEAD, list(heads.items()))
             if rows.rows:
                 self._exec(db, _SET_POSITION, (rows.pos - 1,))
+                # Before the commit: should it fail, a reader asks the database (a position too high costs a
+                # query; one too low would hide events).
+                self._given = rows.pos - 1
         return firsts
 
     def _head(self, db: Any, stream: str) -> int:
@@ -953,8 +1074,13 @@ class EngineStore:
         with one decode); a row that does not verify, or cannot be decoded, comes back as a run with ``damage``
         set, in its place: the other rows are unaffected. Times stay integers (microseconds since the epoch).
         """
+        given = self._given
+        if given is not None and after_pos >= given:
+            return []  # nothing was appended after it (this store gives the positions)
         upper = min(after_pos + max(limit, 1), _MAX_INTEGER)
         with self._reading("reading the ingress log") as db:
+            if given is None:
+                self._given = self._next_position(db) - 1
             rows = self._all(db, _READ_RUNS, (after_pos, after_pos, upper))
             if not _reaches_past(rows, after_pos):  # a gap of more than `limit` positions (truncated, deleted)
                 (following,) = self._one(db, _FOLLOWING, (after_pos,))
@@ -962,22 +1088,26 @@ class EngineStore:
                     return []
                 start = following - 1
                 rows = self._all(db, _READ_RUNS, (start, start, min(start + max(limit, 1), _MAX_INTEGER)))
-            # Where the rows read end (for a damaged row's event count): the next row, the last position given.
-            (beyond,) = self._one(db, _FOLLOWING, (rows[-1][0],))
+        return self._runs(rows, after_pos, lambda: self._end_of_rows(rows[-1][0]))
+
+    def _end_of_rows(self, last: int) -> int:
+        """The last position rows read up to a row at ``last`` can stand for (a damaged row's events end there):
+        before the next row, and at most the last position given. Asked only when a row is damaged."""
+        with self._reading("reading the ingress log") as db:
+            (beyond,) = self._one(db, _FOLLOWING, (last,))
             counter = self._one(db, _READ_POSITION, (_POSITION_KEY,))
         end = beyond - 1 if beyond is not None else _MAX_INTEGER
         if counter is not None and type(counter[0]) is int:
             end = min(end, counter[0])
-        return self._runs(rows, after_pos, end)
+        return end
 
-    def _runs(self, rows: list[tuple[Any, ...]], after_pos: int, end: int) -> list[IngressRun]:
+    def _runs(self, rows: list[tuple[Any, ...]], after_pos: int, end_of_rows: Callable[[], int]) -> list[IngressRun]:
         decode_run, decode = self._codec.decode_run, self._codec.decode_entries
         checksum = columns_checksum
         runs: list[IngressRun] = []
         append = runs.append
         last = len(rows) - 1
         for index, (pos, stream, seq, count, times, payload, crc) in enumerate(rows):
-            following = rows[index + 1][0] if index < last else max(end + 1, pos + 1)
             try:
                 sound = (crc == checksum(pos, stream, seq, count, times, payload) and type(payload) is bytes
                          and type(count) is int and count > 0)
@@ -988,7 +1118,7 @@ class EngineStore:
                 if skip >= count:
                     continue  # wholly at or before after_pos
                 try:
-                    micros, ordered = unpack_times_in_order(times, count)
+                    ticks, ordered = unpack_run_times(times, count, skip)
                     values = decode_run(payload, count)  # one call for the row; None: decode_entries says why
                     if values is None:
                         values = decode(payload, f"ingress {stream}#{seq}")
@@ -999,12 +1129,13 @@ class EngineStore:
                     damage = f"its payload or times cannot be decoded ({error})"
                 else:
                     if skip:
-                        micros, values = micros[skip:], values[skip:]
-                    append(IngressRun(pos + skip, stream, seq + skip, count - skip, micros, values, None, payload,
+                        values = values[skip:]
+                    append(IngressRun(pos + skip, stream, seq + skip, count - skip, ticks, values, None, payload,
                                       times, skip, ordered))
                     continue
             else:
                 damage = _DAMAGED
+            following = rows[index + 1][0] if index < last else max(end_of_rows() + 1, pos + 1)
             damaged = _damaged_run(pos, stream, seq, count, times, payload, damage, following, after_pos)
             if damaged is not None:
                 append(damaged)
@@ -2050,7 +2181,7 @@ def _damaged_run(  # noqa: PLR0917  (a row's columns, and where it stands)
         stream=stream if type(stream) is str else str(stream),
         seq=first + skip if first >= 0 else first - skip,
         count=span - skip,
-        micros=micros,
+        ticks=RunTimes.of_list(micros),
         values=[None] * (span - skip),
         damage=damage,
         payload=payload,

@@ -430,7 +430,7 @@ class Delivery(EngineRoom):
             return False
         if bounds.max_ahead is None:
             return True
-        latest = run.micros[count - 1] if run.ordered else max(run.micros[:count])
+        latest = run.ticks[count - 1] if run.ordered else max(run.ticks[:count])
         return latest <= to_micros(wall)
 
     def _deliver_one_by_one(self, run: IngressRun, wall: datetime, count: int) -> int:
@@ -453,7 +453,8 @@ class Delivery(EngineRoom):
         after it), the work the delivery triggered for its instant runs after it, a query that failed is stopped
         before the next event. Returns the index of the first event not delivered: ``end``, or less at a yield
         point (an event handed to several readers is one)."""
-        stream, seq0, pos0, values, micros = run.stream, run.seq, run.pos, run.values, run.micros
+        stream, seq0, pos0, values = run.stream, run.seq, run.pos, run.values
+        micros: list[int] | None = None  # the times as a list, made once an event goes down one by one
         scheduler = self._scheduler
         timeline = scheduler.timeline
         queue = timeline.queue
@@ -464,7 +465,7 @@ class Delivery(EngineRoom):
         lock = self._lock
         self._clock_started = True
         self._positions.expected[stream] = seq0 + end
-        whole = None if to_ticks is not None else LogRun(values, micros, pos0, end, timeline, cursor,
+        whole = None if to_ticks is not None else LogRun(values, run.ticks, pos0, end, timeline, cursor,
                                                                   ordered=run.ordered)
         known: tuple[Any, ...] = ()
         sole: StreamReader[Any] | None = None
@@ -484,6 +485,8 @@ class Delivery(EngineRoom):
                     if faults:
                         self._apply_faults()
                     continue
+            if micros is None:
+                micros = run.micros
             ticks = to_ticks(micros[i]) if to_ticks is not None else micros[i]
             if ticks > timeline.clock:
                 if queue.next_due <= ticks:

@@ -359,13 +359,21 @@ def _encode(events: list[tuple[Any, datetime | None]], codec: StateCodec) -> tup
     values: list[Any] = []
     micros: list[int] = []
     add_value, add_micros = values.append, micros.append
-    epoch, unit, now = _EPOCH, _MICROSECOND, time.time_ns
+    now = time.time_ns
+    base, base_micros = _time_base(events)
     try:
         for value, when in events:
             if value is None:
                 raise TypeError("None is never a stream element")
             try:
-                add_micros((when - epoch) // unit if when is not None else now() // 1000)
+                if when is None:
+                    add_micros(now() // 1000)
+                else:
+                    # From a time near the batch's: the parts of the difference are small numbers, cheaper to
+                    # add up than a timedelta's floor division (which makes each operand an integer first).
+                    after = when - base
+                    add_micros(base_micros + after.microseconds + after.seconds * 1_000_000
+                               + after.days * 86_400_000_000)
             except TypeError:
                 if isinstance(when, datetime) and when.tzinfo is None:
                     raise ValueError(f"event times must be timezone-aware, got {when}") from None
@@ -385,6 +393,21 @@ def _encode(events: list[tuple[Any, datetime | None]], codec: StateCodec) -> tup
         # (values nested to its limit): one entry per value then.
         return _pack_each(values, codec), micros
     return PackedEntries(chunks), micros
+
+
+def _time_base(events: list[tuple[Any, datetime | None]]) -> tuple[datetime, int]:
+    """A time to count a batch's times from, and its microseconds since the epoch: its first event's time when
+    that is an aware datetime (times close to it differ by small numbers), else the epoch. It is in UTC, as
+    the epoch is: a difference between two times of one zone object is their wall clocks' (Python ignores
+    the zone then), which is not the time between them across a change of a zone's offset, and UTC has none."""
+    try:
+        when = events[0][1]
+        if isinstance(when, datetime) and when.utcoffset() is not None:
+            base = when.astimezone(UTC)
+            return base, (base - _EPOCH) // _MICROSECOND
+    except Exception:  # no first event, not a pair, a time out of range: the loop says what is wrong
+        return _EPOCH, 0
+    return _EPOCH, 0
 
 
 def _pack_each(values: list[Any], codec: StateCodec) -> list[bytes]:

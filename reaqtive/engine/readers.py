@@ -396,7 +396,7 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         ordered = run.ordered
         if due <= (ticks[stop - 1] if ordered else max(ticks[start:stop])):
             # A timer is due before one of them: the events up to it go first.
-            stop = next(i for i in range(start, stop) if ticks[i] >= due)
+            stop = start + next(k for k, tick in enumerate(ticks[start:stop]) if tick >= due)
             if stop == start:
                 return start
         pos0 = run.pos0
@@ -427,8 +427,9 @@ class StreamReader(StatefulUnaryOperatorBase[Envelope, T], Generic[T]):
         downstream = self._downstream
         if isinstance(downstream, FusedEntry):
             tail = downstream.tail
-            emit = outputs.append if tail is egress else tail.on_next
-            return downstream.on_next_run(values, start, stop, cursor, pos0, self, emit)
+            if tail is egress:  # into the egress's list: the cursor is set only where something looks at it
+                return downstream.collect_run(values, start, stop, cursor, pos0, self, outputs.append)
+            return downstream.on_next_run(values, start, stop, cursor, pos0, self, tail.on_next)
         # A stage that takes runs (a count buffer, group_by's per-key steps): what it hands on goes to the egress's
         # list, or to the timeless stage below it, as its on_next would hand it. (Looked up, not isinstance: a
         # protocol's check costs tens of microseconds.)

@@ -62,6 +62,7 @@ from __future__ import annotations
 import functools
 import itertools
 import linecache
+import re
 import textwrap
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -507,6 +508,19 @@ class FusedEntry:
         """
         raise NotImplementedError
 
+    def collect_run(  # noqa: PLR0917  (the loop's state, bound once per run)
+        self, values: Sequence[Any], start: int, end: int, cursor: Any, pos0: int, source: OperatorBase[Any],
+        collect: Callable[[Any], object],
+    ) -> int:
+        """:meth:`on_next_run` where ``collect`` is a list's ``append`` (the engine's egress gathers a run's
+        outputs): it neither raises nor looks at the cursor, and the stages' steps look at it only on their rare
+        paths (a user error, a ``None``), so ``cursor.pos`` is set to an element's position only before such a
+        path runs, when an exception propagates (the element in hand), and at the end (the last element taken),
+        instead of once per element. Where it stands whenever something can look is what :meth:`on_next_run`
+        gives (generated; the same loop as :meth:`on_next_run` when a step's template calls its stage where a
+        position cannot be set before the call)."""
+        raise NotImplementedError
+
     @property
     def tail(self) -> Subscriber[Any]:
         """Where the run's elements go: the last stage's downstream."""
@@ -531,7 +545,12 @@ def _entry_class(shape: tuple[type[FusibleStage], ...]) -> type[FusedEntry]:
         "STOPPED_AT_NONE": STOPPED_AT_NONE,
         "SOURCE_DISPOSED": SOURCE_DISPOSED,
     }
-    exec(compile(source, filename, "exec"), namespace)  # our templates only: no user value becomes code
+    try:
+        code = compile(source, filename, "exec")
+    except SyntaxError:  # a cursor line put inside a statement of several lines: collect_run is on_next_run
+        source = source[: source.index(_COLLECT_HEADER)] + "\n".join(_COLLECT_FALLBACK)
+        code = compile(source, filename, "exec")
+    exec(code, namespace)  # our templates only: no user value becomes code
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     slots = tuple(name for index in range(len(shape)) for name in (f"_s{index}", f"_f{index}"))
     body = {
@@ -541,6 +560,7 @@ def _entry_class(shape: tuple[type[FusibleStage], ...]) -> type[FusedEntry]:
         "on_next": namespace["on_next"],
         "on_next_batch": namespace["on_next_batch"],
         "on_next_run": namespace["on_next_run"],
+        "collect_run": namespace["collect_run"],
         "stage_count": len(shape),
     }
     return cast("type[FusedEntry]", type(f"Fused_{label}", (FusedEntry,), body))
@@ -609,7 +629,54 @@ def _generate_run(steps: Sequence[FusedStep], names: list[str]) -> list[str]:
     ]
     lines += _render_unbounded(steps, names, indent=8)
     lines += [f"        emit({names[-1]})", "    return end", ""]
-    return lines
+    return lines + _generate_collect(steps, names)
+
+
+_STAGE_CALL = re.compile(r"\bs\d+\.\w+\(")
+"""A call of a method of a run's stage in a rendered step (``s1._user_error(error, v1)``): the rare paths."""
+
+
+def _generate_collect(steps: Sequence[FusedStep], names: list[str]) -> list[str]:
+    """The source of ``collect_run`` (see :meth:`FusedEntry.collect_run`): ``on_next_run``'s loop with the cursor
+    set before each statement that calls a stage's method instead of once per element, or ``on_next_run`` itself
+    when such a call sits where no statement can go before it (an ``elif``'s condition, inside a statement of
+    several lines: see :func:`_entry_class`, which compiles it apart)."""
+    body: list[str] = []
+    for line in _render_unbounded(steps, names, indent=12):
+        if _STAGE_CALL.search(line):
+            text = line.lstrip()
+            if text.startswith(("elif ", "else", "except", "finally")):
+                return _COLLECT_FALLBACK
+            body.append(line[: len(line) - len(text)] + "cursor.pos = pos0 + i")
+        body.append(line)
+    lines = [_COLLECT_HEADER]
+    for index in range(len(steps)):
+        lines += [f"    s{index} = self._s{index}", f"    f{index} = self._f{index}"]
+    return [
+        *lines,
+        "    i = start",
+        "    try:",
+        "        for i in range(start, end):",
+        "            if source._disposed:",
+        "                if i > start:",
+        "                    cursor.pos = pos0 + i - 1",
+        "                return i",
+        "            v0 = values[i]",
+        *body,
+        f"            emit({names[-1]})",
+        "    except BaseException:",
+        "        cursor.pos = pos0 + i",  # the element in hand, as on_next_run leaves it
+        "        raise",
+        "    if end > start:",
+        "        cursor.pos = pos0 + end - 1",
+        "    return end",
+        "",
+    ]
+
+
+_COLLECT_HEADER: Final = "def collect_run(self, values, start, end, cursor, pos0, source, emit):"
+_COLLECT_FALLBACK: Final = [_COLLECT_HEADER,
+                            "    return self.on_next_run(values, start, end, cursor, pos0, source, emit)", ""]
 
 
 def _render_unbounded(steps: Sequence[FusedStep], names: list[str], *, indent: int) -> list[str]:

@@ -10,8 +10,11 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from reaqtive.engine import Engine
 from reaqtive.engine.database import ROW_EVENTS, PackedEntries, require_aware
@@ -209,3 +212,42 @@ def test_group_commit_puts_queued_appends_of_a_stream_in_shared_rows(tmp_path: P
         engine.flush_ingress()
         assert [value for *_, value in logged(engine)] == list(range(1310))
         assert row_counts(engine) == [300, 1010], "a chunk that does not fit starts a row; the next one joins it"
+
+
+ZONES = [UTC, timezone(timedelta(hours=5)), timezone(timedelta(hours=-3, minutes=-30)), timezone(timedelta(0)),
+         ZoneInfo("Europe/Paris"), ZoneInfo("America/New_York"), ZoneInfo("Australia/Lord_Howe")]
+
+
+def dated(base: datetime, offsets: list[int], zones: list[int]) -> list[tuple[Any, Any]]:
+    return [(i, (base + timedelta(microseconds=offset)).astimezone(ZONES[zone]))
+            for i, (offset, zone) in enumerate(zip(offsets, zones, strict=False))]
+
+
+@settings(max_examples=150, deadline=None)
+@example(base=datetime(2026, 3, 29, 0, 30, tzinfo=UTC), offsets=[0, 2 * 3600 * 10**6], zones=[4, 4])
+@example(base=datetime(2026, 10, 25, 0, 30, tzinfo=UTC), offsets=[0, 3600 * 10**6, 2 * 3600 * 10**6],
+         zones=[4, 4, 4])
+@example(base=datetime.max.replace(tzinfo=UTC) - timedelta(hours=1), offsets=[0, 10], zones=[0, 1])
+@example(base=datetime.min.replace(tzinfo=UTC) + timedelta(hours=6), offsets=[0, -10], zones=[1, 0])
+@given(
+    base=st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)),
+    offsets=st.lists(st.integers(-10**14, 10**14), min_size=1, max_size=40),
+    zones=st.lists(st.integers(0, len(ZONES) - 1), min_size=40, max_size=40),
+)
+def test_times_in_any_zone_are_the_microseconds_the_event_by_event_encoding_gave(
+    base: datetime, offsets: list[int], zones: list[int],
+) -> None:
+    """An append counts its times from its first one (in UTC): across a zone's change of offset (a difference
+    between two times of one zone object is their wall clocks'), far apart, near the ends of datetime's range,
+    and with the first time naive or missing, it stores and refuses what the reference does."""
+    try:
+        events = dated(base, offsets, zones)
+    except OverflowError:
+        return  # a time past datetime's range: not an event anyone can make
+    assert outcome(lambda e: _encode(e, DEFAULT_CODEC), events) == outcome(reference, events)
+    naive_first = [(0, events[0][1].replace(tzinfo=None)), *events[1:]]
+    assert outcome(lambda e: _encode(e, DEFAULT_CODEC), naive_first) == outcome(reference, naive_first)
+    stamped_first = [(0, None), *events[1:]]
+    expected = outcome(reference, events[1:])
+    got = outcome(lambda e: _encode(e, DEFAULT_CODEC), stamped_first)
+    assert got[0] == expected[0] == "encoded" and got[1][1][1:] == expected[1][1]

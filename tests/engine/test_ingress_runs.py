@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from msgpack import packb as msgpack_packb
 
 from reaqtive import Query
 from reaqtive.engine import Engine, EngineStore, IngressEvent, UnknownEngineVersionError
@@ -20,13 +23,16 @@ from reaqtive.engine.database import (
     ENGINE_SCHEMA_VERSION,
     ROW_EVENTS,
     IngressRun,
+    RunTimes,
     dead_letter_checksum,
     ingress_checksum,
     pack_times,
     to_micros,
+    unpack_run_times,
     unpack_times,
+    unpack_times_in_order,
 )
-from reaqtive.state import DEFAULT_CODEC
+from reaqtive.state import DEFAULT_CODEC, StoreError
 from reaqtive.state.sqlite_store import columns_checksum
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -423,3 +429,122 @@ def test_ingress_events_read_from_runs_are_the_objects_of_before(store: EngineSt
     store.append("a", [({"n": 1}, second(1)), ((1, 2), second(2))])
     assert store.read_ingress(0, 10) == [IngressEvent(1, "a", 0, second(1), {"n": 1}),
                                          IngressEvent(2, "a", 1, second(2), (1, 2))]
+
+
+# -- a run's times, kept as the row's differences (RunTimes) --------------------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@example(micros=[5, 7, 9], offset=1, asks=[("index", 1), ("index", 0), ("after", 1), ("index", 0)])
+@example(micros=[0, 10, 3], offset=0, asks=[("index", 2)])
+@example(micros=[-1, 10], offset=0, asks=[("index", 1)])
+@given(
+    micros=st.lists(st.integers(0, 253402300799999999), min_size=1, max_size=50).map(sorted)  # in order
+    | st.lists(st.integers(-10**15, 10**16), min_size=1, max_size=50),
+    offset=st.integers(0, 49),
+    asks=st.lists(st.tuples(st.sampled_from(["index", "slice", "after", "list"]), st.integers(-60, 60)),
+                  max_size=12),
+)
+def test_a_runs_times_read_from_the_rows_differences_are_the_times_whatever_is_asked(
+    micros: list[int], offset: int, asks: list[tuple[str, int]],
+) -> None:
+    """The fast path reads a time at a slice's end from a running sum of the row's differences; any sequence of
+    indexes (backwards too), slices and cuts (``after``) gives what the list of times gives, and a row out of
+    order comes back as a list (not ``ordered``)."""
+    offset = min(offset, len(micros) - 1)
+    column = pack_times(micros)
+    ticks, ordered = unpack_run_times(column, len(micros), offset)
+    assert ordered == all(b >= a for a, b in zip([0, *micros], micros, strict=False))
+    expected = micros[offset:]
+    for kind, n in asks:
+        if kind == "index":
+            if -len(expected) <= n < len(expected):
+                assert ticks[n] == expected[n]
+            else:
+                with pytest.raises(IndexError):
+                    ticks[n]
+        elif kind == "slice":
+            assert ticks[n:] == expected[n:] and ticks[:n] == expected[:n]
+        elif kind == "after" and 0 <= n <= len(expected):
+            ticks, expected = ticks.after(n), expected[n:]
+        elif kind == "list":
+            assert ticks.as_list() == expected
+        assert len(ticks) == len(expected) and bool(ticks) == bool(expected)
+    assert list(ticks) == expected and ticks == expected and ticks == RunTimes.of_list(expected)
+
+
+def test_a_row_whose_times_are_malformed_is_refused_as_the_list_reader_refuses_it() -> None:
+    """The differences' fast check hands anything it does not take to unpack_times_in_order, errors included."""
+    for column, count in [(b"\xc1", 1), (msgpack_packb([1, 2.5]), 2), (msgpack_packb([1, "x"]), 2), ("text", 1),
+                          (msgpack_packb([1, 2]), 3), (msgpack_packb([253402300799999999, 5]), 2)]:
+        with pytest.raises(ValueError) as fast:
+            unpack_run_times(column, count, 0)
+        with pytest.raises(ValueError) as listed:
+            unpack_times_in_order(column, count)
+        assert str(fast.value) == str(listed.value)
+
+
+# -- the last position given, known to the store that gives it ------------------------------------------------------
+
+class FailingCommit:
+    """The store's connection, whose next COMMIT fails (as a full disk would make it)."""
+
+    def __init__(self, db: Any) -> None:
+        self.db, self.armed = db, True
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == "COMMIT" and self.armed:
+            self.armed = False
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+
+def test_a_reader_at_the_last_position_given_finds_nothing_without_asking_the_database(
+    store: EngineStore, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store.append("a", [(i, second(i)) for i in range(5)])  # pos 1..5
+    asked = []
+    reading = store._reading
+
+    def counted(operation: str) -> Any:
+        asked.append(operation)
+        return reading(operation)
+
+    monkeypatch.setattr(store, "_reading", counted)
+    assert store.read_ingress_runs(5, 100) == [] and store.read_ingress_runs(9, 100) == [] and not asked
+    assert [e[4] for e in events_of(store.read_ingress_runs(3, 100))] == [3, 4] and asked
+    store.append("b", [(7, second(7))])  # pos 6: the store that gave it knows it
+    assert [e[:3] for e in events_of(store.read_ingress_runs(5, 100))] == [(6, "b", 0)]
+
+
+def test_a_store_opened_on_a_log_reads_what_another_store_appended(tmp_path: Path) -> None:
+    first = EngineStore(tmp_path / "s.db", synchronous="OFF")
+    first.append("a", [(i, second(i)) for i in range(3)])
+    first.close()
+    second_store = EngineStore(tmp_path / "s.db", synchronous="OFF")
+    try:
+        assert second_store.read_ingress_runs(3, 100) == []
+        assert [e[4] for e in events_of(second_store.read_ingress_runs(0, 100))] == [0, 1, 2]
+        second_store.append("a", [(3, second(3))])
+        assert [e[4] for e in events_of(second_store.read_ingress_runs(3, 100))] == [3]
+    finally:
+        second_store.close()
+
+
+def test_an_append_whose_commit_failed_hides_no_event_appended_after_it(store: EngineStore) -> None:
+    """The position is noted before the commit: a failed commit leaves it high (a read asks the database), never
+    low (which would hide what comes next)."""
+    store.append("a", [(i, second(i)) for i in range(3)])  # pos 1..3
+    real = store._db
+    store._db = FailingCommit(real)  # type: ignore[assignment]
+    try:
+        with pytest.raises(StoreError):
+            store.append("a", [(i, second(i)) for i in range(3, 8)])  # would have been pos 4..8
+    finally:
+        store._db = real
+    assert store.read_ingress_runs(3, 100) == []  # rolled back: nothing after pos 3
+    store.append("a", [(i, second(i)) for i in range(3, 5)])  # pos 4..5 (the failed ones were never given)
+    assert [(*e[:3], e[4]) for e in events_of(store.read_ingress_runs(0, 100))] == [
+        (p, "a", p - 1, p - 1) for p in range(1, 6)]

@@ -163,7 +163,7 @@ def test_a_long_run_reaches_the_fused_run_in_few_calls_and_gives_the_same_result
         original(self, stages)
         cls = type(self)
         if not getattr(cls, "_counted", False):
-            one, many = cls.on_next, cls.on_next_run
+            one, many, collect = cls.on_next, cls.on_next_run, cls.collect_run
 
             def on_next(entry: Any, value: Any) -> None:
                 calls["on_next"] += 1
@@ -173,7 +173,11 @@ def test_a_long_run_reaches_the_fused_run_in_few_calls_and_gives_the_same_result
                 calls["on_next_run"] += 1
                 return int(many(entry, *args))
 
-            cls.on_next, cls.on_next_run = on_next, on_next_run  # type: ignore[method-assign]
+            def collect_run(entry: Any, *args: Any) -> int:  # the run's outputs into the egress's list
+                calls["on_next_run"] += 1
+                return int(collect(entry, *args))
+
+            cls.on_next, cls.on_next_run, cls.collect_run = on_next, on_next_run, collect_run  # type: ignore[method-assign]
             cls._counted = True  # type: ignore[attr-defined]
 
     script = [Step("append", "a", tuple([1] * 1000)), Step("process", n=0), Step("checkpoint")]

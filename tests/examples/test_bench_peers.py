@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,3 +35,16 @@ def test_the_workloads_expected_counts_are_the_plain_loops() -> None:
             sink = CountingSink()
             workload.loop(n, sink)
             assert workload.expected(n) == sink.count, (workload.key, n)
+
+
+@pytest.mark.slow
+def test_peers_benchmark_measures_another_checkout_beside_this_one() -> None:
+    """--against DIR: the reaqtive columns of DIR (here this very checkout) measured beside this one's."""
+    command = [sys.executable, str(ROOT / "bench" / "peers.py"), "--events", "500", "--engine-events", "500",
+               "--rounds", "1", "--only", "c", "--cpu-time", "--against", str(ROOT)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert f"against {ROOT} (measured beside each run of this checkout)" in done.stdout
+    assert "| (c) | against | " in done.stdout and "| (c) | this | " in done.stdout
+    assert "load average (1 min): " in done.stdout
