@@ -335,7 +335,10 @@ def _changes(keys: pa.Array) -> list[int]:
     """The positions where the key differs from the one before."""
     if len(keys) < 2:
         return []
-    different = pc.not_equal(keys.slice(1), keys.slice(0, len(keys) - 1))
+    after, before = keys.slice(1), keys.slice(0, len(keys) - 1)
+    different = pc.not_equal(after, before)
+    if keys.null_count:  # (not_equal is null beside a null key: a null next to a value differs from it)
+        different = pc.if_else(pc.is_null(different), pc.xor(pc.is_null(after), pc.is_null(before)), different)
     return [index + 1 for index in pc.indices_nonzero(different).to_pylist()]
 
 

@@ -214,3 +214,31 @@ def test_a_key_whose_fold_meets_a_null_fails_as_per_key(spark: SparkSession, kin
     fast, per_key = both(spark, events, key="one", kind=kind, value="x", until=None, complete=True)
     assert fast == per_key
     assert [row[4] is not None for row in fast if row[0] == "a"] == [True]
+
+
+def test_a_null_key_is_a_key_of_its_own(spark: SparkSession) -> None:
+    """Events of a null key beside those of other keys (sorted next to each other in one partition): each key
+    keeps its own windows, as on the per-key path."""
+    events: list[Event] = [(key, T0 + timedelta(seconds=seconds), index, "p", float(index), index)
+                           for index, (key, seconds) in enumerate(
+                               [(None, 0), (None, 70), ("a", 5), ("a", 80), ("b", 10), (None, 130), ("b", 200)])]
+    frame = spark.createDataFrame(events, SCHEMA)
+    arguments: dict[str, Any] = {"key": "key", "time": "at", "sequence": "seq", "until": T0 + timedelta(minutes=5),
+                                 "complete": False, "functions": FUNCTIONS, "partitions": 1}
+    the_query = query("one", "sum", "x")
+
+    def keyed_rows(outputs: DataFrame) -> list[tuple[Any, ...]]:
+        return sorted(((row.key, row.seq, row.time, row.value, row.error) for row in outputs.collect()),
+                      key=lambda row: (str(row[0]), row[1]))
+
+    fast = keyed_rows(run_batch(frame, the_query, **arguments))
+    assert fast == keyed_rows(run_batch(frame, the_query, vectorised=False, **arguments))
+    assert [(row[0], row[3]) for row in fast] == [
+        (None, '[null,"2026-03-01T00:00:00+00:00","2026-03-01T00:01:00+00:00",0.0]'),
+        (None, '[null,"2026-03-01T00:01:00+00:00","2026-03-01T00:02:00+00:00",1.0]'),
+        (None, '[null,"2026-03-01T00:02:00+00:00","2026-03-01T00:03:00+00:00",5.0]'),
+        ("a", '[null,"2026-03-01T00:00:00+00:00","2026-03-01T00:01:00+00:00",2.0]'),
+        ("a", '[null,"2026-03-01T00:01:00+00:00","2026-03-01T00:02:00+00:00",3.0]'),
+        ("b", '[null,"2026-03-01T00:00:00+00:00","2026-03-01T00:01:00+00:00",4.0]'),
+        ("b", '[null,"2026-03-01T00:03:00+00:00","2026-03-01T00:04:00+00:00",6.0]'),
+    ]
