@@ -293,3 +293,36 @@ def test_subscriptions_mapping_binds_on_need_and_forgets_without_binding() -> No
     assert bound == ["x"] and not subscriptions.waiting_on("b")
     with pytest.raises(KeyError):
         subscriptions["x"]  # the binder failed to record it bound (its failure stopped it)
+
+
+def _held_after_recovery(path: Path, count: int) -> int:
+    """Python memory held by an engine opened on a store of ``count`` idle subscriptions (as bench/engine.py)."""
+    import gc
+    import tracemalloc
+
+    with Engine(path, start=T0, synchronous="OFF") as engine:
+        engine.create_stream("s")
+        for i in range(count):
+            engine.create_subscription(f"q{i:04d}", Query.stream("s").scan(0, operator.add))
+        engine.append("s", 1, at(1))
+        engine.process()
+        engine.checkpoint()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        engine = Engine(path, start=T0)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+        assert engine.recovery.idle_subscriptions == count - 1
+        engine.close()
+    finally:
+        tracemalloc.stop()
+    return held
+
+
+def test_an_idle_subscription_holds_less_than_two_kilobytes(tmp_path: Path) -> None:
+    """Issue 31's target, as a bound on what each further idle subscription adds (the engine's fixed costs, such
+    as its packers' buffers, cancel out)."""
+    small, large = _held_after_recovery(tmp_path / "small.db", 20), _held_after_recovery(tmp_path / "large.db", 120)
+    assert (large - small) / 100 < 2048, f"{(large - small) / 100:,.0f} bytes per idle subscription"
