@@ -163,6 +163,7 @@ class EngineRoom:
     _settings: dict[str, object]
     _policy: RecoveryPolicy
     _on_failure: Callable[[str, BaseException], RecoveryPolicy | None] | None
+    _lazy_binding: bool  # recovered idle subscriptions wait unbound (reaqtive.engine.idle)
     _checkpoint_policy: CheckpointPolicy
     _log: logging.Logger
     _status: EngineStatus

@@ -246,8 +246,9 @@ class Running(EngineRoom):
         constants (10,000 subscriptions of one query decode it once). Bound now, conservatively: a query whose
         observer is a function (its outbox hands on what waits), one behind the engine or backfilling, one that
         skips elements, one whose state predates log positions, one of any operator not in
-        :data:`~reaqtive.engine.idle.IDLE_OPERATORS`."""
-        if (record["observer"] not in (DURABLE_SINK, DISCARD_SINK) or self._legacy_caught_up or "skipping" in record
+        :data:`~reaqtive.engine.idle.IDLE_OPERATORS`; every one with ``Engine(lazy_binding=False)``."""
+        if (not self._lazy_binding or record["observer"] not in (DURABLE_SINK, DISCARD_SINK)
+                or self._legacy_caught_up or "skipping" in record
                 or self._stopped.stood(uri) is not None or backfill_behind(record) is not None):
             return None
         key = (record["template"], id(record["constants"]))  # equal constants are one object (parse_artifact)
