@@ -107,7 +107,13 @@ class Subscriptions:
         binding failed and the engine stopped it)."""
         hosted = self._bound.get(uri)
         if hosted is None and uri in self._waiting:
-            self._binder(uri, self._waiting.pop(uri))
+            blob = self._waiting.pop(uri)  # (while it binds, it is neither: a look-up from inside finds nothing)
+            try:
+                self._binder(uri, blob)
+            except BaseException:  # the binder handles errors; this is an interrupt: it still waits
+                if uri not in self._bound:
+                    self._waiting[uri] = blob
+                raise
             hosted = self._bound.get(uri)
         return hosted
 
