@@ -38,7 +38,7 @@ Binder = Callable[[str, bytes], "HostedQuery | None"]
 engine stopped it under its policy)."""
 
 IDLE_OPERATORS: Final = frozenset({
-    "stream", "egress", "named", "map", "filter", "map_indexed", "filter_indexed", "scan", "distinct",
+    "stream", "named", "map", "filter", "map_indexed", "filter_indexed", "scan", "distinct",
     "distinct_until_changed", "skip", "skip_while", "skip_while_indexed", "buffer", "merge", "aggregate", "sum",
     "count", "average", "min", "max", "to_list",
 })
