@@ -155,6 +155,10 @@ class Subscriptions:
         """How many subscriptions are idle."""
         return len(self._waiting)
 
+    def idle_states(self) -> list[tuple[str, bytes]]:
+        """Each idle subscription's stored state (what a checkpoint writes for it, as it is), by URI."""
+        return sorted(self._waiting.items())
+
     def waiting_on(self, stream: str) -> bool:
         """Whether idle subscriptions may read ``stream`` (one dict lookup: the delivery loop asks per run)."""
         return stream in self._by_stream

@@ -226,6 +226,12 @@ def test_a_recovered_store_of_idle_subscriptions_binds_only_what_its_events_reac
     assert engine.recovery.idle_subscriptions == len(idle)
     assert all(engine.subscription_status(uri).state.value == "running" for uri in idle)
     assert all(engine.info(uri).running for uri in idle)
+    stored = dict(engine._store.checkpoints.read(strict=False).items(STATE_CATEGORY))
+    # A full checkpoint writes every state, the idle ones as they are stored, and leaves them idle.
+    assert engine.checkpoint(full=True).dirty_subscriptions == len(QUERIES)
+    assert {uri for uri in QUERIES if engine._subscriptions.is_idle(uri)} == idle
+    rewritten = dict(engine._store.checkpoints.read(strict=False).items(STATE_CATEGORY))
+    assert all(rewritten[uri] == stored[uri] for uri in idle)
     engine.append("c", 2, at(2))
     engine.process()
     # Those reading c were bound before its event, and counted it; those of a and b still wait.
