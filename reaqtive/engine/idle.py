@@ -11,8 +11,9 @@ undecoded. It is bound, as recovery would have bound it, when
   streams was delivered meanwhile and it held no timers);
 * something needs its operators: pause, update, a fault, the path of an operator (:meth:`Subscriptions.get`).
 
-Nothing else changes while it waits: a checkpoint leaves its stored state as it is (a differential one never
-writes a clean unit, and a full one writes the bound units only: the row stays), its output counter is the one
+Nothing else changes while it waits: a differential checkpoint leaves its stored state as it is (it never writes
+a clean unit), a full one writes the stored bytes again as they are (:meth:`Subscriptions.idle_states`), its output
+counter is the one
 recovery read, and what it produces once bound is numbered from there, as if it had been bound all along. Which
 queries may wait is decided by :func:`idle_streams`, conservatively, by the operators of the bound plan.
 
