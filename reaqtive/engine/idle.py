@@ -13,9 +13,9 @@ undecoded. It is bound, as recovery would have bound it, when
 
 Nothing else changes while it waits: a differential checkpoint leaves its stored state as it is (it never writes
 a clean unit), a full one writes the stored bytes again as they are (:meth:`Subscriptions.idle_states`), its output
-counter is the one
-recovery read, and what it produces once bound is numbered from there, as if it had been bound all along. Which
-queries may wait is decided by :func:`idle_streams`, conservatively, by the operators of the bound plan.
+counter is the one recovery read, and what it produces once bound is numbered from there, as if it had been bound
+all along. Which queries may wait is decided by :func:`idle_streams`, conservatively, by the operators of the
+bound plan.
 
 Offers: ``uri in subscriptions`` (runs, bound or not), :meth:`~Subscriptions.get` (the bound form, binding it),
 :meth:`~Subscriptions.bound` (the bound form only if it is bound), iteration over every URI. Never touches the
