@@ -2,7 +2,7 @@
 subscription, and events per second through the engine against a plain Python loop in the same run.
 
 Run: .venv/bin/python bench/engine.py [--subscriptions N] [--rounds K] [--events E] [--synchronous FULL|NORMAL]
-[--keyed-events W]
+[--keyed-events W] [--memory-only]
 
 * **Checkpoints.** N small standing queries (``Query.stream(s).scan(0, operator.add)``) over 100 durable
   streams, each query having seen some events. Then K rounds of: one event on one stream (so ~1% of the
@@ -214,6 +214,20 @@ def report_keyed(runs: dict[bool, tuple[float, float]], events: int, say: Callab
         say(f"  {label + ': process':<38} {events / processing:>12,.0f} {checkpointing:>11.2f}s")
 
 
+def report_memory(path: Path, subscriptions: int, synchronous: str, say: Callable[[str], None]) -> int:
+    """``--memory-only``: the recovery's time (wall and CPU: the machine may be loaded) and the memory per idle
+    subscription, nothing else."""
+    cpu = time.process_time()
+    opened, _, recovered = recovery(path, synchronous)
+    cpu = time.process_time() - cpu
+    per_subscription = memory_per_subscription(path, subscriptions)
+    say(f"recovery of {recovered:,} subscriptions: Engine(path) took {opened * 1e3:,.0f} ms "
+        f"({cpu * 1e3:,.0f} ms CPU)")
+    say(f"memory per idle subscription: {per_subscription:,.0f} bytes (tracemalloc, engine open with "
+        f"{subscriptions:,})")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/engine.py")
     parser.add_argument("--subscriptions", type=int, default=10_000)
@@ -221,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=100_000, help="events for the throughput runs")
     parser.add_argument("--synchronous", default="FULL", choices=["FULL", "NORMAL"])
     parser.add_argument("--keyed-events", type=int, default=100_000, help="events for the keyed-windows runs (0: skip)")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="only the set-up, the recovery time and the memory per idle subscription")
     args = parser.parse_args(argv)
 
     def say(line: str) -> None:
@@ -231,6 +247,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = Path(scratch) / "engine.db"
         clock = Clock()
         build(path, args.subscriptions, clock, say)
+        if args.memory_only:
+            return report_memory(path, args.subscriptions, args.synchronous, say)
         differential, full = checkpoints(path, args.rounds, args.synchronous, clock)
         opened, phases, recovered = recovery(path, args.synchronous)
         per_subscription = memory_per_subscription(path, args.subscriptions)

@@ -306,7 +306,9 @@ def _checkpoint(args: argparse.Namespace) -> int:
     allowed, functions = _opening(args)
     policy = RecoveryPolicy.KEEP if args.keep_broken else RecoveryPolicy.FAIL
     try:
-        engine = Engine(args.store, functions=functions, allow_modules=allowed, recovery_policy=policy)
+        # Every subscription bound at once: each state is loaded and checked, and a full checkpoint rewrites it.
+        engine = Engine(args.store, functions=functions, allow_modules=allowed, recovery_policy=policy,
+                        lazy_binding=False)
     except RecoveryError as error:
         if args.traceback:  # the failure in full, for a bug report (the engine raises it; it logs nothing)
             traceback.print_exception(error, file=sys.stderr)

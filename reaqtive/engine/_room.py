@@ -30,6 +30,7 @@ from reaqtive.engine.expressions import (
 from reaqtive.engine.failures import OnError, PolicyHost, SubscriptionPolicy
 from reaqtive.engine.gc_policy import GcFreeze
 from reaqtive.engine.handover import EngineLock
+from reaqtive.engine.idle import Subscriptions
 from reaqtive.engine.ingress import IngressWriter
 from reaqtive.engine.model import (
     DISCARD_SINK,
@@ -162,6 +163,7 @@ class EngineRoom:
     _settings: dict[str, object]
     _policy: RecoveryPolicy
     _on_failure: Callable[[str, BaseException], RecoveryPolicy | None] | None
+    _lazy_binding: bool  # recovered idle subscriptions wait unbound (reaqtive.engine.idle)
     _checkpoint_policy: CheckpointPolicy
     _log: logging.Logger
     _status: EngineStatus
@@ -190,7 +192,9 @@ class EngineRoom:
         self._records = ArtifactRecords()
         self._host = QueryHost(self._scheduler, environment=self._environment, settings=self._settings,
                                logger=self._log)
-        self._subscriptions: dict[str, HostedQuery] = {}
+        # Bound, or idle until their streams have an event for them (reaqtive.engine.idle).
+        self._subscriptions = Subscriptions()
+        self._subscriptions.set_binder(self._bind_idle)
         # What is kept stored without running, and where each stands: a part of its own (reaqtive.engine.stopped).
         self._stopped = StoppedQueries()
         self._backfilling: set[str] = set()  # backfills no checkpoint saw joined yet (reaqtive.engine.backfill)
@@ -362,6 +366,9 @@ class EngineRoom:
 
     def _start_clock(self, at: datetime) -> None:
         raise NotImplementedError  # Delivery
+
+    def _bind_idle(self, uri: str, blob: bytes) -> HostedQuery | None:
+        raise NotImplementedError  # Running
 
     def _fall_behind(self, uri: str, pos: int | None = None) -> Lag:
         raise NotImplementedError  # Scheduling

@@ -34,6 +34,7 @@ from reaqtive.engine.readers import StreamReader
 from reaqtive.engine.records import Behind, DeliveryRecord, delivery_bytes
 from reaqtive.engine.retention import StreamExtent, retention_cut, retention_from_record
 from reaqtive.state import (
+    STATE_CATEGORY,
     CheckpointMode,
     CheckpointResult,
     CheckpointTransaction,
@@ -222,6 +223,7 @@ class CheckpointRun:
         self._sources: dict[str, bytes] = {}  # the sources' positions it stores
         self._observed: dict[str, int] = {}  # per outbox, the last output its observer got (as snapshot)
         self._waiting: list[Output] = []  # the outputs still waiting for an observer function
+        self._idle_written = 0  # the idle subscriptions' stored states a full checkpoint wrote again, as they are
 
     def take(self) -> CheckpointMetrics:
         engine = self._engine
@@ -257,7 +259,7 @@ class CheckpointRun:
             commit_seconds=result.commit_seconds,
             egress_seconds=egress_seconds,
             bytes_written=result.bytes_written,
-            dirty_subscriptions=len(result.saved),
+            dirty_subscriptions=len(result.saved) + self._idle_written,
             ingress_truncated=truncated,
             at=datetime.now(UTC),
         )
@@ -288,6 +290,12 @@ class CheckpointRun:
         engine._store.outputs_in_commit(transaction, self._waiting)
         self._put_sources(transaction)
         self._put_joined(transaction)
+        if self._full:
+            # An idle subscription's state is its stored bytes (reaqtive.engine.idle): a full checkpoint writes
+            # them again as they are, undecoded, so that it holds every state whole, as its name says.
+            for uri, blob in engine._subscriptions.idle_states():
+                transaction.put(STATE_CATEGORY, uri, blob)
+                self._idle_written += 1
 
     def _put_counters(self, transaction: CheckpointTransaction) -> None:
         """While paused: the output counters that moved since the last checkpoint (every one in a full

@@ -390,6 +390,8 @@ class Delivery(EngineRoom):
         a yield point)."""
         if not self._finish_instant():
             return 0
+        if self._subscriptions.waiting_on(run.stream):  # idle ones bind before its first event (engine/idle.py)
+            self._subscriptions.bind_waiting_on(run.stream)
         count: int = run.count if budget is None else min(run.count, budget)
         if not self._plain(run, wall, count):
             return self._deliver_one_by_one(run, wall, count)

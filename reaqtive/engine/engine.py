@@ -122,7 +122,10 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Runni
     :meth:`process`, :meth:`checkpoint` and :meth:`close`; a crash loses those not committed yet; see
     :mod:`reaqtive.engine.ingress`). ``on_error``: the error policy of the subscriptions created without one of
     their own (``"stop"``, ``"skip"`` or a function ``(error, context) -> "skip" | "stop"``; see
-    :mod:`reaqtive.engine.failures`). One engine per store file: a second one is refused with
+    :mod:`reaqtive.engine.failures`). ``lazy_binding`` (on by default): a recovered subscription with nothing to
+    do until its stream has an event for it stays idle, unbound, until then (about 0.7 KB instead of 3 KB; see
+    :mod:`reaqtive.engine.idle`); off, recovery binds every one and loads every state at once (what
+    ``reaqtive checkpoint`` does, to check a store whole). One engine per store file: a second one is refused with
     :class:`~reaqtive.state.StoreLockedError`.
 
     ``path`` ``":memory:"`` (or :meth:`in_memory`): a new, empty engine in memory, for tests and notebooks. It
@@ -156,6 +159,7 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Runni
         allowed_lateness: timedelta | None = None,
         ingress_commit: IngressCommit = "call",
         on_error: OnError = "stop",
+        lazy_binding: bool = True,
     ) -> None:
         if clock not in ("event", "wall"):
             raise ValueError(f"clock must be 'event' or 'wall', got {clock!r}")
@@ -177,6 +181,7 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Runni
         self._settings = dict(settings or {})
         self._policy = recovery_policy
         self._on_failure = on_recovery_failure
+        self._lazy_binding = bool(lazy_binding)
         self._checkpoint_policy = CheckpointPolicy(checkpoint_every_events, checkpoint_every_seconds)
         if start is not None:
             require_aware(start, "Engine(start=...)")

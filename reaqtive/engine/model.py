@@ -182,6 +182,9 @@ class RecoveryMetrics:
     orphans: list[str] = field(default_factory=list)
     """Stored states no artifact claimed that the policy REMOVE deleted (at the next checkpoint). Under FAIL and
     KEEP such a state is a failure like any other (see ``failures``)."""
+    idle_subscriptions: int = 0
+    """Of ``subscriptions``, those left idle, bound when their streams first have an event for them (see
+    :mod:`reaqtive.engine.idle`)."""
 
 
 @dataclass(frozen=True)

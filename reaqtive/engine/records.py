@@ -106,6 +106,7 @@ def parse_artifact(uri: str, blob: bytes, shared: dict[str, Any] | None = None) 
         for name in ("constants", "refs"):
             if name in record:
                 record[name] = _shared(shared, record[name])
+        record = _compact(record)
     kind = _require(record, "kind", where, lambda k: isinstance(k, str) and k in ARTIFACT_KINDS,
                     f"one of {sorted(ARTIFACT_KINDS)}")
     _require(record, "created", where, _is_timestamp, "an ISO 8601 timestamp with its offset")
@@ -136,6 +137,20 @@ def parse_artifact(uri: str, blob: bytes, shared: dict[str, Any] | None = None) 
         if "backfill" in record:
             _require(record, "backfill", where, _is_backfill, "{pos, clock[, joined]}")
     return record
+
+
+class _Fields:
+    """Holds a subscription's record as its attributes: CPython's instance dictionaries of one class share one
+    table of keys, so the record, taken as the holder's ``__dict__``, is a plain dict of about 180 bytes instead
+    of 280 (memory per idle subscription; records of other shapes just get a table of their own)."""
+
+
+def _compact(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` as a key-sharing dict (see :class:`_Fields`), equal to it, in the same order."""
+    holder = _Fields()
+    for key, value in record.items():
+        setattr(holder, key, value)
+    return holder.__dict__
 
 
 def _is_backfill(entry: object) -> bool:

@@ -54,6 +54,7 @@ from reaqtive.state import (
     MissingStateError,
     StateError,
 )
+from reaqtive.state.framing import read_blob
 from reaqtive.state.host import HostedQuery
 
 if TYPE_CHECKING:
@@ -80,6 +81,10 @@ class Recovery:
         self._removed_at_recovery: set[str] = set()  # artifacts the policy REMOVE deleted while recovering
         self._counter_errors: dict[str, Exception] = {}  # per subscription, why its counter or cursor is unreadable
         self._output_extents: dict[str, tuple[int, int, int]] = {}  # the durable sink's rows per subscription
+        # Per template and constants, the streams its subscriptions wait on idle (None: they bind now).
+        self._plans: dict[tuple[str, int], tuple[str, ...] | None] = {}
+        # Per template, the shape (path, operator, version per node) of a state that loaded into its tree.
+        self._shapes: dict[str, list[tuple[Any, ...]]] = {}
 
     def load(self) -> RecoveryMetrics:
         """Read the store back into the engine; the metrics of what was recovered (also ``engine.recovery``)."""
@@ -122,9 +127,10 @@ class Recovery:
                 self._keep_failed(uri, record)
                 continue
             try:
-                self._engine._subscriptions[uri] = self._recover_subscription(
-                    uri, record, state.get(uri), damaged[STATE_CATEGORY], template_errors
-                )
+                hosted = self._recover_subscription(uri, record, state.get(uri), damaged[STATE_CATEGORY],
+                                                    template_errors)
+                if hosted is not None:  # (else it waits idle: reaqtive.engine.idle)
+                    self._engine._subscriptions[uri] = hosted
                 self._metrics.subscriptions += 1
             except Exception as error:  # one artifact's failure must not stop the others
                 self._recovery_failed(uri, record["kind"], error)
@@ -239,8 +245,9 @@ class Recovery:
         blob: bytes | None,
         damaged_state: dict[str, Exception],
         template_errors: dict[str, Exception],
-    ) -> HostedQuery:
-        """Bind one stored subscription with its state; raises why it cannot recover, for the policy."""
+    ) -> HostedQuery | None:
+        """Bind one stored subscription with its state, or leave it idle until its streams have an event for it
+        (``None``: see reaqtive.engine.idle); raises why it cannot recover, for the policy."""
         prefix = uri + "/"
         for key, error in sorted(damaged_state.items()):  # its own blob, or one of its inner units' blobs
             if key == uri:
@@ -269,6 +276,12 @@ class Recovery:
         if not self._environment.is_given_position(record.get("start_pos", -1)):
             raise MalformedRecordError(f"the record of {uri!r} starts after log position {record['start_pos']}, "
                                        f"past the last one ever given ({self._store.last_position()})")
+        streams = self._engine._idle_streams(uri, record, template, self._plans)
+        shape = None if streams is None else _shape(blob, f"state of {uri!r}")  # a malformed blob fails now
+        if streams is not None and shape is not None and self._shapes.get(template_id) == shape:
+            self._engine._subscriptions.wait(uri, blob, streams)
+            self._metrics.idle_subscriptions += 1
+            return None
         handle = self._engine._bind(uri, record, template, blob)
         inner_failures = self._environment.take_load_failures(uri)
         ended = self._engine._ended.get(uri)
@@ -283,6 +296,10 @@ class Recovery:
                 raise InnerRecoveryError(inner_id, error)
             assert ended is not None
             raise ended
+        if shape is not None:
+            # Its state loaded into this template's tree: the next ones of the same shape may wait idle, their
+            # blobs checked against it (framing, checksum, operators, versions) without a tree of their own.
+            self._shapes.setdefault(template_id, shape)
         return handle
 
     def _check_outputs_kept(self, uri: str, record: dict[str, Any]) -> None:
@@ -600,6 +617,12 @@ class Recovery:
             self._stopped.kept.add(uri)
         return policy
 
+
+
+def _shape(blob: bytes, where: str) -> list[tuple[Any, ...]]:
+    """What loading ``blob`` checks before the operators read their fields: its framing and checksum (raised as
+    binding raises them), and per node its path, operator and version."""
+    return [(node.path, node.name, node.version) for node in read_blob(blob, where=where)]
 
 
 # Fields only one kind of artifact record has: a record of another kind that holds them was rewritten.

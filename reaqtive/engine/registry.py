@@ -360,10 +360,10 @@ class ArtifactRegistry(EngineRoom):
             # a crash between them would leave the outputs of a deleted subscription in the sink for good.
             self._store.commit_with_outputs(deletes=deletes, forget=[uri])
             del self._records[uri]
-            handle = self._subscriptions.pop(uri, None)
+            handle = self._subscriptions.pop(uri)
             if handle is not None:
                 self._discard(uri, handle)
-            else:  # kept without running (failed to recover, or stopped by a fault)
+            else:  # kept without running (failed to recover, or stopped by a fault), or idle (never bound)
                 self._environment.release_ids(uri)
                 self._outputs.forget(uri)
             self._environment.confirm_removed(inner)

@@ -40,7 +40,9 @@ from reaqtive.engine.failures import (
     check_on_error,
     error_name,
 )
+from reaqtive.engine.idle import idle_streams
 from reaqtive.engine.model import (
+    DISCARD_SINK,
     DURABLE_SINK,
     EngineStatus,
     RecoveryFailure,
@@ -49,14 +51,19 @@ from reaqtive.engine.model import (
     SubscriptionStatus,
 )
 from reaqtive.engine.outputs import RunWriter
-from reaqtive.engine.readers import CAUGHT_UP_SETTING, LEGACY_CAUGHT_UP_SETTING, START_POSITION_SETTING
+from reaqtive.engine.readers import (
+    CAUGHT_UP_SETTING,
+    LEGACY_CAUGHT_UP_SETTING,
+    START_POSITION_SETTING,
+    StreamReader,
+)
 from reaqtive.engine.records import Behind, parse_counter
 from reaqtive.engine.scheduling import record_priority
 from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_groups import noting_general_groups
 from reaqtive.operators.keyed_steps import in_keyed_form, recorded_keyed_form
 from reaqtive.scheduler import UnhandledExceptionArgs
-from reaqtive.state import STATE_CATEGORY, MissingStateError
+from reaqtive.state import STATE_CATEGORY, MissingStateError, StateError
 from reaqtive.state.host import HostedQuery, QueryState
 from reaqtive.state.traversal import iter_nodes
 
@@ -229,6 +236,76 @@ class Running(EngineRoom):
             raise
         return hosted
 
+    # -- idle subscriptions (reaqtive.engine.idle) ---------------------------------------------------------------
+
+    def _idle_streams(self, uri: str, record: dict[str, Any], template: dict[str, Any],
+                      plans: dict[tuple[str, int], tuple[str, ...] | None]) -> tuple[str, ...] | None:
+        """The streams recovered subscription ``uri`` reads, if it may wait unbound until one of them has an event
+        (``None``: it binds now). Its query is decoded here, so that a function the host does not provide fails
+        now, under the recovery policy, as when it binds; ``plans``: what this recovery decided per template and
+        constants (10,000 subscriptions of one query decode it once). Bound now, conservatively: a query whose
+        observer is a function (its outbox hands on what waits), one behind the engine or backfilling, one that
+        skips elements, one whose state predates log positions, one of any operator not in
+        :data:`~reaqtive.engine.idle.IDLE_OPERATORS`; every one with ``Engine(lazy_binding=False)``."""
+        if (not self._lazy_binding or record["observer"] not in (DURABLE_SINK, DISCARD_SINK)
+                or self._legacy_caught_up or "skipping" in record
+                or self._stopped.stood(uri) is not None or backfill_behind(record) is not None):
+            return None
+        key = (record["template"], id(record["constants"]))  # equal constants are one object (parse_artifact)
+        if key not in plans:
+            query = self._expand(decode_query(instantiate(template, record["constants"]), self.functions))
+            streams = idle_streams(query)
+            # A stream it reads that the engine does not have (removed at recovery) fails as it binds.
+            plans[key] = streams if streams is not None and all(s in self._streams for s in streams) else None
+        if "on_error" in record:
+            self._on_error_of(uri, record)  # its function resolves now, as at binding
+        return plans[key]
+
+    def _bind_idle(self, uri: str, blob: bytes) -> HostedQuery | None:
+        """Bind idle subscription ``uri`` with its stored state, as recovery would have bound it, and record it
+        bound; a lagging reader puts it behind the engine, as at recovery. A failure now (state that does not load)
+        stops it as a fault would, under the failure policy (KEEP or REMOVE: nothing can be refused any more)."""
+        record = self._records[uri]
+        template = self._records.templates[record["template"]]
+        try:
+            hosted = self._bind(uri, record, template, blob)
+            inner_failures = self._environment.take_load_failures(uri)
+            ended = self._ended.get(uri)
+            if inner_failures or isinstance(ended, StateError):
+                hosted.abandon()
+                self._ended.pop(uri, None)
+                self._outputs.drop_buffered(uri)
+                if inner_failures:
+                    raise InnerRecoveryError(*min(inner_failures.items()))
+                assert ended is not None
+                raise ended
+        except Exception as error:  # one subscription's failure must not stop the delivery to the others
+            self._idle_bind_failed(uri, error)
+            return None
+        self._subscriptions[uri] = hosted
+        delivered = self._positions.delivered_at
+        if any(isinstance(node, StreamReader) and node.watermark < delivered.get(node.uri, -1)
+               for node, _ in iter_nodes(hosted.handle)):
+            self._fall_behind(uri)  # its state lagged at its checkpoint: it catches up from its watermark
+        return hosted
+
+    def _idle_bind_failed(self, uri: str, error: Exception) -> None:
+        """An idle subscription failed to bind: it stops under the failure policy, as a fault stops a query."""
+        self._policies.pop(uri, None)
+        self._behind.pop(uri, None)
+        policy = RecoveryPolicy.REMOVE if self._policy is RecoveryPolicy.REMOVE else RecoveryPolicy.KEEP
+        if self._on_failure is not None and self._on_failure(uri, error) is RecoveryPolicy.REMOVE:
+            policy = RecoveryPolicy.REMOVE
+        self._log.error("binding idle subscription %r failed (%s): %s", uri, policy.value, error, exc_info=error,
+                        extra={"reaqtive_event": "recovery_failed", "artifact": uri, "kind": "subscription",
+                               "policy": policy.value, "error_type": type(error).__name__})
+        self.faults.append(RecoveryFailure(uri, "subscription", error, policy))
+        if policy is RecoveryPolicy.REMOVE:
+            self.delete_subscription(uri)
+        else:
+            self._stopped.keep(uri, self._pin_for(uri))
+        self._settle_status()
+
     def _position_settings(self, uri: str, record: dict[str, Any], stood: Behind | None) -> dict[str, object]:
         """Where the readers of subscription ``uri`` start (its record's start) and what "caught up" in its
         saved state means: where it stood behind the engine, or the position of the checkpoint its state belongs
@@ -255,7 +332,7 @@ class Running(EngineRoom):
             unit = context.instance_id
         else:
             name = getattr(args.scheduler, "name", None)
-            hosted = self._subscriptions.get(name) if isinstance(name, str) else None
+            hosted = self._subscriptions.bound(name) if isinstance(name, str) else None
             if hosted is None or hosted.scheduler is not args.scheduler:
                 return  # not a query's task: it propagates
             unit = hosted.instance_id
@@ -466,7 +543,9 @@ class Running(EngineRoom):
         waiting = self._outputs.stop(uri)
         if waiting:
             self._store.write_outputs(waiting)  # kept for the next run to deliver
-        self._subscriptions.pop(uri).abandon()
+        hosted = self._subscriptions.pop(uri)
+        if hosted is not None:  # (an idle one has nothing running)
+            hosted.abandon()
         self._policies.pop(uri, None)
         self._paused.discard(uri)
         self._behind.pop(uri, None)

@@ -136,7 +136,7 @@ class Scheduling(EngineRoom):
                 changed["priority"] = priority
             self._commit_changes(puts=[(_ARTIFACTS, uri, _to_bytes(changed))])
             self._records[uri] = changed
-            hosted = self._subscriptions.get(uri)
+            hosted = self._subscriptions.bound(uri)  # an idle one binds with its record's priority
             if hosted is not None:
                 scheduler = hosted.scheduler
                 assert isinstance(scheduler, VirtualTimeScheduler)
