@@ -35,11 +35,11 @@ from typing import Any, Final
 
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.operator import StateReader, Version
-from reaqtive.core.scheduler_interface import Scheduler, YieldToken
+from reaqtive.core.scheduler_interface import Scheduler, YieldableSchedulerTask, YieldToken
 from reaqtive.core.streams import Subscriber
 from reaqtive.operators.keyed_groups import KeyedBinding, KeyedGroups
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, Several, stopping_error
-from reaqtive.scheduler import YieldableActionTask
+from reaqtive.scheduler import ACTION_PRIORITY
 from reaqtive.scheduler.clock import EPOCH
 from reaqtive.state.fields import RecordReader, time_bounds
 from reaqtive.state.keyed import KeyedPage
@@ -97,6 +97,16 @@ class TimedStep(KeyedStep):
         :class:`~reaqtive.operators.keyed_steps.Several` when a failure follows them)."""
         raise NotImplementedError
 
+    def empty_outputs(self) -> list[Any] | None:
+        """What a key's tick puts out for a period in which nothing reached its field (an idle key's empty
+        window), the same for every key; ``None`` when that is not known without ticking (the default)."""
+        return None
+
+    def quiet_tick(self, field: Any, now: int, seq: int) -> Any:
+        """When nothing reached ``field`` since its time was set (an idle key): the new field of
+        :meth:`tick`, whose outputs are :meth:`empty_outputs` for each period; else ``None`` (the default)."""
+        return None
+
     def bind_stage(self, binding: Any, subscriber: Any) -> KeyedGroupsTimed:
         return KeyedGroupsTimed(binding, subscriber)
 
@@ -114,6 +124,27 @@ def general_reason(binding: KeyedBinding) -> str | None:
     if binding.max_concurrent is not None:
         return "flat_map's max_concurrent with a time-based inner operator (not written yet)"
     return None
+
+
+class _Timer(YieldableSchedulerTask):
+    """The stage's timer task, due at ``due`` (microseconds from the epoch). On a scheduler that can move a
+    running task (``run_again_at_us``, the virtual-time one), the stage moves this one to its next time when it
+    is done ticking, instead of scheduling a new task per window end."""
+
+    __slots__ = ("_stage", "due")
+
+    priority = ACTION_PRIORITY
+    is_runnable = True
+
+    def __init__(self, stage: KeyedGroupsTimed, due: int) -> None:
+        self._stage = stage
+        self.due = due
+
+    def execute(self, scheduler: Any, yield_token: YieldToken = YieldToken.NONE) -> bool:
+        return self._stage._on_timer(self, yield_token)
+
+    def __repr__(self) -> str:
+        return f"<keyed timer of {self._stage.name!r} due at {self.due} us>"
 
 
 class KeyedGroupsTimed(KeyedGroups):
@@ -134,13 +165,16 @@ class KeyedGroupsTimed(KeyedGroups):
     __slots__ = (
         "_late",
         "_order",
+        "_quiet",
         "_scheduler",
         "_seq",
         "_tail",
         "_timed",
         "_timed_step",
+        "_timer",
         "_timer_due",
         "_unfinished",
+        "_virtual",
     )
 
     def __init__(self, binding: KeyedBinding, downstream: Subscriber[Any]) -> None:
@@ -155,6 +189,9 @@ class KeyedGroupsTimed(KeyedGroups):
         self._tail: tuple[int, int] = (-(2**63), -1)  # (time, number) of the deque's last key
         self._late: list[tuple[int, int, Any]] = []  # the keys that would go before the tail, a heap
         self._timer_due: int | None = None  # the time of the outstanding timer
+        self._timer: _Timer | None = None  # the outstanding timer
+        self._virtual = False  # whether the scheduler has now_us and run_again_at_us (the virtual-time one)
+        self._quiet: bool | None = None  # whether an idle key's tick puts nothing out (None: not asked yet)
         self._seq = 0  # the next sequence number (one more than the records' largest)
         self._unfinished: int | None = None  # the time a timer that gave way had keys due at
         self._scheduler: Scheduler | None = None
@@ -162,6 +199,13 @@ class KeyedGroupsTimed(KeyedGroups):
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
         self._scheduler = context.scheduler  # MissingSchedulerError without one: time needs a clock
+        kind = type(self._scheduler)
+        self._virtual = hasattr(kind, "now_us") and hasattr(kind, "run_again_at_us")
+
+    def _now(self) -> int:
+        """The clock in microseconds from the epoch."""
+        scheduler: Any = self._scheduler
+        return scheduler.now_us if self._virtual else micros(scheduler.now)
 
     # -- the queue and the timer (lock held) -------------------------------------------------------------------
 
@@ -171,7 +215,7 @@ class KeyedGroupsTimed(KeyedGroups):
         fields = list(self._initial)
         seq = self._seq
         self._seq = seq + 1
-        field = self._timed_step.open(micros(scheduler.now), seq)
+        field = self._timed_step.open(self._now(), seq)
         fields[self._timed] = field
         self._enqueue(key, field[0], seq)
         return tuple(fields)
@@ -213,23 +257,37 @@ class KeyedGroupsTimed(KeyedGroups):
         self._timer_due = due
         scheduler = self._scheduler
         assert scheduler is not None
-        scheduler.schedule(YieldableActionTask(self._on_timer, due), due=when)
+        timer = self._timer = _Timer(self, due)
+        scheduler.schedule(timer, due=when)
 
-    def _on_timer(self, due: int, token: YieldToken = YieldToken.NONE) -> bool:
+    def _rearm(self, timer: _Timer, due: int) -> bool:
+        """Move the running ``timer`` to ``due`` (the scheduler runs it again then), if the scheduler can; else
+        ``False``, and :meth:`_arm` schedules a new one."""
+        if not self._virtual or self._error is not None or self._source_done:
+            return False
+        scheduler: Any = self._scheduler
+        if not scheduler.run_again_at_us(due):
+            return False
+        timer.due = due
+        self._timer_due = due
+        self._timer = timer
+        return True
+
+    def _on_timer(self, timer: _Timer, token: YieldToken = YieldToken.NONE) -> bool:
         """Tick the keys due, a slice of :data:`TICK_SLICE` keys at a time, each slice's results emitted before
         the next; between slices it gives way when the host asks (``False``: run again at the same tick), so that
         a time at which 100,000 keys are due does not hold a checkpoint for all of them (the keys not ticked yet
         wait in the queue, in order, with their records as they were)."""
         if self._disposed:
             return True  # a disposed operator's timer may still run
-        scheduler = self._scheduler
-        assert scheduler is not None
-        now = micros(scheduler.now)
+        now = self._now()
+        due = timer.due
         while True:
+            again = False  # whether this task was moved to the next time (it then returns False: run again)
             lock = self._lock
             lock.acquire()  # acquire/release: a third of the cost of ``with``
             try:
-                outstanding = self._timer_due == due  # else an earlier timer took its place: this one only ticks
+                outstanding = self._timer is timer  # else an earlier timer took its place: this one only ticks
                 if outstanding:
                     self._timer_due = _TICKING  # keys queued again while ticking arm nothing: this task arms next
                 earliest = None
@@ -241,9 +299,11 @@ class KeyedGroupsTimed(KeyedGroups):
                     if more:
                         self._timer_due = due  # still this task's: it runs again
                     else:
-                        self._timer_due = None
+                        self._timer_due = self._timer = None
                         if earliest is not None:
-                            self._arm(earliest)
+                            again = self._rearm(timer, earliest)
+                            if not again:
+                                self._arm(earliest)
             finally:
                 lock.release()
             if self._pending or self._error is not None:
@@ -253,18 +313,55 @@ class KeyedGroupsTimed(KeyedGroups):
                 # general path, where each group's timer delivers its own before the next one fails.
                 deferred, self._deferred_error = self._deferred_error, None
                 self._fail(deferred)
-                return True
+                return not again
             if not more:
-                return True
+                return not again
             if token.is_yield_requested:
                 return False
 
-    def _tick_until(self, now: int, budget: int) -> int | None:
+    def _quiet_ticks(self) -> bool:
+        """Whether an idle key's tick (an empty window) puts nothing out of the chain, for every key: each of the
+        timed step's :meth:`~TimedStep.empty_outputs` is dropped by a ``filter`` after nothing but ``map`` s and
+        ``filter`` s (steps with no field: the same for every key), whose functions do not read the key. Asked
+        once (the functions are called once on those values: a query's functions are deterministic, as a replay
+        needs), so that an idle key's tick then only moves its time (:meth:`~TimedStep.quiet_tick`)."""
+        from reaqtive.operators.filter import FilterStep
+        from reaqtive.operators.map import MapStep
+
+        probe: Any = self._probe
+        probe._selecting, probe._key_read = True, False  # a function that reads the key: not the same for every key
+        try:
+            values = self._timed_step.empty_outputs()
+            if values is None:
+                return False
+            after = self._steps[self._timed + 1:]
+            for empty in values:
+                value = empty
+                for step in after:
+                    if type(step) is not FilterStep and type(step) is not MapStep:
+                        return False
+                    try:
+                        _, value = step.next(None, value)
+                    except Exception:
+                        return False  # (its error goes through the policy on the ticking path)
+                    if value is SKIP:
+                        break
+                else:
+                    return False  # it leaves the chain
+            return not probe._key_read
+        finally:
+            probe._selecting = False
+
+    def _tick_until(self, now: int, budget: int) -> int | None:  # noqa: PLR0915  (the per-key tick, inlined on purpose)
         """Tick the keys due by ``now``, in ``(time, number)`` order, at most ``budget`` of them (lock held); the
         time of the next key due (``None``: none waits, or the stage failed)."""
         order, late, pages = self._order, self._late, self._index
         index, step, probe = self._timed, self._timed_step, self._probe
         last = index == len(self._steps) - 1 and self._result_selector is None  # (results leave as they are)
+        quiet = self._quiet
+        if quiet is None:
+            quiet = self._quiet = self._quiet_ticks()
+        quiet_tick = step.quiet_tick if quiet else None
         while budget > 0:
             budget -= 1
             # The head: the deque's first live key, or the late heap's first when it comes before it.
@@ -293,6 +390,13 @@ class KeyedGroupsTimed(KeyedGroups):
                 order.popleft()
             seq = self._seq
             self._seq = seq + 1
+            if quiet_tick is not None:
+                field = quiet_tick(record[index], now, seq)
+                if field is not None:  # an idle key: its tick only moves its time
+                    page.records[key] = (*record[:index], field, *record[index + 1:])
+                    page.tracker.changed = True
+                    self._enqueue(key, field[0], seq)
+                    continue
             probe._key = key
             try:
                 field, values = step.tick(record[index], now, seq)
@@ -434,7 +538,7 @@ class KeyedGroupsTimed(KeyedGroups):
     def on_start(self) -> None:
         if not self._source_done:
             with self._lock:
-                self._timer_due = None
+                self._timer_due = self._timer = None
                 earliest = self._earliest()
                 if earliest is not None:
                     self._arm(earliest)
