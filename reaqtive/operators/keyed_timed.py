@@ -36,7 +36,7 @@ from typing import Any, Final
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.scheduler_interface import Scheduler, YieldableSchedulerTask, YieldToken
-from reaqtive.core.streams import Subscriber
+from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.operators.keyed_groups import KeyedBinding, KeyedGroups
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, Several, stopping_error
 from reaqtive.scheduler import ACTION_PRIORITY
@@ -307,7 +307,7 @@ class KeyedGroupsTimed(KeyedGroups):
             finally:
                 lock.release()
             if self._pending or self._error is not None:
-                self._drain()
+                self._emit_ticked()
             if self._deferred_error is not None:
                 # A tick failed: the results ticked before it (this key's and earlier keys') go out first, as on the
                 # general path, where each group's timer delivers its own before the next one fails.
@@ -351,6 +351,24 @@ class KeyedGroupsTimed(KeyedGroups):
             return not probe._key_read
         finally:
             probe._selecting = False
+
+    def _emit_ticked(self) -> None:
+        """Deliver what the ticks queued. With unbounded demand the drainer delivers them in one loop, with no lock
+        nor demand accounting per result (each stays queued, saved, until it goes out; an error or a disposal
+        stops the loop as it stops the emitter's); otherwise the emitter's drain does."""
+        lock = self._lock
+        lock.acquire()
+        if self._emitting or not self._running or self._demand != LONG_MAX or self._error is not None:
+            lock.release()
+            self._drain()
+            return
+        self._emitting = True  # the drainer role (see _emitter)
+        self._state.changed = True
+        lock.release()
+        pending = self._pending
+        while pending and self._error is None and not self._disposed:
+            self._downstream.on_next(pending.popleft())
+        self._emit_loop()  # what is left: an error, the completion, or nothing (it gives up the role)
 
     def _tick_until(self, now: int, budget: int) -> int | None:  # noqa: PLR0915  (the per-key tick, inlined on purpose)
         """Tick the keys due by ``now``, in ``(time, number)`` order, at most ``budget`` of them (lock held); the
