@@ -163,8 +163,10 @@ class KeyedGroupsTimed(KeyedGroups):
     version: Version = (1,)
 
     __slots__ = (
+        "_dues",
         "_late",
         "_order",
+        "_plain_after",
         "_quiet",
         "_scheduler",
         "_seq",
@@ -186,12 +188,15 @@ class KeyedGroupsTimed(KeyedGroups):
         self._timed_step: TimedStep = step
         # not state (rebuilt from the records)
         self._order: deque[Any] = deque()  # the keys, in (time, number) order
+        self._dues: deque[int] = deque()  # their times (the records' own int objects): the head's, without a lookup
         self._tail: tuple[int, int] = (-(2**63), -1)  # (time, number) of the deque's last key
         self._late: list[tuple[int, int, Any]] = []  # the keys that would go before the tail, a heap
         self._timer_due: int | None = None  # the time of the outstanding timer
         self._timer: _Timer | None = None  # the outstanding timer
         self._virtual = False  # whether the scheduler has now_us and run_again_at_us (the virtual-time one)
         self._quiet: bool | None = None  # whether an idle key's tick puts nothing out (None: not asked yet)
+        # The steps after the timed one when a tick's results may go through them without the general feed
+        self._plain_after = self._plain_steps_after() if self._result_selector is None else None
         self._seq = 0  # the next sequence number (one more than the records' largest)
         self._unfinished: int | None = None  # the time a timer that gave way had keys due at
         self._scheduler: Scheduler | None = None
@@ -225,6 +230,7 @@ class KeyedGroupsTimed(KeyedGroups):
         tail = self._tail
         if due > tail[0] or (due == tail[0] and seq > tail[1]):
             self._order.append(key)
+            self._dues.append(due)
             self._tail = (due, seq)
         else:
             heapq.heappush(self._late, (due, seq, key))
@@ -242,6 +248,7 @@ class KeyedGroupsTimed(KeyedGroups):
                 due = record[index][0]
                 break
             order.popleft()  # its chain ended
+            self._dues.popleft()
         late = self._late
         if late and (due is None or late[0][0] < due):
             due = late[0][0]
@@ -280,7 +287,8 @@ class KeyedGroupsTimed(KeyedGroups):
         wait in the queue, in order, with their records as they were)."""
         if self._disposed:
             return True  # a disposed operator's timer may still run
-        now = self._now()
+        scheduler: Any = self._scheduler
+        now = scheduler.now_us if self._virtual else micros(scheduler.now)
         due = timer.due
         while True:
             again = False  # whether this task was moved to the next time (it then returns False: run again)
@@ -319,27 +327,35 @@ class KeyedGroupsTimed(KeyedGroups):
             if token.is_yield_requested:
                 return False
 
+    def _plain_steps_after(self) -> tuple[KeyedStep, ...] | None:
+        """The steps after the timed one when they are all ``map`` s and ``filter`` s (no field: a tick's results
+        go through them without touching the key's record); else ``None``."""
+        from reaqtive.operators.filter import FilterStep
+        from reaqtive.operators.map import MapStep
+
+        after = self._steps[self._timed + 1:]
+        if not all(type(step) in (FilterStep, MapStep) for step in after):
+            return None
+        return after
+
     def _quiet_ticks(self) -> bool:
         """Whether an idle key's tick (an empty window) puts nothing out of the chain, for every key: each of the
         timed step's :meth:`~TimedStep.empty_outputs` is dropped by a ``filter`` after nothing but ``map`` s and
         ``filter`` s (steps with no field: the same for every key), whose functions do not read the key. Asked
         once (the functions are called once on those values: a query's functions are deterministic, as a replay
         needs), so that an idle key's tick then only moves its time (:meth:`~TimedStep.quiet_tick`)."""
-        from reaqtive.operators.filter import FilterStep
-        from reaqtive.operators.map import MapStep
-
         probe: Any = self._probe
         probe._selecting, probe._key_read = True, False  # a function that reads the key: not the same for every key
         try:
             values = self._timed_step.empty_outputs()
             if values is None:
                 return False
-            after = self._steps[self._timed + 1:]
+            after = self._plain_steps_after()
+            if after is None:
+                return not values and not probe._key_read  # (else results a step with a field may see)
             for empty in values:
                 value = empty
                 for step in after:
-                    if type(step) is not FilterStep and type(step) is not MapStep:
-                        return False
                     try:
                         _, value = step.next(None, value)
                     except Exception:
@@ -380,32 +396,46 @@ class KeyedGroupsTimed(KeyedGroups):
         if quiet is None:
             quiet = self._quiet = self._quiet_ticks()
         quiet_tick = step.quiet_tick if quiet else None
+        plain = self._plain_after
+        dues = self._dues
         while budget > 0:
             budget -= 1
-            # The head: the deque's first live key, or the late heap's first when it comes before it.
+            # The head: the deque's first key, or the late heap's first when it comes before it.
             record: tuple[Any, ...] = ()
             key: Any = None
             page: Any = None
-            while order:
-                key = order[0]
+            if order and not late:  # the common case: the deque's head, its time known without a lookup
+                if dues[0] > now:
+                    return dues[0]  # (its chain may have ended: the timer then finds the next one)
+                key = order.popleft()
+                dues.popleft()
                 page = pages.get(key)
                 record = page.records[key]
-                if record:
-                    break
-                order.popleft()  # its chain ended
-            if late and (not record or late[0][:2] < record[index][:2]):
-                head = self._pop_late(now)
-                if head is None:
+                if not record:
                     continue  # its chain ended
-                if isinstance(head, int):
-                    return head
-                key, page, record = head
-            elif not record:
-                return None
-            elif record[index][0] > now:
-                return int(record[index][0])
             else:
-                order.popleft()
+                while order:
+                    key = order[0]
+                    page = pages.get(key)
+                    record = page.records[key]
+                    if record:
+                        break
+                    order.popleft()  # its chain ended
+                    dues.popleft()
+                if late and (not record or late[0][:2] < record[index][:2]):
+                    head = self._pop_late(now)
+                    if head is None:
+                        continue  # its chain ended
+                    if isinstance(head, int):
+                        return head
+                    key, page, record = head
+                elif not record:
+                    return None
+                elif record[index][0] > now:
+                    return int(record[index][0])
+                else:
+                    order.popleft()
+                    dues.popleft()
             seq = self._seq
             self._seq = seq + 1
             if quiet_tick is not None:
@@ -427,6 +457,13 @@ class KeyedGroupsTimed(KeyedGroups):
             due = field[0]
             if last:
                 page.records[key] = (*record[:index], field)
+            elif values and plain is not None:
+                through = self._through(plain, values)
+                page.records[key] = (*record[:index], field, *record[index + 1:])  # (those steps have no field)
+                if through is None:
+                    page.tracker.changed = True
+                    return None  # a step failed: the stage fails after the results before it
+                values = through
             elif values:
                 fed = self._tick_feed(key, record, field, values)
                 if fed is False:
@@ -441,6 +478,30 @@ class KeyedGroupsTimed(KeyedGroups):
             if values and not self._queue(values):
                 return None
         return now  # the budget is spent: some may be due still (the caller runs again)
+
+    def _through(self, steps: tuple[KeyedStep, ...], values: list[Any]) -> list[Any] | None:
+        """A tick's ``values`` through ``steps`` (maps and filters, see :meth:`_plain_steps_after`; lock held): what
+        leaves the chain, as :meth:`_tick_feed` gives it; ``None`` when a step's error stops the query (the results
+        before it are queued, the error deferred until they went out)."""
+        outputs: list[Any] = []
+        for result in values:
+            value = result
+            for step in steps:
+                try:
+                    _, value = step.next(None, value)
+                except Exception as error:
+                    if self._user_skips(error, value):
+                        value = SKIP  # dropped at this step
+                        break
+                    if outputs:
+                        self._queue(outputs)
+                    self._deferred_error = stopping_error(error)
+                    return None
+                if value is SKIP:
+                    break
+            else:
+                outputs.append(value)
+        return outputs
 
     def _finish_ticks(self) -> bool:
         """Tick the keys a timer that gave way left due (lock held): they come before an element or the
@@ -549,6 +610,7 @@ class KeyedGroupsTimed(KeyedGroups):
     def _clear(self) -> None:
         super()._clear()
         self._order.clear()
+        self._dues.clear()
         self._late.clear()
 
     # -- lifecycle and state -------------------------------------------------------------------------------------
@@ -583,6 +645,7 @@ class KeyedGroupsTimed(KeyedGroups):
                 waiting.append((field[0], field[1], key))
         waiting.sort(key=lambda entry: entry[:2])
         self._order = deque(key for _, _, key in waiting)
+        self._dues = deque(due for due, _, _ in waiting)
         self._late = []
         self._tail = waiting[-1][:2] if waiting else (-(2**63), -1)
         self._seq = max((seq for _, seq, _ in waiting), default=-1) + 1
