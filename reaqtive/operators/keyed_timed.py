@@ -9,7 +9,11 @@ sequence number; the stage keeps the keys in one queue in that order (see :class
 scheduled task, at the earliest time. When it runs it ticks every key due then, in the order they were queued
 (the order the general path's per-group timers were scheduled in), feeds what each tick puts out through the
 steps after it, and queues the key again at its next time. A tick that runs late (after a pause, or a restart
-after downtime) catches up with every period the key missed, as a window stage's timer does.
+after downtime) catches up with every period the key missed, as a window stage's timer does. On the
+virtual-time scheduler the task moves itself to the next time (``run_again_at_us``) instead of scheduling a new
+one per window end. An idle key whose empty window puts nothing out of the chain for any key (learnt once, see
+:meth:`KeyedGroupsTimed._quiet_ticks`) only has its time and number moved (:meth:`TimedStep.quiet_tick`): the
+records and outputs are those of the full tick.
 
 **Time** is integer microseconds from the Unix epoch inside (exact, cheap to compare); a time past
 ``datetime.max`` never comes. An element is never dated: only a new key reads the clock (its windows open when
