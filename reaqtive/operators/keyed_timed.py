@@ -9,7 +9,11 @@ sequence number; the stage keeps the keys in one queue in that order (see :class
 scheduled task, at the earliest time. When it runs it ticks every key due then, in the order they were queued
 (the order the general path's per-group timers were scheduled in), feeds what each tick puts out through the
 steps after it, and queues the key again at its next time. A tick that runs late (after a pause, or a restart
-after downtime) catches up with every period the key missed, as a window stage's timer does.
+after downtime) catches up with every period the key missed, as a window stage's timer does. On the
+virtual-time scheduler the task moves itself to the next time (``run_again_at_us``) instead of scheduling a new
+one per window end. An idle key whose empty window puts nothing out of the chain for any key (learnt once, see
+:meth:`KeyedGroupsTimed._quiet_ticks`) only has its time and number moved (:meth:`TimedStep.quiet_tick`): the
+records and outputs are those of the full tick.
 
 **Time** is integer microseconds from the Unix epoch inside (exact, cheap to compare); a time past
 ``datetime.max`` never comes. An element is never dated: only a new key reads the clock (its windows open when
@@ -35,11 +39,11 @@ from typing import Any, Final
 
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.operator import StateReader, Version
-from reaqtive.core.scheduler_interface import Scheduler, YieldToken
-from reaqtive.core.streams import Subscriber
+from reaqtive.core.scheduler_interface import Scheduler, YieldableSchedulerTask, YieldToken
+from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.operators.keyed_groups import KeyedBinding, KeyedGroups
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, Several, stopping_error
-from reaqtive.scheduler import YieldableActionTask
+from reaqtive.scheduler import ACTION_PRIORITY
 from reaqtive.scheduler.clock import EPOCH
 from reaqtive.state.fields import RecordReader, time_bounds
 from reaqtive.state.keyed import KeyedPage
@@ -97,6 +101,16 @@ class TimedStep(KeyedStep):
         :class:`~reaqtive.operators.keyed_steps.Several` when a failure follows them)."""
         raise NotImplementedError
 
+    def empty_outputs(self) -> list[Any] | None:
+        """What a key's tick puts out for a period in which nothing reached its field (an idle key's empty
+        window), the same for every key; ``None`` when that is not known without ticking (the default)."""
+        return None
+
+    def quiet_tick(self, field: Any, now: int, seq: int) -> Any:
+        """When nothing reached ``field`` since its time was set (an idle key): the new field of
+        :meth:`tick`, whose outputs are :meth:`empty_outputs` for each period; else ``None`` (the default)."""
+        return None
+
     def bind_stage(self, binding: Any, subscriber: Any) -> KeyedGroupsTimed:
         return KeyedGroupsTimed(binding, subscriber)
 
@@ -116,6 +130,27 @@ def general_reason(binding: KeyedBinding) -> str | None:
     return None
 
 
+class _Timer(YieldableSchedulerTask):
+    """The stage's timer task, due at ``due`` (microseconds from the epoch). On a scheduler that can move a
+    running task (``run_again_at_us``, the virtual-time one), the stage moves this one to its next time when it
+    is done ticking, instead of scheduling a new task per window end."""
+
+    __slots__ = ("_stage", "due")
+
+    priority = ACTION_PRIORITY
+    is_runnable = True
+
+    def __init__(self, stage: KeyedGroupsTimed, due: int) -> None:
+        self._stage = stage
+        self.due = due
+
+    def execute(self, scheduler: Any, yield_token: YieldToken = YieldToken.NONE) -> bool:
+        return self._stage._on_timer(self, yield_token)
+
+    def __repr__(self) -> str:
+        return f"<keyed timer of {self._stage.name!r} due at {self.due} us>"
+
+
 class KeyedGroupsTimed(KeyedGroups):
     """The running stage of a keyed ``group_by ... flat_map`` whose chain has a timed step (see the module).
 
@@ -132,15 +167,20 @@ class KeyedGroupsTimed(KeyedGroups):
     version: Version = (1,)
 
     __slots__ = (
+        "_dues",
         "_late",
         "_order",
+        "_plain_after",
+        "_quiet",
         "_scheduler",
         "_seq",
         "_tail",
         "_timed",
         "_timed_step",
+        "_timer",
         "_timer_due",
         "_unfinished",
+        "_virtual",
     )
 
     def __init__(self, binding: KeyedBinding, downstream: Subscriber[Any]) -> None:
@@ -152,9 +192,15 @@ class KeyedGroupsTimed(KeyedGroups):
         self._timed_step: TimedStep = step
         # not state (rebuilt from the records)
         self._order: deque[Any] = deque()  # the keys, in (time, number) order
+        self._dues: deque[int] = deque()  # their times (the records' own int objects): the head's, without a lookup
         self._tail: tuple[int, int] = (-(2**63), -1)  # (time, number) of the deque's last key
         self._late: list[tuple[int, int, Any]] = []  # the keys that would go before the tail, a heap
         self._timer_due: int | None = None  # the time of the outstanding timer
+        self._timer: _Timer | None = None  # the outstanding timer
+        self._virtual = False  # whether the scheduler has now_us and run_again_at_us (the virtual-time one)
+        self._quiet: bool | None = None  # whether an idle key's tick puts nothing out (None: not asked yet)
+        # The steps after the timed one when a tick's results may go through them without the general feed
+        self._plain_after = self._plain_steps_after() if self._result_selector is None else None
         self._seq = 0  # the next sequence number (one more than the records' largest)
         self._unfinished: int | None = None  # the time a timer that gave way had keys due at
         self._scheduler: Scheduler | None = None
@@ -162,6 +208,13 @@ class KeyedGroupsTimed(KeyedGroups):
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
         self._scheduler = context.scheduler  # MissingSchedulerError without one: time needs a clock
+        kind = type(self._scheduler)
+        self._virtual = hasattr(kind, "now_us") and hasattr(kind, "run_again_at_us")
+
+    def _now(self) -> int:
+        """The clock in microseconds from the epoch."""
+        scheduler: Any = self._scheduler
+        return scheduler.now_us if self._virtual else micros(scheduler.now)
 
     # -- the queue and the timer (lock held) -------------------------------------------------------------------
 
@@ -171,7 +224,7 @@ class KeyedGroupsTimed(KeyedGroups):
         fields = list(self._initial)
         seq = self._seq
         self._seq = seq + 1
-        field = self._timed_step.open(micros(scheduler.now), seq)
+        field = self._timed_step.open(self._now(), seq)
         fields[self._timed] = field
         self._enqueue(key, field[0], seq)
         return tuple(fields)
@@ -181,6 +234,7 @@ class KeyedGroupsTimed(KeyedGroups):
         tail = self._tail
         if due > tail[0] or (due == tail[0] and seq > tail[1]):
             self._order.append(key)
+            self._dues.append(due)
             self._tail = (due, seq)
         else:
             heapq.heappush(self._late, (due, seq, key))
@@ -198,6 +252,7 @@ class KeyedGroupsTimed(KeyedGroups):
                 due = record[index][0]
                 break
             order.popleft()  # its chain ended
+            self._dues.popleft()
         late = self._late
         if late and (due is None or late[0][0] < due):
             due = late[0][0]
@@ -213,23 +268,38 @@ class KeyedGroupsTimed(KeyedGroups):
         self._timer_due = due
         scheduler = self._scheduler
         assert scheduler is not None
-        scheduler.schedule(YieldableActionTask(self._on_timer, due), due=when)
+        timer = self._timer = _Timer(self, due)
+        scheduler.schedule(timer, due=when)
 
-    def _on_timer(self, due: int, token: YieldToken = YieldToken.NONE) -> bool:
+    def _rearm(self, timer: _Timer, due: int) -> bool:
+        """Move the running ``timer`` to ``due`` (the scheduler runs it again then), if the scheduler can; else
+        ``False``, and :meth:`_arm` schedules a new one."""
+        if not self._virtual or self._error is not None or self._source_done:
+            return False
+        scheduler: Any = self._scheduler
+        if not scheduler.run_again_at_us(due):
+            return False
+        timer.due = due
+        self._timer_due = due
+        self._timer = timer
+        return True
+
+    def _on_timer(self, timer: _Timer, token: YieldToken = YieldToken.NONE) -> bool:
         """Tick the keys due, a slice of :data:`TICK_SLICE` keys at a time, each slice's results emitted before
         the next; between slices it gives way when the host asks (``False``: run again at the same tick), so that
         a time at which 100,000 keys are due does not hold a checkpoint for all of them (the keys not ticked yet
         wait in the queue, in order, with their records as they were)."""
         if self._disposed:
             return True  # a disposed operator's timer may still run
-        scheduler = self._scheduler
-        assert scheduler is not None
-        now = micros(scheduler.now)
+        scheduler: Any = self._scheduler
+        now = scheduler.now_us if self._virtual else micros(scheduler.now)
+        due = timer.due
         while True:
+            again = False  # whether this task was moved to the next time (it then returns False: run again)
             lock = self._lock
             lock.acquire()  # acquire/release: a third of the cost of ``with``
             try:
-                outstanding = self._timer_due == due  # else an earlier timer took its place: this one only ticks
+                outstanding = self._timer is timer  # else an earlier timer took its place: this one only ticks
                 if outstanding:
                     self._timer_due = _TICKING  # keys queued again while ticking arm nothing: this task arms next
                 earliest = None
@@ -241,58 +311,144 @@ class KeyedGroupsTimed(KeyedGroups):
                     if more:
                         self._timer_due = due  # still this task's: it runs again
                     else:
-                        self._timer_due = None
+                        self._timer_due = self._timer = None
                         if earliest is not None:
-                            self._arm(earliest)
+                            again = self._rearm(timer, earliest)
+                            if not again:
+                                self._arm(earliest)
             finally:
                 lock.release()
             if self._pending or self._error is not None:
-                self._drain()
+                self._emit_ticked()
             if self._deferred_error is not None:
                 # A tick failed: the results ticked before it (this key's and earlier keys') go out first, as on the
                 # general path, where each group's timer delivers its own before the next one fails.
                 deferred, self._deferred_error = self._deferred_error, None
                 self._fail(deferred)
-                return True
+                return not again
             if not more:
-                return True
+                return not again
             if token.is_yield_requested:
                 return False
 
-    def _tick_until(self, now: int, budget: int) -> int | None:
+    def _plain_steps_after(self) -> tuple[KeyedStep, ...] | None:
+        """The steps after the timed one when they are all ``map`` s and ``filter`` s (no field: a tick's results
+        go through them without touching the key's record); else ``None``."""
+        from reaqtive.operators.filter import FilterStep
+        from reaqtive.operators.map import MapStep
+
+        after = self._steps[self._timed + 1:]
+        if not all(type(step) in (FilterStep, MapStep) for step in after):
+            return None
+        return after
+
+    def _quiet_ticks(self) -> bool:
+        """Whether an idle key's tick (an empty window) puts nothing out of the chain, for every key: each of the
+        timed step's :meth:`~TimedStep.empty_outputs` is dropped by a ``filter`` after nothing but ``map`` s and
+        ``filter`` s (steps with no field: the same for every key), whose functions do not read the key. Asked
+        once (the functions are called once on those values: a query's functions are deterministic, as a replay
+        needs), so that an idle key's tick then only moves its time (:meth:`~TimedStep.quiet_tick`)."""
+        probe: Any = self._probe
+        probe._selecting, probe._key_read = True, False  # a function that reads the key: not the same for every key
+        try:
+            values = self._timed_step.empty_outputs()
+            if values is None:
+                return False
+            after = self._plain_steps_after()
+            if after is None:
+                return not values and not probe._key_read  # (else results a step with a field may see)
+            for empty in values:
+                value = empty
+                for step in after:
+                    try:
+                        _, value = step.next(None, value)
+                    except Exception:
+                        return False  # (its error goes through the policy on the ticking path)
+                    if value is SKIP:
+                        break
+                else:
+                    return False  # it leaves the chain
+            return not probe._key_read
+        finally:
+            probe._selecting = False
+
+    def _emit_ticked(self) -> None:
+        """Deliver what the ticks queued. With unbounded demand the drainer delivers them in one loop, with no lock
+        nor demand accounting per result (each stays queued, saved, until it goes out; an error or a disposal
+        stops the loop as it stops the emitter's); otherwise the emitter's drain does."""
+        lock = self._lock
+        lock.acquire()
+        if self._emitting or not self._running or self._demand != LONG_MAX or self._error is not None:
+            lock.release()
+            self._drain()
+            return
+        self._emitting = True  # the drainer role (see _emitter)
+        self._state.changed = True
+        lock.release()
+        pending = self._pending
+        while pending and self._error is None and not self._disposed:
+            self._downstream.on_next(pending.popleft())
+        self._emit_loop()  # what is left: an error, the completion, or nothing (it gives up the role)
+
+    def _tick_until(self, now: int, budget: int) -> int | None:  # noqa: PLR0915  (the per-key tick, inlined on purpose)
         """Tick the keys due by ``now``, in ``(time, number)`` order, at most ``budget`` of them (lock held); the
         time of the next key due (``None``: none waits, or the stage failed)."""
         order, late, pages = self._order, self._late, self._index
         index, step, probe = self._timed, self._timed_step, self._probe
         last = index == len(self._steps) - 1 and self._result_selector is None  # (results leave as they are)
+        quiet = self._quiet
+        if quiet is None:
+            quiet = self._quiet = self._quiet_ticks()
+        quiet_tick = step.quiet_tick if quiet else None
+        plain = self._plain_after
+        dues = self._dues
         while budget > 0:
             budget -= 1
-            # The head: the deque's first live key, or the late heap's first when it comes before it.
+            # The head: the deque's first key, or the late heap's first when it comes before it.
             record: tuple[Any, ...] = ()
             key: Any = None
             page: Any = None
-            while order:
-                key = order[0]
+            if order and not late:  # the common case: the deque's head, its time known without a lookup
+                if dues[0] > now:
+                    return dues[0]  # (its chain may have ended: the timer then finds the next one)
+                key = order.popleft()
+                dues.popleft()
                 page = pages.get(key)
                 record = page.records[key]
-                if record:
-                    break
-                order.popleft()  # its chain ended
-            if late and (not record or late[0][:2] < record[index][:2]):
-                head = self._pop_late(now)
-                if head is None:
+                if not record:
                     continue  # its chain ended
-                if isinstance(head, int):
-                    return head
-                key, page, record = head
-            elif not record:
-                return None
-            elif record[index][0] > now:
-                return int(record[index][0])
             else:
-                order.popleft()
+                while order:
+                    key = order[0]
+                    page = pages.get(key)
+                    record = page.records[key]
+                    if record:
+                        break
+                    order.popleft()  # its chain ended
+                    dues.popleft()
+                if late and (not record or late[0][:2] < record[index][:2]):
+                    head = self._pop_late(now)
+                    if head is None:
+                        continue  # its chain ended
+                    if isinstance(head, int):
+                        return head
+                    key, page, record = head
+                elif not record:
+                    return None
+                elif record[index][0] > now:
+                    return int(record[index][0])
+                else:
+                    order.popleft()
+                    dues.popleft()
             seq = self._seq
             self._seq = seq + 1
+            if quiet_tick is not None:
+                field = quiet_tick(record[index], now, seq)
+                if field is not None:  # an idle key: its tick only moves its time
+                    page.records[key] = (*record[:index], field, *record[index + 1:])
+                    page.tracker.changed = True
+                    self._enqueue(key, field[0], seq)
+                    continue
             probe._key = key
             try:
                 field, values = step.tick(record[index], now, seq)
@@ -305,6 +461,13 @@ class KeyedGroupsTimed(KeyedGroups):
             due = field[0]
             if last:
                 page.records[key] = (*record[:index], field)
+            elif values and plain is not None:
+                through = self._through(plain, values)
+                page.records[key] = (*record[:index], field, *record[index + 1:])  # (those steps have no field)
+                if through is None:
+                    page.tracker.changed = True
+                    return None  # a step failed: the stage fails after the results before it
+                values = through
             elif values:
                 fed = self._tick_feed(key, record, field, values)
                 if fed is False:
@@ -319,6 +482,30 @@ class KeyedGroupsTimed(KeyedGroups):
             if values and not self._queue(values):
                 return None
         return now  # the budget is spent: some may be due still (the caller runs again)
+
+    def _through(self, steps: tuple[KeyedStep, ...], values: list[Any]) -> list[Any] | None:
+        """A tick's ``values`` through ``steps`` (maps and filters, see :meth:`_plain_steps_after`; lock held): what
+        leaves the chain, as :meth:`_tick_feed` gives it; ``None`` when a step's error stops the query (the results
+        before it are queued, the error deferred until they went out)."""
+        outputs: list[Any] = []
+        for result in values:
+            value = result
+            for step in steps:
+                try:
+                    _, value = step.next(None, value)
+                except Exception as error:
+                    if self._user_skips(error, value):
+                        value = SKIP  # dropped at this step
+                        break
+                    if outputs:
+                        self._queue(outputs)
+                    self._deferred_error = stopping_error(error)
+                    return None
+                if value is SKIP:
+                    break
+            else:
+                outputs.append(value)
+        return outputs
 
     def _finish_ticks(self) -> bool:
         """Tick the keys a timer that gave way left due (lock held): they come before an element or the
@@ -427,6 +614,7 @@ class KeyedGroupsTimed(KeyedGroups):
     def _clear(self) -> None:
         super()._clear()
         self._order.clear()
+        self._dues.clear()
         self._late.clear()
 
     # -- lifecycle and state -------------------------------------------------------------------------------------
@@ -434,7 +622,7 @@ class KeyedGroupsTimed(KeyedGroups):
     def on_start(self) -> None:
         if not self._source_done:
             with self._lock:
-                self._timer_due = None
+                self._timer_due = self._timer = None
                 earliest = self._earliest()
                 if earliest is not None:
                     self._arm(earliest)
@@ -461,6 +649,7 @@ class KeyedGroupsTimed(KeyedGroups):
                 waiting.append((field[0], field[1], key))
         waiting.sort(key=lambda entry: entry[:2])
         self._order = deque(key for _, _, key in waiting)
+        self._dues = deque(due for due, _, _ in waiting)
         self._late = []
         self._tail = waiting[-1][:2] if waiting else (-(2**63), -1)
         self._seq = max((seq for _, seq, _ in waiting), default=-1) + 1

@@ -373,6 +373,25 @@ class WindowTimeStep1(WindowTimeStep):
         if type(final) is Several and final.failure is not None:
             raise final.failure
 
+    def empty_outputs(self) -> list[Any] | None:
+        try:
+            final = self._one.complete(self._one.initial)
+        except Exception:
+            return None  # (its tick fails, or goes through the error policy: not quiet)
+        if type(final) is Several and final.failure is not None:
+            return None
+        return list(final)
+
+    def quiet_tick(self, field: Any, now: int, seq: int) -> Any:
+        initial = self._one.initial
+        if len(field) == 3 and field[2] is not initial:
+            return None  # an element reached the window: it is not empty
+        duration = self._duration
+        due = field[0] + duration
+        if due <= now:  # (a tick that runs late: the periods missed)
+            due += ((now - due) // duration + 1) * duration
+        return (due, seq, initial)
+
     def tick(self, field: Any, now: int, seq: int) -> tuple[Any, list[Any]]:
         due = field[0]
         duration = self._duration

@@ -25,7 +25,8 @@ Order at equal times
     Work due at the same tick runs by priority, lower first: **0** host or test-harness actions (hot-source
     messages, ``start``'s create/subscribe/dispose, checkpoint steps), then **1** operator actions and timers,
     then **2** item processing; FIFO among equals (by the time ``schedule`` was called). A task that returns ``False``
-    (run again) queues at the current tick behind work of the same priority.
+    (run again) queues at the current tick behind work of the same priority, or, if it called
+    :meth:`~VirtualTimeScheduler.run_again_at_us`, at that time, in line as if scheduled then.
 
 Running
     Nothing runs until :meth:`advance_to`, :meth:`advance_by`, :meth:`run` or :meth:`start`. The clock jumps to
@@ -85,6 +86,7 @@ _RUNNING_ITEM: Final = 3
 _DONE: Final = 4
 
 _ONE_TICK_DEFAULT: Final = timedelta(seconds=1)
+_MICROSECOND: Final = timedelta(microseconds=1)
 _PRIORITY_STRIDE: Final = 8  # more than any task priority: a scheduler's priority orders before its tasks' own
 MAX_PRIORITY: Final = 1_000_000  # scheduler priorities run from -MAX_PRIORITY to MAX_PRIORITY
 
@@ -130,14 +132,17 @@ class Timeline(Protocol):
 class _Core:
     """What a root test scheduler and its children share: the clock and the queue."""
 
-    __slots__ = ("clock", "detached", "end", "epoch", "in_loop", "owner", "parked_nodes", "pending_pauses", "queue",
-                 "running", "tick", "yield_source")
+    __slots__ = ("again", "clock", "detached", "end", "epoch", "epoch_us", "in_loop", "owner", "parked_nodes",
+                 "pending_pauses", "queue", "running", "tick", "tick_us", "yield_source")
 
     def __init__(self, tick: timedelta, epoch: datetime) -> None:
         self.tick = tick
         self.epoch = epoch
         self.clock = 0
         self.end = (NEVER - epoch) // tick  # the last tick whose time is representable: later ones never come
+        self.epoch_us = (epoch - EPOCH) // _MICROSECOND  # (timedeltas are whole microseconds: exact)
+        self.tick_us = tick // _MICROSECOND
+        self.again: int | None = None  # the tick the running task asked to run again at (run_again_at_us)
         self.queue: TickQueue[_Item] = TickQueue()
         self.running: _Item | None = None
         self.in_loop = False
@@ -217,6 +222,12 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
         """``epoch + clock * tick`` (aware, UTC)."""
         core = self._core
         return core.epoch + core.tick * core.clock
+
+    @property
+    def now_us(self) -> int:
+        """:attr:`now` in microseconds from the Unix epoch, in integer arithmetic (no datetime made)."""
+        core = self._core
+        return core.epoch_us + core.tick_us * core.clock
 
     @property
     def tick(self) -> timedelta:
@@ -380,6 +391,22 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
         """Run ``action(*args)`` ``delay`` ticks from now (no bump), as a harness action by default."""
         self._add(ActionTask(action, *args, priority=priority), self._core.clock + max(0, int(delay)))
 
+    def run_again_at_us(self, due_us: int) -> bool:
+        """Called by the running task of this scheduler before it returns ``False`` (not done): it runs again at
+        ``due_us`` (microseconds from the Unix epoch; rounded up to a tick, the current tick if past) rather than
+        at once, in line as if :meth:`schedule` d now. Its task and queue entry are reused: a periodic timer moves
+        instead of scheduling a new task each period. ``False`` (and the task ends when it returns) if ``due_us``
+        is past the end of virtual time, or if no task of this scheduler is running."""
+        core = self._core
+        running = core.running
+        if running is None or running.scheduler is not self:
+            return False
+        tick = -((core.epoch_us - due_us) // core.tick_us)  # rounded up
+        if tick > core.end:
+            return False
+        core.again = max(tick, core.clock)
+        return True
+
     @property
     def priority(self) -> int:
         """Where this scheduler's work goes among other schedulers' work due at the same tick: lower first (0 by
@@ -442,6 +469,9 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
             )
         if target < core.clock:
             raise ValueError(f"cannot advance back in time from tick {core.clock} to {target}")
+        if core.queue.next_due > target and not core.in_loop:
+            core.clock = target  # nothing due on the way (the common case of a host advancing per event)
+            return True
         if not self._run(target, yielding):
             return False
         core.clock = target
@@ -466,12 +496,12 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
         core.in_loop = True
         try:
             queue = core.queue
-            while queue:
-                entry = queue.first()
-                assert entry is not None
-                if limit is not None and entry[0] > limit:
+            nothing = queue.NO_DUE
+            while True:
+                due = queue.next_due  # (kept up to date by the queue: no call per task)
+                if due == nothing or (limit is not None and due > limit):
                     break
-                queue.pop()
+                entry = queue.pop()
                 item: _Item = entry[3]
                 item.entry = None
                 scheduler = item.scheduler
@@ -480,8 +510,8 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
                     continue
                 core.clock = max(core.clock, item.due)
                 scheduler._execute(item)
-                if yielding and item.yieldable and item.state == _QUEUED and core.yield_source is not None \
-                        and core.yield_source():
+                if yielding and item.yieldable and item.state == _QUEUED and item.due == core.clock \
+                        and core.yield_source is not None and core.yield_source():
                     return False  # it gave way: the host's turn (see advance_to)
         finally:
             core.in_loop = False
@@ -492,6 +522,7 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
         task = item.task
         item.state = _RUNNING_ITEM
         core.running = item
+        core.again = None
         runnable = True
         try:
             if not task.is_runnable:
@@ -513,11 +544,14 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
     def _settle(self, item: _Item, done: bool, runnable: bool) -> None:
         core = self._core
         core.running = None
+        if not done and core.again is not None:
+            item.due = core.again  # it asked for a time (run_again_at_us); parked, it waits for that time too
         if done or self._disposed:
             item.state = _DONE
             self._items.pop(item, None)
         elif runnable and not self._held():
-            item.due = core.clock
+            if core.again is None:
+                item.due = core.clock
             item.arrival = core.queue.next_arrival()
             self._enqueue(item)
         else:

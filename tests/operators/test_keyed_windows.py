@@ -271,3 +271,132 @@ def test_an_element_or_the_end_while_a_timer_gives_way_comes_after_the_keys_it_l
     source.on_complete()
     assert recorder.values[:keys] == [(key, 1) for key in range(keys)]
     assert recorder.values[keys:] == [(key, 1 if key == keys - 1 else 0) for key in range(keys)]
+
+
+# -- idle keys: an empty window that puts nothing out only moves the key's time ---------------------------------------
+
+
+def averages_of(create: Any) -> Any:
+    """``create(g)`` per key of ``x % 3`` (a window chain), bound over a source."""
+    return lambda xs: xs.group_by(lambda x: x % 3).flat_map(create)
+
+
+def dropped_tallies(g: Any) -> Query[Any]:
+    return g.window(10 * SECOND).flat_map(lambda w: w.aggregate(tally, (0, 0))).filter(lambda t: t[0] > 0)
+
+
+QUIET: dict[str, tuple[Any, bool]] = {
+    "tally dropped by a filter": (dropped_tallies, True),
+    "tally mapped, then dropped": (
+        lambda g: g.window(10 * SECOND).flat_map(lambda w: w.aggregate(tally, (0, 0))).map(list).filter(any),
+        True,
+    ),
+    "an inner query that puts nothing out when empty": (
+        lambda g: g.window(10 * SECOND).flat_map(lambda w: w.map(lambda x: x * 2)),
+        True,
+    ),
+    "count (an empty window's count is 0)": (lambda g: g.window(10 * SECOND).flat_map(lambda w: w.count()), False),
+    "a filter that reads the key": (
+        lambda g: g.window(10 * SECOND)
+        .flat_map(lambda w: w.aggregate(tally, (0, 0)))
+        .filter(lambda t: t[0] > 0 or g.key == 1),
+        False,
+    ),
+    "a scan sees the empty tally first": (
+        lambda g: g.window(10 * SECOND)
+        .flat_map(lambda w: w.aggregate(tally, (0, 0)))
+        .scan((0, 0), lambda a, t: (a[0] + 1, t[0]))  # (windows closed, the last one's count)
+        .filter(lambda a: a[0] % 4 == 0),
+        False,
+    ),
+    "an average (an empty window's fails)": (lambda g: g.window(10 * SECOND).flat_map(lambda w: w.average()), False),
+}
+
+IDLE_SCRIPT = [
+    on_next(201, 3),
+    on_next(203, 4),
+    on_next(204, 6),  # keys 0 and 1, then idle for many periods
+    on_next(287, 9),  # key 0 again, after 8 empty windows
+    on_next(291, 5),  # key 2's first element
+    on_next(333, 1),  # key 1 again
+    on_completed(370),
+]
+
+
+@pytest.mark.parametrize("label", sorted(QUIET))
+def test_idle_keys_over_many_periods_then_an_event_give_the_general_paths_messages(label: str) -> None:
+    create, quiet = QUIET[label]
+    keyed = messages(averages_of(create), IDLE_SCRIPT, keyed=True)
+    assert keyed == messages(averages_of(create), IDLE_SCRIPT, keyed=False)
+    assert len(keyed) >= 2
+    handle = bound(averages_of(create)(Query.from_iterable([1, 2])))  # (ticks nothing: asks directly)
+    assert isinstance(handle, KeyedGroupsTimed)
+    assert handle._quiet_ticks() is quiet
+
+
+def test_an_idle_keys_empty_windows_run_no_user_code_after_the_first() -> None:
+    calls: list[object] = []
+
+    def non_empty(t: tuple[int, int]) -> bool:
+        calls.append(t)
+        return t[0] > 0
+
+    def create(g: Any) -> Query[Any]:
+        return g.window(10 * SECOND).flat_map(lambda w: w.aggregate(tally, (0, 0))).filter(non_empty)
+
+    keyed = messages(averages_of(create), IDLE_SCRIPT, keyed=True)
+    keyed_calls, calls[:] = list(calls), []
+    assert keyed == messages(averages_of(create), IDLE_SCRIPT, keyed=False)
+    assert [t for t in keyed_calls if t != (0, 0)] == [t for t in calls if t != (0, 0)]
+    assert calls.count((0, 0)) > 10  # the general path asks the filter about every empty window
+    # keyed: once to learn that an empty window's tally is dropped, then only for the windows the completion closes
+    assert keyed_calls.count((0, 0)) == 1 + 3
+
+
+def saved_after(create: Any, quiet: bool, until: int) -> bytes:
+    """The subscription's state after IDLE_SCRIPT's elements up to ``until``, the idle keys' windows closed quietly
+    or by the full tick."""
+    scheduler = TestScheduler()
+    source: SimpleSubject[int] = SimpleSubject()
+    with keyed_execution(True):
+        handle = averages_of(create)(source.as_query()).subscribe(Recorder(initial=LONG_MAX))
+    initialize(handle, OperatorContext("sub://idle", scheduler))
+    assert isinstance(handle, KeyedGroupsTimed)
+    handle._quiet = quiet
+    for recorded in IDLE_SCRIPT:
+        if recorded.time > until or recorded.value.kind.name != "ON_NEXT":
+            break
+        scheduler.advance_to(recorded.time)
+        source.on_next(recorded.value.value)
+    scheduler.advance_to(until)
+    return save_subscription(handle, CheckpointMode.FULL)
+
+
+@pytest.mark.parametrize("until", [250, 290, 340])
+def test_an_idle_keys_quiet_ticks_save_the_records_a_full_tick_saves(until: int) -> None:
+    """A store written while idle keys' windows closed by the full tick (the release before quiet ticks) holds
+    what quiet ticks save: the same bytes, so it loads and goes on as it would have."""
+    assert saved_after(dropped_tallies, True, until) == saved_after(dropped_tallies, False, until)
+
+
+def test_idle_keys_survive_a_checkpoint_anywhere_and_two_restarts() -> None:
+    with keyed_execution(True):
+        assert_checkpoint_anywhere(
+            averages_of(dropped_tallies), IDLE_SCRIPT, runs=[[230, 289], [250, 300, 335]], disposed=400
+        )
+
+
+def test_one_timer_task_moves_from_window_end_to_window_end() -> None:
+    scheduler = TestScheduler()
+    source, recorder, handle = start(scheduler)
+    assert isinstance(handle, KeyedGroupsTimed)
+    scheduler.advance_to(100)
+    source.on_next((1, 0))  # windows end at 110, 120, ...
+    scheduler.advance_to(103)
+    source.on_next((2, 0))  # 113, 123, ...
+    timer = handle._timer
+    for end in (110, 113, 120, 123, 130):
+        scheduler.advance_to(end)
+        assert handle._timer is timer  # the same task, moved to the next end
+        assert scheduler.queue_length == 1
+    assert recorder.values == [(1, 1), (2, 1), (1, 0), (2, 0), (1, 0)]

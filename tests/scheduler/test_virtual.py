@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
-from reaqtive.scheduler import ActionTask, VirtualTimeScheduler
+from reaqtive.core.scheduler_interface import YieldableSchedulerTask, YieldToken
+from reaqtive.scheduler import ACTION_PRIORITY, ActionTask, VirtualTimeScheduler
 from reaqtive.testing import TestScheduler
 
 
@@ -110,3 +112,97 @@ def test_disposing_the_root_drops_the_tasks_of_a_detached_child_from_its_own_que
     assert child.status.name == "DISPOSED" and child.pending_count == 0
     child.advance_to(10)
     assert ran == []
+
+
+# -- a running task moved to a later time (run_again_at_us) ----------------------------------------------------------
+
+
+class _Periodic(YieldableSchedulerTask):
+    """Runs at the times in ``plan`` (microseconds), one after the other, moving itself each time."""
+
+    priority = ACTION_PRIORITY
+    is_runnable = True
+
+    def __init__(self, scheduler: VirtualTimeScheduler, plan: list[int], seen: list[object]) -> None:
+        self.scheduler, self.plan, self.seen = scheduler, plan, seen
+
+    def execute(self, scheduler: Any, yield_token: YieldToken = YieldToken.NONE) -> bool:
+        self.seen.append(("periodic", self.scheduler.clock))
+        if not self.plan:
+            return True
+        return not self.scheduler.run_again_at_us(self.plan.pop(0))
+
+
+def test_a_running_task_moves_itself_to_a_later_time_in_line_as_if_scheduled_then() -> None:
+    scheduler = VirtualTimeScheduler()
+    seen: list[object] = []
+    scheduler.schedule(ActionTask(lambda: seen.append(("before", scheduler.clock))), timedelta(seconds=5))
+    scheduler.schedule(_Periodic(scheduler, [5_000_000, 7_500_000], seen), timedelta(seconds=2))
+    scheduler.advance_to(3)
+    scheduler.schedule(ActionTask(lambda: seen.append(("after", scheduler.clock))), timedelta(seconds=2))
+    assert scheduler.now_us == 3_000_000
+    scheduler.advance_to(20)
+    # at 5: the task scheduled before the move first, then the moved one, then the one scheduled after it; 7.5 s
+    # is rounded up to tick 8
+    assert seen == [("periodic", 2), ("before", 5), ("periodic", 5), ("after", 5), ("periodic", 8)]
+    assert scheduler.queue_length == 0
+
+
+def test_a_task_moved_while_its_scheduler_pauses_runs_at_its_time_after_the_resume() -> None:
+    scheduler = VirtualTimeScheduler()
+    seen: list[object] = []
+
+    def pause_then_move() -> None:
+        scheduler.pause()
+        seen.append(("paused", scheduler.clock))
+
+    task = _Periodic(scheduler, [10_000_000], seen)
+    scheduler.schedule(task, timedelta(seconds=1))
+    scheduler.schedule(ActionTask(pause_then_move), timedelta(seconds=1))
+    scheduler.advance_to(12)
+    assert seen == [("periodic", 1), ("paused", 1)]
+    scheduler.resume()
+    scheduler.advance_to(13)
+    assert seen[-1] == ("periodic", 12)  # due at 10 while paused: it runs once resumed
+
+
+def test_a_task_that_pauses_its_scheduler_and_moves_waits_for_its_new_time_after_an_early_resume() -> None:
+    scheduler = VirtualTimeScheduler()
+    seen: list[object] = []
+
+    class PauseAndMove(_Periodic):
+        def execute(self, scheduler: Any, yield_token: YieldToken = YieldToken.NONE) -> bool:
+            if not self.seen:
+                self.scheduler.pause()  # (a checkpoint's pause, asked from inside a task)
+            return super().execute(scheduler, yield_token)
+
+    scheduler.schedule(PauseAndMove(scheduler, [10_000_000], seen), timedelta(seconds=1))
+    scheduler.advance_to(4)
+    scheduler.resume()
+    scheduler.advance_to(9)
+    assert seen == [("periodic", 1)]  # resumed at 4: it still waits for 10
+    scheduler.advance_to(11)
+    assert seen == [("periodic", 1), ("periodic", 10)]
+
+
+def test_moving_a_task_past_the_end_of_time_or_from_outside_a_task_is_refused() -> None:
+    scheduler = VirtualTimeScheduler()
+    assert not scheduler.run_again_at_us(5_000_000)  # no task runs
+    seen: list[object] = []
+    scheduler.schedule(_Periodic(scheduler, [2**62], seen), timedelta(seconds=1))
+    scheduler.advance_to(2)
+    assert seen == [("periodic", 1)]
+    assert scheduler.queue_length == 0  # past the end of time: it ended
+
+
+def test_a_task_moved_back_in_line_leaves_no_dead_twin_in_the_tick_queue() -> None:
+    from reaqtive.scheduler.timers import TickQueue
+
+    queue: TickQueue[str] = TickQueue()
+    first = queue.add(5, 1, "a")
+    queue.add(5, 1, "b")
+    queue.remove(first)
+    assert len(queue) == 1 and queue.next_due == 5
+    queue.add(5, 1, "a again", arrival=first[2])  # the same place in line: its removed entry must not be met
+    assert queue.pop_due(5) == ["a again", "b"]
+    assert len(queue) == 0 and queue.next_due == TickQueue.NO_DUE and queue.first() is None
