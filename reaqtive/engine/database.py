@@ -846,9 +846,6 @@ class EngineStore:
         self._letters_acked = 0  # the dead letters' acknowledgement (0: none)
         self._letters_ack_damage: DamagedRowError | None = None
         self._failed_counts: dict[str, int] = {}  # failed elements kept, per subscription
-        # The last log position given, as this store gave it (None: not asked yet). A reader after it finds no
-        # row without asking the database: process() asks once more after each slice, to learn it is done.
-        self._given: int | None = None
         self.last_truncation: dict[str, tuple[int, int]] = {}
         """Per stream, the events and stored bytes the last :meth:`truncate_ingress` deleted."""
 
@@ -1044,9 +1041,6 @@ class EngineStore:
             self._many(db, _SET_HEAD, list(heads.items()))
             if rows.rows:
                 self._exec(db, _SET_POSITION, (rows.pos - 1,))
-                # Before the commit: should it fail, a reader asks the database (a position too high costs a
-                # query; one too low would hide events).
-                self._given = rows.pos - 1
         return firsts
 
     def _head(self, db: Any, stream: str) -> int:
@@ -1074,13 +1068,8 @@ class EngineStore:
         with one decode); a row that does not verify, or cannot be decoded, comes back as a run with ``damage``
         set, in its place: the other rows are unaffected. Times stay integers (microseconds since the epoch).
         """
-        given = self._given
-        if given is not None and after_pos >= given:
-            return []  # nothing was appended after it (this store gives the positions)
         upper = min(after_pos + max(limit, 1), _MAX_INTEGER)
         with self._reading("reading the ingress log") as db:
-            if given is None:
-                self._given = self._next_position(db) - 1
             rows = self._all(db, _READ_RUNS, (after_pos, after_pos, upper))
             if not _reaches_past(rows, after_pos):  # a gap of more than `limit` positions (truncated, deleted)
                 (following,) = self._one(db, _FOLLOWING, (after_pos,))
