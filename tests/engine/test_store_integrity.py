@@ -203,6 +203,7 @@ def flip_store(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixture
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(flip=ingress_flips())
 @example(flip=("stream", 142, 15))  # '7' ^ 15 is '8': the other row's stream, at the same seq
+@example(flip=("pos", 0, 1))  # a position moved beyond the last one the store gave: a read there must still look
 def test_any_single_byte_changed_in_any_column_of_an_ingress_row_is_detected(
     flip: tuple[str, int, int], flip_store: EngineStore
 ) -> None:
