@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from reaqtive.core.streams import LONG_MAX, Subscription
+
+if TYPE_CHECKING:
+    from reaqtive.engine import Engine
 
 
 class Recorder:
@@ -81,3 +85,25 @@ def stable_id(value: object) -> str:
         inner = ", ".join(sorted(stable_id(element) for element in value))
         return f"{{{inner}}}" if isinstance(value, set) else f"frozenset({{{inner}}})"
     return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
+
+
+def memory_held_while_open(open_engine: Callable[[], Engine], look: Callable[[Engine], object] = lambda _: None) -> int:
+    """Python memory an engine holds once ``open_engine()`` returned (tracemalloc, after a collection), as
+    bench/engine.py measures it; ``look`` sees the engine before it is closed."""
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        engine = open_engine()
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+        try:
+            look(engine)
+        finally:
+            engine.close()
+    finally:
+        tracemalloc.stop()
+    return held

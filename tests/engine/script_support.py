@@ -12,6 +12,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from reaqtive import Query
 from reaqtive.engine import Engine
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -83,3 +84,13 @@ def play(path: Path, script: list[Step], open_engine: Callable[[], Engine], crea
         return seen
     finally:
         engine.close()
+
+
+def create_queries(engine: Engine, streams: Iterable[str], queries: dict[str, tuple[Query[Any], str | None]],
+                   chosen: Iterable[str]) -> None:
+    """Create ``streams``, then the ``chosen`` subscriptions of ``queries`` (uri: query and error policy)."""
+    for stream in streams:
+        engine.create_stream(stream)
+    for uri in chosen:
+        query, on_error = queries[uri]
+        engine.create_subscription(uri, query, on_error=on_error)  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ from reaqtive import OperatorContext, Query
 from reaqtive.core.visitors import walk
 from reaqtive.engine import DISCARD_SINK, Engine, StreamReader
 from reaqtive.state import InnerEnvironment, SqliteCheckpointStore
+from tests.support import memory_held_while_open
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -66,9 +67,6 @@ def test_an_environment_holds_one_dirty_registry() -> None:
 def test_an_idle_subscription_holds_a_few_kilobytes_whatever_its_observer(tmp_path: Path) -> None:
     """A footprint bound, not a speed figure (bench/engine.py measures it): a per-subscription buffer (a msgpack
     packer holds 256 KB) would multiply it by a hundred."""
-    import gc
-    import tracemalloc
-
     from reaqtive.engine import DURABLE_SINK, FunctionRegistry
 
     path = tmp_path / "store.db"
@@ -83,16 +81,7 @@ def test_an_idle_subscription_holds_a_few_kilobytes_whatever_its_observer(tmp_pa
         for i in range(count):
             observer = DURABLE_SINK if i % 2 else "obs://keep"
             engine.create_subscription(f"q{i}", Query.stream("s").map(operator.neg), observer=observer)
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        engine = Engine(path, functions=functions)
-        gc.collect()
-        held = tracemalloc.get_traced_memory()[0] - before
-        engine.close()
-    finally:
-        tracemalloc.stop()
+    held = memory_held_while_open(lambda: Engine(path, functions=functions))
     assert held / count < 16_384, f"{held / count:,.0f} bytes per idle subscription"
 
 

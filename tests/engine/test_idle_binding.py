@@ -25,6 +25,7 @@ from reaqtive.engine.readers import StreamReader
 from reaqtive.state import STATE_CATEGORY, CheckpointMode
 from reaqtive.state.traversal import save_subscription
 from tests.engine.test_log_fields import put_state
+from tests.support import memory_held_while_open
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 STREAMS = ("a", "b", "c")
@@ -304,9 +305,6 @@ def test_subscriptions_mapping_binds_on_need_and_forgets_without_binding() -> No
 
 def _held_after_recovery(path: Path, count: int) -> int:
     """Python memory held by an engine opened on a store of ``count`` idle subscriptions (as bench/engine.py)."""
-    import gc
-    import tracemalloc
-
     with Engine(path, start=T0, synchronous="OFF") as engine:
         engine.create_stream("s")
         for i in range(count):
@@ -314,17 +312,10 @@ def _held_after_recovery(path: Path, count: int) -> int:
         engine.append("s", 1, at(1))
         engine.process()
         engine.checkpoint()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        engine = Engine(path, start=T0)
-        gc.collect()
-        held = tracemalloc.get_traced_memory()[0] - before
+    def look(engine: Engine) -> None:
         assert engine.recovery.idle_subscriptions == count - 1
-        engine.close()
-    finally:
-        tracemalloc.stop()
+
+    held = memory_held_while_open(lambda: Engine(path, start=T0), look)
     return held
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from reaqtive import GroupedStream, Query
 from reaqtive.engine import Engine, FunctionRegistry
 from reaqtive.operators._fusion import stage_fusion
-from tests.engine.script_support import T0, Step, play, scripts
+from tests.engine.script_support import T0, Step, create_queries, play, scripts
 
 
 def add(total: int, value: int) -> int:
@@ -119,11 +119,7 @@ def observe(engine: Engine, chosen: tuple[str, ...]) -> dict[str, Any]:
 
 def run(path: Path, script: list[Step], fused: bool, every: int | None, chosen: tuple[str, ...]) -> dict[str, Any]:
     def create(engine: Engine) -> None:
-        engine.create_stream("a")
-        engine.create_stream("b")
-        for uri in chosen:
-            query, on_error = QUERIES[uri]
-            engine.create_subscription(uri, query, on_error=on_error)  # type: ignore[arg-type]
+        create_queries(engine, ("a", "b"), QUERIES, chosen)
 
     with stage_fusion(fused):
         return play(path, script, lambda: open_engine(path, every), create, lambda engine: observe(engine, chosen))

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from reaqtive import GroupedStream, Query
 from reaqtive.engine import Engine, FunctionRegistry
 from reaqtive.operators.buffer import BufferCount
-from tests.engine.script_support import T0, Step, play, scripts
+from tests.engine.script_support import T0, Step, create_queries, play, scripts
 
 
 def add(total: int, value: int) -> int:
@@ -73,11 +73,7 @@ def run(path: Path, script: list[Step], batch: bool, every: int | None, *chosen:
         return engine
 
     def create(engine: Engine) -> None:
-        engine.create_stream("a")
-        engine.create_stream("b")
-        for uri in chosen:
-            query, on_error = QUERIES[uri]
-            engine.create_subscription(uri, query, on_error=on_error)  # type: ignore[arg-type]
+        create_queries(engine, ("a", "b"), QUERIES, chosen)
 
     def observe(engine: Engine) -> dict[str, Any]:
         return {
