@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
 from operator import itemgetter
+from types import FunctionType
 from typing import Any, Final
 
 from reaqtive.core.context import OperatorContext
@@ -98,6 +99,7 @@ __all__ = [
     "KeyedGroupsBounded",
     "KeyedGroupsExpiring",
     "bind_keyed_groups",
+    "is_key_pair",
     "keyed_chain",
     "keyed_execution",
     "keyed_execution_enabled",
@@ -158,6 +160,21 @@ class KeyedGroup(tuple[object]):
 
 
 _NONE_RESULT: Final = "flat_map: the result selector returned None (never an element)"  # as on the general path
+
+
+def _key_pair(group: Any, value: Any) -> Any:
+    return (group.key, value)
+
+
+def is_key_pair(selector: object) -> bool:
+    """Whether ``selector`` is ``lambda g, v: (g.key, v)`` (or the ``def``), whatever its names: its code is
+    :func:`_key_pair`'s (no closure, nothing else read), so the keyed stage builds ``(key, value)`` itself, with
+    no group made and no call per result (the tagged form a stored query writes: issue 32)."""
+    if type(selector) is not FunctionType or selector.__closure__ is not None:
+        return False
+    code, expected = selector.__code__, _key_pair.__code__
+    return (code.co_code == expected.co_code and code.co_names == expected.co_names
+            and code.co_argcount == 2 and not code.co_kwonlyargcount and code.co_flags == expected.co_flags)
 
 
 def _make_probe_class(base: type[Any]) -> type[Any]:
@@ -392,6 +409,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         "_in_place",
         "_index",
         "_initial",
+        "_key_pair",
         "_key_selector",
         "_limit_name",
         "_live",
@@ -430,6 +448,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         )
         self._probe = probe
         self._result_selector = binding.result_selector
+        self._key_pair = is_key_pair(self._result_selector)  # (key, result) built here, no call (see is_key_pair)
         # state
         self._table: KeyedStateTable[Any] = KeyedStateTable()
         self._index = self._table.index  # key -> page (the table keeps this dict for its life)
@@ -482,6 +501,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         in_place = self._in_place
         probe = self._probe
         tag = self._result_selector
+        pair = self._key_pair
         calm = step is not None and self._calm()
         for i in range(start, end):
             if source._disposed:
@@ -520,7 +540,9 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                             page.tracker.changed = True
                         elif in_place:
                             page.tracker.changed = True
-                        if tag is not None and output is not SKIP:
+                        if pair and output is not SKIP:
+                            output = (key, output)
+                        elif tag is not None and output is not SKIP:
                             try:  # the result selector (as _tag does, inlined)
                                 tagged = tag(KeyedGroup((key,)), output)
                                 if tagged is None:
@@ -605,7 +627,9 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                 elif self._in_place:
                     page.tracker.changed = True
                 tag = self._result_selector
-                if tag is not None and state is not DONE and output is not SKIP:
+                if self._key_pair and state is not DONE and output is not SKIP:
+                    output = (key, output)
+                elif tag is not None and state is not DONE and output is not SKIP:
                     try:  # the result selector (as _tag does, inlined)
                         tagged = tag(KeyedGroup((key,)), output)
                         if tagged is None:
@@ -861,6 +885,8 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         :class:`KeyedGroup` of the key; raises what the selector raised (a ``TypeError`` when it returned ``None``)."""
         selector = self._result_selector
         assert selector is not None  # (the callers look first)
+        if self._key_pair:
+            return (self._probe._key, value)
         result = selector(KeyedGroup((self._probe._key,)), value)
         if result is None:
             raise TypeError(_NONE_RESULT)
