@@ -168,6 +168,8 @@ class KeyedGroupsTimed(KeyedGroups):
 
     __slots__ = (
         "_dues",
+        "_first",
+        "_last",
         "_late",
         "_order",
         "_plain_after",
@@ -201,6 +203,10 @@ class KeyedGroupsTimed(KeyedGroups):
         self._quiet: bool | None = None  # whether an idle key's tick puts nothing out (None: not asked yet)
         # The steps after the timed one when a tick's results may go through them without the general feed
         self._plain_after = self._plain_steps_after() if self._result_selector is None else None
+        # The timed step is the chain's last and its results leave as they are
+        self._last = self._timed == len(steps) - 1 and self._result_selector is None
+        # The timed step comes first and sees the element itself: on_next's inlined path
+        self._first = self._timed == 0 and self._element_selector is None
         self._seq = 0  # the next sequence number (one more than the records' largest)
         self._unfinished: int | None = None  # the time a timer that gave way had keys due at
         self._scheduler: Scheduler | None = None
@@ -296,6 +302,7 @@ class KeyedGroupsTimed(KeyedGroups):
         due = timer.due
         while True:
             again = False  # whether this task was moved to the next time (it then returns False: run again)
+            direct = False  # whether the results go out at once (the drainer role taken: see _deliver_ticked)
             lock = self._lock
             lock.acquire()  # acquire/release: a third of the cost of ``with``
             try:
@@ -316,9 +323,15 @@ class KeyedGroupsTimed(KeyedGroups):
                             again = self._rearm(timer, earliest)
                             if not again:
                                 self._arm(earliest)
+                if self._pending and self._demand == LONG_MAX and not self._emitting and self._running \
+                        and self._error is None:
+                    direct = self._emitting = True  # the drainer role (see _emitter)
+                    self._state.changed = True
             finally:
                 lock.release()
-            if self._pending or self._error is not None:
+            if direct:
+                self._deliver_ticked()
+            elif self._pending or self._error is not None:
                 self._emit_ticked()
             if self._deferred_error is not None:
                 # A tick failed: the results ticked before it (this key's and earlier keys') go out first, as on the
@@ -330,6 +343,55 @@ class KeyedGroupsTimed(KeyedGroups):
                 return not again
             if token.is_yield_requested:
                 return False
+
+    def on_next(self, value: Any) -> None:
+        """:meth:`KeyedGroups.on_next` with the common case inlined: a known key whose chain starts with the timed
+        step and is live, whose element the step takes in without a result (it fills the key's window)."""
+        try:
+            key = self._key_selector(value)
+        except Exception as error:
+            self._user_error(error, value)  # skipped: the element never reaches a key
+            return
+        if not self._first or self._unfinished is not None:
+            self._keyed(key, value)
+            return
+        lock = self._lock
+        lock.acquire()
+        try:
+            page = self._index.get(key) if self._error is None and not self._source_done else None
+        except TypeError:
+            page = None  # an unhashable key: the general element path fails the stage
+        record: tuple[Any, ...] = () if page is None else page.records[key]
+        if not record or page is None:  # a new key, a key whose chain ended, or the stage is done: the general path
+            lock.release()
+            self._keyed(key, value)
+            return
+        self._probe._key = key
+        field = record[0]
+        try:
+            state, output = self._timed_step.next(field, value)
+        except Exception as error:
+            self._step_failed(error, value)  # skipped: the key's record stays as it was
+        else:
+            if output is SKIP:
+                if state is not field:
+                    page.records[key] = (state, *record[1:])
+                    page.tracker.changed = True
+                elif self._in_place:
+                    page.tracker.changed = True  # its field changed in place: its page is saved
+            else:  # results: through the steps after it, then queued and drained (in order, as _keyed does)
+                fields = list(record)
+                fields[0] = state
+                ended, outputs = self._feed_record(
+                    key, fields, 1, output if type(output) is Several else Several((output,)))
+                if ended is not None and outputs:
+                    self._queue(outputs)
+        lock.release()
+        if self._pending or self._error is not None:
+            self._drain()
+        if self._deferred_error is not None:
+            deferred, self._deferred_error = self._deferred_error, None
+            self._fail(deferred)
 
     def _plain_steps_after(self) -> tuple[KeyedStep, ...] | None:
         """The steps after the timed one when they are all ``map`` s and ``filter`` s (no field: a tick's results
@@ -373,9 +435,8 @@ class KeyedGroupsTimed(KeyedGroups):
             probe._selecting = False
 
     def _emit_ticked(self) -> None:
-        """Deliver what the ticks queued. With unbounded demand the drainer delivers them in one loop, with no lock
-        nor demand accounting per result (each stays queued, saved, until it goes out; an error or a disposal
-        stops the loop as it stops the emitter's); otherwise the emitter's drain does."""
+        """Deliver what the ticks queued: :meth:`_deliver_ticked` with unbounded demand, otherwise the emitter's
+        drain."""
         lock = self._lock
         lock.acquire()
         if self._emitting or not self._running or self._demand != LONG_MAX or self._error is not None:
@@ -385,17 +446,31 @@ class KeyedGroupsTimed(KeyedGroups):
         self._emitting = True  # the drainer role (see _emitter)
         self._state.changed = True
         lock.release()
+        self._deliver_ticked()
+
+    def _deliver_ticked(self) -> None:
+        """The drainer (it set ``_emitting``) under unbounded demand: what the ticks queued goes out in one loop,
+        with no lock nor demand accounting per result (each stays queued, saved, until it goes out; an error or a
+        disposal stops the loop as it stops the emitter's), then what is left: an error, the completion, or
+        nothing (it gives up the role)."""
         pending = self._pending
         while pending and self._error is None and not self._disposed:
             self._downstream.on_next(pending.popleft())
-        self._emit_loop()  # what is left: an error, the completion, or nothing (it gives up the role)
+        lock = self._lock
+        lock.acquire()
+        if not pending and self._error is None and not self._source_done and not self._disposed:
+            self._emitting = False  # nothing left (the emitter loop's idle case, without its calls)
+            lock.release()
+            return
+        lock.release()
+        self._emit_loop()
 
     def _tick_until(self, now: int, budget: int) -> int | None:  # noqa: PLR0915  (the per-key tick, inlined on purpose)
         """Tick the keys due by ``now``, in ``(time, number)`` order, at most ``budget`` of them (lock held); the
         time of the next key due (``None``: none waits, or the stage failed)."""
         order, late, pages = self._order, self._late, self._index
         index, step, probe = self._timed, self._timed_step, self._probe
-        last = index == len(self._steps) - 1 and self._result_selector is None  # (results leave as they are)
+        last = self._last
         quiet = self._quiet
         if quiet is None:
             quiet = self._quiet = self._quiet_ticks()
