@@ -60,7 +60,6 @@ from types import FunctionType
 from typing import Any, Final
 
 from reaqtive.core.context import OperatorContext
-from reaqtive.core.error_policy import NO_ELEMENT
 from reaqtive.core.errors import LimitExceededError
 from reaqtive.core.expression import Expression, GroupedStreamNode, grouped_stream_class, is_expression
 from reaqtive.core.operator import OperatorBase, StateReader, StateWriter, Version
@@ -79,6 +78,8 @@ from reaqtive.operators.keyed_steps import (
     KeyedStep,
     Several,
     StepOperatorError,
+    complete_steps,
+    feed_steps,
     keyed_execution,
     keyed_execution_enabled,
     keyed_form,
@@ -828,52 +829,14 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
 
     def _feed(self, fields: list[Any], index: int, value: Any, outputs: list[Any]) -> bool:
         """Feed ``value`` into the steps from ``index`` (changing ``fields``), appending what leaves the chain to
-        ``outputs``. ``True``: a step ended the chain (it completed the steps after it; those before it are
-        cancelled, as a ``take`` cancels its source)."""
-        steps = self._steps
-        while index < len(steps):
-            try:
-                state, value = steps[index].next(fields[index], value)
-            except Exception as error:
-                if self._user_skips(error, value):
-                    return False  # dropped at this step: its field stays, the chain goes on
-                raise
-            if state is DONE:
-                if value is SKIP or not self._feed(fields, index + 1, value, outputs):
-                    self._complete_from(fields, index + 1, outputs)
-                return True
-            fields[index] = state
-            if value is SKIP:
-                return False
-            if type(value) is Several:
-                return self._feed_several(fields, index + 1, value, outputs)
-            index += 1
-        if self._result_selector is not None:
-            try:
-                value = self._tag(value)
-            except Exception as error:
-                if self._user_skips(error, value):
-                    return False  # the result is dropped: the fields stay as the steps left them
-                raise
-        outputs.append(value)
-        return False
+        ``outputs`` (see :func:`~reaqtive.operators.keyed_steps.feed_steps`). ``True``: a step ended the chain."""
+        return feed_steps(self._steps, fields, index, value, outputs, skips=self._user_skips,
+                          leave=None if self._result_selector is None else self._tag)
 
     def _complete_from(self, fields: list[Any], index: int, outputs: list[Any]) -> None:
         """Complete the steps from ``index`` in order, each one's final outputs going through the steps after it."""
-        steps = self._steps
-        while index < len(steps):
-            try:
-                final = steps[index].complete(fields[index])
-            except Exception as error:
-                if not self._user_skips(error, NO_ELEMENT):
-                    raise
-                final = ()  # its final outputs are skipped: the steps after it still complete
-            for value in final:
-                if self._feed(fields, index + 1, value, outputs):
-                    return  # a later step ended the chain: it completed the rest
-            if type(final) is Several and final.failure is not None:
-                raise final.failure  # (decided already: a window step's inner query failed after these)
-            index += 1
+        complete_steps(self._steps, fields, index, outputs, skips=self._user_skips,
+                       leave=None if self._result_selector is None else self._tag)
 
     def _user_skips(self, error: Exception, value: Any) -> bool:
         """Whether the query's error policy skips ``value`` after a step raised ``error`` on it (lock held);

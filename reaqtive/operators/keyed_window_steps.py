@@ -38,7 +38,16 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.flat_map import FlatMapArgs
 from reaqtive.operators.keyed_groups import chain_or_reason
-from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, Several, StepOperatorError, register_keyed_step
+from reaqtive.operators.keyed_steps import (
+    DONE,
+    SKIP,
+    KeyedStep,
+    Several,
+    StepOperatorError,
+    complete_steps,
+    feed_steps,
+    register_keyed_step,
+)
 from reaqtive.operators.keyed_timed import US, TimedStep
 from reaqtive.operators.window import WindowArgs
 from reaqtive.operators.window_time import WindowTimeArgs
@@ -128,45 +137,10 @@ class InnerChain:
             raise final.failure
 
     def _run(self, fields: list[Any], index: int, value: Any, outputs: list[Any]) -> bool:
-        steps = self._steps
-        while index < len(steps):
-            try:
-                state, value = steps[index].next(fields[index], value)
-            except Exception as error:
-                self._stop(error, value)
-                return False  # skipped at this step: its field stays
-            if state is DONE:
-                if value is SKIP or not self._run(fields, index + 1, value, outputs):
-                    self._complete(fields, index + 1, outputs)
-                return True
-            fields[index] = state
-            if value is SKIP:
-                return False
-            if type(value) is Several:
-                for item in value:
-                    if self._run(fields, index + 1, item, outputs):
-                        return True
-                if value.failure is not None:
-                    raise value.failure
-                return False
-            index += 1
-        outputs.append(value)
-        return False
+        return feed_steps(self._steps, fields, index, value, outputs, skips=self._stop)
 
     def _complete(self, fields: list[Any], index: int, outputs: list[Any]) -> None:
-        steps = self._steps
-        while index < len(steps):
-            try:
-                final = steps[index].complete(fields[index])
-            except Exception as error:
-                self._stop(error, NO_ELEMENT)
-                final = ()  # skipped: the steps after it still complete
-            for value in final:
-                if self._run(fields, index + 1, value, outputs):
-                    return
-            if type(final) is Several and final.failure is not None:
-                raise final.failure
-            index += 1
+        complete_steps(self._steps, fields, index, outputs, skips=self._stop)
 
     def check(self, fields: object) -> bool:
         """Whether ``fields``, read from a store, can be a window's inner fields."""
