@@ -344,16 +344,12 @@ class KeyedGroupsTimed(KeyedGroups):
             if token.is_yield_requested:
                 return False
 
-    def on_next(self, value: Any) -> None:
-        """:meth:`KeyedGroups.on_next` with the common case inlined: a known key whose chain starts with the timed
-        step and is live, whose element the step takes in without a result (it fills the key's window)."""
-        try:
-            key = self._key_selector(value)
-        except Exception as error:
-            self._user_error(error, value)  # skipped: the element never reaches a key
-            return
+    def _keyed(self, key: Any, value: Any) -> None:
+        """:meth:`KeyedGroups._keyed` (``on_next`` and the engine's runs) with the common case inlined: a known key
+        whose chain starts with the timed step and is live, whose element the step takes in (it fills the key's
+        window); its results, if any, are queued and drained."""
         if not self._first or self._unfinished is not None:
-            self._keyed(key, value)
+            super()._keyed(key, value)
             return
         lock = self._lock
         lock.acquire()
@@ -364,7 +360,7 @@ class KeyedGroupsTimed(KeyedGroups):
         record: tuple[Any, ...] = () if page is None else page.records[key]
         if not record or page is None:  # a new key, a key whose chain ended, or the stage is done: the general path
             lock.release()
-            self._keyed(key, value)
+            super()._keyed(key, value)
             return
         self._probe._key = key
         field = record[0]
@@ -591,36 +587,10 @@ class KeyedGroupsTimed(KeyedGroups):
         return self._deferred_error is None
 
     def _element(self, key: Any, value: Any) -> Any:
-        """:meth:`KeyedGroups._element`, with the common case inlined: a known key whose chain starts with the
-        timed step and is live, no element selector."""
+        """:meth:`KeyedGroups._element`, after the keys a timer that gave way left due ticked (the common case, a
+        known key's element, is :meth:`on_next`'s inlined path)."""
         if self._unfinished is not None and not self._finish_ticks():
             return SKIP  # (the failure goes out after the results ticked before it)
-        if self._timed == 0 and self._element_selector is None:
-            try:
-                page = self._index.get(key)
-            except TypeError:
-                page = None  # an unhashable key: the general element path fails the stage
-            if page is not None:
-                records = page.records
-                record = records[key]
-                if record:
-                    self._probe._key = key
-                    field = record[0]
-                    try:
-                        state, output = self._timed_step.next(field, value)
-                    except Exception as error:
-                        self._step_failed(error, value)  # skipped: the key's record stays as it was
-                        return SKIP
-                    if output is SKIP:
-                        if state is not field:
-                            records[key] = (state, *record[1:])
-                            page.tracker.changed = True
-                        elif self._in_place:
-                            page.tracker.changed = True  # its field changed in place: its page is saved
-                        return SKIP
-                    fields = list(record)
-                    fields[0] = state
-                    return self._several(key, fields, 0, output if type(output) is Several else Several((output,)))
         return super()._element(key, value)
 
     def _pop_late(self, now: int) -> tuple[Any, Any, tuple[Any, ...]] | int | None:
