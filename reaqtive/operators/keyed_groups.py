@@ -896,20 +896,30 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         stops there and is returned (the results before it go out first, as on the general path)."""
         if self._silent:
             return None  # no step does anything at the end (map, filter, scan, take...): nothing to run per key
-        probe = self._probe
         for key, record in keys:
-            if not record:
-                continue
-            probe._key = key
-            outputs = _Outputs()
-            try:
-                self._complete_from(list(record), 0, outputs)
-            except Exception as error:
-                if outputs:
-                    self._queue(outputs)
-                return _stop_error(error)
+            failure = self._finish(key, list(record)) if record else None
+            if failure is not None:
+                return failure
+        return None
+
+    def _finish(self, key: Any, fields: list[Any], held: Iterable[Any] = ()) -> Exception | None:
+        """``key``'s chain (its ``fields``) takes the elements ``held`` for it, then completes, unless one of
+        them ended it; its results queued (lock held). A step that fails stops there and is returned (the results
+        before it are queued first)."""
+        self._probe._key = key
+        outputs = _Outputs()
+        try:
+            for value in held:
+                if self._feed(fields, 0, value, outputs):
+                    break  # its chain ended: it completed the steps after the one that ended it
+            else:
+                self._complete_from(fields, 0, outputs)
+        except Exception as error:
             if outputs:
                 self._queue(outputs)
+            return _stop_error(error)
+        if outputs:
+            self._queue(outputs)
         return None
 
     def on_start(self) -> None:
@@ -1079,24 +1089,11 @@ class KeyedGroupsBounded(KeyedGroups):
         failure = super()._complete_keys(keys)
         if failure is not None:
             return failure
-        probe = self._probe
         while self._waiting:  # (the source completed) each waiting key in turn: its elements, then its end
             key, held = self._next_waiting()
-            probe._key = key
-            fields = list(self._initial)
-            outputs = _Outputs()
-            try:
-                for value in held:
-                    if self._feed(fields, 0, value, outputs):
-                        break  # its chain ended: it completed the steps after the one that ended it
-                else:
-                    self._complete_from(fields, 0, outputs)
-            except Exception as error:
-                if outputs:
-                    self._queue(outputs)
-                return _stop_error(error)
-            if outputs:
-                self._queue(outputs)
+            failure = self._finish(key, list(self._initial), held)
+            if failure is not None:
+                return failure
         return None
 
     def _clear(self) -> None:
