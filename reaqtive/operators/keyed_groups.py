@@ -163,6 +163,11 @@ class KeyedGroup(tuple[object]):
 _NONE_RESULT: Final = "flat_map: the result selector returned None (never an element)"  # as on the general path
 
 
+# The code flags that change what a function is (varargs, generator, coroutine...); not the __future__ ones, nor
+# "nested" (a function written inside another)
+_KIND_FLAGS: Final = 0x3FF & ~0x10
+
+
 def _key_pair(group: Any, value: Any) -> Any:
     return (group.key, value)
 
@@ -175,7 +180,8 @@ def is_key_pair(selector: object) -> bool:
         return False
     code, expected = selector.__code__, _key_pair.__code__
     return (code.co_code == expected.co_code and code.co_names == expected.co_names
-            and code.co_argcount == 2 and not code.co_kwonlyargcount and code.co_flags == expected.co_flags)
+            and code.co_argcount == 2 and not code.co_kwonlyargcount
+            and (code.co_flags ^ expected.co_flags) & _KIND_FLAGS == 0)
 
 
 def _make_probe_class(base: type[Any]) -> type[Any]:
