@@ -540,12 +540,9 @@ class KeyedGroupsTimed(KeyedGroups):
                     return None  # a step failed: the stage fails after the results before it
                 values = through
             elif values:
-                fed = self._tick_feed(key, record, field, values)
-                if fed is False:
+                if not self._tick_on(key, record, field, values, seq):
                     return None  # the stage failed
-                if fed is True:
-                    continue  # its chain ended
-                page.records[key], values = fed
+                continue
             else:
                 page.records[key] = (*record[:index], field, *record[index + 1:])
             page.tracker.changed = True
@@ -556,7 +553,7 @@ class KeyedGroupsTimed(KeyedGroups):
 
     def _through(self, steps: tuple[KeyedStep, ...], values: list[Any]) -> list[Any] | None:
         """A tick's ``values`` through ``steps`` (maps and filters, see :meth:`_plain_steps_after`; lock held): what
-        leaves the chain, as :meth:`_tick_feed` gives it; ``None`` when a step's error stops the query (the results
+        leaves the chain, as :meth:`_tick_on` queues it; ``None`` when a step's error stops the query (the results
         before it are queued, the error deferred until they went out)."""
         outputs: list[Any] = []
         for result in values:
@@ -605,41 +602,15 @@ class KeyedGroupsTimed(KeyedGroups):
         heapq.heappop(self._late)
         return (key, page, record) if record else None
 
-    def _tick_feed(
-        self, key: Any, record: tuple[Any, ...], field: Any, values: list[Any]
-    ) -> tuple[tuple[Any, ...], list[Any]] | bool:
-        """A tick's ``values`` through the steps after the timed one (lock held): the key's new record and what
-        left the chain; ``True`` when its chain ended (its record is then ``()``), ``False`` when the stage
-        failed."""
-        index = self._timed
-        outputs: list[Any] = []
-        fields = list(record)
-        fields[index] = field
-        ended = False
-        try:
-            for value in values:
-                ended = self._feed(fields, index + 1, value, outputs)
-                if ended:
-                    break
-        except Exception as error:
-            self._table.put(key, tuple(fields))
-            if outputs:
-                self._queue(outputs)
-            self._deferred_error = stopping_error(error)
-            return False
-        if ended:
-            self._table.put(key, ())
-            self._live -= 1
-            return not outputs or self._queue(outputs)
-        return tuple(fields), outputs
-
-    def _tick_on(self, key: Any, record: tuple[Any, ...], field: Any, values: Several, seq: int) -> bool:
-        """What a tick put out goes through the steps after the timed one (lock held); ``False``: the stage
-        failed."""
+    def _tick_on(self, key: Any, record: tuple[Any, ...], field: Any, values: list[Any], seq: int) -> bool:
+        """What a tick put out (``values``; a :class:`Several` whose failure stops the stage after them) goes
+        through the steps after the timed one, the key's record is saved and the key waits for its next time
+        unless its chain ended; what left the chain is queued (lock held). ``False``: the stage failed."""
         index = self._timed
         fields = list(record)
         fields[index] = field
-        ended, outputs = self._feed_record(key, fields, index + 1, values)
+        several = values if type(values) is Several else Several(values)
+        ended, outputs = self._feed_record(key, fields, index + 1, several)
         if ended is None:
             return False
         if not ended:
