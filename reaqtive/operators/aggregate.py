@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from reaqtive.core.arguments import ArgsRecord, arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -60,24 +60,14 @@ def aggregate(
 
 
 @dataclass(frozen=True, slots=True)
-class AggregateArgs:
-    """The arguments of an ``aggregate`` node without a seed: ``(source, accumulator, result_selector)``."""
+class AggregateArgs(ArgsRecord):
+    """The arguments of an ``aggregate`` node without a seed: ``(source, accumulator, result_selector)``; a node
+    with a seed reads as an :class:`AggregateSeedArgs` (one op, two shapes)."""
 
     source: Subscribable[Any]
     accumulator: Callable[[Any, Any], Any]
     result_selector: Callable[[Any], Any] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> AggregateArgs | AggregateSeedArgs:
-        """The checked arguments of ``query``: an :class:`AggregateSeedArgs` when the node has a seed (one op,
-        two shapes)."""
-        args = arguments(
-            query, ("source", "accumulator", "result_selector"), ("source", "accumulator", "result_selector", "seed")
-        )
-        source, accumulator, result_selector = args.source(0), args.function(1), args.optional_function(2)
-        if len(args) == 4:
-            return AggregateSeedArgs(source, accumulator, result_selector, args.value(3))
-        return cls(source, accumulator, result_selector)
+    checks = ("source", "function", "optional_function")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,13 +81,16 @@ class AggregateSeedArgs(ArgsRecord):
     checks = ("source", "function", "optional_function", "value")
 
 
+AggregateArgs.alternatives = (AggregateSeedArgs,)
+
+
 @register_operator("aggregate", frames=4, builder=aggregate, args=AggregateArgs)
 def _bind_aggregate(query: Expression[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
     """One op, two stages (persisted under different names): the number of arguments picks the stage."""
-    args = AggregateArgs.read(query)
+    args = AggregateArgs.read_any(query)
     if isinstance(args, AggregateSeedArgs):
         return AggregateSeed(args, downstream)
-    return Aggregate(args, downstream)
+    return Aggregate(cast("AggregateArgs", args), downstream)
 
 
 class Aggregate(StepAggregate):
@@ -203,9 +196,10 @@ class AggregateSeedStep(KeyedStep):
 def aggregate_step(query: Expression[Any]) -> KeyedStep | None:
     """The keyed step of an ``aggregate`` node; ``None`` (the general path) for a seed every group must own
     (mutable)."""
-    args = AggregateArgs.read(query)
+    args = AggregateArgs.read_any(query)
     if isinstance(args, AggregateSeedArgs):
         if not is_immutable_value(args.seed):
             return None
         return AggregateSeedStep(args.seed, args.accumulator, args.result_selector)
+    assert isinstance(args, AggregateArgs)
     return AggregateStep(args.accumulator, args.result_selector)

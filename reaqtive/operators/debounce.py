@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_duration
+from reaqtive.core.arguments import ArgsRecord, arguments, require_duration
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.expression import Expression, OperatorCall
@@ -79,24 +79,12 @@ def debounce(duration: timedelta | Callable[[Any], Subscribable[Any]]) -> Operat
 
 
 @dataclass(frozen=True, slots=True)
-class DebounceArgs:
+class DebounceArgs(ArgsRecord):
     """The arguments of a ``debounce`` node: ``(source, duration)``, a ``timedelta`` or a function."""
 
     source: Subscribable[Any]
     duration: timedelta | Callable[[Any], Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> DebounceArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "duration")
-        source = args.source(0)
-        duration = args.value(1)
-        if isinstance(duration, timedelta):
-            return cls(source, args.duration(1))
-        if not callable(duration):
-            args.fail(1, _NOT_A_DURATION)
-        return cls(source, duration)
+    checks = ("source", "duration_or_function")
 
 
 @register_operator("debounce", frames=20, builder=debounce, args=DebounceArgs)
