@@ -228,9 +228,6 @@ class StepAggregate(AggregateStage[Any, Any]):
             return
         self._finish(outputs[0], upstream_live=False)
 
-    def result_at_completion(self) -> Any:
-        raise NotImplementedError  # (on_complete asks the step)
-
 
 S = TypeVar("S", bound=type[KeyedStep])
 G = TypeVar("G", bound=type[StepStage] | type[StepAggregate])
