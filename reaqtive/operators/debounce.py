@@ -337,10 +337,7 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
         super().on_start()
 
     def on_dispose(self) -> None:
-        with self._lock:
-            live, self._has_inner = self._has_inner, False
-        if live and self._host is not None:
-            self._host.delete(self._count - 1)
+        self._stop_waiting()  # (the live duration query ends with the stage)
 
     def on_next(self, value: T) -> None:
         ended = self._source_done or self._disposed  # (a late element: no selector call)
@@ -381,6 +378,7 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
             self._fail(error)
 
     def _stop_waiting(self) -> None:
+        """The duration query of the pending element, if live, is deleted."""
         with self._lock:
             live, self._has_inner = self._has_inner, False
         if live and self._host is not None:
