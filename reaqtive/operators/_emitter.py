@@ -125,7 +125,9 @@ def input_source(source: object, op: str, position: int) -> Expression[Any]:
 
 class Terminated:
     """The upstream slot of an input whose source ended the subscription itself (it must not be cancelled from
-    inside its own terminal signal, rule 2.3), or of a stage that was disposed."""
+    inside its own terminal signal, rule 2.3), or of a stage that was disposed; also the subscription of an
+    inner subject's input observer (:func:`~reaqtive.operators._inner_subjects.input_of`), which is pushed to and
+    never asked: a subscription that does nothing."""
 
     __slots__ = ()
 
