@@ -4,19 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
-from reaqtive.core.binding import register_operator
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._aggregate import no_elements_error, none_result_error, optional_callable
 from reaqtive.operators._seed import NO_SEED  # shared with the fluent methods' defaults
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, is_immutable_value, register_keyed_step
-from reaqtive.operators.step_stage import StepAggregate, runs_inline
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError
+from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
 
 __all__ = ["NO_SEED", "Aggregate", "AggregateArgs", "AggregateSeed", "AggregateSeedArgs", "aggregate"]
 
@@ -84,28 +81,17 @@ class AggregateSeedArgs(ArgsRecord):
 AggregateArgs.alternatives = (AggregateSeedArgs,)
 
 
-@register_operator("aggregate", frames=4, builder=aggregate, args=AggregateArgs)
-def _bind_aggregate(query: Expression[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
-    """One op, two stages (persisted under different names): the number of arguments picks the stage."""
-    args = AggregateArgs.read_any(query)
-    if isinstance(args, AggregateSeedArgs):
-        return AggregateSeed(args, downstream)
-    return Aggregate(cast("AggregateArgs", args), downstream)
-
-
+@step_operator("aggregate", lambda args: AggregateStep(args.accumulator, args.result_selector),
+               when=lambda args: isinstance(args, AggregateArgs), frames=4, builder=aggregate, args=AggregateArgs)
 class Aggregate(StepAggregate):
-    """The running stage of :func:`aggregate` without a seed, run by its keyed step (:class:`AggregateStep`). It
-    is made from its checked arguments (the op's binder reads them to pick the stage); saved as ``has_value,
-    accumulation``."""
+    """The running stage of :func:`aggregate` without a seed, run by its keyed step (:class:`AggregateStep`) (one
+    op, two stages: the number of arguments picks the stage); saved as ``has_value, accumulation``."""
 
     name = "reaqtive:aggregate"
     version: Version = (1,)
     state_fields = ("held", "?result", "has_value", "accumulation")
 
     __slots__ = ()
-
-    def __init__(self, args: AggregateArgs, downstream: Subscriber[Any]) -> None:
-        super().__init__(downstream, args.source, AggregateStep(args.accumulator, args.result_selector))
 
     def write_field(self, writer: StateWriter, field: Any) -> None:
         writer.write(bool(field))
@@ -117,19 +103,18 @@ class Aggregate(StepAggregate):
         return (accumulation,) if has_value else ()
 
 
+@step_operator("aggregate", lambda args: AggregateSeedStep(args.seed, args.accumulator, args.result_selector),
+               owned="seed", when=lambda args: isinstance(args, AggregateSeedArgs), frames=4, builder=aggregate,
+               args=AggregateArgs)
 class AggregateSeed(StepAggregate):
-    """The running stage of :func:`aggregate` with a seed, run by its keyed step (:class:`AggregateSeedStep`),
-    made from its checked arguments (see :class:`Aggregate`)."""
+    """The running stage of :func:`aggregate` with a seed, run by its keyed step (:class:`AggregateSeedStep`); a
+    mutable seed keeps the general path (every group owns its accumulation)."""
 
     name = "reaqtive:aggregate+seed"
     version: Version = (1,)
     state_fields = ("held", "?result", "accumulation")
 
     __slots__ = ()
-
-    def __init__(self, args: AggregateSeedArgs, downstream: Subscriber[Any]) -> None:
-        step = AggregateSeedStep(args.seed, args.accumulator, args.result_selector)
-        super().__init__(downstream, args.source, step)
 
 
 def _result(name: str, accumulation: Any, selector: Callable[[Any], Any] | None) -> tuple[Any, ...]:
@@ -190,16 +175,3 @@ class AggregateSeedStep(KeyedStep):
 
     def check(self, state: Any) -> bool:
         return True  # the user's accumulation (the seed may be None)
-
-
-@register_keyed_step("aggregate")
-def aggregate_step(query: Expression[Any]) -> KeyedStep | None:
-    """The keyed step of an ``aggregate`` node; ``None`` (the general path) for a seed every group must own
-    (mutable)."""
-    args = AggregateArgs.read_any(query)
-    if isinstance(args, AggregateSeedArgs):
-        if not is_immutable_value(args.seed):
-            return None
-        return AggregateSeedStep(args.seed, args.accumulator, args.result_selector)
-    assert isinstance(args, AggregateArgs)
-    return AggregateStep(args.accumulator, args.result_selector)

@@ -239,6 +239,7 @@ def step_operator(
     *,
     keyed: Callable[[Any], KeyedStep | None] | None = None,
     owned: str | None = None,
+    when: Callable[[Any], bool] | None = None,
     **registration: Any,
 ) -> Callable[[G], G]:
     """Class decorator of a :class:`StepStage` or :class:`StepAggregate` made from its node: registers it for
@@ -248,7 +249,10 @@ def step_operator(
     returns ``None`` where the general path must run) as ``op``'s keyed step: the step is built in one place for
     the stage and the keyed chain. ``owned`` names a field of the record (a seed, a default) that every key would
     share: one that may change in place keeps the general path, which makes it anew per group. Stacked, one stage
-    serves several ops (``first``, ``first_or_default``), each with its record and step."""
+    serves several ops (``first``, ``first_or_default``), each with its record and step. With ``when``, one op has
+    several stages (forms persisted under different names: ``distinct`` with and without a comparer), each
+    decorated with the test of the record that picks it, the registration on the first: the op's binder and its
+    keyed step take the first form whose ``when`` holds."""
     record = registration["args"]
 
     def decorate(stage: G) -> G:
@@ -263,7 +267,6 @@ def step_operator(
 
                 stage.__init__ = construct  # type: ignore[assignment]
         ops[op] = (record, step)
-        register_operator(op, **registration)(stage)
         keyed_step = step if keyed is None else keyed
 
         def keyed_factory(query: Any) -> KeyedStep | None:
@@ -272,12 +275,46 @@ def step_operator(
                 return None
             return keyed_step(args)
 
-        keyed_factory.__module__ = stage.__module__  # (the operator's, as a factory written in its module)
-        keyed_factory.__qualname__ = f"{stage.__qualname__}.keyed_step"
-        register_keyed_step(op)(keyed_factory)
+        if when is None:
+            register_operator(op, **registration)(stage)
+            keyed_factory.__module__ = stage.__module__  # (the operator's, as a factory written in its module)
+            keyed_factory.__qualname__ = f"{stage.__qualname__}.keyed_step"
+            register_keyed_step(op)(keyed_factory)
+        else:
+            _add_form(op, when, stage, keyed_factory, registration)
         return stage
 
     return decorate
+
+
+_FORMS: dict[str, list[tuple[Callable[[Any], bool], Any, Callable[[Any], KeyedStep | None]]]] = {}
+"""The stages of an op with several (:func:`step_operator`'s ``when``), in the order decorated."""
+
+
+def _add_form(op: str, when: Callable[[Any], bool], stage: Any, keyed_factory: Callable[[Any], KeyedStep | None],
+              registration: dict[str, Any]) -> None:
+    """Add a form of ``op``; the first registers the op's binder and keyed step, which pick a form by its test."""
+    forms = _FORMS.setdefault(op, [])
+    forms.append((when, stage, keyed_factory))
+    if len(forms) > 1:
+        return
+    record = registration["args"]
+
+    def pick(query: Any) -> tuple[Any, Callable[[Any], KeyedStep | None]]:
+        args = record.read(query)
+        return next((form, factory) for test, form, factory in forms if test(args))
+
+    def bind(query: Any, downstream: Subscriber[Any]) -> SubscriptionHandle:
+        return cast("SubscriptionHandle", pick(query)[0](query, downstream))
+
+    def keyed_factory_of_form(query: Any) -> KeyedStep | None:
+        return pick(query)[1](query)
+
+    for function, name in ((bind, "bind"), (keyed_factory_of_form, "keyed_step")):
+        function.__module__ = stage.__module__  # (the operator's, as written in its module)
+        function.__qualname__ = f"{op}.{name}"
+    register_operator(op, **registration)(bind)
+    register_keyed_step(op)(keyed_factory_of_form)
 
 
 def runs_inline(*stages: type[StepStage] | type[StepAggregate]) -> Callable[[S], S]:
