@@ -56,7 +56,64 @@ from reaqtive.state import StatefulUnaryOperatorBase
 __all__ = ["StepAggregate", "StepStage", "inlinable", "runs_inline", "step_operator"]
 
 
-class StepStage(DroppingStage[Any]):
+class _RunsStep(StatefulUnaryOperatorBase[Any, Any]):
+    """What :class:`StepStage` and :class:`StepAggregate` share (see the module): the step and its field (slots
+    of theirs), the step's limits, the field saved after the base's state, and the ``on_next`` that calls a step
+    that is not inlined (:func:`runs_inline`), whose ``(field, output)`` the stage's :meth:`_took` handles."""
+
+    __slots__ = ()
+
+    _field: Any
+    _in_place: bool
+    _next: Callable[[Any, Any], tuple[Any, Any]]
+    _step: KeyedStep
+
+    def _init_step(self, step: KeyedStep) -> None:
+        self._step = step  # type: ignore[misc]  # (slots of the subclass)
+        self._field = step.initial
+        self._next = step.next
+        self._in_place = step.in_place  # type: ignore[misc]
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._step.set_context(context)  # (the host's limits)
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        super().save_state_core(writer)
+        if not isinstance(self._step, StatelessStep):
+            self.write_field(writer, self._field)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        super().load_state_core(reader)
+        if not isinstance(self._step, StatelessStep):
+            self._field = self.read_field(reader)
+
+    def read_field(self, reader: StateReader) -> Any:
+        """The field, read after the base's state (any value by default)."""
+        return reader.read()
+
+    def write_field(self, writer: StateWriter, field: Any) -> None:
+        """Save the field, after the base's state (as it is by default)."""
+        writer.write(field)
+
+    def on_next(self, value: Any) -> None:
+        old = self._field
+        try:
+            field, output = self._next(old, value)
+        except StepOperatorError as error:
+            self._signal_error(error.error)
+            return
+        except Exception as error:  # the user's: the policy skips the element (the field stays) or stops
+            self._user_error(error, value)
+            return
+        self._took(old, field, output)
+
+    def _took(self, old: Any, field: Any, output: Any) -> None:
+        """What the stage does with the step's ``(field, output)`` for an element (``old``: the field before)."""
+        raise NotImplementedError
+
+
+class StepStage(_RunsStep, DroppingStage[Any]):
     """The stage of an operator whose keyed step is its per-element logic (see the module). A subclass builds
     its step from the query's checked arguments and passes it, with the source, to ``__init__``."""
 
@@ -87,37 +144,13 @@ class StepStage(DroppingStage[Any]):
     def __init__(self, downstream: Subscriber[Any], source: Subscribable[Any], step: KeyedStep) -> None:
         super().__init__(downstream)
         self._source = source
-        self._step = step
-        self._field: Any = step.initial
-        self._next = step.next  # (bound once: read per element)
-        self._in_place = step.in_place
+        self._init_step(step)
         self._skip_keeps = step.skip_keeps_field
-
-    def set_context(self, context: OperatorContext) -> None:
-        super().set_context(context)
-        self._step.set_context(context)  # (the host's limits)
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        if not isinstance(self._step, StatelessStep):  # (a stateless step's stage saves nothing of its own)
-            writer.write(self._field)
-
-    def load_state_core(self, reader: StateReader) -> None:
-        if not isinstance(self._step, StatelessStep):
-            self._field = reader.read()
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
 
-    def on_next(self, value: Any) -> None:
-        old = self._field
-        try:
-            field, output = self._next(old, value)
-        except StepOperatorError as error:
-            self._signal_error(error.error)
-            return
-        except Exception as error:  # the user's: the policy skips the element (the field stays) or stops
-            self._user_error(error, value)
-            return
+    def _took(self, old: Any, field: Any, output: Any) -> None:
         if field is DONE:
             self._end(old, output)
             return
@@ -150,7 +183,7 @@ class StepStage(DroppingStage[Any]):
             StatefulUnaryOperatorBase._element_skipped(self)  # (not DroppingStage's: nothing is owed for it)
 
 
-class StepAggregate(AggregateStage[Any, Any]):
+class StepAggregate(_RunsStep, AggregateStage[Any, Any]):
     """An aggregate (:class:`~reaqtive.operators._aggregate.AggregateStage`) run by its keyed step: per element
     as :class:`StepStage` (an output with :data:`~reaqtive.operators.keyed_steps.DONE` is the result, decided
     early); at completion the step's ``complete``, whose one output is the result (a
@@ -171,44 +204,10 @@ class StepAggregate(AggregateStage[Any, Any]):
     """Whether an element with no output and no end is handled inline (nothing is owed for it)."""
 
     def __init__(self, downstream: Subscriber[Any], source: Subscribable[Any], step: KeyedStep) -> None:
-        super().__init__(source, downstream)
-        self._step = step
-        self._field: Any = step.initial
-        self._next = step.next
-        self._in_place = step.in_place
+        super().__init__(source, downstream)  # (AggregateStage's, after _RunsStep)
+        self._init_step(step)
 
-    def set_context(self, context: OperatorContext) -> None:
-        super().set_context(context)
-        self._step.set_context(context)
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        super().save_state_core(writer)
-        if not isinstance(self._step, StatelessStep):
-            self.write_field(writer, self._field)
-
-    def load_state_core(self, reader: StateReader) -> None:
-        super().load_state_core(reader)
-        if not isinstance(self._step, StatelessStep):
-            self._field = self.read_field(reader)
-
-    def read_field(self, reader: StateReader) -> Any:
-        """The field, read after the held result (any value by default)."""
-        return reader.read()
-
-    def write_field(self, writer: StateWriter, field: Any) -> None:
-        """Save the field, after the held result (as it is by default)."""
-        writer.write(field)
-
-    def on_next(self, value: Any) -> None:
-        old = self._field
-        try:
-            field, output = self._next(old, value)
-        except StepOperatorError as error:
-            self._signal_error(error.error)
-            return
-        except Exception as error:  # the user's: the policy skips the element (the field stays) or stops
-            self._user_error(error, value)
-            return
+    def _took(self, old: Any, field: Any, output: Any) -> None:
         if field is DONE:
             self._finish(output)
         elif field is not old or self._in_place:
