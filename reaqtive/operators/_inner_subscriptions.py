@@ -606,11 +606,6 @@ class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
             host.delete(slot.number)
         return True
 
-    def on_error(self, error: BaseException) -> None:
-        require_not_none(error, "error", "2.13")
-        self._upstream_terminated()
-        self._fail(error)
-
     def on_complete(self) -> None:
         self._upstream_terminated()
         with self._lock:

@@ -398,10 +398,6 @@ class BufferCountSkip(UnaryEmitterBase[T, list[T]], Generic[T]):
             self._emitted += 1
             self._downstream.on_next(output)
 
-    def on_error(self, error: BaseException) -> None:
-        self._upstream_terminated()
-        self._fail(error)
-
     def on_complete(self) -> None:
         self._upstream_terminated()
         with self._lock:

@@ -142,11 +142,6 @@ class _DebounceBase(UnaryEmitterBase[T, T], Generic[T]):
 
     # -- the source ----------------------------------------------------------------------------------------------
 
-    def on_error(self, error: BaseException) -> None:
-        require_not_none(error, "error", "2.13")
-        self._upstream_terminated()
-        self._fail(error)
-
     def on_complete(self) -> None:
         self._upstream_terminated()
         with self._lock:
