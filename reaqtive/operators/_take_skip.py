@@ -27,6 +27,7 @@ from reaqtive.state import StatefulUnaryOperatorBase
 __all__ = [
     "DeadlineStage",
     "DroppingStage",
+    "LockedEnd",
     "OpenAtDeadline",
     "TakeUntilDeadline",
     "UntilObserver",
@@ -143,7 +144,27 @@ class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
             self.on_deadline()
 
 
-class TakeUntilDeadline(DeadlineStage[T], Generic[T]):
+class LockedEnd(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The source's error and completion, taken under ``_lock`` (the subclass's slot), so that they never overlap
+    what else the lock serializes downstream (rule 1.3): ``take_until`` by a stream or a time."""
+
+    __slots__ = ()
+
+    _lock: threading.RLock
+
+    def on_error(self, error: BaseException) -> None:
+        require_not_none(error, "error", "2.13")
+        with self._lock:
+            self._upstream_terminated()
+            self._signal_error(error)
+
+    def on_complete(self) -> None:
+        with self._lock:
+            self._upstream_terminated()
+            self._signal_complete()
+
+
+class TakeUntilDeadline(LockedEnd[T], DeadlineStage[T], Generic[T]):
     """Passes every element until the deadline, then completes and unsubscribes from the source.
 
     The timer and the source may signal on different threads, so a lock serializes what goes downstream (rule
@@ -159,17 +180,6 @@ class TakeUntilDeadline(DeadlineStage[T], Generic[T]):
     def on_next(self, value: T) -> None:
         with self._lock:
             self._downstream.on_next(value)  # a no-op subscriber once completed
-
-    def on_error(self, error: BaseException) -> None:
-        require_not_none(error, "error", "2.13")
-        with self._lock:
-            self._upstream_terminated()
-            self._signal_error(error)
-
-    def on_complete(self) -> None:
-        with self._lock:
-            self._upstream_terminated()
-            self._signal_complete()
 
     def on_deadline(self) -> None:
         with self._lock:
@@ -203,11 +213,12 @@ class OpenAtDeadline(DroppingStage[T], DeadlineStage[T], Generic[T]):
         self._state.changed = True
 
 
-class UntilStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
+class UntilStage(LockedEnd[T], Generic[T]):
     """What ``take_until`` and ``skip_until`` with a stream share: two inputs, visited in this order, ``other``
     (input 0, through an :class:`UntilObserver`) and the source (input 1); a lock serializing what may race
-    downstream (rule 1.3); ``other``'s error ends the stage, its completion without an element sets
-    ``_other_done`` (saved: a recovered stage does not listen to it again, :meth:`_forget_ended_other`). A
+    downstream (rule 1.3; :class:`LockedEnd`, whose completion ``skip_until`` replaces); ``other``'s error ends
+    the stage, its completion without an element sets ``_other_done`` (saved: a recovered stage does not listen
+    to it again, :meth:`_forget_ended_other`). A
     subclass declares the slots ``_lock``, ``_other``, ``_other_done``, ``_other_observer`` and ``_source`` (so
     that it may combine with :class:`DroppingStage`) and handles ``_on_other_next``."""
 
@@ -247,12 +258,6 @@ class UntilStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def on_dispose(self) -> None:
         self._other_observer.cancel()
-
-    def on_error(self, error: BaseException) -> None:
-        require_not_none(error, "error", "2.13")
-        with self._lock:
-            self._upstream_terminated()
-            self._signal_error(error)
 
     @abstractmethod
     def _on_other_next(self) -> None:
