@@ -27,6 +27,7 @@ from reaqtive.state import StatefulUnaryOperatorBase
 __all__ = [
     "DeadlineStage",
     "DroppingStage",
+    "GateStage",
     "LockedEnd",
     "OpenAtDeadline",
     "TakeUntilDeadline",
@@ -187,14 +188,10 @@ class TakeUntilDeadline(LockedEnd[T], DeadlineStage[T], Generic[T]):
                 self._signal_complete()
 
 
-class OpenAtDeadline(DroppingStage[T], DeadlineStage[T], Generic[T]):
-    """Drops every element until the deadline, then passes every element. The source's completion and errors
-    pass at any time (as in Rx: a source that ends before the gate opens ends the result too).
-
-    State: ``open`` (the deadline was reached), after whatever the subclass saves first. The timer only flips
-    ``open``; it never signals downstream, so there is nothing to serialize and no lock. Each element dropped
-    before the deadline is replaced with ``request(1)`` upstream, unless demand is unbounded.
-    """
+class GateStage(DroppingStage[T], Generic[T]):
+    """Drops every element until the gate opens (``_open``, saved by the subclass), then passes every element;
+    each element dropped before is replaced with ``request(1)`` upstream, unless demand is unbounded
+    (``skip_until`` by a stream or a time)."""
 
     __slots__ = ("_open",)
 
@@ -207,6 +204,18 @@ class OpenAtDeadline(DroppingStage[T], DeadlineStage[T], Generic[T]):
             self._downstream.on_next(value)
         else:
             self._replace_dropped()
+
+
+class OpenAtDeadline(GateStage[T], DeadlineStage[T], Generic[T]):
+    """Drops every element until the deadline, then passes every element (:class:`GateStage`). The source's
+    completion and errors pass at any time (as in Rx: a source that ends before the gate opens ends the result
+    too).
+
+    State: ``open`` (the deadline was reached), after whatever the subclass saves first. The timer only flips
+    ``open``; it never signals downstream, so there is nothing to serialize and no lock.
+    """
+
+    __slots__ = ()
 
     def on_deadline(self) -> None:
         self._open = True
