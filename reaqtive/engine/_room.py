@@ -17,7 +17,6 @@ from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
 from reaqtive.engine.database import EngineStore, IngressEvent
-from reaqtive.engine.egress import Output, OutputWriter
 from reaqtive.engine.engine_errors import (
     EngineClosedError,
 )
@@ -42,14 +41,13 @@ from reaqtive.engine.model import (
     RecoveryPolicy,
     SubscriptionStatus,
 )
-from reaqtive.engine.outbox import ObserverFailedError, Outbox
-from reaqtive.engine.outputs import Outputs
 from reaqtive.engine.positions import Positions
 from reaqtive.engine.quarantine import Quarantine
 from reaqtive.engine.query_environment import QueryEnvironment
 from reaqtive.engine.readers import Envelope
 from reaqtive.engine.records import Behind
 from reaqtive.engine.signals import Signal
+from reaqtive.engine.sinks import Egress
 from reaqtive.engine.sources import Sources
 from reaqtive.engine.stopped import StoppedQueries
 from reaqtive.fluent.query import Query
@@ -178,18 +176,23 @@ class EngineRoom:
         # Where delivery stands in the log, a part of its own (reaqtive.engine.positions).
         self._positions = Positions(self._store.stream_heads)
         self._behind: dict[str, Lag] = {}  # queries behind the engine: paused or catching up (reaqtive.engine.behind)
-        # The output side, a part of its own (reaqtive.engine.outputs): the durable sink's buffer, the output
-        # counters, the outboxes and how far each got.
-        self._outputs = Outputs(self._store, fault=self._fault, fired=self.produced.fire,
-                                gave_up=self._courier_gave_up)
+        # The artifacts' records and their queries' templates, a part of its own (reaqtive.engine.artifacts).
+        self._records = ArtifactRecords()
+        self._faults_pending: list[tuple[str, Exception]] = []
+        pending = self._faults_pending
+        # The output side, a part of its own (reaqtive.engine.sinks): the durable sink's buffer, the output
+        # counters, the outboxes and how far each got (its Outputs), cursors and acks, observer functions.
+        self._egress = Egress(self._store, self._lock, self._records, self.functions, check_open=self._check_open,
+                              fault=self._fault, fault_later=lambda uri, error: pending.append((uri, error)),
+                              produced=self.produced.fire, appended=self.appended.fire,
+                              retries=self._observer_retries, backoff=self._observer_backoff)
+        self._outputs = self._egress.outputs  # (the other rooms ask it through its methods)
         self._streams: dict[str, SimpleSubject[Envelope]] = {}
         self._environment = QueryEnvironment(
             delivered=self._positions.delivered_at, counters=self._outputs.counters, cursor=self._positions.cursor,
             behind=self._behind,
             streams=self._streams, store=self._store, failed=self._unit_failed)
         self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
-        # The artifacts' records and their queries' templates, a part of its own (reaqtive.engine.artifacts).
-        self._records = ArtifactRecords()
         self._host = QueryHost(self._scheduler, environment=self._environment, settings=self._settings,
                                logger=self._log)
         # Bound, or idle until their streams have an event for them (reaqtive.engine.idle).
@@ -201,7 +204,6 @@ class EngineRoom:
         self._retained: dict[str, tuple[int, int]] = {}  # per stream, events and bytes in the log (last measured)
         self._legacy_caught_up: dict[str, int] = {}  # a delivery record from before log positions: its watermarks
         self._sources = Sources()  # register_source: their positions, stored with each checkpoint
-        self._faults_pending: list[tuple[str, Exception]] = []
         # The dead letters of delivery, a part of its own (reaqtive.engine.quarantine).
         self._quarantine = Quarantine(self._store, self._log)
         self._batch_delivery = True  # the fast path of _deliver_run (tests clear it to compare with the general one)
@@ -314,18 +316,6 @@ class EngineRoom:
               behind: Behind | None = None, load: Callable[[SubscriptionHandle], None] | None = None) -> HostedQuery:
         raise NotImplementedError  # Running
 
-    def _hand_outputs_on(self) -> None:
-        raise NotImplementedError  # Egress
-
-    def _courier_gave_up(self, outbox: Outbox, failure: ObserverFailedError) -> None:
-        raise NotImplementedError  # Egress
-
-    def _start_couriers(self) -> None:
-        raise NotImplementedError  # Egress
-
-    def _stop_couriers(self, timeout: float | None = None) -> None:
-        raise NotImplementedError  # Egress
-
     def _delivery_bytes(
         self, extra_pins: Mapping[str, Behind] | None = None, behind: Mapping[str, Behind] | None = None
     ) -> bytes:
@@ -349,9 +339,6 @@ class EngineRoom:
     def checkpoint(self, *, full: bool = False) -> CheckpointMetrics:
         raise NotImplementedError  # Checkpointing
 
-    def _observer_function(self, uri: str, record: dict[str, Any]) -> Callable[[Output], object]:
-        raise NotImplementedError  # Egress
-
     def _open_stream(self, uri: str) -> None:
         raise NotImplementedError  # ArtifactRegistry
 
@@ -360,9 +347,6 @@ class EngineRoom:
 
     def _catch_up(self, budget: int | None) -> int:
         raise NotImplementedError  # Scheduling
-
-    def _writer_for(self, uri: str, observer: str) -> OutputWriter | None:
-        raise NotImplementedError  # Egress
 
     def _start_clock(self, at: datetime) -> None:
         raise NotImplementedError  # Delivery

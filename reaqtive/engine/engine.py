@@ -64,7 +64,6 @@ from reaqtive.engine.registry import ArtifactRegistry
 from reaqtive.engine.running import Running
 from reaqtive.engine.scheduling import Scheduling
 from reaqtive.engine.settings import engine_arguments
-from reaqtive.engine.sinks import Egress
 from reaqtive.engine.stores import open_engine_store
 from reaqtive.engine.upgrading import Upgrading
 from reaqtive.fluent.query import Query
@@ -86,7 +85,7 @@ __all__ = [
 ]
 
 
-class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Running, Scheduling, EngineRoom):
+class Engine(ArtifactRegistry, Upgrading, Delivery, Checkpointing, Running, Scheduling, EngineRoom):
     """An embedded query engine on a SQLite file (created if missing), or on a PostgreSQL database given by its URL
     (``"postgresql://user@host/db"``, extra ``postgres``; see ``docs/engine.md``). See the module docstring.
 
@@ -270,6 +269,41 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Runni
             if not isinstance(observer, str):
                 observer = self.attach_sink(observer)
             super().create_subscription(uri, query, observer, priority=priority, on_error=on_error, start=start)
+
+    # -- the output side (reaqtive.engine.sinks) ----------------------------------------------------------------
+
+    def outputs(self, subscription: str | None = None, *, after: int | None = None,
+                limit: int | None = None) -> list[Output]:
+        """The durable sink's content (flushed first), in subscription and sequence order, without what was
+        acknowledged (:meth:`ack`).
+
+        A cursor: ``outputs(uri, after=seq, limit=n)`` gives at most ``n`` outputs of ``uri`` with ``seq`` above
+        ``after``, read through the sink's primary key (the cost is what is returned, not the table). ``after``
+        below the acknowledgement starts after the acknowledgement. ``after`` and ``limit`` need a subscription.
+
+        Raises :class:`ArtifactNotFoundError` for a subscription that does not exist (never created, or deleted:
+        its outputs went with it), as every call naming a subscription does.
+
+        Example: ``batch = engine.outputs("alerts", after=last_seen, limit=500)``
+        """
+        return self._egress.read(subscription, after, limit)
+
+    def ack(self, subscription: str, seq: int) -> None:
+        """Record, durably at once, that the consumers of ``subscription`` have every output up to ``seq``:
+        :meth:`outputs` no longer returns them, and the next :meth:`trim` (every checkpoint runs one) deletes
+        them from the durable sink. Only for a subscription whose observer is the durable sink.
+
+        Acknowledgements only move forward: one at or below the current one is a no-op (a consumer may repeat
+        it after a restart). One beyond the last output produced raises :class:`AckError` (nothing is recorded):
+        a consumer cannot have an output that does not exist yet.
+        """
+        self._egress.ack(subscription, seq)
+
+    def trim(self) -> int:
+        """Delete the acknowledged outputs from the durable sink, in one transaction (a row of the sink that
+        also holds unacknowledged outputs stays until they are acknowledged too). Returns how many outputs
+        were deleted. Every checkpoint ends with one; call it to reclaim space between checkpoints."""
+        return self._egress.trim()
 
     @property
     def log_position(self) -> int:

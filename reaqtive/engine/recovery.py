@@ -233,7 +233,7 @@ class Recovery:
                 if kind == "observable":
                     decode_query(record["expression"], self._functions)
                 else:
-                    self._engine._observer_function(uri, record)
+                    self._engine._egress.observer_function(uri, record)
                 self._metrics.definitions += 1
             except Exception as error:
                 self._recovery_failed(uri, kind, error)

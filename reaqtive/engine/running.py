@@ -201,7 +201,7 @@ class Running(EngineRoom):
 
     def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None,  # noqa: PLR0917
                       behind: Behind | None, load: Callable[[SubscriptionHandle], None] | None = None) -> HostedQuery:
-        observer = _Observer(self, uri, self._writer_for(uri, record["observer"]), self._outputs.run_writer(uri))
+        observer = _Observer(self, uri, self._egress.writer_for(uri, record["observer"]), self._outputs.run_writer(uri))
         # Its own scheduler, a child of the engine's root: paused, prioritized and faulted alone.
         scheduler = self._scheduler.create_child(uri, priority=record_priority(uri, record))
         # Where it stood behind the engine at the checkpoint its state belongs to; kept without running since; or,
