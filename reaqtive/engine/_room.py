@@ -6,16 +6,18 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from reaqtive.core.errors import InvalidSettingError
 from reaqtive.core.subjects import SimpleSubject
 from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.engine import store_keys
 from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
+from reaqtive.engine.checkpointing import Checkpointing
 from reaqtive.engine.database import EngineStore, IngressEvent
 from reaqtive.engine.engine_errors import (
     EngineClosedError,
@@ -23,8 +25,6 @@ from reaqtive.engine.engine_errors import (
 from reaqtive.engine.event_times import EventTimeBounds
 from reaqtive.engine.expressions import (
     FunctionRegistry,
-    expression_from_json,
-    expression_to_json,
 )
 from reaqtive.engine.failures import OnError, PolicyHost, SubscriptionPolicy
 from reaqtive.engine.gc_policy import GcFreeze
@@ -53,27 +53,29 @@ from reaqtive.engine.stopped import StoppedQueries
 from reaqtive.fluent.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
 from reaqtive.state import (
-    Checkpointer,
     CheckpointMode,
     save_subscription,
 )
 from reaqtive.state.host import HostedQuery, QueryHost
 
 _LOG: Final = logging.getLogger("reaqtive.engine")
-_ARTIFACTS: Final = "artifacts"
-_TEMPLATES: Final = "templates"
-_ENGINE: Final = "engine"
-_DELIVERY: Final = "delivery"
-_OUTPUTS: Final = "outputs"  # per subscription, the next output sequence number (when it moved)
-_OBSERVED: Final = "observed"  # per subscription with an observer function, the last output it received
-_SOURCES: Final = "sources"  # per source registered with register_source, its position (opaque bytes)
+# The store's categories and byte helpers, under the names the rooms import (reaqtive.engine.store_keys).
+_ARTIFACTS: Final = store_keys.ARTIFACTS
+_TEMPLATES: Final = store_keys.TEMPLATES
+_ENGINE: Final = store_keys.ENGINE
+_DELIVERY: Final = store_keys.DELIVERY
+_OUTPUTS: Final = store_keys.OUTPUTS
+_OBSERVED: Final = store_keys.OBSERVED
+_SOURCES: Final = store_keys.SOURCES
+_counter_bytes: Final = store_keys.counter_bytes
+_to_bytes: Final = store_keys.to_bytes
+_from_bytes: Final = store_keys.from_bytes
+_now_text: Final = store_keys.now_text
 _BUILTIN_OBSERVERS: Final = frozenset({DURABLE_SINK, DISCARD_SINK})
 _STREAM_BUFFER: Final = 1 << 20  # a reader without demand may lag this far behind a stream before it fails
 _DELIVERY_BATCH: Final = 4096
 _EGRESS_FLUSH_OUTPUTS: Final = 65536  # the durable sink's buffer is written once it holds this many outputs
 
-CheckpointListener = Callable[[CheckpointMetrics | None, BaseException | None], None]
-"""Called at the end of each checkpoint: ``(metrics, None)`` once it committed, ``(None, error)`` if it failed."""
 
 
 def _owned_by(key: str, owners: set[str]) -> bool:
@@ -126,25 +128,6 @@ def _full_state(handle: SubscriptionHandle) -> bytes:
     return blob
 
 
-def _counter_bytes(value: int) -> bytes:
-    return str(value).encode("ascii")
-
-
-def _to_bytes(record: Mapping[str, Any]) -> bytes:
-    return expression_to_json(record).encode("utf-8")
-
-
-def _from_bytes(blob: bytes, where: str) -> dict[str, Any]:
-    try:
-        return expression_from_json(blob)
-    except Exception as error:
-        raise ValueError(f"{where}: {error}") from error
-
-
-def _now_text() -> str:
-    return datetime.now(UTC).isoformat()
-
-
 class EngineRoom:
     """What every room of the engine shares: its configuration and its running state (made by
     :meth:`_init_runtime`), the store helpers, and the methods rooms call across (each defined in the
@@ -192,7 +175,6 @@ class EngineRoom:
             delivered=self._positions.delivered_at, counters=self._outputs.counters, cursor=self._positions.cursor,
             behind=self._behind,
             streams=self._streams, store=self._store, failed=self._unit_failed)
-        self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
         self._host = QueryHost(self._scheduler, environment=self._environment, settings=self._settings,
                                logger=self._log)
         # Bound, or idle until their streams have an event for them (reaqtive.engine.idle).
@@ -200,8 +182,6 @@ class EngineRoom:
         self._subscriptions.set_binder(self._bind_idle)
         # What is kept stored without running, and where each stands: a part of its own (reaqtive.engine.stopped).
         self._stopped = StoppedQueries()
-        self._backfilling: set[str] = set()  # backfills no checkpoint saw joined yet (reaqtive.engine.backfill)
-        self._retained: dict[str, tuple[int, int]] = {}  # per stream, events and bytes in the log (last measured)
         self._legacy_caught_up: dict[str, int] = {}  # a delivery record from before log positions: its watermarks
         self._sources = Sources()  # register_source: their positions, stored with each checkpoint
         # The dead letters of delivery, a part of its own (reaqtive.engine.quarantine).
@@ -214,12 +194,16 @@ class EngineRoom:
             None if tick == timedelta(microseconds=1) else lambda micros: -(-micros // tick_micros)
         )
         self.faults: list[RecoveryFailure] = []
-        self._stored_state_keys: set[str] = set()  # the state rows in the store (units it has seen whole)
         self._ended: dict[str, BaseException | None] = {}
-        self.last_checkpoint: CheckpointMetrics | None = None
         self.recovery = RecoveryMetrics()
         self._clock_started = False
-        self._checkpoint_listeners: tuple[CheckpointListener, ...] = ()  # replaced, never mutated
+        # Checkpoints and what the engine remembers of them, a part of its own (reaqtive.engine.checkpointing).
+        self._checkpointing = Checkpointing(
+            self._store, self._lock, self._scheduler, self._positions, self._outputs, self._records,
+            self._subscriptions, self._stopped, self._sources, self._quarantine, self._environment, self._host,
+            policy=self._checkpoint_policy, gc=self._gc, log=self._log, behind=self._behind,
+            clock_started=lambda: self._clock_started, check_open=self._check_open,
+            checkpointing=self._mark_checkpointing, apply_faults=self._apply_faults, fault=self._fault)
         self._init_error_policies()
 
     def _init_error_policies(self) -> None:
@@ -255,6 +239,14 @@ class EngineRoom:
         if self._status in (EngineStatus.RUNNING, EngineStatus.DEGRADED):
             self._status = EngineStatus.DEGRADED if self._stopped.degraded else EngineStatus.RUNNING
 
+    def _mark_checkpointing(self, checkpointing: bool) -> None:
+        """CHECKPOINTING while a checkpoint runs; then running again, or degraded."""
+        if checkpointing:
+            self._status = EngineStatus.CHECKPOINTING
+        else:
+            self._status = EngineStatus.RUNNING
+            self._settle_status()
+
     def _check_open(self) -> None:
         if self._status is EngineStatus.CLOSED:
             raise EngineClosedError(f"the engine on {str(self._store.path)!r} is closed")
@@ -279,28 +271,6 @@ class EngineRoom:
             transaction.rollback()
             raise
 
-    def add_checkpoint_listener(self, listener: CheckpointListener) -> None:
-        """Call ``listener(metrics, error)`` at the end of every checkpoint: ``(CheckpointMetrics, None)`` once
-        it committed, ``(None, error)`` when it failed (the error then propagates as before). It runs on the
-        checkpointing thread, under the engine's lock: keep it quick. One that raises is logged and the
-        checkpoint is unaffected (:class:`~reaqtive.engine.metrics.PrometheusMetrics` listens this way)."""
-        with self._lock:
-            self._checkpoint_listeners = (*self._checkpoint_listeners, listener)
-
-    def remove_checkpoint_listener(self, listener: CheckpointListener) -> None:
-        """Stop calling ``listener`` (added by :meth:`add_checkpoint_listener`; unknown: a no-op)."""
-        with self._lock:
-            self._checkpoint_listeners = tuple(known for known in self._checkpoint_listeners if known != listener)
-
-    def _notify_checkpoint(self, metrics: CheckpointMetrics | None, error: BaseException | None) -> None:
-        for listener in self._checkpoint_listeners:
-            try:
-                listener(metrics, error)
-            except Exception as failure:  # an observer of the engine must not break it
-                self._log.error("checkpoint listener %r raised: %s", listener, failure, exc_info=failure,
-                                extra={"reaqtive_event": "listener_failed", "listener": repr(listener),
-                                       "error_type": type(failure).__name__})
-
     # -- defined in other rooms ------------------------------------------------------------------------------------
 
     def _apply_faults(self) -> None:
@@ -316,11 +286,6 @@ class EngineRoom:
               behind: Behind | None = None, load: Callable[[SubscriptionHandle], None] | None = None) -> HostedQuery:
         raise NotImplementedError  # Running
 
-    def _delivery_bytes(
-        self, extra_pins: Mapping[str, Behind] | None = None, behind: Mapping[str, Behind] | None = None
-    ) -> bytes:
-        raise NotImplementedError  # Checkpointing
-
     def _expand(self, root: Query[Any]) -> Query[Any]:
         raise NotImplementedError  # ArtifactRegistry
 
@@ -333,17 +298,11 @@ class EngineRoom:
     def _misplaced(self, event: IngressEvent) -> str | None:
         raise NotImplementedError  # Delivery
 
-    def _maybe_checkpoint(self) -> bool:
-        raise NotImplementedError  # Checkpointing
-
     def checkpoint(self, *, full: bool = False) -> CheckpointMetrics:
-        raise NotImplementedError  # Checkpointing
+        raise NotImplementedError  # Engine (the facade: reaqtive.engine.checkpointing); Upgrading calls it
 
     def _open_stream(self, uri: str) -> None:
         raise NotImplementedError  # ArtifactRegistry
-
-    def _pin_for(self, uri: str) -> Behind:
-        raise NotImplementedError  # Checkpointing
 
     def _catch_up(self, budget: int | None) -> int:
         raise NotImplementedError  # Scheduling
@@ -356,9 +315,6 @@ class EngineRoom:
 
     def _fall_behind(self, uri: str, pos: int | None = None) -> Lag:
         raise NotImplementedError  # Scheduling
-
-    def _first_retained_position(self) -> int:
-        raise NotImplementedError  # Checkpointing
 
     def _task_failed(self, args: UnhandledExceptionArgs) -> None:
         raise NotImplementedError  # Running

@@ -235,7 +235,7 @@ class Delivery(EngineRoom):
             runs = self._read_runs(limit)
         if not runs:
             self._advance_wall_clock()
-            self._maybe_checkpoint()
+            self._checkpointing.maybe_take()
             if self._outputs.buffer:
                 self.produced.fire()  # timers the wall clock fired
             return None
@@ -409,7 +409,7 @@ class Delivery(EngineRoom):
                 break  # a task due before the next event gave way: the hand-over comes first
             self._checkpoint_policy.delivered(reached - taken)
             taken = reached
-            self._maybe_checkpoint()
+            self._checkpointing.maybe_take()
         return taken
 
     def _plain(self, run: IngressRun, wall: datetime, count: int) -> bool:
@@ -446,7 +446,7 @@ class Delivery(EngineRoom):
             self._checkpoint_policy.delivered(1)
             if self._faults_pending:
                 self._apply_faults()
-            self._maybe_checkpoint()
+            self._checkpointing.maybe_take()
         return taken
 
     def _deliver_plain(self, run: IngressRun, start: int, end: int) -> int:  # noqa: PLR0915 (the per-event loop, inlined)

@@ -31,7 +31,7 @@ from reaqtive.engine._room import (
     _check_whole,
 )
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
-from reaqtive.engine.checkpointing import Checkpointing
+from reaqtive.engine.checkpointing import CheckpointListener
 from reaqtive.engine.database import MEMORY, require_aware
 from reaqtive.engine.delivery import Delivery
 from reaqtive.engine.egress import Output
@@ -68,6 +68,7 @@ from reaqtive.engine.stores import open_engine_store
 from reaqtive.engine.upgrading import Upgrading
 from reaqtive.fluent.query import Query
 from reaqtive.scheduler import VirtualTimeScheduler
+from reaqtive.state import Checkpointer
 
 _CLOSE_COURIERS_SECONDS: Final = 5.0  # close() waits this long, in all, for observer batches in flight
 
@@ -85,7 +86,7 @@ __all__ = [
 ]
 
 
-class Engine(ArtifactRegistry, Upgrading, Delivery, Checkpointing, Running, Scheduling, EngineRoom):
+class Engine(ArtifactRegistry, Upgrading, Delivery, Running, Scheduling, EngineRoom):
     """An embedded query engine on a SQLite file (created if missing), or on a PostgreSQL database given by its URL
     (``"postgresql://user@host/db"``, extra ``postgres``; see ``docs/engine.md``). See the module docstring.
 
@@ -270,6 +271,42 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Checkpointing, Running, Sche
                 observer = self.attach_sink(observer)
             super().create_subscription(uri, query, observer, priority=priority, on_error=on_error, start=start)
 
+    # -- checkpoints (reaqtive.engine.checkpointing) ------------------------------------------------------------
+
+    def checkpoint(self, *, full: bool = False) -> CheckpointMetrics:
+        """Take a checkpoint (differential by default): durable sink first, then every changed subscription's
+        state in one transaction, then the ingress log is truncated up to what the commit covers."""
+        return self._checkpointing.checkpoint(full)
+
+    async def checkpoint_async(self, *, full: bool = False) -> CheckpointMetrics:
+        """:meth:`checkpoint`, awaitable: the work runs in a worker thread."""
+        return await self._checkpointing.checkpoint_async(full)
+
+    @property
+    def last_checkpoint(self) -> CheckpointMetrics | None:
+        """The metrics of the last checkpoint that committed (``None``: none since the engine opened)."""
+        return self._checkpointing.last
+
+    def add_checkpoint_listener(self, listener: CheckpointListener) -> None:
+        """Call ``listener(metrics, error)`` at the end of every checkpoint: ``(CheckpointMetrics, None)`` once
+        it committed, ``(None, error)`` when it failed (the error then propagates as before). It runs on the
+        checkpointing thread, under the engine's lock: keep it quick. One that raises is logged and the
+        checkpoint is unaffected (:class:`~reaqtive.engine.metrics.PrometheusMetrics` listens this way)."""
+        self._checkpointing.add_listener(listener)
+
+    def remove_checkpoint_listener(self, listener: CheckpointListener) -> None:
+        """Stop calling ``listener`` (added by :meth:`add_checkpoint_listener`; unknown: a no-op)."""
+        self._checkpointing.remove_listener(listener)
+
+    @property
+    def _checkpointer(self) -> Checkpointer:
+        """The state checkpointer (tests spy on it)."""
+        return self._checkpointing.checkpointer
+
+    def _covered_by_checkpoint(self) -> dict[str, int]:
+        """Per stream, the last event the log may lose (tests compare it)."""
+        return self._checkpointing.covered_by_checkpoint()
+
     # -- the output side (reaqtive.engine.sinks) ----------------------------------------------------------------
 
     def outputs(self, subscription: str | None = None, *, after: int | None = None,
@@ -349,10 +386,11 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Checkpointing, Running, Sche
             delivered = dict(self._positions.delivered)
             dead, dead_ahead = self._quarantine.per_stream(delivered)  # those ahead are no backlog
             streams: dict[str, StreamReading] = {}
+            retained = self._checkpointing.retained
             for uri in sorted(self._streams):
                 appended, done = heads.get(uri, 0), delivered.get(uri, -1) + 1
                 lag = max(appended - done - dead_ahead.get(uri, 0), 0)
-                streams[uri] = StreamReading(appended, done, dead.get(uri, 0), lag, *self._retained.get(uri, (0, 0)))
+                streams[uri] = StreamReading(appended, done, dead.get(uri, 0), lag, *retained.get(uri, (0, 0)))
             acks = self._store.acks() if status is not EngineStatus.CLOSED else {}
             # (the store keeps these counts in memory: no read of the database under the engine's lock)
             failed_elements = self._store.failed_element_counts() if status is not EngineStatus.CLOSED else {}

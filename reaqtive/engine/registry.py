@@ -172,7 +172,7 @@ class ArtifactRegistry(EngineRoom):
         with self._lock:
             self._check_open()
             heads, extents = self._store.stream_heads(), self._store.ingress_extents()
-            self._retained = {stream: (extent[0], extent[1]) for stream, extent in extents.items()}
+            self._checkpointing.measured(extents)
             statuses = {}
             for uri in sorted(self._streams):
                 record = self._records.get(uri, {})
@@ -286,13 +286,13 @@ class ArtifactRegistry(EngineRoom):
                 raise
             for unit in units.values():
                 confirm_saved(unit)
-            self._stored_state_keys.update(units)
+            self._checkpointing.note_stored(units)
             counter.committed = counter.next
             self._records.templates.setdefault(tid, template)
             self._records[uri] = record
             self._subscriptions[uri] = handle
             if backfill is not None:
-                self._backfilling.add(uri)
+                self._checkpointing.backfill_started(uri)
             if uri in self._stopped.orphans:  # what recovery kept under its URI was replaced
                 self._stopped.orphans.discard(uri)
                 self._settle_status()
@@ -374,8 +374,8 @@ class ArtifactRegistry(EngineRoom):
             self._policies.pop(uri, None)
             self._paused.discard(uri)
             self._behind.pop(uri, None)
-            self._backfilling.discard(uri)
-            self._stored_state_keys.difference_update(key for _, key in state_rows)
+            self._checkpointing.forget(uri)
+            self._checkpointing.note_stored((), deleted=[key for _, key in state_rows])
             self._settle_status()
         self.produced.fire()  # its consumers wake up and find it gone
 
@@ -383,7 +383,7 @@ class ArtifactRegistry(EngineRoom):
         """The state rows of ``uri`` and of its inner units that may be in the store: those there at recovery,
         those of the live inner units, and those of inner units removed since the last checkpoint."""
         prefix = uri + "/"
-        keys = {key for key in self._stored_state_keys if key.startswith(prefix)}
+        keys = self._checkpointing.stored_under(uri)
         keys |= {key for key in self._environment.inner_subscriptions() if key.startswith(prefix)}
         keys |= {key for key in self._environment.removed_inner_ids() if key.startswith(prefix)}
         return [(STATE_CATEGORY, uri)] + [(STATE_CATEGORY, key) for key in sorted(keys)]

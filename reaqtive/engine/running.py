@@ -303,7 +303,7 @@ class Running(EngineRoom):
         if policy is RecoveryPolicy.REMOVE:
             self.delete_subscription(uri)
         else:
-            self._stopped.keep(uri, self._pin_for(uri))
+            self._stopped.keep(uri, self._checkpointing.pin_for(uri))
         self._settle_status()
 
     def _position_settings(self, uri: str, record: dict[str, Any], stood: Behind | None) -> dict[str, object]:
@@ -549,7 +549,7 @@ class Running(EngineRoom):
         self._policies.pop(uri, None)
         self._paused.discard(uri)
         self._behind.pop(uri, None)
-        self._stopped.keep(uri, self._pin_for(uri))
+        self._stopped.keep(uri, self._checkpointing.pin_for(uri))
 
     def _fail(self, uri: str, error: SubscriptionFailedError) -> None:
         """Subscription ``uri`` stopped with an error of its query (its policy said stop): it is FAILED, visibly

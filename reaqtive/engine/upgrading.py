@@ -199,7 +199,7 @@ class Upgrading(EngineRoom):
             uses_kept = not exact and any("kept at the swap" in change.reason for change in plan.changes)
             if uses_kept:
                 prefix = uri + "/"
-                current = set(hosted.inner_units()) | {key for key in self._stored_state_keys if key.startswith(prefix)}
+                current = set(hosted.inner_units()) | self._checkpointing.stored_under(uri)
                 shared = sorted(current & {key for key in kept if key.startswith(prefix)})
                 if shared:
                     raise UpdateError(f"rollback_subscription({uri!r}): inner units {', '.join(map(repr, shared[:3]))} "
@@ -418,8 +418,7 @@ class Upgrading(EngineRoom):
             self._undo(uri, new_hosted, record, (old_main, old_inner), stored_counter)
             raise
         saving.confirm()
-        self._stored_state_keys.update(units)
-        self._stored_state_keys.difference_update(key for category, key in deletes if category == STATE_CATEGORY)
+        self._checkpointing.note_stored(units, deleted=[key for category, key in deletes if category == STATE_CATEGORY])
         produced = counter.next != counter.committed
         counter.committed = counter.next
         self._records.templates[tid] = template
@@ -429,7 +428,7 @@ class Upgrading(EngineRoom):
         self._subscriptions[uri] = new_hosted
         self._ended.pop(uri, None)
         if backfill is not None:
-            self._backfilling.add(uri)
+            self._checkpointing.backfill_started(uri)
         if produced:
             self.produced.fire()  # it produced outputs on start
         return _refusals(new_hosted, refused, old)

@@ -1,0 +1,41 @@
+"""The engine's own rows in the checkpoint store: their categories, and how a record or a counter is written as bytes.
+Every part that commits an engine row uses these (the registry, checkpoints, upgrades, recovery).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from reaqtive.engine.expressions import expression_from_json, expression_to_json
+
+__all__ = ["ARTIFACTS", "DELIVERY", "ENGINE", "OBSERVED", "OUTPUTS", "SOURCES", "TEMPLATES", "counter_bytes",
+           "from_bytes", "now_text", "to_bytes"]
+
+ARTIFACTS: Final = "artifacts"
+TEMPLATES: Final = "templates"
+ENGINE: Final = "engine"
+DELIVERY: Final = "delivery"
+OUTPUTS: Final = "outputs"  # per subscription, the next output sequence number (when it moved)
+OBSERVED: Final = "observed"  # per subscription with an observer function, the last output it received
+SOURCES: Final = "sources"  # per source registered with register_source, its position (opaque bytes)
+
+
+def counter_bytes(value: int) -> bytes:
+    return str(value).encode("ascii")
+
+
+def to_bytes(record: Mapping[str, Any]) -> bytes:
+    return expression_to_json(record).encode("utf-8")
+
+
+def from_bytes(blob: bytes, where: str) -> dict[str, Any]:
+    try:
+        return expression_from_json(blob)
+    except Exception as error:
+        raise ValueError(f"{where}: {error}") from error
+
+
+def now_text() -> str:
+    return datetime.now(UTC).isoformat()
