@@ -8,7 +8,7 @@ import math
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from reaqtive.core.errors import InvalidSettingError
 from reaqtive.core.subjects import SimpleSubject
@@ -50,13 +50,15 @@ from reaqtive.engine.signals import Signal
 from reaqtive.engine.sinks import Egress
 from reaqtive.engine.sources import Sources
 from reaqtive.engine.stopped import StoppedQueries
-from reaqtive.fluent.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
 from reaqtive.state import (
     CheckpointMode,
     save_subscription,
 )
 from reaqtive.state.host import HostedQuery, QueryHost
+
+if TYPE_CHECKING:
+    from reaqtive.engine.registry import ArtifactRegistry
 
 _LOG: Final = logging.getLogger("reaqtive.engine")
 # The store's categories and byte helpers, under the names the rooms import (reaqtive.engine.store_keys).
@@ -151,6 +153,7 @@ class EngineRoom:
     _gc: GcFreeze
     _store: EngineStore
     _ingress: IngressWriter
+    _registry: ArtifactRegistry  # (made by Engine.__init__ once the running state is: reaqtive.engine.registry)
 
     def _init_runtime(self, tick: timedelta) -> None:
         """The engine's running state, empty until recovery fills it."""
@@ -239,6 +242,14 @@ class EngineRoom:
         if self._status in (EngineStatus.RUNNING, EngineStatus.DEGRADED):
             self._status = EngineStatus.DEGRADED if self._stopped.degraded else EngineStatus.RUNNING
 
+    def _release(self, uri: str) -> None:
+        """What the running and scheduling rooms keep of subscription ``uri`` goes: it was deleted, its creation
+        was undone, or its definition is being replaced."""
+        self._ended.pop(uri, None)
+        self._policies.pop(uri, None)
+        self._paused.discard(uri)
+        self._behind.pop(uri, None)
+
     def _mark_checkpointing(self, checkpointing: bool) -> None:
         """CHECKPOINTING while a checkpoint runs; then running again, or degraded."""
         if checkpointing:
@@ -260,16 +271,7 @@ class EngineRoom:
     def _commit_changes(
         self, puts: Iterable[tuple[str, str, bytes]] = (), deletes: Iterable[tuple[str, str]] = ()
     ) -> None:
-        transaction = self._store.checkpoints.begin()
-        try:
-            for category, key, blob in puts:
-                transaction.put(category, key, blob)
-            for category, key in deletes:
-                transaction.delete(category, key)
-            transaction.commit()
-        except BaseException:
-            transaction.rollback()
-            raise
+        store_keys.commit_changes(self._store, puts, deletes)
 
     # -- defined in other rooms ------------------------------------------------------------------------------------
 
@@ -286,9 +288,6 @@ class EngineRoom:
               behind: Behind | None = None, load: Callable[[SubscriptionHandle], None] | None = None) -> HostedQuery:
         raise NotImplementedError  # Running
 
-    def _expand(self, root: Query[Any]) -> Query[Any]:
-        raise NotImplementedError  # ArtifactRegistry
-
     def _fault(self, uri: str, error: Exception) -> None:
         raise NotImplementedError  # Running
 
@@ -300,9 +299,6 @@ class EngineRoom:
 
     def checkpoint(self, *, full: bool = False) -> CheckpointMetrics:
         raise NotImplementedError  # Engine (the facade: reaqtive.engine.checkpointing); Upgrading calls it
-
-    def _open_stream(self, uri: str) -> None:
-        raise NotImplementedError  # ArtifactRegistry
 
     def _catch_up(self, budget: int | None) -> int:
         raise NotImplementedError  # Scheduling
@@ -321,6 +317,3 @@ class EngineRoom:
 
     def _unit_failed(self, instance_id: str, error: Exception) -> None:
         raise NotImplementedError  # Running
-
-    def delete_subscription(self, uri: str) -> None:
-        raise NotImplementedError  # ArtifactRegistry

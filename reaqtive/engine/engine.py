@@ -61,6 +61,7 @@ from reaqtive.engine.named_sinks import SinkNameError, observer_uri, register_si
 from reaqtive.engine.outbox import DEFAULT_OBSERVER_BACKOFF, DEFAULT_OBSERVER_RETRIES
 from reaqtive.engine.recovery import Recovery
 from reaqtive.engine.registry import ArtifactRegistry
+from reaqtive.engine.retention import Retention
 from reaqtive.engine.running import Running
 from reaqtive.engine.scheduling import Scheduling
 from reaqtive.engine.settings import engine_arguments
@@ -86,7 +87,7 @@ __all__ = [
 ]
 
 
-class Engine(ArtifactRegistry, Upgrading, Delivery, Running, Scheduling, EngineRoom):
+class Engine(Upgrading, Delivery, Running, Scheduling, EngineRoom):
     """An embedded query engine on a SQLite file (created if missing), or on a PostgreSQL database given by its URL
     (``"postgresql://user@host/db"``, extra ``postgres``; see ``docs/engine.md``). See the module docstring.
 
@@ -192,6 +193,14 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Running, Scheduling, EngineR
         try:
             self._ingress = IngressWriter(self._store, ingress_commit, logger=self._log)
             self._init_runtime(tick)
+            # The artifacts by URI, a part of its own (reaqtive.engine.registry).
+            self._registry = ArtifactRegistry(
+                self._store, self._lock, self.functions, self._records, self._streams, self._subscriptions,
+                self._positions, self._outputs, self._environment, self._stopped, self._sources,
+                self._checkpointing, self._scheduler, check_open=self._check_open, bind=self._bind,
+                status_of=self._status_of, clock_started=lambda: self._clock_started, start_clock=self._start_clock,
+                follow_wall_clock=self._follow_wall_clock, settle_status=self._settle_status,
+                release=self._release, produced=self.produced.fire, appended=self.appended.fire)
             Recovery(self).load()
             if not self._clock_started and start is not None:
                 self._start_clock(start)
@@ -262,14 +271,122 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Running, Scheduling, EngineR
         """Start the standing query ``query`` as ``uri``, its outputs going to ``observer``: an observer URI
         (``DURABLE_SINK``, the default; ``DISCARD_SINK``; an ``obs://...`` definition), or a sink object, which
         is attached in the same step (:meth:`attach_sink`: ``observer=JsonLinesSink("alerts.jsonl")`` defines
-        ``obs://alerts`` on first use). See :meth:`ArtifactRegistry.create_subscription
-        <reaqtive.engine.registry.ArtifactRegistry.create_subscription>` for ``priority``, ``on_error``, ``start``
-        (a backfill over the retained log: ``"earliest"``, a log position, an aware ``datetime``) and what is
-        refused. A sink's definition stays if the subscription is refused (attaching it again is a no-op)."""
+        ``obs://alerts`` on first use). A sink's definition stays if the subscription is refused (attaching it
+        again is a no-op).
+
+        ``priority``: where its work goes among other queries' work due at the same instant, lower first (see
+        :meth:`set_priority`). ``on_error``: what happens when a user function in the query raises (``"stop"``:
+        the query stops, FAILED; ``"skip"``: the element is dropped there and kept as a dead letter; or a function
+        ``(error, context) -> "skip" | "stop"``, persisted by reference like the query's functions); ``None``: the
+        engine's default (see :mod:`reaqtive.engine.failures`). ``start``: ``None``, the events appended from
+        now on; or a **backfill** over the retained log: ``"earliest"`` (the oldest event retained for the
+        streams it reads), a log position (as if created when the engine stood there: :attr:`log_position`) or
+        an aware ``datetime`` (as if created then): it processes that history behind the engine, in slices, then
+        joins live input with no gap and no duplicate (see :mod:`reaqtive.engine.backfill`). Fails (changing
+        nothing) if the query cannot be persisted (the message names the argument), reads an unknown stream or
+        definition, the URI exists, or ``start`` is not retained (:class:`~reaqtive.engine.StartNotRetainedError`),
+        is past the log (:class:`~reaqtive.engine.StartBeyondLogError`) or not a start
+        (:class:`~reaqtive.engine.StartError`).
+        """
         with self._lock:
             if not isinstance(observer, str):
                 observer = self.attach_sink(observer)
-            super().create_subscription(uri, query, observer, priority=priority, on_error=on_error, start=start)
+            self._registry.create_subscription(uri, query, observer, priority=priority, on_error=on_error,
+                                               start=start)
+
+    # -- the artifacts by URI (reaqtive.engine.registry) ---------------------------------------------------------
+
+    def register_function(self, name: str, function: Callable[..., Any]) -> None:
+        """Make ``function`` usable in persisted queries as ``@name`` (register it again before recovery)."""
+        self._registry.register_function(name, function)
+
+    def register_source(self, name: str, state: Callable[[], bytes]) -> None:
+        """Store ``state()`` under ``name`` with every checkpoint, in its transaction (an input source's position:
+        see :mod:`reaqtive.connectors.file_source`); read it back after a restart with :meth:`source_state`.
+        ``state`` is called under the engine's lock: it must be quick and must not call the engine."""
+        self._registry.register_source(name, state)
+
+    def unregister_source(self, name: str) -> None:
+        """Stop storing source ``name``'s state (its last stored state stays; unknown: a no-op)."""
+        self._registry.unregister_source(name)
+
+    def source_state(self, name: str) -> bytes | None:
+        """The state of source ``name`` in the last checkpoint (``None``: none stored). Data, never code: the
+        source decodes it with checks. A damaged row raises :class:`MalformedRecordError`."""
+        return self._registry.source_state(name)
+
+    def create_stream(
+        self, uri: str, schema: str | None = None, *, retain: Retention | timedelta | None = None
+    ) -> None:
+        """Create the durable stream ``uri``.
+
+        ``schema``: the name of a validator registered with :meth:`register_schema` (or ``Engine(schemas=...)``):
+        every event appended to the stream must pass it, and is stored in its validated form (see
+        ``docs/engine.md``, "Typed streams"). The record stores the name; every process that opens the store
+        must register it again. ``retain``: how much of its log to keep beyond what its readers need, so that a
+        new subscription can backfill over it (``create_subscription(..., start=...)``): a
+        :class:`~reaqtive.engine.retention.Retention` by age, events or bytes, or a ``timedelta`` (an age);
+        ``None``: only what its readers need (see ``docs/engine.md``, "Log retention"); change it with
+        :meth:`set_retention`. Refused (changing nothing): a name not registered (:class:`UnknownSchemaError`),
+        a retention not valid (:class:`~reaqtive.engine.RetentionError`), a URI that exists
+        (:class:`ArtifactExistsError`; a stream's schema is fixed when it is created).
+        """
+        self._registry.create_stream(uri, schema, retain=retain)
+
+    def set_retention(self, uri: str, retain: Retention | timedelta | None) -> None:
+        """Change how much of stream ``uri``'s log is kept (see :meth:`create_stream`); committed when this
+        returns, applied from the next checkpoint on. Lowering it lets the next checkpoint truncate what the new
+        retention and the readers do not need (history dropped cannot be backfilled over any more)."""
+        self._registry.set_retention(uri, retain)
+
+    def delete_stream(self, uri: str) -> None:
+        """Delete the stream ``uri``; refused while a query reads it."""
+        self._registry.delete_stream(uri)
+
+    def streams(self) -> dict[str, StreamStatus]:
+        """Every stream with its ingress watermarks, its retention and what its log retains (events, bytes, the
+        oldest event's number and time, the log positions of the oldest and newest)."""
+        return self._registry.streams()
+
+    def define_observable(self, uri: str, query: Query[Any]) -> None:
+        """Name a query: other queries read it with ``Query.stream(uri)`` (it is expanded where it is used)."""
+        self._registry.define_observable(uri, query)
+
+    def define_observer(self, uri: str, function: Callable[[Output], object]) -> None:
+        """Name a function that receives the outputs of subscriptions (at least once, with their ids). It is
+        persisted by reference: a module-level function, or one registered with :meth:`register_function`."""
+        self._registry.define_observer(uri, function)
+
+    def undefine(self, uri: str) -> None:
+        """Remove an observable or observer definition; refused while an artifact uses it."""
+        self._registry.undefine(uri)
+
+    def delete_subscription(self, uri: str) -> None:
+        """Stop and delete the subscription ``uri`` with its state (and its template when no one else uses it)."""
+        self._registry.delete_subscription(uri)
+
+    def artifacts(self) -> list[ArtifactInfo]:
+        """Every artifact, by URI."""
+        return self._registry.artifacts()
+
+    def created_at(self, uri: str) -> datetime | None:
+        """When the artifact ``uri`` was created (``None``: there is none); cheap, from memory. A URI deleted and
+        created again has a new time: a consumer can tell it from the one it was reading."""
+        return self._registry.created_at(uri)
+
+    def info(self, uri: str) -> ArtifactInfo:
+        """What the engine knows about ``uri``."""
+        return self._registry.info(uri)
+
+    def register_schema(self, name: str, validator: object) -> None:
+        """Register ``validator`` as the schema ``name`` of typed streams (``create_stream(uri, schema=name)``):
+        a pydantic model class, a pydantic ``TypeAdapter``, a msgspec ``Struct`` type, or a callable
+        ``event -> value`` that raises on a bad event (see :mod:`reaqtive.engine.schemas`). Register it again
+        in every process that opens the store, before it opens (``Engine(schemas=...)``), as the functions of
+        stored queries: recovery fails a stream whose validator is missing, under the recovery policy. A stream
+        kept by ``RecoveryPolicy.KEEP`` without its validator accepts appends again once it is registered (and the
+        engine is no longer DEGRADED for it)."""
+        self._registry.register_schema(name, validator)
 
     # -- checkpoints (reaqtive.engine.checkpointing) ------------------------------------------------------------
 

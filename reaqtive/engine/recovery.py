@@ -222,7 +222,7 @@ class Recovery:
                         self._stopped.kept.discard(uri)  # KEEP: open and delivered, not pinned (see above)
                         self._stopped.schemas_missing.add(uri)  # DEGRADED until its validator is registered
                 self._engine._records[uri] = record
-                self._engine._open_stream(uri)
+                self._engine._registry.open_stream(uri)
                 self._metrics.streams += 1
         for uri, record in records.items():
             kind = record["kind"]
@@ -607,7 +607,8 @@ class Recovery:
             )
             # With its outputs and acknowledgement, in one transaction: none of it may be left behind as orphans.
             self._store.commit_with_outputs(
-                deletes=[(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), *self._engine._stored_state_of(uri)],
+                deletes=[(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri),
+                         *self._engine._registry.stored_state_of(uri)],
                 forget=[uri],
             )
             self._engine._records.pop(uri, None)

@@ -4,14 +4,15 @@ Every part that commits an engine row uses these (the registry, checkpoints, upg
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from reaqtive.engine.database import EngineStore
 from reaqtive.engine.expressions import expression_from_json, expression_to_json
 
-__all__ = ["ARTIFACTS", "DELIVERY", "ENGINE", "OBSERVED", "OUTPUTS", "SOURCES", "TEMPLATES", "counter_bytes",
-           "from_bytes", "now_text", "to_bytes"]
+__all__ = ["ARTIFACTS", "DELIVERY", "ENGINE", "OBSERVED", "OUTPUTS", "SOURCES", "TEMPLATES", "commit_changes",
+           "counter_bytes", "from_bytes", "now_text", "to_bytes"]
 
 ARTIFACTS: Final = "artifacts"
 TEMPLATES: Final = "templates"
@@ -39,3 +40,19 @@ def from_bytes(blob: bytes, where: str) -> dict[str, Any]:
 
 def now_text() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def commit_changes(
+    store: EngineStore, puts: Iterable[tuple[str, str, bytes]] = (), deletes: Iterable[tuple[str, str]] = ()
+) -> None:
+    """Write ``puts`` and delete ``deletes`` in one transaction of the store (rolled back if any step fails)."""
+    transaction = store.checkpoints.begin()
+    try:
+        for category, key, blob in puts:
+            transaction.put(category, key, blob)
+        for category, key in deletes:
+            transaction.delete(category, key)
+        transaction.commit()
+    except BaseException:
+        transaction.rollback()
+        raise

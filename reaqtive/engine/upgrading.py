@@ -262,7 +262,7 @@ class Upgrading(EngineRoom):
         (``exact``: for everything)."""
         old = {} if exact else planned_states(hosted.handle)
         fallback = records_by_path(kept.get(uri), where=f"the kept state of {uri!r}") if kept else {}
-        query = self._expand(decode_query(expression, self.functions))
+        query = self._registry.expand(decode_query(expression, self.functions))
         refused: dict[Identity, str] = {}
         notes: list[str] = []
         if unmatched != "backfill" and trial:
