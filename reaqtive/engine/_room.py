@@ -34,7 +34,6 @@ from reaqtive.engine.ingress import IngressWriter
 from reaqtive.engine.model import (
     DISCARD_SINK,
     DURABLE_SINK,
-    CheckpointMetrics,
     EngineStatus,
     RecoveryFailure,
     RecoveryMetrics,
@@ -297,8 +296,6 @@ class EngineRoom:
     def _misplaced(self, event: IngressEvent) -> str | None:
         raise NotImplementedError  # Delivery
 
-    def checkpoint(self, *, full: bool = False) -> CheckpointMetrics:
-        raise NotImplementedError  # Engine (the facade: reaqtive.engine.checkpointing); Upgrading calls it
 
     def _catch_up(self, budget: int | None) -> int:
         raise NotImplementedError  # Scheduling

@@ -346,7 +346,7 @@ class Delivery(EngineRoom):
         if error is not None:
             raise ProcessingStoppedError(f"the engine's processing thread stopped on an error: {error!r}") from error
         if checkpoint:
-            self.checkpoint()
+            self._checkpointing.checkpoint()
 
     def stop_serving(self) -> None:
         """Make :meth:`serve` return once the batch at hand is delivered (from any thread); called before the

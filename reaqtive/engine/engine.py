@@ -66,7 +66,8 @@ from reaqtive.engine.running import Running
 from reaqtive.engine.scheduling import Scheduling
 from reaqtive.engine.settings import engine_arguments
 from reaqtive.engine.stores import open_engine_store
-from reaqtive.engine.upgrading import Upgrading
+from reaqtive.engine.upgrade import UpdatePlan
+from reaqtive.engine.upgrading import DefinitionEntry, Upgrading
 from reaqtive.fluent.query import Query
 from reaqtive.scheduler import VirtualTimeScheduler
 from reaqtive.state import Checkpointer
@@ -87,7 +88,7 @@ __all__ = [
 ]
 
 
-class Engine(Upgrading, Delivery, Running, Scheduling, EngineRoom):
+class Engine(Delivery, Running, Scheduling, EngineRoom):
     """An embedded query engine on a SQLite file (created if missing), or on a PostgreSQL database given by its URL
     (``"postgresql://user@host/db"``, extra ``postgres``; see ``docs/engine.md``). See the module docstring.
 
@@ -201,6 +202,17 @@ class Engine(Upgrading, Delivery, Running, Scheduling, EngineRoom):
                 status_of=self._status_of, clock_started=lambda: self._clock_started, start_clock=self._start_clock,
                 follow_wall_clock=self._follow_wall_clock, settle_status=self._settle_status,
                 release=self._release, produced=self.produced.fire, appended=self.appended.fire)
+            # Updates and rollbacks of running subscriptions, beside it (reaqtive.engine.upgrading).
+            self._upgrades = Upgrading(
+                self._store, self._lock, self.functions, self._records, self._subscriptions, self._positions,
+                self._outputs, self._environment, self._checkpointing, self._scheduler, settings=self._settings,
+                log=self._log, behind=self._behind, check_open=self._check_open,
+                boundary=lambda: self.checkpoint(),  # noqa: PLW0108 (late bound: a test stands in for it)
+                bind=self._bind, expand=self._registry.expand,
+                forget_policy=lambda uri: self._policies.pop(uri, None),
+                forget_ended=lambda uri: self._ended.pop(uri, None),
+                forget_behind=lambda uri: self._behind.pop(uri, None),
+                produced=self.produced.fire, appended=self.appended.fire)
             Recovery(self).load()
             if not self._clock_started and start is not None:
                 self._start_clock(start)
@@ -387,6 +399,55 @@ class Engine(Upgrading, Delivery, Running, Scheduling, EngineRoom):
         kept by ``RecoveryPolicy.KEEP`` without its validator accepts appends again once it is registered (and the
         engine is no longer DEGRADED for it)."""
         self._registry.register_schema(name, validator)
+
+    # -- updates of running subscriptions (reaqtive.engine.upgrading) --------------------------------------------
+
+    def update_subscription(
+        self,
+        uri: str,
+        query: Query[Any],
+        *,
+        unmatched: str = "empty",
+        require_state: bool = False,
+        dry_run: bool = False,
+        start: int | datetime | str | None = None,
+    ) -> UpdatePlan:
+        """Replace the definition of running subscription ``uri`` by ``query`` at one checkpoint boundary, keeping
+        the state of the operators it shares with the old one (see :mod:`reaqtive.engine.upgrade` for what is
+        matched: ``.named(...)`` parts by name, the rest by path and operator; a state moves when its version
+        is one the new operator loads). Outputs before the boundary come from the old definition, after it from
+        the new, numbered on. Returns the :class:`~reaqtive.engine.upgrade.UpdatePlan` of what was done.
+
+        ``unmatched``: ``"empty"`` (operators without a state to move start empty) or ``"backfill"`` (the whole
+        new definition is rebuilt from the retained log from ``start``, ``"earliest"`` by default, and catches
+        up behind the engine; no state moves). ``require_state``: refuse the update if any operator of the new
+        definition would start empty or any operator of the old one would be dropped. ``dry_run``: compute and
+        return the plan only, changing nothing (the refusals below apply).
+
+        Refused with nothing changed: no such subscription (:class:`~reaqtive.engine.ArtifactNotFoundError`), a
+        query that cannot be persisted or reads what does not exist (as ``create_subscription``), and, as
+        :class:`~reaqtive.engine.UpdateError`: a subscription that does not run (failed or stopped: restart it
+        first), is paused or catching up, a required state that cannot move, a new definition that fails to
+        start from the state it is given, ``start`` given without ``unmatched="backfill"``.
+        """
+        return self._upgrades.update_subscription(uri, query, unmatched=unmatched, require_state=require_state,
+                                                  dry_run=dry_run, start=start)
+
+    def rollback_subscription(self, uri: str, *, state: str = "current", dry_run: bool = False) -> UpdatePlan:
+        """Go back to subscription ``uri``'s previous definition (its history's last), at one checkpoint boundary
+        as an update. ``state="current"`` (default): the operators both definitions share go on from the current
+        state (they saw every event since the swap); the others take the state they had at the swap, kept in the
+        store. ``state="kept"``: the previous definition resumes from its state at the swap, as it was (the
+        events since are not replayed to it). The current definition becomes the history's last entry, so a
+        second rollback goes forward again. Refused (:class:`~reaqtive.engine.UpdateError`, nothing changed)
+        when there is no previous definition, or as :meth:`update_subscription`."""
+        return self._upgrades.rollback_subscription(uri, state=state, dry_run=dry_run)
+
+    def subscription_history(self, uri: str) -> list[DefinitionEntry]:
+        """Every definition subscription ``uri`` had, oldest first, the current one last: each with its
+        ``expression``, ``observer``, ``from`` (when it took effect) and ``until`` (when it was replaced;
+        ``None`` for the current one) and ``pos`` (the log position of that swap)."""
+        return self._upgrades.subscription_history(uri)
 
     # -- checkpoints (reaqtive.engine.checkpointing) ------------------------------------------------------------
 

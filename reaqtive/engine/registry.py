@@ -70,7 +70,7 @@ from reaqtive.engine.scheduling import check_priority
 from reaqtive.engine.sources import Sources
 from reaqtive.engine.stopped import StoppedQueries
 from reaqtive.engine.store_keys import commit_changes
-from reaqtive.engine.upgrading import PREVIOUS_STATES
+from reaqtive.engine.upgrading import PREVIOUS_STATES, Bind
 from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_steps import keyed_form_record
 from reaqtive.scheduler import VirtualTimeScheduler
@@ -83,10 +83,6 @@ from reaqtive.state.host import HostedQuery
 
 def _describe(retention: Retention | None) -> str:
     return "None (what its readers need)" if retention is None else retention.describe()
-
-
-Bind = Callable[..., HostedQuery]
-"""Binds a stored query: ``bind(uri, record, template, blob, *, behind=None, load=None)`` (the running room)."""
 
 
 class ArtifactRegistry:
