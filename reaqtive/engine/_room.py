@@ -17,7 +17,6 @@ from reaqtive.engine import store_keys
 from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
-from reaqtive.engine.checkpointing import Checkpointing
 from reaqtive.engine.database import EngineStore, IngressEvent
 from reaqtive.engine.engine_errors import (
     EngineClosedError,
@@ -57,6 +56,7 @@ from reaqtive.state import (
 from reaqtive.state.host import HostedQuery, QueryHost
 
 if TYPE_CHECKING:
+    from reaqtive.engine.checkpointing import Checkpointing
     from reaqtive.engine.registry import ArtifactRegistry
 
 _LOG: Final = logging.getLogger("reaqtive.engine")
@@ -152,7 +152,9 @@ class EngineRoom:
     _gc: GcFreeze
     _store: EngineStore
     _ingress: IngressWriter
-    _registry: ArtifactRegistry  # (made by Engine.__init__ once the running state is: reaqtive.engine.registry)
+    # Parts made by Engine.__init__ once the running state is (reaqtive.engine.checkpointing, .registry).
+    _checkpointing: Checkpointing
+    _registry: ArtifactRegistry
 
     def _init_runtime(self, tick: timedelta) -> None:
         """The engine's running state, empty until recovery fills it."""
@@ -199,13 +201,6 @@ class EngineRoom:
         self._ended: dict[str, BaseException | None] = {}
         self.recovery = RecoveryMetrics()
         self._clock_started = False
-        # Checkpoints and what the engine remembers of them, a part of its own (reaqtive.engine.checkpointing).
-        self._checkpointing = Checkpointing(
-            self._store, self._lock, self._scheduler, self._positions, self._outputs, self._records,
-            self._subscriptions, self._stopped, self._sources, self._quarantine, self._environment, self._host,
-            policy=self._checkpoint_policy, gc=self._gc, log=self._log, behind=self._behind,
-            clock_started=lambda: self._clock_started, check_open=self._check_open,
-            checkpointing=self._mark_checkpointing, apply_faults=self._apply_faults, fault=self._fault)
         self._init_error_policies()
 
     def _init_error_policies(self) -> None:

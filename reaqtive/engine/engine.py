@@ -31,7 +31,7 @@ from reaqtive.engine._room import (
     _check_whole,
 )
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
-from reaqtive.engine.checkpointing import CheckpointListener
+from reaqtive.engine.checkpointing import Checkpointing, CheckpointListener
 from reaqtive.engine.database import MEMORY, require_aware
 from reaqtive.engine.delivery import Delivery
 from reaqtive.engine.egress import Output
@@ -194,6 +194,13 @@ class Engine(Delivery, Running, Scheduling, EngineRoom):
         try:
             self._ingress = IngressWriter(self._store, ingress_commit, logger=self._log)
             self._init_runtime(tick)
+            # Checkpoints and what the engine remembers of them, a part of its own (reaqtive.engine.checkpointing).
+            self._checkpointing = Checkpointing(
+                self._store, self._lock, self._scheduler, self._positions, self._outputs, self._records,
+                self._subscriptions, self._stopped, self._sources, self._quarantine, self._environment, self._host,
+                policy=self._checkpoint_policy, gc=self._gc, log=self._log, behind=self._behind,
+                clock_started=lambda: self._clock_started, check_open=self._check_open,
+                checkpointing=self._mark_checkpointing, apply_faults=self._apply_faults, fault=self._fault)
             # The artifacts by URI, a part of its own (reaqtive.engine.registry).
             self._registry = ArtifactRegistry(
                 self._store, self._lock, self.functions, self._records, self._streams, self._subscriptions,
