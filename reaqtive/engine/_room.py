@@ -8,7 +8,7 @@ import math
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from reaqtive.core.errors import InvalidSettingError
 from reaqtive.core.subjects import SimpleSubject
@@ -31,8 +31,6 @@ from reaqtive.engine.handover import EngineLock
 from reaqtive.engine.idle import Subscriptions
 from reaqtive.engine.ingress import IngressWriter
 from reaqtive.engine.model import (
-    DISCARD_SINK,
-    DURABLE_SINK,
     EngineStatus,
     RecoveryFailure,
     RecoveryMetrics,
@@ -48,16 +46,12 @@ from reaqtive.engine.signals import Signal
 from reaqtive.engine.sinks import Egress
 from reaqtive.engine.sources import Sources
 from reaqtive.engine.stopped import StoppedQueries
+from reaqtive.fluent.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
-from reaqtive.state import (
-    CheckpointMode,
-    save_subscription,
-)
 from reaqtive.state.host import HostedQuery, QueryHost
 
 if TYPE_CHECKING:
     from reaqtive.engine.checkpointing import Checkpointing
-    from reaqtive.engine.registry import ArtifactRegistry
 
 _LOG: Final = logging.getLogger("reaqtive.engine")
 # The store's categories and byte helpers, under the names the rooms import (reaqtive.engine.store_keys).
@@ -72,8 +66,6 @@ _counter_bytes: Final = store_keys.counter_bytes
 _to_bytes: Final = store_keys.to_bytes
 _from_bytes: Final = store_keys.from_bytes
 _now_text: Final = store_keys.now_text
-_BUILTIN_OBSERVERS: Final = frozenset({DURABLE_SINK, DISCARD_SINK})
-_STREAM_BUFFER: Final = 1 << 20  # a reader without demand may lag this far behind a stream before it fails
 _DELIVERY_BATCH: Final = 4096
 _EGRESS_FLUSH_OUTPUTS: Final = 65536  # the durable sink's buffer is written once it holds this many outputs
 
@@ -107,26 +99,24 @@ def _check_seconds(name: str, value: object, *, positive: bool, optional: bool =
         raise InvalidSettingError(f"{name} must be {wanted}, got {value!r}")
 
 
-def _references(expression: Any) -> set[str]:
-    """The stream/definition URIs an encoded expression reads."""
-    found: set[str] = set()
-    stack = [expression]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if "stream" in node and len(node) == 1:
-                found.add(node["stream"])
-            else:
-                stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return found
+class RegistryCalls(Protocol):
+    """What the rooms ask of the artifact registry (:class:`reaqtive.engine.registry.ArtifactRegistry`)."""
 
+    def expand(self, root: Query[Any]) -> Query[Any]:
+        """``root`` with the observable definitions it reads replaced by their queries."""
+        ...
 
-def _full_state(handle: SubscriptionHandle) -> bytes:
-    blob = save_subscription(handle, CheckpointMode.FULL)
-    assert blob is not None  # a full save always returns a blob
-    return blob
+    def delete_subscription(self, uri: str) -> None:
+        """Stop and delete subscription ``uri`` with its state."""
+        ...
+
+    def open_stream(self, uri: str) -> None:
+        """Make stream ``uri``'s subject (recovery)."""
+        ...
+
+    def stored_state_of(self, uri: str) -> list[tuple[str, str]]:
+        """The state rows of ``uri`` and its inner units that may be in the store."""
+        ...
 
 
 class EngineRoom:
@@ -154,7 +144,7 @@ class EngineRoom:
     _ingress: IngressWriter
     # Parts made by Engine.__init__ once the running state is (reaqtive.engine.checkpointing, .registry).
     _checkpointing: Checkpointing
-    _registry: ArtifactRegistry
+    _registry: RegistryCalls
 
     def _init_runtime(self, tick: timedelta) -> None:
         """The engine's running state, empty until recovery fills it."""

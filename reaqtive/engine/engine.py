@@ -136,6 +136,8 @@ class Engine(Delivery, Running, Scheduling, EngineRoom):
     """
 
 
+    _registry: ArtifactRegistry  # (the rooms know it by what they ask of it: RegistryCalls)
+
     def __init__(
         self,
         path: str | Path,

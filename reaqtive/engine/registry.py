@@ -14,22 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from reaqtive.core.subjects import OverflowPolicy, SimpleSubject
-from reaqtive.engine._room import (
-    _ARTIFACTS,
-    _BUILTIN_OBSERVERS,
-    _OBSERVED,
-    _OUTPUTS,
-    _STREAM_BUFFER,
-    _TEMPLATES,
-    _counter_bytes,
-    _full_state,
-    _now_text,
-    _references,
-    _to_bytes,
-)
+from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.backfill import BackfillStart, check_start, resolve_start
 from reaqtive.engine.backfill import behind_of as backfill_behind
@@ -69,16 +57,37 @@ from reaqtive.engine.retention import Retention, check_retention, retention_from
 from reaqtive.engine.scheduling import check_priority
 from reaqtive.engine.sources import Sources
 from reaqtive.engine.stopped import StoppedQueries
-from reaqtive.engine.store_keys import commit_changes
+from reaqtive.engine.store_keys import (
+    ARTIFACTS,
+    BUILTIN_OBSERVERS,
+    OBSERVED,
+    OUTPUTS,
+    TEMPLATES,
+    commit_changes,
+    counter_bytes,
+    now_text,
+    references_of,
+    to_bytes,
+)
 from reaqtive.engine.upgrading import PREVIOUS_STATES, Bind
 from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_steps import keyed_form_record
 from reaqtive.scheduler import VirtualTimeScheduler
 from reaqtive.state import (
     STATE_CATEGORY,
+    CheckpointMode,
     confirm_saved,
+    save_subscription,
 )
 from reaqtive.state.host import HostedQuery
+
+_STREAM_BUFFER: Final = 1 << 20  # a reader without demand may lag this far behind a stream before it fails
+
+
+def _full_state(handle: SubscriptionHandle) -> bytes:
+    blob = save_subscription(handle, CheckpointMode.FULL)
+    assert blob is not None  # a full save always returns a blob
+    return blob
 
 
 def _describe(retention: Retention | None) -> str:
@@ -169,7 +178,7 @@ class ArtifactRegistry:
                                           f"{schema!r}) cannot change it (a stream's schema is fixed when it is "
                                           "created)")
             self._check_new(uri)
-            record: dict[str, Any] = {"kind": "stream", "created": _now_text()}
+            record: dict[str, Any] = {"kind": "stream", "created": now_text()}
             if schema is not None:
                 if self._functions.schema(schema) is None:
                     raise UnknownSchemaError(
@@ -199,7 +208,7 @@ class ArtifactRegistry:
         with self._lock:
             self._records.check_kind(uri, "stream")
             self._check_unused(uri)
-            commit_changes(self._store, deletes=[(_ARTIFACTS, uri)])
+            commit_changes(self._store, deletes=[(ARTIFACTS, uri)])
             del self._records[uri]
             subject = self._streams.pop(uri)
             subject.dispose()
@@ -228,9 +237,9 @@ class ArtifactRegistry:
         with self._lock:
             self._check_new(uri)
             expression = encode_query(query, self._functions)
-            references = sorted(_references(expression))
+            references = sorted(references_of(expression))
             self._check_references(uri, references)
-            record = {"kind": "observable", "created": _now_text(), "expression": expression, "refs": references}
+            record = {"kind": "observable", "created": now_text(), "expression": expression, "refs": references}
             self._commit_record(uri, record)
 
     def define_observer(self, uri: str, function: Callable[[Output], object]) -> None:
@@ -238,7 +247,7 @@ class ArtifactRegistry:
         with self._lock:
             self._check_new(uri)
             encoded = encode_query(Query("observer", (function,)), self._functions)
-            record = {"kind": "observer", "created": _now_text(), "function": encoded["args"][0]}
+            record = {"kind": "observer", "created": now_text(), "function": encoded["args"][0]}
             self._commit_record(uri, record)
 
     def undefine(self, uri: str) -> None:
@@ -248,7 +257,7 @@ class ArtifactRegistry:
             if record["kind"] not in ("observable", "observer"):
                 raise ArtifactNotFoundError(f"{uri!r} is a {record['kind']}, not a definition")
             self._check_unused(uri)
-            commit_changes(self._store, deletes=[(_ARTIFACTS, uri)])
+            commit_changes(self._store, deletes=[(ARTIFACTS, uri)])
             del self._records[uri]
 
     def create_subscription(
@@ -274,19 +283,19 @@ class ArtifactRegistry:
                 self._start_clock(datetime.now(UTC))
             self._follow_wall_clock()  # its timers count from now, not from where an idle clock stood
             expression = encode_query(query, self._functions)
-            references = sorted(_references(expression) | {observer} - _BUILTIN_OBSERVERS)
+            references = sorted(references_of(expression) | {observer} - BUILTIN_OBSERVERS)
             self._check_references(uri, references)
             backfill = self._resolve_start(uri, start, references)
             template, constants = templatize(expression)
             tid = template_id(template)
             record = self._subscription_record(tid, constants, observer, references, priority, on_error, backfill)
-            puts = [(_ARTIFACTS, uri, _to_bytes(record))]
+            puts = [(ARTIFACTS, uri, to_bytes(record))]
             if tid not in self._records.templates:
-                puts.append((_TEMPLATES, tid, _to_bytes(template)))
+                puts.append((TEMPLATES, tid, to_bytes(template)))
             if uri in self._stopped.orphans:
                 # What recovery kept under this URI is replaced: gone before it binds, or an observer's outbox would
                 # take those outputs for its own. (Then as for any URI, its creation's transaction forgets them.)
-                self._store.commit_with_outputs(deletes=[(_OUTPUTS, uri), (_OBSERVED, uri)], forget=[uri])
+                self._store.commit_with_outputs(deletes=[(OUTPUTS, uri), (OBSERVED, uri)], forget=[uri])
             # Bind first: a query that cannot run is not stored. A backfill is bound behind the engine, at its start.
             handle = self._bind(uri, record, template, None, behind=backfill_behind(record))
             try:
@@ -295,12 +304,12 @@ class ArtifactRegistry:
                 units = handle.units()
                 puts += [(STATE_CATEGORY, key, _full_state(unit)) for key, unit in units.items()]
                 counter = self._environment.output_counter(uri)
-                puts.append((_OUTPUTS, uri, _counter_bytes(counter.next)))
+                puts.append((OUTPUTS, uri, counter_bytes(counter.next)))
                 # The outputs it produced on start are written in the same transaction, after whatever the store
                 # holds under its URI (rows recovery kept as orphans) is deleted: a crash leaves all of it or none.
                 own = self._outputs.take_own(uri)
                 self._outputs.flush()  # the others' outputs, as before any commit
-                self._store.commit_with_outputs(puts, [(_OBSERVED, uri)], forget=[uri], outputs=own, encoded=True)
+                self._store.commit_with_outputs(puts, [(OBSERVED, uri)], forget=[uri], outputs=own, encoded=True)
             except BaseException:
                 self._release(uri)  # (a backfill was bound behind the engine)
                 self._discard(uri, handle)
@@ -328,7 +337,7 @@ class ArtifactRegistry:
         """The record of a new subscription."""
         record: dict[str, Any] = {
             "kind": "subscription",
-            "created": _now_text(),
+            "created": now_text(),
             "template": tid,
             "constants": constants,
             "observer": observer,
@@ -372,11 +381,11 @@ class ArtifactRegistry:
             # those of a query kept without running (not live, so not in the environment).
             state_rows = self.stored_state_of(uri)
             # (With the state its previous definition had when it was last updated, kept for a rollback.)
-            deletes = [(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), (PREVIOUS_STATES, uri), *state_rows]
+            deletes = [(ARTIFACTS, uri), (OUTPUTS, uri), (OBSERVED, uri), (PREVIOUS_STATES, uri), *state_rows]
             inner = [key for _, key in state_rows if key != uri]
             tid = record["template"]
             if not self._records.template_used_besides(tid, uri):
-                deletes.append((_TEMPLATES, tid))
+                deletes.append((TEMPLATES, tid))
             # One transaction for all of it, its outputs and acknowledgement in the durable sink included: in two,
             # a crash between them would leave the outputs of a deleted subscription in the sink for good.
             self._store.commit_with_outputs(deletes=deletes, forget=[uri])
@@ -388,7 +397,7 @@ class ArtifactRegistry:
                 self._environment.release_ids(uri)
                 self._outputs.forget(uri)
             self._environment.confirm_removed(inner)
-            if (_TEMPLATES, tid) in deletes:
+            if (TEMPLATES, tid) in deletes:
                 self._records.templates.pop(tid, None)
             self._stopped.forget(uri)
             self._release(uri)
@@ -489,7 +498,7 @@ class ArtifactRegistry:
         self._check_open()
         if not isinstance(uri, str) or not uri:
             raise TypeError(f"an artifact URI must be a non-empty str, got {uri!r}")
-        if uri in self._records or uri in _BUILTIN_OBSERVERS:
+        if uri in self._records or uri in BUILTIN_OBSERVERS:
             kind = self._records[uri]["kind"] if uri in self._records else "built-in observer"
             raise ArtifactExistsError(f"{uri!r} already exists (a {kind})")
 
@@ -519,7 +528,7 @@ class ArtifactRegistry:
             raise ArtifactInUseError(f"{uri!r} is used by {', '.join(map(repr, users))}; delete those first")
 
     def _commit_record(self, uri: str, record: dict[str, Any]) -> None:
-        commit_changes(self._store, puts=[(_ARTIFACTS, uri, _to_bytes(record))])
+        commit_changes(self._store, puts=[(ARTIFACTS, uri, to_bytes(record))])
         self._records[uri] = record
 
     def register_schema(self, name: str, validator: object) -> None:

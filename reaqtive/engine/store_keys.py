@@ -1,5 +1,6 @@
-"""The engine's own rows in the checkpoint store: their categories, and how a record or a counter is written as bytes.
-Every part that commits an engine row uses these (the registry, checkpoints, upgrades, recovery).
+"""The engine's own rows in the checkpoint store: their categories, how a record or a counter is written as bytes, and
+what a record names (the URIs an expression reads; the observers that are no artifacts). Every part that commits an
+engine row uses these (the registry, checkpoints, upgrades, recovery).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from typing import Any, Final
 
 from reaqtive.engine.database import EngineStore
 from reaqtive.engine.expressions import expression_from_json, expression_to_json
+from reaqtive.engine.model import DISCARD_SINK, DURABLE_SINK
 
-__all__ = ["ARTIFACTS", "DELIVERY", "ENGINE", "OBSERVED", "OUTPUTS", "SOURCES", "TEMPLATES", "commit_changes",
-           "counter_bytes", "from_bytes", "now_text", "to_bytes"]
+__all__ = ["ARTIFACTS", "BUILTIN_OBSERVERS", "DELIVERY", "ENGINE", "OBSERVED", "OUTPUTS", "SOURCES", "TEMPLATES",
+           "commit_changes", "counter_bytes", "from_bytes", "now_text", "references_of", "to_bytes"]
 
 ARTIFACTS: Final = "artifacts"
 TEMPLATES: Final = "templates"
@@ -21,6 +23,7 @@ DELIVERY: Final = "delivery"
 OUTPUTS: Final = "outputs"  # per subscription, the next output sequence number (when it moved)
 OBSERVED: Final = "observed"  # per subscription with an observer function, the last output it received
 SOURCES: Final = "sources"  # per source registered with register_source, its position (opaque bytes)
+BUILTIN_OBSERVERS: Final = frozenset({DURABLE_SINK, DISCARD_SINK})  # observers that are no stored artifacts
 
 
 def counter_bytes(value: int) -> bytes:
@@ -56,3 +59,19 @@ def commit_changes(
     except BaseException:
         transaction.rollback()
         raise
+
+
+def references_of(expression: Any) -> set[str]:
+    """The stream/definition URIs an encoded expression reads."""
+    found: set[str] = set()
+    stack = [expression]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "stream" in node and len(node) == 1:
+                found.add(node["stream"])
+            else:
+                stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found

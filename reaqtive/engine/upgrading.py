@@ -39,16 +39,6 @@ from typing import Any, Final
 from reaqtive.core.streams import LONG_MAX
 from reaqtive.core.subjects import SimpleSubject
 from reaqtive.core.visitors import subscribe_all
-from reaqtive.engine._room import (
-    _ARTIFACTS,
-    _BUILTIN_OBSERVERS,
-    _OUTPUTS,
-    _TEMPLATES,
-    _counter_bytes,
-    _now_text,
-    _references,
-    _to_bytes,
-)
 from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.backfill import BackfillStart, check_start, resolve_start
 from reaqtive.engine.backfill import behind_of as backfill_behind
@@ -70,6 +60,16 @@ from reaqtive.engine.outputs import Outputs
 from reaqtive.engine.positions import Positions
 from reaqtive.engine.query_environment import QueryEnvironment
 from reaqtive.engine.records import parse_counter
+from reaqtive.engine.store_keys import (
+    ARTIFACTS,
+    BUILTIN_OBSERVERS,
+    OUTPUTS,
+    TEMPLATES,
+    counter_bytes,
+    now_text,
+    references_of,
+    to_bytes,
+)
 from reaqtive.engine.upgrade import (
     UNMATCHED,
     Identity,
@@ -180,7 +180,7 @@ class Upgrading:
             self._check_open()
             hosted, record = self._updatable(uri, "update_subscription")
             expression = encode_query(query, self._functions)
-            references = sorted(_references(expression) | {record["observer"]} - _BUILTIN_OBSERVERS)
+            references = sorted(references_of(expression) | {record["observer"]} - BUILTIN_OBSERVERS)
             missing = [ref for ref in references if ref not in self._records]
             if missing:
                 raise ArtifactNotFoundError(f"update_subscription({uri!r}): the new query refers to "
@@ -329,7 +329,7 @@ class Upgrading:
                 inner = {**{key: blob for key, blob in self._kept_states(uri).items() if key.startswith(prefix)},
                          **inner}
         environment = InnerEnvironment()
-        for stream in self._records.streams_read(sorted(_references(encode_query(query, self._functions)))):
+        for stream in self._records.streams_read(sorted(references_of(encode_query(query, self._functions)))):
             environment.add_stream(stream, SimpleSubject())
         host = QueryHost(VirtualTimeScheduler(timedelta(microseconds=1)), environment=environment,
                          settings=self._settings)
@@ -376,10 +376,10 @@ class Upgrading:
         old = old_states(hosted.handle, old_main, where=where)
         fallback = records_by_path(kept.get(uri), where=f"the kept state of {uri!r}") if kept and not exact else {}
         counter = self._outputs.counters[uri]
-        stored_counter = snapshot.get(_OUTPUTS, uri)
+        stored_counter = snapshot.get(OUTPUTS, uri)
         template, constants = templatize(expression)
         tid = template_id(template)
-        now = _now_text()
+        now = now_text()
         entry: DefinitionEntry = {
             "expression": self._expression_of(record), "observer": record["observer"],
             "refs": list(record.get("refs", ())), "keyed": record.get("keyed", False),
@@ -434,13 +434,13 @@ class Upgrading:
             deletes = [(STATE_CATEGORY, key) for key in old_inner if key not in units]
             previous_units = {key: blob for key, blob in ({uri: old_main} | old_inner).items() if blob is not None}
             puts.append((PREVIOUS_STATES, uri, DEFAULT_CODEC.encode(previous_units)))
-            puts.append((_ARTIFACTS, uri, _to_bytes(new_record)))
+            puts.append((ARTIFACTS, uri, to_bytes(new_record)))
             if tid not in self._records.templates:
-                puts.append((_TEMPLATES, tid, _to_bytes(template)))
+                puts.append((TEMPLATES, tid, to_bytes(template)))
             old_tid = record["template"]
             if old_tid != tid and not self._records.template_used_besides(old_tid, uri):
-                deletes.append((_TEMPLATES, old_tid))
-            puts.append((_OUTPUTS, uri, _counter_bytes(counter.next)))
+                deletes.append((TEMPLATES, old_tid))
+            puts.append((OUTPUTS, uri, counter_bytes(counter.next)))
             own = self._outputs.take_own(uri)
             self._outputs.flush()
             self._store.commit_with_outputs(puts, deletes, outputs=own, encoded=True)
@@ -453,7 +453,7 @@ class Upgrading:
         produced = counter.next != counter.committed
         counter.committed = counter.next
         self._records.templates[tid] = template
-        if (_TEMPLATES, record["template"]) in deletes:
+        if (TEMPLATES, record["template"]) in deletes:
             self._records.templates.pop(record["template"], None)
         self._records[uri] = new_record
         self._subscriptions[uri] = new_hosted
