@@ -14,7 +14,6 @@ checkpoint listeners. Each checkpoint is a :class:`CheckpointRun`, made for it a
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Set
 from datetime import UTC, datetime
@@ -125,6 +124,8 @@ class Checkpointing:
 
     async def checkpoint_async(self, full: bool = False) -> CheckpointMetrics:
         """:meth:`checkpoint`, awaitable: the work runs in a worker thread."""
+        import asyncio  # (here: the engine loads asyncio only when its asyncio face is used)
+
         return await asyncio.to_thread(self.checkpoint, full)
 
     def maybe_take(self) -> bool:
