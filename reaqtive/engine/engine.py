@@ -510,7 +510,7 @@ class Engine(Delivery, Running, Scheduling, EngineRoom):
 
         Example: ``batch = engine.outputs("alerts", after=last_seen, limit=500)``
         """
-        return self._egress.read(subscription, after, limit)
+        return self._egress.sink_outputs(subscription, after, limit)
 
     def ack(self, subscription: str, seq: int) -> None:
         """Record, durably at once, that the consumers of ``subscription`` have every output up to ``seq``:

@@ -1,6 +1,6 @@
 """Egress, a part of the engine: the output side's face. It owns the engine's :class:`~reaqtive.engine.outputs.Outputs`
 (the durable sink's buffer, the output counters, the outboxes and how far each got) and does what reaches it from
-outside: the durable sink's cursors (:meth:`Egress.read`), acknowledgements and trims; where a subscription's
+outside: the durable sink's cursors (:meth:`Egress.sink_outputs`), acknowledgements and trims; where a subscription's
 outputs go (:meth:`Egress.writer_for`, resolving observer functions); handing outputs to observer functions outside
 the engine's lock, and their couriers on and off.
 
@@ -70,7 +70,7 @@ class Egress:
 
     # -- the durable sink, from outside ----------------------------------------------------------------------------
 
-    def read(self, subscription: str | None, after: int | None, limit: int | None) -> list[Output]:
+    def sink_outputs(self, subscription: str | None, after: int | None, limit: int | None) -> list[Output]:
         """:meth:`Engine.outputs <reaqtive.Engine.outputs>`: the durable sink's content (flushed first), without
         what was acknowledged; read outside the engine's lock."""
         if subscription is None and (after is not None or limit is not None):
