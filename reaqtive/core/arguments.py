@@ -235,6 +235,15 @@ class Arguments:
             return value
         self.fail(index, "a timedelta or a timezone-aware datetime")
 
+    def duration_or_function(self, index: int) -> timedelta | Callable[..., Any]:
+        """Argument ``index``, a duration as :meth:`duration` checks it, or a callable (``debounce``)."""
+        value = self._values[index]
+        if isinstance(value, timedelta):
+            return self.duration(index)
+        if not callable(value):
+            self.fail(index, "a timedelta >= 0, or a function returning a query")
+        return value
+
     def instance(self, index: int, kind: type[X], expected: str) -> X:
         """Argument ``index``, an instance of ``kind`` (``expected`` describes it in the error)."""
         value = self._values[index]
@@ -269,9 +278,11 @@ _CHECKS: Final[dict[str, Callable[[Arguments, int], object]]] = {
     "due": Arguments.due,
     "iterable": Arguments.iterable,
     "exception": lambda args, index: args.instance(index, BaseException, "an exception instance"),
+    "duration_or_function": Arguments.duration_or_function,
 }
 """The checks an :class:`ArgsRecord` names, each an accessor of :class:`Arguments` (``count``: an int >= 0;
-``positive_``: > 0; ``optional_``: or ``None``)."""
+``positive_``: > 0; ``optional_``: or ``None``); besides them, ``sources`` names a field that gathers a variable
+number of sources (see :class:`ArgsRecord`)."""
 
 
 class ArgsRecord:
@@ -293,22 +304,49 @@ class ArgsRecord:
     __slots__ = ()
     __match_args__: ClassVar[tuple[str, ...]]  # the fields' names, in order (set by the dataclass)
     checks: ClassVar[tuple[str, ...]] = ()
+    alternatives: ClassVar[tuple[type[ArgsRecord], ...]] = ()
+    """Records of the same op for nodes with another number of arguments (``aggregate`` with a seed): :meth:`read`
+    makes the one whose fields are as many as the node's arguments."""
+    least_sources: ClassVar[int] = 1
+    """With a ``sources`` field (the check ``"sources"``: a tuple of sources, as many as the node has, after the
+    fields before it and before those after it), how many sources the node needs at least, the fields before it
+    counted (``merge``: 1, ``combine_latest``: 2)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        unknown = [check for check in cls.checks if check not in _CHECKS]
+        unknown = [check for check in cls.checks if check not in _CHECKS and check != "sources"]
         if unknown:
             raise ValueError(f"{cls.__qualname__}: unknown checks {unknown} (known: {sorted(_CHECKS)})")
 
     @classmethod
     def read(cls, query: QueryNode) -> Self:
         """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, *cls.__match_args__)
-        values = [_CHECKS[check](args, index) for index, check in enumerate(cls.checks)]
-        record = cast("Self", cast("Any", cls)(*values))
+        fit): this record, or the one of :attr:`alternatives` that fits the node (see :meth:`read_any`)."""
+        record_class: type[ArgsRecord] = cls
+        if "sources" in cls.checks:
+            at = cls.checks.index("sources")
+            trailing = cls.__match_args__[at + 1 :]
+            args = variadic_arguments(query, "source", minimum=cls.least_sources, trailing=trailing)
+            stop = len(args) - len(trailing)
+            values = [_CHECKS[check](args, index) for index, check in enumerate(cls.checks[:at])]
+            values.append(tuple(args.sources(at, stop)))
+            values += [_CHECKS[check](args, stop + index) for index, check in enumerate(cls.checks[at + 1 :])]
+        else:
+            if cls.alternatives:
+                records: tuple[type[ArgsRecord], ...] = (cls, *cls.alternatives)
+                args = arguments(query, *(record.__match_args__ for record in records))
+                record_class = next(record for record in records if len(record.__match_args__) == len(args))
+            else:
+                args = arguments(query, *cls.__match_args__)
+            values = [_CHECKS[check](args, index) for index, check in enumerate(record_class.checks)]
+        record = cast("Self", cast("Any", record_class)(*values))
         record.validate(args)
         return record
+
+    @classmethod
+    def read_any(cls, query: QueryNode) -> ArgsRecord:
+        """:meth:`read`, typed as what it is for a record with :attr:`alternatives`: one of them or this one."""
+        return cls.read(query)
 
     def validate(self, args: Arguments) -> None:
         """Checks across the fields, or beyond the named ones, after those (``args.fail(index, expected)`` for a

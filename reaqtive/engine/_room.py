@@ -6,26 +6,24 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from reaqtive.core.errors import InvalidSettingError
 from reaqtive.core.subjects import SimpleSubject
 from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.engine import store_keys
 from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
 from reaqtive.engine.database import EngineStore, IngressEvent
-from reaqtive.engine.egress import Output, OutputWriter
 from reaqtive.engine.engine_errors import (
     EngineClosedError,
 )
 from reaqtive.engine.event_times import EventTimeBounds
 from reaqtive.engine.expressions import (
     FunctionRegistry,
-    expression_from_json,
-    expression_to_json,
 )
 from reaqtive.engine.failures import OnError, PolicyHost, SubscriptionPolicy
 from reaqtive.engine.gc_policy import GcFreeze
@@ -33,49 +31,44 @@ from reaqtive.engine.handover import EngineLock
 from reaqtive.engine.idle import Subscriptions
 from reaqtive.engine.ingress import IngressWriter
 from reaqtive.engine.model import (
-    DISCARD_SINK,
-    DURABLE_SINK,
-    CheckpointMetrics,
     EngineStatus,
     RecoveryFailure,
     RecoveryMetrics,
     RecoveryPolicy,
     SubscriptionStatus,
 )
-from reaqtive.engine.outbox import ObserverFailedError, Outbox
-from reaqtive.engine.outputs import Outputs
 from reaqtive.engine.positions import Positions
 from reaqtive.engine.quarantine import Quarantine
 from reaqtive.engine.query_environment import QueryEnvironment
 from reaqtive.engine.readers import Envelope
 from reaqtive.engine.records import Behind
 from reaqtive.engine.signals import Signal
+from reaqtive.engine.sinks import Egress
 from reaqtive.engine.sources import Sources
 from reaqtive.engine.stopped import StoppedQueries
 from reaqtive.fluent.query import Query
 from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
-from reaqtive.state import (
-    Checkpointer,
-    CheckpointMode,
-    save_subscription,
-)
 from reaqtive.state.host import HostedQuery, QueryHost
 
+if TYPE_CHECKING:
+    from reaqtive.engine.checkpointing import Checkpointing
+
 _LOG: Final = logging.getLogger("reaqtive.engine")
-_ARTIFACTS: Final = "artifacts"
-_TEMPLATES: Final = "templates"
-_ENGINE: Final = "engine"
-_DELIVERY: Final = "delivery"
-_OUTPUTS: Final = "outputs"  # per subscription, the next output sequence number (when it moved)
-_OBSERVED: Final = "observed"  # per subscription with an observer function, the last output it received
-_SOURCES: Final = "sources"  # per source registered with register_source, its position (opaque bytes)
-_BUILTIN_OBSERVERS: Final = frozenset({DURABLE_SINK, DISCARD_SINK})
-_STREAM_BUFFER: Final = 1 << 20  # a reader without demand may lag this far behind a stream before it fails
+# The store's categories and byte helpers, under the names the rooms import (reaqtive.engine.store_keys).
+_ARTIFACTS: Final = store_keys.ARTIFACTS
+_TEMPLATES: Final = store_keys.TEMPLATES
+_ENGINE: Final = store_keys.ENGINE
+_DELIVERY: Final = store_keys.DELIVERY
+_OUTPUTS: Final = store_keys.OUTPUTS
+_OBSERVED: Final = store_keys.OBSERVED
+_SOURCES: Final = store_keys.SOURCES
+_counter_bytes: Final = store_keys.counter_bytes
+_to_bytes: Final = store_keys.to_bytes
+_from_bytes: Final = store_keys.from_bytes
+_now_text: Final = store_keys.now_text
 _DELIVERY_BATCH: Final = 4096
 _EGRESS_FLUSH_OUTPUTS: Final = 65536  # the durable sink's buffer is written once it holds this many outputs
 
-CheckpointListener = Callable[[CheckpointMetrics | None, BaseException | None], None]
-"""Called at the end of each checkpoint: ``(metrics, None)`` once it committed, ``(None, error)`` if it failed."""
 
 
 def _owned_by(key: str, owners: set[str]) -> bool:
@@ -106,45 +99,24 @@ def _check_seconds(name: str, value: object, *, positive: bool, optional: bool =
         raise InvalidSettingError(f"{name} must be {wanted}, got {value!r}")
 
 
-def _references(expression: Any) -> set[str]:
-    """The stream/definition URIs an encoded expression reads."""
-    found: set[str] = set()
-    stack = [expression]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if "stream" in node and len(node) == 1:
-                found.add(node["stream"])
-            else:
-                stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return found
+class RegistryCalls(Protocol):
+    """What the rooms ask of the artifact registry (:class:`reaqtive.engine.registry.ArtifactRegistry`)."""
 
+    def expand(self, root: Query[Any]) -> Query[Any]:
+        """``root`` with the observable definitions it reads replaced by their queries."""
+        ...
 
-def _full_state(handle: SubscriptionHandle) -> bytes:
-    blob = save_subscription(handle, CheckpointMode.FULL)
-    assert blob is not None  # a full save always returns a blob
-    return blob
+    def delete_subscription(self, uri: str) -> None:
+        """Stop and delete subscription ``uri`` with its state."""
+        ...
 
+    def open_stream(self, uri: str) -> None:
+        """Make stream ``uri``'s subject (recovery)."""
+        ...
 
-def _counter_bytes(value: int) -> bytes:
-    return str(value).encode("ascii")
-
-
-def _to_bytes(record: Mapping[str, Any]) -> bytes:
-    return expression_to_json(record).encode("utf-8")
-
-
-def _from_bytes(blob: bytes, where: str) -> dict[str, Any]:
-    try:
-        return expression_from_json(blob)
-    except Exception as error:
-        raise ValueError(f"{where}: {error}") from error
-
-
-def _now_text() -> str:
-    return datetime.now(UTC).isoformat()
+    def stored_state_of(self, uri: str) -> list[tuple[str, str]]:
+        """The state rows of ``uri`` and its inner units that may be in the store."""
+        ...
 
 
 class EngineRoom:
@@ -170,6 +142,9 @@ class EngineRoom:
     _gc: GcFreeze
     _store: EngineStore
     _ingress: IngressWriter
+    # Parts made by Engine.__init__ once the running state is (reaqtive.engine.checkpointing, .registry).
+    _checkpointing: Checkpointing
+    _registry: RegistryCalls
 
     def _init_runtime(self, tick: timedelta) -> None:
         """The engine's running state, empty until recovery fills it."""
@@ -178,18 +153,22 @@ class EngineRoom:
         # Where delivery stands in the log, a part of its own (reaqtive.engine.positions).
         self._positions = Positions(self._store.stream_heads)
         self._behind: dict[str, Lag] = {}  # queries behind the engine: paused or catching up (reaqtive.engine.behind)
-        # The output side, a part of its own (reaqtive.engine.outputs): the durable sink's buffer, the output
-        # counters, the outboxes and how far each got.
-        self._outputs = Outputs(self._store, fault=self._fault, fired=self.produced.fire,
-                                gave_up=self._courier_gave_up)
+        # The artifacts' records and their queries' templates, a part of its own (reaqtive.engine.artifacts).
+        self._records = ArtifactRecords()
+        self._faults_pending: list[tuple[str, Exception]] = []
+        pending = self._faults_pending
+        # The output side, a part of its own (reaqtive.engine.sinks): the durable sink's buffer, the output
+        # counters, the outboxes and how far each got (its Outputs), cursors and acks, observer functions.
+        self._egress = Egress(self._store, self._lock, self._records, self.functions, check_open=self._check_open,
+                              fault=self._fault, fault_later=lambda uri, error: pending.append((uri, error)),
+                              produced=self.produced.fire, appended=self.appended.fire,
+                              retries=self._observer_retries, backoff=self._observer_backoff)
+        self._outputs = self._egress.outputs  # (the other rooms ask it through its methods)
         self._streams: dict[str, SimpleSubject[Envelope]] = {}
         self._environment = QueryEnvironment(
             delivered=self._positions.delivered_at, counters=self._outputs.counters, cursor=self._positions.cursor,
             behind=self._behind,
             streams=self._streams, store=self._store, failed=self._unit_failed)
-        self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
-        # The artifacts' records and their queries' templates, a part of its own (reaqtive.engine.artifacts).
-        self._records = ArtifactRecords()
         self._host = QueryHost(self._scheduler, environment=self._environment, settings=self._settings,
                                logger=self._log)
         # Bound, or idle until their streams have an event for them (reaqtive.engine.idle).
@@ -197,11 +176,8 @@ class EngineRoom:
         self._subscriptions.set_binder(self._bind_idle)
         # What is kept stored without running, and where each stands: a part of its own (reaqtive.engine.stopped).
         self._stopped = StoppedQueries()
-        self._backfilling: set[str] = set()  # backfills no checkpoint saw joined yet (reaqtive.engine.backfill)
-        self._retained: dict[str, tuple[int, int]] = {}  # per stream, events and bytes in the log (last measured)
         self._legacy_caught_up: dict[str, int] = {}  # a delivery record from before log positions: its watermarks
         self._sources = Sources()  # register_source: their positions, stored with each checkpoint
-        self._faults_pending: list[tuple[str, Exception]] = []
         # The dead letters of delivery, a part of its own (reaqtive.engine.quarantine).
         self._quarantine = Quarantine(self._store, self._log)
         self._batch_delivery = True  # the fast path of _deliver_run (tests clear it to compare with the general one)
@@ -212,12 +188,9 @@ class EngineRoom:
             None if tick == timedelta(microseconds=1) else lambda micros: -(-micros // tick_micros)
         )
         self.faults: list[RecoveryFailure] = []
-        self._stored_state_keys: set[str] = set()  # the state rows in the store (units it has seen whole)
         self._ended: dict[str, BaseException | None] = {}
-        self.last_checkpoint: CheckpointMetrics | None = None
         self.recovery = RecoveryMetrics()
         self._clock_started = False
-        self._checkpoint_listeners: tuple[CheckpointListener, ...] = ()  # replaced, never mutated
         self._init_error_policies()
 
     def _init_error_policies(self) -> None:
@@ -253,6 +226,22 @@ class EngineRoom:
         if self._status in (EngineStatus.RUNNING, EngineStatus.DEGRADED):
             self._status = EngineStatus.DEGRADED if self._stopped.degraded else EngineStatus.RUNNING
 
+    def _release(self, uri: str) -> None:
+        """What the running and scheduling rooms keep of subscription ``uri`` goes: it was deleted, its creation
+        was undone, or its definition is being replaced."""
+        self._ended.pop(uri, None)
+        self._policies.pop(uri, None)
+        self._paused.discard(uri)
+        self._behind.pop(uri, None)
+
+    def _mark_checkpointing(self, checkpointing: bool) -> None:
+        """CHECKPOINTING while a checkpoint runs; then running again, or degraded."""
+        if checkpointing:
+            self._status = EngineStatus.CHECKPOINTING
+        else:
+            self._status = EngineStatus.RUNNING
+            self._settle_status()
+
     def _check_open(self) -> None:
         if self._status is EngineStatus.CLOSED:
             raise EngineClosedError(f"the engine on {str(self._store.path)!r} is closed")
@@ -266,38 +255,7 @@ class EngineRoom:
     def _commit_changes(
         self, puts: Iterable[tuple[str, str, bytes]] = (), deletes: Iterable[tuple[str, str]] = ()
     ) -> None:
-        transaction = self._store.checkpoints.begin()
-        try:
-            for category, key, blob in puts:
-                transaction.put(category, key, blob)
-            for category, key in deletes:
-                transaction.delete(category, key)
-            transaction.commit()
-        except BaseException:
-            transaction.rollback()
-            raise
-
-    def add_checkpoint_listener(self, listener: CheckpointListener) -> None:
-        """Call ``listener(metrics, error)`` at the end of every checkpoint: ``(CheckpointMetrics, None)`` once
-        it committed, ``(None, error)`` when it failed (the error then propagates as before). It runs on the
-        checkpointing thread, under the engine's lock: keep it quick. One that raises is logged and the
-        checkpoint is unaffected (:class:`~reaqtive.engine.metrics.PrometheusMetrics` listens this way)."""
-        with self._lock:
-            self._checkpoint_listeners = (*self._checkpoint_listeners, listener)
-
-    def remove_checkpoint_listener(self, listener: CheckpointListener) -> None:
-        """Stop calling ``listener`` (added by :meth:`add_checkpoint_listener`; unknown: a no-op)."""
-        with self._lock:
-            self._checkpoint_listeners = tuple(known for known in self._checkpoint_listeners if known != listener)
-
-    def _notify_checkpoint(self, metrics: CheckpointMetrics | None, error: BaseException | None) -> None:
-        for listener in self._checkpoint_listeners:
-            try:
-                listener(metrics, error)
-            except Exception as failure:  # an observer of the engine must not break it
-                self._log.error("checkpoint listener %r raised: %s", listener, failure, exc_info=failure,
-                                extra={"reaqtive_event": "listener_failed", "listener": repr(listener),
-                                       "error_type": type(failure).__name__})
+        store_keys.commit_changes(self._store, puts, deletes)
 
     # -- defined in other rooms ------------------------------------------------------------------------------------
 
@@ -314,26 +272,6 @@ class EngineRoom:
               behind: Behind | None = None, load: Callable[[SubscriptionHandle], None] | None = None) -> HostedQuery:
         raise NotImplementedError  # Running
 
-    def _hand_outputs_on(self) -> None:
-        raise NotImplementedError  # Egress
-
-    def _courier_gave_up(self, outbox: Outbox, failure: ObserverFailedError) -> None:
-        raise NotImplementedError  # Egress
-
-    def _start_couriers(self) -> None:
-        raise NotImplementedError  # Egress
-
-    def _stop_couriers(self, timeout: float | None = None) -> None:
-        raise NotImplementedError  # Egress
-
-    def _delivery_bytes(
-        self, extra_pins: Mapping[str, Behind] | None = None, behind: Mapping[str, Behind] | None = None
-    ) -> bytes:
-        raise NotImplementedError  # Checkpointing
-
-    def _expand(self, root: Query[Any]) -> Query[Any]:
-        raise NotImplementedError  # ArtifactRegistry
-
     def _fault(self, uri: str, error: Exception) -> None:
         raise NotImplementedError  # Running
 
@@ -343,26 +281,9 @@ class EngineRoom:
     def _misplaced(self, event: IngressEvent) -> str | None:
         raise NotImplementedError  # Delivery
 
-    def _maybe_checkpoint(self) -> bool:
-        raise NotImplementedError  # Checkpointing
-
-    def checkpoint(self, *, full: bool = False) -> CheckpointMetrics:
-        raise NotImplementedError  # Checkpointing
-
-    def _observer_function(self, uri: str, record: dict[str, Any]) -> Callable[[Output], object]:
-        raise NotImplementedError  # Egress
-
-    def _open_stream(self, uri: str) -> None:
-        raise NotImplementedError  # ArtifactRegistry
-
-    def _pin_for(self, uri: str) -> Behind:
-        raise NotImplementedError  # Checkpointing
 
     def _catch_up(self, budget: int | None) -> int:
         raise NotImplementedError  # Scheduling
-
-    def _writer_for(self, uri: str, observer: str) -> OutputWriter | None:
-        raise NotImplementedError  # Egress
 
     def _start_clock(self, at: datetime) -> None:
         raise NotImplementedError  # Delivery
@@ -373,14 +294,8 @@ class EngineRoom:
     def _fall_behind(self, uri: str, pos: int | None = None) -> Lag:
         raise NotImplementedError  # Scheduling
 
-    def _first_retained_position(self) -> int:
-        raise NotImplementedError  # Checkpointing
-
     def _task_failed(self, args: UnhandledExceptionArgs) -> None:
         raise NotImplementedError  # Running
 
     def _unit_failed(self, instance_id: str, error: Exception) -> None:
         raise NotImplementedError  # Running
-
-    def delete_subscription(self, uri: str) -> None:
-        raise NotImplementedError  # ArtifactRegistry

@@ -201,7 +201,7 @@ class Delivery(EngineRoom):
                 taken = None if max_events == 0 else self._process_slice(
                     None if max_events is None else max_events - delivered)
             if taken is not None or not handed:
-                self._hand_outputs_on()
+                self._egress.hand_outputs_on()
                 handed = True
             if taken is None:
                 return delivered
@@ -235,7 +235,7 @@ class Delivery(EngineRoom):
             runs = self._read_runs(limit)
         if not runs:
             self._advance_wall_clock()
-            self._maybe_checkpoint()
+            self._checkpointing.maybe_take()
             if self._outputs.buffer:
                 self.produced.fire()  # timers the wall clock fired
             return None
@@ -287,7 +287,7 @@ class Delivery(EngineRoom):
         _check_whole("batch_events", batch_events, minimum=1)
         with self._lock:
             self._check_open()
-        self._start_couriers()  # observers get their outputs on threads of their own while this loop runs
+        self._egress.start_couriers()  # observers get their outputs on threads of their own while this loop runs
         try:
             while not self._stop_serving:
                 seen = self.appended.generation  # before the work: an append during it makes the wait return at once
@@ -299,7 +299,7 @@ class Delivery(EngineRoom):
                     self.appended.wait(seen, self.idle_seconds() if idle_seconds is None else idle_seconds)
         finally:
             self._stop_serving = False  # consumed: the next serve() runs
-            self._stop_couriers(_COURIER_DRAIN_SECONDS)
+            self._egress.stop_couriers(_COURIER_DRAIN_SECONDS)
 
     def start(self, *, batch_events: int = _DELIVERY_BATCH) -> None:
         """Run the engine in **running mode** on a processing thread of its own (named ``reaqtive-engine``):
@@ -346,7 +346,7 @@ class Delivery(EngineRoom):
         if error is not None:
             raise ProcessingStoppedError(f"the engine's processing thread stopped on an error: {error!r}") from error
         if checkpoint:
-            self.checkpoint()
+            self._checkpointing.checkpoint()
 
     def stop_serving(self) -> None:
         """Make :meth:`serve` return once the batch at hand is delivered (from any thread); called before the
@@ -409,7 +409,7 @@ class Delivery(EngineRoom):
                 break  # a task due before the next event gave way: the hand-over comes first
             self._checkpoint_policy.delivered(reached - taken)
             taken = reached
-            self._maybe_checkpoint()
+            self._checkpointing.maybe_take()
         return taken
 
     def _plain(self, run: IngressRun, wall: datetime, count: int) -> bool:
@@ -446,7 +446,7 @@ class Delivery(EngineRoom):
             self._checkpoint_policy.delivered(1)
             if self._faults_pending:
                 self._apply_faults()
-            self._maybe_checkpoint()
+            self._checkpointing.maybe_take()
         return taken
 
     def _deliver_plain(self, run: IngressRun, start: int, end: int) -> int:  # noqa: PLR0915 (the per-event loop, inlined)

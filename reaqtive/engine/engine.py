@@ -31,7 +31,7 @@ from reaqtive.engine._room import (
     _check_whole,
 )
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
-from reaqtive.engine.checkpointing import Checkpointing
+from reaqtive.engine.checkpointing import Checkpointing, CheckpointListener
 from reaqtive.engine.database import MEMORY, require_aware
 from reaqtive.engine.delivery import Delivery
 from reaqtive.engine.egress import Output
@@ -61,14 +61,16 @@ from reaqtive.engine.named_sinks import SinkNameError, observer_uri, register_si
 from reaqtive.engine.outbox import DEFAULT_OBSERVER_BACKOFF, DEFAULT_OBSERVER_RETRIES
 from reaqtive.engine.recovery import Recovery
 from reaqtive.engine.registry import ArtifactRegistry
+from reaqtive.engine.retention import Retention
 from reaqtive.engine.running import Running
 from reaqtive.engine.scheduling import Scheduling
 from reaqtive.engine.settings import engine_arguments
-from reaqtive.engine.sinks import Egress
 from reaqtive.engine.stores import open_engine_store
-from reaqtive.engine.upgrading import Upgrading
+from reaqtive.engine.upgrade import UpdatePlan
+from reaqtive.engine.upgrading import DefinitionEntry, Upgrading
 from reaqtive.fluent.query import Query
 from reaqtive.scheduler import VirtualTimeScheduler
+from reaqtive.state import Checkpointer
 
 _CLOSE_COURIERS_SECONDS: Final = 5.0  # close() waits this long, in all, for observer batches in flight
 
@@ -86,7 +88,7 @@ __all__ = [
 ]
 
 
-class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Running, Scheduling, EngineRoom):
+class Engine(Delivery, Running, Scheduling, EngineRoom):
     """An embedded query engine on a SQLite file (created if missing), or on a PostgreSQL database given by its URL
     (``"postgresql://user@host/db"``, extra ``postgres``; see ``docs/engine.md``). See the module docstring.
 
@@ -133,6 +135,8 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Runni
     but nothing outlives :meth:`close`: there is nothing to recover from.
     """
 
+
+    _registry: ArtifactRegistry  # (the rooms know it by what they ask of it: RegistryCalls)
 
     def __init__(
         self,
@@ -192,6 +196,32 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Runni
         try:
             self._ingress = IngressWriter(self._store, ingress_commit, logger=self._log)
             self._init_runtime(tick)
+            # Checkpoints and what the engine remembers of them, a part of its own (reaqtive.engine.checkpointing).
+            self._checkpointing = Checkpointing(
+                self._store, self._lock, self._scheduler, self._positions, self._outputs, self._records,
+                self._subscriptions, self._stopped, self._sources, self._quarantine, self._environment, self._host,
+                policy=self._checkpoint_policy, gc=self._gc, log=self._log, behind=self._behind,
+                clock_started=lambda: self._clock_started, check_open=self._check_open,
+                checkpointing=self._mark_checkpointing, apply_faults=self._apply_faults, fault=self._fault)
+            # The artifacts by URI, a part of its own (reaqtive.engine.registry).
+            self._registry = ArtifactRegistry(
+                self._store, self._lock, self.functions, self._records, self._streams, self._subscriptions,
+                self._positions, self._outputs, self._environment, self._stopped, self._sources,
+                self._checkpointing, self._scheduler, check_open=self._check_open, bind=self._bind,
+                status_of=self._status_of, clock_started=lambda: self._clock_started, start_clock=self._start_clock,
+                follow_wall_clock=self._follow_wall_clock, settle_status=self._settle_status,
+                release=self._release, produced=self.produced.fire, appended=self.appended.fire)
+            # Updates and rollbacks of running subscriptions, beside it (reaqtive.engine.upgrading).
+            self._upgrades = Upgrading(
+                self._store, self._lock, self.functions, self._records, self._subscriptions, self._positions,
+                self._outputs, self._environment, self._checkpointing, self._scheduler, settings=self._settings,
+                log=self._log, behind=self._behind, check_open=self._check_open,
+                boundary=lambda: self.checkpoint(),  # noqa: PLW0108 (late bound: a test stands in for it)
+                bind=self._bind, expand=self._registry.expand,
+                forget_policy=lambda uri: self._policies.pop(uri, None),
+                forget_ended=lambda uri: self._ended.pop(uri, None),
+                forget_behind=lambda uri: self._behind.pop(uri, None),
+                produced=self.produced.fire, appended=self.appended.fire)
             Recovery(self).load()
             if not self._clock_started and start is not None:
                 self._start_clock(start)
@@ -262,14 +292,242 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Runni
         """Start the standing query ``query`` as ``uri``, its outputs going to ``observer``: an observer URI
         (``DURABLE_SINK``, the default; ``DISCARD_SINK``; an ``obs://...`` definition), or a sink object, which
         is attached in the same step (:meth:`attach_sink`: ``observer=JsonLinesSink("alerts.jsonl")`` defines
-        ``obs://alerts`` on first use). See :meth:`ArtifactRegistry.create_subscription
-        <reaqtive.engine.registry.ArtifactRegistry.create_subscription>` for ``priority``, ``on_error``, ``start``
-        (a backfill over the retained log: ``"earliest"``, a log position, an aware ``datetime``) and what is
-        refused. A sink's definition stays if the subscription is refused (attaching it again is a no-op)."""
+        ``obs://alerts`` on first use). A sink's definition stays if the subscription is refused (attaching it
+        again is a no-op).
+
+        ``priority``: where its work goes among other queries' work due at the same instant, lower first (see
+        :meth:`set_priority`). ``on_error``: what happens when a user function in the query raises (``"stop"``:
+        the query stops, FAILED; ``"skip"``: the element is dropped there and kept as a dead letter; or a function
+        ``(error, context) -> "skip" | "stop"``, persisted by reference like the query's functions); ``None``: the
+        engine's default (see :mod:`reaqtive.engine.failures`). ``start``: ``None``, the events appended from
+        now on; or a **backfill** over the retained log: ``"earliest"`` (the oldest event retained for the
+        streams it reads), a log position (as if created when the engine stood there: :attr:`log_position`) or
+        an aware ``datetime`` (as if created then): it processes that history behind the engine, in slices, then
+        joins live input with no gap and no duplicate (see :mod:`reaqtive.engine.backfill`). Fails (changing
+        nothing) if the query cannot be persisted (the message names the argument), reads an unknown stream or
+        definition, the URI exists, or ``start`` is not retained (:class:`~reaqtive.engine.StartNotRetainedError`),
+        is past the log (:class:`~reaqtive.engine.StartBeyondLogError`) or not a start
+        (:class:`~reaqtive.engine.StartError`).
+        """
         with self._lock:
             if not isinstance(observer, str):
                 observer = self.attach_sink(observer)
-            super().create_subscription(uri, query, observer, priority=priority, on_error=on_error, start=start)
+            self._registry.create_subscription(uri, query, observer, priority=priority, on_error=on_error,
+                                               start=start)
+
+    # -- the artifacts by URI (reaqtive.engine.registry) ---------------------------------------------------------
+
+    def register_function(self, name: str, function: Callable[..., Any]) -> None:
+        """Make ``function`` usable in persisted queries as ``@name`` (register it again before recovery)."""
+        self._registry.register_function(name, function)
+
+    def register_source(self, name: str, state: Callable[[], bytes]) -> None:
+        """Store ``state()`` under ``name`` with every checkpoint, in its transaction (an input source's position:
+        see :mod:`reaqtive.connectors.file_source`); read it back after a restart with :meth:`source_state`.
+        ``state`` is called under the engine's lock: it must be quick and must not call the engine."""
+        self._registry.register_source(name, state)
+
+    def unregister_source(self, name: str) -> None:
+        """Stop storing source ``name``'s state (its last stored state stays; unknown: a no-op)."""
+        self._registry.unregister_source(name)
+
+    def source_state(self, name: str) -> bytes | None:
+        """The state of source ``name`` in the last checkpoint (``None``: none stored). Data, never code: the
+        source decodes it with checks. A damaged row raises :class:`MalformedRecordError`."""
+        return self._registry.source_state(name)
+
+    def create_stream(
+        self, uri: str, schema: str | None = None, *, retain: Retention | timedelta | None = None
+    ) -> None:
+        """Create the durable stream ``uri``.
+
+        ``schema``: the name of a validator registered with :meth:`register_schema` (or ``Engine(schemas=...)``):
+        every event appended to the stream must pass it, and is stored in its validated form (see
+        ``docs/engine.md``, "Typed streams"). The record stores the name; every process that opens the store
+        must register it again. ``retain``: how much of its log to keep beyond what its readers need, so that a
+        new subscription can backfill over it (``create_subscription(..., start=...)``): a
+        :class:`~reaqtive.engine.retention.Retention` by age, events or bytes, or a ``timedelta`` (an age);
+        ``None``: only what its readers need (see ``docs/engine.md``, "Log retention"); change it with
+        :meth:`set_retention`. Refused (changing nothing): a name not registered (:class:`UnknownSchemaError`),
+        a retention not valid (:class:`~reaqtive.engine.RetentionError`), a URI that exists
+        (:class:`ArtifactExistsError`; a stream's schema is fixed when it is created).
+        """
+        self._registry.create_stream(uri, schema, retain=retain)
+
+    def set_retention(self, uri: str, retain: Retention | timedelta | None) -> None:
+        """Change how much of stream ``uri``'s log is kept (see :meth:`create_stream`); committed when this
+        returns, applied from the next checkpoint on. Lowering it lets the next checkpoint truncate what the new
+        retention and the readers do not need (history dropped cannot be backfilled over any more)."""
+        self._registry.set_retention(uri, retain)
+
+    def delete_stream(self, uri: str) -> None:
+        """Delete the stream ``uri``; refused while a query reads it."""
+        self._registry.delete_stream(uri)
+
+    def streams(self) -> dict[str, StreamStatus]:
+        """Every stream with its ingress watermarks, its retention and what its log retains (events, bytes, the
+        oldest event's number and time, the log positions of the oldest and newest)."""
+        return self._registry.streams()
+
+    def define_observable(self, uri: str, query: Query[Any]) -> None:
+        """Name a query: other queries read it with ``Query.stream(uri)`` (it is expanded where it is used)."""
+        self._registry.define_observable(uri, query)
+
+    def define_observer(self, uri: str, function: Callable[[Output], object]) -> None:
+        """Name a function that receives the outputs of subscriptions (at least once, with their ids). It is
+        persisted by reference: a module-level function, or one registered with :meth:`register_function`."""
+        self._registry.define_observer(uri, function)
+
+    def undefine(self, uri: str) -> None:
+        """Remove an observable or observer definition; refused while an artifact uses it."""
+        self._registry.undefine(uri)
+
+    def delete_subscription(self, uri: str) -> None:
+        """Stop and delete the subscription ``uri`` with its state (and its template when no one else uses it)."""
+        self._registry.delete_subscription(uri)
+
+    def artifacts(self) -> list[ArtifactInfo]:
+        """Every artifact, by URI."""
+        return self._registry.artifacts()
+
+    def created_at(self, uri: str) -> datetime | None:
+        """When the artifact ``uri`` was created (``None``: there is none); cheap, from memory. A URI deleted and
+        created again has a new time: a consumer can tell it from the one it was reading."""
+        return self._registry.created_at(uri)
+
+    def info(self, uri: str) -> ArtifactInfo:
+        """What the engine knows about ``uri``."""
+        return self._registry.info(uri)
+
+    def register_schema(self, name: str, validator: object) -> None:
+        """Register ``validator`` as the schema ``name`` of typed streams (``create_stream(uri, schema=name)``):
+        a pydantic model class, a pydantic ``TypeAdapter``, a msgspec ``Struct`` type, or a callable
+        ``event -> value`` that raises on a bad event (see :mod:`reaqtive.engine.schemas`). Register it again
+        in every process that opens the store, before it opens (``Engine(schemas=...)``), as the functions of
+        stored queries: recovery fails a stream whose validator is missing, under the recovery policy. A stream
+        kept by ``RecoveryPolicy.KEEP`` without its validator accepts appends again once it is registered (and the
+        engine is no longer DEGRADED for it)."""
+        self._registry.register_schema(name, validator)
+
+    # -- updates of running subscriptions (reaqtive.engine.upgrading) --------------------------------------------
+
+    def update_subscription(
+        self,
+        uri: str,
+        query: Query[Any],
+        *,
+        unmatched: str = "empty",
+        require_state: bool = False,
+        dry_run: bool = False,
+        start: int | datetime | str | None = None,
+    ) -> UpdatePlan:
+        """Replace the definition of running subscription ``uri`` by ``query`` at one checkpoint boundary, keeping
+        the state of the operators it shares with the old one (see :mod:`reaqtive.engine.upgrade` for what is
+        matched: ``.named(...)`` parts by name, the rest by path and operator; a state moves when its version
+        is one the new operator loads). Outputs before the boundary come from the old definition, after it from
+        the new, numbered on. Returns the :class:`~reaqtive.engine.upgrade.UpdatePlan` of what was done.
+
+        ``unmatched``: ``"empty"`` (operators without a state to move start empty) or ``"backfill"`` (the whole
+        new definition is rebuilt from the retained log from ``start``, ``"earliest"`` by default, and catches
+        up behind the engine; no state moves). ``require_state``: refuse the update if any operator of the new
+        definition would start empty or any operator of the old one would be dropped. ``dry_run``: compute and
+        return the plan only, changing nothing (the refusals below apply).
+
+        Refused with nothing changed: no such subscription (:class:`~reaqtive.engine.ArtifactNotFoundError`), a
+        query that cannot be persisted or reads what does not exist (as ``create_subscription``), and, as
+        :class:`~reaqtive.engine.UpdateError`: a subscription that does not run (failed or stopped: restart it
+        first), is paused or catching up, a required state that cannot move, a new definition that fails to
+        start from the state it is given, ``start`` given without ``unmatched="backfill"``.
+        """
+        return self._upgrades.update_subscription(uri, query, unmatched=unmatched, require_state=require_state,
+                                                  dry_run=dry_run, start=start)
+
+    def rollback_subscription(self, uri: str, *, state: str = "current", dry_run: bool = False) -> UpdatePlan:
+        """Go back to subscription ``uri``'s previous definition (its history's last), at one checkpoint boundary
+        as an update. ``state="current"`` (default): the operators both definitions share go on from the current
+        state (they saw every event since the swap); the others take the state they had at the swap, kept in the
+        store. ``state="kept"``: the previous definition resumes from its state at the swap, as it was (the
+        events since are not replayed to it). The current definition becomes the history's last entry, so a
+        second rollback goes forward again. Refused (:class:`~reaqtive.engine.UpdateError`, nothing changed)
+        when there is no previous definition, or as :meth:`update_subscription`."""
+        return self._upgrades.rollback_subscription(uri, state=state, dry_run=dry_run)
+
+    def subscription_history(self, uri: str) -> list[DefinitionEntry]:
+        """Every definition subscription ``uri`` had, oldest first, the current one last: each with its
+        ``expression``, ``observer``, ``from`` (when it took effect) and ``until`` (when it was replaced;
+        ``None`` for the current one) and ``pos`` (the log position of that swap)."""
+        return self._upgrades.subscription_history(uri)
+
+    # -- checkpoints (reaqtive.engine.checkpointing) ------------------------------------------------------------
+
+    def checkpoint(self, *, full: bool = False) -> CheckpointMetrics:
+        """Take a checkpoint (differential by default): durable sink first, then every changed subscription's
+        state in one transaction, then the ingress log is truncated up to what the commit covers."""
+        return self._checkpointing.checkpoint(full)
+
+    async def checkpoint_async(self, *, full: bool = False) -> CheckpointMetrics:
+        """:meth:`checkpoint`, awaitable: the work runs in a worker thread."""
+        return await self._checkpointing.checkpoint_async(full)
+
+    @property
+    def last_checkpoint(self) -> CheckpointMetrics | None:
+        """The metrics of the last checkpoint that committed (``None``: none since the engine opened)."""
+        return self._checkpointing.last
+
+    def add_checkpoint_listener(self, listener: CheckpointListener) -> None:
+        """Call ``listener(metrics, error)`` at the end of every checkpoint: ``(CheckpointMetrics, None)`` once
+        it committed, ``(None, error)`` when it failed (the error then propagates as before). It runs on the
+        checkpointing thread, under the engine's lock: keep it quick. One that raises is logged and the
+        checkpoint is unaffected (:class:`~reaqtive.engine.metrics.PrometheusMetrics` listens this way)."""
+        self._checkpointing.add_listener(listener)
+
+    def remove_checkpoint_listener(self, listener: CheckpointListener) -> None:
+        """Stop calling ``listener`` (added by :meth:`add_checkpoint_listener`; unknown: a no-op)."""
+        self._checkpointing.remove_listener(listener)
+
+    @property
+    def _checkpointer(self) -> Checkpointer:
+        """The state checkpointer (tests spy on it)."""
+        return self._checkpointing.checkpointer
+
+    def _covered_by_checkpoint(self) -> dict[str, int]:
+        """Per stream, the last event the log may lose (tests compare it)."""
+        return self._checkpointing.covered_by_checkpoint()
+
+    # -- the output side (reaqtive.engine.sinks) ----------------------------------------------------------------
+
+    def outputs(self, subscription: str | None = None, *, after: int | None = None,
+                limit: int | None = None) -> list[Output]:
+        """The durable sink's content (flushed first), in subscription and sequence order, without what was
+        acknowledged (:meth:`ack`).
+
+        A cursor: ``outputs(uri, after=seq, limit=n)`` gives at most ``n`` outputs of ``uri`` with ``seq`` above
+        ``after``, read through the sink's primary key (the cost is what is returned, not the table). ``after``
+        below the acknowledgement starts after the acknowledgement. ``after`` and ``limit`` need a subscription.
+
+        Raises :class:`ArtifactNotFoundError` for a subscription that does not exist (never created, or deleted:
+        its outputs went with it), as every call naming a subscription does.
+
+        Example: ``batch = engine.outputs("alerts", after=last_seen, limit=500)``
+        """
+        return self._egress.sink_outputs(subscription, after, limit)
+
+    def ack(self, subscription: str, seq: int) -> None:
+        """Record, durably at once, that the consumers of ``subscription`` have every output up to ``seq``:
+        :meth:`outputs` no longer returns them, and the next :meth:`trim` (every checkpoint runs one) deletes
+        them from the durable sink. Only for a subscription whose observer is the durable sink.
+
+        Acknowledgements only move forward: one at or below the current one is a no-op (a consumer may repeat
+        it after a restart). One beyond the last output produced raises :class:`AckError` (nothing is recorded):
+        a consumer cannot have an output that does not exist yet.
+        """
+        self._egress.ack(subscription, seq)
+
+    def trim(self) -> int:
+        """Delete the acknowledged outputs from the durable sink, in one transaction (a row of the sink that
+        also holds unacknowledged outputs stays until they are acknowledged too). Returns how many outputs
+        were deleted. Every checkpoint ends with one; call it to reclaim space between checkpoints."""
+        return self._egress.trim()
 
     @property
     def log_position(self) -> int:
@@ -315,10 +573,11 @@ class Engine(ArtifactRegistry, Upgrading, Delivery, Egress, Checkpointing, Runni
             delivered = dict(self._positions.delivered)
             dead, dead_ahead = self._quarantine.per_stream(delivered)  # those ahead are no backlog
             streams: dict[str, StreamReading] = {}
+            retained = self._checkpointing.retained
             for uri in sorted(self._streams):
                 appended, done = heads.get(uri, 0), delivered.get(uri, -1) + 1
                 lag = max(appended - done - dead_ahead.get(uri, 0), 0)
-                streams[uri] = StreamReading(appended, done, dead.get(uri, 0), lag, *self._retained.get(uri, (0, 0)))
+                streams[uri] = StreamReading(appended, done, dead.get(uri, 0), lag, *retained.get(uri, (0, 0)))
             acks = self._store.acks() if status is not EngineStatus.CLOSED else {}
             # (the store keeps these counts in memory: no read of the database under the engine's lock)
             failed_elements = self._store.failed_element_counts() if status is not EngineStatus.CLOSED else {}

@@ -101,7 +101,7 @@ class Recovery:
         }
         for (category, key), error in snapshot.damaged.items():
             damaged.setdefault(category, {})[key] = error
-        self._engine._stored_state_keys = set(state) | set(damaged[STATE_CATEGORY])
+        self._engine._checkpointing.note_stored(set(state) | set(damaged[STATE_CATEGORY]))
         # The sources' positions, read back by each source (register_source); a damaged one raises there.
         self._engine._sources.committed({**dict(snapshot.items(_SOURCES)), **damaged.get(_SOURCES, {})})
         records = self._read_records(snapshot, damaged[_ARTIFACTS])
@@ -122,7 +122,7 @@ class Recovery:
                 continue
             self._engine._records[uri] = record
             if backfill_behind(record) is not None:
-                self._engine._backfilling.add(uri)
+                self._engine._checkpointing.backfill_started(uri)
             if "failed" in record:
                 self._keep_failed(uri, record)
                 continue
@@ -139,7 +139,7 @@ class Recovery:
         self._pin_broken()
         self._fall_behind_where_readers_lag()
         extents = self._store.ingress_extents()
-        self._engine._retained = {stream: (extent[0], extent[1]) for stream, extent in extents.items()}
+        self._engine._checkpointing.measured(extents)
         if self._engine._clock_mode == "event":  # with the wall clock, a replay may legitimately differ
             highest = self._store.max_output_seqs()
             self._outputs.replayed_upto = {
@@ -222,7 +222,7 @@ class Recovery:
                         self._stopped.kept.discard(uri)  # KEEP: open and delivered, not pinned (see above)
                         self._stopped.schemas_missing.add(uri)  # DEGRADED until its validator is registered
                 self._engine._records[uri] = record
-                self._engine._open_stream(uri)
+                self._engine._registry.open_stream(uri)
                 self._metrics.streams += 1
         for uri, record in records.items():
             kind = record["kind"]
@@ -233,7 +233,7 @@ class Recovery:
                 if kind == "observable":
                     decode_query(record["expression"], self._functions)
                 else:
-                    self._engine._observer_function(uri, record)
+                    self._engine._egress.observer_function(uri, record)
                 self._metrics.definitions += 1
             except Exception as error:
                 self._recovery_failed(uri, kind, error)
@@ -356,7 +356,7 @@ class Recovery:
         for key in restored:
             if not self._owned_by_broken(key):
                 found.setdefault(key, []).append("a state")
-        for key in sorted(self._engine._stored_state_keys | set(damaged_state)):
+        for key in sorted(self._engine._checkpointing.stored_keys | set(damaged_state)):
             if not _owned_by(key, owners) and key not in found:
                 found.setdefault(key, []).append("a damaged state" if key in damaged_state else "a state")
         states = set(found)  # keys with a stored state (the rest: rows of the durable sink's side only)
@@ -416,7 +416,7 @@ class Recovery:
                     "the delivery record is missing from a store that holds queries: their replay position is "
                     "unknown"))
             delivery = DeliveryRecord(delivered_at={})
-            self._engine._commit_changes(puts=[(_ENGINE, _DELIVERY, self._engine._delivery_bytes())])
+            self._engine._commit_changes(puts=[(_ENGINE, _DELIVERY, self._engine._checkpointing.delivery_bytes())])
         else:
             try:
                 delivery = parse_delivery(blob)
@@ -482,7 +482,7 @@ class Recovery:
         resume once it recovers."""
         for uri in self._stopped.kept | self._stopped.orphans:
             if uri not in self._stopped.pins:
-                self._stopped.pins[uri] = self._engine._pin_for(uri)
+                self._stopped.pins[uri] = self._engine._checkpointing.pin_for(uri)
 
     def _owned_by_broken(self, key: str) -> bool:
         """Whether a state key belongs to an artifact kept without running (its state must stay)."""
@@ -557,7 +557,7 @@ class Recovery:
         sequence numbers (``legacy``); it catches up from the oldest event retained, and holds the log from there."""
         if entry.pos >= 0:
             return entry
-        first = self._engine._first_retained_position() - 1
+        first = self._engine._checkpointing.first_retained_position() - 1
         return Behind(first, entry.clock, first, entry.legacy)
 
     def _fall_behind_where_readers_lag(self) -> None:
@@ -607,7 +607,8 @@ class Recovery:
             )
             # With its outputs and acknowledgement, in one transaction: none of it may be left behind as orphans.
             self._store.commit_with_outputs(
-                deletes=[(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), *self._engine._stored_state_of(uri)],
+                deletes=[(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri),
+                         *self._engine._registry.stored_state_of(uri)],
                 forget=[uri],
             )
             self._engine._records.pop(uri, None)

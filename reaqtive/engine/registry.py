@@ -1,31 +1,28 @@
-"""Artifacts by URI: streams, definitions and subscriptions, created and deleted in the store at once; their records
-and the checks on them.
+"""The artifact registry, a part of the engine: streams, definitions and subscriptions by URI, created and deleted in
+the store at once; their records and the checks on them.
+
+The engine makes one :class:`ArtifactRegistry` and hands it what creating and deleting use: the store, the lock, the
+function registry, the parts it writes (the artifacts' records and templates, the streams' subjects, the running
+subscriptions) or asks (the positions, the outputs, the queries' environment, the stopped queries, the sources, the
+checkpoints), and callbacks into the rooms that are not parts yet (bind a query, its status, the clock, the
+engine's status and signals, and ``release(uri)``: what the running and scheduling rooms keep of a subscription
+goes). It holds no engine. :meth:`~reaqtive.Engine.update_subscription` lives beside it
+(:mod:`reaqtive.engine.upgrading`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from reaqtive.core.subjects import OverflowPolicy, SimpleSubject
-from reaqtive.engine._room import (
-    _ARTIFACTS,
-    _BUILTIN_OBSERVERS,
-    _OBSERVED,
-    _OUTPUTS,
-    _STREAM_BUFFER,
-    _TEMPLATES,
-    EngineRoom,
-    _counter_bytes,
-    _full_state,
-    _now_text,
-    _references,
-    _to_bytes,
-)
+from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.backfill import BackfillStart, check_start, resolve_start
 from reaqtive.engine.backfill import behind_of as backfill_behind
-from reaqtive.engine.database import from_micros, to_micros
+from reaqtive.engine.checkpointing import Checkpointing
+from reaqtive.engine.database import EngineStore, from_micros, to_micros
 from reaqtive.engine.egress import Output
 from reaqtive.engine.engine_errors import (
     ArtifactExistsError,
@@ -36,6 +33,7 @@ from reaqtive.engine.engine_errors import (
     UnknownSchemaError,
 )
 from reaqtive.engine.expressions import (
+    FunctionRegistry,
     decode_query,
     encode_query,
     instantiate,
@@ -43,50 +41,113 @@ from reaqtive.engine.expressions import (
     templatize,
 )
 from reaqtive.engine.failures import OnError, check_on_error
+from reaqtive.engine.handover import EngineLock
+from reaqtive.engine.idle import Subscriptions
 from reaqtive.engine.model import (
     DURABLE_SINK,
     ArtifactInfo,
     StreamStatus,
+    SubscriptionStatus,
 )
+from reaqtive.engine.outputs import Outputs
+from reaqtive.engine.positions import Positions
+from reaqtive.engine.query_environment import QueryEnvironment
+from reaqtive.engine.readers import Envelope
 from reaqtive.engine.retention import Retention, check_retention, retention_from_record, time_of
 from reaqtive.engine.scheduling import check_priority
-from reaqtive.engine.upgrading import PREVIOUS_STATES
+from reaqtive.engine.sources import Sources
+from reaqtive.engine.stopped import StoppedQueries
+from reaqtive.engine.store_keys import (
+    ARTIFACTS,
+    BUILTIN_OBSERVERS,
+    OBSERVED,
+    OUTPUTS,
+    TEMPLATES,
+    commit_changes,
+    counter_bytes,
+    now_text,
+    references_of,
+    to_bytes,
+)
+from reaqtive.engine.upgrading import PREVIOUS_STATES, Bind
 from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_steps import keyed_form_record
+from reaqtive.scheduler import VirtualTimeScheduler
 from reaqtive.state import (
     STATE_CATEGORY,
+    CheckpointMode,
     confirm_saved,
+    save_subscription,
 )
 from reaqtive.state.host import HostedQuery
+
+_STREAM_BUFFER: Final = 1 << 20  # a reader without demand may lag this far behind a stream before it fails
+
+
+def _full_state(handle: SubscriptionHandle) -> bytes:
+    blob = save_subscription(handle, CheckpointMode.FULL)
+    assert blob is not None  # a full save always returns a blob
+    return blob
 
 
 def _describe(retention: Retention | None) -> str:
     return "None (what its readers need)" if retention is None else retention.describe()
 
 
-class ArtifactRegistry(EngineRoom):
+class ArtifactRegistry:
     """See the module docstring."""
 
+    def __init__(  # noqa: PLR0917 (the parts it writes and asks, each named)
+        self, store: EngineStore, lock: EngineLock, functions: FunctionRegistry, records: ArtifactRecords,
+        streams: dict[str, SimpleSubject[Envelope]], subscriptions: Subscriptions, positions: Positions,
+        outputs: Outputs, environment: QueryEnvironment, stopped: StoppedQueries, sources: Sources,
+        checkpointing: Checkpointing, scheduler: VirtualTimeScheduler, *, check_open: Callable[[], None],
+        bind: Bind, status_of: Callable[[str, dict[str, Any]], SubscriptionStatus],
+        clock_started: Callable[[], bool], start_clock: Callable[[datetime], None],
+        follow_wall_clock: Callable[[], None], settle_status: Callable[[], None], release: Callable[[str], None],
+        produced: Callable[[], None], appended: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._lock = lock
+        self._functions = functions
+        self._records = records
+        self._streams = streams  # (written here only: the other rooms read the streams' subjects)
+        self._subscriptions = subscriptions
+        self._positions = positions
+        self._outputs = outputs
+        self._environment = environment
+        self._stopped = stopped
+        self._sources = sources
+        self._checkpointing = checkpointing
+        self._scheduler = scheduler
+        self._check_open = check_open
+        self._bind = bind
+        self._status_of = status_of
+        self._clock_started = clock_started
+        self._start_clock = start_clock
+        self._follow_wall_clock = follow_wall_clock
+        self._settle_status = settle_status
+        self._release = release
+        self._produced = produced
+        self._appended = appended
+
     def register_function(self, name: str, function: Callable[..., Any]) -> None:
-        """Make ``function`` usable in persisted queries as ``@name`` (register it again before recovery)."""
-        self.functions.register(name, function)
+        """:meth:`Engine.register_function <reaqtive.Engine.register_function>`."""
+        self._functions.register(name, function)
 
     def register_source(self, name: str, state: Callable[[], bytes]) -> None:
-        """Store ``state()`` under ``name`` with every checkpoint, in its transaction (an input source's position:
-        see :mod:`reaqtive.connectors.file_source`); read it back after a restart with :meth:`source_state`.
-        ``state`` is called under the engine's lock: it must be quick and must not call the engine."""
+        """:meth:`Engine.register_source <reaqtive.Engine.register_source>`."""
         with self._lock:
             self._check_open()
             self._sources.register(name, state)
 
     def unregister_source(self, name: str) -> None:
-        """Stop storing source ``name``'s state (its last stored state stays; unknown: a no-op)."""
+        """:meth:`Engine.unregister_source <reaqtive.Engine.unregister_source>`."""
         with self._lock:
             self._sources.unregister(name)
 
     def source_state(self, name: str) -> bytes | None:
-        """The state of source ``name`` in the last checkpoint (``None``: none stored). Data, never code: the
-        source decodes it with checks. A damaged row raises :class:`MalformedRecordError`."""
+        """:meth:`Engine.source_state <reaqtive.Engine.source_state>`."""
         with self._lock:
             self._check_open()
             stored = self._sources.stored(name)
@@ -97,19 +158,7 @@ class ArtifactRegistry(EngineRoom):
     def create_stream(
         self, uri: str, schema: str | None = None, *, retain: Retention | timedelta | None = None
     ) -> None:
-        """Create the durable stream ``uri``.
-
-        ``schema``: the name of a validator registered with :meth:`register_schema` (or ``Engine(schemas=...)``):
-        every event appended to the stream must pass it, and is stored in its validated form (see
-        ``docs/engine.md``, "Typed streams"). The record stores the name; every process that opens the store
-        must register it again. ``retain``: how much of its log to keep beyond what its readers need, so that a
-        new subscription can backfill over it (``create_subscription(..., start=...)``): a
-        :class:`~reaqtive.engine.retention.Retention` by age, events or bytes, or a ``timedelta`` (an age);
-        ``None``: only what its readers need (see ``docs/engine.md``, "Log retention"); change it with
-        :meth:`set_retention`. Refused (changing nothing): a name not registered (:class:`UnknownSchemaError`),
-        a retention not valid (:class:`~reaqtive.engine.RetentionError`), a URI that exists
-        (:class:`ArtifactExistsError`; a stream's schema is fixed when it is created).
-        """
+        """:meth:`Engine.create_stream <reaqtive.Engine.create_stream>`."""
         if schema is not None and (not isinstance(schema, str) or not schema):
             raise TypeError(f"create_stream({uri!r}): schema must be the name of a registered validator (a "
                             f"non-empty str) or None, got {schema!r}")
@@ -129,9 +178,9 @@ class ArtifactRegistry(EngineRoom):
                                           f"{schema!r}) cannot change it (a stream's schema is fixed when it is "
                                           "created)")
             self._check_new(uri)
-            record: dict[str, Any] = {"kind": "stream", "created": _now_text()}
+            record: dict[str, Any] = {"kind": "stream", "created": now_text()}
             if schema is not None:
-                if self.functions.schema(schema) is None:
+                if self._functions.schema(schema) is None:
                     raise UnknownSchemaError(
                         f"create_stream({uri!r}): schema {schema!r} is not registered (register its validator "
                         f"first: engine.register_schema({schema!r}, validator))", stream=uri, schema=schema)
@@ -139,16 +188,14 @@ class ArtifactRegistry(EngineRoom):
             if retention is not None:  # absent: what its readers need (the records of older stores stay valid)
                 record["retain"] = retention.to_record()
             self._commit_record(uri, record)
-            self._open_stream(uri)
+            self.open_stream(uri)
 
     def set_retention(self, uri: str, retain: Retention | timedelta | None) -> None:
-        """Change how much of stream ``uri``'s log is kept (see :meth:`create_stream`); committed when this
-        returns, applied from the next checkpoint on. Lowering it lets the next checkpoint truncate what the new
-        retention and the readers do not need (history dropped cannot be backfilled over any more)."""
+        """:meth:`Engine.set_retention <reaqtive.Engine.set_retention>`."""
         retention = check_retention(retain, f"set_retention({uri!r})")
         with self._lock:
             self._check_open()
-            record = self._check_kind(uri, "stream")
+            record = self._records.check_kind(uri, "stream")
             if retention_from_record(uri, record) == retention:
                 return
             changed = {key: value for key, value in record.items() if key != "retain"}
@@ -157,22 +204,21 @@ class ArtifactRegistry(EngineRoom):
             self._commit_record(uri, changed)
 
     def delete_stream(self, uri: str) -> None:
-        """Delete the stream ``uri``; refused while a query reads it."""
+        """:meth:`Engine.delete_stream <reaqtive.Engine.delete_stream>`."""
         with self._lock:
-            self._check_kind(uri, "stream")
+            self._records.check_kind(uri, "stream")
             self._check_unused(uri)
-            self._commit_changes(deletes=[(_ARTIFACTS, uri)])
+            commit_changes(self._store, deletes=[(ARTIFACTS, uri)])
             del self._records[uri]
             subject = self._streams.pop(uri)
             subject.dispose()
 
     def streams(self) -> dict[str, StreamStatus]:
-        """Every stream with its ingress watermarks, its retention and what its log retains (events, bytes, the
-        oldest event's number and time, the log positions of the oldest and newest)."""
+        """:meth:`Engine.streams <reaqtive.Engine.streams>`."""
         with self._lock:
             self._check_open()
             heads, extents = self._store.stream_heads(), self._store.ingress_extents()
-            self._retained = {stream: (extent[0], extent[1]) for stream, extent in extents.items()}
+            self._checkpointing.measured(extents)
             statuses = {}
             for uri in sorted(self._streams):
                 record = self._records.get(uri, {})
@@ -187,32 +233,31 @@ class ArtifactRegistry(EngineRoom):
             return statuses
 
     def define_observable(self, uri: str, query: Query[Any]) -> None:
-        """Name a query: other queries read it with ``Query.stream(uri)`` (it is expanded where it is used)."""
+        """:meth:`Engine.define_observable <reaqtive.Engine.define_observable>`."""
         with self._lock:
             self._check_new(uri)
-            expression = encode_query(query, self.functions)
-            references = sorted(_references(expression))
+            expression = encode_query(query, self._functions)
+            references = sorted(references_of(expression))
             self._check_references(uri, references)
-            record = {"kind": "observable", "created": _now_text(), "expression": expression, "refs": references}
+            record = {"kind": "observable", "created": now_text(), "expression": expression, "refs": references}
             self._commit_record(uri, record)
 
     def define_observer(self, uri: str, function: Callable[[Output], object]) -> None:
-        """Name a function that receives the outputs of subscriptions (at least once, with their ids). It is
-        persisted by reference: a module-level function, or one registered with :meth:`register_function`."""
+        """:meth:`Engine.define_observer <reaqtive.Engine.define_observer>`."""
         with self._lock:
             self._check_new(uri)
-            encoded = encode_query(Query("observer", (function,)), self.functions)
-            record = {"kind": "observer", "created": _now_text(), "function": encoded["args"][0]}
+            encoded = encode_query(Query("observer", (function,)), self._functions)
+            record = {"kind": "observer", "created": now_text(), "function": encoded["args"][0]}
             self._commit_record(uri, record)
 
     def undefine(self, uri: str) -> None:
-        """Remove an observable or observer definition; refused while an artifact uses it."""
+        """:meth:`Engine.undefine <reaqtive.Engine.undefine>`."""
         with self._lock:
-            record = self._require(uri)
+            record = self._records.require(uri)
             if record["kind"] not in ("observable", "observer"):
                 raise ArtifactNotFoundError(f"{uri!r} is a {record['kind']}, not a definition")
             self._check_unused(uri)
-            self._commit_changes(deletes=[(_ARTIFACTS, uri)])
+            commit_changes(self._store, deletes=[(ARTIFACTS, uri)])
             del self._records[uri]
 
     def create_subscription(
@@ -225,22 +270,7 @@ class ArtifactRegistry(EngineRoom):
         on_error: OnError | None = None,
         start: int | datetime | str | None = None,
     ) -> None:
-        """Start the standing query ``query`` as ``uri``, its outputs going to the observer ``observer``.
-
-        ``priority``: where its work goes among other queries' work due at the same instant, lower first (see
-        :meth:`set_priority`). ``on_error``: what happens when a user function in the query raises (``"stop"``:
-        the query stops, FAILED; ``"skip"``: the element is dropped there and kept as a dead letter; or a function
-        ``(error, context) -> "skip" | "stop"``, persisted by reference like the query's functions); ``None``: the
-        engine's default (see :mod:`reaqtive.engine.failures`). ``start``: ``None``, the events appended from
-        now on; or a **backfill** over the retained log: ``"earliest"`` (the oldest event retained for the
-        streams it reads), a log position (as if created when the engine stood there: :attr:`log_position`) or
-        an aware ``datetime`` (as if created then): it processes that history behind the engine, in slices, then
-        joins live input with no gap and no duplicate (see :mod:`reaqtive.engine.backfill`). Fails (changing
-        nothing) if the query cannot be persisted (the message names the argument), reads an unknown stream or
-        definition, the URI exists, or ``start`` is not retained (:class:`~reaqtive.engine.StartNotRetainedError`),
-        is past the log (:class:`~reaqtive.engine.StartBeyondLogError`) or not a start
-        (:class:`~reaqtive.engine.StartError`).
-        """
+        """:meth:`Engine.create_subscription <reaqtive.Engine.create_subscription>`."""
         check_priority(priority)
         if on_error is not None:
             check_on_error(on_error)
@@ -248,24 +278,24 @@ class ArtifactRegistry(EngineRoom):
             self._check_open()
             self._check_new(uri)
             self._check_not_nested(uri)
-            if not self._clock_started:
+            if not self._clock_started():
                 # A fresh store's clock is at the epoch: a query's timers would fire for every period since 1970.
                 self._start_clock(datetime.now(UTC))
             self._follow_wall_clock()  # its timers count from now, not from where an idle clock stood
-            expression = encode_query(query, self.functions)
-            references = sorted(_references(expression) | {observer} - _BUILTIN_OBSERVERS)
+            expression = encode_query(query, self._functions)
+            references = sorted(references_of(expression) | {observer} - BUILTIN_OBSERVERS)
             self._check_references(uri, references)
             backfill = self._resolve_start(uri, start, references)
             template, constants = templatize(expression)
             tid = template_id(template)
             record = self._subscription_record(tid, constants, observer, references, priority, on_error, backfill)
-            puts = [(_ARTIFACTS, uri, _to_bytes(record))]
+            puts = [(ARTIFACTS, uri, to_bytes(record))]
             if tid not in self._records.templates:
-                puts.append((_TEMPLATES, tid, _to_bytes(template)))
+                puts.append((TEMPLATES, tid, to_bytes(template)))
             if uri in self._stopped.orphans:
                 # What recovery kept under this URI is replaced: gone before it binds, or an observer's outbox would
                 # take those outputs for its own. (Then as for any URI, its creation's transaction forgets them.)
-                self._store.commit_with_outputs(deletes=[(_OUTPUTS, uri), (_OBSERVED, uri)], forget=[uri])
+                self._store.commit_with_outputs(deletes=[(OUTPUTS, uri), (OBSERVED, uri)], forget=[uri])
             # Bind first: a query that cannot run is not stored. A backfill is bound behind the engine, at its start.
             handle = self._bind(uri, record, template, None, behind=backfill_behind(record))
             try:
@@ -274,31 +304,31 @@ class ArtifactRegistry(EngineRoom):
                 units = handle.units()
                 puts += [(STATE_CATEGORY, key, _full_state(unit)) for key, unit in units.items()]
                 counter = self._environment.output_counter(uri)
-                puts.append((_OUTPUTS, uri, _counter_bytes(counter.next)))
+                puts.append((OUTPUTS, uri, counter_bytes(counter.next)))
                 # The outputs it produced on start are written in the same transaction, after whatever the store
                 # holds under its URI (rows recovery kept as orphans) is deleted: a crash leaves all of it or none.
                 own = self._outputs.take_own(uri)
                 self._outputs.flush()  # the others' outputs, as before any commit
-                self._store.commit_with_outputs(puts, [(_OBSERVED, uri)], forget=[uri], outputs=own, encoded=True)
+                self._store.commit_with_outputs(puts, [(OBSERVED, uri)], forget=[uri], outputs=own, encoded=True)
             except BaseException:
-                self._behind.pop(uri, None)
+                self._release(uri)  # (a backfill was bound behind the engine)
                 self._discard(uri, handle)
                 raise
             for unit in units.values():
                 confirm_saved(unit)
-            self._stored_state_keys.update(units)
+            self._checkpointing.note_stored(units)
             counter.committed = counter.next
             self._records.templates.setdefault(tid, template)
             self._records[uri] = record
             self._subscriptions[uri] = handle
             if backfill is not None:
-                self._backfilling.add(uri)
+                self._checkpointing.backfill_started(uri)
             if uri in self._stopped.orphans:  # what recovery kept under its URI was replaced
                 self._stopped.orphans.discard(uri)
                 self._settle_status()
             if counter.next:
-                self.produced.fire()  # it produced outputs on start
-            self.appended.fire()  # a processing loop looks again: the new query may have timers due sooner
+                self._produced()  # it produced outputs on start
+            self._appended()  # a processing loop looks again: the new query may have timers due sooner
 
     def _subscription_record(  # noqa: PLR0917 (the fields of the record)
         self, tid: str, constants: list[Any], observer: str, references: list[str], priority: int,
@@ -307,7 +337,7 @@ class ArtifactRegistry(EngineRoom):
         """The record of a new subscription."""
         record: dict[str, Any] = {
             "kind": "subscription",
-            "created": _now_text(),
+            "created": now_text(),
             "template": tid,
             "constants": constants,
             "observer": observer,
@@ -325,7 +355,7 @@ class ArtifactRegistry(EngineRoom):
             record["priority"] = priority
         if on_error is not None:  # absent: the engine's default, whatever it is when the query runs
             record["on_error"] = on_error if isinstance(on_error, str) else {
-                "function": encode_query(Query("observer", (on_error,)), self.functions)["args"][0]}
+                "function": encode_query(Query("observer", (on_error,)), self._functions)["args"][0]}
         if backfill is not None:  # absent: it started where the engine stood (the records of older stores)
             record["backfill"] = backfill.to_record()
         return record
@@ -344,18 +374,18 @@ class ArtifactRegistry(EngineRoom):
             cursor=self._positions.cursor.pos, now_micros=to_micros(self._scheduler.now))
 
     def delete_subscription(self, uri: str) -> None:
-        """Stop and delete the subscription ``uri`` with its state (and its template when no one else uses it)."""
+        """:meth:`Engine.delete_subscription <reaqtive.Engine.delete_subscription>`."""
         with self._lock:
-            record = self._check_kind(uri, "subscription")
+            record = self._records.check_kind(uri, "subscription")
             # Every state row it may have: also those of inner units that ended since the last checkpoint, and
             # those of a query kept without running (not live, so not in the environment).
-            state_rows = self._stored_state_of(uri)
+            state_rows = self.stored_state_of(uri)
             # (With the state its previous definition had when it was last updated, kept for a rollback.)
-            deletes = [(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri), (PREVIOUS_STATES, uri), *state_rows]
+            deletes = [(ARTIFACTS, uri), (OUTPUTS, uri), (OBSERVED, uri), (PREVIOUS_STATES, uri), *state_rows]
             inner = [key for _, key in state_rows if key != uri]
             tid = record["template"]
             if not self._records.template_used_besides(tid, uri):
-                deletes.append((_TEMPLATES, tid))
+                deletes.append((TEMPLATES, tid))
             # One transaction for all of it, its outputs and acknowledgement in the durable sink included: in two,
             # a crash between them would leave the outputs of a deleted subscription in the sink for good.
             self._store.commit_with_outputs(deletes=deletes, forget=[uri])
@@ -367,23 +397,20 @@ class ArtifactRegistry(EngineRoom):
                 self._environment.release_ids(uri)
                 self._outputs.forget(uri)
             self._environment.confirm_removed(inner)
-            if (_TEMPLATES, tid) in deletes:
+            if (TEMPLATES, tid) in deletes:
                 self._records.templates.pop(tid, None)
-            self._ended.pop(uri, None)
             self._stopped.forget(uri)
-            self._policies.pop(uri, None)
-            self._paused.discard(uri)
-            self._behind.pop(uri, None)
-            self._backfilling.discard(uri)
-            self._stored_state_keys.difference_update(key for _, key in state_rows)
+            self._release(uri)
+            self._checkpointing.forget(uri)
+            self._checkpointing.note_stored((), deleted=[key for _, key in state_rows])
             self._settle_status()
-        self.produced.fire()  # its consumers wake up and find it gone
+        self._produced()  # its consumers wake up and find it gone
 
-    def _stored_state_of(self, uri: str) -> list[tuple[str, str]]:
+    def stored_state_of(self, uri: str) -> list[tuple[str, str]]:
         """The state rows of ``uri`` and of its inner units that may be in the store: those there at recovery,
         those of the live inner units, and those of inner units removed since the last checkpoint."""
         prefix = uri + "/"
-        keys = {key for key in self._stored_state_keys if key.startswith(prefix)}
+        keys = self._checkpointing.stored_under(uri)
         keys |= {key for key in self._environment.inner_subscriptions() if key.startswith(prefix)}
         keys |= {key for key in self._environment.removed_inner_ids() if key.startswith(prefix)}
         return [(STATE_CATEGORY, uri)] + [(STATE_CATEGORY, key) for key in sorted(keys)]
@@ -395,23 +422,22 @@ class ArtifactRegistry(EngineRoom):
         self._outputs.forget(uri)
 
     def artifacts(self) -> list[ArtifactInfo]:
-        """Every artifact, by URI."""
+        """:meth:`Engine.artifacts <reaqtive.Engine.artifacts>`."""
         with self._lock:
             snapshot = self._store.checkpoints.read(strict=False)
             sizes = {key: len(blob) for key, blob in snapshot.items(STATE_CATEGORY)}
             return [self._info(uri, record, sizes) for uri, record in sorted(self._records.items())]
 
     def created_at(self, uri: str) -> datetime | None:
-        """When the artifact ``uri`` was created (``None``: there is none); cheap, from memory. A URI deleted and
-        created again has a new time: a consumer can tell it from the one it was reading."""
+        """:meth:`Engine.created_at <reaqtive.Engine.created_at>`."""
         with self._lock:
             record = self._records.get(uri)
             return None if record is None else datetime.fromisoformat(record["created"])
 
     def info(self, uri: str) -> ArtifactInfo:
-        """What the engine knows about ``uri``."""
+        """:meth:`Engine.info <reaqtive.Engine.info>`."""
         with self._lock:
-            record = self._require(uri)
+            record = self._records.require(uri)
             snapshot = self._store.checkpoints.read(strict=False)
             sizes = {key: len(blob) for key, blob in snapshot.items(STATE_CATEGORY)}
             return self._info(uri, record, sizes)
@@ -436,7 +462,7 @@ class ArtifactRegistry(EngineRoom):
             status=self._status_of(uri, record) if kind == "subscription" else None,
         )
 
-    def _expand(self, root: Query[Any]) -> Query[Any]:
+    def expand(self, root: Query[Any]) -> Query[Any]:
         """Replace references to observable definitions by the queries they name. Iterative: a stored query
         may be thousands of operators deep."""
         built: list[Query[Any]] = []  # each visited node leaves exactly one query here
@@ -455,7 +481,7 @@ class ArtifactRegistry(EngineRoom):
                 if record is not None and isinstance(uri, str) and record["kind"] == "observable":
                     if uri in seen:
                         raise MalformedRecordError(f"observable definition {uri!r} refers to itself")
-                    tasks.append((decode_query(record["expression"], self.functions), seen | {uri}, -1))
+                    tasks.append((decode_query(record["expression"], self._functions), seen | {uri}, -1))
                 else:
                     built.append(query)
                 continue
@@ -464,7 +490,7 @@ class ArtifactRegistry(EngineRoom):
             tasks.extend((source, seen, -1) for source in reversed(sources))
         return built[0]
 
-    def _open_stream(self, uri: str) -> None:
+    def open_stream(self, uri: str) -> None:
         self._streams[uri] = SimpleSubject(buffer_size=_STREAM_BUFFER, overflow=OverflowPolicy.ERROR, name=uri)
         self._environment.add_stream(uri, self._streams[uri])
 
@@ -472,7 +498,7 @@ class ArtifactRegistry(EngineRoom):
         self._check_open()
         if not isinstance(uri, str) or not uri:
             raise TypeError(f"an artifact URI must be a non-empty str, got {uri!r}")
-        if uri in self._records or uri in _BUILTIN_OBSERVERS:
+        if uri in self._records or uri in BUILTIN_OBSERVERS:
             kind = self._records[uri]["kind"] if uri in self._records else "built-in observer"
             raise ArtifactExistsError(f"{uri!r} already exists (a {kind})")
 
@@ -502,19 +528,13 @@ class ArtifactRegistry(EngineRoom):
             raise ArtifactInUseError(f"{uri!r} is used by {', '.join(map(repr, users))}; delete those first")
 
     def _commit_record(self, uri: str, record: dict[str, Any]) -> None:
-        self._commit_changes(puts=[(_ARTIFACTS, uri, _to_bytes(record))])
+        commit_changes(self._store, puts=[(ARTIFACTS, uri, to_bytes(record))])
         self._records[uri] = record
 
     def register_schema(self, name: str, validator: object) -> None:
-        """Register ``validator`` as the schema ``name`` of typed streams (``create_stream(uri, schema=name)``):
-        a pydantic model class, a pydantic ``TypeAdapter``, a msgspec ``Struct`` type, or a callable
-        ``event -> value`` that raises on a bad event (see :mod:`reaqtive.engine.schemas`). Register it again
-        in every process that opens the store, before it opens (``Engine(schemas=...)``), as the functions of
-        stored queries: recovery fails a stream whose validator is missing, under the recovery policy. A stream
-        kept by ``RecoveryPolicy.KEEP`` without its validator accepts appends again once it is registered (and the
-        engine is no longer DEGRADED for it)."""
-        self.functions.register_schema(name, validator)
+        """:meth:`Engine.register_schema <reaqtive.Engine.register_schema>`."""
+        self._functions.register_schema(name, validator)
         with self._lock:
             self._stopped.schemas_missing = {uri for uri in self._stopped.schemas_missing
-                                     if self.functions.schema(self._records[uri]["schema"]) is None}
+                                     if self._functions.schema(self._records[uri]["schema"]) is None}
             self._settle_status()

@@ -190,7 +190,7 @@ class Running(EngineRoom):
         ``behind``: a new subscription starts behind the engine there (a backfill, reaqtive.engine.backfill).
         ``load``: instead of a blob, a load step of its own (an upgrade: reaqtive.engine.upgrade)."""
         expression = instantiate(template, record["constants"])
-        query = self._expand(decode_query(expression, self.functions))
+        query = self._registry.expand(decode_query(expression, self.functions))
         with in_keyed_form(recorded_keyed_form(record)), noting_general_groups() as general:
             hosted = self._bind_in_form(uri, record, query, blob, behind, load)
         for reason in dict.fromkeys(general):  # once per reason: what a person asks first about a slow group_by
@@ -201,7 +201,7 @@ class Running(EngineRoom):
 
     def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None,  # noqa: PLR0917
                       behind: Behind | None, load: Callable[[SubscriptionHandle], None] | None = None) -> HostedQuery:
-        observer = _Observer(self, uri, self._writer_for(uri, record["observer"]), self._outputs.run_writer(uri))
+        observer = _Observer(self, uri, self._egress.writer_for(uri, record["observer"]), self._outputs.run_writer(uri))
         # Its own scheduler, a child of the engine's root: paused, prioritized and faulted alone.
         scheduler = self._scheduler.create_child(uri, priority=record_priority(uri, record))
         # Where it stood behind the engine at the checkpoint its state belongs to; kept without running since; or,
@@ -253,7 +253,7 @@ class Running(EngineRoom):
             return None
         key = (record["template"], id(record["constants"]))  # equal constants are one object (parse_artifact)
         if key not in plans:
-            query = self._expand(decode_query(instantiate(template, record["constants"]), self.functions))
+            query = self._registry.expand(decode_query(instantiate(template, record["constants"]), self.functions))
             streams = idle_streams(query)
             # A stream it reads that the engine does not have (removed at recovery) fails as it binds.
             plans[key] = streams if streams is not None and all(s in self._streams for s in streams) else None
@@ -301,9 +301,9 @@ class Running(EngineRoom):
                                "policy": policy.value, "error_type": type(error).__name__})
         self.faults.append(RecoveryFailure(uri, "subscription", error, policy))
         if policy is RecoveryPolicy.REMOVE:
-            self.delete_subscription(uri)
+            self._registry.delete_subscription(uri)
         else:
-            self._stopped.keep(uri, self._pin_for(uri))
+            self._stopped.keep(uri, self._checkpointing.pin_for(uri))
         self._settle_status()
 
     def _position_settings(self, uri: str, record: dict[str, Any], stood: Behind | None) -> dict[str, object]:
@@ -532,7 +532,7 @@ class Running(EngineRoom):
                                "seq": getattr(error, "seq", None)})
         self.faults.append(RecoveryFailure(uri, "subscription", error, policy))
         if policy is RecoveryPolicy.REMOVE:
-            self.delete_subscription(uri)
+            self._registry.delete_subscription(uri)
         else:
             self._stop_as_of_last_checkpoint(uri)
         self._settle_status()
@@ -549,7 +549,7 @@ class Running(EngineRoom):
         self._policies.pop(uri, None)
         self._paused.discard(uri)
         self._behind.pop(uri, None)
-        self._stopped.keep(uri, self._pin_for(uri))
+        self._stopped.keep(uri, self._checkpointing.pin_for(uri))
 
     def _fail(self, uri: str, error: SubscriptionFailedError) -> None:
         """Subscription ``uri`` stopped with an error of its query (its policy said stop): it is FAILED, visibly

@@ -1,4 +1,9 @@
-"""Upgrading a running subscription in place: ``update_subscription``, ``rollback_subscription``, its history.
+"""Upgrading a running subscription in place, a part of the engine: ``update_subscription``, ``rollback_subscription``,
+its history. The engine makes one :class:`Upgrading` beside its artifact registry and hands it the parts an update
+writes (the records, the subscriptions, the outputs, the queries' environment, the checkpoints) or reads, the
+registry's expansion of definitions, and callbacks: take the boundary's checkpoint, bind a query, and what the
+running and scheduling rooms keep of the subscription being swapped (its error policy, its end, where it stood
+behind the engine). It holds no engine.
 
 An update replaces a subscription's definition at **one checkpoint boundary**, in one transaction:
 
@@ -25,6 +30,8 @@ engine's position; its outputs during the catch-up are new outputs after the old
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -32,23 +39,37 @@ from typing import Any, Final
 from reaqtive.core.streams import LONG_MAX
 from reaqtive.core.subjects import SimpleSubject
 from reaqtive.core.visitors import subscribe_all
-from reaqtive.engine._room import (
-    _ARTIFACTS,
-    _BUILTIN_OBSERVERS,
-    _OUTPUTS,
-    _TEMPLATES,
-    EngineRoom,
-    _counter_bytes,
-    _now_text,
-    _references,
-    _to_bytes,
-)
+from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.backfill import BackfillStart, check_start, resolve_start
 from reaqtive.engine.backfill import behind_of as backfill_behind
-from reaqtive.engine.database import to_micros
+from reaqtive.engine.behind import Lag
+from reaqtive.engine.checkpointing import Checkpointing
+from reaqtive.engine.database import EngineStore, to_micros
 from reaqtive.engine.engine_errors import ArtifactNotFoundError, UpdateError
-from reaqtive.engine.expressions import decode_query, encode_query, instantiate, template_id, templatize
+from reaqtive.engine.expressions import (
+    FunctionRegistry,
+    decode_query,
+    encode_query,
+    instantiate,
+    template_id,
+    templatize,
+)
+from reaqtive.engine.handover import EngineLock
+from reaqtive.engine.idle import Subscriptions
+from reaqtive.engine.outputs import Outputs
+from reaqtive.engine.positions import Positions
+from reaqtive.engine.query_environment import QueryEnvironment
 from reaqtive.engine.records import parse_counter
+from reaqtive.engine.store_keys import (
+    ARTIFACTS,
+    BUILTIN_OBSERVERS,
+    OUTPUTS,
+    TEMPLATES,
+    counter_bytes,
+    now_text,
+    references_of,
+    to_bytes,
+)
 from reaqtive.engine.upgrade import (
     UNMATCHED,
     Identity,
@@ -73,10 +94,13 @@ from reaqtive.state.environment import InnerEnvironment
 from reaqtive.state.framing import NodeState, Path
 from reaqtive.state.host import HostedQuery, QueryHost
 
-__all__ = ["PREVIOUS_STATES", "DefinitionEntry", "Upgrading"]
+__all__ = ["PREVIOUS_STATES", "Bind", "DefinitionEntry", "Upgrading"]
 
 PREVIOUS_STATES: Final = "previous_states"
 """Store category: per subscription, the state units of its previous definition at the swap (for a rollback)."""
+
+Bind = Callable[..., HostedQuery]
+"""Binds a stored query: ``bind(uri, record, template, blob, *, behind=None, load=None)`` (the running room)."""
 
 DefinitionEntry = dict[str, Any]
 """One definition in a subscription's history: ``expression``, ``observer``, ``refs``, ``keyed``, ``from`` and
@@ -100,8 +124,40 @@ class _Discard:
         """Dropped."""
 
 
-class Upgrading(EngineRoom):
+class Upgrading:
     """See the module docstring."""
+
+    def __init__(  # noqa: PLR0917 (the parts an update writes and reads, each named)
+        self, store: EngineStore, lock: EngineLock, functions: FunctionRegistry, records: ArtifactRecords,
+        subscriptions: Subscriptions, positions: Positions, outputs: Outputs, environment: QueryEnvironment,
+        checkpointing: Checkpointing, scheduler: VirtualTimeScheduler, *, settings: dict[str, object],
+        log: logging.Logger, behind: Mapping[str, Lag], check_open: Callable[[], None],
+        boundary: Callable[[], object], bind: Bind, expand: Callable[[Query[Any]], Query[Any]],
+        forget_policy: Callable[[str], object], forget_ended: Callable[[str], object],
+        forget_behind: Callable[[str], object], produced: Callable[[], None], appended: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._lock = lock
+        self._functions = functions
+        self._records = records
+        self._subscriptions = subscriptions
+        self._positions = positions
+        self._outputs = outputs
+        self._environment = environment
+        self._checkpointing = checkpointing
+        self._scheduler = scheduler
+        self._settings = settings
+        self._log = log
+        self._behind = behind  # (read here: the scheduling room writes it)
+        self._check_open = check_open
+        self._boundary = boundary  # the engine's checkpoint()
+        self._bind = bind
+        self._expand = expand
+        self._forget_policy = forget_policy
+        self._forget_ended = forget_ended
+        self._forget_behind = forget_behind
+        self._produced = produced
+        self._appended = appended
 
     def update_subscription(
         self,
@@ -113,24 +169,7 @@ class Upgrading(EngineRoom):
         dry_run: bool = False,
         start: int | datetime | str | None = None,
     ) -> UpdatePlan:
-        """Replace the definition of running subscription ``uri`` by ``query`` at one checkpoint boundary, keeping
-        the state of the operators it shares with the old one (see :mod:`reaqtive.engine.upgrade` for what is
-        matched: ``.named(...)`` parts by name, the rest by path and operator; a state moves when its version
-        is one the new operator loads). Outputs before the boundary come from the old definition, after it from
-        the new, numbered on. Returns the :class:`~reaqtive.engine.upgrade.UpdatePlan` of what was done.
-
-        ``unmatched``: ``"empty"`` (operators without a state to move start empty) or ``"backfill"`` (the whole
-        new definition is rebuilt from the retained log from ``start``, ``"earliest"`` by default, and catches
-        up behind the engine; no state moves). ``require_state``: refuse the update if any operator of the new
-        definition would start empty or any operator of the old one would be dropped. ``dry_run``: compute and
-        return the plan only, changing nothing (the refusals below apply).
-
-        Refused with nothing changed: no such subscription (:class:`~reaqtive.engine.ArtifactNotFoundError`), a
-        query that cannot be persisted or reads what does not exist (as ``create_subscription``), and, as
-        :class:`~reaqtive.engine.UpdateError`: a subscription that does not run (failed or stopped: restart it
-        first), is paused or catching up, a required state that cannot move, a new definition that fails to
-        start from the state it is given, ``start`` given without ``unmatched="backfill"``.
-        """
+        """:meth:`Engine.update_subscription <reaqtive.Engine.update_subscription>`."""
         if unmatched not in UNMATCHED:
             raise ValueError(f"update_subscription({uri!r}): unmatched must be one of {', '.join(UNMATCHED)}, got "
                              f"{unmatched!r}")
@@ -140,8 +179,8 @@ class Upgrading(EngineRoom):
         with self._lock:
             self._check_open()
             hosted, record = self._updatable(uri, "update_subscription")
-            expression = encode_query(query, self.functions)
-            references = sorted(_references(expression) | {record["observer"]} - _BUILTIN_OBSERVERS)
+            expression = encode_query(query, self._functions)
+            references = sorted(references_of(expression) | {record["observer"]} - BUILTIN_OBSERVERS)
             missing = [ref for ref in references if ref not in self._records]
             if missing:
                 raise ArtifactNotFoundError(f"update_subscription({uri!r}): the new query refers to "
@@ -163,17 +202,11 @@ class Upgrading(EngineRoom):
                                              require_state=require_state))
             self._log.info("subscription %r updated: %s", uri, plan.describe().splitlines()[0],
                            extra={"reaqtive_event": "subscription_updated", "subscription": uri})
-        self.appended.fire()  # a processing loop looks again: the new query may have timers due sooner
+        self._appended()  # a processing loop looks again: the new query may have timers due sooner
         return plan
 
     def rollback_subscription(self, uri: str, *, state: str = "current", dry_run: bool = False) -> UpdatePlan:
-        """Go back to subscription ``uri``'s previous definition (its history's last), at one checkpoint boundary
-        as an update. ``state="current"`` (default): the operators both definitions share go on from the current
-        state (they saw every event since the swap); the others take the state they had at the swap, kept in the
-        store. ``state="kept"``: the previous definition resumes from its state at the swap, as it was (the
-        events since are not replayed to it). The current definition becomes the history's last entry, so a
-        second rollback goes forward again. Refused (:class:`~reaqtive.engine.UpdateError`, nothing changed)
-        when there is no previous definition, or as :meth:`update_subscription`."""
+        """:meth:`Engine.rollback_subscription <reaqtive.Engine.rollback_subscription>`."""
         if state not in ("current", "kept"):
             raise ValueError(f"rollback_subscription({uri!r}): state must be 'current' or 'kept', got {state!r}")
         with self._lock:
@@ -199,7 +232,7 @@ class Upgrading(EngineRoom):
             uses_kept = not exact and any("kept at the swap" in change.reason for change in plan.changes)
             if uses_kept:
                 prefix = uri + "/"
-                current = set(hosted.inner_units()) | {key for key in self._stored_state_keys if key.startswith(prefix)}
+                current = set(hosted.inner_units()) | self._checkpointing.stored_under(uri)
                 shared = sorted(current & {key for key in kept if key.startswith(prefix)})
                 if shared:
                     raise UpdateError(f"rollback_subscription({uri!r}): inner units {', '.join(map(repr, shared[:3]))} "
@@ -211,15 +244,13 @@ class Upgrading(EngineRoom):
                                              exact=exact, rollback=True, kept_inner=uses_kept))
             self._log.info("subscription %r rolled back to its previous definition", uri,
                            extra={"reaqtive_event": "subscription_rolled_back", "subscription": uri})
-        self.appended.fire()
+        self._appended()
         return plan
 
     def subscription_history(self, uri: str) -> list[DefinitionEntry]:
-        """Every definition subscription ``uri`` had, oldest first, the current one last: each with its
-        ``expression``, ``observer``, ``from`` (when it took effect) and ``until`` (when it was replaced;
-        ``None`` for the current one) and ``pos`` (the log position of that swap)."""
+        """:meth:`Engine.subscription_history <reaqtive.Engine.subscription_history>`."""
         with self._lock:
-            record = self._check_kind(uri, "subscription")
+            record = self._records.check_kind(uri, "subscription")
             current = {"expression": self._expression_of(record), "observer": record["observer"],
                        "refs": list(record.get("refs", ())), "keyed": record.get("keyed", False),
                        "from": record.get("updated", record["created"]), "until": None, "pos": None}
@@ -228,7 +259,7 @@ class Upgrading(EngineRoom):
     # -- the parts ---------------------------------------------------------------------------------------------
 
     def _updatable(self, uri: str, what: str) -> tuple[HostedQuery, dict[str, Any]]:
-        record = self._check_kind(uri, "subscription")
+        record = self._records.check_kind(uri, "subscription")
         hosted = self._subscriptions.get(uri)
         if hosted is None:
             raise UpdateError(f"{what}({uri!r}): it does not run (failed or stopped: restart_subscription first, "
@@ -262,7 +293,7 @@ class Upgrading(EngineRoom):
         (``exact``: for everything)."""
         old = {} if exact else planned_states(hosted.handle)
         fallback = records_by_path(kept.get(uri), where=f"the kept state of {uri!r}") if kept else {}
-        query = self._expand(decode_query(expression, self.functions))
+        query = self._expand(decode_query(expression, self._functions))
         refused: dict[Identity, str] = {}
         notes: list[str] = []
         if unmatched != "backfill" and trial:
@@ -298,7 +329,7 @@ class Upgrading(EngineRoom):
                 inner = {**{key: blob for key, blob in self._kept_states(uri).items() if key.startswith(prefix)},
                          **inner}
         environment = InnerEnvironment()
-        for stream in self._records.streams_read(sorted(_references(encode_query(query, self.functions)))):
+        for stream in self._records.streams_read(sorted(references_of(encode_query(query, self._functions)))):
             environment.add_stream(stream, SimpleSubject())
         host = QueryHost(VirtualTimeScheduler(timedelta(microseconds=1)), environment=environment,
                          settings=self._settings)
@@ -336,7 +367,7 @@ class Upgrading(EngineRoom):
     ) -> list[NodeChange]:
         """Steps 1 to 3 of the module docstring. Returns what the plan (made without a trial) did not know: the
         operators that refused their state (reset) and the old ones they would have taken it from (dropped)."""
-        self.checkpoint()  # 1: the boundary
+        self._boundary()  # 1: the boundary
         snapshot = self._store.checkpoints.read(strict=False)
         prefix = uri + "/"
         old_main = snapshot.get(STATE_CATEGORY, uri)
@@ -345,10 +376,10 @@ class Upgrading(EngineRoom):
         old = old_states(hosted.handle, old_main, where=where)
         fallback = records_by_path(kept.get(uri), where=f"the kept state of {uri!r}") if kept and not exact else {}
         counter = self._outputs.counters[uri]
-        stored_counter = snapshot.get(_OUTPUTS, uri)
+        stored_counter = snapshot.get(OUTPUTS, uri)
         template, constants = templatize(expression)
         tid = template_id(template)
-        now = _now_text()
+        now = now_text()
         entry: DefinitionEntry = {
             "expression": self._expression_of(record), "observer": record["observer"],
             "refs": list(record.get("refs", ())), "keyed": record.get("keyed", False),
@@ -369,7 +400,7 @@ class Upgrading(EngineRoom):
         if waiting:
             self._store.write_outputs(waiting)
         hosted.abandon()
-        self._policies.pop(uri, None)
+        self._forget_policy(uri)
         from_kept = {key: blob for key, blob in (kept or {}).items() if key.startswith(prefix)}
         if exact:
             new_inner = from_kept
@@ -403,13 +434,13 @@ class Upgrading(EngineRoom):
             deletes = [(STATE_CATEGORY, key) for key in old_inner if key not in units]
             previous_units = {key: blob for key, blob in ({uri: old_main} | old_inner).items() if blob is not None}
             puts.append((PREVIOUS_STATES, uri, DEFAULT_CODEC.encode(previous_units)))
-            puts.append((_ARTIFACTS, uri, _to_bytes(new_record)))
+            puts.append((ARTIFACTS, uri, to_bytes(new_record)))
             if tid not in self._records.templates:
-                puts.append((_TEMPLATES, tid, _to_bytes(template)))
+                puts.append((TEMPLATES, tid, to_bytes(template)))
             old_tid = record["template"]
             if old_tid != tid and not self._records.template_used_besides(old_tid, uri):
-                deletes.append((_TEMPLATES, old_tid))
-            puts.append((_OUTPUTS, uri, _counter_bytes(counter.next)))
+                deletes.append((TEMPLATES, old_tid))
+            puts.append((OUTPUTS, uri, counter_bytes(counter.next)))
             own = self._outputs.take_own(uri)
             self._outputs.flush()
             self._store.commit_with_outputs(puts, deletes, outputs=own, encoded=True)
@@ -418,20 +449,19 @@ class Upgrading(EngineRoom):
             self._undo(uri, new_hosted, record, (old_main, old_inner), stored_counter)
             raise
         saving.confirm()
-        self._stored_state_keys.update(units)
-        self._stored_state_keys.difference_update(key for category, key in deletes if category == STATE_CATEGORY)
+        self._checkpointing.note_stored(units, deleted=[key for category, key in deletes if category == STATE_CATEGORY])
         produced = counter.next != counter.committed
         counter.committed = counter.next
         self._records.templates[tid] = template
-        if (_TEMPLATES, record["template"]) in deletes:
+        if (TEMPLATES, record["template"]) in deletes:
             self._records.templates.pop(record["template"], None)
         self._records[uri] = new_record
         self._subscriptions[uri] = new_hosted
-        self._ended.pop(uri, None)
+        self._forget_ended(uri)
         if backfill is not None:
-            self._backfilling.add(uri)
+            self._checkpointing.backfill_started(uri)
         if produced:
-            self.produced.fire()  # it produced outputs on start
+            self._produced()  # it produced outputs on start
         return _refusals(new_hosted, refused, old)
 
     def _bind_refusing(
@@ -469,7 +499,7 @@ class Upgrading(EngineRoom):
         """The swap failed before its commit: the new query goes, the old one is bound again from the boundary's
         state (the store still holds it), as if nothing happened."""
         old_main, old_inner = state
-        self._behind.pop(uri, None)
+        self._forget_behind(uri)
         if new_hosted is not None:
             new_hosted.abandon()
         self._outputs.stop(uri)

@@ -29,13 +29,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from abc import abstractmethod
 from decimal import Decimal
 from fractions import Fraction
 from typing import Final, Generic, TypeVar
 
 from reaqtive.core.arguments import require_callable
-from reaqtive.core.error_policy import NO_ELEMENT
 from reaqtive.core.operator import StateReader, StateWriter
 from reaqtive.core.streams import LONG_MAX, Subscriber, non_positive_request_error
 from reaqtive.core.subscribable import Subscribable
@@ -77,10 +75,9 @@ def none_result_error(name: str) -> TypeError:
 
 
 class AggregateStage(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
-    """The base of single-input aggregates.
-
-    Subclasses accumulate in ``on_next`` (calling :meth:`_finish` when an element decides the result early, as
-    ``first`` and ``any`` do), implement :meth:`result_at_completion`, and extend ``save_state_core`` /
+    """The base of single-input aggregates: its one subclass, :class:`~reaqtive.operators.step_stage.StepAggregate`,
+    runs the operator's step per element and at completion, and calls :meth:`_finish` with the result (early,
+    when an element decides it, as in ``first`` and ``any``); it extends ``save_state_core`` /
     ``load_state_core`` after calling ``super()``.
     """
 
@@ -116,16 +113,6 @@ class AggregateStage(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
 
-    @abstractmethod
-    def result_at_completion(self) -> R:
-        """The result when the source completed; raise (e.g. :func:`no_elements_error`) if there is none. No
-        user code here: what the user's functions make of it is :meth:`final_result`."""
-
-    def final_result(self, result: R) -> R:
-        """The user's part of the result at completion (a result selector, arithmetic on the user's values):
-        its errors go through the query's error policy. ``result`` unchanged by default."""
-        return result
-
     def _element_skipped(self) -> None:
         """Nothing owed: the stage asked its source for everything."""
 
@@ -148,23 +135,6 @@ class AggregateStage(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
             super().request(LONG_MAX)
 
     # -- the result --------------------------------------------------------------------------------------------
-
-    def on_complete(self) -> None:
-        self._upstream_terminated()
-        try:
-            result = self.result_at_completion()
-        except Exception as error:  # the operator's own error (no element): not the user's
-            self._signal_error(error)
-            return
-        try:
-            result = self.final_result(result)
-            if result is None:
-                raise none_result_error(self.name)
-        except Exception as error:
-            if self._user_error(error, NO_ELEMENT):  # skipped: the result, and the stage completes without it
-                self._signal_complete()
-            return
-        self._finish(result, upstream_live=False)
 
     def on_start(self) -> None:
         if self._held:  # recovered with a held result: the source has nothing more to say

@@ -125,7 +125,9 @@ def input_source(source: object, op: str, position: int) -> Expression[Any]:
 
 class Terminated:
     """The upstream slot of an input whose source ended the subscription itself (it must not be cancelled from
-    inside its own terminal signal, rule 2.3), or of a stage that was disposed."""
+    inside its own terminal signal, rule 2.3), or of a stage that was disposed; also the subscription of an
+    inner subject's input observer (:func:`~reaqtive.operators._inner_subjects.input_of`), which is pushed to and
+    never asked: a subscription that does nothing."""
 
     __slots__ = ()
 
@@ -272,7 +274,7 @@ class EmitterBase(Emitter[R], StatefulOperatorBase[R], Generic[R]):
 
 class UnaryEmitterBase(Emitter[R], StatefulUnaryOperatorBase[S, R], Generic[S, R]):
     """A stateful stage with a serialized drain and one input. ``request`` is the downstream's demand (the
-    emitter's); :meth:`_request_upstream` asks the source."""
+    emitter's); :meth:`_request_upstream` asks the source; the source's error fails the stage through the drain."""
 
     __slots__ = ("_demand", "_emitting", "_error", "_lock", "_running")
 
@@ -283,6 +285,11 @@ class UnaryEmitterBase(Emitter[R], StatefulUnaryOperatorBase[S, R], Generic[S, R
     def _request_upstream(self, n: int) -> None:
         """Ask the source for ``n`` (handed over when its subscription arrives)."""
         UnaryOperatorBase.request(self, n)
+
+    def on_error(self, error: BaseException) -> None:
+        require_not_none(error, "error", "2.13")
+        self._upstream_terminated()
+        self._fail(error)  # (the first error wins, delivered by the drain)
 
 
 class PendingEmitterBase(UnaryEmitterBase[S, R], Generic[S, R]):
@@ -360,10 +367,6 @@ class PullingEmitterBase(PendingEmitterBase[S, R], Generic[S, R]):
         self._pulled = True
         self._state.changed = True
         return LONG_MAX
-
-    def on_error(self, error: BaseException) -> None:
-        self._upstream_terminated()
-        self._fail(error)
 
     def _load_pulled(self, pulled: bool) -> None:
         """The saved ``_pulled`` (from the stage's ``load_state_core``)."""

@@ -61,11 +61,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, Generic, TypeVar
 from reaqtive.core.context import HigherOrderEnvironment, OperatorContext
 from reaqtive.core.errors import LimitExceededError
 from reaqtive.core.operator import StateReader, StateWriter, UnaryOperatorBase
-from reaqtive.core.streams import LONG_MAX, Subscriber, Subscription, add_demand, non_positive_request_error
+from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand, non_positive_request_error
 from reaqtive.core.subjects import MultiSubject, SimpleSubject
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators._emitter import DEFAULT_QUEUE_SIZE, queue_capacity
+from reaqtive.operators._emitter import DEFAULT_QUEUE_SIZE, TERMINATED, queue_capacity
 from reaqtive.operators.settings import MAX_QUEUE_SIZE
 from reaqtive.state import StatefulUnaryOperatorBase
 
@@ -82,21 +82,6 @@ DEFAULT_MAX_WAITING: Final = DEFAULT_QUEUE_SIZE
 Action = Callable[[Any], None]
 
 
-class _Unlimited(Subscription):
-    """The subscription handed to a subject's input observer: the operator pushes, and never needs asking."""
-
-    __slots__ = ()
-
-    def request(self, n: int) -> None:
-        pass
-
-    def cancel(self) -> None:
-        pass
-
-
-_UNLIMITED: Final = _Unlimited()
-
-
 def input_of(subject: MultiSubject[Any, Any]) -> Subscriber[Any]:
     """Where to push a subject's elements: the subject itself when it is a subscriber (a
     :class:`~reaqtive.core.subjects.SimpleSubject`), else a new input observer of it."""
@@ -105,7 +90,7 @@ def input_of(subject: MultiSubject[Any, Any]) -> Subscriber[Any]:
     if isinstance(subject, (SimpleSubject, Subscriber)):
         return subject
     observer = subject.create_observer()
-    observer.on_subscribe(_UNLIMITED)
+    observer.on_subscribe(TERMINATED)  # (a subscription that does nothing: the operator pushes, never needs asking)
     return observer
 
 

@@ -336,8 +336,8 @@ class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
     """The stage of an operator that merges the inner streams its outer elements select.
 
     The outer source is the stage's only input; inner subscriptions are not inputs (each is a checkpoint unit
-    of its own, see the module). Subclasses implement :meth:`on_next` (what an outer element does) and
-    :meth:`select` (the inner stream of an outer element), and set ``label`` and ``kind``.
+    of its own, see the module). Subclasses implement :meth:`on_next` (what an outer element does), set
+    ``_selector`` (the inner stream of an outer element, :meth:`select`), ``label`` and ``kind``.
 
     State: the number of outer elements seen (the next inner id), whether the outer completed, each slot (its
     number, whether it is done, the outer element that created it while it is live, its queued elements), the
@@ -370,6 +370,7 @@ class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
         "_queued",
         "_reasked",
         "_result_selector",
+        "_selector",
         "_slots",
         "_source",
         "_token",
@@ -381,6 +382,7 @@ class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
         super().__init__(downstream)
         self._source = source
         self._result_selector: Callable[[Any, Any], Any] | None = None
+        self._selector: Callable[[Any], Any] | None = None  # an outer element's inner stream; None: the element
         self._slots: dict[int, InnerSlot] = {}  # by number: creation order
         self._turns: deque[InnerSlot] = deque()  # slots with queued elements, in the order they take turns
         self._counter = 0  # outer elements seen: the number of the next inner
@@ -402,13 +404,17 @@ class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
     # -- what subclasses decide --------------------------------------------------------------------------------
 
     def select(self, element: Any) -> Subscribable[Any]:
-        """The inner stream of an outer element (user code: may raise)."""
-        return selected_source(self.label, element)
+        """The inner stream of an outer element: ``_selector(element)``, or the element (user code: may raise)."""
+        selector = self._selector
+        return selected_source(self.label, element if selector is None else selector(element))
 
     def _selected(self, element: Any) -> Subscribable[Any] | None:
         """The inner stream of an outer element, selected before the element changes anything (the outer's
-        ``on_next``, outside the lock); ``None`` when the selector raised (or did not return a query): the query's
-        error policy skipped the element (as if it had never come) or the stage is failing."""
+        ``on_next``, outside the lock); ``None`` when the stage is failing or disposed (a late element: no selector
+        call), or the selector raised (or did not return a query): the query's error policy skipped the element (as
+        if it had never come) or the stage is failing."""
+        if self._disposed or self._error is not None:
+            return None
         try:
             return self.select(element)
         except Exception as error:
@@ -599,11 +605,6 @@ class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
             # deleting again is harmless and makes sure nothing of it stays registered.
             host.delete(slot.number)
         return True
-
-    def on_error(self, error: BaseException) -> None:
-        require_not_none(error, "error", "2.13")
-        self._upstream_terminated()
-        self._fail(error)
 
     def on_complete(self) -> None:
         self._upstream_terminated()

@@ -27,6 +27,8 @@ from reaqtive.state import StatefulUnaryOperatorBase
 __all__ = [
     "DeadlineStage",
     "DroppingStage",
+    "GateStage",
+    "LockedEnd",
     "OpenAtDeadline",
     "TakeUntilDeadline",
     "UntilObserver",
@@ -143,7 +145,27 @@ class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
             self.on_deadline()
 
 
-class TakeUntilDeadline(DeadlineStage[T], Generic[T]):
+class LockedEnd(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The source's error and completion, taken under ``_lock`` (the subclass's slot), so that they never overlap
+    what else the lock serializes downstream (rule 1.3): ``take_until`` by a stream or a time."""
+
+    __slots__ = ()
+
+    _lock: threading.RLock
+
+    def on_error(self, error: BaseException) -> None:
+        require_not_none(error, "error", "2.13")
+        with self._lock:
+            self._upstream_terminated()
+            self._signal_error(error)
+
+    def on_complete(self) -> None:
+        with self._lock:
+            self._upstream_terminated()
+            self._signal_complete()
+
+
+class TakeUntilDeadline(LockedEnd[T], DeadlineStage[T], Generic[T]):
     """Passes every element until the deadline, then completes and unsubscribes from the source.
 
     The timer and the source may signal on different threads, so a lock serializes what goes downstream (rule
@@ -160,31 +182,16 @@ class TakeUntilDeadline(DeadlineStage[T], Generic[T]):
         with self._lock:
             self._downstream.on_next(value)  # a no-op subscriber once completed
 
-    def on_error(self, error: BaseException) -> None:
-        require_not_none(error, "error", "2.13")
-        with self._lock:
-            self._upstream_terminated()
-            self._signal_error(error)
-
-    def on_complete(self) -> None:
-        with self._lock:
-            self._upstream_terminated()
-            self._signal_complete()
-
     def on_deadline(self) -> None:
         with self._lock:
             if not self._disposed:
                 self._signal_complete()
 
 
-class OpenAtDeadline(DroppingStage[T], DeadlineStage[T], Generic[T]):
-    """Drops every element until the deadline, then passes every element. The source's completion and errors
-    pass at any time (as in Rx: a source that ends before the gate opens ends the result too).
-
-    State: ``open`` (the deadline was reached), after whatever the subclass saves first. The timer only flips
-    ``open``; it never signals downstream, so there is nothing to serialize and no lock. Each element dropped
-    before the deadline is replaced with ``request(1)`` upstream, unless demand is unbounded.
-    """
+class GateStage(DroppingStage[T], Generic[T]):
+    """Drops every element until the gate opens (``_open``, saved by the subclass), then passes every element;
+    each element dropped before is replaced with ``request(1)`` upstream, unless demand is unbounded
+    (``skip_until`` by a stream or a time)."""
 
     __slots__ = ("_open",)
 
@@ -198,16 +205,29 @@ class OpenAtDeadline(DroppingStage[T], DeadlineStage[T], Generic[T]):
         else:
             self._replace_dropped()
 
+
+class OpenAtDeadline(GateStage[T], DeadlineStage[T], Generic[T]):
+    """Drops every element until the deadline, then passes every element (:class:`GateStage`). The source's
+    completion and errors pass at any time (as in Rx: a source that ends before the gate opens ends the result
+    too).
+
+    State: ``open`` (the deadline was reached), after whatever the subclass saves first. The timer only flips
+    ``open``; it never signals downstream, so there is nothing to serialize and no lock.
+    """
+
+    __slots__ = ()
+
     def on_deadline(self) -> None:
         self._open = True
         self._state.changed = True
 
 
-class UntilStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
+class UntilStage(LockedEnd[T], Generic[T]):
     """What ``take_until`` and ``skip_until`` with a stream share: two inputs, visited in this order, ``other``
     (input 0, through an :class:`UntilObserver`) and the source (input 1); a lock serializing what may race
-    downstream (rule 1.3); ``other``'s error ends the stage, its completion without an element sets
-    ``_other_done`` (saved: a recovered stage does not listen to it again, :meth:`_forget_ended_other`). A
+    downstream (rule 1.3; :class:`LockedEnd`, whose completion ``skip_until`` replaces); ``other``'s error ends
+    the stage, its completion without an element sets ``_other_done`` (saved: a recovered stage does not listen
+    to it again, :meth:`_forget_ended_other`). A
     subclass declares the slots ``_lock``, ``_other``, ``_other_done``, ``_other_observer`` and ``_source`` (so
     that it may combine with :class:`DroppingStage`) and handles ``_on_other_next``."""
 
@@ -247,12 +267,6 @@ class UntilStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def on_dispose(self) -> None:
         self._other_observer.cancel()
-
-    def on_error(self, error: BaseException) -> None:
-        require_not_none(error, "error", "2.13")
-        with self._lock:
-            self._upstream_terminated()
-            self._signal_error(error)
 
     @abstractmethod
     def _on_other_next(self) -> None:

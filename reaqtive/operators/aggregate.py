@@ -6,17 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from reaqtive.core.arguments import ArgsRecord, arguments, require_callable
-from reaqtive.core.binding import register_operator
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.arguments import ArgsRecord, require_callable
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._aggregate import no_elements_error, none_result_error, optional_callable
 from reaqtive.operators._seed import NO_SEED  # shared with the fluent methods' defaults
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, is_immutable_value, register_keyed_step
-from reaqtive.operators.step_stage import StepAggregate, runs_inline
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError
+from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
 
 __all__ = ["NO_SEED", "Aggregate", "AggregateArgs", "AggregateSeed", "AggregateSeedArgs", "aggregate"]
 
@@ -60,24 +57,14 @@ def aggregate(
 
 
 @dataclass(frozen=True, slots=True)
-class AggregateArgs:
-    """The arguments of an ``aggregate`` node without a seed: ``(source, accumulator, result_selector)``."""
+class AggregateArgs(ArgsRecord):
+    """The arguments of an ``aggregate`` node without a seed: ``(source, accumulator, result_selector)``; a node
+    with a seed reads as an :class:`AggregateSeedArgs` (one op, two shapes)."""
 
     source: Subscribable[Any]
     accumulator: Callable[[Any, Any], Any]
     result_selector: Callable[[Any], Any] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> AggregateArgs | AggregateSeedArgs:
-        """The checked arguments of ``query``: an :class:`AggregateSeedArgs` when the node has a seed (one op,
-        two shapes)."""
-        args = arguments(
-            query, ("source", "accumulator", "result_selector"), ("source", "accumulator", "result_selector", "seed")
-        )
-        source, accumulator, result_selector = args.source(0), args.function(1), args.optional_function(2)
-        if len(args) == 4:
-            return AggregateSeedArgs(source, accumulator, result_selector, args.value(3))
-        return cls(source, accumulator, result_selector)
+    checks = ("source", "function", "optional_function")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,28 +78,20 @@ class AggregateSeedArgs(ArgsRecord):
     checks = ("source", "function", "optional_function", "value")
 
 
-@register_operator("aggregate", frames=4, builder=aggregate, args=AggregateArgs)
-def _bind_aggregate(query: Expression[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
-    """One op, two stages (persisted under different names): the number of arguments picks the stage."""
-    args = AggregateArgs.read(query)
-    if isinstance(args, AggregateSeedArgs):
-        return AggregateSeed(args, downstream)
-    return Aggregate(args, downstream)
+AggregateArgs.alternatives = (AggregateSeedArgs,)
 
 
+@step_operator("aggregate", lambda args: AggregateStep(args.accumulator, args.result_selector),
+               when=lambda args: isinstance(args, AggregateArgs), frames=4, builder=aggregate, args=AggregateArgs)
 class Aggregate(StepAggregate):
-    """The running stage of :func:`aggregate` without a seed, run by its keyed step (:class:`AggregateStep`). It
-    is made from its checked arguments (the op's binder reads them to pick the stage); saved as ``has_value,
-    accumulation``."""
+    """The running stage of :func:`aggregate` without a seed, run by its keyed step (:class:`AggregateStep`) (one
+    op, two stages: the number of arguments picks the stage); saved as ``has_value, accumulation``."""
 
     name = "reaqtive:aggregate"
     version: Version = (1,)
     state_fields = ("held", "?result", "has_value", "accumulation")
 
     __slots__ = ()
-
-    def __init__(self, args: AggregateArgs, downstream: Subscriber[Any]) -> None:
-        super().__init__(downstream, args.source, AggregateStep(args.accumulator, args.result_selector))
 
     def write_field(self, writer: StateWriter, field: Any) -> None:
         writer.write(bool(field))
@@ -124,19 +103,18 @@ class Aggregate(StepAggregate):
         return (accumulation,) if has_value else ()
 
 
+@step_operator("aggregate", lambda args: AggregateSeedStep(args.seed, args.accumulator, args.result_selector),
+               owned="seed", when=lambda args: isinstance(args, AggregateSeedArgs), frames=4, builder=aggregate,
+               args=AggregateArgs)
 class AggregateSeed(StepAggregate):
-    """The running stage of :func:`aggregate` with a seed, run by its keyed step (:class:`AggregateSeedStep`),
-    made from its checked arguments (see :class:`Aggregate`)."""
+    """The running stage of :func:`aggregate` with a seed, run by its keyed step (:class:`AggregateSeedStep`); a
+    mutable seed keeps the general path (every group owns its accumulation)."""
 
     name = "reaqtive:aggregate+seed"
     version: Version = (1,)
     state_fields = ("held", "?result", "accumulation")
 
     __slots__ = ()
-
-    def __init__(self, args: AggregateSeedArgs, downstream: Subscriber[Any]) -> None:
-        step = AggregateSeedStep(args.seed, args.accumulator, args.result_selector)
-        super().__init__(downstream, args.source, step)
 
 
 def _result(name: str, accumulation: Any, selector: Callable[[Any], Any] | None) -> tuple[Any, ...]:
@@ -197,15 +175,3 @@ class AggregateSeedStep(KeyedStep):
 
     def check(self, state: Any) -> bool:
         return True  # the user's accumulation (the seed may be None)
-
-
-@register_keyed_step("aggregate")
-def aggregate_step(query: Expression[Any]) -> KeyedStep | None:
-    """The keyed step of an ``aggregate`` node; ``None`` (the general path) for a seed every group must own
-    (mutable)."""
-    args = AggregateArgs.read(query)
-    if isinstance(args, AggregateSeedArgs):
-        if not is_immutable_value(args.seed):
-            return None
-        return AggregateSeedStep(args.seed, args.accumulator, args.result_selector)
-    return AggregateStep(args.accumulator, args.result_selector)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -112,6 +111,20 @@ class BufferArgs(ArgsRecord):
     checks = ("source", "positive_count", "positive_count")
 
 
+def _open_lengths(index: int, count: int, skip: int) -> list[int]:
+    """The lengths of the lists open after ``index`` elements, oldest first: one opened at every multiple of
+    ``skip``, not yet full."""
+    opened = range(max(0, (index - count) // skip + 1) * skip, index, skip)
+    return [index - start for start in opened]
+
+
+def _size_threshold(context: OperatorContext, count: int) -> tuple[int, bool, int]:
+    """``(MAX_BUFFER_SIZE, whether count exceeds it, the length at which a list closes or fails)``: a count
+    above the limit fails at the element that exceeds it."""
+    limit = read_limit(context, MAX_BUFFER_SIZE)
+    return limit, count > limit, min(count, limit + 1)
+
+
 def _closed_before(received: int, count: int, skip: int) -> int:
     """How many buffers have closed by count after ``received`` elements."""
     return 0 if received < count else (received - count) // skip + 1
@@ -164,9 +177,7 @@ class BufferCount(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
-        self._limit = limit = read_limit(context, MAX_BUFFER_SIZE)
-        self._overflow = self._count > limit
-        self._threshold = limit + 1 if self._overflow else self._count
+        self._limit, self._overflow, self._threshold = _size_threshold(context, self._count)
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._buffer)
@@ -266,7 +277,9 @@ class BufferCount(StatefulUnaryOperatorBase[T, list[T]], Generic[T]):
 
 class BufferCountSkip(UnaryEmitterBase[T, list[T]], Generic[T]):
     """The running stage of :func:`buffer` by count with ``skip != count``: a list opens at every ``skip``-th
-    element (the first at the first element) and is emitted once it holds ``count`` elements.
+    element (the first at the first element) and is emitted once it holds ``count`` elements. Per element it runs
+    its keyed step (:class:`BufferCountSkipStep`) on its field ``[index, *open lists]``, saved as ``index``, the
+    open lists (oldest first), then whether the source completed.
 
     While the source runs, a list is emitted from ``on_next``: the upstream was asked for exactly the elements
     that close the lists the downstream requested (``elements_for``), so a full list always has demand. Once
@@ -282,37 +295,28 @@ class BufferCountSkip(UnaryEmitterBase[T, list[T]], Generic[T]):
     state_fields = ("index", "buffers", "source_done")
 
     __slots__ = (
-        "_buffers",
         "_closed_at_start",
         "_count",
         "_demanded",
         "_emitted",
-        "_index",
-        "_max_buffers",
-        "_max_size",
-        "_overflow",
+        "_field",
         "_requested_to",
         "_skip",
         "_source",
         "_source_done",
-        "_threshold",
+        "_step",
     )
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         super().__init__(downstream)
         args = BufferArgs.read(query)
         self._source: Subscribable[T] = args.source
-        self._count = count = args.count
+        self._count = args.count
         self._skip = args.skip
+        self._step = BufferCountSkipStep(args.count, args.skip)
         # state
-        self._index = 0  # elements received, ever
-        self._buffers: deque[list[T]] = deque()
+        self._field: list[Any] = [0]  # elements received, ever, then the open lists, oldest first
         self._source_done = False
-        # limits
-        self._max_size = UNLIMITED
-        self._max_buffers = UNLIMITED
-        self._threshold = count
-        self._overflow = False
         # demand (not state: a recovered subscriber requests afresh)
         self._running = True  # the emitter has work only once the source completed: no need to wait for the start
         self._closed_at_start = 0  # lists closed before this run started (recovery)
@@ -322,32 +326,28 @@ class BufferCountSkip(UnaryEmitterBase[T, list[T]], Generic[T]):
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
-        self._max_size = read_limit(context, MAX_BUFFER_SIZE)
-        self._max_buffers = read_limit(context, MAX_BUFFER_COUNT)
-        self._overflow = self._count > self._max_size
-        self._threshold = self._max_size + 1 if self._overflow else self._count
+        self._step.set_context(context)  # (the limits)
 
     def save_state_core(self, writer: StateWriter) -> None:
-        writer.write(self._index)
-        writer.write(list(self._buffers))
+        writer.write(self._field[0])
+        writer.write(self._field[1:])
         writer.write(self._source_done)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._index = index = reader.read_int("index")
-        self._buffers = deque(reader.read_list("buffers", of=list))  # lists of the user's elements
+        index = reader.read_int("index")
+        buffers = reader.read_list("buffers", of=list)  # lists of the user's elements
         self._source_done = reader.read_bool("source done")
-        # The lists open at `index` follow from it: one opened at every multiple of skip, not yet full. A failed
-        # stage may hold a full one; a completed one has emitted the oldest.
-        count, skip = self._count, self._skip
-        opened = range(max(0, (index - count) // skip + 1) * skip, index, skip)
-        expected = [index - start for start in opened]
-        lengths = [len(buffer) for buffer in self._buffers]
+        self._field = [index, *buffers]
+        # The lists open at `index` follow from it (a failed stage may hold a full one; a completed one has
+        # emitted the oldest).
+        expected = _open_lengths(index, self._count, self._skip)
+        lengths = [len(buffer) for buffer in buffers]
         if not self.is_disposed and (
             lengths != expected[len(expected) - len(lengths) :] if self._source_done else lengths != expected
         ):
             raise reader.invalid("buffers", f"the lists open after {index} elements, of lengths {expected}", lengths)
-        self._closed_at_start = _closed_before(self._index, self._count, self._skip)
-        self._requested_to = self._index
+        self._closed_at_start = _closed_before(index, self._count, self._skip)
+        self._requested_to = index
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
@@ -388,27 +388,15 @@ class BufferCountSkip(UnaryEmitterBase[T, list[T]], Generic[T]):
     # -- elements ----------------------------------------------------------------------------------------------
 
     def on_next(self, value: T) -> None:
-        index = self._index
-        buffers = self._buffers
-        if index % self._skip == 0:
-            if len(buffers) >= self._max_buffers:
-                self._fail(LimitExceededError(self.name, MAX_BUFFER_COUNT, self._max_buffers))
-                return
-            buffers.append([])
-        for buffer in buffers:
-            buffer.append(value)
-        self._index = index + 1
+        try:
+            self._field, output = self._step.next(self._field, value)
+        except StepOperatorError as error:  # a limit
+            self._fail(error.error)
+            return
         self._state.changed = True
-        if buffers and len(buffers[0]) == self._threshold:
-            if self._overflow:
-                self._fail(LimitExceededError(self.name, MAX_BUFFER_SIZE, self._max_size))
-                return
+        if output is not SKIP:
             self._emitted += 1
-            self._downstream.on_next(buffers.popleft())
-
-    def on_error(self, error: BaseException) -> None:
-        self._upstream_terminated()
-        self._fail(error)
+            self._downstream.on_next(output)
 
     def on_complete(self) -> None:
         self._upstream_terminated()
@@ -422,13 +410,13 @@ class BufferCountSkip(UnaryEmitterBase[T, list[T]], Generic[T]):
     def _poll(self) -> Any:
         if not self._source_done:
             return IDLE  # on_next emits while the source runs
-        buffers = self._buffers
-        if not buffers:
+        field = self._field
+        if len(field) == 1:
             return COMPLETE
         if self._demanded == LONG_MAX or self._emitted < self._demanded:
             self._emitted += 1
             self._state.changed = True
-            return buffers.popleft()
+            return field.pop(1)
         return IDLE
 
 
@@ -446,9 +434,7 @@ class BufferCountStep(KeyedStep):
         self._overflow = False
 
     def set_context(self, context: OperatorContext) -> None:
-        self._limit = limit = read_limit(context, MAX_BUFFER_SIZE)
-        self._overflow = self._count > limit
-        self._threshold = limit + 1 if self._overflow else self._count
+        self._limit, self._overflow, self._threshold = _size_threshold(context, self._count)
 
     def next(self, state: Any, value: Any) -> tuple[Any, Any]:
         if state is None:
@@ -486,10 +472,8 @@ class BufferCountSkipStep(KeyedStep):
         self._overflow = False
 
     def set_context(self, context: OperatorContext) -> None:
-        self._max_size = read_limit(context, MAX_BUFFER_SIZE)
+        self._max_size, self._overflow, self._threshold = _size_threshold(context, self._count)
         self._max_buffers = read_limit(context, MAX_BUFFER_COUNT)
-        self._overflow = self._count > self._max_size
-        self._threshold = self._max_size + 1 if self._overflow else self._count
 
     def next(self, state: Any, value: Any) -> tuple[Any, Any]:
         field: list[Any] = [0] if state is None else state
@@ -515,12 +499,10 @@ class BufferCountSkipStep(KeyedStep):
             return True
         if type(state) is not list or not state or type(state[0]) is not int or state[0] < 1:
             return False
-        index, buffers = state[0], state[1:]
+        buffers = state[1:]
         if not all(type(buffer) is list for buffer in buffers):
             return False
-        count, skip = self._count, self._skip
-        opened = range(max(0, (index - count) // skip + 1) * skip, index, skip)
-        return [len(buffer) for buffer in buffers] == [index - start for start in opened]
+        return [len(buffer) for buffer in buffers] == _open_lengths(state[0], self._count, self._skip)
 
 
 @register_keyed_step("buffer")

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, Arguments
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -19,12 +18,12 @@ from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import PullingEmitterBase
-from reaqtive.operators._timing import MAX_SPAN, count_demand, deadline, earlier, multiply_safe
+from reaqtive.operators._spans import ShiftedSpans, SpanClock, SpanTimeArgs, SpanTimeOrCountArgs, TickedSpans
+from reaqtive.operators._timing import count_demand, deadline
 from reaqtive.operators.buffer import buffer
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.keyed_timed import US, TimedStep
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
-from reaqtive.scheduler import ActionTask
 from reaqtive.state.fields import time_bounds
 
 __all__ = [
@@ -42,28 +41,16 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class BufferTimeArgs(ArgsRecord):
+class BufferTimeArgs(SpanTimeArgs):
     """The arguments of a ``buffer_time`` node: ``(source, duration, shift)`` (``shift == duration``: a list
     every ``duration``)."""
 
-    source: Subscribable[Any]
-    duration: timedelta
-    shift: timedelta
-    checks = ("source", "positive_duration", "positive_duration")
-
-    def validate(self, args: Arguments) -> None:
-        if self.shift != self.duration and self.shift > MAX_SPAN:
-            args.fail(2, f"at most {MAX_SPAN.days} days (a longer shift never opens a second list)")
+    span = "list"
 
 
 @dataclass(frozen=True, slots=True)
-class BufferTimeOrCountArgs(ArgsRecord):
+class BufferTimeOrCountArgs(SpanTimeOrCountArgs):
     """The arguments of a ``buffer_time_or_count`` node: ``(source, duration, count)``."""
-
-    source: Subscribable[Any]
-    duration: timedelta
-    count: int
-    checks = ("source", "positive_duration", "positive_count")
 
 
 @register_operator("buffer_time", frames=4, builder=buffer, args=BufferTimeArgs)
@@ -76,15 +63,12 @@ def bind_buffer_time(query: Expression[Any], subscriber: Subscriber[Any]) -> Sub
     return BufferTimeShift(query, subscriber)
 
 
-class _TimeBuffer(PullingEmitterBase[T, list[T]], Generic[T]):
+class _TimeBuffer(SpanClock, PullingEmitterBase[T, list[T]], Generic[T]):
     """What the time-driven buffers share: the queue of closed lists, demand, the timer, and output through the
     serialized emitter of :mod:`reaqtive.operators._emitter` (timers, the source and ``request`` may run on
     different threads).
 
-    Times are absolute (``datetime``) and saved, so a recovered buffer closes when it would have; a timer that
-    is past due when it runs (after a pause, or a restart after downtime) catches up with every close it missed.
-    Each timer carries the generation it was scheduled in: a close by count reschedules, and the timer of an
-    earlier generation is stale.
+    The clock of the lists (absolute times, saved; a late timer catches up) is :mod:`reaqtive.operators._spans`.
 
     The upstream demand is state: what the upstream had been asked for is not a function of what a recovered
     downstream asks again (once everything was asked for, it stays asked for while the downstream has all it
@@ -92,7 +76,8 @@ class _TimeBuffer(PullingEmitterBase[T, list[T]], Generic[T]):
     it and asks the upstream for it again when it starts (``_reasked``).
 
     Subclasses keep their open list(s) and times, and implement :meth:`_start_fresh` (the first open, at the
-    subscription), :meth:`_advance` (close/open everything due by ``now``; under the lock), :meth:`_next_due`,
+    subscription), ``_advance`` (close/open everything due by ``now``; under the lock) and ``_next_due``
+    (:class:`~reaqtive.operators._spans.TickedSpans`, :class:`~reaqtive.operators._spans.ShiftedSpans`),
     :meth:`_close_all` (completion; under the lock) and save/load their own fields, then the base's
     (:meth:`_save_pending` / :meth:`_load_pending`).
     """
@@ -144,12 +129,8 @@ class _TimeBuffer(PullingEmitterBase[T, list[T]], Generic[T]):
     def _start_fresh(self, now: datetime) -> None:
         raise NotImplementedError
 
-    def _advance(self, now: datetime) -> None:
-        """Close and open every list due by ``now`` (each close through :meth:`_close`)."""
-        raise NotImplementedError
-
-    def _next_due(self) -> datetime:
-        raise NotImplementedError
+    def _halted(self) -> bool:
+        return self._error is not None
 
     def _close_all(self) -> None:
         """The source completed: close the open lists (oldest first)."""
@@ -177,11 +158,6 @@ class _TimeBuffer(PullingEmitterBase[T, list[T]], Generic[T]):
             self._schedule_timer(generation, due)
         self._running = True
         self._drain()
-
-    def _schedule_timer(self, generation: int, due: datetime) -> None:
-        scheduler = self._scheduler
-        assert scheduler is not None
-        scheduler.schedule(ActionTask(self._on_timer, generation), due=due)
 
     def _on_timer(self, generation: int) -> None:
         if self._disposed:
@@ -223,11 +199,9 @@ class _TimeBuffer(PullingEmitterBase[T, list[T]], Generic[T]):
                 self._state.changed = True
         self._drain()
 
-    # -- output ------------------------------------------------------------------------------------------------
 
 
-
-class _TickBuffer(_TimeBuffer[T], Generic[T]):
+class _TickBuffer(TickedSpans, _TimeBuffer[T], Generic[T]):
     """One open list, closed every ``duration`` (by :class:`BufferTime`, and by :class:`BufferTimeOrCount` also
     at ``count``): the fields, their save and load, and the ticks they share.
 
@@ -259,19 +233,10 @@ class _TickBuffer(_TimeBuffer[T], Generic[T]):
     def _start_fresh(self, now: datetime) -> None:
         self._next_tick = deadline(now, self._duration)  # NEVER past datetime.max: no close by time
 
-    def _next_due(self) -> datetime:
-        assert self._next_tick is not None
-        return self._next_tick
-
-    def _advance(self, now: datetime) -> None:
-        next_tick = self._next_tick
-        assert next_tick is not None
-        while next_tick <= now and self._error is None:
-            self._close(self._buffer)
-            self._buffer = []
-            next_tick = deadline(next_tick, self._duration)
-        self._next_tick = next_tick
-        self._state.changed = True
+    def _roll(self) -> bool:
+        self._close(self._buffer)
+        self._buffer = []
+        return self._error is None
 
     def _close_all(self) -> None:
         self._close(self._buffer)
@@ -320,14 +285,14 @@ class BufferTime(_TickBuffer[T], Generic[T]):
         self._drain()
 
 
-class BufferTimeShift(_TimeBuffer[T], Generic[T]):
+class BufferTimeShift(ShiftedSpans, _TimeBuffer[T], Generic[T]):
     """The running stage of :func:`~reaqtive.operators.buffer.buffer` by duration and shift (``shift !=
     duration``): a list opens every ``shift`` (the first at the subscription) and closes ``duration`` after it
     opened; a close comes before an open at the same instant. Lists overlap when ``shift < duration`` and leave
     gaps (elements in no list are dropped) when ``shift > duration``.
 
-    Only the time the next list opens is saved: the oldest list's close time follows from it (lists open
-    ``shift`` apart and all last ``duration``). State version 2 adds whether the upstream was asked for
+    Only the time the next list opens is saved: the oldest list's close time follows from it
+    (:class:`~reaqtive.operators._spans.ShiftedSpans`). State version 2 adds whether the upstream was asked for
     everything; version 1 still loads, as "not asked".
     """
 
@@ -358,48 +323,30 @@ class BufferTimeShift(_TimeBuffer[T], Generic[T]):
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
         # (1,) is (2,) without the last field
         self._buffers = deque(reader.read_list("buffers", of=list))  # lists of the user's elements
-        most = -(-self._duration // self._shift)  # lists open at once: those opened within the last duration
+        most = self._most_open()
         if len(self._buffers) > most:
             raise reader.invalid("buffers", f"at most {most} open lists", self._buffers)
         self._next_open = reader.read_optional_datetime("next open", *time_bounds(self.context, self._shift))
         self._load_pending(reader, self._next_open)
-
-    def _next_close(self) -> datetime | None:
-        """When the oldest open list closes (``None`` when none is open)."""
-        if not self._buffers:
-            return None
-        assert self._next_open is not None
-        # The oldest list opened len(buffers) shifts before the next opening. Clamped: a list that would open
-        # after datetime.max never opens, and one that would close after it never closes by time.
-        return deadline(earlier(self._next_open, multiply_safe(self._shift, len(self._buffers))), self._duration)
 
     def _start_fresh(self, now: datetime) -> None:
         self._next_open = now
         with self._lock:
             self._advance(now)
 
-    def _next_due(self) -> datetime:
-        assert self._next_open is not None
-        close = self._next_close()
-        return self._next_open if close is None else min(close, self._next_open)
+    def _open_count(self) -> int:
+        return len(self._buffers)
 
-    def _advance(self, now: datetime) -> None:
-        buffers = self._buffers
-        while self._error is None:
-            next_open = self._next_open
-            assert next_open is not None
-            close = self._next_close()
-            if close is not None and close <= now and close <= next_open:  # the close first at equal times
-                self._close(buffers.popleft())
-            elif next_open <= now:
-                if len(buffers) >= self._max_buffers:
-                    self._set_error(LimitExceededError(self.name, MAX_BUFFER_COUNT, self._max_buffers))
-                    return
-                buffers.append([])
-                self._next_open = deadline(next_open, self._shift)
-            else:
-                break
-        self._state.changed = True
+    def _close_oldest(self) -> None:
+        self._close(self._buffers.popleft())
+
+    def _open_next(self, next_open: datetime) -> bool:
+        if len(self._buffers) >= self._max_buffers:
+            self._set_error(LimitExceededError(self.name, MAX_BUFFER_COUNT, self._max_buffers))
+            return False
+        self._buffers.append([])
+        self._next_open = deadline(next_open, self._shift)
+        return True
 
     def _close_all(self) -> None:
         buffers = self._buffers

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import require_callable, variadic_arguments
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -71,20 +71,14 @@ def combine_latest(
 
 
 @dataclass(frozen=True, slots=True)
-class CombineLatestArgs:
+class CombineLatestArgs(ArgsRecord):
     """The arguments of a ``combine_latest`` node: ``(source, *others, selector_or_None)``."""
 
     source: Subscribable[Any]
     others: tuple[Subscribable[Any], ...]
     selector: Callable[..., Any] | None
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> CombineLatestArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = variadic_arguments(query, "source", minimum=2, trailing=("selector",))
-        last = len(args) - 1
-        return cls(args.source(0), tuple(args.sources(1, last)), args.optional_function(last))
+    checks = ("source", "sources", "optional_function")
+    least_sources = 2
 
 
 class _CombineInput(EmitterInput):

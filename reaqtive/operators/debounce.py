@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import arguments, require_duration
+from reaqtive.core.arguments import ArgsRecord, arguments, require_duration
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.expression import Expression, OperatorCall
@@ -79,24 +79,12 @@ def debounce(duration: timedelta | Callable[[Any], Subscribable[Any]]) -> Operat
 
 
 @dataclass(frozen=True, slots=True)
-class DebounceArgs:
+class DebounceArgs(ArgsRecord):
     """The arguments of a ``debounce`` node: ``(source, duration)``, a ``timedelta`` or a function."""
 
     source: Subscribable[Any]
     duration: timedelta | Callable[[Any], Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> DebounceArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, "source", "duration")
-        source = args.source(0)
-        duration = args.value(1)
-        if isinstance(duration, timedelta):
-            return cls(source, args.duration(1))
-        if not callable(duration):
-            args.fail(1, _NOT_A_DURATION)
-        return cls(source, duration)
+    checks = ("source", "duration_or_function")
 
 
 @register_operator("debounce", frames=20, builder=debounce, args=DebounceArgs)
@@ -153,11 +141,6 @@ class _DebounceBase(UnaryEmitterBase[T, T], Generic[T]):
         self._drain()
 
     # -- the source ----------------------------------------------------------------------------------------------
-
-    def on_error(self, error: BaseException) -> None:
-        require_not_none(error, "error", "2.13")
-        self._upstream_terminated()
-        self._fail(error)
 
     def on_complete(self) -> None:
         self._upstream_terminated()
@@ -349,10 +332,7 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
         super().on_start()
 
     def on_dispose(self) -> None:
-        with self._lock:
-            live, self._has_inner = self._has_inner, False
-        if live and self._host is not None:
-            self._host.delete(self._count - 1)
+        self._stop_waiting()  # (the live duration query ends with the stage)
 
     def on_next(self, value: T) -> None:
         ended = self._source_done or self._disposed  # (a late element: no selector call)
@@ -393,6 +373,7 @@ class DebounceSelector(_DebounceBase[T], Generic[T]):
             self._fail(error)
 
     def _stop_waiting(self) -> None:
+        """The duration query of the pending element, if live, is deleted."""
         with self._lock:
             live, self._has_inner = self._has_inner, False
         if live and self._host is not None:

@@ -6,20 +6,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, arguments, require_callable
-from reaqtive.core.binding import register_operator
+from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
-from reaqtive.core.expression import Expression, OperatorCall
+from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.streams import LONG_MAX, Subscriber
+from reaqtive.core.streams import LONG_MAX
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
+from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError
 from reaqtive.operators.settings import MAX_DISTINCT_ELEMENTS, read_limit
-from reaqtive.operators.step_stage import StepStage, runs_inline
+from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
 
-__all__ = ["Distinct", "DistinctArgs", "DistinctComparer", "bind_distinct", "distinct"]
+__all__ = ["Distinct", "DistinctArgs", "DistinctComparer", "distinct"]
 
 T = TypeVar("T")
 
@@ -68,6 +66,8 @@ class DistinctArgs(ArgsRecord):
     checks = ("source", "optional_function", "optional_function")
 
 
+@step_operator("distinct", lambda args: DistinctStep(args.key_selector), when=lambda args: args.comparer is None,
+               builder=distinct, args=DistinctArgs)
 class Distinct(StepStage):
     """The running stage of :func:`distinct` without a comparer, run by :class:`DistinctStep`: the keys seen so
     far in a ``set`` (saved as a set, empty before the first element)."""
@@ -77,10 +77,6 @@ class Distinct(StepStage):
     state_fields = ("keys",)
     drops = True
 
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args = DistinctArgs.read(query)
-        super().__init__(downstream, args.source, DistinctStep(args.key_selector))
-
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(set() if self._field is None else self._field)
 
@@ -88,6 +84,8 @@ class Distinct(StepStage):
         self._field = reader.read_set("keys") or None  # the user's keys
 
 
+@step_operator("distinct", lambda args: DistinctComparerStep(args.key_selector, args.comparer),
+               when=lambda args: args.comparer is not None, builder=distinct, args=DistinctArgs)
 class DistinctComparer(StepStage):
     """The running stage of :func:`distinct` with a comparer, run by :class:`DistinctComparerStep`: the keys
     seen so far in a list (they need not be hashable), each new key compared with all of them."""
@@ -97,26 +95,11 @@ class DistinctComparer(StepStage):
     state_fields = ("keys",)
     drops = True
 
-    def __init__(self, query: Expression[Any], downstream: Subscriber[Any]) -> None:
-        args = DistinctArgs.read(query)
-        comparer = args.comparer
-        if comparer is None:  # bind_distinct binds a node without a comparer to Distinct, never here
-            arguments(query, "source", "key_selector", "comparer").fail(2, "callable")
-        super().__init__(downstream, args.source, DistinctComparerStep(args.key_selector, comparer))
-
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write([] if self._field is None else self._field)
 
     def load_state_core(self, reader: StateReader) -> None:
         self._field = reader.read_list("keys") or None  # the user's keys
-
-
-@register_operator("distinct", builder=distinct, args=DistinctArgs)
-def bind_distinct(query: Expression[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
-    """The binder of ``distinct``: args ``(source, key_selector | None, comparer | None)``."""
-    if arguments(query, "source", "key_selector", "comparer").value(2) is None:  # the stages check the rest
-        return Distinct(query, downstream)
-    return DistinctComparer(query, downstream)
 
 
 @runs_inline(Distinct)
@@ -181,12 +164,3 @@ class DistinctComparerStep(KeyedStep):
 
     def check(self, state: Any) -> bool:
         return state is None or (type(state) is list and len(state) > 0)
-
-
-@register_keyed_step("distinct")
-def distinct_step(query: Expression[Any]) -> KeyedStep:
-    """The keyed step of a ``distinct`` node (every overload: a set of keys, or a list with a comparer)."""
-    args = DistinctArgs.read(query)
-    if args.comparer is None:
-        return DistinctStep(args.key_selector)
-    return DistinctComparerStep(args.key_selector, args.comparer)

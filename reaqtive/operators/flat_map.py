@@ -15,7 +15,7 @@ from reaqtive.core.operator import Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators._inner_subscriptions import InnerMergeBase, InnerSlot, selected_source
+from reaqtive.operators._inner_subscriptions import InnerMergeBase, InnerSlot
 from reaqtive.operators.keyed_groups import bind_keyed_groups
 from reaqtive.operators.settings import MAX_CONCURRENT_INNER, read_limit
 
@@ -154,12 +154,12 @@ class FlatMap(InnerMergeBase[R], Generic[R]):
     version: Version = (2,)
     older_versions = frozenset({(1,)})
 
-    __slots__ = ("_max_concurrent", "_selector")
+    __slots__ = ("_max_concurrent",)
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         args = FlatMapArgs.read(query)
         super().__init__(args.source, downstream)
-        self._selector: Callable[[Any], Any] | None = args.selector
+        self._selector = args.selector
         self._result_selector = args.result_selector
         self._max_concurrent: int | None = args.max_concurrent
 
@@ -169,14 +169,7 @@ class FlatMap(InnerMergeBase[R], Generic[R]):
         max_concurrent = self._max_concurrent
         self._bound = limit if max_concurrent is None else min(max_concurrent, limit)
 
-    def select(self, element: Any) -> Subscribable[Any]:
-        selector = self._selector
-        return selected_source(self.label, element if selector is None else selector(element))
-
     def on_next(self, value: Any) -> None:
-        failing = self._disposed or self._error is not None  # (a late element: no selector call)
-        if failing:
-            return
         source = self._selected(value)
         if source is None:
             return  # skipped (as if it had never come), or failing
@@ -217,5 +210,4 @@ class MergeAll(FlatMap[R], Generic[R]):
     def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         args = MergeAllArgs.read(query)
         InnerMergeBase.__init__(self, args.source, downstream)
-        self._selector = None
         self._max_concurrent = args.max_concurrent

@@ -6,7 +6,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import variadic_arguments
+from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -54,18 +54,12 @@ def merge(*others: Subscribable[T]) -> OperatorCall[T]:
 
 
 @dataclass(frozen=True, slots=True)
-class MergeArgs:
+class MergeArgs(ArgsRecord):
     """The arguments of a ``merge`` node: ``(source, *others)``."""
 
     source: Subscribable[Any]
     others: tuple[Subscribable[Any], ...]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> MergeArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = variadic_arguments(query, "source")
-        return cls(args.source(0), tuple(args.sources(1, len(args))))
+    checks = ("source", "sources")
 
 
 class _MergeInput(EmitterInput, Generic[T]):

@@ -91,21 +91,13 @@ def scan(*args: Any, seed: Any = NO_SEED) -> OperatorCall[Any]:
 
 
 @dataclass(frozen=True, slots=True)
-class ScanArgs:
-    """The arguments of a ``scan`` node without a seed: ``(source, accumulator)``. :meth:`read` reads either
-    form of the node (the one record the registry knows for ``scan``)."""
+class ScanArgs(ArgsRecord):
+    """The arguments of a ``scan`` node without a seed: ``(source, accumulator)``; a node with a seed reads as a
+    :class:`ScanSeedArgs` (the one record the registry knows for ``scan`` reads either form)."""
 
     source: Subscribable[Any]
     accumulator: Callable[[Any, Any], Any]
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> ScanArgs | ScanSeedArgs:
-        """The checked arguments of ``query``: a :class:`ScanSeedArgs` when it has a seed
-        (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not fit)."""
-        if len(query.args) == 3:
-            return ScanSeedArgs.read(query)
-        args = arguments(query, ("source", "accumulator"), ("source", "seed", "accumulator"))
-        return cls(args.source(0), args.function(1))
+    checks = ("source", "function")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +108,9 @@ class ScanSeedArgs(ArgsRecord):
     seed: object
     accumulator: Callable[[Any, Any], Any]
     checks = ("source", "element", "function")
+
+
+ScanArgs.alternatives = (ScanSeedArgs,)
 
 
 class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
@@ -134,7 +129,7 @@ class Scan(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        args = ScanArgs.read(query)
+        args = ScanArgs.read_any(query)
         if not isinstance(args, ScanArgs):  # a node with a seed: bind_scan binds it to ScanSeed
             arguments(query, "source", "accumulator")  # raises: the wrong number of arguments for this stage
         assert isinstance(args, ScanArgs)
@@ -237,9 +232,9 @@ def _none_error(value: object) -> TypeError:
 @fusible("scan", frames=2, builder=scan, args=ScanArgs)
 def bind_scan(query: Expression[Any], downstream: Subscriber[Any]) -> SubscriptionHandle:
     """The binder of ``scan``: ``(source, accumulator)`` without a seed, ``(source, seed, accumulator)`` with."""
-    if len(arguments(query, ("source", "accumulator"), ("source", "seed", "accumulator"))) == 2:
-        return Scan(query, downstream)
-    return ScanSeed(query, downstream)
+    if isinstance(ScanArgs.read_any(query), ScanSeedArgs):
+        return ScanSeed(query, downstream)
+    return Scan(query, downstream)
 
 
 class ScanStep(TemplateStep):
@@ -273,7 +268,8 @@ class ScanSeedStep(TemplateStep):
 @register_keyed_step("scan")
 def scan_step(query: Expression[Any]) -> KeyedStep | None:
     """The keyed step of a ``scan`` node; ``None`` (the general path) for a seed every group must own (mutable)."""
-    args = ScanArgs.read(query)
+    args = ScanArgs.read_any(query)
     if isinstance(args, ScanSeedArgs):
         return ScanSeedStep(args.accumulator, args.seed) if is_immutable_value(args.seed) else None
+    assert isinstance(args, ScanArgs)
     return ScanStep(args.accumulator)

@@ -12,7 +12,7 @@ from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators._take_skip import DroppingStage, OpenAtDeadline, UntilStage, other_or_time
+from reaqtive.operators._take_skip import GateStage, OpenAtDeadline, UntilStage, other_or_time
 
 __all__ = ["SkipUntil", "SkipUntilArgs", "SkipUntilTime", "SkipUntilTimeArgs", "skip_until"]
 
@@ -69,7 +69,7 @@ class SkipUntilTimeArgs(ArgsRecord):
 
 
 @register_operator("skip_until", builder=skip_until, args=SkipUntilArgs)
-class SkipUntil(DroppingStage[T], UntilStage[T], Generic[T]):
+class SkipUntil(GateStage[T], UntilStage[T], Generic[T]):
     """The running stage of :func:`skip_until` with a stream (two inputs: :class:`UntilStage`). Only terminal
     signals can race (the other never emits an element downstream), so only they take the lock.
     """
@@ -77,13 +77,12 @@ class SkipUntil(DroppingStage[T], UntilStage[T], Generic[T]):
     name = "reaqtive:skip_until"
     version: Version = (1,)
 
-    __slots__ = ("_lock", "_open", "_other", "_other_done", "_other_observer", "_source", "_source_done")
+    __slots__ = ("_lock", "_other", "_other_done", "_other_observer", "_source", "_source_done")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = SkipUntilArgs.read(query)
         self._init_until(args.source, args.other)
-        self._open = False
         self._source_done = False
 
     def save_state_core(self, writer: StateWriter) -> None:
@@ -104,12 +103,6 @@ class SkipUntil(DroppingStage[T], UntilStage[T], Generic[T]):
             self._inputs[1].dispose()
 
     # -- the source ----------------------------------------------------------------------------------------------
-
-    def on_next(self, value: T) -> None:
-        if self._open:
-            self._downstream.on_next(value)
-        else:
-            self._replace_dropped()
 
     def on_complete(self) -> None:
         with self._lock:

@@ -56,7 +56,64 @@ from reaqtive.state import StatefulUnaryOperatorBase
 __all__ = ["StepAggregate", "StepStage", "inlinable", "runs_inline", "step_operator"]
 
 
-class StepStage(DroppingStage[Any]):
+class _RunsStep(StatefulUnaryOperatorBase[Any, Any]):
+    """What :class:`StepStage` and :class:`StepAggregate` share (see the module): the step and its field (slots
+    of theirs), the step's limits, the field saved after the base's state, and the ``on_next`` that calls a step
+    that is not inlined (:func:`runs_inline`), whose ``(field, output)`` the stage's :meth:`_took` handles."""
+
+    __slots__ = ()
+
+    _field: Any
+    _in_place: bool
+    _next: Callable[[Any, Any], tuple[Any, Any]]
+    _step: KeyedStep
+
+    def _init_step(self, step: KeyedStep) -> None:
+        self._step = step  # type: ignore[misc]  # (slots of the subclass)
+        self._field = step.initial
+        self._next = step.next
+        self._in_place = step.in_place  # type: ignore[misc]
+
+    def set_context(self, context: OperatorContext) -> None:
+        super().set_context(context)
+        self._step.set_context(context)  # (the host's limits)
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        super().save_state_core(writer)
+        if not isinstance(self._step, StatelessStep):
+            self.write_field(writer, self._field)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        super().load_state_core(reader)
+        if not isinstance(self._step, StatelessStep):
+            self._field = self.read_field(reader)
+
+    def read_field(self, reader: StateReader) -> Any:
+        """The field, read after the base's state (any value by default)."""
+        return reader.read()
+
+    def write_field(self, writer: StateWriter, field: Any) -> None:
+        """Save the field, after the base's state (as it is by default)."""
+        writer.write(field)
+
+    def on_next(self, value: Any) -> None:
+        old = self._field
+        try:
+            field, output = self._next(old, value)
+        except StepOperatorError as error:
+            self._signal_error(error.error)
+            return
+        except Exception as error:  # the user's: the policy skips the element (the field stays) or stops
+            self._user_error(error, value)
+            return
+        self._took(old, field, output)
+
+    def _took(self, old: Any, field: Any, output: Any) -> None:
+        """What the stage does with the step's ``(field, output)`` for an element (``old``: the field before)."""
+        raise NotImplementedError
+
+
+class StepStage(_RunsStep, DroppingStage[Any]):
     """The stage of an operator whose keyed step is its per-element logic (see the module). A subclass builds
     its step from the query's checked arguments and passes it, with the source, to ``__init__``."""
 
@@ -87,37 +144,13 @@ class StepStage(DroppingStage[Any]):
     def __init__(self, downstream: Subscriber[Any], source: Subscribable[Any], step: KeyedStep) -> None:
         super().__init__(downstream)
         self._source = source
-        self._step = step
-        self._field: Any = step.initial
-        self._next = step.next  # (bound once: read per element)
-        self._in_place = step.in_place
+        self._init_step(step)
         self._skip_keeps = step.skip_keeps_field
-
-    def set_context(self, context: OperatorContext) -> None:
-        super().set_context(context)
-        self._step.set_context(context)  # (the host's limits)
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        if not isinstance(self._step, StatelessStep):  # (a stateless step's stage saves nothing of its own)
-            writer.write(self._field)
-
-    def load_state_core(self, reader: StateReader) -> None:
-        if not isinstance(self._step, StatelessStep):
-            self._field = reader.read()
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
 
-    def on_next(self, value: Any) -> None:
-        old = self._field
-        try:
-            field, output = self._next(old, value)
-        except StepOperatorError as error:
-            self._signal_error(error.error)
-            return
-        except Exception as error:  # the user's: the policy skips the element (the field stays) or stops
-            self._user_error(error, value)
-            return
+    def _took(self, old: Any, field: Any, output: Any) -> None:
         if field is DONE:
             self._end(old, output)
             return
@@ -150,7 +183,7 @@ class StepStage(DroppingStage[Any]):
             StatefulUnaryOperatorBase._element_skipped(self)  # (not DroppingStage's: nothing is owed for it)
 
 
-class StepAggregate(AggregateStage[Any, Any]):
+class StepAggregate(_RunsStep, AggregateStage[Any, Any]):
     """An aggregate (:class:`~reaqtive.operators._aggregate.AggregateStage`) run by its keyed step: per element
     as :class:`StepStage` (an output with :data:`~reaqtive.operators.keyed_steps.DONE` is the result, decided
     early); at completion the step's ``complete``, whose one output is the result (a
@@ -171,44 +204,10 @@ class StepAggregate(AggregateStage[Any, Any]):
     """Whether an element with no output and no end is handled inline (nothing is owed for it)."""
 
     def __init__(self, downstream: Subscriber[Any], source: Subscribable[Any], step: KeyedStep) -> None:
-        super().__init__(source, downstream)
-        self._step = step
-        self._field: Any = step.initial
-        self._next = step.next
-        self._in_place = step.in_place
+        super().__init__(source, downstream)  # (AggregateStage's, after _RunsStep)
+        self._init_step(step)
 
-    def set_context(self, context: OperatorContext) -> None:
-        super().set_context(context)
-        self._step.set_context(context)
-
-    def save_state_core(self, writer: StateWriter) -> None:
-        super().save_state_core(writer)
-        if not isinstance(self._step, StatelessStep):
-            self.write_field(writer, self._field)
-
-    def load_state_core(self, reader: StateReader) -> None:
-        super().load_state_core(reader)
-        if not isinstance(self._step, StatelessStep):
-            self._field = self.read_field(reader)
-
-    def read_field(self, reader: StateReader) -> Any:
-        """The field, read after the held result (any value by default)."""
-        return reader.read()
-
-    def write_field(self, writer: StateWriter, field: Any) -> None:
-        """Save the field, after the held result (as it is by default)."""
-        writer.write(field)
-
-    def on_next(self, value: Any) -> None:
-        old = self._field
-        try:
-            field, output = self._next(old, value)
-        except StepOperatorError as error:
-            self._signal_error(error.error)
-            return
-        except Exception as error:  # the user's: the policy skips the element (the field stays) or stops
-            self._user_error(error, value)
-            return
+    def _took(self, old: Any, field: Any, output: Any) -> None:
         if field is DONE:
             self._finish(output)
         elif field is not old or self._in_place:
@@ -228,9 +227,6 @@ class StepAggregate(AggregateStage[Any, Any]):
             return
         self._finish(outputs[0], upstream_live=False)
 
-    def result_at_completion(self) -> Any:
-        raise NotImplementedError  # (on_complete asks the step)
-
 
 S = TypeVar("S", bound=type[KeyedStep])
 G = TypeVar("G", bound=type[StepStage] | type[StepAggregate])
@@ -242,6 +238,7 @@ def step_operator(
     *,
     keyed: Callable[[Any], KeyedStep | None] | None = None,
     owned: str | None = None,
+    when: Callable[[Any], bool] | None = None,
     **registration: Any,
 ) -> Callable[[G], G]:
     """Class decorator of a :class:`StepStage` or :class:`StepAggregate` made from its node: registers it for
@@ -251,7 +248,10 @@ def step_operator(
     returns ``None`` where the general path must run) as ``op``'s keyed step: the step is built in one place for
     the stage and the keyed chain. ``owned`` names a field of the record (a seed, a default) that every key would
     share: one that may change in place keeps the general path, which makes it anew per group. Stacked, one stage
-    serves several ops (``first``, ``first_or_default``), each with its record and step."""
+    serves several ops (``first``, ``first_or_default``), each with its record and step. With ``when``, one op has
+    several stages (forms persisted under different names: ``distinct`` with and without a comparer), each
+    decorated with the test of the record that picks it, the registration on the first: the op's binder and its
+    keyed step take the first form whose ``when`` holds."""
     record = registration["args"]
 
     def decorate(stage: G) -> G:
@@ -266,7 +266,6 @@ def step_operator(
 
                 stage.__init__ = construct  # type: ignore[assignment]
         ops[op] = (record, step)
-        register_operator(op, **registration)(stage)
         keyed_step = step if keyed is None else keyed
 
         def keyed_factory(query: Any) -> KeyedStep | None:
@@ -275,12 +274,46 @@ def step_operator(
                 return None
             return keyed_step(args)
 
-        keyed_factory.__module__ = stage.__module__  # (the operator's, as a factory written in its module)
-        keyed_factory.__qualname__ = f"{stage.__qualname__}.keyed_step"
-        register_keyed_step(op)(keyed_factory)
+        if when is None:
+            register_operator(op, **registration)(stage)
+            keyed_factory.__module__ = stage.__module__  # (the operator's, as a factory written in its module)
+            keyed_factory.__qualname__ = f"{stage.__qualname__}.keyed_step"
+            register_keyed_step(op)(keyed_factory)
+        else:
+            _add_form(op, when, stage, keyed_factory, registration)
         return stage
 
     return decorate
+
+
+_FORMS: dict[str, list[tuple[Callable[[Any], bool], Any, Callable[[Any], KeyedStep | None]]]] = {}
+"""The stages of an op with several (:func:`step_operator`'s ``when``), in the order decorated."""
+
+
+def _add_form(op: str, when: Callable[[Any], bool], stage: Any, keyed_factory: Callable[[Any], KeyedStep | None],
+              registration: dict[str, Any]) -> None:
+    """Add a form of ``op``; the first registers the op's binder and keyed step, which pick a form by its test."""
+    forms = _FORMS.setdefault(op, [])
+    forms.append((when, stage, keyed_factory))
+    if len(forms) > 1:
+        return
+    record = registration["args"]
+
+    def pick(query: Any) -> tuple[Any, Callable[[Any], KeyedStep | None]]:
+        args = record.read(query)
+        return next((form, factory) for test, form, factory in forms if test(args))
+
+    def bind(query: Any, downstream: Subscriber[Any]) -> SubscriptionHandle:
+        return cast("SubscriptionHandle", pick(query)[0](query, downstream))
+
+    def keyed_factory_of_form(query: Any) -> KeyedStep | None:
+        return pick(query)[1](query)
+
+    for function, name in ((bind, "bind"), (keyed_factory_of_form, "keyed_step")):
+        function.__module__ = stage.__module__  # (the operator's, as written in its module)
+        function.__qualname__ = f"{op}.{name}"
+    register_operator(op, **registration)(bind)
+    register_keyed_step(op)(keyed_factory_of_form)
 
 
 def runs_inline(*stages: type[StepStage] | type[StepAggregate]) -> Callable[[S], S]:

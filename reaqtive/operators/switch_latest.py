@@ -12,7 +12,7 @@ from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators._inner_subscriptions import InnerMergeBase, InnerSlot, selected_source
+from reaqtive.operators._inner_subscriptions import InnerMergeBase, InnerSlot
 
 __all__ = ["SwitchLatest", "SwitchLatestArgs", "switch_latest"]
 
@@ -77,12 +77,12 @@ class SwitchLatest(InnerMergeBase[R], Generic[R]):
     label = "switch_latest"
     kind = "switch_latest"
 
-    __slots__ = ("_current", "_selector")
+    __slots__ = ("_current",)
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[R]) -> None:
         args = SwitchLatestArgs.read(query)
         super().__init__(args.source, downstream)
-        self._selector: Callable[[Any], Any] | None = args.selector
+        self._selector = args.selector
         self._current: InnerSlot | None = None
 
     def load_state_core(self, reader: StateReader) -> None:
@@ -100,14 +100,7 @@ class SwitchLatest(InnerMergeBase[R], Generic[R]):
             raise reader.invalid("slots", f"at most the latest inner's, number {self._counter - 1}", numbers)
         return next(iter(self._slots.values()), None)
 
-    def select(self, element: Any) -> Subscribable[Any]:
-        selector = self._selector
-        return selected_source(self.label, element if selector is None else selector(element))
-
     def on_next(self, value: Any) -> None:
-        failing = self._disposed or self._error is not None  # (a late element: no selector call)
-        if failing:
-            return
         source = self._selected(value)  # before the current inner ends: a skipped element leaves it live
         if source is None:
             return

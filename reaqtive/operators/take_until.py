@@ -101,11 +101,6 @@ class TakeUntil(UntilStage[T], Generic[T]):
         with self._lock:
             self._downstream.on_next(value)  # a no-op subscriber once the stage ended
 
-    def on_complete(self) -> None:
-        with self._lock:
-            self._upstream_terminated()
-            self._signal_complete()
-
     # -- the other -----------------------------------------------------------------------------------------------
 
     def _on_other_next(self) -> None:

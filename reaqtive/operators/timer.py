@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from reaqtive.core.arguments import ArgsRecord, arguments, require_positive_duration
+from reaqtive.core.arguments import ArgsRecord, require_positive_duration
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -93,32 +93,23 @@ def interval(period: timedelta) -> Expression[int]:
 
 
 @dataclass(frozen=True, slots=True)
-class TimerArgs:
-    """The arguments of a ``timer`` node: ``(due,)``, or ``(due, period)`` (read as a :class:`TimerPeriodArgs`)."""
+class TimerArgs(ArgsRecord):
+    """The arguments of a ``timer`` node: ``(due,)``; ``(due, period)`` reads as a :class:`TimerPeriodArgs`."""
 
     due: timedelta | datetime
-
-    @classmethod
-    def read(cls, query: Expression[Any]) -> TimerArgs:
-        """The checked arguments of ``query`` (:class:`~reaqtive.core.errors.OperatorArgumentError` if they do not
-        fit)."""
-        args = arguments(query, ("due",), ("due", "period"))
-        if len(args) == 1:
-            return TimerArgs(args.due(0))
-        return TimerPeriodArgs(args.due(0), args.duration(1, positive=True))
+    checks = ("due",)
 
 
 @dataclass(frozen=True, slots=True)
-class TimerPeriodArgs(TimerArgs):
+class TimerPeriodArgs(ArgsRecord):
     """The arguments of a periodic ``timer`` node: ``(due, period)``."""
 
+    due: timedelta | datetime
     period: timedelta
+    checks = ("due", "positive_duration")
 
-    @classmethod
-    def read(cls, query: Expression[Any]) -> TimerPeriodArgs:
-        """The checked arguments of ``query``, which must have the period."""
-        args = arguments(query, "due", "period")
-        return cls(args.due(0), args.duration(1, positive=True))
+
+TimerArgs.alternatives = (TimerPeriodArgs,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +246,7 @@ class _TimerSource(PullSource[int]):
 @register_operator("timer", builder=timer, args=TimerArgs)
 def _bind_timer(query: Expression[Any], downstream: Subscriber[int]) -> _TimerSource:
     """``timer(due)`` or ``timer(due, period)``: one expression operator, two stages (their state differs)."""
-    if isinstance(TimerArgs.read(query), TimerPeriodArgs):
+    if isinstance(TimerArgs.read_any(query), TimerPeriodArgs):
         return PeriodicTimer(query, downstream)
     return SingleTimer(query, downstream)
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, Arguments
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.expression import Expression, InnerStreamNode
@@ -17,9 +16,9 @@ from reaqtive.core.scheduler_interface import Scheduler
 from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators._timing import MAX_SPAN, add_safe, count_demand, earlier, multiply_safe
+from reaqtive.operators._spans import ShiftedSpans, SpanClock, SpanTimeArgs, SpanTimeOrCountArgs, TickedSpans
+from reaqtive.operators._timing import add_safe, count_demand
 from reaqtive.operators.window import WindowsStage, window
-from reaqtive.scheduler import ActionTask
 from reaqtive.state.fields import time_bounds
 
 __all__ = [
@@ -35,27 +34,15 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
-class WindowTimeArgs(ArgsRecord):
+class WindowTimeArgs(SpanTimeArgs):
     """The arguments of a ``window_time`` node: ``(source, duration, shift)``."""
 
-    source: Subscribable[Any]
-    duration: timedelta
-    shift: timedelta
-    checks = ("source", "positive_duration", "positive_duration")
-
-    def validate(self, args: Arguments) -> None:
-        if self.shift != self.duration and self.shift > MAX_SPAN:
-            args.fail(2, f"at most {MAX_SPAN.days} days (a longer shift never opens a second window)")
+    span = "window"
 
 
 @dataclass(frozen=True, slots=True)
-class WindowTimeOrCountArgs(ArgsRecord):
+class WindowTimeOrCountArgs(SpanTimeOrCountArgs):
     """The arguments of a ``window_time_or_count`` node: ``(source, duration, count)``."""
-
-    source: Subscribable[Any]
-    duration: timedelta
-    count: int
-    checks = ("source", "positive_duration", "positive_count")
 
 
 @register_operator("window_time", frames=8, builder=window, args=WindowTimeArgs)
@@ -68,18 +55,17 @@ def bind_window_time(query: Expression[Any], subscriber: Subscriber[Any]) -> Sub
     return WindowTimeShift(query, subscriber)
 
 
-class _TimeWindow(WindowsStage[T], Generic[T]):
+class _TimeWindow(SpanClock, WindowsStage[T], Generic[T]):
     """What the time-driven windows share: the open windows (:class:`~reaqtive.operators.window.WindowsStage`),
-    the timer and its generations; the shared rules of
-    inner subjects are in :mod:`reaqtive.operators._inner_subjects`.
+    the timer and its generations (the clock, with absolute times, saved, and a late timer catching up:
+    :mod:`reaqtive.operators._spans`); the shared rules of inner subjects are in
+    :mod:`reaqtive.operators._inner_subjects`. The clock does not wait for demand: windows that open without
+    outer demand wait, with their elements.
 
-    Times are absolute and saved, so a recovered window closes when it would have; a timer that is past due
-    when it runs (after a pause, or a restart after downtime) catches up with every close it missed. The clock
-    does not wait for demand: windows that open without outer demand wait, with their elements.
-
-    Subclasses implement :meth:`_start_fresh` (the first windows, at the subscription), :meth:`_advance`
-    (close and open everything due by ``now``), :meth:`_next_due`, :meth:`_element`, and save/load their times
-    after the base's inner streams.
+    Subclasses implement :meth:`_start_fresh` (the first windows, at the subscription), ``_advance``
+    (close and open everything due by ``now``) and ``_next_due`` (:class:`~reaqtive.operators._spans.TickedSpans`,
+    :class:`~reaqtive.operators._spans.ShiftedSpans`), :meth:`_element`, and save/load their times after the
+    base's inner streams.
     """
 
     __slots__ = ("_generation", "_scheduler")
@@ -116,12 +102,8 @@ class _TimeWindow(WindowsStage[T], Generic[T]):
     def _start_fresh(self, now: datetime) -> None:
         raise NotImplementedError
 
-    def _advance(self, now: datetime) -> None:
-        """Close and open every window due by ``now``."""
-        raise NotImplementedError
-
-    def _next_due(self) -> datetime:
-        raise NotImplementedError
+    def _halted(self) -> bool:
+        return self._terminated or self._disposed
 
     # -- the timer ---------------------------------------------------------------------------------------------
 
@@ -136,11 +118,6 @@ class _TimeWindow(WindowsStage[T], Generic[T]):
         if not (self._terminated or self._source_done):  # no timer once the source is done
             self._schedule_timer(self._generation, self._next_due())
 
-    def _schedule_timer(self, generation: int, due: datetime) -> None:
-        scheduler = self._scheduler
-        assert scheduler is not None
-        scheduler.schedule(ActionTask(self._on_timer, generation), due=due)
-
     def _on_timer(self, generation: int) -> None:
         if self._disposed:
             return  # muted: a disposed operator's timer may still run
@@ -153,10 +130,34 @@ class _TimeWindow(WindowsStage[T], Generic[T]):
         if not (self._terminated or self._disposed):
             self._schedule_timer(generation, self._next_due())
 
-    # -- windows -----------------------------------------------------------------------------------------------
+
+class _TickWindow(TickedSpans, _TimeWindow[T], Generic[T]):
+    """One open window, closed every ``duration`` (by :class:`WindowTime`, and by :class:`WindowTimeOrCount`
+    also at ``count``): the time it closes, and the roll from one window to the next."""
+
+    __slots__ = ("_duration", "_next_tick")
+
+    def __init__(
+        self, source: Subscribable[T], duration: timedelta, downstream: Subscriber[InnerStreamNode[Any]]
+    ) -> None:
+        super().__init__(source, downstream)
+        self._duration = duration
+        self._next_tick: datetime | None = None
+
+    def _start_fresh(self, now: datetime) -> None:
+        self._next_tick = add_safe(now, self._duration)
+        self._open_window()
+
+    def _roll(self) -> bool:
+        """Complete the open window and open the next (``False`` when the stage stopped)."""
+        windows = self._windows
+        if windows:
+            self._end(windows.popleft())
+        self._state.changed = True
+        return not (self._terminated or self._disposed) and self._open_window()
 
 
-class WindowTime(_TimeWindow[T], Generic[T]):
+class WindowTime(_TickWindow[T], Generic[T]):
     """The running stage of ``window(duration)``: a window every ``duration``, from the subscription on; it
     saves the absolute time the open window closes, and whether it asked the upstream for everything (see
     :mod:`reaqtive.operators._inner_subjects`)."""
@@ -164,13 +165,11 @@ class WindowTime(_TimeWindow[T], Generic[T]):
     name = "reaqtive:window/time"
     version: Version = (1,)
 
-    __slots__ = ("_duration", "_next_tick")
+    __slots__ = ()
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         args = WindowTimeArgs.read(query)
-        super().__init__(args.source, downstream)
-        self._duration = args.duration
-        self._next_tick: datetime | None = None
+        super().__init__(args.source, args.duration, downstream)
 
     def save_state_core(self, writer: StateWriter) -> None:
         with self._lock:
@@ -181,27 +180,6 @@ class WindowTime(_TimeWindow[T], Generic[T]):
         self._load_windows(reader, 1, 1)
         self._next_tick = self._load_next_due(reader, "next tick", self._duration)
 
-    def _start_fresh(self, now: datetime) -> None:
-        self._next_tick = add_safe(now, self._duration)
-        self._open_window()
-
-    def _next_due(self) -> datetime:
-        assert self._next_tick is not None
-        return self._next_tick
-
-    def _advance(self, now: datetime) -> None:
-        windows = self._windows
-        next_tick = self._next_tick
-        assert next_tick is not None
-        while next_tick <= now and not (self._terminated or self._disposed):
-            if windows:
-                self._end(windows.popleft())
-            next_tick = add_safe(next_tick, self._duration)
-            self._next_tick = next_tick
-            self._state.changed = True
-            if not self._open_window():
-                return
-
     def _element(self, value: T) -> None:
         if self._terminated:
             return
@@ -210,11 +188,11 @@ class WindowTime(_TimeWindow[T], Generic[T]):
             self._push(windows[0], value)
 
 
-class WindowTimeShift(_TimeWindow[T], Generic[T]):
+class WindowTimeShift(ShiftedSpans, _TimeWindow[T], Generic[T]):
     """The running stage of ``window(duration, shift)`` with ``shift != duration``.
 
-    It saves only the absolute time the next window opens: the oldest window's close follows from it, since
-    windows open ``shift`` apart and all last ``duration`` (so at most ``ceil(duration / shift)`` are open).
+    It saves only the absolute time the next window opens: the oldest window's close follows from it
+    (:class:`~reaqtive.operators._spans.ShiftedSpans`).
     """
 
     name = "reaqtive:window/time+shift"
@@ -235,42 +213,22 @@ class WindowTimeShift(_TimeWindow[T], Generic[T]):
             writer.write(self._next_open)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._load_windows(reader, 0, -(-self._duration // self._shift))  # those opened within the last duration
+        self._load_windows(reader, 0, self._most_open())
         self._next_open = self._load_next_due(reader, "next open", self._shift)
-
-    def _next_close(self) -> datetime | None:
-        """When the oldest open window closes (``None`` when none is open)."""
-        if not self._windows:
-            return None
-        assert self._next_open is not None
-        # The oldest window opened len(windows) shifts before the next opening. Clamped: a window that would open
-        # after datetime.max never opens, and one that would close after it never closes by time.
-        return add_safe(earlier(self._next_open, multiply_safe(self._shift, len(self._windows))), self._duration)
 
     def _start_fresh(self, now: datetime) -> None:
         self._next_open = now
         self._advance(now)
 
-    def _next_due(self) -> datetime:
-        assert self._next_open is not None
-        close = self._next_close()
-        return self._next_open if close is None else min(close, self._next_open)
+    def _open_count(self) -> int:
+        return len(self._windows)
 
-    def _advance(self, now: datetime) -> None:
-        windows = self._windows
-        while not (self._terminated or self._disposed):
-            next_open = self._next_open
-            assert next_open is not None
-            close = self._next_close()
-            if close is not None and close <= now and close <= next_open:  # the close first at equal times
-                self._end(windows.popleft())
-            elif next_open <= now:
-                self._next_open = add_safe(next_open, self._shift)
-                if not self._open_window():
-                    return
-            else:
-                break
-        self._state.changed = True
+    def _close_oldest(self) -> None:
+        self._end(self._windows.popleft())
+
+    def _open_next(self, next_open: datetime) -> bool:
+        self._next_open = add_safe(next_open, self._shift)
+        return self._open_window()
 
     def _element(self, value: T) -> None:
         if self._terminated:
@@ -281,7 +239,7 @@ class WindowTimeShift(_TimeWindow[T], Generic[T]):
 
 
 @register_operator("window_time_or_count", frames=8, builder=window, args=WindowTimeOrCountArgs)
-class WindowTimeOrCount(_TimeWindow[T], Generic[T]):
+class WindowTimeOrCount(_TickWindow[T], Generic[T]):
     """The running stage of ``window(duration, count)``.
 
     A window closed by time takes one window of demand but fewer than ``count`` elements, so what the upstream
@@ -296,15 +254,13 @@ class WindowTimeOrCount(_TimeWindow[T], Generic[T]):
     version: Version = (2,)
     older_versions = frozenset({(1,)})
 
-    __slots__ = ("_count", "_credit", "_duration", "_filled", "_next_tick", "_reask", "_requested")
+    __slots__ = ("_count", "_credit", "_filled", "_reask", "_requested")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         args = WindowTimeOrCountArgs.read(query)
-        super().__init__(args.source, downstream)
-        self._duration = args.duration
+        super().__init__(args.source, args.duration, downstream)
         self._count = args.count
         self._filled = 0  # elements in the open window
-        self._next_tick: datetime | None = None
         self._requested = 0  # elements requested upstream and not yet received
         self._credit = 0  # loaded downstream demand: windows the recovered downstream asks for again
         self._reask = 0  # loaded upstream demand: asked again at the start
@@ -344,33 +300,9 @@ class WindowTimeOrCount(_TimeWindow[T], Generic[T]):
         amount, self._reask = self._reask, 0
         return amount
 
-    def _start_fresh(self, now: datetime) -> None:
-        self._next_tick = add_safe(now, self._duration)
-        self._open_window()
-
-    def _next_due(self) -> datetime:
-        assert self._next_tick is not None
-        return self._next_tick
-
     def _roll(self) -> bool:
-        """Complete the open window and open the next."""
-        windows = self._windows
-        if windows:
-            self._end(windows.popleft())
         self._filled = 0
-        self._state.changed = True
-        if self._terminated or self._disposed:
-            return False
-        return self._open_window()
-
-    def _advance(self, now: datetime) -> None:
-        next_tick = self._next_tick
-        assert next_tick is not None
-        while next_tick <= now and not (self._terminated or self._disposed):
-            next_tick = add_safe(next_tick, self._duration)
-            self._next_tick = next_tick
-            if not self._roll():
-                return
+        return super()._roll()
 
     def _element(self, value: T) -> None:
         if self._terminated:
