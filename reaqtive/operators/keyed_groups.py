@@ -56,10 +56,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
 from operator import itemgetter
+from types import FunctionType
 from typing import Any, Final
 
 from reaqtive.core.context import OperatorContext
-from reaqtive.core.error_policy import NO_ELEMENT
 from reaqtive.core.errors import LimitExceededError
 from reaqtive.core.expression import Expression, GroupedStreamNode, grouped_stream_class, is_expression
 from reaqtive.core.operator import OperatorBase, StateReader, StateWriter, Version
@@ -78,6 +78,8 @@ from reaqtive.operators.keyed_steps import (
     KeyedStep,
     Several,
     StepOperatorError,
+    complete_steps,
+    feed_steps,
     keyed_execution,
     keyed_execution_enabled,
     keyed_form,
@@ -98,6 +100,7 @@ __all__ = [
     "KeyedGroupsBounded",
     "KeyedGroupsExpiring",
     "bind_keyed_groups",
+    "is_key_pair",
     "keyed_chain",
     "keyed_execution",
     "keyed_execution_enabled",
@@ -158,6 +161,27 @@ class KeyedGroup(tuple[object]):
 
 
 _NONE_RESULT: Final = "flat_map: the result selector returned None (never an element)"  # as on the general path
+
+
+# The code flags that change what a function is (varargs, generator, coroutine...); not the __future__ ones, nor
+# "nested" (a function written inside another)
+_KIND_FLAGS: Final = 0x3FF & ~0x10
+
+
+def _key_pair(group: Any, value: Any) -> Any:
+    return (group.key, value)
+
+
+def is_key_pair(selector: object) -> bool:
+    """Whether ``selector`` is ``lambda g, v: (g.key, v)`` (or the ``def``), whatever its names: its code is
+    :func:`_key_pair`'s (no closure, nothing else read), so the keyed stage builds ``(key, value)`` itself, with
+    no group made and no call per result (the tagged form a stored query writes: issue 32)."""
+    if type(selector) is not FunctionType or selector.__closure__ is not None:
+        return False
+    code, expected = selector.__code__, _key_pair.__code__
+    return (code.co_code == expected.co_code and code.co_names == expected.co_names
+            and code.co_argcount == 2 and not code.co_kwonlyargcount
+            and (code.co_flags ^ expected.co_flags) & _KIND_FLAGS == 0)
 
 
 def _make_probe_class(base: type[Any]) -> type[Any]:
@@ -392,6 +416,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         "_in_place",
         "_index",
         "_initial",
+        "_key_pair",
         "_key_selector",
         "_limit_name",
         "_live",
@@ -430,6 +455,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         )
         self._probe = probe
         self._result_selector = binding.result_selector
+        self._key_pair = is_key_pair(self._result_selector)  # (key, result) built here, no call (see is_key_pair)
         # state
         self._table: KeyedStateTable[Any] = KeyedStateTable()
         self._index = self._table.index  # key -> page (the table keeps this dict for its life)
@@ -482,6 +508,7 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         in_place = self._in_place
         probe = self._probe
         tag = self._result_selector
+        pair = self._key_pair
         calm = step is not None and self._calm()
         for i in range(start, end):
             if source._disposed:
@@ -520,7 +547,9 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                             page.tracker.changed = True
                         elif in_place:
                             page.tracker.changed = True
-                        if tag is not None and output is not SKIP:
+                        if pair and output is not SKIP:
+                            output = (key, output)
+                        elif tag is not None and output is not SKIP:
                             try:  # the result selector (as _tag does, inlined)
                                 tagged = tag(KeyedGroup((key,)), output)
                                 if tagged is None:
@@ -605,7 +634,9 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                 elif self._in_place:
                     page.tracker.changed = True
                 tag = self._result_selector
-                if tag is not None and state is not DONE and output is not SKIP:
+                if self._key_pair and state is not DONE and output is not SKIP:
+                    output = (key, output)
+                elif tag is not None and state is not DONE and output is not SKIP:
                     try:  # the result selector (as _tag does, inlined)
                         tagged = tag(KeyedGroup((key,)), output)
                         if tagged is None:
@@ -804,52 +835,14 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
 
     def _feed(self, fields: list[Any], index: int, value: Any, outputs: list[Any]) -> bool:
         """Feed ``value`` into the steps from ``index`` (changing ``fields``), appending what leaves the chain to
-        ``outputs``. ``True``: a step ended the chain (it completed the steps after it; those before it are
-        cancelled, as a ``take`` cancels its source)."""
-        steps = self._steps
-        while index < len(steps):
-            try:
-                state, value = steps[index].next(fields[index], value)
-            except Exception as error:
-                if self._user_skips(error, value):
-                    return False  # dropped at this step: its field stays, the chain goes on
-                raise
-            if state is DONE:
-                if value is SKIP or not self._feed(fields, index + 1, value, outputs):
-                    self._complete_from(fields, index + 1, outputs)
-                return True
-            fields[index] = state
-            if value is SKIP:
-                return False
-            if type(value) is Several:
-                return self._feed_several(fields, index + 1, value, outputs)
-            index += 1
-        if self._result_selector is not None:
-            try:
-                value = self._tag(value)
-            except Exception as error:
-                if self._user_skips(error, value):
-                    return False  # the result is dropped: the fields stay as the steps left them
-                raise
-        outputs.append(value)
-        return False
+        ``outputs`` (see :func:`~reaqtive.operators.keyed_steps.feed_steps`). ``True``: a step ended the chain."""
+        return feed_steps(self._steps, fields, index, value, outputs, skips=self._user_skips,
+                          leave=None if self._result_selector is None else self._tag)
 
     def _complete_from(self, fields: list[Any], index: int, outputs: list[Any]) -> None:
         """Complete the steps from ``index`` in order, each one's final outputs going through the steps after it."""
-        steps = self._steps
-        while index < len(steps):
-            try:
-                final = steps[index].complete(fields[index])
-            except Exception as error:
-                if not self._user_skips(error, NO_ELEMENT):
-                    raise
-                final = ()  # its final outputs are skipped: the steps after it still complete
-            for value in final:
-                if self._feed(fields, index + 1, value, outputs):
-                    return  # a later step ended the chain: it completed the rest
-            if type(final) is Several and final.failure is not None:
-                raise final.failure  # (decided already: a window step's inner query failed after these)
-            index += 1
+        complete_steps(self._steps, fields, index, outputs, skips=self._user_skips,
+                       leave=None if self._result_selector is None else self._tag)
 
     def _user_skips(self, error: Exception, value: Any) -> bool:
         """Whether the query's error policy skips ``value`` after a step raised ``error`` on it (lock held);
@@ -861,6 +854,8 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         :class:`KeyedGroup` of the key; raises what the selector raised (a ``TypeError`` when it returned ``None``)."""
         selector = self._result_selector
         assert selector is not None  # (the callers look first)
+        if self._key_pair:
+            return (self._probe._key, value)
         result = selector(KeyedGroup((self._probe._key,)), value)
         if result is None:
             raise TypeError(_NONE_RESULT)
@@ -907,20 +902,30 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         stops there and is returned (the results before it go out first, as on the general path)."""
         if self._silent:
             return None  # no step does anything at the end (map, filter, scan, take...): nothing to run per key
-        probe = self._probe
         for key, record in keys:
-            if not record:
-                continue
-            probe._key = key
-            outputs = _Outputs()
-            try:
-                self._complete_from(list(record), 0, outputs)
-            except Exception as error:
-                if outputs:
-                    self._queue(outputs)
-                return _stop_error(error)
+            failure = self._finish(key, list(record)) if record else None
+            if failure is not None:
+                return failure
+        return None
+
+    def _finish(self, key: Any, fields: list[Any], held: Iterable[Any] = ()) -> Exception | None:
+        """``key``'s chain (its ``fields``) takes the elements ``held`` for it, then completes, unless one of
+        them ended it; its results queued (lock held). A step that fails stops there and is returned (the results
+        before it are queued first)."""
+        self._probe._key = key
+        outputs = _Outputs()
+        try:
+            for value in held:
+                if self._feed(fields, 0, value, outputs):
+                    break  # its chain ended: it completed the steps after the one that ended it
+            else:
+                self._complete_from(fields, 0, outputs)
+        except Exception as error:
             if outputs:
                 self._queue(outputs)
+            return _stop_error(error)
+        if outputs:
+            self._queue(outputs)
         return None
 
     def on_start(self) -> None:
@@ -1090,24 +1095,11 @@ class KeyedGroupsBounded(KeyedGroups):
         failure = super()._complete_keys(keys)
         if failure is not None:
             return failure
-        probe = self._probe
         while self._waiting:  # (the source completed) each waiting key in turn: its elements, then its end
             key, held = self._next_waiting()
-            probe._key = key
-            fields = list(self._initial)
-            outputs = _Outputs()
-            try:
-                for value in held:
-                    if self._feed(fields, 0, value, outputs):
-                        break  # its chain ended: it completed the steps after the one that ended it
-                else:
-                    self._complete_from(fields, 0, outputs)
-            except Exception as error:
-                if outputs:
-                    self._queue(outputs)
-                return _stop_error(error)
-            if outputs:
-                self._queue(outputs)
+            failure = self._finish(key, list(self._initial), held)
+            if failure is not None:
+                return failure
         return None
 
     def _clear(self) -> None:

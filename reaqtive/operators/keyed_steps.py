@@ -57,6 +57,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
 from reaqtive.core.binding import is_registered
+from reaqtive.core.error_policy import NO_ELEMENT
 
 if TYPE_CHECKING:
     from reaqtive.core.context import OperatorContext
@@ -73,6 +74,8 @@ __all__ = [
     "StatelessStep",
     "TemplateStep",
     "StepOperatorError",
+    "complete_steps",
+    "feed_steps",
     "is_immutable_value",
     "in_keyed_form",
     "keyed_execution",
@@ -366,3 +369,68 @@ def in_keyed_form(form: int) -> Iterator[None]:
         yield
     finally:
         _override.reset(token)
+
+
+Skips = Callable[[Exception, Any], bool]
+"""How a chain's runner decides a step's error on a value (``NO_ELEMENT`` at the end): ``True`` skips the value
+at that step; ``False`` (or raising) stops the query."""
+
+
+def feed_steps(steps: Sequence[KeyedStep], fields: list[Any], index: int, value: Any, outputs: list[Any], *,
+               skips: Skips, leave: Callable[[Any], Any] | None = None) -> bool:
+    """Feed ``value`` into ``steps`` from ``index`` (changing ``fields``), appending what leaves the chain (through
+    ``leave``, a result selector, if any) to ``outputs``: the one runner of a keyed chain's steps, the keyed
+    stage's and a window's inner chain's alike. ``True``: a step ended the chain (it completed the steps after
+    it; those before it are cancelled, as a ``take`` cancels its source). A step's error goes to ``skips``:
+    skipped, the value is dropped at that step (its field stays, the chain goes on); otherwise it is raised."""
+    while index < len(steps):
+        try:
+            state, value = steps[index].next(fields[index], value)
+        except Exception as error:
+            if skips(error, value):
+                return False
+            raise
+        if state is DONE:
+            if value is SKIP or not feed_steps(steps, fields, index + 1, value, outputs, skips=skips, leave=leave):
+                complete_steps(steps, fields, index + 1, outputs, skips=skips, leave=leave)
+            return True
+        fields[index] = state
+        if value is SKIP:
+            return False
+        if type(value) is Several:
+            for item in value:
+                if feed_steps(steps, fields, index + 1, item, outputs, skips=skips, leave=leave):
+                    return True
+            if value.failure is not None:
+                raise value.failure  # (decided already: a window step's inner query failed after these)
+            return False
+        index += 1
+    if leave is not None:
+        try:
+            value = leave(value)
+        except Exception as error:
+            if skips(error, value):
+                return False  # the result is dropped: the fields stay as the steps left them
+            raise
+    outputs.append(value)
+    return False
+
+
+def complete_steps(steps: Sequence[KeyedStep], fields: list[Any], index: int, outputs: list[Any], *,
+                   skips: Skips, leave: Callable[[Any], Any] | None = None) -> None:
+    """Complete ``steps`` from ``index`` in order, each one's final outputs going through the steps after it (see
+    :func:`feed_steps`); a step's error at the end is skipped (its final outputs are, the steps after it still
+    complete) or raised."""
+    while index < len(steps):
+        try:
+            final = steps[index].complete(fields[index])
+        except Exception as error:
+            if not skips(error, NO_ELEMENT):
+                raise
+            final = ()
+        for value in final:
+            if feed_steps(steps, fields, index + 1, value, outputs, skips=skips, leave=leave):
+                return  # a later step ended the chain: it completed the rest
+        if type(final) is Several and final.failure is not None:
+            raise final.failure
+        index += 1

@@ -168,6 +168,8 @@ class KeyedGroupsTimed(KeyedGroups):
 
     __slots__ = (
         "_dues",
+        "_first",
+        "_last",
         "_late",
         "_order",
         "_plain_after",
@@ -201,6 +203,10 @@ class KeyedGroupsTimed(KeyedGroups):
         self._quiet: bool | None = None  # whether an idle key's tick puts nothing out (None: not asked yet)
         # The steps after the timed one when a tick's results may go through them without the general feed
         self._plain_after = self._plain_steps_after() if self._result_selector is None else None
+        # The timed step is the chain's last and its results leave as they are
+        self._last = self._timed == len(steps) - 1 and self._result_selector is None
+        # The timed step comes first and sees the element itself: on_next's inlined path
+        self._first = self._timed == 0 and self._element_selector is None
         self._seq = 0  # the next sequence number (one more than the records' largest)
         self._unfinished: int | None = None  # the time a timer that gave way had keys due at
         self._scheduler: Scheduler | None = None
@@ -296,6 +302,7 @@ class KeyedGroupsTimed(KeyedGroups):
         due = timer.due
         while True:
             again = False  # whether this task was moved to the next time (it then returns False: run again)
+            direct = False  # whether the results go out at once (the drainer role taken: see _deliver_ticked)
             lock = self._lock
             lock.acquire()  # acquire/release: a third of the cost of ``with``
             try:
@@ -316,9 +323,15 @@ class KeyedGroupsTimed(KeyedGroups):
                             again = self._rearm(timer, earliest)
                             if not again:
                                 self._arm(earliest)
+                if self._pending and self._demand == LONG_MAX and not self._emitting and self._running \
+                        and self._error is None:
+                    direct = self._emitting = True  # the drainer role (see _emitter)
+                    self._state.changed = True
             finally:
                 lock.release()
-            if self._pending or self._error is not None:
+            if direct:
+                self._deliver_ticked()
+            elif self._pending or self._error is not None:
                 self._emit_ticked()
             if self._deferred_error is not None:
                 # A tick failed: the results ticked before it (this key's and earlier keys') go out first, as on the
@@ -330,6 +343,51 @@ class KeyedGroupsTimed(KeyedGroups):
                 return not again
             if token.is_yield_requested:
                 return False
+
+    def _keyed(self, key: Any, value: Any) -> None:
+        """:meth:`KeyedGroups._keyed` (``on_next`` and the engine's runs) with the common case inlined: a known key
+        whose chain starts with the timed step and is live, whose element the step takes in (it fills the key's
+        window); its results, if any, are queued and drained."""
+        if not self._first or self._unfinished is not None:
+            super()._keyed(key, value)
+            return
+        lock = self._lock
+        lock.acquire()
+        try:
+            page = self._index.get(key) if self._error is None and not self._source_done else None
+        except TypeError:
+            page = None  # an unhashable key: the general element path fails the stage
+        record: tuple[Any, ...] = () if page is None else page.records[key]
+        if not record or page is None:  # a new key, a key whose chain ended, or the stage is done: the general path
+            lock.release()
+            super()._keyed(key, value)
+            return
+        self._probe._key = key
+        field = record[0]
+        try:
+            state, output = self._timed_step.next(field, value)
+        except Exception as error:
+            self._step_failed(error, value)  # skipped: the key's record stays as it was
+        else:
+            if output is SKIP:
+                if state is not field:
+                    page.records[key] = (state, *record[1:])
+                    page.tracker.changed = True
+                elif self._in_place:
+                    page.tracker.changed = True  # its field changed in place: its page is saved
+            else:  # results: through the steps after it, then queued and drained (in order, as _keyed does)
+                fields = list(record)
+                fields[0] = state
+                ended, outputs = self._feed_record(
+                    key, fields, 1, output if type(output) is Several else Several((output,)))
+                if ended is not None and outputs:
+                    self._queue(outputs)
+        lock.release()
+        if self._pending or self._error is not None:
+            self._drain()
+        if self._deferred_error is not None:
+            deferred, self._deferred_error = self._deferred_error, None
+            self._fail(deferred)
 
     def _plain_steps_after(self) -> tuple[KeyedStep, ...] | None:
         """The steps after the timed one when they are all ``map`` s and ``filter`` s (no field: a tick's results
@@ -373,9 +431,8 @@ class KeyedGroupsTimed(KeyedGroups):
             probe._selecting = False
 
     def _emit_ticked(self) -> None:
-        """Deliver what the ticks queued. With unbounded demand the drainer delivers them in one loop, with no lock
-        nor demand accounting per result (each stays queued, saved, until it goes out; an error or a disposal
-        stops the loop as it stops the emitter's); otherwise the emitter's drain does."""
+        """Deliver what the ticks queued: :meth:`_deliver_ticked` with unbounded demand, otherwise the emitter's
+        drain."""
         lock = self._lock
         lock.acquire()
         if self._emitting or not self._running or self._demand != LONG_MAX or self._error is not None:
@@ -385,17 +442,31 @@ class KeyedGroupsTimed(KeyedGroups):
         self._emitting = True  # the drainer role (see _emitter)
         self._state.changed = True
         lock.release()
+        self._deliver_ticked()
+
+    def _deliver_ticked(self) -> None:
+        """The drainer (it set ``_emitting``) under unbounded demand: what the ticks queued goes out in one loop,
+        with no lock nor demand accounting per result (each stays queued, saved, until it goes out; an error or a
+        disposal stops the loop as it stops the emitter's), then what is left: an error, the completion, or
+        nothing (it gives up the role)."""
         pending = self._pending
         while pending and self._error is None and not self._disposed:
             self._downstream.on_next(pending.popleft())
-        self._emit_loop()  # what is left: an error, the completion, or nothing (it gives up the role)
+        lock = self._lock
+        lock.acquire()
+        if not pending and self._error is None and not self._source_done and not self._disposed:
+            self._emitting = False  # nothing left (the emitter loop's idle case, without its calls)
+            lock.release()
+            return
+        lock.release()
+        self._emit_loop()
 
     def _tick_until(self, now: int, budget: int) -> int | None:  # noqa: PLR0915  (the per-key tick, inlined on purpose)
         """Tick the keys due by ``now``, in ``(time, number)`` order, at most ``budget`` of them (lock held); the
         time of the next key due (``None``: none waits, or the stage failed)."""
         order, late, pages = self._order, self._late, self._index
         index, step, probe = self._timed, self._timed_step, self._probe
-        last = index == len(self._steps) - 1 and self._result_selector is None  # (results leave as they are)
+        last = self._last
         quiet = self._quiet
         if quiet is None:
             quiet = self._quiet = self._quiet_ticks()
@@ -469,12 +540,9 @@ class KeyedGroupsTimed(KeyedGroups):
                     return None  # a step failed: the stage fails after the results before it
                 values = through
             elif values:
-                fed = self._tick_feed(key, record, field, values)
-                if fed is False:
+                if not self._tick_on(key, record, field, values, seq):
                     return None  # the stage failed
-                if fed is True:
-                    continue  # its chain ended
-                page.records[key], values = fed
+                continue
             else:
                 page.records[key] = (*record[:index], field, *record[index + 1:])
             page.tracker.changed = True
@@ -485,7 +553,7 @@ class KeyedGroupsTimed(KeyedGroups):
 
     def _through(self, steps: tuple[KeyedStep, ...], values: list[Any]) -> list[Any] | None:
         """A tick's ``values`` through ``steps`` (maps and filters, see :meth:`_plain_steps_after`; lock held): what
-        leaves the chain, as :meth:`_tick_feed` gives it; ``None`` when a step's error stops the query (the results
+        leaves the chain, as :meth:`_tick_on` queues it; ``None`` when a step's error stops the query (the results
         before it are queued, the error deferred until they went out)."""
         outputs: list[Any] = []
         for result in values:
@@ -516,36 +584,10 @@ class KeyedGroupsTimed(KeyedGroups):
         return self._deferred_error is None
 
     def _element(self, key: Any, value: Any) -> Any:
-        """:meth:`KeyedGroups._element`, with the common case inlined: a known key whose chain starts with the
-        timed step and is live, no element selector."""
+        """:meth:`KeyedGroups._element`, after the keys a timer that gave way left due ticked (the common case, a
+        known key's element, is :meth:`on_next`'s inlined path)."""
         if self._unfinished is not None and not self._finish_ticks():
             return SKIP  # (the failure goes out after the results ticked before it)
-        if self._timed == 0 and self._element_selector is None:
-            try:
-                page = self._index.get(key)
-            except TypeError:
-                page = None  # an unhashable key: the general element path fails the stage
-            if page is not None:
-                records = page.records
-                record = records[key]
-                if record:
-                    self._probe._key = key
-                    field = record[0]
-                    try:
-                        state, output = self._timed_step.next(field, value)
-                    except Exception as error:
-                        self._step_failed(error, value)  # skipped: the key's record stays as it was
-                        return SKIP
-                    if output is SKIP:
-                        if state is not field:
-                            records[key] = (state, *record[1:])
-                            page.tracker.changed = True
-                        elif self._in_place:
-                            page.tracker.changed = True  # its field changed in place: its page is saved
-                        return SKIP
-                    fields = list(record)
-                    fields[0] = state
-                    return self._several(key, fields, 0, output if type(output) is Several else Several((output,)))
         return super()._element(key, value)
 
     def _pop_late(self, now: int) -> tuple[Any, Any, tuple[Any, ...]] | int | None:
@@ -560,41 +602,15 @@ class KeyedGroupsTimed(KeyedGroups):
         heapq.heappop(self._late)
         return (key, page, record) if record else None
 
-    def _tick_feed(
-        self, key: Any, record: tuple[Any, ...], field: Any, values: list[Any]
-    ) -> tuple[tuple[Any, ...], list[Any]] | bool:
-        """A tick's ``values`` through the steps after the timed one (lock held): the key's new record and what
-        left the chain; ``True`` when its chain ended (its record is then ``()``), ``False`` when the stage
-        failed."""
-        index = self._timed
-        outputs: list[Any] = []
-        fields = list(record)
-        fields[index] = field
-        ended = False
-        try:
-            for value in values:
-                ended = self._feed(fields, index + 1, value, outputs)
-                if ended:
-                    break
-        except Exception as error:
-            self._table.put(key, tuple(fields))
-            if outputs:
-                self._queue(outputs)
-            self._deferred_error = stopping_error(error)
-            return False
-        if ended:
-            self._table.put(key, ())
-            self._live -= 1
-            return not outputs or self._queue(outputs)
-        return tuple(fields), outputs
-
-    def _tick_on(self, key: Any, record: tuple[Any, ...], field: Any, values: Several, seq: int) -> bool:
-        """What a tick put out goes through the steps after the timed one (lock held); ``False``: the stage
-        failed."""
+    def _tick_on(self, key: Any, record: tuple[Any, ...], field: Any, values: list[Any], seq: int) -> bool:
+        """What a tick put out (``values``; a :class:`Several` whose failure stops the stage after them) goes
+        through the steps after the timed one, the key's record is saved and the key waits for its next time
+        unless its chain ended; what left the chain is queued (lock held). ``False``: the stage failed."""
         index = self._timed
         fields = list(record)
         fields[index] = field
-        ended, outputs = self._feed_record(key, fields, index + 1, values)
+        several = values if type(values) is Several else Several(values)
+        ended, outputs = self._feed_record(key, fields, index + 1, several)
         if ended is None:
             return False
         if not ended:

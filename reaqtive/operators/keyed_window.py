@@ -620,6 +620,41 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T
         self._drain()
 
 
+    def on_next(self, value: T) -> None:
+        """An element (hopping and session windows; the tumbling stage inlines its own path): its key and value
+        selected, the windows due by now closed, then :meth:`_add` under the lock; the timers it asks for are
+        scheduled once the lock is let go."""
+        scheduler = self._scheduler
+        assert scheduler is not None
+        now = self._micros(scheduler.now)
+        try:
+            key = self._key_selector(value)
+            selector = self._value_selector
+            item = value if selector is None or self._kind is _COUNT else selector(value)
+        except Exception as error:
+            self._user_error(error, value)
+            return
+        lock = self._lock
+        lock.acquire()
+        try:
+            if self._error is not None or self._source_done:
+                return
+            ends = self._ends
+            if ends and ends[0] <= now and not self._close_until(now):
+                return
+            dues = self._add(key, item, now, value)
+        finally:
+            lock.release()
+            if self._pending or self._error is not None:
+                self._drain()
+        for due in dues:
+            self._schedule(due)
+
+    def _add(self, key: Any, value: Any, now: int, element: object) -> list[datetime]:
+        """``element`` (its key and selected value) into its windows at ``now`` (lock held): the times the
+        timer must be scheduled at for the windows it opened."""
+        raise NotImplementedError
+
     def _failed(self, error: Exception, element: object) -> None:
         """A user function or a key failed on ``element`` (lock held, nothing of the element in the table yet):
         the query's error policy skips the element or stops the query."""
@@ -815,56 +850,31 @@ class AggregateByKeyHopping(_KeyedWindows[T], Generic[T]):
         super().__init__(args, downstream)
         self._slide = args.window[2] // _US
 
-    def on_next(self, value: T) -> None:
-        scheduler = self._scheduler
-        assert scheduler is not None
-        now = self._micros(scheduler.now)
-        dues: list[datetime] = []
-        element = value
+    def _add(self, key: Any, value: Any, now: int, element: object) -> list[datetime]:
+        size, slide, table = self._span, self._slide, self._table
+        # The element's record in each window holding ``now`` (start <= now < start + size, starts on multiples
+        # of slide), all computed before any is put: an aggregate failing in one window leaves every window as
+        # it was (the element is skipped or the query stops).
+        updates: list[tuple[tuple[Any, int], tuple[Any, ...], bool]] = []
         try:
-            key = self._key_selector(value)
-            selector = self._value_selector
-            if selector is not None and self._kind is not _COUNT:
-                value = selector(value)
+            for start in range(((now - size) // slide + 1) * slide, now + 1, slide):
+                table_key = (key, start)
+                record = table.get(table_key)
+                if record is None:
+                    updates.append((table_key, (start, 1, self._first(value)), True))
+                else:
+                    updates.append((table_key, (start, record[1] + 1, self._step(record[2], value)), False))
         except Exception as error:
-            self._user_error(error, element)
-            return
-        lock = self._lock
-        lock.acquire()
-        try:
-            if self._error is not None or self._source_done:
-                return
-            ends = self._ends
-            if ends and ends[0] <= now and not self._close_until(now):
-                return
-            size, slide, table = self._span, self._slide, self._table
-            # The element's record in each window holding ``now`` (start <= now < start + size, starts on multiples
-            # of slide), all computed before any is put: an aggregate failing in one window leaves every window as
-            # it was (the element is skipped or the query stops).
-            updates: list[tuple[tuple[Any, int], tuple[Any, ...], bool]] = []
-            try:
-                for start in range(((now - size) // slide + 1) * slide, now + 1, slide):
-                    table_key = (key, start)
-                    record = table.get(table_key)
-                    if record is None:
-                        updates.append((table_key, (start, 1, self._first(value)), True))
-                    else:
-                        updates.append((table_key, (start, record[1] + 1, self._step(record[2], value)), False))
-            except Exception as error:
-                self._failed(error, element)
-                updates = []
-            for table_key, record, opened in updates:
-                table.put(table_key, record)
-                if opened:
-                    due = self._add_to_index(table_key, table_key[1] + size)
-                    if due is not None:
-                        dues.append(due)
-        finally:
-            lock.release()
-            if self._pending or self._error is not None:
-                self._drain()
-        for due in dues:
-            self._schedule(due)
+            self._failed(error, element)
+            updates = []
+        dues: list[datetime] = []
+        for table_key, record, opened in updates:
+            table.put(table_key, record)
+            if opened:
+                due = self._add_to_index(table_key, table_key[1] + size)
+                if due is not None:
+                    dues.append(due)
+        return dues
 
     def _end_of(self, table_key: Any, record: tuple[Any, ...]) -> int:
         end: int = record[0] + self._span
@@ -900,51 +910,26 @@ class AggregateByKeySession(_KeyedWindows[T], Generic[T]):
         super().__init__(args, downstream)
         self._seq = 0  # the next sequence number
 
-    def on_next(self, value: T) -> None:
-        scheduler = self._scheduler
-        assert scheduler is not None
-        now = self._micros(scheduler.now)
+    def _add(self, key: Any, value: Any, now: int, element: object) -> list[datetime]:
+        table = self._table
         due = None
-        element = value
         try:
-            key = self._key_selector(value)
-            selector = self._value_selector
-            if selector is not None and self._kind is not _COUNT:
-                value = selector(value)
+            record = table.get(key)
+            if record is None:
+                seq = self._seq
+                table.put(key, (now, now, seq, 1, self._first(value)))
+                self._seq = seq + 1
+                due = self._add_to_index(key, now + self._span)
+            elif record[1] == now:  # the end does not move
+                table.put(key, (record[0], now, record[2], record[3] + 1, self._step(record[4], value)))
+            else:
+                seq = self._seq
+                table.put(key, (record[0], now, seq, record[3] + 1, self._step(record[4], value)))
+                self._seq = seq + 1
+                due = self._add_to_index(key, now + self._span)
         except Exception as error:
-            self._user_error(error, element)
-            return
-        lock = self._lock
-        lock.acquire()
-        try:
-            if self._error is not None or self._source_done:
-                return
-            ends = self._ends
-            if ends and ends[0] <= now and not self._close_until(now):
-                return
-            table = self._table
-            try:
-                record = table.get(key)
-                if record is None:
-                    seq = self._seq
-                    table.put(key, (now, now, seq, 1, self._first(value)))
-                    self._seq = seq + 1
-                    due = self._add_to_index(key, now + self._span)
-                elif record[1] == now:  # the end does not move
-                    table.put(key, (record[0], now, record[2], record[3] + 1, self._step(record[4], value)))
-                else:
-                    seq = self._seq
-                    table.put(key, (record[0], now, seq, record[3] + 1, self._step(record[4], value)))
-                    self._seq = seq + 1
-                    due = self._add_to_index(key, now + self._span)
-            except Exception as error:
-                self._failed(error, element)
-        finally:
-            lock.release()
-            if self._pending or self._error is not None:
-                self._drain()
-        if due is not None:
-            self._schedule(due)
+            self._failed(error, element)
+        return [] if due is None else [due]
 
     def _end_of(self, table_key: Any, record: tuple[Any, ...]) -> int:
         end: int = record[1] + self._span

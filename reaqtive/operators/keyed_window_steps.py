@@ -38,7 +38,16 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators.flat_map import FlatMapArgs
 from reaqtive.operators.keyed_groups import chain_or_reason
-from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, Several, StepOperatorError, register_keyed_step
+from reaqtive.operators.keyed_steps import (
+    DONE,
+    SKIP,
+    KeyedStep,
+    Several,
+    StepOperatorError,
+    complete_steps,
+    feed_steps,
+    register_keyed_step,
+)
 from reaqtive.operators.keyed_timed import US, TimedStep
 from reaqtive.operators.window import WindowArgs
 from reaqtive.operators.window_time import WindowTimeArgs
@@ -128,45 +137,10 @@ class InnerChain:
             raise final.failure
 
     def _run(self, fields: list[Any], index: int, value: Any, outputs: list[Any]) -> bool:
-        steps = self._steps
-        while index < len(steps):
-            try:
-                state, value = steps[index].next(fields[index], value)
-            except Exception as error:
-                self._stop(error, value)
-                return False  # skipped at this step: its field stays
-            if state is DONE:
-                if value is SKIP or not self._run(fields, index + 1, value, outputs):
-                    self._complete(fields, index + 1, outputs)
-                return True
-            fields[index] = state
-            if value is SKIP:
-                return False
-            if type(value) is Several:
-                for item in value:
-                    if self._run(fields, index + 1, item, outputs):
-                        return True
-                if value.failure is not None:
-                    raise value.failure
-                return False
-            index += 1
-        outputs.append(value)
-        return False
+        return feed_steps(self._steps, fields, index, value, outputs, skips=self._stop)
 
     def _complete(self, fields: list[Any], index: int, outputs: list[Any]) -> None:
-        steps = self._steps
-        while index < len(steps):
-            try:
-                final = steps[index].complete(fields[index])
-            except Exception as error:
-                self._stop(error, NO_ELEMENT)
-                final = ()  # skipped: the steps after it still complete
-            for value in final:
-                if self._run(fields, index + 1, value, outputs):
-                    return
-            if type(final) is Several and final.failure is not None:
-                raise final.failure
-            index += 1
+        complete_steps(self._steps, fields, index, outputs, skips=self._stop)
 
     def check(self, fields: object) -> bool:
         """Whether ``fields``, read from a store, can be a window's inner fields."""
@@ -215,6 +189,21 @@ class _WindowStep(KeyedStep):
         assert is_expression(window_node)
         return window_node.args[0]
 
+    def complete(self, state: Any) -> Sequence[Any]:
+        outputs: list[Any] = []
+        try:
+            self._close_all(state, outputs)
+        except Exception as error:
+            if not outputs:
+                raise
+            return Several(outputs, error)  # the results before the failure go on first
+        return tuple(outputs)
+
+    def _close_all(self, state: Any, outputs: list[Any]) -> None:
+        """The group completed: the open windows of ``state`` close, their final results appended to
+        ``outputs``."""
+        raise NotImplementedError
+
 
 class WindowCountStep(_WindowStep):
     """``window(count, skip).flat_map(chain)`` for one key (see the module). Field: ``(elements received, the
@@ -247,16 +236,9 @@ class WindowCountStep(_WindowStep):
             return state, Several(outputs, error)  # the results before the failure go on first
         return (index, tuple(opened)), _result(outputs)
 
-    def complete(self, state: Any) -> Sequence[Any]:
-        outputs: list[Any] = []
-        try:
-            for window in state[1]:
-                self._inner.complete(window, outputs)
-        except Exception as error:
-            if not outputs:
-                raise
-            return Several(outputs, error)
-        return tuple(outputs)
+    def _close_all(self, state: Any, outputs: list[Any]) -> None:
+        for window in state[1]:
+            self._inner.complete(window, outputs)
 
     def check(self, state: Any) -> bool:
         if type(state) is not tuple or len(state) != 2:
@@ -312,25 +294,24 @@ class WindowTimeStep(_WindowStep, TimedStep):
             return (due, seq, initial), Several(outputs, error)
         return (due, seq, window), outputs
 
-    def complete(self, state: Any) -> Sequence[Any]:
-        outputs: list[Any] = []
-        try:
-            self._inner.complete(state[2], outputs)
-        except Exception as error:
-            if not outputs:
-                raise
-            return Several(outputs, error)
-        return tuple(outputs)
+    def _close_all(self, state: Any, outputs: list[Any]) -> None:
+        self._inner.complete(state[2], outputs)
 
     def check(self, state: Any) -> bool:
         return (
             type(state) is tuple
-            and len(state) == 3
+            and len(state) in self._lengths
             and type(state[0]) is int
             and type(state[1]) is int
             and state[1] >= 0
-            and self._inner.check(state[2])
+            and (len(state) == 2 or self._window_fits(state[2]))
         )
+
+    _lengths: tuple[int, ...] = (3,)  # a field's lengths: (end, sequence number, the window's fields)
+
+    def _window_fits(self, window: object) -> bool:
+        """Whether ``window``, read from a store, can be the open window's fields."""
+        return self._inner.check(window)
 
 
 class WindowTimeStep1(WindowTimeStep):
@@ -408,27 +389,14 @@ class WindowTimeStep1(WindowTimeStep):
             return (due, seq, initial), Several(outputs, error)
         return (due, seq, initial), outputs
 
-    def complete(self, state: Any) -> Sequence[Any]:
-        if len(state) == 2:
-            return ()
-        outputs: list[Any] = []
-        try:
+    def _close_all(self, state: Any, outputs: list[Any]) -> None:
+        if len(state) == 3:  # (else the window's inner query ended: nothing to close)
             self._final(state[2], outputs)
-        except Exception as error:
-            if not outputs:
-                raise
-            return Several(outputs, error)
-        return tuple(outputs)
 
-    def check(self, state: Any) -> bool:
-        return (
-            type(state) is tuple
-            and len(state) in (2, 3)
-            and type(state[0]) is int
-            and type(state[1]) is int
-            and state[1] >= 0
-            and (len(state) == 2 or self._one.check(state[2]))
-        )
+    _lengths = (2, 3)  # (end, sequence number) once the window's inner query ended
+
+    def _window_fits(self, window: object) -> bool:
+        return self._one.check(window)
 
 
 class _NoWindow(Subscribable[Any]):

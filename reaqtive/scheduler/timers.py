@@ -154,11 +154,19 @@ class TickQueue(DueQueue[int, I]):
         return None if entry is None else entry[0]
 
     def pop(self) -> Entry:
-        entry = self._top()
-        if entry is None:
-            raise IndexError("pop from an empty TickQueue")
-        heapq.heappop(self._heap)
-        del self._live[entry[2]]
+        heap, live = self._heap, self._live
+        entry = heap[0] if heap else None
+        if entry is None or live.get(entry[2]) is not entry:  # (the top is live but after a rare purge)
+            entry = self._top()
+            if entry is None:
+                raise IndexError("pop from an empty TickQueue")
+        heapq.heappop(heap)
+        del live[entry[2]]
+        if heap:
+            top = heap[0]
+            if live.get(top[2]) is top:  # the common case, without a call: the next top is live
+                self.next_due = top[0]
+                return entry
         self._top()
         return entry
 

@@ -508,7 +508,8 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
                 if scheduler._status is not _RUNNING or (scheduler._parent is not None and scheduler._held()):
                     scheduler._park(item)
                     continue
-                core.clock = max(core.clock, item.due)
+                if item.due > core.clock:  # noqa: PLR1730  (a comparison, not max(): a call per task)
+                    core.clock = item.due
                 scheduler._execute(item)
                 if yielding and item.yieldable and item.state == _QUEUED and item.due == core.clock \
                         and core.yield_source is not None and core.yield_source():
@@ -538,6 +539,17 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
         except BaseException as error:
             self._settle(item, True, False)
             self._on_error(item, error)
+            return
+        again: int | None = getattr(core, "again")  # noqa: B009  (set by the task: mypy narrowed it to None)
+        if not done and again is not None and runnable and not core.pending_pauses and not self._disposed \
+                and self._status is _RUNNING and (self._parent is None or not self._held()):
+            # The common case of a timer that moved itself (run_again_at_us), inlined: back in line at its time.
+            core.running = None
+            item.due = again
+            item.state = _QUEUED
+            queue = core.queue
+            item.arrival = arrival = queue.next_arrival()
+            item.entry = queue.add(again, item.priority, item, arrival)
             return
         self._settle(item, bool(done), runnable)
 

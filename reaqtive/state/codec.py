@@ -149,8 +149,18 @@ class StateCodec:
         writers): no per-thread lookup per value. It holds a 256 KB buffer: make one per owner, not per value or
         per subscription. It raises msgpack's own errors (see :meth:`encode` for a :class:`StateEncodeError` that
         names the value)."""
-        pack: Callable[[object], bytes] = msgpack.Packer(default=self._default, strict_types=True,
-                                                         use_bin_type=True).pack
+        free: list[Callable[[object], bytes]] = []  # the owner's packers for a tuple's items (one per depth in use)
+
+        def default(value: object) -> object:
+            if type(value) is tuple:  # a tuple output (issue 32), without _nested's thread-local lookup
+                nested = free.pop() if free else msgpack.Packer(default=default, strict_types=True,
+                                                                use_bin_type=True).pack
+                data = nested(list(value))  # (a packer that raised is dropped: its buffer may be half written)
+                free.append(nested)
+                return _TUPLE_NEW(_EXT_TYPE, (EXT_TUPLE, data))
+            return self._default(value)
+
+        pack: Callable[[object], bytes] = msgpack.Packer(default=default, strict_types=True, use_bin_type=True).pack
         return pack
 
     def encode(self, value: object) -> bytes:

@@ -27,6 +27,7 @@ from reaqtive.operators.keyed_groups import (
     KeyedGroup,
     KeyedGroups,
     KeyedGroupsBounded,
+    is_key_pair,
     plan_keyed_groups,
 )
 from reaqtive.operators.keyed_steps import in_keyed_form
@@ -216,6 +217,35 @@ def test_the_result_selector_gets_one_group_per_key_with_its_key() -> None:
     assert repr(seen[1]) == "KeyedGroup(key='b')"
     with pytest.raises(AttributeError):
         seen[0].key = "c"  # type: ignore[misc]  # read-only, as a group's key is
+
+
+def test_a_key_pair_selector_is_recognised_by_its_code_and_puts_out_what_calling_it_would() -> None:
+    prefix = "k"
+
+    def pair(group: Any, value: Any) -> tuple[object, Any]:
+        """A docstring does not matter."""
+        return (group.key, value)
+
+    assert is_key_pair(tag) and is_key_pair(pair) and is_key_pair(lambda g, n: (g.key, n))
+    assert not is_key_pair(lambda g, n: (n, g.key))  # other order
+    assert not is_key_pair(lambda g, n: (g.name, n))  # another attribute
+    assert not is_key_pair(lambda g, n: (g.key, n, prefix))  # more read (a closure)
+    assert not is_key_pair(lambda g, n=1: (g.key, n) if n else None)
+    assert not is_key_pair(tag_fails_on_8) and not is_key_pair(print) and not is_key_pair(None)
+
+    def counts(selector: Any) -> list[Any]:
+        source = SimpleSubject[str]()
+        query = source.as_query().group_by(lambda s: s[0]).flat_map(lambda g: g.scan(0, lambda n, _: n + 1), selector)
+        recorder = Recorder(initial=LONG_MAX)
+        handle = query.subscribe(recorder)
+        assert isinstance(handle, KeyedGroups)
+        initialize(handle, OperatorContext("sub://pair", TestScheduler()))
+        for item in ["a1", "b1", "a2"]:
+            source.on_next(item)
+        return recorder.values
+
+    # Built by the stage (recognised) and by calling the selector (not recognised: it reads a global): the same.
+    assert counts(pair) == counts(lambda g, n: tuple((g.key, n))) == [("a", 1), ("b", 1), ("a", 2)]
 
 
 # -- max_concurrent ------------------------------------------------------------------------------------------------

@@ -286,3 +286,16 @@ def test_a_failed_nested_encode_leaves_the_encoder_sound() -> None:
         with pytest.raises(StateEncodeError):
             DEFAULT_CODEC.encode((1, (2, [Unsupported()])))
         assert round_trip([(1, (2, [3]))]) == [(1, (2, [3]))]
+
+
+@settings(max_examples=100)
+@given(st.lists(_nested_values, max_size=6))
+def test_an_owners_packer_writes_what_encode_writes_and_stays_sound_after_a_failure(values: list[Any]) -> None:
+    class Unsupported:
+        pass
+
+    pack = DEFAULT_CODEC.new_packer()  # (the engine's output writers: tuples packed without the thread-local)
+    assert pack(values) == DEFAULT_CODEC.encode(values)
+    with pytest.raises(StateEncodeError):
+        pack([(1, (2, [Unsupported()]))])
+    assert pack(values) == DEFAULT_CODEC.encode(values)
