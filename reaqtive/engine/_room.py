@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from reaqtive.core.errors import InvalidSettingError
 from reaqtive.core.subjects import SimpleSubject
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.engine.artifacts import ArtifactRecords
-from reaqtive.engine.behind import Lag
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
-from reaqtive.engine.database import EngineStore, IngressEvent
+from reaqtive.engine.database import EngineStore
 from reaqtive.engine.egress import Output, OutputWriter
 from reaqtive.engine.engine_errors import (
     EngineClosedError,
@@ -53,13 +51,17 @@ from reaqtive.engine.signals import Signal
 from reaqtive.engine.sources import Sources
 from reaqtive.engine.stopped import StoppedQueries
 from reaqtive.fluent.query import Query
-from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
+from reaqtive.scheduler import UnhandledExceptionArgs
 from reaqtive.state import (
     Checkpointer,
     CheckpointMode,
     save_subscription,
 )
 from reaqtive.state.host import HostedQuery, QueryHost
+
+if TYPE_CHECKING:  # they import this module
+    from reaqtive.engine.delivery import Delivery
+    from reaqtive.engine.scheduling import Scheduling
 
 _LOG: Final = logging.getLogger("reaqtive.engine")
 _ARTIFACTS: Final = "artifacts"
@@ -170,53 +172,71 @@ class EngineRoom:
     _gc: GcFreeze
     _store: EngineStore
     _ingress: IngressWriter
+    # Parts (made by _init_runtime).
+    _scheduling: Scheduling
+    _delivery: Delivery
 
     def _init_runtime(self, tick: timedelta) -> None:
         """The engine's running state, empty until recovery fills it."""
-        self._init_running_mode()
-        self._scheduler = self._root_scheduler(tick)
+        # (imported here: they import this module)
+        from reaqtive.engine.delivery import Delivery, root_scheduler, ticks_of_micros
+        from reaqtive.engine.scheduling import Scheduling
+
+        # Wake-ups for processing loops and output consumers (reaqtive.engine.signals), fired at batch
+        # boundaries, never per event.
+        self.appended = Signal("appended")
+        self.produced = Signal("produced")
+        # The root of the queries' schedulers, the engine's clock: its moves are the delivery's.
+        self._scheduler = root_scheduler(tick, self._lock, self._task_failed)
         # Where delivery stands in the log, a part of its own (reaqtive.engine.positions).
         self._positions = Positions(self._store.stream_heads)
-        self._behind: dict[str, Lag] = {}  # queries behind the engine: paused or catching up (reaqtive.engine.behind)
         # The output side, a part of its own (reaqtive.engine.outputs): the durable sink's buffer, the output
         # counters, the outboxes and how far each got.
         self._outputs = Outputs(self._store, fault=self._fault, fired=self.produced.fire,
                                 gave_up=self._courier_gave_up)
         self._streams: dict[str, SimpleSubject[Envelope]] = {}
-        self._environment = QueryEnvironment(
-            delivered=self._positions.delivered_at, counters=self._outputs.counters, cursor=self._positions.cursor,
-            behind=self._behind,
-            streams=self._streams, store=self._store, failed=self._unit_failed)
-        self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
         # The artifacts' records and their queries' templates, a part of its own (reaqtive.engine.artifacts).
         self._records = ArtifactRecords()
-        self._host = QueryHost(self._scheduler, environment=self._environment, settings=self._settings,
-                               logger=self._log)
         # Bound, or idle until their streams have an event for them (reaqtive.engine.idle).
         self._subscriptions = Subscriptions()
         self._subscriptions.set_binder(self._bind_idle)
+        self._faults_pending: list[tuple[str, Exception]] = []
+        # The dead letters of delivery, a part of its own (reaqtive.engine.quarantine).
+        self._quarantine = Quarantine(self._store, self._log)
+        ticks = ticks_of_micros(tick)
+        # The queries behind the engine (paused, catching up) and their catch-up: reaqtive.engine.scheduling.
+        self._scheduling = Scheduling(
+            self._store, self._lock, self._positions, self._streams, self._quarantine, self._records,
+            self._subscriptions, self._scheduler, ticks_of_micros=ticks, faults=self._faults_pending,
+            apply_faults=self._apply_faults, check_open=self._check_open,
+            commit_changes=self._commit_changes, appended=self.appended, log=self._log)
+        # The delivery of the log, the clock's moves and the appends: reaqtive.engine.delivery.
+        self._delivery = Delivery(
+            store=self._store, lock=self._lock, ingress=self._ingress, positions=self._positions,
+            scheduling=self._scheduling, scheduler=self._scheduler, streams=self._streams, records=self._records,
+            subscriptions=self._subscriptions, quarantine=self._quarantine, outputs=self._outputs,
+            functions=self.functions, event_times=self._event_times, clock_mode=self._clock_mode,
+            checkpoint_policy=self._checkpoint_policy, ticks=ticks, faults=self._faults_pending,
+            apply_faults=self._apply_faults, check_open=self._check_open, maybe_checkpoint=self._maybe_checkpoint,
+            hand_outputs_on=self._hand_outputs_on, appended=self.appended, produced=self.produced, log=self._log)
+        self._environment = QueryEnvironment(
+            delivered=self._positions.delivered_at, counters=self._outputs.counters, cursor=self._positions.cursor,
+            behind=self._scheduling.behind,
+            streams=self._streams, store=self._store, failed=self._unit_failed)
+        self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
+        self._host = QueryHost(self._scheduler, environment=self._environment, settings=self._settings,
+                               logger=self._log)
         # What is kept stored without running, and where each stands: a part of its own (reaqtive.engine.stopped).
         self._stopped = StoppedQueries()
         self._backfilling: set[str] = set()  # backfills no checkpoint saw joined yet (reaqtive.engine.backfill)
         self._retained: dict[str, tuple[int, int]] = {}  # per stream, events and bytes in the log (last measured)
         self._legacy_caught_up: dict[str, int] = {}  # a delivery record from before log positions: its watermarks
         self._sources = Sources()  # register_source: their positions, stored with each checkpoint
-        self._faults_pending: list[tuple[str, Exception]] = []
-        # The dead letters of delivery, a part of its own (reaqtive.engine.quarantine).
-        self._quarantine = Quarantine(self._store, self._log)
-        self._batch_delivery = True  # the fast path of _deliver_run (tests clear it to compare with the general one)
-        tick_micros = tick // timedelta(microseconds=1)
-        # Engine ticks are microseconds since the Unix epoch unless another tick was chosen: then rounded up, as
-        # the scheduler rounds a datetime.
-        self._ticks_of_micros: Callable[[int], int] | None = (
-            None if tick == timedelta(microseconds=1) else lambda micros: -(-micros // tick_micros)
-        )
         self.faults: list[RecoveryFailure] = []
         self._stored_state_keys: set[str] = set()  # the state rows in the store (units it has seen whole)
         self._ended: dict[str, BaseException | None] = {}
         self.last_checkpoint: CheckpointMetrics | None = None
         self.recovery = RecoveryMetrics()
-        self._clock_started = False
         self._checkpoint_listeners: tuple[CheckpointListener, ...] = ()  # replaced, never mutated
         self._init_error_policies()
 
@@ -225,27 +245,6 @@ class EngineRoom:
         self._policies: dict[str, SubscriptionPolicy] = {}  # each running subscription's error policy
         self._policy_host = self._make_policy_host()
         self._user_errors: dict[tuple[str, str, str], int] = {}  # (subscription, error type, skip/stop): count
-
-    def _init_running_mode(self) -> None:
-        """What the processing loops, the pauses of queries and the processing thread of start() keep."""
-        # Wake-ups for processing loops and output consumers (reaqtive.engine.signals), fired at batch
-        # boundaries, never per event.
-        self.appended = Signal("appended")
-        self.produced = Signal("produced")
-        self._stop_serving = False  # set by stop_serving(), cleared when serve() returns
-        self._driver: threading.Thread | None = None  # the processing thread of start()
-        self._driver_error: BaseException | None = None  # what stopped it, for stop()
-        self._paused: set[str] = set()  # subscriptions paused by pause(uri) (see reaqtive.engine.scheduling)
-        self._live_turn = False  # whether live delivery takes the next slice while queries catch up (delivery.py)
-
-    def _root_scheduler(self, tick: timedelta) -> VirtualTimeScheduler:
-        """The root of the queries' schedulers (each query runs on a child, see reaqtive.engine.scheduling)."""
-        scheduler = VirtualTimeScheduler(tick, name="engine")
-        scheduler.unhandled_exception.add(self._task_failed)
-        # A thread waiting for the engine asks long work to give way (reaqtive.engine.handover).
-        lock = self._lock
-        scheduler.yield_source = lock.wants_turn
-        return scheduler
 
     def _settle_status(self) -> None:
         """RUNNING, or DEGRADED while something is kept in the store without running (FAILED subscriptions
@@ -337,12 +336,6 @@ class EngineRoom:
     def _fault(self, uri: str, error: Exception) -> None:
         raise NotImplementedError  # Running
 
-    def _follow_wall_clock(self) -> None:
-        raise NotImplementedError  # Delivery
-
-    def _misplaced(self, event: IngressEvent) -> str | None:
-        raise NotImplementedError  # Delivery
-
     def _maybe_checkpoint(self) -> bool:
         raise NotImplementedError  # Checkpointing
 
@@ -358,20 +351,11 @@ class EngineRoom:
     def _pin_for(self, uri: str) -> Behind:
         raise NotImplementedError  # Checkpointing
 
-    def _catch_up(self, budget: int | None) -> int:
-        raise NotImplementedError  # Scheduling
-
     def _writer_for(self, uri: str, observer: str) -> OutputWriter | None:
         raise NotImplementedError  # Egress
 
-    def _start_clock(self, at: datetime) -> None:
-        raise NotImplementedError  # Delivery
-
     def _bind_idle(self, uri: str, blob: bytes) -> HostedQuery | None:
         raise NotImplementedError  # Running
-
-    def _fall_behind(self, uri: str, pos: int | None = None) -> Lag:
-        raise NotImplementedError  # Scheduling
 
     def _first_retained_position(self) -> int:
         raise NotImplementedError  # Checkpointing

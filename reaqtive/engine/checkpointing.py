@@ -153,7 +153,7 @@ class Checkpointing(EngineRoom):
     def _log_floor(self) -> int:
         """The log position up to which every query has read the log (see _covered_by_checkpoint)."""
         floor = self._positions.cursor.pos
-        for lag in self._behind.values():
+        for lag in self._scheduling.behind.values():
             floor = min(floor, lag.pos, lag.cursor.pos)
         floor = self._stopped.floor(floor)
         for watermark in self._lagging_readers().values():
@@ -178,11 +178,11 @@ class Checkpointing(EngineRoom):
         (its catch-up goes on from its cursor)."""
         return {
             uri: Behind(lag.pos, to_micros(lag.scheduler.now), min(lag.pos, lag.cursor.pos))
-            for uri, lag in self._behind.items()
+            for uri, lag in self._scheduling.behind.items()
         }
 
     def _clock_micros(self) -> int | None:
-        return to_micros(self._scheduler.now) if self._clock_started else None
+        return to_micros(self._scheduler.now) if self._delivery.clock_started else None
 
     def _delivery_bytes(
         self, extra_pins: Mapping[str, Behind] | None = None, behind: Mapping[str, Behind] | None = None
@@ -324,7 +324,8 @@ class CheckpointRun:
         engine = self._engine
         for uri in sorted(engine._backfilling):
             record = engine._records.get(uri)
-            if record is None or uri in engine._behind or uri in self._unsaved or uri not in engine._subscriptions:
+            if (record is None or uri in engine._scheduling.behind or uri in self._unsaved
+                    or uri not in engine._subscriptions):
                 continue
             changed = {**record, "backfill": {**record["backfill"], "joined": True}}
             transaction.put(_ARTIFACTS, uri, _to_bytes(changed))

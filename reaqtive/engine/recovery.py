@@ -444,11 +444,11 @@ class Recovery:
             except MalformedRecordError as error:
                 self._counter_errors[key] = error
         if delivery.now is not None:  # before any query is bound: timers and windows resume on the checkpoint's clock
-            self._engine._start_clock(from_micros(delivery.now))
+            self._engine._delivery.start_clock(from_micros(delivery.now))
         else:  # no checkpoint yet: the clock of the earliest query's creation (its state was saved then)
             clocks = [int(r["clock"]) for r in records.values() if r.get("kind") == "subscription" and "clock" in r]
             if clocks:
-                self._engine._start_clock(from_micros(min(clocks)))
+                self._engine._delivery.start_clock(from_micros(min(clocks)))
 
     def _check_delivery(self, delivery: DeliveryRecord) -> None:
         """The delivery record cannot be past what was appended (a forged or damaged one would make every
@@ -576,8 +576,8 @@ class Recovery:
                     lagging.add(uri if running else self._engine._records.subscription_nested_with(uri) or uri)
         for uri in sorted(lagging):
             if uri in self._engine._subscriptions:
-                self._engine._fall_behind(uri)
-        for lag in self._engine._behind.values():
+                self._engine._scheduling.fall_behind(uri)
+        for lag in self._engine._scheduling.behind.values():
             lag.rewind_for_lagging(delivered)
 
     def _recovery_failed(self, uri: str, kind: str, error: Exception, *, orphan: bool = False) -> RecoveryPolicy:
@@ -599,7 +599,7 @@ class Recovery:
                 self._stopped.orphans.add(uri)  # pinned like a kept artifact: it may be a query's, restored later
             return policy
         self._environment.abandon(uri)
-        self._engine._behind.pop(uri, None)  # bound behind the engine, then refused: it does not catch up
+        self._engine._scheduling.drop_behind(uri)  # bound behind the engine, then refused: it does not catch up
         if policy is RecoveryPolicy.REMOVE:
             self._removed_at_recovery.add(uri)
             self._environment.discard_saved(

@@ -248,10 +248,10 @@ class ArtifactRegistry(EngineRoom):
             self._check_open()
             self._check_new(uri)
             self._check_not_nested(uri)
-            if not self._clock_started:
+            if not self._delivery.clock_started:
                 # A fresh store's clock is at the epoch: a query's timers would fire for every period since 1970.
-                self._start_clock(datetime.now(UTC))
-            self._follow_wall_clock()  # its timers count from now, not from where an idle clock stood
+                self._delivery.start_clock(datetime.now(UTC))
+            self._delivery.follow_wall_clock()  # its timers count from now, not from where an idle clock stood
             expression = encode_query(query, self.functions)
             references = sorted(_references(expression) | {observer} - _BUILTIN_OBSERVERS)
             self._check_references(uri, references)
@@ -281,7 +281,7 @@ class ArtifactRegistry(EngineRoom):
                 self._outputs.flush()  # the others' outputs, as before any commit
                 self._store.commit_with_outputs(puts, [(_OBSERVED, uri)], forget=[uri], outputs=own, encoded=True)
             except BaseException:
-                self._behind.pop(uri, None)
+                self._scheduling.drop_behind(uri)
                 self._discard(uri, handle)
                 raise
             for unit in units.values():
@@ -372,8 +372,7 @@ class ArtifactRegistry(EngineRoom):
             self._ended.pop(uri, None)
             self._stopped.forget(uri)
             self._policies.pop(uri, None)
-            self._paused.discard(uri)
-            self._behind.pop(uri, None)
+            self._scheduling.forget(uri)
             self._backfilling.discard(uri)
             self._stored_state_keys.difference_update(key for _, key in state_rows)
             self._settle_status()

@@ -215,7 +215,7 @@ class Running(EngineRoom):
             scheduler.detach(None if stood.clock is None else scheduler.to_ticks(from_micros(stood.clock)))
         hosted = self._host.bind(uri, Query("egress", (query, uri)), observer, scheduler=scheduler)
         if stood is not None:
-            self._behind[uri] = Lag(uri, scheduler, stood.pos)  # before it starts: its readers are held off
+            self._scheduling.hold(Lag(uri, scheduler, stood.pos))  # before it starts: its readers are held off
         settings = self._position_settings(uri, record, stood)
         self._quarantine.restart_count(uri)  # it goes on from a checkpoint: its skips are counted anew
         entries = record.get("skipping")
@@ -232,7 +232,7 @@ class Running(EngineRoom):
             hosted.start(None if blob is None else QueryState(blob), settings=settings, started_at=started,
                          where=f"state of {uri!r}", load=load)
         except BaseException:
-            self._behind.pop(uri, None)
+            self._scheduling.drop_behind(uri)
             raise
         return hosted
 
@@ -286,13 +286,13 @@ class Running(EngineRoom):
         delivered = self._positions.delivered_at
         if any(isinstance(node, StreamReader) and node.watermark < delivered.get(node.uri, -1)
                for node, _ in iter_nodes(hosted.handle)):
-            self._fall_behind(uri)  # its state lagged at its checkpoint: it catches up from its watermark
+            self._scheduling.fall_behind(uri)  # its state lagged at its checkpoint: it catches up from its watermark
         return hosted
 
     def _idle_bind_failed(self, uri: str, error: Exception) -> None:
         """An idle subscription failed to bind: it stops under the failure policy, as a fault stops a query."""
         self._policies.pop(uri, None)
-        self._behind.pop(uri, None)
+        self._scheduling.drop_behind(uri)
         policy = RecoveryPolicy.REMOVE if self._policy is RecoveryPolicy.REMOVE else RecoveryPolicy.KEEP
         if self._on_failure is not None and self._on_failure(uri, error) is RecoveryPolicy.REMOVE:
             policy = RecoveryPolicy.REMOVE
@@ -460,9 +460,9 @@ class Running(EngineRoom):
             return SubscriptionStatus(uri, SubscriptionState.STOPPED, outputs, on_error,
                                       None if problem is None else type(problem).__name__,
                                       None if problem is None else str(problem))
-        if uri in self._paused:
+        if self._scheduling.is_held(uri):
             state = SubscriptionState.PAUSED
-        elif uri in self._behind:
+        elif uri in self._scheduling.behind:
             state = SubscriptionState.CATCHING_UP
         elif uri in self._ended and self._ended[uri] is None:
             state = SubscriptionState.COMPLETED
@@ -547,8 +547,7 @@ class Running(EngineRoom):
         if hosted is not None:  # (an idle one has nothing running)
             hosted.abandon()
         self._policies.pop(uri, None)
-        self._paused.discard(uri)
-        self._behind.pop(uri, None)
+        self._scheduling.forget(uri)
         self._stopped.keep(uri, self._pin_for(uri))
 
     def _fail(self, uri: str, error: SubscriptionFailedError) -> None:

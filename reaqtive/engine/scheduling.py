@@ -20,13 +20,21 @@ where it stood (the checkpoint keeps its position and clock). A priority is stor
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from reaqtive.engine._room import _ARTIFACTS, _DELIVERY_BATCH, EngineRoom, _to_bytes
+from reaqtive.engine._room import _ARTIFACTS, _DELIVERY_BATCH, _to_bytes
+from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.behind import Lag
-from reaqtive.engine.database import IngressRun
+from reaqtive.engine.database import EngineStore, IngressRun
 from reaqtive.engine.engine_errors import ArtifactNotFoundError, MalformedRecordError
+from reaqtive.engine.handover import EngineLock
+from reaqtive.engine.idle import Subscriptions
+from reaqtive.engine.positions import Positions, misplaced
+from reaqtive.engine.quarantine import Quarantine
 from reaqtive.engine.readers import Envelope, LogRun, StreamReader
+from reaqtive.engine.signals import Signal
 from reaqtive.scheduler.virtual import MAX_PRIORITY, VirtualTimeScheduler, is_priority
 
 __all__ = ["Scheduling", "record_priority"]
@@ -58,8 +66,62 @@ def _sole_held(lag: Lag, stream: str) -> StreamReader[Any] | None:
     return reader if subscription._fast else None
 
 
-class Scheduling(EngineRoom):
-    """See the module docstring."""
+class Scheduling:
+    """The pauses of queries and the queries behind the engine (see the module docstring): a part that owns them
+    (``behind``: each query behind the engine and where it stands; the paused ones), hands the log to those behind
+    (:meth:`catch_up`) and rejoins them with the engine. It reads the engine's positions, streams and dead letters;
+    the engine's root scheduler is the timeline a query rejoins."""
+
+    def __init__(  # noqa: PLR0917 (what it reads of the engine, named)
+        self, store: EngineStore, lock: EngineLock, positions: Positions, streams: Mapping[str, Any],
+        quarantine: Quarantine, records: ArtifactRecords, subscriptions: Subscriptions, scheduler: VirtualTimeScheduler,
+        *, ticks_of_micros: Callable[[int], int] | None, faults: list[tuple[str, Exception]],
+        apply_faults: Callable[[], None], check_open: Callable[[], None],
+        commit_changes: Callable[[Iterable[tuple[str, str, bytes]]], None], appended: Signal, log: logging.Logger,
+    ) -> None:
+        self._store = store
+        self._lock = lock
+        self._positions = positions
+        self._streams = streams
+        self._quarantine = quarantine
+        self._records = records
+        self._subscriptions = subscriptions
+        self._scheduler = scheduler
+        self._ticks_of_micros = ticks_of_micros
+        self._faults_pending = faults  # read (its owner empties it in place): a fault stops a query between events
+        self._apply_faults = apply_faults
+        self._check_open = check_open
+        self._commit_changes = commit_changes
+        self._appended = appended
+        self._log = log
+        self._behind: dict[str, Lag] = {}  # queries behind the engine: paused or catching up (reaqtive.engine.behind)
+        self._paused: set[str] = set()  # subscriptions paused by pause(uri)
+
+    # -- what the others read, and the few changes they ask for -------------------------------------------------
+
+    @property
+    def behind(self) -> Mapping[str, Lag]:
+        """The queries behind the engine (paused or catching up), each with where it stands."""
+        return self._behind
+
+    def is_held(self, uri: str) -> bool:
+        """Whether subscription ``uri`` is paused (no lock, no check: for the engine's other parts)."""
+        return uri in self._paused
+
+    def hold(self, lag: Lag) -> None:
+        """A query bound behind the engine (recovered or backfilled there): it catches up from ``lag``."""
+        self._behind[lag.uri] = lag
+
+    def drop_behind(self, uri: str) -> None:
+        """Query ``uri`` is no longer behind the engine (it did not start, or it was replaced)."""
+        self._behind.pop(uri, None)
+
+    def forget(self, uri: str) -> None:
+        """Query ``uri`` stopped or was deleted: neither paused nor behind."""
+        self._paused.discard(uri)
+        self._behind.pop(uri, None)
+
+    # -- pauses and priorities ------------------------------------------------------------------------------------
 
     def pause(self, uri: str) -> None:
         """Pause subscription ``uri`` where it stands in the log: its timers wait and the events appended to the
@@ -80,7 +142,7 @@ class Scheduling(EngineRoom):
                 return
             self._paused.add(uri)
             if uri not in self._behind:
-                self._fall_behind(uri)
+                self.fall_behind(uri)
             self._log.info("subscription %r paused", uri, extra={"reaqtive_event": "paused", "subscription": uri})
 
     def resume(self, uri: str) -> None:
@@ -94,12 +156,12 @@ class Scheduling(EngineRoom):
                 return
             self._paused.discard(uri)
             self._log.info("subscription %r resumed", uri, extra={"reaqtive_event": "resumed", "subscription": uri})
-        self.appended.fire()  # a processing loop looks again: there is a catch-up to run
+        self._appended.fire()  # a processing loop looks again: there is a catch-up to run
 
     def is_paused(self, uri: str) -> bool:
         """Whether subscription ``uri`` is paused (:class:`ArtifactNotFoundError` if there is none)."""
         with self._lock:
-            self._check_kind(uri, "subscription")
+            self._records.check_kind(uri, "subscription")
             return uri in self._paused
 
     def paused(self) -> list[str]:
@@ -112,13 +174,13 @@ class Scheduling(EngineRoom):
         yet (the next :meth:`~reaqtive.engine.Engine.process` catches it up); :class:`ArtifactNotFoundError` if
         there is none."""
         with self._lock:
-            self._check_kind(uri, "subscription")
+            self._records.check_kind(uri, "subscription")
             return uri in self._behind
 
     def priority(self, uri: str) -> int:
         """The priority of subscription ``uri`` (see :meth:`set_priority`)."""
         with self._lock:
-            return record_priority(uri, self._check_kind(uri, "subscription"))
+            return record_priority(uri, self._records.check_kind(uri, "subscription"))
 
     def set_priority(self, uri: str, priority: int) -> None:
         """Set the priority of subscription ``uri``: among the work of several queries due at the same instant
@@ -128,13 +190,13 @@ class Scheduling(EngineRoom):
         check_priority(priority)
         with self._lock:
             self._check_open()
-            record = self._check_kind(uri, "subscription")
+            record = self._records.check_kind(uri, "subscription")
             if record_priority(uri, record) == priority:
                 return
             changed = {key: value for key, value in record.items() if key != "priority"}
             if priority:
                 changed["priority"] = priority
-            self._commit_changes(puts=[(_ARTIFACTS, uri, _to_bytes(changed))])
+            self._commit_changes([(_ARTIFACTS, uri, _to_bytes(changed))])
             self._records[uri] = changed
             hosted = self._subscriptions.bound(uri)  # an idle one binds with its record's priority
             if hosted is not None:
@@ -144,7 +206,7 @@ class Scheduling(EngineRoom):
 
     # -- falling behind and catching up ----------------------------------------------------------------------
 
-    def _fall_behind(self, uri: str, pos: int | None = None) -> Lag:
+    def fall_behind(self, uri: str, pos: int | None = None) -> Lag:
         """Take running subscription ``uri`` out of step with the engine at log position ``pos`` (default: the
         engine's): its scheduler gets a timeline of its own, its readers leave their streams. A reader that
         lagged (its buffered events go with its detachment) is handed the events after its watermark again."""
@@ -157,7 +219,7 @@ class Scheduling(EngineRoom):
         self._behind[uri] = lag
         return lag
 
-    def _catch_up(self, budget: int | None) -> int:
+    def catch_up(self, budget: int | None) -> int:
         """Hand the log to every query behind the engine that is not paused, each on its own timeline, until it
         reaches the engine's position and rejoins (or ``budget`` events were handed in all). Returns how many
         events it handed."""
@@ -267,7 +329,7 @@ class Scheduling(EngineRoom):
                 lag.cursor.pos = event.pos
                 continue
             dead = self._quarantine.holds(event.stream, event.seq)
-            reason = None if dead else event.damage or self._misplaced(event)
+            reason = None if dead else event.damage or misplaced(event, self._streams, self._positions)
             if reason is None and not dead:
                 if event.seq > expected:
                     self._quarantine.note_missing(event.stream, expected, event.seq)
@@ -336,7 +398,7 @@ class Scheduling(EngineRoom):
 
     def _running(self, uri: str) -> VirtualTimeScheduler:
         """The scheduler of running subscription ``uri``."""
-        self._check_kind(uri, "subscription")
+        self._records.check_kind(uri, "subscription")
         hosted = self._subscriptions.get(uri)
         if hosted is None:
             raise ArtifactNotFoundError(f"subscription {uri!r} is not running (it failed, see engine.faults)")

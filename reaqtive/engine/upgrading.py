@@ -233,7 +233,7 @@ class Upgrading(EngineRoom):
         if hosted is None:
             raise UpdateError(f"{what}({uri!r}): it does not run (failed or stopped: restart_subscription first, "
                               "or delete it and create it anew)")
-        if uri in self._behind:
+        if uri in self._scheduling.behind:
             raise UpdateError(f"{what}({uri!r}): it is paused or catching up behind the engine; update it once it "
                               "runs at the engine's position (resume it, process)")
         return hosted, record
@@ -469,7 +469,7 @@ class Upgrading(EngineRoom):
         """The swap failed before its commit: the new query goes, the old one is bound again from the boundary's
         state (the store still holds it), as if nothing happened."""
         old_main, old_inner = state
-        self._behind.pop(uri, None)
+        self._scheduling.drop_behind(uri)
         if new_hosted is not None:
             new_hosted.abandon()
         self._outputs.stop(uri)
