@@ -25,7 +25,7 @@ from reaqtive.engine.expressions import (
     expression_from_json,
     expression_to_json,
 )
-from reaqtive.engine.failures import OnError, PolicyHost, SubscriptionPolicy
+from reaqtive.engine.failures import OnError
 from reaqtive.engine.gc_policy import GcFreeze
 from reaqtive.engine.handover import EngineLock
 from reaqtive.engine.idle import Subscriptions
@@ -35,10 +35,8 @@ from reaqtive.engine.model import (
     DURABLE_SINK,
     CheckpointMetrics,
     EngineStatus,
-    RecoveryFailure,
     RecoveryMetrics,
     RecoveryPolicy,
-    SubscriptionStatus,
 )
 from reaqtive.engine.outbox import ObserverFailedError, Outbox
 from reaqtive.engine.outputs import Outputs
@@ -51,16 +49,16 @@ from reaqtive.engine.signals import Signal
 from reaqtive.engine.sources import Sources
 from reaqtive.engine.stopped import StoppedQueries
 from reaqtive.fluent.query import Query
-from reaqtive.scheduler import UnhandledExceptionArgs
 from reaqtive.state import (
     Checkpointer,
     CheckpointMode,
     save_subscription,
 )
-from reaqtive.state.host import HostedQuery, QueryHost
+from reaqtive.state.host import QueryHost
 
 if TYPE_CHECKING:  # they import this module
     from reaqtive.engine.delivery import Delivery
+    from reaqtive.engine.running import Running
     from reaqtive.engine.scheduling import Scheduling
 
 _LOG: Final = logging.getLogger("reaqtive.engine")
@@ -175,11 +173,13 @@ class EngineRoom:
     # Parts (made by _init_runtime).
     _scheduling: Scheduling
     _delivery: Delivery
+    _running: Running
 
     def _init_runtime(self, tick: timedelta) -> None:
         """The engine's running state, empty until recovery fills it."""
         # (imported here: they import this module)
         from reaqtive.engine.delivery import Delivery, root_scheduler, ticks_of_micros
+        from reaqtive.engine.running import Running
         from reaqtive.engine.scheduling import Scheduling
 
         # Wake-ups for processing loops and output consumers (reaqtive.engine.signals), fired at batch
@@ -187,28 +187,32 @@ class EngineRoom:
         self.appended = Signal("appended")
         self.produced = Signal("produced")
         # The root of the queries' schedulers, the engine's clock: its moves are the delivery's.
-        self._scheduler = root_scheduler(tick, self._lock, self._task_failed)
+        # (the lambdas call the running queries' part, made last, from the others: looked up once it exists)
+        self._scheduler = root_scheduler(tick, self._lock,
+                                         lambda args: self._running.task_failed(args))  # noqa: PLW0108
         # Where delivery stands in the log, a part of its own (reaqtive.engine.positions).
         self._positions = Positions(self._store.stream_heads)
         # The output side, a part of its own (reaqtive.engine.outputs): the durable sink's buffer, the output
         # counters, the outboxes and how far each got.
-        self._outputs = Outputs(self._store, fault=self._fault, fired=self.produced.fire,
-                                gave_up=self._courier_gave_up)
+        self._outputs = Outputs(self._store, fault=lambda uri, error: self._running.fault(uri, error),  # noqa: PLW0108
+                                fired=self.produced.fire, gave_up=self._courier_gave_up)
         self._streams: dict[str, SimpleSubject[Envelope]] = {}
         # The artifacts' records and their queries' templates, a part of its own (reaqtive.engine.artifacts).
         self._records = ArtifactRecords()
         # Bound, or idle until their streams have an event for them (reaqtive.engine.idle).
         self._subscriptions = Subscriptions()
-        self._subscriptions.set_binder(self._bind_idle)
-        self._faults_pending: list[tuple[str, Exception]] = []
         # The dead letters of delivery, a part of its own (reaqtive.engine.quarantine).
         self._quarantine = Quarantine(self._store, self._log)
         ticks = ticks_of_micros(tick)
+        faults: list[tuple[str, Exception]] = []  # the running queries' pending faults (Running.pending)
+
+        def apply_faults() -> None:
+            self._running.apply_faults()
         # The queries behind the engine (paused, catching up) and their catch-up: reaqtive.engine.scheduling.
         self._scheduling = Scheduling(
             self._store, self._lock, self._positions, self._streams, self._quarantine, self._records,
-            self._subscriptions, self._scheduler, ticks_of_micros=ticks, faults=self._faults_pending,
-            apply_faults=self._apply_faults, check_open=self._check_open,
+            self._subscriptions, self._scheduler, ticks_of_micros=ticks, faults=faults,
+            apply_faults=apply_faults, check_open=self._check_open,
             commit_changes=self._commit_changes, appended=self.appended, log=self._log)
         # The delivery of the log, the clock's moves and the appends: reaqtive.engine.delivery.
         self._delivery = Delivery(
@@ -216,13 +220,14 @@ class EngineRoom:
             scheduling=self._scheduling, scheduler=self._scheduler, streams=self._streams, records=self._records,
             subscriptions=self._subscriptions, quarantine=self._quarantine, outputs=self._outputs,
             functions=self.functions, event_times=self._event_times, clock_mode=self._clock_mode,
-            checkpoint_policy=self._checkpoint_policy, ticks=ticks, faults=self._faults_pending,
-            apply_faults=self._apply_faults, check_open=self._check_open, maybe_checkpoint=self._maybe_checkpoint,
+            checkpoint_policy=self._checkpoint_policy, ticks=ticks, faults=faults,
+            apply_faults=apply_faults, check_open=self._check_open, maybe_checkpoint=self._maybe_checkpoint,
             hand_outputs_on=self._hand_outputs_on, appended=self.appended, produced=self.produced, log=self._log)
         self._environment = QueryEnvironment(
             delivered=self._positions.delivered_at, counters=self._outputs.counters, cursor=self._positions.cursor,
             behind=self._scheduling.behind,
-            streams=self._streams, store=self._store, failed=self._unit_failed)
+            streams=self._streams, store=self._store,
+            failed=lambda instance_id, error: self._running.unit_failed(instance_id, error))  # noqa: PLW0108
         self._checkpointer = Checkpointer(self._scheduler, self._store.checkpoints)
         self._host = QueryHost(self._scheduler, environment=self._environment, settings=self._settings,
                                logger=self._log)
@@ -232,19 +237,23 @@ class EngineRoom:
         self._retained: dict[str, tuple[int, int]] = {}  # per stream, events and bytes in the log (last measured)
         self._legacy_caught_up: dict[str, int] = {}  # a delivery record from before log positions: its watermarks
         self._sources = Sources()  # register_source: their positions, stored with each checkpoint
-        self.faults: list[RecoveryFailure] = []
         self._stored_state_keys: set[str] = set()  # the state rows in the store (units it has seen whole)
-        self._ended: dict[str, BaseException | None] = {}
         self.last_checkpoint: CheckpointMetrics | None = None
         self.recovery = RecoveryMetrics()
         self._checkpoint_listeners: tuple[CheckpointListener, ...] = ()  # replaced, never mutated
-        self._init_error_policies()
-
-    def _init_error_policies(self) -> None:
-        """What the subscriptions' error policies keep (see reaqtive.engine.failures)."""
-        self._policies: dict[str, SubscriptionPolicy] = {}  # each running subscription's error policy
-        self._policy_host = self._make_policy_host()
-        self._user_errors: dict[tuple[str, str, str], int] = {}  # (subscription, error type, skip/stop): count
+        # The running queries: binding, error policies and faults (reaqtive.engine.running).
+        self._running = Running(
+            lock=self._lock, store=self._store, scheduler=self._scheduler, host=self._host,
+            environment=self._environment, records=self._records, subscriptions=self._subscriptions,
+            stopped=self._stopped, outputs=self._outputs, quarantine=self._quarantine, scheduling=self._scheduling,
+            positions=self._positions, streams=self._streams, functions=self.functions, recovery=self.recovery,
+            clock_mode=self._clock_mode, on_error=self._on_error, policy=self._policy, on_failure=self._on_failure,
+            lazy_binding=self._lazy_binding, legacy_caught_up=lambda: self._legacy_caught_up,
+            engine_status=lambda: self._status, check_open=self._check_open, expand=self._expand,
+            writer_for=self._writer_for, pin_for=self._pin_for, delete_subscription=self.delete_subscription,
+            settle_status=self._settle_status, commit_changes=self._commit_changes, appended=self.appended,
+            produced=self.produced, log=self._log, pending=faults)
+        self._subscriptions.set_binder(self._running.bind_idle)
 
     def _settle_status(self) -> None:
         """RUNNING, or DEGRADED while something is kept in the store without running (FAILED subscriptions
@@ -300,19 +309,6 @@ class EngineRoom:
 
     # -- defined in other rooms ------------------------------------------------------------------------------------
 
-    def _apply_faults(self) -> None:
-        raise NotImplementedError  # Running
-
-    def _make_policy_host(self) -> PolicyHost:
-        raise NotImplementedError  # Running
-
-    def _status_of(self, uri: str, record: dict[str, Any]) -> SubscriptionStatus:
-        raise NotImplementedError  # Running
-
-    def _bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None, *,
-              behind: Behind | None = None, load: Callable[[SubscriptionHandle], None] | None = None) -> HostedQuery:
-        raise NotImplementedError  # Running
-
     def _hand_outputs_on(self) -> None:
         raise NotImplementedError  # Egress
 
@@ -333,9 +329,6 @@ class EngineRoom:
     def _expand(self, root: Query[Any]) -> Query[Any]:
         raise NotImplementedError  # ArtifactRegistry
 
-    def _fault(self, uri: str, error: Exception) -> None:
-        raise NotImplementedError  # Running
-
     def _maybe_checkpoint(self) -> bool:
         raise NotImplementedError  # Checkpointing
 
@@ -354,17 +347,8 @@ class EngineRoom:
     def _writer_for(self, uri: str, observer: str) -> OutputWriter | None:
         raise NotImplementedError  # Egress
 
-    def _bind_idle(self, uri: str, blob: bytes) -> HostedQuery | None:
-        raise NotImplementedError  # Running
-
     def _first_retained_position(self) -> int:
         raise NotImplementedError  # Checkpointing
-
-    def _task_failed(self, args: UnhandledExceptionArgs) -> None:
-        raise NotImplementedError  # Running
-
-    def _unit_failed(self, instance_id: str, error: Exception) -> None:
-        raise NotImplementedError  # Running
 
     def delete_subscription(self, uri: str) -> None:
         raise NotImplementedError  # ArtifactRegistry

@@ -228,7 +228,7 @@ class CheckpointRun:
     def take(self) -> CheckpointMetrics:
         engine = self._engine
         engine._quarantine.flush()  # before the checkpoint covers the events: the log may then drop them
-        engine._apply_faults()
+        engine._running.apply_faults()
         snapshots = engine._outputs.outboxes.snapshots()  # couriers may deliver meanwhile: the stored cursors are these
         self._observed = {uri: delivered for uri, (delivered, _) in snapshots.items()}
         self._waiting = [output for _, outputs in snapshots.values() for output in outputs]
@@ -358,4 +358,4 @@ class CheckpointRun:
                 engine._outputs.observed[uri] = seq
                 engine._store.delete_outputs(uri, upto=seq)  # delivered: the outbox's rows up to it can go
         for uri, unsaved_error in unsaved.items():
-            engine._fault(uri, unsaved_error)
+            engine._running.fault(uri, unsaved_error)

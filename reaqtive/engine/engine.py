@@ -58,13 +58,13 @@ from reaqtive.engine.model import (
     StreamReading,
     StreamStatus,
     SubscriptionReading,
+    SubscriptionStatus,
 )
 from reaqtive.engine.named_sinks import SinkNameError, observer_uri, register_sink, sink_name, sink_reference
 from reaqtive.engine.outbox import DEFAULT_OBSERVER_BACKOFF, DEFAULT_OBSERVER_RETRIES
 from reaqtive.engine.processing import Processing
 from reaqtive.engine.recovery import Recovery
 from reaqtive.engine.registry import ArtifactRegistry
-from reaqtive.engine.running import Running
 from reaqtive.engine.settings import engine_arguments
 from reaqtive.engine.sinks import Egress
 from reaqtive.engine.stores import open_engine_store
@@ -88,7 +88,7 @@ __all__ = [
 ]
 
 
-class Engine(ArtifactRegistry, Upgrading, Egress, Checkpointing, Running, EngineRoom):
+class Engine(ArtifactRegistry, Upgrading, Egress, Checkpointing, EngineRoom):
     """An embedded query engine on a SQLite file (created if missing), or on a PostgreSQL database given by its URL
     (``"postgresql://user@host/db"``, extra ``postgres``; see ``docs/engine.md``). See the module docstring.
 
@@ -444,6 +444,48 @@ class Engine(ArtifactRegistry, Upgrading, Egress, Checkpointing, Running, Engine
         it, since the order of work is part of what a replay must repeat."""
         self._scheduling.set_priority(uri, priority)
 
+    # -- the running queries (reaqtive.engine.running) ----------------------------------------------------------
+
+    @property
+    def faults(self) -> list[RecoveryFailure]:
+        """The subscriptions stopped while the engine ran (a fault, or a failure under their error policy), and
+        why, in order."""
+        return self._running.faults
+
+    def restart_subscription(self, uri: str, *, skip_failed: bool = False) -> None:
+        """Run subscription ``uri`` again from its last checkpoint: a FAILED one (after the host registered a
+        fixed function, for instance) or one STOPPED by a fault or a recovery failure. It catches up through the
+        log from where its last checkpoint left it, on its own clock, and its outputs go on exactly once (those
+        the sink holds already are produced again with the same ids and compared). ``skip_failed``: skip the
+        element that failed it (kept as a dead letter) when it fails again. Raises
+        :class:`~reaqtive.engine.ArtifactInUseError` for a subscription that runs; if it cannot start (its
+        function still missing...), it stays as it was and the error is raised."""
+        self._running.restart_subscription(uri, skip_failed=skip_failed)
+
+    def subscriptions(self) -> list[SubscriptionStatus]:
+        """Every subscription's state (running, paused, catching up, completed, failed, stopped), sorted by URI;
+        a failed or stopped one with what stopped it (see :class:`~reaqtive.engine.model.SubscriptionStatus`)."""
+        return self._running.subscriptions()
+
+    def stopped_error(self, uri: str) -> BaseException | None:
+        """Why subscription ``uri`` does not run, if it does not (a FAILED one: its
+        :class:`~reaqtive.engine.failures.SubscriptionFailedError`; one stopped by a fault or a recovery failure:
+        that error); ``None`` while it runs, is paused or catching up, or once it completed;
+        :class:`ArtifactNotFoundError` if there is none."""
+        return self._running.stopped_error(uri)
+
+    def subscription_error(self, uri: str) -> BaseException | None:
+        """The error that ended subscription ``uri``'s query: for a FAILED one the error its query raised (after a
+        restart of the process, a :class:`~reaqtive.engine.failures.RecordedError` with its type's name and its
+        message); ``None`` while it runs, once it completed, or when something else stopped it (a fault, a
+        recovery failure: see :meth:`stopped_error` and :meth:`subscription_status`); :class:`ArtifactNotFoundError`
+        if there is none."""
+        return self._running.subscription_error(uri)
+
+    def subscription_status(self, uri: str) -> SubscriptionStatus:
+        """The state of subscription ``uri`` (see :meth:`subscriptions`)."""
+        return self._running.subscription_status(uri)
+
     # -- private names the tests read (and one they set), kept on the facade ------------------------------------
 
     @property
@@ -542,7 +584,7 @@ class Engine(ArtifactRegistry, Upgrading, Egress, Checkpointing, Running, Engine
                 last_checkpoint=self.last_checkpoint,
                 failed_elements=MappingProxyType(failed_elements),
                 failed=MappingProxyType({uri: error_name(why.error) for uri, why in self._stopped.failed.items()}),
-                user_errors=MappingProxyType(dict(self._user_errors)),
+                user_errors=MappingProxyType(dict(self._running.user_errors)),
             )
 
     def close(self) -> None:

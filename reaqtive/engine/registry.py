@@ -267,7 +267,7 @@ class ArtifactRegistry(EngineRoom):
                 # take those outputs for its own. (Then as for any URI, its creation's transaction forgets them.)
                 self._store.commit_with_outputs(deletes=[(_OUTPUTS, uri), (_OBSERVED, uri)], forget=[uri])
             # Bind first: a query that cannot run is not stored. A backfill is bound behind the engine, at its start.
-            handle = self._bind(uri, record, template, None, behind=backfill_behind(record))
+            handle = self._running.bind(uri, record, template, None, behind=backfill_behind(record))
             try:
                 # Its state at creation is committed with its record, so a recovery before the next checkpoint
                 # re-creates it as it was then (windows aligned on its creation time, not on the recovery's).
@@ -369,9 +369,9 @@ class ArtifactRegistry(EngineRoom):
             self._environment.confirm_removed(inner)
             if (_TEMPLATES, tid) in deletes:
                 self._records.templates.pop(tid, None)
-            self._ended.pop(uri, None)
+            self._running.forget_ended(uri)
             self._stopped.forget(uri)
-            self._policies.pop(uri, None)
+            self._running.drop_policy(uri)
             self._scheduling.forget(uri)
             self._backfilling.discard(uri)
             self._stored_state_keys.difference_update(key for _, key in state_rows)
@@ -432,7 +432,7 @@ class ArtifactRegistry(EngineRoom):
             state_bytes=state,
             running=uri in self._subscriptions or kind != "subscription",
             schema=record.get("schema") if kind == "stream" else None,
-            status=self._status_of(uri, record) if kind == "subscription" else None,
+            status=self._running.status_of(uri, record) if kind == "subscription" else None,
         )
 
     def _expand(self, root: Query[Any]) -> Query[Any]:

@@ -143,13 +143,13 @@ class Egress(EngineRoom):
             with self._lock:
                 for outbox, failure in failures:
                     if self._outputs.outboxes.is_current(outbox):
-                        self._fault(outbox.subscription, failure)
+                        self._running.fault(outbox.subscription, failure)
 
     def _courier_gave_up(self, outbox: Outbox, failure: ObserverFailedError) -> None:
         """On a courier's thread: its observer kept failing. The processing loop stops the subscription (under the
         engine's lock, at its next slice: this thread must not wait for the lock, which close() holds while it
         ends the couriers)."""
-        self._faults_pending.append((outbox.subscription, failure))
+        self._running.fault_later(outbox.subscription, failure)
         self.appended.fire()  # wakes an idle processing loop
 
     def _start_couriers(self) -> None:

@@ -369,7 +369,7 @@ class Upgrading(EngineRoom):
         if waiting:
             self._store.write_outputs(waiting)
         hosted.abandon()
-        self._policies.pop(uri, None)
+        self._running.drop_policy(uri)
         from_kept = {key: blob for key, blob in (kept or {}).items() if key.startswith(prefix)}
         if exact:
             new_inner = from_kept
@@ -384,9 +384,9 @@ class Upgrading(EngineRoom):
         refused: dict[Identity, str] = {}
         try:
             if exact and kept is not None and kept.get(uri) is not None:
-                new_hosted = self._bind(uri, new_record, template, kept[uri])
+                new_hosted = self._running.bind(uri, new_record, template, kept[uri])
             elif backfill is not None:
-                new_hosted = self._bind(uri, new_record, template, None, behind=backfill_behind(new_record))
+                new_hosted = self._running.bind(uri, new_record, template, None, behind=backfill_behind(new_record))
             else:
                 new_hosted, refused = self._bind_refusing(uri, new_record, template, (old, fallback), new_inner,
                                                           require_state=require_state)
@@ -427,7 +427,7 @@ class Upgrading(EngineRoom):
             self._records.templates.pop(record["template"], None)
         self._records[uri] = new_record
         self._subscriptions[uri] = new_hosted
-        self._ended.pop(uri, None)
+        self._running.forget_ended(uri)
         if backfill is not None:
             self._backfilling.add(uri)
         if produced:
@@ -449,7 +449,7 @@ class Upgrading(EngineRoom):
         while True:
             load = migrating_loader(old, where=where, fallback=fallback, refused=refused)
             try:
-                return self._bind(uri, record, template, None, load=load), refused
+                return self._running.bind(uri, record, template, None, load=load), refused
             except IncompatibleState as incompatible:
                 if require_state:
                     raise UpdateError(f"update_subscription({uri!r}, require_state=True): operator "
@@ -482,7 +482,7 @@ class Upgrading(EngineRoom):
         committed = parse_counter(uri, stored_counter) if stored_counter is not None else 0
         self._outputs.counters[uri] = OutputCounter(committed, committed)
         template = self._records.templates[record["template"]]
-        self._subscriptions[uri] = self._bind(uri, record, template, old_main)
+        self._subscriptions[uri] = self._running.bind(uri, record, template, old_main)
 
 
 def _refusals(hosted: HostedQuery, refused: dict[Identity, str], old: dict[Identity, NodeState]) -> list[NodeChange]:
