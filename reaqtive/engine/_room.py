@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from reaqtive.core.errors import InvalidSettingError
 from reaqtive.core.subjects import SimpleSubject
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.engine.artifacts import ArtifactRecords
@@ -23,11 +21,10 @@ from reaqtive.engine.event_times import EventTimeBounds
 from reaqtive.engine.expressions import (
     FunctionRegistry,
     expression_from_json,
-    expression_to_json,
 )
 from reaqtive.engine.failures import OnError
 from reaqtive.engine.gc_policy import GcFreeze
-from reaqtive.engine.handover import EngineLock
+from reaqtive.engine.handover import DELIVERY_BATCH, EngineLock
 from reaqtive.engine.idle import Subscriptions
 from reaqtive.engine.ingress import IngressWriter
 from reaqtive.engine.model import (
@@ -39,12 +36,13 @@ from reaqtive.engine.model import (
     RecoveryPolicy,
 )
 from reaqtive.engine.outbox import ObserverFailedError, Outbox
-from reaqtive.engine.outputs import Outputs
+from reaqtive.engine.outputs import EGRESS_FLUSH_OUTPUTS, Outputs
 from reaqtive.engine.positions import Positions
 from reaqtive.engine.quarantine import Quarantine
 from reaqtive.engine.query_environment import QueryEnvironment
 from reaqtive.engine.readers import Envelope
-from reaqtive.engine.records import Behind
+from reaqtive.engine.records import ARTIFACTS, OUTPUT_COUNTERS, Behind, record_bytes
+from reaqtive.engine.settings import check_seconds, check_whole
 from reaqtive.engine.signals import Signal
 from reaqtive.engine.sources import Sources
 from reaqtive.engine.stopped import StoppedQueries
@@ -62,17 +60,17 @@ if TYPE_CHECKING:  # they import this module
     from reaqtive.engine.scheduling import Scheduling
 
 _LOG: Final = logging.getLogger("reaqtive.engine")
-_ARTIFACTS: Final = "artifacts"
+_ARTIFACTS: Final = ARTIFACTS
 _TEMPLATES: Final = "templates"
 _ENGINE: Final = "engine"
 _DELIVERY: Final = "delivery"
-_OUTPUTS: Final = "outputs"  # per subscription, the next output sequence number (when it moved)
+_OUTPUTS: Final = OUTPUT_COUNTERS  # per subscription, the next output sequence number (when it moved)
 _OBSERVED: Final = "observed"  # per subscription with an observer function, the last output it received
 _SOURCES: Final = "sources"  # per source registered with register_source, its position (opaque bytes)
 _BUILTIN_OBSERVERS: Final = frozenset({DURABLE_SINK, DISCARD_SINK})
 _STREAM_BUFFER: Final = 1 << 20  # a reader without demand may lag this far behind a stream before it fails
-_DELIVERY_BATCH: Final = 4096
-_EGRESS_FLUSH_OUTPUTS: Final = 65536  # the durable sink's buffer is written once it holds this many outputs
+_DELIVERY_BATCH: Final = DELIVERY_BATCH
+_EGRESS_FLUSH_OUTPUTS: Final = EGRESS_FLUSH_OUTPUTS  # the durable sink's buffer is written once it holds this many
 
 CheckpointListener = Callable[[CheckpointMetrics | None, BaseException | None], None]
 """Called at the end of each checkpoint: ``(metrics, None)`` once it committed, ``(None, error)`` if it failed."""
@@ -88,22 +86,6 @@ def _owned_by(key: str, owners: set[str]) -> bool:
             return True
         cut = key.find("/", cut + 1)
     return False
-
-
-def _check_whole(name: str, value: object, *, minimum: int, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise InvalidSettingError(f"{name} must be a whole number >= {minimum}, got {value!r}")
-
-
-def _check_seconds(name: str, value: object, *, positive: bool, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
-            or value < 0 or (positive and value == 0)):
-        wanted = "a finite number of seconds > 0" if positive else "a finite number of seconds >= 0"
-        raise InvalidSettingError(f"{name} must be {wanted}, got {value!r}")
 
 
 def _references(expression: Any) -> set[str]:
@@ -132,8 +114,9 @@ def _counter_bytes(value: int) -> bytes:
     return str(value).encode("ascii")
 
 
-def _to_bytes(record: Mapping[str, Any]) -> bytes:
-    return expression_to_json(record).encode("utf-8")
+_to_bytes = record_bytes
+_check_whole = check_whole
+_check_seconds = check_seconds
 
 
 def _from_bytes(blob: bytes, where: str) -> dict[str, Any]:

@@ -16,10 +16,6 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from reaqtive.engine._room import (
-    _DELIVERY_BATCH,
-    _EGRESS_FLUSH_OUTPUTS,
-)
 from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
 from reaqtive.engine.database import (
@@ -37,10 +33,10 @@ from reaqtive.engine.engine_errors import (
 )
 from reaqtive.engine.event_times import EventTimeBounds
 from reaqtive.engine.expressions import FunctionRegistry
-from reaqtive.engine.handover import SLICE_EVENTS, EngineLock
+from reaqtive.engine.handover import DELIVERY_BATCH, SLICE_EVENTS, EngineLock
 from reaqtive.engine.idle import Subscriptions
 from reaqtive.engine.ingress import IngressWriter, chunks
-from reaqtive.engine.outputs import Outputs
+from reaqtive.engine.outputs import EGRESS_FLUSH_OUTPUTS, Outputs
 from reaqtive.engine.positions import Positions, misplaced
 from reaqtive.engine.quarantine import Quarantine
 from reaqtive.engine.readers import Envelope, LogRun, StreamReader
@@ -242,7 +238,7 @@ class Delivery:
         (the wall clock advanced and the periodic checkpoint had its chance)."""
         if self._faults_pending:
             self._apply_faults()  # an observer's courier gave up
-        limit = _DELIVERY_BATCH if budget is None else min(_DELIVERY_BATCH, budget)
+        limit = DELIVERY_BATCH if budget is None else min(DELIVERY_BATCH, budget)
         runs = None
         if self._scheduling.behind:
             # Queries behind the engine (a resumed query, one behind after a recovery, a backfill) catch up in
@@ -254,7 +250,7 @@ class Delivery:
             if not runs:
                 caught = self._scheduling.catch_up(limit)
                 if caught:
-                    if len(self._outputs.buffer) >= _EGRESS_FLUSH_OUTPUTS:
+                    if len(self._outputs.buffer) >= EGRESS_FLUSH_OUTPUTS:
                         self._outputs.flush()  # bounded memory during a long catch-up (a backfill) too
                     if self._outputs.buffer:
                         self._produced.fire()
@@ -269,7 +265,7 @@ class Delivery:
             return None
         delivered = self._deliver_batch(runs, budget)
         self._quarantine.flush()
-        if len(self._outputs.buffer) >= _EGRESS_FLUSH_OUTPUTS:
+        if len(self._outputs.buffer) >= EGRESS_FLUSH_OUTPUTS:
             self._outputs.flush()  # bounded memory between checkpoints (the sink keeps the first copy)
         if self._outputs.buffer:
             self._produced.fire()  # a consumer's outputs() flushes the buffer to the sink

@@ -11,9 +11,9 @@ import threading
 from collections.abc import Callable
 from typing import Final
 
-from reaqtive.engine._room import _DELIVERY_BATCH, _check_whole
 from reaqtive.engine.engine_errors import EngineClosedError, EngineRunningError, ProcessingStoppedError
-from reaqtive.engine.handover import EngineLock
+from reaqtive.engine.handover import DELIVERY_BATCH, EngineLock
+from reaqtive.engine.settings import check_whole
 from reaqtive.engine.signals import Signal
 
 __all__ = ["Processing"]
@@ -43,9 +43,9 @@ class Processing:
         self.driver: threading.Thread | None = None  # the processing thread of start()
         self._driver_error: BaseException | None = None  # what stopped it, for stop()
 
-    def serve(self, *, batch_events: int = _DELIVERY_BATCH, idle_seconds: float | None = None) -> None:
+    def serve(self, *, batch_events: int = DELIVERY_BATCH, idle_seconds: float | None = None) -> None:
         """Process appended events as they come, on the calling thread, until :meth:`stop_serving` (or close)."""
-        _check_whole("batch_events", batch_events, minimum=1)
+        check_whole("batch_events", batch_events, minimum=1)
         with self._lock:
             self._check_open()
         self._start_couriers()  # observers get their outputs on threads of their own while this loop runs
@@ -62,9 +62,9 @@ class Processing:
             self._stop_serving = False  # consumed: the next serve() runs
             self._stop_couriers(_COURIER_DRAIN_SECONDS)
 
-    def start(self, *, batch_events: int = _DELIVERY_BATCH) -> None:
+    def start(self, *, batch_events: int = DELIVERY_BATCH) -> None:
         """Run :meth:`serve` on a processing thread of its own (``reaqtive-engine``)."""
-        _check_whole("batch_events", batch_events, minimum=1)
+        check_whole("batch_events", batch_events, minimum=1)
         with self._lock:
             self._check_open()
             if self.driver is not None and self.driver.is_alive():

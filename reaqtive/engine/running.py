@@ -15,7 +15,6 @@ from reaqtive.core.error_policy import ERROR_POLICY_SETTING
 from reaqtive.core.operator import OperatorBase
 from reaqtive.core.streams import LONG_MAX, Subscription
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.engine._room import _ARTIFACTS, _LOG, _OUTPUTS, _to_bytes
 from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.backfill import behind_of as backfill_behind
 from reaqtive.engine.backfill import started_clock
@@ -65,7 +64,7 @@ from reaqtive.engine.readers import (
     START_POSITION_SETTING,
     StreamReader,
 )
-from reaqtive.engine.records import Behind, parse_counter
+from reaqtive.engine.records import ARTIFACTS, OUTPUT_COUNTERS, Behind, parse_counter, record_bytes
 from reaqtive.engine.scheduling import Scheduling, record_priority
 from reaqtive.engine.signals import Signal
 from reaqtive.engine.stopped import StoppedQueries
@@ -77,6 +76,7 @@ from reaqtive.state import STATE_CATEGORY, MissingStateError, StateError
 from reaqtive.state.host import HostedQuery, QueryHost, QueryState
 from reaqtive.state.traversal import iter_nodes
 
+_LOG: Final = logging.getLogger("reaqtive.engine")
 _NO_SKIPS: Final[frozenset[tuple[str, str, int]]] = frozenset()
 
 
@@ -450,7 +450,7 @@ class Running:
             snapshot = self._store.checkpoints.read(strict=False)
             prefix = uri + "/"
             inner = {key: blob for key, blob in snapshot.items(STATE_CATEGORY) if key.startswith(prefix)}
-            counter = snapshot.get(_OUTPUTS, uri)
+            counter = snapshot.get(OUTPUT_COUNTERS, uri)
             restarted = {key: value for key, value in record.items() if key != "failed"}
             if skip_failed and failed is not None and failed.failure is not None:
                 # Stored with it: every replay of that element (after a crash, a later restart) skips it again.
@@ -474,7 +474,7 @@ class Running:
                 self._policies.pop(uri, None)
                 raise
             if restarted != record:
-                self._commit_changes([(_ARTIFACTS, uri, _to_bytes(restarted))])
+                self._commit_changes([(ARTIFACTS, uri, record_bytes(restarted))])
             self._records[uri] = restarted
             self._subscriptions[uri] = hosted
             self._stopped.release(uri)
@@ -641,7 +641,7 @@ class Running:
         # The outputs it produced before it failed reach the durable sink first: a crash after the record's commit
         # must not lose them (a FAILED query is not replayed at the next open).
         self._outputs.flush()
-        self._commit_changes([(_ARTIFACTS, uri, _to_bytes(record))])
+        self._commit_changes([(ARTIFACTS, uri, record_bytes(record))])
         self._records[uri] = record
         self._log.error("%s", error, exc_info=error.error,
                         extra={"reaqtive_event": "subscription_failed", "subscription": uri,

@@ -12,7 +12,7 @@ named by its URI; the query's operators and its inner subscriptions run on that 
   loop **catches it up**: the log after its position, in order, with its own clock following the events and its
   timers running in between, exactly as if it had never been paused (with the event clock), then it rejoins;
 * a query's priority orders its work among the work of other queries due at the same instant (lower first);
-* a task of a query that raises stops that query alone (see ``Running._task_failed``).
+* a task of a query that raises stops that query alone (see ``Running.task_failed``).
 
 A pause lasts while the engine runs: a store reopened runs every query, and one that was paused catches up from
 where it stood (the checkpoint keeps its position and clock). A priority is stored with the subscription.
@@ -24,16 +24,16 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from reaqtive.engine._room import _ARTIFACTS, _DELIVERY_BATCH, _to_bytes
 from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.database import EngineStore, IngressRun
 from reaqtive.engine.engine_errors import ArtifactNotFoundError, MalformedRecordError
-from reaqtive.engine.handover import EngineLock
+from reaqtive.engine.handover import DELIVERY_BATCH, EngineLock
 from reaqtive.engine.idle import Subscriptions
 from reaqtive.engine.positions import Positions, misplaced
 from reaqtive.engine.quarantine import Quarantine
 from reaqtive.engine.readers import Envelope, LogRun, StreamReader
+from reaqtive.engine.records import ARTIFACTS, record_bytes
 from reaqtive.engine.signals import Signal
 from reaqtive.scheduler.virtual import MAX_PRIORITY, VirtualTimeScheduler, is_priority
 
@@ -196,7 +196,7 @@ class Scheduling:
             changed = {key: value for key, value in record.items() if key != "priority"}
             if priority:
                 changed["priority"] = priority
-            self._commit_changes([(_ARTIFACTS, uri, _to_bytes(changed))])
+            self._commit_changes([(ARTIFACTS, uri, record_bytes(changed))])
             self._records[uri] = changed
             hosted = self._subscriptions.bound(uri)  # an idle one binds with its record's priority
             if hosted is not None:
@@ -243,7 +243,7 @@ class Scheduling:
                 break
             if budget is not None and handed >= budget:
                 break
-            limit = min(_DELIVERY_BATCH, target - lag.cursor.pos)
+            limit = min(DELIVERY_BATCH, target - lag.cursor.pos)
             runs = self._store.read_ingress_runs(lag.cursor.pos, limit)
             if not runs:
                 lag.cursor.pos = target  # nothing of the log is left up to the engine's position
