@@ -14,9 +14,10 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from reaqtive.engine.artifacts import ArtifactRecords
+from reaqtive.engine.behind import Lag
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
 from reaqtive.engine.database import (
     DeadLetter,
@@ -39,13 +40,15 @@ from reaqtive.engine.ingress import IngressWriter, chunks
 from reaqtive.engine.outputs import EGRESS_FLUSH_OUTPUTS, Outputs
 from reaqtive.engine.positions import Positions, misplaced
 from reaqtive.engine.quarantine import Quarantine
-from reaqtive.engine.readers import Envelope, LogRun, StreamReader
-from reaqtive.engine.scheduling import Scheduling
+from reaqtive.engine.readers import Envelope, LogCursor, LogRun, StreamReader
 from reaqtive.engine.signals import Signal
 from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
 from reaqtive.state import StoreError
 
-__all__ = ["MIN_WAKE_SECONDS", "Delivery", "root_scheduler", "ticks_of_micros"]
+if TYPE_CHECKING:  # it imports this module (the loop)
+    from reaqtive.engine.scheduling import Scheduling
+
+__all__ = ["MIN_WAKE_SECONDS", "Delivery", "HeldFeed", "StreamFeed", "hand_run", "root_scheduler", "ticks_of_micros"]
 
 MIN_WAKE_SECONDS: Final = 0.001
 """The shortest wait of an idle processing loop (see :meth:`Delivery.idle_seconds`)."""
@@ -78,6 +81,139 @@ def _sole_reader(subscriptions: tuple[Any, ...]) -> StreamReader[Any] | None:
         return None
     reader = subscriptions[0]._downstream
     return reader if isinstance(reader, StreamReader) else None
+
+
+class StreamFeed:
+    """Where :func:`hand_run` hands the events of a stream in the engine's own delivery: the stream's subject, or,
+    while it has one subscription on its fast path (demand unbounded), that subscription's reader directly, which
+    also takes runs (:attr:`sole`)."""
+
+    __slots__ = ("_known", "_subject", "hand", "sole")
+
+    def __init__(self, subject: Any) -> None:
+        self._subject = subject
+        self._known: tuple[Any, ...] = ()
+        self.sole: StreamReader[Any] | None = None
+        self.hand: Callable[[Envelope], None] = subject.on_next
+
+    def refresh(self) -> StreamReader[Any] | None:
+        """Look again (the subscriber set is replaced, never changed in place; a demand may become bounded)."""
+        known = self._subject._subscriptions
+        if known is not self._known or (self.sole is not None and not known[0]._fast):
+            self._known = known
+            sole = self.sole = _sole_reader(known)
+            self.hand = self._subject.on_next if sole is None else sole.on_next
+        return self.sole
+
+
+class HeldFeed:
+    """Where :func:`hand_run` hands the events of a stream to a query behind the engine (its catch-up): the
+    readers of the stream it holds off the stream; the only one, taking everything, also takes runs."""
+
+    __slots__ = ("_lag", "_stream", "sole")
+
+    def __init__(self, lag: Lag, stream: str) -> None:
+        self._lag = lag
+        self._stream = stream
+        self.sole: StreamReader[Any] | None = None
+
+    def refresh(self) -> StreamReader[Any] | None:
+        """Look again: the readers that ended are forgotten."""
+        held = self._lag.readers_of(self._stream)
+        self.sole = None
+        if len(held) == 1:
+            subscription, reader = held[0]
+            if subscription._fast:
+                self.sole = reader
+        return self.sole
+
+    def hand(self, envelope: Envelope) -> None:
+        """Each live reader held gets the event (one created meanwhile starts after it)."""
+        held = self._lag.readers.get(self._stream)
+        if not held:
+            return
+        ended = False
+        for subscription, reader in tuple(held):
+            if reader.is_disposed:
+                ended = True
+            else:
+                subscription.push(envelope)
+        if ended:
+            self._lag.readers_of(self._stream)  # forgets the readers that ended
+
+
+def hand_run(  # noqa: PLR0917 (the per-event loop, inlined; its state bound once per run)
+    run: IngressRun, start: int, end: int, scheduler: VirtualTimeScheduler, cursor: LogCursor,
+    feed: StreamFeed | HeldFeed, to_ticks: Callable[[int], int] | None, faults: list[tuple[str, Exception]],
+    apply_faults: Callable[[], None], lock: EngineLock | None = None, lag: Lag | None = None,
+    behind: Mapping[str, Lag] | None = None,
+) -> int:
+    """The per-event loop, one for the engine's delivery (``lock``: it gives way where a thread waits) and for the
+    catch-up of a query behind the engine (``lag``, still in ``behind``: it stops once the query left it).
+
+    For each event of ``run`` from ``start``: the clock of ``scheduler`` moves to its time (running the timers due
+    before it first), ``cursor`` moves to it before it is handed (a reader created meanwhile starts after it), the
+    feed hands it on, the work it triggered at its instant runs, a query that failed is stopped before the next
+    event. While the feed has one reader taking everything above timeless stages, that reader takes the events up
+    to the next timer in one call (:meth:`~reaqtive.engine.readers.StreamReader.read_run`, given a
+    :class:`~reaqtive.engine.readers.LogRun`: the values, their ticks, the positions, the timeline and the cursor).
+    Returns the index of the first event not handed: ``end``, or less at a yield point (the engine's delivery) or
+    once the query left the catch-up.
+    """
+    values, pos0 = run.values, run.pos
+    micros: list[int] | None = None  # the times as a list, made once an event goes down one by one
+    timeline = scheduler.timeline
+    queue = timeline.queue
+    live = lag is None
+    whole = None if to_ticks is not None else LogRun(values, run.ticks, pos0, end, timeline, cursor,
+                                                      ordered=run.ordered)
+    i = start
+    while i < end:
+        sole = feed.refresh()
+        # (a query caught up in the middle of an instant finishes it first, event by event)
+        if sole is not None and whole is not None and (live or queue.next_due > timeline.clock):
+            # Timeless stages below the only reader take the events up to the next timer in one call.
+            taken = sole.read_run(whole, i)
+            if taken > i:
+                i = taken
+                if lag is not None:
+                    lag.pos = max(lag.pos, pos0 + taken - 1)
+                if faults:
+                    apply_faults()
+                if lag is not None and behind is not None and behind.get(lag.uri) is not lag:
+                    break
+                continue
+        if micros is None:
+            micros = run.micros
+        ticks = to_ticks(micros[i]) if to_ticks is not None else micros[i]
+        if ticks > timeline.clock:
+            if queue.next_due <= ticks:
+                if not scheduler.advance_to(ticks, yielding=live):
+                    end = i  # a timer due before this event gave way
+                    break
+            else:
+                timeline.clock = ticks
+        elif not live and queue.next_due <= timeline.clock:
+            scheduler.advance_to(timeline.clock)  # work left at its instant (it was paused in the middle of one)
+        pos = pos0 + i
+        cursor.pos = pos
+        if lag is not None:
+            lag.pos = max(lag.pos, pos)
+        if live:  # the timers that ran before it may have subscribed or ended a reader, or bounded a demand
+            feed.refresh()  # (a query's held readers are looked at as it hands the event)
+        feed.hand(Envelope(pos, values[i]))
+        # Work the delivery triggered for this instant (what gave way is finished before the next event).
+        finished = queue.next_due > (ticks if live else timeline.clock) \
+            or scheduler.advance_to(timeline.clock, yielding=live)
+        if faults:
+            apply_faults()
+        i += 1
+        if lock is not None:
+            if (lock.waiting or not finished) and i < end:
+                end = i
+        elif lag is not None and behind is not None and behind.get(lag.uri) is not lag:
+            break
+    return min(i, end)
 
 
 class Delivery:
@@ -391,71 +527,15 @@ class Delivery:
             self._maybe_checkpoint()
         return taken
 
-    def _deliver_plain(self, run: IngressRun, start: int, end: int) -> int:  # noqa: PLR0915 (the per-event loop, inlined)
-        """The per-event loop of the fast path: the clock moves to each event's time (running the timers due
-        before it first), the cursor moves to the event before the delivery (a reader created meanwhile starts
-        after it), the work the delivery triggered for its instant runs after it, a query that failed is stopped
-        before the next event. Returns the index of the first event not delivered: ``end``, or less at a yield
-        point (an event handed to several readers is one)."""
-        stream, seq0, pos0, values = run.stream, run.seq, run.pos, run.values
-        micros: list[int] | None = None  # the times as a list, made once an event goes down one by one
-        scheduler = self._scheduler
-        timeline = scheduler.timeline
-        queue = timeline.queue
-        subject = self._streams[stream]
-        cursor = self._positions.cursor
-        faults = self._faults_pending
-        to_ticks = self._ticks_of_micros
-        lock = self._lock
+    def _deliver_plain(self, run: IngressRun, start: int, end: int) -> int:
+        """Deliver events ``start`` to ``end - 1`` of a run that needs no check (see :meth:`_plain`) through the
+        per-event loop (:func:`hand_run`); returns the index of the first event not delivered. The stream's
+        delivered marks move once, after the loop (the cursor moves per event)."""
+        stream, seq0, pos0 = run.stream, run.seq, run.pos
         self._clock_started = True
+        end = hand_run(run, start, end, self._scheduler, self._positions.cursor, StreamFeed(self._streams[stream]),
+                       self._ticks_of_micros, self._faults_pending, self._apply_faults, lock=self._lock)
         self._positions.expected[stream] = seq0 + end
-        whole = None if to_ticks is not None else LogRun(values, run.ticks, pos0, end, timeline, cursor,
-                                                                  ordered=run.ordered)
-        known: tuple[Any, ...] = ()
-        sole: StreamReader[Any] | None = None
-        hand: Callable[[Envelope], None] = subject.on_next
-        i = start
-        while i < end:
-            # The subscriber set is replaced, never changed in place; a demand may become bounded.
-            if subject._subscriptions is not known or (sole is not None and not known[0]._fast):
-                known = subject._subscriptions
-                sole = _sole_reader(known)
-                hand = subject.on_next if sole is None else sole.on_next
-            if sole is not None and whole is not None:
-                # Timeless stages below the only reader take the events up to the next timer in one call.
-                taken = sole.read_run(whole, i)
-                if taken > i:
-                    i = taken
-                    if faults:
-                        self._apply_faults()
-                    continue
-            if micros is None:
-                micros = run.micros
-            ticks = to_ticks(micros[i]) if to_ticks is not None else micros[i]
-            if ticks > timeline.clock:
-                if queue.next_due <= ticks:
-                    if not scheduler.advance_to(ticks, yielding=True):
-                        self._positions.expected[stream] = seq0 + i  # a timer due before this event gave way
-                        end = i
-                        break
-                else:
-                    timeline.clock = ticks
-            pos = pos0 + i
-            cursor.pos = pos  # the stream's delivered marks follow once, after the loop (the first delivery of each)
-            # The timers that ran before it may have subscribed or ended a reader, or bounded a demand.
-            if subject._subscriptions is not known or (sole is not None and not known[0]._fast):
-                known = subject._subscriptions
-                sole = _sole_reader(known)
-                hand = subject.on_next if sole is None else sole.on_next
-            hand(Envelope(pos, values[i]))
-            # Work the delivery triggered for this instant (what gave way is finished before the next event).
-            finished = queue.next_due > ticks or scheduler.advance_to(timeline.clock, yielding=True)
-            if faults:
-                self._apply_faults()
-            i += 1
-            if (lock.waiting or not finished) and i < end:
-                self._positions.expected[stream] = seq0 + i
-                end = i
         if end > start:
             self._positions.note_delivered(stream, seq0 + end - 1, pos0 + end - 1)
         return end

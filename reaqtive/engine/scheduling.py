@@ -27,12 +27,13 @@ from typing import Any
 from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.database import EngineStore, IngressRun
+from reaqtive.engine.delivery import HeldFeed, hand_run
 from reaqtive.engine.engine_errors import ArtifactNotFoundError, MalformedRecordError
 from reaqtive.engine.handover import DELIVERY_BATCH, EngineLock
 from reaqtive.engine.idle import Subscriptions
 from reaqtive.engine.positions import Positions, misplaced
 from reaqtive.engine.quarantine import Quarantine
-from reaqtive.engine.readers import Envelope, LogRun, StreamReader
+from reaqtive.engine.readers import Envelope, StreamReader
 from reaqtive.engine.records import ARTIFACTS, record_bytes
 from reaqtive.engine.signals import Signal
 from reaqtive.scheduler.virtual import MAX_PRIORITY, VirtualTimeScheduler, is_priority
@@ -55,15 +56,6 @@ def check_priority(priority: object) -> int:
         raise ValueError(f"priority must be a whole number from {-MAX_PRIORITY} to {MAX_PRIORITY} (lower runs "
                          f"first), got {priority!r}")
     return priority
-
-
-def _sole_held(lag: Lag, stream: str) -> StreamReader[Any] | None:
-    """The reader of ``stream`` a query behind the engine holds, when it is the only one and takes everything."""
-    held = lag.readers_of(stream)
-    if len(held) != 1:
-        return None
-    subscription, reader = held[0]
-    return reader if subscription._fast else None
 
 
 class Scheduling:
@@ -298,29 +290,15 @@ class Scheduling:
 
     def _catch_up_clean(self, lag: Lag, run: IngressRun, first: int, end: int) -> int:
         """Events ``first`` to ``end - 1`` of a run with nothing to skip (the numbers the catch-up expects, none
-        quarantined): handed as the engine's loop hands them, a stream's only reader above timeless stages taking
-        the events up to the next timer of the query's clock in one call (see StreamReader.read_run)."""
-        stream, values, micros = run.stream, run.values, run.micros
-        timeline = lag.scheduler.timeline
-        whole = None if self._ticks_of_micros is not None else LogRun(values, micros, run.pos, end, timeline,
-                                                                       lag.cursor, ordered=run.ordered)
-        i = first
-        while i < end:
-            # Work left at the query's instant (it was paused in the middle of one) runs first, one by one.
-            sole = _sole_held(lag, stream) if whole is not None and timeline.queue.next_due > timeline.clock else None
-            taken = i if sole is None or whole is None else sole.read_run(whole, i)
-            if taken > i:
-                lag.pos = max(lag.pos, run.pos + taken - 1)
-                i = taken
-                if self._faults_pending:
-                    self._apply_faults()
-            else:
-                self._catch_up_event(lag, stream, run.pos + i, micros[i], values[i])
-                i += 1
-            if self._behind.get(lag.uri) is not lag:
-                return i - first
-        lag.expected[stream] = run.seq + end
-        return end - first
+        quarantined): handed through the engine's per-event loop (:func:`~reaqtive.engine.delivery.hand_run`) on
+        the query's own timeline, to the readers it holds, a stream's only reader above timeless stages taking
+        the events up to the next timer of the query's clock in one call."""
+        reached = hand_run(run, first, end, lag.scheduler, lag.cursor, HeldFeed(lag, run.stream),
+                           self._ticks_of_micros, self._faults_pending, self._apply_faults, lag=lag,
+                           behind=self._behind)
+        if reached == end:
+            lag.expected[run.stream] = run.seq + end
+        return reached - first
 
     def _catch_up_checked(self, lag: Lag, run: IngressRun, first: int, end: int, expected: int) -> int:
         """The events of a run the log shows damaged or misplaced now, one by one (see _catch_up_run)."""
