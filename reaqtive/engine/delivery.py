@@ -14,7 +14,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.behind import Lag
@@ -45,10 +45,16 @@ from reaqtive.engine.signals import Signal
 from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
 from reaqtive.state import StoreError
 
-if TYPE_CHECKING:  # it imports this module (the loop)
-    from reaqtive.engine.scheduling import Scheduling
-
-__all__ = ["MIN_WAKE_SECONDS", "Delivery", "HeldFeed", "StreamFeed", "hand_run", "root_scheduler", "ticks_of_micros"]
+__all__ = [
+    "MIN_WAKE_SECONDS",
+    "CatchUp",
+    "Delivery",
+    "HeldFeed",
+    "StreamFeed",
+    "hand_run",
+    "root_scheduler",
+    "ticks_of_micros",
+]
 
 MIN_WAKE_SECONDS: Final = 0.001
 """The shortest wait of an idle processing loop (see :meth:`Delivery.idle_seconds`)."""
@@ -72,6 +78,16 @@ def ticks_of_micros(tick: timedelta) -> Callable[[int], int] | None:
         return None
     tick_micros = tick // timedelta(microseconds=1)
     return lambda micros: -(-micros // tick_micros)
+
+
+class CatchUp(Protocol):
+    """What delivery asks of the queries behind the engine (:class:`~reaqtive.engine.scheduling.Scheduling`,
+    which runs this module's loop for them): whether there are any, and a slice of their catch-up."""
+
+    @property
+    def behind(self) -> Mapping[str, Lag]: ...
+
+    def catch_up(self, budget: int | None) -> int: ...
 
 
 def _sole_reader(subscriptions: tuple[Any, ...]) -> StreamReader[Any] | None:
@@ -221,7 +237,7 @@ class Delivery:
 
     def __init__(
         self, *, store: EngineStore, lock: EngineLock, ingress: IngressWriter, positions: Positions,
-        scheduling: Scheduling, scheduler: VirtualTimeScheduler, streams: Mapping[str, Any], records: ArtifactRecords,
+        scheduling: CatchUp, scheduler: VirtualTimeScheduler, streams: Mapping[str, Any], records: ArtifactRecords,
         subscriptions: Subscriptions, quarantine: Quarantine, outputs: Outputs, functions: FunctionRegistry,
         event_times: EventTimeBounds, clock_mode: str, checkpoint_policy: CheckpointPolicy,
         ticks: Callable[[int], int] | None, faults: list[tuple[str, Exception]], apply_faults: Callable[[], None],
