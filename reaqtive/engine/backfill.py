@@ -3,7 +3,7 @@
 ``create_subscription(uri, query, start=...)`` with ``start="earliest"``, a log position or an aware
 ``datetime`` creates the subscription **behind the engine**, at the position that start resolves to: it is bound
 on a timeline of its own (its clock at the start), its readers held off their streams, and the engine's
-catch-up of queries behind it (:mod:`reaqtive.engine.behind`, ``Scheduling._catch_up``) hands it the log after
+catch-up of queries behind it (:mod:`reaqtive.engine.behind`, ``Scheduling.catch_up``) hands it the log after
 that position in slices, its clock following the events' times and its timers in between, until it reaches the
 engine's position and rejoins, exactly as a resumed paused query does: no gap, no duplicate. There is no second
 catch-up loop: a backfill *is* a query created behind.

@@ -1,23 +1,27 @@
 """Ingress and delivery: appends go to the durable log; process() reads it in runs and delivers them in order, moving
 the clock, quarantining what cannot be delivered.
+
+:class:`Delivery` is a part of the engine that owns the delivery: the log positions it moves
+(:class:`~reaqtive.engine.positions.Positions`), the clock (whether it started, how event times become ticks), the
+per-event loops and the slices that take turns with the queries behind the engine (their catch-up is
+:class:`~reaqtive.engine.scheduling.Scheduling`'s). It calls out through a few callbacks: the engine's open check,
+the checkpoint policy's checkpoint, the hand-on of outputs to observers, and the faults of queries that failed.
 """
 
 from __future__ import annotations
 
-import threading
+import logging
 from collections import deque
-from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Protocol
 
-from reaqtive.engine._room import (
-    _DELIVERY_BATCH,
-    _EGRESS_FLUSH_OUTPUTS,
-    EngineRoom,
-    _check_whole,
-)
+from reaqtive.engine.artifacts import ArtifactRecords
+from reaqtive.engine.behind import Lag
+from reaqtive.engine.checkpoint_policy import CheckpointPolicy
 from reaqtive.engine.database import (
     DeadLetter,
+    EngineStore,
     IngressEvent,
     IngressRun,
     check_dead_letter_query,
@@ -25,20 +29,65 @@ from reaqtive.engine.database import (
     to_micros,
 )
 from reaqtive.engine.engine_errors import (
-    EngineClosedError,
-    EngineRunningError,
-    ProcessingStoppedError,
     SchemaValidationError,
     UnknownSchemaError,
 )
-from reaqtive.engine.handover import SLICE_EVENTS
-from reaqtive.engine.ingress import chunks
-from reaqtive.engine.readers import Envelope, LogRun, StreamReader
+from reaqtive.engine.event_times import EventTimeBounds
+from reaqtive.engine.expressions import FunctionRegistry
+from reaqtive.engine.handover import DELIVERY_BATCH, SLICE_EVENTS, EngineLock
+from reaqtive.engine.idle import Subscriptions
+from reaqtive.engine.ingress import IngressWriter, chunks
+from reaqtive.engine.outputs import EGRESS_FLUSH_OUTPUTS, Outputs
+from reaqtive.engine.positions import Positions, misplaced
+from reaqtive.engine.quarantine import Quarantine
+from reaqtive.engine.readers import Envelope, LogCursor, LogRun, StreamReader
+from reaqtive.engine.signals import Signal
+from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
 from reaqtive.state import StoreError
 
-_COURIER_DRAIN_SECONDS: Final = 30.0  # how long serve() lets the couriers deliver what waits when it ends
+__all__ = [
+    "MIN_WAKE_SECONDS",
+    "CatchUp",
+    "Delivery",
+    "HeldFeed",
+    "StreamFeed",
+    "hand_run",
+    "root_scheduler",
+    "ticks_of_micros",
+]
+
 MIN_WAKE_SECONDS: Final = 0.001
 """The shortest wait of an idle processing loop (see :meth:`Delivery.idle_seconds`)."""
+
+
+def root_scheduler(tick: timedelta, lock: EngineLock,
+                   task_failed: Callable[[UnhandledExceptionArgs], None]) -> VirtualTimeScheduler:
+    """The root of the queries' schedulers, the engine's clock (each query runs on a child, see
+    reaqtive.engine.scheduling); a task that raises goes to ``task_failed``."""
+    scheduler = VirtualTimeScheduler(tick, name="engine")
+    scheduler.unhandled_exception.add(task_failed)
+    # A thread waiting for the engine asks long work to give way (reaqtive.engine.handover).
+    scheduler.yield_source = lock.wants_turn
+    return scheduler
+
+
+def ticks_of_micros(tick: timedelta) -> Callable[[int], int] | None:
+    """How an event's time (microseconds since the Unix epoch) becomes the clock's ticks: ``None`` when they are
+    the same (the default tick); otherwise rounded up, as the scheduler rounds a datetime."""
+    if tick == timedelta(microseconds=1):
+        return None
+    tick_micros = tick // timedelta(microseconds=1)
+    return lambda micros: -(-micros // tick_micros)
+
+
+class CatchUp(Protocol):
+    """What delivery asks of the queries behind the engine (:class:`~reaqtive.engine.scheduling.Scheduling`,
+    which runs this module's loop for them): whether there are any, and a slice of their catch-up."""
+
+    @property
+    def behind(self) -> Mapping[str, Lag]: ...
+
+    def catch_up(self, budget: int | None) -> int: ...
 
 
 def _sole_reader(subscriptions: tuple[Any, ...]) -> StreamReader[Any] | None:
@@ -50,33 +99,192 @@ def _sole_reader(subscriptions: tuple[Any, ...]) -> StreamReader[Any] | None:
     return reader if isinstance(reader, StreamReader) else None
 
 
-class Delivery(EngineRoom):
-    """See the module docstring."""
+class StreamFeed:
+    """Where :func:`hand_run` hands the events of a stream in the engine's own delivery: the stream's subject, or,
+    while it has one subscription on its fast path (demand unbounded), that subscription's reader directly, which
+    also takes runs (:attr:`sole`)."""
 
-    def append(self, stream: str, value: Any, time: datetime | None = None) -> int:
-        """Append one event to ``stream``; returns its sequence number. ``time``: its event time (aware; default
-        now). Durable when this returns (``ingress_commit="call"``: appends from several threads share one
-        commit), or, with :class:`~reaqtive.engine.ingress.GroupCommit`, once the next group is committed."""
-        return self.append_many(stream, [(value, time)])[0]
+    __slots__ = ("_known", "_subject", "hand", "sole")
 
-    def append_many(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> list[int]:
-        """Append several ``(value, time)`` events in one transaction (``time`` ``None``: now); returns their
-        sequence numbers. Nothing is appended if one of them is refused (``None``, a naive time, a value the
-        codec cannot save, or, on a typed stream, a value its validator refuses:
-        :class:`~reaqtive.engine.engine_errors.SchemaValidationError` naming the event's index and the fields);
-        those dated too far ahead go to the dead letters, numbered (see :meth:`append` for when they are
-        durable). On a typed stream the validated form of each value is what is stored."""
-        first, count = self._append_events(stream, events)
-        return list(range(first, first + count))
+    def __init__(self, subject: Any) -> None:
+        self._subject = subject
+        self._known: tuple[Any, ...] = ()
+        self.sole: StreamReader[Any] | None = None
+        self.hand: Callable[[Envelope], None] = subject.on_next
 
-    def _append_events(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> tuple[int, int]:
+    def refresh(self) -> StreamReader[Any] | None:
+        """Look again (the subscriber set is replaced, never changed in place; a demand may become bounded)."""
+        known = self._subject._subscriptions
+        if known is not self._known or (self.sole is not None and not known[0]._fast):
+            self._known = known
+            sole = self.sole = _sole_reader(known)
+            self.hand = self._subject.on_next if sole is None else sole.on_next
+        return self.sole
+
+
+class HeldFeed:
+    """Where :func:`hand_run` hands the events of a stream to a query behind the engine (its catch-up): the
+    readers of the stream it holds off the stream; the only one, taking everything, also takes runs."""
+
+    __slots__ = ("_lag", "_stream", "sole")
+
+    def __init__(self, lag: Lag, stream: str) -> None:
+        self._lag = lag
+        self._stream = stream
+        self.sole: StreamReader[Any] | None = None
+
+    def refresh(self) -> StreamReader[Any] | None:
+        """Look again: the readers that ended are forgotten."""
+        held = self._lag.readers_of(self._stream)
+        self.sole = None
+        if len(held) == 1:
+            subscription, reader = held[0]
+            if subscription._fast:
+                self.sole = reader
+        return self.sole
+
+    def hand(self, envelope: Envelope) -> None:
+        """Each live reader held gets the event (one created meanwhile starts after it)."""
+        held = self._lag.readers.get(self._stream)
+        if not held:
+            return
+        ended = False
+        for subscription, reader in tuple(held):
+            if reader.is_disposed:
+                ended = True
+            else:
+                subscription.push(envelope)
+        if ended:
+            self._lag.readers_of(self._stream)  # forgets the readers that ended
+
+
+def hand_run(  # noqa: PLR0917 (the per-event loop, inlined; its state bound once per run)
+    run: IngressRun, start: int, end: int, scheduler: VirtualTimeScheduler, cursor: LogCursor,
+    feed: StreamFeed | HeldFeed, to_ticks: Callable[[int], int] | None, faults: list[tuple[str, Exception]],
+    apply_faults: Callable[[], None], lock: EngineLock | None = None, lag: Lag | None = None,
+    behind: Mapping[str, Lag] | None = None,
+) -> int:
+    """The per-event loop, one for the engine's delivery (``lock``: it gives way where a thread waits) and for the
+    catch-up of a query behind the engine (``lag``, still in ``behind``: it stops once the query left it).
+
+    For each event of ``run`` from ``start``: the clock of ``scheduler`` moves to its time (running the timers due
+    before it first), ``cursor`` moves to it before it is handed (a reader created meanwhile starts after it), the
+    feed hands it on, the work it triggered at its instant runs, a query that failed is stopped before the next
+    event. While the feed has one reader taking everything above timeless stages, that reader takes the events up
+    to the next timer in one call (:meth:`~reaqtive.engine.readers.StreamReader.read_run`, given a
+    :class:`~reaqtive.engine.readers.LogRun`: the values, their ticks, the positions, the timeline and the cursor).
+    Returns the index of the first event not handed: ``end``, or less at a yield point (the engine's delivery) or
+    once the query left the catch-up.
+    """
+    values, pos0 = run.values, run.pos
+    micros: list[int] | None = None  # the times as a list, made once an event goes down one by one
+    timeline = scheduler.timeline
+    queue = timeline.queue
+    live = lag is None
+    whole = None if to_ticks is not None else LogRun(values, run.ticks, pos0, end, timeline, cursor,
+                                                      ordered=run.ordered)
+    i = start
+    while i < end:
+        sole = feed.refresh()
+        # (a query caught up in the middle of an instant finishes it first, event by event)
+        if sole is not None and whole is not None and (live or queue.next_due > timeline.clock):
+            # Timeless stages below the only reader take the events up to the next timer in one call.
+            taken = sole.read_run(whole, i)
+            if taken > i:
+                i = taken
+                if lag is not None:
+                    lag.pos = max(lag.pos, pos0 + taken - 1)
+                if faults:
+                    apply_faults()
+                if lag is not None and behind is not None and behind.get(lag.uri) is not lag:
+                    break
+                continue
+        if micros is None:
+            micros = run.micros
+        ticks = to_ticks(micros[i]) if to_ticks is not None else micros[i]
+        if ticks > timeline.clock:
+            if queue.next_due <= ticks:
+                if not scheduler.advance_to(ticks, yielding=live):
+                    end = i  # a timer due before this event gave way
+                    break
+            else:
+                timeline.clock = ticks
+        elif not live and queue.next_due <= timeline.clock:
+            scheduler.advance_to(timeline.clock)  # work left at its instant (it was paused in the middle of one)
+        pos = pos0 + i
+        cursor.pos = pos
+        if lag is not None:
+            lag.pos = max(lag.pos, pos)
+        if live:  # the timers that ran before it may have subscribed or ended a reader, or bounded a demand
+            feed.refresh()  # (a query's held readers are looked at as it hands the event)
+        feed.hand(Envelope(pos, values[i]))
+        # Work the delivery triggered for this instant (what gave way is finished before the next event).
+        finished = queue.next_due > (ticks if live else timeline.clock) \
+            or scheduler.advance_to(timeline.clock, yielding=live)
+        if faults:
+            apply_faults()
+        i += 1
+        if lock is not None:
+            if (lock.waiting or not finished) and i < end:
+                end = i
+        elif lag is not None and behind is not None and behind.get(lag.uri) is not lag:
+            break
+    return min(i, end)
+
+
+class Delivery:
+    """The engine's delivery (see the module docstring)."""
+
+    def __init__(
+        self, *, store: EngineStore, lock: EngineLock, ingress: IngressWriter, positions: Positions,
+        scheduling: CatchUp, scheduler: VirtualTimeScheduler, streams: Mapping[str, Any], records: ArtifactRecords,
+        subscriptions: Subscriptions, quarantine: Quarantine, outputs: Outputs, functions: FunctionRegistry,
+        event_times: EventTimeBounds, clock_mode: str, checkpoint_policy: CheckpointPolicy,
+        ticks: Callable[[int], int] | None, faults: list[tuple[str, Exception]], apply_faults: Callable[[], None],
+        check_open: Callable[[], None], maybe_checkpoint: Callable[[], bool], hand_outputs_on: Callable[[], None],
+        appended: Signal, produced: Signal, log: logging.Logger,
+    ) -> None:
+        self._store = store
+        self._lock = lock
+        self._ingress = ingress
+        self._positions = positions
+        self._scheduling = scheduling
+        self._scheduler = scheduler
+        self._streams = streams
+        self._records = records
+        self._subscriptions = subscriptions
+        self._quarantine = quarantine
+        self._outputs = outputs
+        self.functions = functions
+        self._event_times = event_times
+        self._clock_mode = clock_mode
+        self._checkpoint_policy = checkpoint_policy
+        self._ticks_of_micros = ticks
+        self._faults_pending = faults  # read (its owner empties it in place): a fault stops a query between events
+        self._apply_faults = apply_faults
+        self._check_open = check_open
+        self._maybe_checkpoint = maybe_checkpoint
+        self._hand_outputs_on = hand_outputs_on
+        self._appended = appended
+        self._produced = produced
+        self._log = log
+        self._clock_started = False
+        self.batch_delivery = True  # the fast path of _deliver_run (tests clear it to compare with the general one)
+        self._live_turn = False  # whether live delivery takes the next slice while queries catch up
+
+    @property
+    def clock_started(self) -> bool:
+        """Whether the clock was set (by an event, a subscription, advance_time, a start or a recovery)."""
+        return self._clock_started
+
+    def append_events(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> tuple[int, int]:
         """:meth:`append_many`: the first sequence number given and how many events were appended."""
         # Without the engine's lock: reading the stream's record is one dict lookup (records are replaced, never
         # changed in place), and the commit ran outside the lock before too, so a delete between the check and the
         # commit was possible either way (its events are then dead letters). Waiting for the processing slice at
         # hand here paced a producer by the engine's slices.
         self._check_open()
-        name = self._check_kind(stream, "stream").get("schema")
+        name = self._records.check_kind(stream, "stream").get("schema")
         schema = None
         if name is not None:  # a typed stream: its validator runs below, in this thread, outside the lock
             schema = self.functions.schema(name) if isinstance(name, str) else None
@@ -94,7 +302,7 @@ class Delivery(EngineRoom):
             raise
         count = len(batch.payloads)
         if count:
-            self.appended.fire()
+            self._appended.fire()
             # A lower bound of the stream's head (a concurrent append may set it lower; delivery then reads
             # the store's): the delivery checks that no event is numbered past it.
             self._positions.note_appended(stream, first + count)
@@ -104,41 +312,22 @@ class Delivery(EngineRoom):
         return first, count
 
     def extend(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> int:
-        """Append ``(value, time)`` events from any iterable (a generator, a file being read), in transactions
-        of 10,000 events (``ingress.EXTEND_CHUNK``), so that memory stays bounded; returns how many were appended.
-        Not atomic as a whole: if one chunk is refused (see :meth:`append_many`), the chunks before it stay (a
-        :class:`~reaqtive.engine.engine_errors.SchemaValidationError` gives the event's index in this call and
-        how many events were appended before its chunk)."""
+        """Append ``(value, time)`` events from any iterable in chunks; returns how many were appended."""
         appended = 0
         for chunk in chunks(events):
             try:
-                appended += self._append_events(stream, chunk)[1]
+                appended += self.append_events(stream, chunk)[1]
             except SchemaValidationError as error:
                 if not appended:
                     raise
                 raise error.after(appended) from error.__cause__
         return appended
 
-    def flush_ingress(self) -> None:
-        """Commit the appended events still waiting (with :class:`~reaqtive.engine.ingress.GroupCommit`; with
-        ``"call"`` every append is committed when it returns): when this returns they are durable."""
-        self._ingress.flush()
-
     def dead_letters(
         self, stream: str | None = None, *, subscription: str | None = None, after: int | None = None,
         limit: int | None = None,
     ) -> list[DeadLetter]:
-        """The dead letters not acknowledged yet (:meth:`ack_dead_letters`), in the order of their numbers, of both
-        kinds (:class:`~reaqtive.engine.DeadLetter` says what each holds): events quarantined (dated out of
-        bounds, damaged or missing in the log; see :mod:`reaqtive.engine.event_times`), kept and never delivered,
-        and elements a user function raised on that a subscription skipped under its error policy ``"skip"``.
-
-        ``stream``: only the quarantined events of that stream; ``subscription``: only the failed elements of that
-        subscription (not both). A cursor: ``after``, a dead letter's number (below the acknowledgement: from the
-        acknowledgement on), and ``limit``, at most that many. A damaged row is listed with ``damage`` set.
-
-        Example: ``batch = engine.dead_letters(after=last_seen, limit=100)``
-        """
+        """The dead letters not acknowledged yet (see :meth:`reaqtive.engine.Engine.dead_letters`)."""
         from reaqtive.state import DamagedRowError
 
         check_dead_letter_query(stream, subscription, after, limit)
@@ -153,18 +342,7 @@ class Delivery(EngineRoom):
             return self._store.dead_letters(stream, subscription=subscription, after=start, limit=limit)
 
     def ack_dead_letters(self, upto_id: int) -> bool:
-        """Record, durably when this returns, that the consumers have handled every dead letter (of both kinds)
-        numbered up to ``upto_id``: :meth:`dead_letters` no longer lists them, and the checkpoints delete them
-        from the store once nothing needs them (see ``docs/engine.md``, "Event times out of bounds, and dead
-        letters"). Returns whether the acknowledgement moved.
-
-        Acknowledgements only move forward: one at or below the current one is a no-op (a consumer may repeat it
-        after a restart); ``0`` acknowledges nothing. One above the last number given raises
-        :class:`~reaqtive.engine.AckError` and records nothing: a consumer cannot have handled a dead letter that
-        does not exist yet.
-
-        Example: ``letters = engine.dead_letters(); ...; engine.ack_dead_letters(letters[-1].id)``
-        """
+        """Acknowledge the dead letters up to ``upto_id`` (see :meth:`reaqtive.engine.Engine.ack_dead_letters`)."""
         from reaqtive.engine.engine_errors import AckError
         from reaqtive.state import DamagedRowError
 
@@ -188,10 +366,8 @@ class Delivery(EngineRoom):
             return self._store.ack_dead_letters(upto_id)
 
     def process(self, max_events: int | None = None) -> int:
-        """Deliver pending ingress events (all, or up to ``max_events``) in append order, applying the checkpoint
-        policy as it goes; returns how many were delivered. After each slice, once it let go of the engine, the
-        outputs waiting for observer functions are handed on (see :mod:`reaqtive.engine.outbox`)."""
-        self.flush_ingress()  # events appended under group commit are delivered once durable, not before
+        """Deliver pending events (all, or up to ``max_events``) in append order, slice by slice; returns how many."""
+        self._ingress.flush()  # events appended under group commit are delivered once durable, not before
         delivered = 0
         handed = False  # outputs were handed on after a slice of this call (once per slice, and at least once)
         lock = self._lock
@@ -201,7 +377,7 @@ class Delivery(EngineRoom):
                 taken = None if max_events == 0 else self._process_slice(
                     None if max_events is None else max_events - delivered)
             if taken is not None or not handed:
-                self._egress.hand_outputs_on()
+                self._hand_outputs_on()
                 handed = True
             if taken is None:
                 return delivered
@@ -214,9 +390,9 @@ class Delivery(EngineRoom):
         (the wall clock advanced and the periodic checkpoint had its chance)."""
         if self._faults_pending:
             self._apply_faults()  # an observer's courier gave up
-        limit = _DELIVERY_BATCH if budget is None else min(_DELIVERY_BATCH, budget)
+        limit = DELIVERY_BATCH if budget is None else min(DELIVERY_BATCH, budget)
         runs = None
-        if self._behind:
+        if self._scheduling.behind:
             # Queries behind the engine (a resumed query, one behind after a recovery, a backfill) catch up in
             # slices that take turns with live delivery, when both have work: a long catch-up holds up neither the
             # queries in step with the engine nor a checkpoint (it waits for one slice).
@@ -224,27 +400,27 @@ class Delivery(EngineRoom):
             if self._live_turn:
                 runs = self._read_runs(limit)
             if not runs:
-                caught = self._catch_up(limit)
+                caught = self._scheduling.catch_up(limit)
                 if caught:
-                    if len(self._outputs.buffer) >= _EGRESS_FLUSH_OUTPUTS:
+                    if len(self._outputs.buffer) >= EGRESS_FLUSH_OUTPUTS:
                         self._outputs.flush()  # bounded memory during a long catch-up (a backfill) too
                     if self._outputs.buffer:
-                        self.produced.fire()
+                        self._produced.fire()
                     return caught
         if runs is None:
             runs = self._read_runs(limit)
         if not runs:
             self._advance_wall_clock()
-            self._checkpointing.maybe_take()
+            self._maybe_checkpoint()
             if self._outputs.buffer:
-                self.produced.fire()  # timers the wall clock fired
+                self._produced.fire()  # timers the wall clock fired
             return None
         delivered = self._deliver_batch(runs, budget)
         self._quarantine.flush()
-        if len(self._outputs.buffer) >= _EGRESS_FLUSH_OUTPUTS:
+        if len(self._outputs.buffer) >= EGRESS_FLUSH_OUTPUTS:
             self._outputs.flush()  # bounded memory between checkpoints (the sink keeps the first copy)
         if self._outputs.buffer:
-            self.produced.fire()  # a consumer's outputs() flushes the buffer to the sink
+            self._produced.fire()  # a consumer's outputs() flushes the buffer to the sink
         return delivered
 
     def _deliver_batch(self, runs: list[IngressRun], budget: int | None) -> int:
@@ -276,90 +452,8 @@ class Delivery(EngineRoom):
                     wall = datetime.now(UTC)
         return delivered
 
-    def serve(self, *, batch_events: int = _DELIVERY_BATCH, idle_seconds: float | None = None) -> None:
-        """Process appended events as they come, on the calling thread, until :meth:`stop_serving` is called or
-        the engine closes. Appends wake it (no polling); between batches of ``batch_events`` it releases the
-        engine, so that other threads' calls get their turn. When idle it also wakes every ``idle_seconds``
-        (default: :meth:`idle_seconds`) for the periodic checkpoint and the wall clock's timers.
-
-        Example: ``threading.Thread(target=engine.serve, daemon=True).start()``, then ``engine.stop_serving()``.
-        """
-        _check_whole("batch_events", batch_events, minimum=1)
-        with self._lock:
-            self._check_open()
-        self._egress.start_couriers()  # observers get their outputs on threads of their own while this loop runs
-        try:
-            while not self._stop_serving:
-                seen = self.appended.generation  # before the work: an append during it makes the wait return at once
-                try:
-                    delivered = self.process(batch_events)
-                except EngineClosedError:
-                    return
-                if delivered < batch_events and not self._stop_serving:
-                    self.appended.wait(seen, self.idle_seconds() if idle_seconds is None else idle_seconds)
-        finally:
-            self._stop_serving = False  # consumed: the next serve() runs
-            self._egress.stop_couriers(_COURIER_DRAIN_SECONDS)
-
-    def start(self, *, batch_events: int = _DELIVERY_BATCH) -> None:
-        """Run the engine in **running mode** on a processing thread of its own (named ``reaqtive-engine``):
-        appended events are delivered as they come and, with ``clock="wall"``, timers fire at their time, with no
-        call from the host. :meth:`stop` ends it with a final checkpoint; :meth:`close` ends it too (without one).
-        The other methods stay callable from any thread: each waits for at most one slice of the processing
-        (``docs/engine.md``, "Pauses and slices"). Raises :class:`EngineRunningError` if it already runs."""
-        _check_whole("batch_events", batch_events, minimum=1)
-        with self._lock:
-            self._check_open()
-            if self._driver is not None and self._driver.is_alive():
-                raise EngineRunningError(f"the engine on {str(self._store.path)!r} already runs on its thread")
-            self._driver_error = None
-            self._driver = threading.Thread(target=self._drive, args=(batch_events,), name="reaqtive-engine",
-                                            daemon=True)
-            self._driver.start()
-
-    def _drive(self, batch_events: int) -> None:
-        try:
-            self.serve(batch_events=batch_events)
-        except BaseException as error:  # kept for stop() and `running`: a thread's error has nowhere else to go
-            self._driver_error = error
-            self._log.error("the engine's processing thread stopped: %s", error, exc_info=error,
-                            extra={"reaqtive_event": "processing_failed", "error_type": type(error).__name__})
-
-    @property
-    def running(self) -> bool:
-        """Whether the processing thread of :meth:`start` runs."""
-        driver = self._driver
-        return driver is not None and driver.is_alive()
-
-    def stop(self, *, checkpoint: bool = True, timeout: float | None = 60.0) -> None:
-        """Stop the processing thread of :meth:`start` once the batch at hand is delivered, then take a final
-        checkpoint (``checkpoint=False``: none). Re-raises the error that stopped the thread, if one did (as
-        :class:`ProcessingStoppedError`). Without a thread it only takes the checkpoint."""
-        driver = self._driver
-        if driver is not None:
-            self.stop_serving()
-            driver.join(timeout)
-            if driver.is_alive():
-                raise TimeoutError(f"the engine's processing thread did not stop within {timeout} s")
-            self._driver = None
-        error, self._driver_error = self._driver_error, None
-        if error is not None:
-            raise ProcessingStoppedError(f"the engine's processing thread stopped on an error: {error!r}") from error
-        if checkpoint:
-            self._checkpointing.checkpoint()
-
-    def stop_serving(self) -> None:
-        """Make :meth:`serve` return once the batch at hand is delivered (from any thread); called before the
-        serving thread reached :meth:`serve`, it makes that call return at once."""
-        self._stop_serving = True
-        self.appended.fire()
-
     def idle_seconds(self) -> float | None:
-        """How long a processing loop may wait for appends before it calls :meth:`process` anyway, asked before
-        each wait: under ``clock="wall"``, until the next timer of the queries is due by the wall clock (so a
-        ``debounce``, a ``timer`` or the last window of a quiet stream fires on time with no event and no call
-        from the host); with ``checkpoint_every_seconds``, until the periodic checkpoint is due; otherwise
-        ``None``: only appends wake it."""
+        """How long a processing loop may wait for appends before it processes anyway (``None``: until one)."""
         waits: list[float] = []
         until_checkpoint = self._checkpoint_policy.seconds_left()
         if until_checkpoint is not None:
@@ -409,14 +503,14 @@ class Delivery(EngineRoom):
                 break  # a task due before the next event gave way: the hand-over comes first
             self._checkpoint_policy.delivered(reached - taken)
             taken = reached
-            self._checkpointing.maybe_take()
+            self._maybe_checkpoint()
         return taken
 
     def _plain(self, run: IngressRun, wall: datetime, count: int) -> bool:
         """Whether a run can take the fast path: sound, the next events of a stream the engine has, none of them
         among the dead letters, none dated out of bounds, delivered for the first time, on the event clock."""
         stream, seq = run.stream, run.seq
-        if not self._batch_delivery or run.damage is not None or self._clock_mode != "event" \
+        if not self.batch_delivery or run.damage is not None or self._clock_mode != "event" \
                 or stream not in self._streams:
             return False
         positions = self._positions
@@ -446,80 +540,24 @@ class Delivery(EngineRoom):
             self._checkpoint_policy.delivered(1)
             if self._faults_pending:
                 self._apply_faults()
-            self._checkpointing.maybe_take()
+            self._maybe_checkpoint()
         return taken
 
-    def _deliver_plain(self, run: IngressRun, start: int, end: int) -> int:  # noqa: PLR0915 (the per-event loop, inlined)
-        """The per-event loop of the fast path: the clock moves to each event's time (running the timers due
-        before it first), the cursor moves to the event before the delivery (a reader created meanwhile starts
-        after it), the work the delivery triggered for its instant runs after it, a query that failed is stopped
-        before the next event. Returns the index of the first event not delivered: ``end``, or less at a yield
-        point (an event handed to several readers is one)."""
-        stream, seq0, pos0, values = run.stream, run.seq, run.pos, run.values
-        micros: list[int] | None = None  # the times as a list, made once an event goes down one by one
-        scheduler = self._scheduler
-        timeline = scheduler.timeline
-        queue = timeline.queue
-        subject = self._streams[stream]
-        cursor = self._positions.cursor
-        faults = self._faults_pending
-        to_ticks = self._ticks_of_micros
-        lock = self._lock
+    def _deliver_plain(self, run: IngressRun, start: int, end: int) -> int:
+        """Deliver events ``start`` to ``end - 1`` of a run that needs no check (see :meth:`_plain`) through the
+        per-event loop (:func:`hand_run`); returns the index of the first event not delivered. The stream's
+        delivered marks move once, after the loop (the cursor moves per event)."""
+        stream, seq0, pos0 = run.stream, run.seq, run.pos
         self._clock_started = True
+        end = hand_run(run, start, end, self._scheduler, self._positions.cursor, StreamFeed(self._streams[stream]),
+                       self._ticks_of_micros, self._faults_pending, self._apply_faults, lock=self._lock)
         self._positions.expected[stream] = seq0 + end
-        whole = None if to_ticks is not None else LogRun(values, run.ticks, pos0, end, timeline, cursor,
-                                                                  ordered=run.ordered)
-        known: tuple[Any, ...] = ()
-        sole: StreamReader[Any] | None = None
-        hand: Callable[[Envelope], None] = subject.on_next
-        i = start
-        while i < end:
-            # The subscriber set is replaced, never changed in place; a demand may become bounded.
-            if subject._subscriptions is not known or (sole is not None and not known[0]._fast):
-                known = subject._subscriptions
-                sole = _sole_reader(known)
-                hand = subject.on_next if sole is None else sole.on_next
-            if sole is not None and whole is not None:
-                # Timeless stages below the only reader take the events up to the next timer in one call.
-                taken = sole.read_run(whole, i)
-                if taken > i:
-                    i = taken
-                    if faults:
-                        self._apply_faults()
-                    continue
-            if micros is None:
-                micros = run.micros
-            ticks = to_ticks(micros[i]) if to_ticks is not None else micros[i]
-            if ticks > timeline.clock:
-                if queue.next_due <= ticks:
-                    if not scheduler.advance_to(ticks, yielding=True):
-                        self._positions.expected[stream] = seq0 + i  # a timer due before this event gave way
-                        end = i
-                        break
-                else:
-                    timeline.clock = ticks
-            pos = pos0 + i
-            cursor.pos = pos  # the stream's delivered marks follow once, after the loop (the first delivery of each)
-            # The timers that ran before it may have subscribed or ended a reader, or bounded a demand.
-            if subject._subscriptions is not known or (sole is not None and not known[0]._fast):
-                known = subject._subscriptions
-                sole = _sole_reader(known)
-                hand = subject.on_next if sole is None else sole.on_next
-            hand(Envelope(pos, values[i]))
-            # Work the delivery triggered for this instant (what gave way is finished before the next event).
-            finished = queue.next_due > ticks or scheduler.advance_to(timeline.clock, yielding=True)
-            if faults:
-                self._apply_faults()
-            i += 1
-            if (lock.waiting or not finished) and i < end:
-                self._positions.expected[stream] = seq0 + i
-                end = i
         if end > start:
             self._positions.note_delivered(stream, seq0 + end - 1, pos0 + end - 1)
         return end
 
     def advance_time(self, to: datetime) -> None:
-        """Move the engine's clock forward to ``to`` (aware), firing the timers due until then."""
+        """Move the clock forward to ``to`` (aware), firing the timers due until then."""
         require_aware(to, "advance_time(to)")
         with self._lock:
             self._check_open()
@@ -528,7 +566,7 @@ class Delivery(EngineRoom):
                 self._scheduler.advance_to(to)
             self._apply_faults()
             if self._outputs.buffer:
-                self.produced.fire()
+                self._produced.fire()
 
     def _advance_before(self, when: datetime) -> bool:
         """Run the timers due before an event of time ``when`` is delivered (as ``_deliver`` does first), giving
@@ -539,7 +577,7 @@ class Delivery(EngineRoom):
             return scheduler.advance_to(target, yielding=True)
         return True
 
-    def _start_clock(self, at: datetime) -> None:
+    def start_clock(self, at: datetime) -> None:
         """Set the clock of a store that never had one (it is at the Unix epoch until then)."""
         if at > self._scheduler.now:
             self._scheduler.advance_to(at)
@@ -557,7 +595,7 @@ class Delivery(EngineRoom):
             self._positions.expected[stream] = seq + 1
         if self._quarantine.holds(stream, seq):
             return True
-        reason = event.damage or self._misplaced(event)
+        reason = event.damage or misplaced(event, self._streams, self._positions)
         if reason is None and seq <= self._positions.delivered.get(stream, -1):
             # The engine's position never moves back, so an event it delivered cannot come again: this row claims
             # the number of another (it was altered). Its number is that event's, so it is no dead letter of its own.
@@ -588,14 +626,6 @@ class Delivery(EngineRoom):
             return bounds.late(time, self._scheduler.now)
         return None
 
-    def _misplaced(self, event: IngressEvent) -> str | None:
-        """Why a sound-looking log row cannot be an event of its stream (its stream or number was altered)."""
-        if event.stream not in self._streams:
-            return f"there is no stream {event.stream!r} (deleted, or the row was altered)"
-        if not self._positions.appended(event.stream, event.seq):
-            return f"#{event.seq} is beyond what was appended to {event.stream!r} (the row was altered)"
-        return None
-
     def _deliver(self, stream: str, seq: int, pos: int, value: Any, when: datetime) -> None:
         scheduler = self._scheduler
         self._clock_started = True
@@ -611,7 +641,7 @@ class Delivery(EngineRoom):
             subject.on_next(Envelope(pos, value))
         scheduler.advance_to(scheduler.now)  # work the delivery triggered for this instant
 
-    def _follow_wall_clock(self) -> None:
+    def follow_wall_clock(self) -> None:
         """With the wall clock, move the clock to now (running the timers due until then) before something outside
         the processing loop counts a delay from it: an idle engine's clock stands where it last moved, and a
         relative timer counted from there would fire early."""

@@ -18,6 +18,7 @@ See ``docs/engine.md`` for the model. In short:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,15 +26,16 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from reaqtive.engine._room import (
+    _DELIVERY_BATCH,
     _LOG,
     EngineRoom,
     _check_seconds,
     _check_whole,
 )
+from reaqtive.engine.behind import Lag
 from reaqtive.engine.checkpoint_policy import CheckpointPolicy
-from reaqtive.engine.checkpointing import Checkpointing, CheckpointListener
-from reaqtive.engine.database import MEMORY, require_aware
-from reaqtive.engine.delivery import Delivery
+from reaqtive.engine.checkpointing import CheckpointListener
+from reaqtive.engine.database import MEMORY, DeadLetter, require_aware
 from reaqtive.engine.egress import Output
 from reaqtive.engine.event_times import DEFAULT_MAX_EVENT_TIME_AHEAD, EventTimeBounds
 from reaqtive.engine.expressions import (
@@ -56,14 +58,14 @@ from reaqtive.engine.model import (
     StreamReading,
     StreamStatus,
     SubscriptionReading,
+    SubscriptionStatus,
 )
 from reaqtive.engine.named_sinks import SinkNameError, observer_uri, register_sink, sink_name, sink_reference
 from reaqtive.engine.outbox import DEFAULT_OBSERVER_BACKOFF, DEFAULT_OBSERVER_RETRIES
+from reaqtive.engine.processing import Processing
 from reaqtive.engine.recovery import Recovery
 from reaqtive.engine.registry import ArtifactRegistry
 from reaqtive.engine.retention import Retention
-from reaqtive.engine.running import Running
-from reaqtive.engine.scheduling import Scheduling
 from reaqtive.engine.settings import engine_arguments
 from reaqtive.engine.stores import open_engine_store
 from reaqtive.engine.upgrade import UpdatePlan
@@ -88,7 +90,7 @@ __all__ = [
 ]
 
 
-class Engine(Delivery, Running, Scheduling, EngineRoom):
+class Engine(EngineRoom):
     """An embedded query engine on a SQLite file (created if missing), or on a PostgreSQL database given by its URL
     (``"postgresql://user@host/db"``, extra ``postgres``; see ``docs/engine.md``). See the module docstring.
 
@@ -196,35 +198,37 @@ class Engine(Delivery, Running, Scheduling, EngineRoom):
         try:
             self._ingress = IngressWriter(self._store, ingress_commit, logger=self._log)
             self._init_runtime(tick)
-            # Checkpoints and what the engine remembers of them, a part of its own (reaqtive.engine.checkpointing).
-            self._checkpointing = Checkpointing(
-                self._store, self._lock, self._scheduler, self._positions, self._outputs, self._records,
-                self._subscriptions, self._stopped, self._sources, self._quarantine, self._environment, self._host,
-                policy=self._checkpoint_policy, gc=self._gc, log=self._log, behind=self._behind,
-                clock_started=lambda: self._clock_started, check_open=self._check_open,
-                checkpointing=self._mark_checkpointing, apply_faults=self._apply_faults, fault=self._fault)
             # The artifacts by URI, a part of its own (reaqtive.engine.registry).
+            running, delivery, scheduling = self._running, self._delivery, self._scheduling
             self._registry = ArtifactRegistry(
                 self._store, self._lock, self.functions, self._records, self._streams, self._subscriptions,
                 self._positions, self._outputs, self._environment, self._stopped, self._sources,
-                self._checkpointing, self._scheduler, check_open=self._check_open, bind=self._bind,
-                status_of=self._status_of, clock_started=lambda: self._clock_started, start_clock=self._start_clock,
-                follow_wall_clock=self._follow_wall_clock, settle_status=self._settle_status,
-                release=self._release, produced=self.produced.fire, appended=self.appended.fire)
+                self._checkpointing, self._scheduler, check_open=self._check_open, bind=running.bind,
+                status_of=running.status_of, clock_started=lambda: delivery.clock_started,
+                start_clock=delivery.start_clock, follow_wall_clock=delivery.follow_wall_clock,
+                settle_status=self._settle_status, release=self._release, produced=self.produced.fire,
+                appended=self.appended.fire)
             # Updates and rollbacks of running subscriptions, beside it (reaqtive.engine.upgrading).
             self._upgrades = Upgrading(
                 self._store, self._lock, self.functions, self._records, self._subscriptions, self._positions,
                 self._outputs, self._environment, self._checkpointing, self._scheduler, settings=self._settings,
-                log=self._log, behind=self._behind, check_open=self._check_open,
+                log=self._log, behind=scheduling.behind, check_open=self._check_open,
                 boundary=lambda: self.checkpoint(),  # noqa: PLW0108 (late bound: a test stands in for it)
-                bind=self._bind, expand=self._registry.expand,
-                forget_policy=lambda uri: self._policies.pop(uri, None),
-                forget_ended=lambda uri: self._ended.pop(uri, None),
-                forget_behind=lambda uri: self._behind.pop(uri, None),
+                bind=running.bind, expand=self._registry.expand, forget_policy=running.drop_policy,
+                forget_ended=running.forget_ended, forget_behind=scheduling.drop_behind,
                 produced=self.produced.fire, appended=self.appended.fire)
+            # The processing thread of start() and the loop of serve() (reaqtive.engine.processing); process,
+            # idle_seconds and checkpoint are looked up at each call: a host, or a test, may wrap the engine's.
+            self._processing = Processing(
+                lock=self._lock, where=str(self._store.path), check_open=self._check_open,
+                process=lambda events: self.process(events),  # noqa: PLW0108
+                idle_seconds=lambda: self.idle_seconds(),  # noqa: PLW0108
+                checkpoint=lambda: self.checkpoint(),  # noqa: PLW0108
+                appended=self.appended, start_couriers=self._egress.start_couriers,
+                stop_couriers=self._egress.stop_couriers, log=self._log)
             Recovery(self).load()
-            if not self._clock_started and start is not None:
-                self._start_clock(start)
+            if not self._delivery.clock_started and start is not None:
+                self._delivery.start_clock(start)
             self._gc.after_checkpoint()  # the recovered state is long-lived, as after a checkpoint
         except BaseException:
             self._store.close()
@@ -529,6 +533,228 @@ class Engine(Delivery, Running, Scheduling, EngineRoom):
         were deleted. Every checkpoint ends with one; call it to reclaim space between checkpoints."""
         return self._egress.trim()
 
+    # -- appends and delivery (reaqtive.engine.delivery), the processing thread (reaqtive.engine.processing) --
+
+    def append(self, stream: str, value: Any, time: datetime | None = None) -> int:
+        """Append one event to ``stream``; returns its sequence number. ``time``: its event time (aware; default
+        now). Durable when this returns (``ingress_commit="call"``: appends from several threads share one
+        commit), or, with :class:`~reaqtive.engine.ingress.GroupCommit`, once the next group is committed."""
+        return self._delivery.append_events(stream, [(value, time)])[0]
+
+    def append_many(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> list[int]:
+        """Append several ``(value, time)`` events in one transaction (``time`` ``None``: now); returns their
+        sequence numbers. Nothing is appended if one of them is refused (``None``, a naive time, a value the
+        codec cannot save, or, on a typed stream, a value its validator refuses:
+        :class:`~reaqtive.engine.engine_errors.SchemaValidationError` naming the event's index and the fields);
+        those dated too far ahead go to the dead letters, numbered (see :meth:`append` for when they are
+        durable). On a typed stream the validated form of each value is what is stored."""
+        first, count = self._delivery.append_events(stream, events)
+        return list(range(first, first + count))
+
+    def extend(self, stream: str, events: Iterable[tuple[Any, datetime | None]]) -> int:
+        """Append ``(value, time)`` events from any iterable (a generator, a file being read), in transactions
+        of 10,000 events (``ingress.EXTEND_CHUNK``), so that memory stays bounded; returns how many were appended.
+        Not atomic as a whole: if one chunk is refused (see :meth:`append_many`), the chunks before it stay (a
+        :class:`~reaqtive.engine.engine_errors.SchemaValidationError` gives the event's index in this call and
+        how many events were appended before its chunk)."""
+        return self._delivery.extend(stream, events)
+
+    def flush_ingress(self) -> None:
+        """Commit the appended events still waiting (with :class:`~reaqtive.engine.ingress.GroupCommit`; with
+        ``"call"`` every append is committed when it returns): when this returns they are durable."""
+        self._ingress.flush()
+
+    def dead_letters(
+        self, stream: str | None = None, *, subscription: str | None = None, after: int | None = None,
+        limit: int | None = None,
+    ) -> list[DeadLetter]:
+        """The dead letters not acknowledged yet (:meth:`ack_dead_letters`), in the order of their numbers, of both
+        kinds (:class:`~reaqtive.engine.DeadLetter` says what each holds): events quarantined (dated out of
+        bounds, damaged or missing in the log; see :mod:`reaqtive.engine.event_times`), kept and never delivered,
+        and elements a user function raised on that a subscription skipped under its error policy ``"skip"``.
+
+        ``stream``: only the quarantined events of that stream; ``subscription``: only the failed elements of that
+        subscription (not both). A cursor: ``after``, a dead letter's number (below the acknowledgement: from the
+        acknowledgement on), and ``limit``, at most that many. A damaged row is listed with ``damage`` set.
+
+        Example: ``batch = engine.dead_letters(after=last_seen, limit=100)``
+        """
+        return self._delivery.dead_letters(stream, subscription=subscription, after=after, limit=limit)
+
+    def ack_dead_letters(self, upto_id: int) -> bool:
+        """Record, durably when this returns, that the consumers have handled every dead letter (of both kinds)
+        numbered up to ``upto_id``: :meth:`dead_letters` no longer lists them, and the checkpoints delete them
+        from the store once nothing needs them (see ``docs/engine.md``, "Event times out of bounds, and dead
+        letters"). Returns whether the acknowledgement moved.
+
+        Acknowledgements only move forward: one at or below the current one is a no-op (a consumer may repeat it
+        after a restart); ``0`` acknowledges nothing. One above the last number given raises
+        :class:`~reaqtive.engine.AckError` and records nothing: a consumer cannot have handled a dead letter that
+        does not exist yet.
+
+        Example: ``letters = engine.dead_letters(); ...; engine.ack_dead_letters(letters[-1].id)``
+        """
+        return self._delivery.ack_dead_letters(upto_id)
+
+    def process(self, max_events: int | None = None) -> int:
+        """Deliver pending ingress events (all, or up to ``max_events``) in append order, applying the checkpoint
+        policy as it goes; returns how many were delivered. After each slice, once it let go of the engine, the
+        outputs waiting for observer functions are handed on (see :mod:`reaqtive.engine.outbox`)."""
+        return self._delivery.process(max_events)
+
+    def serve(self, *, batch_events: int = _DELIVERY_BATCH, idle_seconds: float | None = None) -> None:
+        """Process appended events as they come, on the calling thread, until :meth:`stop_serving` is called or
+        the engine closes. Appends wake it (no polling); between batches of ``batch_events`` it releases the
+        engine, so that other threads' calls get their turn. When idle it also wakes every ``idle_seconds``
+        (default: :meth:`idle_seconds`) for the periodic checkpoint and the wall clock's timers.
+
+        Example: ``threading.Thread(target=engine.serve, daemon=True).start()``, then ``engine.stop_serving()``.
+        """
+        self._processing.serve(batch_events=batch_events, idle_seconds=idle_seconds)
+
+    def start(self, *, batch_events: int = _DELIVERY_BATCH) -> None:
+        """Run the engine in **running mode** on a processing thread of its own (named ``reaqtive-engine``):
+        appended events are delivered as they come and, with ``clock="wall"``, timers fire at their time, with no
+        call from the host. :meth:`stop` ends it with a final checkpoint; :meth:`close` ends it too (without one).
+        The other methods stay callable from any thread: each waits for at most one slice of the processing
+        (``docs/engine.md``, "Pauses and slices"). Raises :class:`EngineRunningError` if it already runs."""
+        self._processing.start(batch_events=batch_events)
+
+    @property
+    def running(self) -> bool:
+        """Whether the processing thread of :meth:`start` runs."""
+        return self._processing.running
+
+    def stop(self, *, checkpoint: bool = True, timeout: float | None = 60.0) -> None:
+        """Stop the processing thread of :meth:`start` once the batch at hand is delivered, then take a final
+        checkpoint (``checkpoint=False``: none). Re-raises the error that stopped the thread, if one did (as
+        :class:`ProcessingStoppedError`). Without a thread it only takes the checkpoint."""
+        self._processing.stop(checkpoint=checkpoint, timeout=timeout)
+
+    def stop_serving(self) -> None:
+        """Make :meth:`serve` return once the batch at hand is delivered (from any thread); called before the
+        serving thread reached :meth:`serve`, it makes that call return at once."""
+        self._processing.stop_serving()
+
+    def idle_seconds(self) -> float | None:
+        """How long a processing loop may wait for appends before it calls :meth:`process` anyway, asked before
+        each wait: under ``clock="wall"``, until the next timer of the queries is due by the wall clock (so a
+        ``debounce``, a ``timer`` or the last window of a quiet stream fires on time with no event and no call
+        from the host); with ``checkpoint_every_seconds``, until the periodic checkpoint is due; otherwise
+        ``None``: only appends wake it."""
+        return self._delivery.idle_seconds()
+
+    def advance_time(self, to: datetime) -> None:
+        """Move the engine's clock forward to ``to`` (aware), firing the timers due until then."""
+        self._delivery.advance_time(to)
+
+    # -- pauses and priorities (reaqtive.engine.scheduling) -------------------------------------------------
+
+    def pause(self, uri: str) -> None:
+        """Pause subscription ``uri`` where it stands in the log: its timers wait and the events appended to the
+        streams it reads wait in the durable log, until :meth:`resume`. Other queries go on. Pausing a paused
+        subscription does nothing.
+
+        The events wait in the log, not in memory: a pause can last any time (the log grows by what is appended
+        meanwhile; it is not truncated past what the paused query has not read). After :meth:`resume` the query
+        catches up through the log with its timers interleaved as without the pause (with the event clock, its
+        outputs are those of a query never paused). A store reopened while a query was paused runs it, and it
+        catches up from where it stood. Raises :class:`ArtifactNotFoundError` for a URI that is not a running
+        subscription.
+        """
+        self._scheduling.pause(uri)
+
+    def resume(self, uri: str) -> None:
+        """Resume subscription ``uri`` (paused by :meth:`pause`): the processing loop catches it up (the events
+        it has not read, in order, its timers in between, on its own clock), then it goes on with the others.
+        Resuming a running subscription does nothing."""
+        self._scheduling.resume(uri)
+
+    def is_paused(self, uri: str) -> bool:
+        """Whether subscription ``uri`` is paused (:class:`ArtifactNotFoundError` if there is none)."""
+        return self._scheduling.is_paused(uri)
+
+    def paused(self) -> list[str]:
+        """The paused subscriptions, sorted."""
+        return self._scheduling.paused()
+
+    def is_behind(self, uri: str) -> bool:
+        """Whether subscription ``uri`` is behind the engine: paused, or resumed (or recovered) and not caught up
+        yet (the next :meth:`~reaqtive.engine.Engine.process` catches it up); :class:`ArtifactNotFoundError` if
+        there is none."""
+        return self._scheduling.is_behind(uri)
+
+    def priority(self, uri: str) -> int:
+        """The priority of subscription ``uri`` (see :meth:`set_priority`)."""
+        return self._scheduling.priority(uri)
+
+    def set_priority(self, uri: str, priority: int) -> None:
+        """Set the priority of subscription ``uri``: among the work of several queries due at the same instant
+        (timers, the work an event triggered), a lower priority runs first (0 by default; an alert at -1 runs
+        ahead of reports at 0). Stored with the subscription (committed when this returns); exact replay keeps
+        it, since the order of work is part of what a replay must repeat."""
+        self._scheduling.set_priority(uri, priority)
+
+    # -- the running queries (reaqtive.engine.running) ----------------------------------------------------------
+
+    @property
+    def faults(self) -> list[RecoveryFailure]:
+        """The subscriptions stopped while the engine ran (a fault, or a failure under their error policy), and
+        why, in order."""
+        return self._running.faults
+
+    def restart_subscription(self, uri: str, *, skip_failed: bool = False) -> None:
+        """Run subscription ``uri`` again from its last checkpoint: a FAILED one (after the host registered a
+        fixed function, for instance) or one STOPPED by a fault or a recovery failure. It catches up through the
+        log from where its last checkpoint left it, on its own clock, and its outputs go on exactly once (those
+        the sink holds already are produced again with the same ids and compared). ``skip_failed``: skip the
+        element that failed it (kept as a dead letter) when it fails again. Raises
+        :class:`~reaqtive.engine.ArtifactInUseError` for a subscription that runs; if it cannot start (its
+        function still missing...), it stays as it was and the error is raised."""
+        self._running.restart_subscription(uri, skip_failed=skip_failed)
+
+    def subscriptions(self) -> list[SubscriptionStatus]:
+        """Every subscription's state (running, paused, catching up, completed, failed, stopped), sorted by URI;
+        a failed or stopped one with what stopped it (see :class:`~reaqtive.engine.model.SubscriptionStatus`)."""
+        return self._running.subscriptions()
+
+    def stopped_error(self, uri: str) -> BaseException | None:
+        """Why subscription ``uri`` does not run, if it does not (a FAILED one: its
+        :class:`~reaqtive.engine.failures.SubscriptionFailedError`; one stopped by a fault or a recovery failure:
+        that error); ``None`` while it runs, is paused or catching up, or once it completed;
+        :class:`ArtifactNotFoundError` if there is none."""
+        return self._running.stopped_error(uri)
+
+    def subscription_error(self, uri: str) -> BaseException | None:
+        """The error that ended subscription ``uri``'s query: for a FAILED one the error its query raised (after a
+        restart of the process, a :class:`~reaqtive.engine.failures.RecordedError` with its type's name and its
+        message); ``None`` while it runs, once it completed, or when something else stopped it (a fault, a
+        recovery failure: see :meth:`stopped_error` and :meth:`subscription_status`); :class:`ArtifactNotFoundError`
+        if there is none."""
+        return self._running.subscription_error(uri)
+
+    def subscription_status(self, uri: str) -> SubscriptionStatus:
+        """The state of subscription ``uri`` (see :meth:`subscriptions`)."""
+        return self._running.subscription_status(uri)
+
+    # -- private names the tests read (and one they set), kept on the facade ------------------------------------
+
+    @property
+    def _behind(self) -> Mapping[str, Lag]:
+        return self._scheduling.behind
+
+    @property
+    def _driver(self) -> threading.Thread | None:
+        return self._processing.driver
+
+    @property
+    def _batch_delivery(self) -> bool:
+        return self._delivery.batch_delivery
+
+    @_batch_delivery.setter
+    def _batch_delivery(self, value: bool) -> None:
+        self._delivery.batch_delivery = value
+
     @property
     def log_position(self) -> int:
         """The log position the engine delivered up to: a subscription created now reads the events after it, and
@@ -610,7 +836,7 @@ class Engine(Delivery, Running, Scheduling, EngineRoom):
                 last_checkpoint=self.last_checkpoint,
                 failed_elements=MappingProxyType(failed_elements),
                 failed=MappingProxyType({uri: error_name(why.error) for uri, why in self._stopped.failed.items()}),
-                user_errors=MappingProxyType(dict(self._user_errors)),
+                user_errors=MappingProxyType(dict(self._running.user_errors)),
             )
 
     def close(self) -> None:

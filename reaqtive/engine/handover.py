@@ -22,8 +22,10 @@ import threading
 from types import TracebackType
 from typing import Final
 
-__all__ = ["HANDOVER_WAIT_SECONDS", "SLICE_EVENTS", "EngineLock"]
+__all__ = ["DELIVERY_BATCH", "HANDOVER_WAIT_SECONDS", "SLICE_EVENTS", "EngineLock"]
 
+DELIVERY_BATCH: Final = 4096
+"""The events of one slice of ``process()``: the engine is let go between slices."""
 SLICE_EVENTS: Final = 512
 """Events a stream's only reader takes between two yield points (see the module)."""
 

@@ -12,10 +12,12 @@ engine's environment (what readers ask) read it here instead of sharing five fie
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
+from reaqtive.engine.database import IngressEvent
 from reaqtive.engine.readers import LogCursor
 
-__all__ = ["Positions"]
+__all__ = ["Positions", "misplaced"]
 
 
 class Positions:
@@ -72,3 +74,12 @@ class Positions:
         self.expected = {stream: seq + 1 for stream, seq in delivered.items()}
         if delivered_at is not None:
             self.delivered_at.update(delivered_at)
+
+
+def misplaced(event: IngressEvent, streams: Mapping[str, Any], positions: Positions) -> str | None:
+    """Why a sound-looking log row cannot be an event of its stream (its stream or number was altered)."""
+    if event.stream not in streams:
+        return f"there is no stream {event.stream!r} (deleted, or the row was altered)"
+    if not positions.appended(event.stream, event.seq):
+        return f"#{event.seq} is beyond what was appended to {event.stream!r} (the row was altered)"
+    return None

@@ -6,7 +6,7 @@ stands, output counters. The engine makes one and hands it the parts it reads (n
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from reaqtive.core.subjects import SimpleSubject
 from reaqtive.core.subscriptions import SubscriptionHandle
@@ -30,7 +30,7 @@ class QueryEnvironment(InnerEnvironment, EngineEnvironment):
         delivered: dict[str, int],
         counters: dict[str, OutputCounter],
         cursor: LogCursor,
-        behind: dict[str, Lag],
+        behind: Mapping[str, Lag],
         streams: dict[str, SimpleSubject[Envelope]],
         store: EngineStore,
         failed: Callable[[str, Exception], None],

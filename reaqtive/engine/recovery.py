@@ -276,20 +276,20 @@ class Recovery:
         if not self._environment.is_given_position(record.get("start_pos", -1)):
             raise MalformedRecordError(f"the record of {uri!r} starts after log position {record['start_pos']}, "
                                        f"past the last one ever given ({self._store.last_position()})")
-        streams = self._engine._idle_streams(uri, record, template, self._plans)
+        streams = self._engine._running.idle_streams(uri, record, template, self._plans)
         shape = None if streams is None else _shape(blob, f"state of {uri!r}")  # a malformed blob fails now
         if streams is not None and shape is not None and self._shapes.get(template_id) == shape:
             self._engine._subscriptions.wait(uri, blob, streams)
             self._metrics.idle_subscriptions += 1
             return None
-        handle = self._engine._bind(uri, record, template, blob)
+        handle = self._engine._running.bind(uri, record, template, blob)
         inner_failures = self._environment.take_load_failures(uri)
-        ended = self._engine._ended.get(uri)
+        ended = self._engine._running.ended(uri)
         if inner_failures or isinstance(ended, StateError):
             # An inner unit failed to load while the query started: the query turned it into its own on_error,
             # but it is a recovery failure of the query, for the policy (never a silent end).
             handle.abandon()
-            self._engine._ended.pop(uri, None)
+            self._engine._running.forget_ended(uri)
             self._outputs.drop_buffered(uri)
             if inner_failures:
                 inner_id, error = min(inner_failures.items())
@@ -444,11 +444,11 @@ class Recovery:
             except MalformedRecordError as error:
                 self._counter_errors[key] = error
         if delivery.now is not None:  # before any query is bound: timers and windows resume on the checkpoint's clock
-            self._engine._start_clock(from_micros(delivery.now))
+            self._engine._delivery.start_clock(from_micros(delivery.now))
         else:  # no checkpoint yet: the clock of the earliest query's creation (its state was saved then)
             clocks = [int(r["clock"]) for r in records.values() if r.get("kind") == "subscription" and "clock" in r]
             if clocks:
-                self._engine._start_clock(from_micros(min(clocks)))
+                self._engine._delivery.start_clock(from_micros(min(clocks)))
 
     def _check_delivery(self, delivery: DeliveryRecord) -> None:
         """The delivery record cannot be past what was appended (a forged or damaged one would make every
@@ -533,7 +533,7 @@ class Recovery:
         failed = SubscriptionFailedError(uri, error, failure, detail["pos"])
         self._stopped.failed[uri] = failed
         self._stopped.kept.add(uri)
-        self._engine.faults.append(RecoveryFailure(uri, "subscription", failed, RecoveryPolicy.KEEP))
+        self._engine._running.record_fault(RecoveryFailure(uri, "subscription", failed, RecoveryPolicy.KEEP))
         self._log.error("%s; FAILED since %s, until restart_subscription", failed, detail["at"],
                         extra={"reaqtive_event": "subscription_failed", "subscription": uri,
                                "error_type": detail["error_type"], "pos": detail["pos"], "unit": detail.get("unit"),
@@ -576,8 +576,8 @@ class Recovery:
                     lagging.add(uri if running else self._engine._records.subscription_nested_with(uri) or uri)
         for uri in sorted(lagging):
             if uri in self._engine._subscriptions:
-                self._engine._fall_behind(uri)
-        for lag in self._engine._behind.values():
+                self._engine._scheduling.fall_behind(uri)
+        for lag in self._engine._scheduling.behind.values():
             lag.rewind_for_lagging(delivered)
 
     def _recovery_failed(self, uri: str, kind: str, error: Exception, *, orphan: bool = False) -> RecoveryPolicy:
@@ -599,7 +599,7 @@ class Recovery:
                 self._stopped.orphans.add(uri)  # pinned like a kept artifact: it may be a query's, restored later
             return policy
         self._environment.abandon(uri)
-        self._engine._behind.pop(uri, None)  # bound behind the engine, then refused: it does not catch up
+        self._engine._scheduling.drop_behind(uri)  # bound behind the engine, then refused: it does not catch up
         if policy is RecoveryPolicy.REMOVE:
             self._removed_at_recovery.add(uri)
             self._environment.discard_saved(

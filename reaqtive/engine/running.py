@@ -4,7 +4,8 @@ the recovery policy.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Final
@@ -14,12 +15,12 @@ from reaqtive.core.error_policy import ERROR_POLICY_SETTING
 from reaqtive.core.operator import OperatorBase
 from reaqtive.core.streams import LONG_MAX, Subscription
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.engine._room import _ARTIFACTS, _LOG, _OUTPUTS, EngineRoom, _to_bytes
+from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.backfill import behind_of as backfill_behind
 from reaqtive.engine.backfill import started_clock
 from reaqtive.engine.behind import Lag
 from reaqtive.engine.counters import OutputCounter
-from reaqtive.engine.database import from_micros
+from reaqtive.engine.database import EngineStore, from_micros
 from reaqtive.engine.egress import Output, OutputTaker, OutputWriter
 from reaqtive.engine.engine_errors import (
     ArtifactInUseError,
@@ -29,6 +30,7 @@ from reaqtive.engine.engine_errors import (
     UnstorableOutputError,
 )
 from reaqtive.engine.expressions import (
+    FunctionRegistry,
     decode_query,
     instantiate,
 )
@@ -40,33 +42,41 @@ from reaqtive.engine.failures import (
     check_on_error,
     error_name,
 )
-from reaqtive.engine.idle import idle_streams
+from reaqtive.engine.handover import EngineLock
+from reaqtive.engine.idle import Subscriptions, idle_streams
 from reaqtive.engine.model import (
     DISCARD_SINK,
     DURABLE_SINK,
     EngineStatus,
     RecoveryFailure,
+    RecoveryMetrics,
     RecoveryPolicy,
     SubscriptionState,
     SubscriptionStatus,
 )
-from reaqtive.engine.outputs import RunWriter
+from reaqtive.engine.outputs import Outputs, RunWriter
+from reaqtive.engine.positions import Positions
+from reaqtive.engine.quarantine import Quarantine
+from reaqtive.engine.query_environment import QueryEnvironment
 from reaqtive.engine.readers import (
     CAUGHT_UP_SETTING,
     LEGACY_CAUGHT_UP_SETTING,
     START_POSITION_SETTING,
     StreamReader,
 )
-from reaqtive.engine.records import Behind, parse_counter
-from reaqtive.engine.scheduling import record_priority
+from reaqtive.engine.records import ARTIFACTS, OUTPUT_COUNTERS, Behind, parse_counter, record_bytes
+from reaqtive.engine.scheduling import Scheduling, record_priority
+from reaqtive.engine.signals import Signal
+from reaqtive.engine.stopped import StoppedQueries
 from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_groups import noting_general_groups
 from reaqtive.operators.keyed_steps import in_keyed_form, recorded_keyed_form
-from reaqtive.scheduler import UnhandledExceptionArgs
+from reaqtive.scheduler import UnhandledExceptionArgs, VirtualTimeScheduler
 from reaqtive.state import STATE_CATEGORY, MissingStateError, StateError
-from reaqtive.state.host import HostedQuery, QueryState
+from reaqtive.state.host import HostedQuery, QueryHost, QueryState
 from reaqtive.state.traversal import iter_nodes
 
+_LOG: Final = logging.getLogger("reaqtive.engine")
 _NO_SKIPS: Final[frozenset[tuple[str, str, int]]] = frozenset()
 
 
@@ -131,7 +141,7 @@ class _Observer(OutputTaker):
         self._failed = True
         if self._subscription is not None:
             self._subscription.cancel()
-        self._engine._fault_later(self._uri, error)
+        self._engine.fault_later(self._uri, error)
 
     def on_next(self, value: Output) -> None:
         self.write_output(value.seq, value.value)
@@ -168,29 +178,111 @@ class _PolicyHost:
         self._engine._element_skipped(failure)
 
 
-class Running(EngineRoom):
-    """See the module docstring."""
+class Running:
+    """The running queries (see the module docstring): a part that binds them, applies their error policies and
+    stops those that fail. It owns what that keeps: each subscription's error policy and the user errors counted,
+    how each query ended, the faults waiting for the event at hand to end (``pending``) and those applied
+    (``faults``). What it needs of the other parts it is given: the query host and its environment, the records,
+    the bound and idle subscriptions, what is kept stopped, the output side, the queries behind the engine; and a
+    few callbacks for what other rooms do (expand a query's definitions, the writer of an observer, the pin of a
+    stopped query, delete a subscription, settle the engine's status, commit records)."""
+
+    def __init__(
+        self, *, lock: EngineLock, store: EngineStore, scheduler: VirtualTimeScheduler, host: QueryHost,
+        environment: QueryEnvironment, records: ArtifactRecords, subscriptions: Subscriptions,
+        stopped: StoppedQueries, outputs: Outputs, quarantine: Quarantine, scheduling: Scheduling,
+        positions: Positions, streams: Mapping[str, Any], functions: FunctionRegistry, recovery: RecoveryMetrics,
+        clock_mode: str, on_error: OnError, policy: RecoveryPolicy,
+        on_failure: Callable[[str, BaseException], RecoveryPolicy | None] | None, lazy_binding: bool,
+        legacy_caught_up: Callable[[], Mapping[str, int]], engine_status: Callable[[], EngineStatus],
+        check_open: Callable[[], None], expand: Callable[[Query[Any]], Query[Any]],
+        writer_for: Callable[[str, str], OutputWriter | None], pin_for: Callable[[str], Behind],
+        delete_subscription: Callable[[str], None], settle_status: Callable[[], None],
+        commit_changes: Callable[[Iterable[tuple[str, str, bytes]]], None], appended: Signal, produced: Signal,
+        log: logging.Logger, pending: list[tuple[str, Exception]],
+    ) -> None:
+        self._lock = lock
+        self._store = store
+        self._scheduler = scheduler
+        self._host = host
+        self._environment = environment
+        self._records = records
+        self._subscriptions = subscriptions
+        self._stopped = stopped
+        self._outputs = outputs
+        self._quarantine = quarantine
+        self._scheduling = scheduling
+        self._positions = positions
+        self._streams = streams
+        self.functions = functions
+        self._recovery = recovery
+        self._clock_mode = clock_mode
+        self._on_error = on_error
+        self._policy = policy
+        self._on_failure = on_failure
+        self._lazy_binding = lazy_binding
+        self._legacy_caught_up = legacy_caught_up
+        self._engine_status = engine_status
+        self._check_open = check_open
+        self._expand = expand
+        self._writer_for = writer_for
+        self._pin_for = pin_for
+        self._delete_subscription = delete_subscription
+        self._settle_status = settle_status
+        self._commit_changes = commit_changes
+        self._appended = appended
+        self._produced = produced
+        self._log = log
+        self._policies: dict[str, SubscriptionPolicy] = {}  # each running subscription's error policy
+        self._policy_host = _PolicyHost(self)
+        self._user_errors: dict[tuple[str, str, str], int] = {}  # (subscription, error type, skip/stop): count
+        self._ended: dict[str, BaseException | None] = {}  # how each query ended (None: completed)
+        # Faults raised inside a query, applied once the event at hand was delivered to the others; the delivery
+        # loops read it (emptied in place: they hold it).
+        self.pending = pending
+        self.faults: list[RecoveryFailure] = []  # the queries stopped while running, and why
+
+    # -- what the others read, and the few changes they ask for -------------------------------------------------
+
+    @property
+    def user_errors(self) -> Mapping[tuple[str, str, str], int]:
+        """Per (subscription, error type, "skip"/"stop"), how many user errors its policy handled."""
+        return self._user_errors
+
+    def ended(self, uri: str) -> BaseException | None:
+        """How query ``uri`` ended, if it did (``None`` also while it runs or once it completed)."""
+        return self._ended.get(uri)
+
+    def forget_ended(self, uri: str) -> None:
+        """Query ``uri`` is bound again, or gone: how it ended before is forgotten."""
+        self._ended.pop(uri, None)
+
+    def drop_policy(self, uri: str) -> None:
+        """Subscription ``uri`` is gone or replaced: its error policy goes."""
+        self._policies.pop(uri, None)
+
+    def record_fault(self, failure: RecoveryFailure) -> None:
+        """A subscription that cannot run, stopped by another part (recovery): listed with the faults."""
+        self.faults.append(failure)
+
 
     def _count_user_error(self, uri: str, error_type: str, action: str) -> None:
         key = (uri, error_type, action)
         self._user_errors[key] = self._user_errors.get(key, 0) + 1
-
-    def _make_policy_host(self) -> _PolicyHost:
-        return _PolicyHost(self)
 
     def _element_skipped(self, failure: ElementFailure) -> None:
         """A user function raised and the subscription's policy skipped the element: a dead letter, counted."""
         self._count_user_error(failure.subscription, failure.error_type, "skip")
         self._quarantine.skipped(failure)
 
-    def _bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None, *,
+    def bind(self, uri: str, record: dict[str, Any], template: dict[str, Any], blob: bytes | None, *,
               behind: Behind | None = None, load: Callable[[SubscriptionHandle], None] | None = None) -> HostedQuery:
         """Bind subscription ``uri`` (its query, then the egress stamp and its observer) on the engine's query
         host, load ``blob`` if given (its inner units' blobs were handed to the environment before), start it.
         ``behind``: a new subscription starts behind the engine there (a backfill, reaqtive.engine.backfill).
         ``load``: instead of a blob, a load step of its own (an upgrade: reaqtive.engine.upgrade)."""
         expression = instantiate(template, record["constants"])
-        query = self._registry.expand(decode_query(expression, self.functions))
+        query = self._expand(decode_query(expression, self.functions))
         with in_keyed_form(recorded_keyed_form(record)), noting_general_groups() as general:
             hosted = self._bind_in_form(uri, record, query, blob, behind, load)
         for reason in dict.fromkeys(general):  # once per reason: what a person asks first about a slow group_by
@@ -201,7 +293,7 @@ class Running(EngineRoom):
 
     def _bind_in_form(self, uri: str, record: dict[str, Any], query: Query[Any], blob: bytes | None,  # noqa: PLR0917
                       behind: Behind | None, load: Callable[[SubscriptionHandle], None] | None = None) -> HostedQuery:
-        observer = _Observer(self, uri, self._egress.writer_for(uri, record["observer"]), self._outputs.run_writer(uri))
+        observer = _Observer(self, uri, self._writer_for(uri, record["observer"]), self._outputs.run_writer(uri))
         # Its own scheduler, a child of the engine's root: paused, prioritized and faulted alone.
         scheduler = self._scheduler.create_child(uri, priority=record_priority(uri, record))
         # Where it stood behind the engine at the checkpoint its state belongs to; kept without running since; or,
@@ -215,7 +307,7 @@ class Running(EngineRoom):
             scheduler.detach(None if stood.clock is None else scheduler.to_ticks(from_micros(stood.clock)))
         hosted = self._host.bind(uri, Query("egress", (query, uri)), observer, scheduler=scheduler)
         if stood is not None:
-            self._behind[uri] = Lag(uri, scheduler, stood.pos)  # before it starts: its readers are held off
+            self._scheduling.hold(Lag(uri, scheduler, stood.pos))  # before it starts: its readers are held off
         settings = self._position_settings(uri, record, stood)
         self._quarantine.restart_count(uri)  # it goes on from a checkpoint: its skips are counted anew
         entries = record.get("skipping")
@@ -232,13 +324,13 @@ class Running(EngineRoom):
             hosted.start(None if blob is None else QueryState(blob), settings=settings, started_at=started,
                          where=f"state of {uri!r}", load=load)
         except BaseException:
-            self._behind.pop(uri, None)
+            self._scheduling.drop_behind(uri)
             raise
         return hosted
 
     # -- idle subscriptions (reaqtive.engine.idle) ---------------------------------------------------------------
 
-    def _idle_streams(self, uri: str, record: dict[str, Any], template: dict[str, Any],
+    def idle_streams(self, uri: str, record: dict[str, Any], template: dict[str, Any],
                       plans: dict[tuple[str, int], tuple[str, ...] | None]) -> tuple[str, ...] | None:
         """The streams recovered subscription ``uri`` reads, if it may wait unbound until one of them has an event
         (``None``: it binds now). Its query is decoded here, so that a function the host does not provide fails
@@ -248,12 +340,12 @@ class Running(EngineRoom):
         skips elements, one whose state predates log positions, one of any operator not in
         :data:`~reaqtive.engine.idle.IDLE_OPERATORS`; every one with ``Engine(lazy_binding=False)``."""
         if (not self._lazy_binding or record["observer"] not in (DURABLE_SINK, DISCARD_SINK)
-                or self._legacy_caught_up or "skipping" in record
+                or self._legacy_caught_up() or "skipping" in record
                 or self._stopped.stood(uri) is not None or backfill_behind(record) is not None):
             return None
         key = (record["template"], id(record["constants"]))  # equal constants are one object (parse_artifact)
         if key not in plans:
-            query = self._registry.expand(decode_query(instantiate(template, record["constants"]), self.functions))
+            query = self._expand(decode_query(instantiate(template, record["constants"]), self.functions))
             streams = idle_streams(query)
             # A stream it reads that the engine does not have (removed at recovery) fails as it binds.
             plans[key] = streams if streams is not None and all(s in self._streams for s in streams) else None
@@ -261,14 +353,14 @@ class Running(EngineRoom):
             self._on_error_of(uri, record)  # its function resolves now, as at binding
         return plans[key]
 
-    def _bind_idle(self, uri: str, blob: bytes) -> HostedQuery | None:
+    def bind_idle(self, uri: str, blob: bytes) -> HostedQuery | None:
         """Bind idle subscription ``uri`` with its stored state, as recovery would have bound it, and record it
         bound; a lagging reader puts it behind the engine, as at recovery. A failure now (state that does not load)
         stops it as a fault would, under the failure policy (KEEP or REMOVE: nothing can be refused any more)."""
         record = self._records[uri]
         template = self._records.templates[record["template"]]
         try:
-            hosted = self._bind(uri, record, template, blob)
+            hosted = self.bind(uri, record, template, blob)
             inner_failures = self._environment.take_load_failures(uri)
             ended = self._ended.get(uri)
             if inner_failures or isinstance(ended, StateError):
@@ -286,13 +378,13 @@ class Running(EngineRoom):
         delivered = self._positions.delivered_at
         if any(isinstance(node, StreamReader) and node.watermark < delivered.get(node.uri, -1)
                for node, _ in iter_nodes(hosted.handle)):
-            self._fall_behind(uri)  # its state lagged at its checkpoint: it catches up from its watermark
+            self._scheduling.fall_behind(uri)  # its state lagged at its checkpoint: it catches up from its watermark
         return hosted
 
     def _idle_bind_failed(self, uri: str, error: Exception) -> None:
         """An idle subscription failed to bind: it stops under the failure policy, as a fault stops a query."""
         self._policies.pop(uri, None)
-        self._behind.pop(uri, None)
+        self._scheduling.drop_behind(uri)
         policy = RecoveryPolicy.REMOVE if self._policy is RecoveryPolicy.REMOVE else RecoveryPolicy.KEEP
         if self._on_failure is not None and self._on_failure(uri, error) is RecoveryPolicy.REMOVE:
             policy = RecoveryPolicy.REMOVE
@@ -301,9 +393,9 @@ class Running(EngineRoom):
                                "policy": policy.value, "error_type": type(error).__name__})
         self.faults.append(RecoveryFailure(uri, "subscription", error, policy))
         if policy is RecoveryPolicy.REMOVE:
-            self._registry.delete_subscription(uri)
+            self._delete_subscription(uri)
         else:
-            self._stopped.keep(uri, self._checkpointing.pin_for(uri))
+            self._stopped.keep(uri, self._pin_for(uri))
         self._settle_status()
 
     def _position_settings(self, uri: str, record: dict[str, Any], stood: Behind | None) -> dict[str, object]:
@@ -313,14 +405,14 @@ class Running(EngineRoom):
         caught_up = stood.pos if stood is not None else self._stopped.committed.pos
         settings: dict[str, object] = {START_POSITION_SETTING: record.get("start_pos", -1),
                                        CAUGHT_UP_SETTING: caught_up}
-        legacy = stood.legacy if stood is not None and stood.legacy is not None else self._legacy_caught_up
+        legacy = stood.legacy if stood is not None and stood.legacy is not None else self._legacy_caught_up()
         if legacy:  # the store was checkpointed before log positions: its states may be of reader version 1
             starts = record.get("start", {})
             settings[LEGACY_CAUGHT_UP_SETTING] = MappingProxyType(
                 {stream: max(legacy.get(stream, -1), starts.get(stream, -1)) for stream in {*legacy, *starts}})
         return settings
 
-    def _task_failed(self, args: UnhandledExceptionArgs) -> None:
+    def task_failed(self, args: UnhandledExceptionArgs) -> None:
         """A scheduled task raised (a timer's work escaped its operators): if it ran on a query's scheduler, or
         is a stage's, stop that query alone. A stage's task names its unit (the query or one of its inner
         units) through the stage's context; any other task is its scheduler's query's."""
@@ -337,21 +429,15 @@ class Running(EngineRoom):
                 return  # not a query's task: it propagates
             unit = hosted.instance_id
         args.handled = True
-        self._unit_failed(unit, args.exception)
+        self.unit_failed(unit, args.exception)
 
     # -- restarting a failed or stopped subscription ----------------------------------------------------------
 
     def restart_subscription(self, uri: str, *, skip_failed: bool = False) -> None:
-        """Run subscription ``uri`` again from its last checkpoint: a FAILED one (after the host registered a
-        fixed function, for instance) or one STOPPED by a fault or a recovery failure. It catches up through the
-        log from where its last checkpoint left it, on its own clock, and its outputs go on exactly once (those
-        the sink holds already are produced again with the same ids and compared). ``skip_failed``: skip the
-        element that failed it (kept as a dead letter) when it fails again. Raises
-        :class:`~reaqtive.engine.ArtifactInUseError` for a subscription that runs; if it cannot start (its
-        function still missing...), it stays as it was and the error is raised."""
+        """Run subscription ``uri`` again from its last checkpoint (a failed or stopped one)."""
         with self._lock:
             self._check_open()
-            record = self._check_kind(uri, "subscription")
+            record = self._records.check_kind(uri, "subscription")
             if uri in self._subscriptions:
                 raise ArtifactInUseError(f"subscription {uri!r} runs: only a failed or stopped one restarts")
             failed = self._stopped.failed.get(uri)
@@ -364,7 +450,7 @@ class Running(EngineRoom):
             snapshot = self._store.checkpoints.read(strict=False)
             prefix = uri + "/"
             inner = {key: blob for key, blob in snapshot.items(STATE_CATEGORY) if key.startswith(prefix)}
-            counter = snapshot.get(_OUTPUTS, uri)
+            counter = snapshot.get(OUTPUT_COUNTERS, uri)
             restarted = {key: value for key, value in record.items() if key != "failed"}
             if skip_failed and failed is not None and failed.failure is not None:
                 # Stored with it: every replay of that element (after a crash, a later restart) skips it again.
@@ -376,7 +462,7 @@ class Running(EngineRoom):
             self._outputs.counters[uri] = OutputCounter(
                 *(2 * (parse_counter(uri, counter) if counter is not None else 0,)))
             try:
-                hosted = self._bind(uri, restarted, template, snapshot.get(STATE_CATEGORY, uri))
+                hosted = self.bind(uri, restarted, template, snapshot.get(STATE_CATEGORY, uri))
                 inner_failures = self._environment.take_load_failures(uri)
                 if inner_failures:
                     hosted.abandon()
@@ -388,7 +474,7 @@ class Running(EngineRoom):
                 self._policies.pop(uri, None)
                 raise
             if restarted != record:
-                self._commit_changes(puts=[(_ARTIFACTS, uri, _to_bytes(restarted))])
+                self._commit_changes([(ARTIFACTS, uri, record_bytes(restarted))])
             self._records[uri] = restarted
             self._subscriptions[uri] = hosted
             self._stopped.release(uri)
@@ -402,49 +488,41 @@ class Running(EngineRoom):
             self._log.info("subscription %r restarted from its last checkpoint%s", uri,
                            " (skipping the element that failed it)" if skip_failed else "",
                            extra={"reaqtive_event": "subscription_restarted", "subscription": uri})
-        self.appended.fire()  # a processing loop catches it up
+        self._appended.fire()  # a processing loop catches it up
 
     # -- what each subscription is doing ----------------------------------------------------------------------
 
     def subscriptions(self) -> list[SubscriptionStatus]:
-        """Every subscription's state (running, paused, catching up, completed, failed, stopped), sorted by URI;
-        a failed or stopped one with what stopped it (see :class:`~reaqtive.engine.model.SubscriptionStatus`)."""
+        """Every subscription's state, sorted by URI."""
         with self._lock:
-            return [self._status_of(uri, record) for uri, record in sorted(self._records.items())
+            return [self.status_of(uri, record) for uri, record in sorted(self._records.items())
                     if record["kind"] == "subscription"]
 
     def stopped_error(self, uri: str) -> BaseException | None:
-        """Why subscription ``uri`` does not run, if it does not (a FAILED one: its
-        :class:`~reaqtive.engine.failures.SubscriptionFailedError`; one stopped by a fault or a recovery failure:
-        that error); ``None`` while it runs, is paused or catching up, or once it completed;
-        :class:`ArtifactNotFoundError` if there is none."""
+        """Why subscription ``uri`` does not run, if it does not."""
         with self._lock:
-            self._check_kind(uri, "subscription")
+            self._records.check_kind(uri, "subscription")
             failed = self._stopped.failed.get(uri)
             if failed is not None:
                 return failed
             if uri in self._stopped.kept:
-                return next((f.error for f in reversed([*self.recovery.failures, *self.faults]) if f.uri == uri),
+                return next((f.error for f in reversed([*self._recovery.failures, *self.faults]) if f.uri == uri),
                             None)
             return None
 
     def subscription_error(self, uri: str) -> BaseException | None:
-        """The error that ended subscription ``uri``'s query: for a FAILED one the error its query raised (after a
-        restart of the process, a :class:`~reaqtive.engine.failures.RecordedError` with its type's name and its
-        message); ``None`` while it runs, once it completed, or when something else stopped it (a fault, a
-        recovery failure: see :meth:`stopped_error` and :meth:`subscription_status`); :class:`ArtifactNotFoundError`
-        if there is none."""
+        """The error that ended subscription ``uri``'s query, if one did."""
         with self._lock:
-            self._check_kind(uri, "subscription")
+            self._records.check_kind(uri, "subscription")
             failed = self._stopped.failed.get(uri)
             return failed.error if failed is not None else self._ended.get(uri)
 
     def subscription_status(self, uri: str) -> SubscriptionStatus:
-        """The state of subscription ``uri`` (see :meth:`subscriptions`)."""
+        """The state of subscription ``uri``."""
         with self._lock:
-            return self._status_of(uri, self._check_kind(uri, "subscription"))
+            return self.status_of(uri, self._records.check_kind(uri, "subscription"))
 
-    def _status_of(self, uri: str, record: dict[str, Any]) -> SubscriptionStatus:
+    def status_of(self, uri: str, record: dict[str, Any]) -> SubscriptionStatus:
         stored = record.get("on_error")
         on_error = "default" if stored is None else stored if isinstance(stored, str) else "function"
         counter = self._outputs.counters.get(uri)
@@ -456,13 +534,13 @@ class Running(EngineRoom):
                 failed["pos"], datetime.fromisoformat(failed["at"]), failed.get("unit"), failed.get("operator"),
                 failed.get("path"))
         if uri not in self._subscriptions:
-            problem = next((f.error for f in reversed([*self.recovery.failures, *self.faults]) if f.uri == uri), None)
+            problem = next((f.error for f in reversed([*self._recovery.failures, *self.faults]) if f.uri == uri), None)
             return SubscriptionStatus(uri, SubscriptionState.STOPPED, outputs, on_error,
                                       None if problem is None else type(problem).__name__,
                                       None if problem is None else str(problem))
-        if uri in self._paused:
+        if self._scheduling.is_held(uri):
             state = SubscriptionState.PAUSED
-        elif uri in self._behind:
+        elif uri in self._scheduling.behind:
             state = SubscriptionState.CATCHING_UP
         elif uri in self._ended and self._ended[uri] is None:
             state = SubscriptionState.COMPLETED
@@ -485,32 +563,32 @@ class Running(EngineRoom):
 
     def _subscription_ended(self, uri: str, error: BaseException | None) -> None:
         self._ended[uri] = error
-        if error is None or self._status is EngineStatus.RECOVERING:
+        if error is None or self._engine_status() is EngineStatus.RECOVERING:
             return  # completed; or it failed while it recovered, which recovery reports under its policy
         policy = self._policies.get(uri)
         failure = policy.last_failure if policy is not None else None
         if failure is not None and failure.error_type != type(error).__name__:
             failure = None  # not the user error the policy stopped on
         position = self._environment.start_position(uri)
-        self._fault_later(uri, SubscriptionFailedError(uri, error, failure, position))
+        self.fault_later(uri, SubscriptionFailedError(uri, error, failure, position))
 
-    def _unit_failed(self, instance_id: str, error: Exception) -> None:
+    def unit_failed(self, instance_id: str, error: Exception) -> None:
         """A query, or one of its inner units, raised out of its operators: stop the query after this event."""
         owner = instance_id if instance_id in self._records else self._records.subscription_nested_with(instance_id)
-        self._fault_later(owner or instance_id, QueryFailedError(owner or instance_id, instance_id, error))
+        self.fault_later(owner or instance_id, QueryFailedError(owner or instance_id, instance_id, error))
 
-    def _fault_later(self, uri: str, error: Exception) -> None:
+    def fault_later(self, uri: str, error: Exception) -> None:
         """Called from inside a query (its sink failed): stop it once the event at hand was delivered."""
-        self._faults_pending.append((uri, error))
+        self.pending.append((uri, error))
 
-    def _apply_faults(self) -> None:
+    def apply_faults(self) -> None:
         # The list is emptied in place: the delivery loop holds it.
-        pending = self._faults_pending[:]
-        self._faults_pending.clear()
+        pending = self.pending[:]
+        self.pending.clear()
         for uri, error in pending:
-            self._fault(uri, error)
+            self.fault(uri, error)
 
-    def _fault(self, uri: str, error: Exception) -> None:
+    def fault(self, uri: str, error: Exception) -> None:
         """Stop subscription ``uri`` because the engine cannot keep running it without losing something (an
         unstorable output or state, an observer that keeps failing), under the failure policy: REMOVE deletes
         it; otherwise (FAIL and KEEP alike: at run time nothing can be refused) it is kept stored as of its last
@@ -532,7 +610,7 @@ class Running(EngineRoom):
                                "seq": getattr(error, "seq", None)})
         self.faults.append(RecoveryFailure(uri, "subscription", error, policy))
         if policy is RecoveryPolicy.REMOVE:
-            self._registry.delete_subscription(uri)
+            self._delete_subscription(uri)
         else:
             self._stop_as_of_last_checkpoint(uri)
         self._settle_status()
@@ -547,9 +625,8 @@ class Running(EngineRoom):
         if hosted is not None:  # (an idle one has nothing running)
             hosted.abandon()
         self._policies.pop(uri, None)
-        self._paused.discard(uri)
-        self._behind.pop(uri, None)
-        self._stopped.keep(uri, self._checkpointing.pin_for(uri))
+        self._scheduling.forget(uri)
+        self._stopped.keep(uri, self._pin_for(uri))
 
     def _fail(self, uri: str, error: SubscriptionFailedError) -> None:
         """Subscription ``uri`` stopped with an error of its query (its policy said stop): it is FAILED, visibly
@@ -564,7 +641,7 @@ class Running(EngineRoom):
         # The outputs it produced before it failed reach the durable sink first: a crash after the record's commit
         # must not lose them (a FAILED query is not replayed at the next open).
         self._outputs.flush()
-        self._commit_changes(puts=[(_ARTIFACTS, uri, _to_bytes(record))])
+        self._commit_changes([(ARTIFACTS, uri, record_bytes(record))])
         self._records[uri] = record
         self._log.error("%s", error, exc_info=error.error,
                         extra={"reaqtive_event": "subscription_failed", "subscription": uri,
@@ -576,4 +653,4 @@ class Running(EngineRoom):
         self._count_user_error(uri, error_name(error.error), "stop")
         self._stop_as_of_last_checkpoint(uri)
         self._settle_status()
-        self.produced.fire()  # its consumers wake up and find it failed
+        self._produced.fire()  # its consumers wake up and find it failed

@@ -12,7 +12,7 @@ named by its URI; the query's operators and its inner subscriptions run on that 
   loop **catches it up**: the log after its position, in order, with its own clock following the events and its
   timers running in between, exactly as if it had never been paused (with the event clock), then it rejoins;
 * a query's priority orders its work among the work of other queries due at the same instant (lower first);
-* a task of a query that raises stops that query alone (see ``Running._task_failed``).
+* a task of a query that raises stops that query alone (see ``Running.task_failed``).
 
 A pause lasts while the engine runs: a store reopened runs every query, and one that was paused catches up from
 where it stood (the checkpoint keeps its position and clock). A priority is stored with the subscription.
@@ -20,13 +20,22 @@ where it stood (the checkpoint keeps its position and clock). A priority is stor
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from reaqtive.engine._room import _ARTIFACTS, _DELIVERY_BATCH, EngineRoom, _to_bytes
+from reaqtive.engine.artifacts import ArtifactRecords
 from reaqtive.engine.behind import Lag
-from reaqtive.engine.database import IngressRun
+from reaqtive.engine.database import EngineStore, IngressRun
+from reaqtive.engine.delivery import HeldFeed, hand_run
 from reaqtive.engine.engine_errors import ArtifactNotFoundError, MalformedRecordError
-from reaqtive.engine.readers import Envelope, LogRun, StreamReader
+from reaqtive.engine.handover import DELIVERY_BATCH, EngineLock
+from reaqtive.engine.idle import Subscriptions
+from reaqtive.engine.positions import Positions, misplaced
+from reaqtive.engine.quarantine import Quarantine
+from reaqtive.engine.readers import Envelope, StreamReader
+from reaqtive.engine.records import ARTIFACTS, record_bytes
+from reaqtive.engine.signals import Signal
 from reaqtive.scheduler.virtual import MAX_PRIORITY, VirtualTimeScheduler, is_priority
 
 __all__ = ["Scheduling", "record_priority"]
@@ -49,17 +58,62 @@ def check_priority(priority: object) -> int:
     return priority
 
 
-def _sole_held(lag: Lag, stream: str) -> StreamReader[Any] | None:
-    """The reader of ``stream`` a query behind the engine holds, when it is the only one and takes everything."""
-    held = lag.readers_of(stream)
-    if len(held) != 1:
-        return None
-    subscription, reader = held[0]
-    return reader if subscription._fast else None
+class Scheduling:
+    """The pauses of queries and the queries behind the engine (see the module docstring): a part that owns them
+    (``behind``: each query behind the engine and where it stands; the paused ones), hands the log to those behind
+    (:meth:`catch_up`) and rejoins them with the engine. It reads the engine's positions, streams and dead letters;
+    the engine's root scheduler is the timeline a query rejoins."""
 
+    def __init__(  # noqa: PLR0917 (what it reads of the engine, named)
+        self, store: EngineStore, lock: EngineLock, positions: Positions, streams: Mapping[str, Any],
+        quarantine: Quarantine, records: ArtifactRecords, subscriptions: Subscriptions, scheduler: VirtualTimeScheduler,
+        *, ticks_of_micros: Callable[[int], int] | None, faults: list[tuple[str, Exception]],
+        apply_faults: Callable[[], None], check_open: Callable[[], None],
+        commit_changes: Callable[[Iterable[tuple[str, str, bytes]]], None], appended: Signal, log: logging.Logger,
+    ) -> None:
+        self._store = store
+        self._lock = lock
+        self._positions = positions
+        self._streams = streams
+        self._quarantine = quarantine
+        self._records = records
+        self._subscriptions = subscriptions
+        self._scheduler = scheduler
+        self._ticks_of_micros = ticks_of_micros
+        self._faults_pending = faults  # read (its owner empties it in place): a fault stops a query between events
+        self._apply_faults = apply_faults
+        self._check_open = check_open
+        self._commit_changes = commit_changes
+        self._appended = appended
+        self._log = log
+        self._behind: dict[str, Lag] = {}  # queries behind the engine: paused or catching up (reaqtive.engine.behind)
+        self._paused: set[str] = set()  # subscriptions paused by pause(uri)
 
-class Scheduling(EngineRoom):
-    """See the module docstring."""
+    # -- what the others read, and the few changes they ask for -------------------------------------------------
+
+    @property
+    def behind(self) -> Mapping[str, Lag]:
+        """The queries behind the engine (paused or catching up), each with where it stands."""
+        return self._behind
+
+    def is_held(self, uri: str) -> bool:
+        """Whether subscription ``uri`` is paused (no lock, no check: for the engine's other parts)."""
+        return uri in self._paused
+
+    def hold(self, lag: Lag) -> None:
+        """A query bound behind the engine (recovered or backfilled there): it catches up from ``lag``."""
+        self._behind[lag.uri] = lag
+
+    def drop_behind(self, uri: str) -> None:
+        """Query ``uri`` is no longer behind the engine (it did not start, or it was replaced)."""
+        self._behind.pop(uri, None)
+
+    def forget(self, uri: str) -> None:
+        """Query ``uri`` stopped or was deleted: neither paused nor behind."""
+        self._paused.discard(uri)
+        self._behind.pop(uri, None)
+
+    # -- pauses and priorities ------------------------------------------------------------------------------------
 
     def pause(self, uri: str) -> None:
         """Pause subscription ``uri`` where it stands in the log: its timers wait and the events appended to the
@@ -80,7 +134,7 @@ class Scheduling(EngineRoom):
                 return
             self._paused.add(uri)
             if uri not in self._behind:
-                self._fall_behind(uri)
+                self.fall_behind(uri)
             self._log.info("subscription %r paused", uri, extra={"reaqtive_event": "paused", "subscription": uri})
 
     def resume(self, uri: str) -> None:
@@ -94,12 +148,12 @@ class Scheduling(EngineRoom):
                 return
             self._paused.discard(uri)
             self._log.info("subscription %r resumed", uri, extra={"reaqtive_event": "resumed", "subscription": uri})
-        self.appended.fire()  # a processing loop looks again: there is a catch-up to run
+        self._appended.fire()  # a processing loop looks again: there is a catch-up to run
 
     def is_paused(self, uri: str) -> bool:
         """Whether subscription ``uri`` is paused (:class:`ArtifactNotFoundError` if there is none)."""
         with self._lock:
-            self._check_kind(uri, "subscription")
+            self._records.check_kind(uri, "subscription")
             return uri in self._paused
 
     def paused(self) -> list[str]:
@@ -112,13 +166,13 @@ class Scheduling(EngineRoom):
         yet (the next :meth:`~reaqtive.engine.Engine.process` catches it up); :class:`ArtifactNotFoundError` if
         there is none."""
         with self._lock:
-            self._check_kind(uri, "subscription")
+            self._records.check_kind(uri, "subscription")
             return uri in self._behind
 
     def priority(self, uri: str) -> int:
         """The priority of subscription ``uri`` (see :meth:`set_priority`)."""
         with self._lock:
-            return record_priority(uri, self._check_kind(uri, "subscription"))
+            return record_priority(uri, self._records.check_kind(uri, "subscription"))
 
     def set_priority(self, uri: str, priority: int) -> None:
         """Set the priority of subscription ``uri``: among the work of several queries due at the same instant
@@ -128,13 +182,13 @@ class Scheduling(EngineRoom):
         check_priority(priority)
         with self._lock:
             self._check_open()
-            record = self._check_kind(uri, "subscription")
+            record = self._records.check_kind(uri, "subscription")
             if record_priority(uri, record) == priority:
                 return
             changed = {key: value for key, value in record.items() if key != "priority"}
             if priority:
                 changed["priority"] = priority
-            self._commit_changes(puts=[(_ARTIFACTS, uri, _to_bytes(changed))])
+            self._commit_changes([(ARTIFACTS, uri, record_bytes(changed))])
             self._records[uri] = changed
             hosted = self._subscriptions.bound(uri)  # an idle one binds with its record's priority
             if hosted is not None:
@@ -144,7 +198,7 @@ class Scheduling(EngineRoom):
 
     # -- falling behind and catching up ----------------------------------------------------------------------
 
-    def _fall_behind(self, uri: str, pos: int | None = None) -> Lag:
+    def fall_behind(self, uri: str, pos: int | None = None) -> Lag:
         """Take running subscription ``uri`` out of step with the engine at log position ``pos`` (default: the
         engine's): its scheduler gets a timeline of its own, its readers leave their streams. A reader that
         lagged (its buffered events go with its detachment) is handed the events after its watermark again."""
@@ -157,7 +211,7 @@ class Scheduling(EngineRoom):
         self._behind[uri] = lag
         return lag
 
-    def _catch_up(self, budget: int | None) -> int:
+    def catch_up(self, budget: int | None) -> int:
         """Hand the log to every query behind the engine that is not paused, each on its own timeline, until it
         reaches the engine's position and rejoins (or ``budget`` events were handed in all). Returns how many
         events it handed."""
@@ -181,7 +235,7 @@ class Scheduling(EngineRoom):
                 break
             if budget is not None and handed >= budget:
                 break
-            limit = min(_DELIVERY_BATCH, target - lag.cursor.pos)
+            limit = min(DELIVERY_BATCH, target - lag.cursor.pos)
             runs = self._store.read_ingress_runs(lag.cursor.pos, limit)
             if not runs:
                 lag.cursor.pos = target  # nothing of the log is left up to the engine's position
@@ -236,29 +290,15 @@ class Scheduling(EngineRoom):
 
     def _catch_up_clean(self, lag: Lag, run: IngressRun, first: int, end: int) -> int:
         """Events ``first`` to ``end - 1`` of a run with nothing to skip (the numbers the catch-up expects, none
-        quarantined): handed as the engine's loop hands them, a stream's only reader above timeless stages taking
-        the events up to the next timer of the query's clock in one call (see StreamReader.read_run)."""
-        stream, values, micros = run.stream, run.values, run.micros
-        timeline = lag.scheduler.timeline
-        whole = None if self._ticks_of_micros is not None else LogRun(values, micros, run.pos, end, timeline,
-                                                                       lag.cursor, ordered=run.ordered)
-        i = first
-        while i < end:
-            # Work left at the query's instant (it was paused in the middle of one) runs first, one by one.
-            sole = _sole_held(lag, stream) if whole is not None and timeline.queue.next_due > timeline.clock else None
-            taken = i if sole is None or whole is None else sole.read_run(whole, i)
-            if taken > i:
-                lag.pos = max(lag.pos, run.pos + taken - 1)
-                i = taken
-                if self._faults_pending:
-                    self._apply_faults()
-            else:
-                self._catch_up_event(lag, stream, run.pos + i, micros[i], values[i])
-                i += 1
-            if self._behind.get(lag.uri) is not lag:
-                return i - first
-        lag.expected[stream] = run.seq + end
-        return end - first
+        quarantined): handed through the engine's per-event loop (:func:`~reaqtive.engine.delivery.hand_run`) on
+        the query's own timeline, to the readers it holds, a stream's only reader above timeless stages taking
+        the events up to the next timer of the query's clock in one call."""
+        reached = hand_run(run, first, end, lag.scheduler, lag.cursor, HeldFeed(lag, run.stream),
+                           self._ticks_of_micros, self._faults_pending, self._apply_faults, lag=lag,
+                           behind=self._behind)
+        if reached == end:
+            lag.expected[run.stream] = run.seq + end
+        return reached - first
 
     def _catch_up_checked(self, lag: Lag, run: IngressRun, first: int, end: int, expected: int) -> int:
         """The events of a run the log shows damaged or misplaced now, one by one (see _catch_up_run)."""
@@ -267,7 +307,7 @@ class Scheduling(EngineRoom):
                 lag.cursor.pos = event.pos
                 continue
             dead = self._quarantine.holds(event.stream, event.seq)
-            reason = None if dead else event.damage or self._misplaced(event)
+            reason = None if dead else event.damage or misplaced(event, self._streams, self._positions)
             if reason is None and not dead:
                 if event.seq > expected:
                     self._quarantine.note_missing(event.stream, expected, event.seq)
@@ -336,7 +376,7 @@ class Scheduling(EngineRoom):
 
     def _running(self, uri: str) -> VirtualTimeScheduler:
         """The scheduler of running subscription ``uri``."""
-        self._check_kind(uri, "subscription")
+        self._records.check_kind(uri, "subscription")
         hosted = self._subscriptions.get(uri)
         if hosted is None:
             raise ArtifactNotFoundError(f"subscription {uri!r} is not running (it failed, see engine.faults)")

@@ -28,7 +28,14 @@ from reaqtive.engine.ingress import GroupCommit, IngressCommit
 from reaqtive.engine.model import RecoveryPolicy
 from reaqtive.engine.outbox import DEFAULT_OBSERVER_BACKOFF, DEFAULT_OBSERVER_RETRIES
 
-__all__ = ["ENVIRONMENT_VARIABLES", "EngineSettings", "EnvironmentSettingError", "engine_arguments"]
+__all__ = [
+    "ENVIRONMENT_VARIABLES",
+    "EngineSettings",
+    "EnvironmentSettingError",
+    "check_seconds",
+    "check_whole",
+    "engine_arguments",
+]
 
 _NONE_WORDS: Final = frozenset({"none", "off"})
 _TRUE_WORDS: Final = frozenset({"1", "true", "yes", "on"})
@@ -237,3 +244,21 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], Any]]]] = {
 
 ENVIRONMENT_VARIABLES: Final = tuple(variable for variable, _ in _PARSERS.values())
 """Every variable :meth:`EngineSettings.from_env` reads."""
+
+
+def check_whole(name: str, value: object, *, minimum: int, optional: bool = False) -> None:
+    """An argument that must be a whole number >= ``minimum`` (``None`` too, if ``optional``)."""
+    if value is None and optional:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InvalidSettingError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+
+
+def check_seconds(name: str, value: object, *, positive: bool, optional: bool = False) -> None:
+    """An argument that must be a finite number of seconds, > 0 if ``positive`` (``None`` too, if ``optional``)."""
+    if value is None and optional:
+        return
+    if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+            or value < 0 or (positive and value == 0)):
+        wanted = "a finite number of seconds > 0" if positive else "a finite number of seconds >= 0"
+        raise InvalidSettingError(f"{name} must be {wanted}, got {value!r}")
