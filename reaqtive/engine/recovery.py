@@ -7,16 +7,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from reaqtive.engine._room import (
-    _ARTIFACTS,
-    _DELIVERY,
-    _ENGINE,
-    _OBSERVED,
-    _OUTPUTS,
-    _SOURCES,
-    _TEMPLATES,
-    _owned_by,
-)
 from reaqtive.engine.backfill import behind_of as backfill_behind
 from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import from_micros
@@ -48,6 +38,7 @@ from reaqtive.engine.records import (
     parse_delivery,
     parse_template,
 )
+from reaqtive.engine.store_keys import ARTIFACTS, DELIVERY, ENGINE, OBSERVED, OUTPUTS, SOURCES, TEMPLATES, owned_by
 from reaqtive.state import (
     STATE_CATEGORY,
     CheckpointSnapshot,
@@ -97,15 +88,15 @@ class Recovery:
         snapshot = self._store.checkpoints.read(strict=False)
         state = dict(snapshot.items(STATE_CATEGORY))
         damaged: dict[str, dict[str, Exception]] = {
-            category: {} for category in (_ARTIFACTS, _TEMPLATES, STATE_CATEGORY, _OUTPUTS, _OBSERVED, _ENGINE)
+            category: {} for category in (ARTIFACTS, TEMPLATES, STATE_CATEGORY, OUTPUTS, OBSERVED, ENGINE)
         }
         for (category, key), error in snapshot.damaged.items():
             damaged.setdefault(category, {})[key] = error
         self._engine._checkpointing.note_stored(set(state) | set(damaged[STATE_CATEGORY]))
         # The sources' positions, read back by each source (register_source); a damaged one raises there.
-        self._engine._sources.committed({**dict(snapshot.items(_SOURCES)), **damaged.get(_SOURCES, {})})
-        records = self._read_records(snapshot, damaged[_ARTIFACTS])
-        template_errors = self._read_templates(snapshot, damaged[_TEMPLATES])
+        self._engine._sources.committed({**dict(snapshot.items(SOURCES)), **damaged.get(SOURCES, {})})
+        records = self._read_records(snapshot, damaged[ARTIFACTS])
+        template_errors = self._read_templates(snapshot, damaged[TEMPLATES])
         phases["read"] = time.perf_counter() - started
 
         mark = time.perf_counter()
@@ -114,8 +105,8 @@ class Recovery:
 
         mark = time.perf_counter()
         self._environment.restore({key: blob for key, blob in state.items()
-                                   if key not in records and not _owned_by(key, self._removed_at_recovery)})
-        self._restore_delivery(snapshot, records, damaged[_ENGINE], {**damaged[_OUTPUTS], **damaged[_OBSERVED]})
+                                   if key not in records and not owned_by(key, self._removed_at_recovery)})
+        self._restore_delivery(snapshot, records, damaged[ENGINE], {**damaged[OUTPUTS], **damaged[OBSERVED]})
         self._output_extents = self._store.output_extents()
         for uri, record in sorted(records.items()):
             if record["kind"] != "subscription":
@@ -173,7 +164,7 @@ class Recovery:
         for key, error in damaged.items():
             self._recovery_failed(key, "unknown", error)
         shared: dict[str, Any] = {}  # equal parts of records are one object (see parse_artifact)
-        for key, blob in snapshot.items(_ARTIFACTS):
+        for key, blob in snapshot.items(ARTIFACTS):
             try:
                 record = parse_artifact(key, blob, shared)
                 _check_kind_fields(key, record)
@@ -187,7 +178,7 @@ class Recovery:
         """The stored query templates; returns why each unreadable one is unreadable (its queries fail)."""
         errors: dict[str, Exception] = dict(damaged)
         self._engine._records.templates.clear()
-        for key, blob in snapshot.items(_TEMPLATES):
+        for key, blob in snapshot.items(TEMPLATES):
             try:
                 self._engine._records.templates[key] = parse_template(key, blob)
             except MalformedRecordError as error:
@@ -357,7 +348,7 @@ class Recovery:
             if not self._owned_by_broken(key):
                 found.setdefault(key, []).append("a state")
         for key in sorted(self._engine._checkpointing.stored_keys | set(damaged_state)):
-            if not _owned_by(key, owners) and key not in found:
+            if not owned_by(key, owners) and key not in found:
                 found.setdefault(key, []).append("a damaged state" if key in damaged_state else "a state")
         states = set(found)  # keys with a stored state (the rest: rows of the durable sink's side only)
         outputs = self._outputs
@@ -392,7 +383,7 @@ class Recovery:
                 orphans.append(key)
         if rows_removed:  # one transaction: the counters and cursors with the sink's rows and acknowledgements
             self._store.commit_with_outputs(
-                deletes=[(category, key) for key in rows_removed for category in (_OUTPUTS, _OBSERVED)],
+                deletes=[(category, key) for key in rows_removed for category in (OUTPUTS, OBSERVED)],
                 forget=rows_removed,
             )
         self._metrics.orphans = orphans
@@ -406,22 +397,22 @@ class Recovery:
     ) -> None:
         """The delivery record (replay position, watermarks, clock) and the output counters. The delivery record
         concerns every query, so a damaged or missing one refuses the open, whatever the policy."""
-        if _DELIVERY in damaged_engine:
-            raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", damaged_engine[_DELIVERY])
-        blob = snapshot.get(_ENGINE, _DELIVERY)
+        if DELIVERY in damaged_engine:
+            raise RecoveryError(f"{ENGINE}/{DELIVERY}", damaged_engine[DELIVERY])
+        blob = snapshot.get(ENGINE, DELIVERY)
         has_queries = any(record["kind"] == "subscription" for record in records.values())
         if blob is None:
             if has_queries or snapshot.keys(STATE_CATEGORY):
-                raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", MissingStateError(
+                raise RecoveryError(f"{ENGINE}/{DELIVERY}", MissingStateError(
                     "the delivery record is missing from a store that holds queries: their replay position is "
                     "unknown"))
             delivery = DeliveryRecord(delivered_at={})
-            self._engine._commit_changes(puts=[(_ENGINE, _DELIVERY, self._engine._checkpointing.delivery_bytes())])
+            self._engine._commit_changes(puts=[(ENGINE, DELIVERY, self._engine._checkpointing.delivery_bytes())])
         else:
             try:
                 delivery = parse_delivery(blob)
             except MalformedRecordError as error:
-                raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", error) from error
+                raise RecoveryError(f"{ENGINE}/{DELIVERY}", error) from error
         self._positions.refresh_heads()
         self._check_delivery(delivery)
         self._positions.restore(delivery.pos, delivery.delivered, delivery.delivered_at)
@@ -431,14 +422,14 @@ class Recovery:
         self._stopped.stood_behind = {uri: self._legacy_behind(entry) for uri, entry in delivery.behind.items()}
         self._stopped.pins.update({uri: self._legacy_behind(entry) for uri, entry in delivery.pinned.items()})
         self._counter_errors = dict(damaged_counters)
-        for key, counter_blob in snapshot.items(_OUTPUTS):
+        for key, counter_blob in snapshot.items(OUTPUTS):
             try:
                 committed = parse_counter(key, counter_blob)
             except MalformedRecordError as error:
                 self._counter_errors[key] = error
                 continue
             self._outputs.counters[key] = OutputCounter(committed, committed)
-        for key, cursor_blob in snapshot.items(_OBSERVED):
+        for key, cursor_blob in snapshot.items(OBSERVED):
             try:
                 self._outputs.observed[key] = parse_counter(key, cursor_blob, what="observer cursor", minimum=-1)
             except MalformedRecordError as error:
@@ -455,23 +446,23 @@ class Recovery:
         query skip events)."""
         for stream, seq in delivery.delivered.items():
             if seq >= self._positions.heads.get(stream, 0):
-                raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", MalformedRecordError(
+                raise RecoveryError(f"{ENGINE}/{DELIVERY}", MalformedRecordError(
                     f"the delivery record says #{seq} of {stream!r} was delivered, but only "
                     f"{self._positions.heads.get(stream, 0)} events were ever appended to it"))
         if delivery.pos > self._store.last_position():
-            raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", MalformedRecordError(
+            raise RecoveryError(f"{ENGINE}/{DELIVERY}", MalformedRecordError(
                 f"the delivery record's log position {delivery.pos} is past the last event ever appended"))
         # Nothing stands past the engine's position, nor runs on a clock ahead of its own: a position forged
         # ahead would make a query skip the events up to it.
         for stream, pos in (delivery.delivered_at or {}).items():
             if pos > delivery.pos:
-                raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", MalformedRecordError(
+                raise RecoveryError(f"{ENGINE}/{DELIVERY}", MalformedRecordError(
                     f"the delivery record says the last event of {stream!r} delivered is at log position {pos}, "
                     f"past the position delivered up to, {delivery.pos}"))
         for uri, entry in [*delivery.behind.items(), *delivery.pinned.items()]:
             if entry.pos > delivery.pos or entry.floor > delivery.pos or (
                     entry.clock is not None and delivery.now is not None and entry.clock > delivery.now):
-                raise RecoveryError(f"{_ENGINE}/{_DELIVERY}", MalformedRecordError(
+                raise RecoveryError(f"{ENGINE}/{DELIVERY}", MalformedRecordError(
                     f"the delivery record says {uri!r} stands at log position {entry.pos} (floor {entry.floor}, "
                     f"clock {entry.clock}), ahead of the engine (position {delivery.pos}, clock {delivery.now})"))
 
@@ -486,7 +477,7 @@ class Recovery:
 
     def _owned_by_broken(self, key: str) -> bool:
         """Whether a state key belongs to an artifact kept without running (its state must stay)."""
-        return _owned_by(key, self._stopped.kept)
+        return owned_by(key, self._stopped.kept)
 
     def _drop_provisional_outbox(self, uri: str, record: dict[str, Any]) -> None:
         """An outbox's rows numbered from the committed counter on were written by a checkpoint that never
@@ -603,11 +594,11 @@ class Recovery:
         if policy is RecoveryPolicy.REMOVE:
             self._removed_at_recovery.add(uri)
             self._environment.discard_saved(
-                [key for key in self._environment.unclaimed_inner_ids() if _owned_by(key, {uri})], delete=False
+                [key for key in self._environment.unclaimed_inner_ids() if owned_by(key, {uri})], delete=False
             )
             # With its outputs and acknowledgement, in one transaction: none of it may be left behind as orphans.
             self._store.commit_with_outputs(
-                deletes=[(_ARTIFACTS, uri), (_OUTPUTS, uri), (_OBSERVED, uri),
+                deletes=[(ARTIFACTS, uri), (OUTPUTS, uri), (OBSERVED, uri),
                          *self._engine._registry.stored_state_of(uri)],
                 forget=[uri],
             )

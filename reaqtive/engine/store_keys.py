@@ -14,7 +14,7 @@ from reaqtive.engine.expressions import expression_from_json, expression_to_json
 from reaqtive.engine.model import DISCARD_SINK, DURABLE_SINK
 
 __all__ = ["ARTIFACTS", "BUILTIN_OBSERVERS", "DELIVERY", "ENGINE", "OBSERVED", "OUTPUTS", "SOURCES", "TEMPLATES",
-           "commit_changes", "counter_bytes", "from_bytes", "now_text", "references_of", "to_bytes"]
+           "commit_changes", "counter_bytes", "from_bytes", "now_text", "owned_by", "references_of", "to_bytes"]
 
 ARTIFACTS: Final = "artifacts"
 TEMPLATES: Final = "templates"
@@ -75,3 +75,15 @@ def references_of(expression: Any) -> set[str]:
         elif isinstance(node, list):
             stack.extend(node)
     return found
+
+
+def owned_by(key: str, owners: set[str]) -> bool:
+    """Whether state key ``key`` is one of ``owners`` or one of their inner units (``owner/...``)."""
+    if key in owners:
+        return True
+    cut = key.find("/")
+    while cut != -1:
+        if key[:cut] in owners:
+            return True
+        cut = key.find("/", cut + 1)
+    return False
