@@ -11,6 +11,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,6 +40,13 @@ def inputs(draw: st.DrawFn) -> list[Any]:
     return script
 
 
+def restarts(script: list[Any], demand: Demand | None) -> set[int]:
+    """Where to restart: the subscription, every input and scripted request, and the tick after each (not every
+    output: a short span over a long silence emits hundreds, and a restart at each costs quadratic time)."""
+    ticks = {200} | {m.time for m in script} | {t for t, _ in (demand.requests if demand is not None else ())}
+    return ticks | {t + 1 for t in ticks}
+
+
 DEMANDS = st.one_of(
     st.none(),
     st.builds(Demand, initial=st.integers(0, 2), batch=st.integers(0, 2),
@@ -62,19 +70,47 @@ def spans(draw: st.DrawFn) -> tuple[str, Callable[[Any], Any]]:
 
 
 def check(create: Callable[[Any], Any], script: list[Any], demand: Demand | None) -> None:
-    check_checkpoint_anywhere(create, script, demand=demand, disposed=600).raise_on_failure()
+    check_checkpoint_anywhere(create, script, demand=demand, disposed=600,
+                              ticks=restarts(script, demand)).raise_on_failure()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(spans(), inputs(), DEMANDS)
-def test_time_buffers_recover_anywhere_under_drawn_demand(span: Any, script: list[Any], demand: Demand | None) -> None:
+def buffers(span: Any, script: list[Any], demand: Demand | None) -> None:
     _, make = span
     check(lambda xs: make(xs, "buffer"), script, demand)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(spans(), inputs(), DEMANDS, st.sampled_from([None, 1, 2]))
-def test_time_windows_recover_anywhere_under_drawn_demand(span: Any, script: list[Any], demand: Demand | None,
-                                                          concurrent: int | None) -> None:
+def windows(span: Any, script: list[Any], demand: Demand | None, concurrent: int | None) -> None:
     _, make = span
     check(lambda xs: make(xs, "window").flat_map(lambda w: w.to_list(), max_concurrent=concurrent), script, demand)
+
+
+BUFFERS = (spans(), inputs(), DEMANDS)
+WINDOWS = (spans(), inputs(), DEMANDS, st.sampled_from([None, 1, 2]))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(*BUFFERS)
+def test_time_buffers_recover_anywhere_under_drawn_demand(span: Any, script: list[Any], demand: Demand | None) -> None:
+    buffers(span, script, demand)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(*WINDOWS)
+def test_time_windows_recover_anywhere_under_drawn_demand(span: Any, script: list[Any], demand: Demand | None,
+                                                          concurrent: int | None) -> None:
+    windows(span, script, demand, concurrent)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(*BUFFERS)
+def test_time_buffers_recover_anywhere_over_many_scripts(span: Any, script: list[Any], demand: Demand | None) -> None:
+    buffers(span, script, demand)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(*WINDOWS)
+def test_time_windows_recover_anywhere_over_many_scripts(span: Any, script: list[Any], demand: Demand | None,
+                                                         concurrent: int | None) -> None:
+    windows(span, script, demand, concurrent)
