@@ -27,7 +27,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from reaqtive import Query
@@ -355,6 +355,15 @@ HEALTH = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
 
 @settings(max_examples=8, deadline=None, suppress_health_check=HEALTH)
 @given(SCRIPTS, st.booleans(), st.sampled_from([None, 3]))
+# Streams b and c get their first events only after two restarts, beside idle queries of a and a failed commit.
+@example([("append", "a", 1, 1, 0), ("process", 0), ("checkpoint", False), ("crash", True), ("failed checkpoint", True),
+          ("append", "c", 2, 0, 0), ("append", "b", 0, 4, 30), ("process", 1), ("crash", False), ("advance", 9)],
+         True, None)
+# Idle queries paused, updated, re-created and restarted between restarts; periodic checkpoints.
+@example([("append", "c", 1, 0, 0), ("append", "a", 1, 2, 0), ("process", 0), ("checkpoint", True), ("crash", False),
+          ("pause", 1), ("update", 0), ("recreate", 3), ("restart", 10), ("append", "a", 5, 3, 0), ("crash", True),
+          ("resume", 1), ("append", "c", 0, 0, 2), ("process", 2), ("failed checkpoint", False), ("advance", 20)],
+         True, 3)
 def test_restarts_checkpoints_and_pauses_give_the_outputs_of_an_uninterrupted_run(
         tmp_path: Path, steps: list[tuple[Any, ...]], lazy: bool, every: int | None) -> None:
     compare(tmp_path, steps, lazy, every)
