@@ -55,6 +55,7 @@ from reaqtive.core.streams import (
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.core.visitors import initialize
+from reaqtive.operators._describe import shown
 from reaqtive.operators._emitter import (
     COMPLETE,
     DEFAULT_QUEUE_SIZE,
@@ -188,12 +189,12 @@ def save_outer_element(element: object, label: str) -> list[object]:
     if isinstance(element, InnerStreamNode):
         if element.stream_id is None:
             raise OperatorStateError(
-                f"{label}: the inner stream {element!r} was created without an environment and cannot be saved"
+                f"{label}: the inner stream {shown(element)} was created without an environment and cannot be saved"
             )
         return [_REFERENCE, element.reference()]
     if isinstance(element, Subscribable):
         raise OperatorStateError(
-            f"{label}: a live inner subscription came from an outer element that is a query ({element!r}), which "
+            f"{label}: a live inner subscription came from an outer element that is a query ({shown(element)}), which "
             "cannot be saved; only groups and windows (InnerStream) are saved by reference. Select the inner "
             "stream with a function instead (xs.flat_map(f) rather than xs.map(f).merge_all(), "
             "xs.switch_latest(f) rather than xs.map(f).switch_latest()): the element is then saved as a value"

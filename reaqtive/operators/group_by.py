@@ -25,6 +25,7 @@ from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.core.subjects import MultiSubject
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.operators._describe import error_text, shown
 from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators._timing import add_safe
 from reaqtive.operators.settings import MAX_GROUP_COUNT, UNLIMITED, read_limit
@@ -162,7 +163,7 @@ class _Selecting:
 
 def unhashable_key_error(key: object, error: TypeError) -> TypeError:
     """The failure of a key that cannot be hashed (shared with the keyed path)."""
-    failure = TypeError(f"group_by: the key {key!r} cannot be hashed ({error})")
+    failure = TypeError(f"group_by: the key {shown(key)} cannot be hashed ({error_text(error)})")
     failure.__cause__ = error
     return failure
 

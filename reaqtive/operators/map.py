@@ -12,6 +12,7 @@ from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.operators._describe import shown
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators.keyed_steps import KeyedStep, TemplateStep, register_keyed_step
 from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
@@ -122,7 +123,8 @@ class Map(StatefulUnaryOperatorBase[S, R], Generic[S, R]):
     on_next = fused_step.stage_on_next()
 
     def _selector_returned_none(self, value: object) -> None:
-        self._user_error(TypeError(f"map: the selector returned None for {value!r}; None is never an element"), value)
+        self._user_error(TypeError(f"map: the selector returned None for {shown(value)}; None is never an element"),
+                         value)
 
 
 @step_operator("map_indexed", lambda args: MapIndexedStep(args.selector),
@@ -167,7 +169,7 @@ class MapIndexedStep(KeyedStep):
     def next(self, state: Any, value: Any) -> tuple[Any, Any]:
         result = self._selector(value, state)
         if result is None:
-            raise TypeError(f"map_indexed: the selector returned None for {value!r}; None is never an element")
+            raise TypeError(f"map_indexed: the selector returned None for {shown(value)}; None is never an element")
         return state + 1, result
 
     def check(self, state: Any) -> bool:

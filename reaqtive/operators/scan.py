@@ -12,6 +12,7 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
+from reaqtive.operators._describe import shown
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators._seed import NO_SEED  # shared with the fluent methods' defaults
 from reaqtive.operators.keyed_steps import KeyedStep, TemplateStep, is_immutable_value, register_keyed_step
@@ -226,7 +227,7 @@ class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
 
 
 def _none_error(value: object) -> TypeError:
-    return TypeError(f"scan: the accumulator returned None for {value!r}; None is never an element")
+    return TypeError(f"scan: the accumulator returned None for {shown(value)}; None is never an element")
 
 
 @fusible("scan", frames=2, builder=scan, args=ScanArgs)
