@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from reaqtive.core.describe import error_text
 from reaqtive.engine.engine_errors import EngineError
 
 __all__ = [
@@ -29,8 +30,8 @@ class UnencodableOutputError(ConnectorError, TypeError):
     was sent or written; the outbox retries it and then stops the subscription, keeping its outputs."""
 
     def __init__(self, subscription: str, seq: int, error: BaseException) -> None:
-        super().__init__(f"output {subscription}#{seq}: its value is not JSON ({type(error).__name__}: {error}); "
-                         "pass json_default= to convert it")
+        super().__init__(f"output {subscription}#{seq}: its value is not JSON ({type(error).__name__}: "
+                         f"{error_text(error)}); pass json_default= to convert it")
         self.subscription = subscription
         self.seq = seq
 

@@ -38,6 +38,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from reaqtive.core.describe import error_text
 from reaqtive.engine.database import DeadLetter
 from reaqtive.engine.egress import Output
 from reaqtive.engine.engine import Engine
@@ -444,7 +445,8 @@ class AsyncEngine:
                 self._processing_thread.shutdown(wait=False)
         if self._failure is not None:
             failure = self._failure
-            raise ProcessingFailedError(f"the processing task had stopped ({type(failure).__name__}: {failure}); "
+            raise ProcessingFailedError(f"the processing task had stopped ({type(failure).__name__}: "
+                                        f"{error_text(failure)}); "
                                         "the engine is closed, reopen it to go on") from failure
 
     async def __aenter__(self) -> AsyncEngine:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from reaqtive.core.describe import error_text, shown
 from reaqtive.core.errors import ReaqtiveError
 
 __all__ = [
@@ -68,7 +69,7 @@ class RecoveryError(EngineError):
     """Recovery stopped at an artifact the failure policy said must not fail; nothing in the store was changed."""
 
     def __init__(self, uri: str, error: BaseException) -> None:
-        super().__init__(f"recovering {uri!r} failed: {type(error).__name__}: {error}")
+        super().__init__(f"recovering {uri!r} failed: {type(error).__name__}: {error_text(error)}")
         self.uri = uri
         self.error = error
 
@@ -100,7 +101,7 @@ class InnerRecoveryError(EngineError):
     recovery policy; ``inner_id`` names the inner unit and ``error`` is the cause."""
 
     def __init__(self, inner_id: str, error: BaseException) -> None:
-        super().__init__(f"inner subscription {inner_id!r}: {type(error).__name__}: {error}")
+        super().__init__(f"inner subscription {inner_id!r}: {type(error).__name__}: {error_text(error)}")
         self.inner_id = inner_id
         self.error = error
 
@@ -110,7 +111,7 @@ class UnstorableOutputError(EngineError, TypeError):
     subscription stops; the message names it and the output's sequence number."""
 
     def __init__(self, subscription: str, seq: int, error: BaseException) -> None:
-        super().__init__(f"subscription {subscription!r}: output #{seq} cannot be stored: {error}")
+        super().__init__(f"subscription {subscription!r}: output #{seq} cannot be stored: {error_text(error)}")
         self.subscription = subscription
         self.seq = seq
 
@@ -121,7 +122,7 @@ class UnstorableStateError(EngineError, TypeError):
 
     def __init__(self, subscription: str, unit: str, error: BaseException) -> None:
         where = "" if unit == subscription else f" (inner subscription {unit!r})"
-        super().__init__(f"subscription {subscription!r}{where}: its state cannot be saved: {error}")
+        super().__init__(f"subscription {subscription!r}{where}: its state cannot be saved: {error_text(error)}")
         self.subscription = subscription
         self.unit = unit
 
@@ -133,8 +134,8 @@ class OutputDivergenceError(EngineError):
 
     def __init__(self, subscription: str, seq: int, stored: object, produced: object) -> None:
         super().__init__(
-            f"subscription {subscription!r}: the replay produced output #{seq} = {produced!r:.60}, but the durable "
-            f"sink holds #{seq} = {stored!r:.60}"
+            f"subscription {subscription!r}: the replay produced output #{seq} = {shown(produced)[:60]}, but the "
+            f"durable sink holds #{seq} = {shown(stored)[:60]}"
         )
         self.subscription = subscription
         self.seq = seq
@@ -147,7 +148,7 @@ class QueryFailedError(EngineError):
 
     def __init__(self, subscription: str, unit: str, error: BaseException) -> None:
         where = "" if unit == subscription else f" (inner subscription {unit!r})"
-        super().__init__(f"subscription {subscription!r}{where} failed: {type(error).__name__}: {error}")
+        super().__init__(f"subscription {subscription!r}{where} failed: {type(error).__name__}: {error_text(error)}")
         self.subscription = subscription
         self.unit = unit
         self.__cause__ = error

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from reaqtive.core.describe import error_text as describe_error
 from reaqtive.core.error_policy import NO_ELEMENT, ErrorContext
 from reaqtive.core.operator import OperatorBase
 from reaqtive.engine.engine_errors import EngineError
@@ -92,7 +93,7 @@ def error_name(error: BaseException) -> str:
 
 def error_text(error: BaseException) -> str:
     """The message of a user's error (as recorded, for one read back from a FAILED record)."""
-    return error.message if isinstance(error, RecordedError) else str(error)
+    return error.message if isinstance(error, RecordedError) else describe_error(error)
 
 
 class SubscriptionFailedError(EngineError):
@@ -135,8 +136,8 @@ class SubscriptionPolicy:
         position = engine.position_of(unit)
         path = engine.path_of(unit, operator)
         name = str(getattr(operator, "name", type(operator).__name__))
-        failure = ElementFailure(self.uri, unit, name, path, position, type(error).__name__, str(error)[:1000],
-                                 _short_traceback(error), element)
+        failure = ElementFailure(self.uri, unit, name, path, position, type(error).__name__,
+                                 describe_error(error)[:1000], _short_traceback(error), element)
         skip = self._decision(error, failure)
         if skip:
             engine.element_skipped(failure)

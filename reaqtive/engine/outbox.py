@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from typing import Final, Protocol, runtime_checkable
 
+from reaqtive.core.describe import error_text
 from reaqtive.engine.egress import Output
 from reaqtive.engine.engine_errors import EngineError
 
@@ -76,7 +77,8 @@ class ObserverFailedError(EngineError):
     def __init__(self, subscription: str, observer: str, seq: int, attempts: int, error: BaseException) -> None:
         super().__init__(
             f"subscription {subscription!r}: observer {observer!r} raised on output #{seq} {attempts} times in a "
-            f"row ({type(error).__name__}: {error}); the subscription was stopped and its undelivered outputs kept"
+            f"row ({type(error).__name__}: {error_text(error)}); the subscription was stopped and its undelivered "
+            "outputs kept"
         )
         self.subscription = subscription
         self.observer = observer
@@ -104,6 +106,7 @@ class Outbox:
         "_closed",
         "_courier",
         "_delivering",
+        "_failing_upto",
         "_function",
         "_guard",
         "_last_error",
@@ -145,6 +148,7 @@ class Outbox:
         """The highest sequence number the observer received (``-1``: none)."""
         self._newest = delivered
         self._attempts = 0
+        self._failing_upto = -1  # the last output the failures in a row may be on (a failed batch: its last)
         self._next_attempt = 0.0
         self._last_error: BaseException | None = None
         self._singles_upto = -1  # the last output of a batch that failed: up to it, one output at a time
@@ -210,13 +214,17 @@ class Outbox:
             try:
                 self._batch(batch)
             except Exception:
-                self._singles_upto = batch[-1].seq
+                self._singles_upto = self._failing_upto = batch[-1].seq
                 raise
             self._taken(len(batch), batch[-1].seq)
             return
         function = self._function
         for output in batch:
-            function(output)
+            try:
+                function(output)
+            except Exception:
+                self._failing_upto = output.seq
+                raise
             self._taken(1, output.seq)
 
     def _taken(self, count: int, last_seq: int) -> None:
@@ -225,6 +233,8 @@ class Outbox:
             for _ in range(count):
                 popleft()
             self.delivered = last_seq
+            if last_seq >= self._failing_upto:  # the output that failed got through: a new row starts
+                self._attempts = 0
             self._guard.notify_all()
 
     def _failed(self, output: Output, error: Exception) -> ObserverFailedError | None:

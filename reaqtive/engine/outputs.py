@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from itertools import repeat
 from typing import Any, Final
 
+from reaqtive.core.describe import error_text
 from reaqtive.engine.counters import OutputCounter
 from reaqtive.engine.database import EngineStore, OutputChunks, array_entries, chunk_outputs
 from reaqtive.engine.egress import Output, OutputWriter
@@ -262,7 +263,7 @@ def _unstorable(uri: str, seq: int, value: object, error: Exception) -> Unstorab
         DEFAULT_CODEC.encode(value)
     except StateEncodeError as encode_error:
         return UnstorableOutputError(uri, seq, encode_error)
-    return UnstorableOutputError(uri, seq, StateEncodeError(f"cannot save {type(value).__name__}: {error}"))
+    return UnstorableOutputError(uri, seq, StateEncodeError(f"cannot save {type(value).__name__}: {error_text(error)}"))
 
 
 def same_value(stored: object, produced: object) -> bool:

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from reaqtive.core.context import OperatorContext
+from reaqtive.core.describe import error_text
 from reaqtive.core.error_policy import ERROR_POLICY_SETTING
 from reaqtive.core.operator import OperatorBase
 from reaqtive.core.streams import LONG_MAX, Subscription
@@ -632,7 +633,8 @@ class Running:
         """Subscription ``uri`` stopped with an error of its query (its policy said stop): it is FAILED, visibly
         (its record says so, also after a restart, until restart_subscription), stopped as of its last checkpoint."""
         failure = error.failure
-        detail = {"error_type": type(error.error).__name__, "message": str(error.error)[:1000], "pos": error.position,
+        detail = {"error_type": type(error.error).__name__, "message": error_text(error.error)[:1000],
+                  "pos": error.position,
                   "at": datetime.now(UTC).isoformat()}
         if failure is not None:
             detail.update(unit=failure.unit, operator=failure.operator, path=failure.path,

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
+from reaqtive.core.describe import error_text
 from reaqtive.engine.engine_errors import SchemaValidationError
 
 __all__ = ["Schema", "make_schema", "validation_problems"]
@@ -141,8 +142,8 @@ def validation_problems(error: BaseException) -> list[tuple[str | None, str]]:
     if type(error).__module__.startswith("msgspec"):
         return [_msgspec_problem(str(error))]
     if isinstance(error, KeyError) and len(error.args) == 1:
-        return [(str(error.args[0]), f"{type(error).__name__}: {error}")]
-    return [(None, f"{type(error).__name__}: {error}")]
+        return [(str(error.args[0]), f"{type(error).__name__}: {error_text(error)}")]
+    return [(None, f"{type(error).__name__}: {error_text(error)}")]
 
 
 def _dotted(location: object) -> str | None:

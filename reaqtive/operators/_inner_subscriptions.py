@@ -41,6 +41,7 @@ from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar
 
 from reaqtive.core.context import HigherOrderEnvironment, OperatorContext
+from reaqtive.core.describe import shown
 from reaqtive.core.errors import LimitExceededError
 from reaqtive.core.expression import InnerStreamNode, inner_stream_from_reference
 from reaqtive.core.operator import FieldReader, StateReader, StateWriter, Version
@@ -55,7 +56,6 @@ from reaqtive.core.streams import (
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.core.visitors import initialize
-from reaqtive.operators._describe import shown
 from reaqtive.operators._emitter import (
     COMPLETE,
     DEFAULT_QUEUE_SIZE,

@@ -17,6 +17,7 @@ from reaqtive.core.arguments import (
 )
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
+from reaqtive.core.describe import error_text, shown
 from reaqtive.core.errors import LimitExceededError, ObjectDisposedError
 from reaqtive.core.expression import Expression, GroupedStreamNode, InnerStreamNode, OperatorCall, new_grouped_stream
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -25,7 +26,6 @@ from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.core.subjects import MultiSubject
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators._describe import error_text, shown
 from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators._timing import add_safe
 from reaqtive.operators.settings import MAX_GROUP_COUNT, UNLIMITED, read_limit

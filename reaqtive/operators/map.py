@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
+from reaqtive.core.describe import shown
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators._describe import shown
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators.keyed_steps import KeyedStep, TemplateStep, register_keyed_step
 from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
 from reaqtive.core.arguments import ArgsRecord, arguments
+from reaqtive.core.describe import shown
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
-from reaqtive.operators._describe import shown
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators._seed import NO_SEED  # shared with the fluent methods' defaults
 from reaqtive.operators.keyed_steps import KeyedStep, TemplateStep, is_immutable_value, register_keyed_step

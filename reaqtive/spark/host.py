@@ -43,6 +43,7 @@ from typing import Any, Final, NamedTuple
 
 import msgpack
 
+from reaqtive.core.describe import error_text
 from reaqtive.core.errors import ReaqtiveError
 from reaqtive.core.streams import LONG_MAX, Subscription
 from reaqtive.core.subjects import OverflowPolicy, SimpleSubject
@@ -458,7 +459,7 @@ class KeyRun:
     def _fault(self, error: BaseException) -> None:
         record = self._record
         if record.ended is None:
-            text = f"{type(error).__name__}: {error}"
+            text = f"{type(error).__name__}: {error_text(error)}"
             record.ended = "error: " + text
             self._outputs.append(OutputRow(self._key, record.outputs, self._clock.clock, None, text))
             record.outputs += 1

@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from reaqtive.core.context import OperatorContext
+from reaqtive.core.describe import error_text
 from reaqtive.core.expression import is_expression
 from reaqtive.core.scheduler_interface import utc
 from reaqtive.core.subscribable import Subscribable
@@ -363,7 +364,7 @@ class KeyTable:
         if isinstance(error, StepOperatorError):
             error = error.error  # the operator's own error (a limit, no elements), as the instance form signals it
         if record[_ENDED] is None:
-            text = f"{type(error).__name__}: {error}"
+            text = f"{type(error).__name__}: {error_text(error)}"
             record[_ENDED] = "error: " + text
             self._outputs.append((record[_CLOCK], None, text))
             record[_OUTPUTS] += 1

@@ -13,8 +13,6 @@ import operator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
-
 from reaqtive import Query
 from reaqtive.engine import Engine, FunctionRegistry
 
@@ -77,15 +75,8 @@ def test_an_element_without_a_repr_is_skipped_as_a_dead_letter(tmp_path: Path) -
     engine.close()
 
 
-XFAIL = pytest.mark.xfail(strict=True, reason=(
-    "reaqtive/engine/failures.py: the engine's policy (skips(), line ~138) and error_text() (line ~95, used by "
-    "SubscriptionFailedError.__init__) call str(error) on the user's exception; when its __str__ raises, that "
-    "RuntimeError escapes the error policy and becomes a fault (QueryFailedError, STOPPED): a skip is not "
-    "skipped, a stop is not FAILED. Fix: describe errors through one helper that falls back to "
-    "'<unprintable ...>' as traceback does."))
 
 
-@XFAIL
 def test_a_speechless_error_under_skip_is_a_dead_letter_and_the_query_goes_on(tmp_path: Path) -> None:
     engine = run(tmp_path / "s.db", Query.stream("a").map(speechless_on_1), "skip", [2, 1, 3])
     assert engine.subscription_status("q").state.value == "running"
@@ -95,7 +86,6 @@ def test_a_speechless_error_under_skip_is_a_dead_letter_and_the_query_goes_on(tm
     engine.close()
 
 
-@XFAIL
 def test_a_speechless_error_under_stop_fails_the_query_visibly(tmp_path: Path) -> None:
     engine = run(tmp_path / "s.db", Query.stream("a").map(speechless_on_1), "stop", [2, 1, 3])
     assert engine.subscription_status("q").state.value == "failed"
@@ -120,13 +110,6 @@ class OnceEach:
         self.got.append(seq)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "reaqtive/engine/outbox.py, Outbox.deliver/_write/_failed: the attempts counter is reset only when a whole "
-    "batch got through (after _write returns). Output by output, an output taken before the next one raises "
-    "(_taken) does not reset it, so one refusal on each of observer_retries different outputs, with progress "
-    "between them, stops the subscription with ObserverFailedError, which the docs define as failures in a "
-    "row (Outbox.attempts: 'failed attempts in a row on the first waiting output'). Fix: reset _attempts in "
-    "_taken (or count per first waiting seq)."))
 def test_an_observer_that_refuses_each_output_once_gets_every_output(tmp_path: Path) -> None:
     observer = OnceEach()
     registry = functions()

@@ -184,7 +184,7 @@ OBSERVED = {"observed-sum": Query.stream("b").merge(Query.stream("c")).scan(0, o
 """Subscriptions whose outputs go to the observer function ``collect``."""
 OPTIONS: dict[str, Any] = {"start": T0, "observer_backoff": 0.0, "observer_retries": 1_000}
 """(Retries without end: the flaky observer refuses many outputs once each, and the outbox counts those refusals as
-failures in a row even when outputs got through between them: see test_adversarial_errors, the xfail on
+failures in a row even when outputs got through between them: see test_adversarial_errors, on
 reaqtive/engine/outbox.py.)"""
 UPDATED = Query.stream("a").scan(0, operator.add).map(inverse)
 """What an update puts in place of a sum over ``a`` (its scan's state moves; the map raises on a sum of 0)."""

@@ -149,6 +149,30 @@ def test_a_failed_batch_is_offered_output_by_output_and_the_failure_names_the_ou
         assert recorder.received() == [(i, 2 * i) for i in range(10)]
 
 
+class RefuseEachOnce(BatchRecorder):
+    """Refuses every batch or output holding a value in ``refuse`` once, then takes it."""
+
+    def write_batch(self, outputs: Sequence[Output]) -> None:
+        refused = {output.value for output in outputs} & self.refuse
+        if refused:
+            self.refuse = self.refuse - refused
+            raise ValueError("refused once")
+        self.batches.append(list(outputs))
+
+
+def test_failures_in_a_row_restart_once_the_output_that_failed_got_through(path: Path) -> None:
+    # Each of three batches is refused once, with everything before it delivered in between: never two
+    # failures in a row, so observer_retries=2 never stops the subscription.
+    recorder = RefuseEachOnce(refuse=frozenset({2 * 3, 2 * 13, 2 * 23}))
+    with open_engine(path, recorder, observer_retries=2) as engine:
+        for first in (0, 10, 20):
+            engine.append_many("s", [(i, at(i)) for i in range(first, first + 10)])
+            engine.process()
+            engine.process()
+        assert engine.faults == []
+        assert recorder.received() == [(i, 2 * i) for i in range(30)]
+
+
 def test_in_running_mode_an_observer_that_keeps_failing_stops_its_subscription_alone(path: Path) -> None:
     recorder = BatchRecorder(refuse=frozenset({2 * 3}))
     engine = open_engine(path, recorder, observer_retries=2)
