@@ -30,6 +30,7 @@ from reaqtive.engine.expressions import FunctionRegistry
 from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_steps import keyed_execution_enabled
 from reaqtive.spark._columns import key_type, prepare
+from reaqtive.spark.batch_hash import hash_aggregable, run_hashed
 from reaqtive.spark.batch_windows import plan_windows, run_windows
 from reaqtive.spark.host import KeyedQuery, OutputRow, run_key, run_table_record
 from reaqtive.spark.processor import output_frame
@@ -73,8 +74,10 @@ def run_batch(
     * ``partitions``: how many partitions (Python calls) share the keys (default:
       ``spark.sql.shuffle.partitions``).
     * ``vectorised``: a tumbling ``aggregate_by_key`` of a built-in aggregate over fields (and a ``sequence``)
-      runs over plain columns, no per-key query (:mod:`reaqtive.spark.batch_windows`: the same rows); ``False``:
-      every event goes through the per-key path, as for any other query.
+      runs without a per-key query, with the same rows: ``count``, ``min``, ``max`` and integer sums and averages
+      aggregated in the JVM (:mod:`reaqtive.spark.batch_hash`), floating-point sums and averages folded in event
+      order over plain columns (:mod:`reaqtive.spark.batch_windows`); ``False``: every event goes through the
+      per-key path, as for any other query.
     """
     if until is not None and until.tzinfo is None:
         raise ValueError(f"until must be timezone-aware, got {until}")
@@ -87,6 +90,10 @@ def run_batch(
                        value_format, table=keyed_execution_enabled())
     plan = plan_windows(keyed, events, key=key, time=time, value=value, sequence=sequence,
                         value_format=value_format) if vectorised and keyed_execution_enabled() else None
+    if plan is not None and sequence is not None and hash_aggregable(plan):
+        outputs = run_hashed(events, plan, key=key, key_type=key_type(events, key), time=time, sequence=sequence,
+                             until=folder.until, complete=complete, partitions=count, value_format=value_format)
+        return outputs.select("key", "seq", F.timestamp_micros("time_us").alias("time"), "value", "error")
     if plan is not None and sequence is not None:
         outputs = run_windows(events, plan, folder, key=key, key_type=key_type(events, key), time=time,
                               sequence=sequence, until=folder.until, complete=complete, partitions=count,
