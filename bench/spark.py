@@ -103,8 +103,20 @@ def reading(event: Any) -> Any:
 SENSOR_FUNCTIONS = {"no_key": no_key, "reading": reading}
 
 
+AGGREGATES = ("average", "count", "max", "min", "sum")
+AGGREGATE = "average"  # --aggregate: the README's average (a float average folds in event order in run_batch)
+
+
 def per_sensor_query() -> Query[Any]:
-    return Query.stream("sensors").aggregate_by_key(no_key, Tumbling(timedelta(minutes=1)), "average", reading)
+    return Query.stream("sensors").aggregate_by_key(no_key, Tumbling(timedelta(minutes=1)), AGGREGATE, reading)
+
+
+def native_aggregate() -> Any:
+    """Native Spark's aggregate of ``reading`` for ``AGGREGATE``, as a double (the rows compare as numbers)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    function = {"average": F.avg, "count": F.count, "max": F.max, "min": F.min, "sum": F.sum}[AGGREGATE]
+    return function("reading").cast("double").alias("average")
 
 
 # -- data -----------------------------------------------------------------------------------------------------------
@@ -156,11 +168,16 @@ class BatchRun:
 
 
 def plain_averages(events: Sequence[SensorEvent], until_us: int) -> tuple[float, set[Row]]:
-    """Per sensor, the average of each minute's readings, the minute closed by the sensor's next minute or, at
-    the end, by ``until_us`` (the rows a stream emits): seconds and rows."""
+    """Per sensor, the ``AGGREGATE`` (by default the average) of each minute's readings, the minute closed by the
+    sensor's next minute or, at the end, by ``until_us`` (the rows a stream emits): seconds and rows."""
+    step = {"average": add, "sum": add, "count": add, "max": max, "min": min}[AGGREGATE]
+
+    def result(acc: float, count: int) -> float:
+        return acc / count if AGGREGATE == "average" else float(count) if AGGREGATE == "count" else acc
+
     started = time.perf_counter()
     open_minute: dict[str, int] = {}
-    sums: dict[str, float] = {}
+    accs: dict[str, float] = {}
     counts: dict[str, int] = {}
     rows: set[Row] = set()
     for sensor, when, _, value in events:
@@ -168,15 +185,16 @@ def plain_averages(events: Sequence[SensorEvent], until_us: int) -> tuple[float,
         current = open_minute.get(sensor)
         if current != minute:
             if current is not None:
-                rows.add((sensor, current * MINUTE_US, round(sums[sensor] / counts[sensor], 9)))
+                rows.add((sensor, current * MINUTE_US, round(result(accs[sensor], counts[sensor]), 9)))
             open_minute[sensor] = minute
-            sums[sensor] = 0.0
-            counts[sensor] = 0
-        sums[sensor] += value
+            accs[sensor] = value
+            counts[sensor] = 1
+            continue
+        accs[sensor] = step(accs[sensor], value)
         counts[sensor] += 1
     for sensor, minute in open_minute.items():
         if (minute + 1) * MINUTE_US <= until_us:
-            rows.add((sensor, minute * MINUTE_US, round(sums[sensor] / counts[sensor], 9)))
+            rows.add((sensor, minute * MINUTE_US, round(result(accs[sensor], counts[sensor]), 9)))
     return time.perf_counter() - started, rows
 
 
@@ -212,7 +230,7 @@ def native_stream(spark: Any, files: Path, scratch: Path) -> StreamRun:
 
     events = spark.readStream.schema(SENSOR_SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files))
     averages = (events.withWatermark("at", "0 milliseconds").groupBy("sensor", F.window("at", "1 minute"))
-                .agg(F.avg("reading").alias("average")))
+                .agg(native_aggregate()))
     started = time.perf_counter()
     running = (averages.writeStream.format("parquet").outputMode("append").option("path", str(scratch / "out"))
                .option("checkpointLocation", str(scratch / "ckpt")).trigger(availableNow=True).start())
@@ -244,7 +262,7 @@ def native_batch(spark: Any, files: Path, scratch: Path, until_us: int) -> Batch
 
     started = time.perf_counter()
     (spark.read.schema(SENSOR_SCHEMA).parquet(str(files)).groupBy("sensor", F.window("at", "1 minute"))
-     .agg(F.avg("reading").alias("average")).write.parquet(str(scratch / "out")))
+     .agg(native_aggregate()).write.parquet(str(scratch / "out")))
     seconds = time.perf_counter() - started
     # Native batch has every window, the last open ones too; the comparison takes those the watermark closes.
     closed = {row for row in native_rows(spark, scratch / "out") if row[1] + MINUTE_US <= until_us}
@@ -705,6 +723,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="native (default): reaqtive against native Spark on per-sensor one-minute averages; "
                              "totals: the acceptance query through a plain loop, the embedded engine, run_stream "
                              "and run_batch")
+    parser.add_argument("--aggregate", choices=AGGREGATES, default="average",
+                        help="native: the per-sensor window aggregate, both sides (default: average, the README's; "
+                             "run_batch aggregates count, max and min in the JVM, a float sum or average in order)")
     parser.add_argument("--events", type=int, help="events per key count")
     parser.add_argument("--keys", type=key_counts, help="key counts, separated by commas (one run each)")
     parser.add_argument("--batches", type=int, help="input files, one per micro-batch")
@@ -718,6 +739,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conf", type=setting, action="append", default=[], metavar="NAME=VALUE",
                         help="with --master: a Spark setting (repeatable)")
     args = parser.parse_args(argv)
+    global AGGREGATE  # noqa: PLW0603  (the query functions read it; one bench run, one aggregate)
+    AGGREGATE = args.aggregate
     events, keys, batches, buckets = DEFAULTS[args.only]
     args.events = args.events or events
     args.keys = args.keys or keys

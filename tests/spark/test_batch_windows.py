@@ -127,6 +127,11 @@ SETTINGS = settings(max_examples=5, deadline=None, suppress_health_check=[Health
             ("b", T0, 3, "q", None, None), ("b", T0 + timedelta(seconds=90), 4, "q", 2.0, 7)],
     key="kind", kind="average", value="n", until=None, complete=True,
 ).via("hash path: nulls")
+@example(  # the hash path: sequence numbers that do not fit beside the time (ordered as decimals), ties in time
+    events=[("a", T0, 2**62, "q", -0.0, 5), ("a", T0, 7, "p", 0.0, 1), ("a", T0, -(2**62), "p", 2.0, 2),
+            ("a", T0 + timedelta(seconds=1), 3, "q", 0.0, 3)],
+    key="kind", kind="min", value="x", until=600, complete=False,
+).via("hash path: wide sequence numbers")
 def test_the_window_path_gives_the_per_key_paths_rows(  # noqa: PLR0917  (hypothesis passes them by name)
     spark: SparkSession, events: list[Event], key: str, kind: str, value: str, until: int | None, complete: bool
 ) -> None:
