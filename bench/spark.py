@@ -105,6 +105,7 @@ SENSOR_FUNCTIONS = {"no_key": no_key, "reading": reading}
 
 AGGREGATES = ("average", "count", "max", "min", "sum")
 AGGREGATE = "average"  # --aggregate: the README's average (a float average folds in event order in run_batch)
+PRE_AGGREGATE = False  # --pre-aggregate: run_batch(pre_aggregate=True) (count, max, min aggregate in the JVM)
 
 
 def per_sensor_query() -> Query[Any]:
@@ -275,7 +276,7 @@ def reaqtive_batch(spark: Any, files: Path, scratch: Path, until: datetime) -> B
     started = time.perf_counter()
     events = spark.read.schema(SENSOR_SCHEMA).parquet(str(files))
     outputs = run_batch(events, per_sensor_query(), key="sensor", time="at", sequence="seq", value=["reading"],
-                        until=until, functions=SENSOR_FUNCTIONS)
+                        until=until, functions=SENSOR_FUNCTIONS, pre_aggregate=PRE_AGGREGATE)
     outputs.write.parquet(str(scratch / "out"))
     seconds = time.perf_counter() - started
     rows, errors = reaqtive_rows(spark, scratch / "out")
@@ -725,7 +726,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "and run_batch")
     parser.add_argument("--aggregate", choices=AGGREGATES, default="average",
                         help="native: the per-sensor window aggregate, both sides (default: average, the README's; "
-                             "run_batch aggregates count, max and min in the JVM, a float sum or average in order)")
+                             "with --pre-aggregate run_batch aggregates count, max and min in the JVM)")
+    parser.add_argument("--pre-aggregate", action="store_true",
+                        help="native: run_batch(pre_aggregate=True): count, max, min aggregated in the JVM")
     parser.add_argument("--events", type=int, help="events per key count")
     parser.add_argument("--keys", type=key_counts, help="key counts, separated by commas (one run each)")
     parser.add_argument("--batches", type=int, help="input files, one per micro-batch")
@@ -739,8 +742,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conf", type=setting, action="append", default=[], metavar="NAME=VALUE",
                         help="with --master: a Spark setting (repeatable)")
     args = parser.parse_args(argv)
-    global AGGREGATE  # noqa: PLW0603  (the query functions read it; one bench run, one aggregate)
-    AGGREGATE = args.aggregate
+    global AGGREGATE, PRE_AGGREGATE  # (the runs read them; one bench run, one aggregate)
+    AGGREGATE, PRE_AGGREGATE = args.aggregate, args.pre_aggregate
     events, keys, batches, buckets = DEFAULTS[args.only]
     args.events = args.events or events
     args.keys = args.keys or keys

@@ -63,6 +63,10 @@ def both(spark: SparkSession, events: list[Event], *, key: str, kind: str, value
                         sequence="seq", value_format="json") is not None  # the window path runs
     fast = rows(run_batch(frame, the_query, **arguments))
     per_key = rows(run_batch(frame, the_query, vectorised=False, **arguments))
+    plan = plan_windows(KeyedQuery.of(the_query, FUNCTIONS), frame, key="key", time="at", value=None,
+                        sequence="seq", value_format="json")
+    if plan is not None and hash_aggregable(plan):  # the hash path's rows too
+        assert rows(run_batch(frame, the_query, pre_aggregate=True, **arguments)) == per_key
     return fast, per_key
 
 
@@ -146,7 +150,7 @@ def test_the_window_path_gives_the_per_key_paths_rows(  # noqa: PLR0917  (hypoth
 def test_the_window_path_gives_the_engines_rows(spark: SparkSession, tmp_path: Path, kind: str, value: str) -> None:
     """Against the embedded engine itself (Query.stream.group_by(key).flat_map(query)), to its final clock: the
     rows and their JSON (the rows' times are the per-key path's: the test above); a float sum folds in order, a
-    float maximum and an integer average are aggregated in the JVM."""
+    float maximum and an integer average are aggregated in the JVM (``pre_aggregate``)."""
     from reaqtive.engine import Engine
     from reaqtive.engine.expressions import FunctionRegistry
     from reaqtive.spark import embedded_query
@@ -177,7 +181,8 @@ def test_the_window_path_gives_the_engines_rows(spark: SparkSession, tmp_path: P
             expected.append((key, seqs[key], canonical_json(row)))
     frame = spark.createDataFrame(events, SCHEMA)
     found = [(row.key, row.seq, row.value) for row in run_batch(
-        frame, the_query, key="key", time="at", sequence="seq", until=until, functions=FUNCTIONS).collect()]
+        frame, the_query, key="key", time="at", sequence="seq", until=until, functions=FUNCTIONS,
+        pre_aggregate=kind != "sum").collect()]
     assert sorted(found) == sorted(expected)
     assert len(expected) > 20
 
@@ -275,6 +280,6 @@ def test_the_hash_path_refuses_an_event_without_a_time(spark: SparkSession) -> N
     """A null time cannot be ordered: the job fails naming the key (the per-key path fails on it too)."""
     events: list[Event] = [("a", T0, 1, "p", 1.0, 1), ("b", None, 2, "p", 2.0, 2)]  # type: ignore[list-item]
     outputs = run_batch(spark.createDataFrame(events, SCHEMA), query("one", "max", "x"), key="key", time="at",
-                        sequence="seq", functions=FUNCTIONS)
+                        sequence="seq", functions=FUNCTIONS, pre_aggregate=True)
     with pytest.raises(Exception, match="key 'b' has an event with a null time or sequence number"):
         outputs.collect()
