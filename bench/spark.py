@@ -21,6 +21,10 @@ session (local[2]):
 * **run_batch**: the reaqtive query on all the files at once (``until`` the stream's final watermark), to Parquet;
 * **plain loop**: the same per-sensor, per-minute averages in dicts (the floor any engine is measured against).
 
+``--aggregate count|max|min|sum`` measures another aggregate on every side (the average is the README's);
+``--pre-aggregate`` runs ``run_batch(pre_aggregate=True)``, which aggregates ``count``, ``max`` and ``min`` in the
+JVM before the shuffle (docs/spark.md, "Batch: backfill and replay").
+
 The runs are interleaved (native stream, run_stream, native stream, run_stream, ...; then the batches alike), each
 on a fresh output and checkpoint; a side's figure is the best of its ``--repeat`` runs. A streaming run's figure is
 the median of its batches' ``triggerExecution`` (batches with input rows). The table at the end gives the ratios to

@@ -24,9 +24,11 @@ order:
   operand types; the error's text is made by running that operation. A window of one null value closes as the
   stage closes it (``sum``, ``min``, ``max``: a null; ``average``: the error of ``None / 1``).
 
-Floating-point sums and averages are not here: their last bits depend on the order of additions (docs/spark.md,
-"The batch path"); they take the sorted window path. A null time or sequence number is refused with
-:class:`ValueError` (their events have no order; the per-key path fails on them too, or orders them by chance).
+It runs with ``run_batch(..., pre_aggregate=True)``: it pays when windows hold many events and costs more than the
+sorted window path when they hold few (docs/spark.md, "Batch: backfill and replay"). Floating-point sums and
+averages are not here: their last bits depend on the order of additions; they take the sorted window path. A null
+time or sequence number is refused with :class:`ValueError` (their events have no order; the per-key path fails on
+them too, or orders them by chance).
 """
 
 from __future__ import annotations
