@@ -21,6 +21,10 @@ session (local[2]):
 * **run_batch**: the reaqtive query on all the files at once (``until`` the stream's final watermark), to Parquet;
 * **plain loop**: the same per-sensor, per-minute averages in dicts (the floor any engine is measured against).
 
+``--aggregate count|max|min|sum`` measures another aggregate on every side (the average is the README's);
+``--pre-aggregate`` runs ``run_batch(pre_aggregate=True)``, which aggregates ``count``, ``max`` and ``min`` in the
+JVM before the shuffle (docs/spark.md, "Batch: backfill and replay").
+
 The runs are interleaved (native stream, run_stream, native stream, run_stream, ...; then the batches alike), each
 on a fresh output and checkpoint; a side's figure is the best of its ``--repeat`` runs. A streaming run's figure is
 the median of its batches' ``triggerExecution`` (batches with input rows). The table at the end gives the ratios to
@@ -103,8 +107,21 @@ def reading(event: Any) -> Any:
 SENSOR_FUNCTIONS = {"no_key": no_key, "reading": reading}
 
 
+AGGREGATES = ("average", "count", "max", "min", "sum")
+AGGREGATE = "average"  # --aggregate: the README's average (a float average folds in event order in run_batch)
+PRE_AGGREGATE = False  # --pre-aggregate: run_batch(pre_aggregate=True) (count, max, min aggregate in the JVM)
+
+
 def per_sensor_query() -> Query[Any]:
-    return Query.stream("sensors").aggregate_by_key(no_key, Tumbling(timedelta(minutes=1)), "average", reading)
+    return Query.stream("sensors").aggregate_by_key(no_key, Tumbling(timedelta(minutes=1)), AGGREGATE, reading)
+
+
+def native_aggregate() -> Any:
+    """Native Spark's aggregate of ``reading`` for ``AGGREGATE``, as a double (the rows compare as numbers)."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    function = {"average": F.avg, "count": F.count, "max": F.max, "min": F.min, "sum": F.sum}[AGGREGATE]
+    return function("reading").cast("double").alias("average")
 
 
 # -- data -----------------------------------------------------------------------------------------------------------
@@ -156,11 +173,16 @@ class BatchRun:
 
 
 def plain_averages(events: Sequence[SensorEvent], until_us: int) -> tuple[float, set[Row]]:
-    """Per sensor, the average of each minute's readings, the minute closed by the sensor's next minute or, at
-    the end, by ``until_us`` (the rows a stream emits): seconds and rows."""
+    """Per sensor, the ``AGGREGATE`` (by default the average) of each minute's readings, the minute closed by the
+    sensor's next minute or, at the end, by ``until_us`` (the rows a stream emits): seconds and rows."""
+    step = {"average": add, "sum": add, "count": add, "max": max, "min": min}[AGGREGATE]
+
+    def result(acc: float, count: int) -> float:
+        return acc / count if AGGREGATE == "average" else float(count) if AGGREGATE == "count" else acc
+
     started = time.perf_counter()
     open_minute: dict[str, int] = {}
-    sums: dict[str, float] = {}
+    accs: dict[str, float] = {}
     counts: dict[str, int] = {}
     rows: set[Row] = set()
     for sensor, when, _, value in events:
@@ -168,15 +190,16 @@ def plain_averages(events: Sequence[SensorEvent], until_us: int) -> tuple[float,
         current = open_minute.get(sensor)
         if current != minute:
             if current is not None:
-                rows.add((sensor, current * MINUTE_US, round(sums[sensor] / counts[sensor], 9)))
+                rows.add((sensor, current * MINUTE_US, round(result(accs[sensor], counts[sensor]), 9)))
             open_minute[sensor] = minute
-            sums[sensor] = 0.0
-            counts[sensor] = 0
-        sums[sensor] += value
+            accs[sensor] = value
+            counts[sensor] = 1
+            continue
+        accs[sensor] = step(accs[sensor], value)
         counts[sensor] += 1
     for sensor, minute in open_minute.items():
         if (minute + 1) * MINUTE_US <= until_us:
-            rows.add((sensor, minute * MINUTE_US, round(sums[sensor] / counts[sensor], 9)))
+            rows.add((sensor, minute * MINUTE_US, round(result(accs[sensor], counts[sensor]), 9)))
     return time.perf_counter() - started, rows
 
 
@@ -212,7 +235,7 @@ def native_stream(spark: Any, files: Path, scratch: Path) -> StreamRun:
 
     events = spark.readStream.schema(SENSOR_SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files))
     averages = (events.withWatermark("at", "0 milliseconds").groupBy("sensor", F.window("at", "1 minute"))
-                .agg(F.avg("reading").alias("average")))
+                .agg(native_aggregate()))
     started = time.perf_counter()
     running = (averages.writeStream.format("parquet").outputMode("append").option("path", str(scratch / "out"))
                .option("checkpointLocation", str(scratch / "ckpt")).trigger(availableNow=True).start())
@@ -244,7 +267,7 @@ def native_batch(spark: Any, files: Path, scratch: Path, until_us: int) -> Batch
 
     started = time.perf_counter()
     (spark.read.schema(SENSOR_SCHEMA).parquet(str(files)).groupBy("sensor", F.window("at", "1 minute"))
-     .agg(F.avg("reading").alias("average")).write.parquet(str(scratch / "out")))
+     .agg(native_aggregate()).write.parquet(str(scratch / "out")))
     seconds = time.perf_counter() - started
     # Native batch has every window, the last open ones too; the comparison takes those the watermark closes.
     closed = {row for row in native_rows(spark, scratch / "out") if row[1] + MINUTE_US <= until_us}
@@ -257,7 +280,7 @@ def reaqtive_batch(spark: Any, files: Path, scratch: Path, until: datetime) -> B
     started = time.perf_counter()
     events = spark.read.schema(SENSOR_SCHEMA).parquet(str(files))
     outputs = run_batch(events, per_sensor_query(), key="sensor", time="at", sequence="seq", value=["reading"],
-                        until=until, functions=SENSOR_FUNCTIONS)
+                        until=until, functions=SENSOR_FUNCTIONS, pre_aggregate=PRE_AGGREGATE)
     outputs.write.parquet(str(scratch / "out"))
     seconds = time.perf_counter() - started
     rows, errors = reaqtive_rows(spark, scratch / "out")
@@ -705,6 +728,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="native (default): reaqtive against native Spark on per-sensor one-minute averages; "
                              "totals: the acceptance query through a plain loop, the embedded engine, run_stream "
                              "and run_batch")
+    parser.add_argument("--aggregate", choices=AGGREGATES, default="average",
+                        help="native: the per-sensor window aggregate, both sides (default: average, the README's; "
+                             "with --pre-aggregate run_batch aggregates count, max and min in the JVM)")
+    parser.add_argument("--pre-aggregate", action="store_true",
+                        help="native: run_batch(pre_aggregate=True): count, max, min aggregated in the JVM")
     parser.add_argument("--events", type=int, help="events per key count")
     parser.add_argument("--keys", type=key_counts, help="key counts, separated by commas (one run each)")
     parser.add_argument("--batches", type=int, help="input files, one per micro-batch")
@@ -718,6 +746,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conf", type=setting, action="append", default=[], metavar="NAME=VALUE",
                         help="with --master: a Spark setting (repeatable)")
     args = parser.parse_args(argv)
+    global AGGREGATE, PRE_AGGREGATE  # (the runs read them; one bench run, one aggregate)
+    AGGREGATE, PRE_AGGREGATE = args.aggregate, args.pre_aggregate
     events, keys, batches, buckets = DEFAULTS[args.only]
     args.events = args.events or events
     args.keys = args.keys or keys

@@ -30,6 +30,7 @@ from reaqtive.engine.expressions import FunctionRegistry
 from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_steps import keyed_execution_enabled
 from reaqtive.spark._columns import key_type, prepare
+from reaqtive.spark.batch_hash import hash_aggregable, run_hashed
 from reaqtive.spark.batch_windows import plan_windows, run_windows
 from reaqtive.spark.host import KeyedQuery, OutputRow, run_key, run_table_record
 from reaqtive.spark.processor import output_frame
@@ -60,6 +61,7 @@ def run_batch(
     functions: FunctionRegistry | Mapping[str, Callable[..., Any]] | None = None,
     settings: Mapping[str, object] | None = None,
     vectorised: bool = True,
+    pre_aggregate: bool = False,
 ) -> DataFrame:
     """Run ``query`` once per ``key`` over the static DataFrame ``events``; returns the outputs as a DataFrame
     ``key, seq, time, value, error`` (as :func:`~reaqtive.spark.run_stream`).
@@ -73,8 +75,12 @@ def run_batch(
     * ``partitions``: how many partitions (Python calls) share the keys (default:
       ``spark.sql.shuffle.partitions``).
     * ``vectorised``: a tumbling ``aggregate_by_key`` of a built-in aggregate over fields (and a ``sequence``)
-      runs over plain columns, no per-key query (:mod:`reaqtive.spark.batch_windows`: the same rows); ``False``:
-      every event goes through the per-key path, as for any other query.
+      runs without a per-key query, folded in event order over plain columns (:mod:`reaqtive.spark.batch_windows`),
+      with the same rows; ``False``: every event goes through the per-key path, as for any other query.
+    * ``pre_aggregate``: with ``vectorised``, ``count``, ``min``, ``max`` and integer sums and averages aggregate
+      in the JVM before the shuffle (:mod:`reaqtive.spark.batch_hash`), with the same rows. It pays when windows
+      hold many events (measured: 1.8x native against 3.3x at 1,000 events per window) and costs when they hold
+      few (2.0x against 1.4x at 100, 3.0x against 1.6x at one; docs/spark.md).
     """
     if until is not None and until.tzinfo is None:
         raise ValueError(f"until must be timezone-aware, got {until}")
@@ -87,6 +93,10 @@ def run_batch(
                        value_format, table=keyed_execution_enabled())
     plan = plan_windows(keyed, events, key=key, time=time, value=value, sequence=sequence,
                         value_format=value_format) if vectorised and keyed_execution_enabled() else None
+    if plan is not None and sequence is not None and pre_aggregate and hash_aggregable(plan):
+        outputs = run_hashed(events, plan, key=key, key_type=key_type(events, key), time=time, sequence=sequence,
+                             until=folder.until, complete=complete, partitions=count, value_format=value_format)
+        return outputs.select("key", "seq", F.timestamp_micros("time_us").alias("time"), "value", "error")
     if plan is not None and sequence is not None:
         outputs = run_windows(events, plan, folder, key=key, key_type=key_type(events, key), time=time,
                               sequence=sequence, until=folder.until, complete=complete, partitions=count,

@@ -176,18 +176,12 @@ class _Key:
         return [order for part in self.orders for order in part.to_pylist()]
 
 
-class _Windows:
-    """The ``mapInArrow`` function: a partition's events sorted by key, time and sequence in; per key, its
-    windows' rows as the stage writes them (or the key run per key) out."""
+class _WindowText:
+    """What both window paths share: a window's rows as the stage writes them, and output batches."""
 
-    def __init__(self, plan: WindowPlan, folder: KeyFolder, key_type: str, value_format: str, *, until: int | None,
-                 complete: bool) -> None:
+    def __init__(self, plan: WindowPlan, key_type: str, value_format: str) -> None:
         self._plan = plan
-        self._folder = folder
         self._value_format = value_format
-        self._until = until
-        self._complete = complete
-        self._aggregate = _Aggregate(plan.kind)
         self._starts: dict[int, tuple[datetime, datetime]] = {}
         self._starts_json: dict[int, str] = {}
         self._json = value_format == "json"
@@ -195,6 +189,66 @@ class _Windows:
             ("key", _ARROW_KEYS[key_type]), ("seq", pa.int64()), ("time_us", pa.int64()),
             ("value", pa.string() if value_format == "json" else pa.binary()), ("error", pa.string()),
         ])
+
+    def window_rows(self, key: Any, seq: int, when: int, start: int,
+                    results: list[tuple[Any, Any]]) -> list[tuple[Any, int, int, Any, str | None]]:
+        """The rows of the window starting at ``start`` (µs since 1970), closed at ``when``: one per ``(inner key,
+        result)``, numbered from ``seq``."""
+        rows: list[tuple[Any, int, int, Any, str | None]] = []
+        if self._json:  # the canonical JSON of the row, written directly (the bounds' text is shared)
+            between = self._bounds_json(start)
+            for name, value in results:
+                rows.append((key, seq + len(rows), when, "[" + _json(name) + between + _json(value) + "]", None))
+        else:
+            bounds = self._bounds(start)
+            for name, value in results:
+                encoded = encode_values([(name, *bounds, value)], self._value_format)[0]
+                rows.append((key, seq + len(rows), when, encoded, None))
+        return rows
+
+    def _bounds_json(self, start: int) -> str:
+        """``,"start","end",`` as the row's canonical JSON has them."""
+        text = self._starts_json.get(start)
+        if text is None:
+            if len(self._starts_json) >= _BOUNDS_CACHE:
+                self._starts_json.clear()
+            start_at, end_at = self._bounds(start)
+            text = self._starts_json[start] = "," + _json(start_at) + "," + _json(end_at) + ","
+        return text
+
+    def _bounds(self, start: int) -> tuple[datetime, datetime]:
+        """A window's start and end as the stage writes them (the keys of a partition share their windows)."""
+        bounds = self._starts.get(start)
+        if bounds is None:
+            if len(self._starts) >= _BOUNDS_CACHE:
+                self._starts.clear()
+            plan = self._plan
+            relative = start - plan.offset
+            bounds = self._starts[start] = (plan.origin + timedelta(microseconds=relative),
+                                            plan.origin + timedelta(microseconds=relative + plan.span))
+        return bounds
+
+    def _batch(self, rows: list[tuple[Any, int, int, Any, str | None]]) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays([
+            pa.array([row[0] for row in rows], self._schema.field("key").type),
+            pa.array([row[1] for row in rows], pa.int64()),
+            pa.array([row[2] for row in rows], pa.int64()),
+            pa.array([row[3] for row in rows], self._schema.field("value").type),  # (encoded already)
+            pa.array([row[4] for row in rows], pa.string()),
+        ], schema=self._schema)
+
+
+class _Windows(_WindowText):
+    """The ``mapInArrow`` function: a partition's events sorted by key, time and sequence in; per key, its
+    windows' rows as the stage writes them (or the key run per key) out."""
+
+    def __init__(self, plan: WindowPlan, folder: KeyFolder, key_type: str, value_format: str, *, until: int | None,
+                 complete: bool) -> None:
+        super().__init__(plan, key_type, value_format)
+        self._folder = folder
+        self._until = until
+        self._complete = complete
+        self._aggregate = _Aggregate(plan.kind)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         rows: list[tuple[Any, int, int, Any, str | None]] = []
@@ -270,40 +324,10 @@ class _Windows:
                         record[0] += 1
                         record[1] = step(record[1], values[position])
                 groups = [(name, number, acc) for name, (number, acc) in windows.items()]
-            if self._json:  # the canonical JSON of the row, written directly (the bounds' text is shared)
-                between = self._bounds_json(start)
-                for name, number, acc in groups:
-                    text = "[" + _json(name) + between + _json(result(number, acc)) + "]"
-                    rows.append((key.key, len(rows), when, text, None))
-            else:
-                bounds = self._bounds(start)
-                for name, number, acc in groups:
-                    value = encode_values([(name, *bounds, result(number, acc))], self._value_format)[0]
-                    rows.append((key.key, len(rows), when, value, None))
+            rows += self.window_rows(key.key, len(rows), when, start,
+                                     [(name, result(number, acc)) for name, number, acc in groups])
             index = stop
         return rows
-
-    def _bounds_json(self, start: int) -> str:
-        """``,"start","end",`` as the row's canonical JSON has them."""
-        text = self._starts_json.get(start)
-        if text is None:
-            if len(self._starts_json) >= _BOUNDS_CACHE:
-                self._starts_json.clear()
-            start_at, end_at = self._bounds(start)
-            text = self._starts_json[start] = "," + _json(start_at) + "," + _json(end_at) + ","
-        return text
-
-    def _bounds(self, start: int) -> tuple[datetime, datetime]:
-        """A window's start and end as the stage writes them (the keys of a partition share their windows)."""
-        bounds = self._starts.get(start)
-        if bounds is None:
-            if len(self._starts) >= _BOUNDS_CACHE:
-                self._starts.clear()
-            plan = self._plan
-            relative = start - plan.offset
-            bounds = self._starts[start] = (plan.origin + timedelta(microseconds=relative),
-                                            plan.origin + timedelta(microseconds=relative + plan.span))
-        return bounds
 
     def _per_key(self, key: _Key) -> list[tuple[Any, int, int, Any, str | None]]:
         """A key whose fold would meet a null (or whose times are null): its events run through the per-key path,
@@ -317,14 +341,6 @@ class _Windows:
         values = encode_values([row.value for row in outputs], self._value_format)
         return [(row.key, row.seq, row.time, value, row.error) for row, value in zip(outputs, values, strict=True)]
 
-    def _batch(self, rows: list[tuple[Any, int, int, Any, str | None]]) -> pa.RecordBatch:
-        return pa.RecordBatch.from_arrays([
-            pa.array([row[0] for row in rows], self._schema.field("key").type),
-            pa.array([row[1] for row in rows], pa.int64()),
-            pa.array([row[2] for row in rows], pa.int64()),
-            pa.array([row[3] for row in rows], self._schema.field("value").type),  # (encoded already)
-            pa.array([row[4] for row in rows], pa.string()),
-        ], schema=self._schema)
 
 
 _FLUSH_ROWS: Final = 10_000

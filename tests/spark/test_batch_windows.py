@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from reaqtive import Query, Tumbling
 from reaqtive.spark import run_batch
-from reaqtive.spark.batch_windows import plan_windows
+from reaqtive.spark.batch_hash import hash_aggregable
+from reaqtive.spark.batch_windows import WindowPlan, plan_windows
 from reaqtive.spark.host import KeyedQuery
 from reaqtive.spark.pushdown import field_names, returns_none
 
@@ -62,6 +63,10 @@ def both(spark: SparkSession, events: list[Event], *, key: str, kind: str, value
                         sequence="seq", value_format="json") is not None  # the window path runs
     fast = rows(run_batch(frame, the_query, **arguments))
     per_key = rows(run_batch(frame, the_query, vectorised=False, **arguments))
+    plan = plan_windows(KeyedQuery.of(the_query, FUNCTIONS), frame, key="key", time="at", value=None,
+                        sequence="seq", value_format="json")
+    if plan is not None and hash_aggregable(plan):  # the hash path's rows too
+        assert rows(run_batch(frame, the_query, pre_aggregate=True, **arguments)) == per_key
     return fast, per_key
 
 
@@ -115,6 +120,22 @@ SETTINGS = settings(max_examples=5, deadline=None, suppress_health_check=[Health
     events=[("a", T0, 1, "p", 0.0, 2**63 - 1), ("a", T0, 2, "p", 0.0, 2**63 - 1), ("a", T0, 3, "p", 0.0, 1)],
     key="one", kind="average", value="n", until=None, complete=True,
 ).via("large integers")
+@example(  # the hash path: a window whose first value is NaN keeps it; a maximum of zeros is the first zero's sign
+    events=[("a", T0, 1, "p", math.nan, 1), ("a", T0, 2, "p", 3.0, 2),
+            ("a", T0 + timedelta(seconds=61), 3, "p", 0.0, 3), ("a", T0 + timedelta(seconds=62), 4, "p", -0.0, 4),
+            ("a", T0 + timedelta(seconds=63), 5, "p", math.nan, 5)],
+    key="one", kind="max", value="x", until=600, complete=False,
+).via("hash path: NaN and zeros")
+@example(  # the hash path: a null first value fails at the second event; an average of one null at its close
+    events=[("a", T0, 1, "p", None, None), ("a", T0 + timedelta(seconds=1), 2, "p", 1.0, 5),
+            ("b", T0, 3, "q", None, None), ("b", T0 + timedelta(seconds=90), 4, "q", 2.0, 7)],
+    key="kind", kind="average", value="n", until=None, complete=True,
+).via("hash path: nulls")
+@example(  # the hash path: sequence numbers that do not fit beside the time (ordered as decimals), ties in time
+    events=[("a", T0, 2**62, "q", -0.0, 5), ("a", T0, 7, "p", 0.0, 1), ("a", T0, -(2**62), "p", 2.0, 2),
+            ("a", T0 + timedelta(seconds=1), 3, "q", 0.0, 3)],
+    key="kind", kind="min", value="x", until=600, complete=False,
+).via("hash path: wide sequence numbers")
 def test_the_window_path_gives_the_per_key_paths_rows(  # noqa: PLR0917  (hypothesis passes them by name)
     spark: SparkSession, events: list[Event], key: str, kind: str, value: str, until: int | None, complete: bool
 ) -> None:
@@ -125,26 +146,31 @@ def test_the_window_path_gives_the_per_key_paths_rows(  # noqa: PLR0917  (hypoth
     assert fast == per_key
 
 
-def test_the_window_path_gives_the_engines_rows(spark: SparkSession, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("kind", "value"), [("sum", "x"), ("max", "x"), ("average", "n")])
+def test_the_window_path_gives_the_engines_rows(spark: SparkSession, tmp_path: Path, kind: str, value: str) -> None:
     """Against the embedded engine itself (Query.stream.group_by(key).flat_map(query)), to its final clock: the
-    rows and their JSON (the rows' times are the per-key path's: the test above)."""
+    rows and their JSON (the rows' times are the per-key path's: the test above); a float sum folds in order, a
+    float maximum and an integer average are aggregated in the JVM (``pre_aggregate``)."""
     from reaqtive.engine import Engine
     from reaqtive.engine.expressions import FunctionRegistry
     from reaqtive.spark import embedded_query
     from reaqtive.spark.values import canonical_json
 
     values = [0.1, -0.0, 1e300, -1e300, 3.25, 1e-300, 2.5, -0.0, 7.0]
+    if kind == "max":  # zeros of both signs and NaN, which Spark's own max orders otherwise
+        values += [0.0, math.nan, -0.0]
     events: list[Event] = [(f"k{index % 3}", T0 + timedelta(seconds=17 * index), index, "pq"[index % 2],
                             values[index % len(values)], index * 10**17) for index in range(60)]
     until = T0 + timedelta(minutes=15)
-    the_query = query("kind", "sum", "x")
+    the_query = query("kind", kind, value)
     registry = FunctionRegistry()
     for name, function in FUNCTIONS.items():
         registry.register(name, function)
     with Engine(tmp_path / "engine.db", functions=registry, start=T0) as engine:
         engine.create_stream("s")
         engine.create_subscription("reaqtive://t/sums", embedded_query(the_query, registry))
-        engine.append_many("s", [([key, {"kind": kind, "x": x}], when) for key, when, _, kind, x, _ in events])
+        engine.append_many("s", [([key, {"kind": inner, "x": x, "n": n}], when)
+                                 for key, when, _, inner, x, n in events])
         engine.process()
         engine.advance_time(until)
         seqs: dict[str, int] = {}
@@ -155,7 +181,8 @@ def test_the_window_path_gives_the_engines_rows(spark: SparkSession, tmp_path: P
             expected.append((key, seqs[key], canonical_json(row)))
     frame = spark.createDataFrame(events, SCHEMA)
     found = [(row.key, row.seq, row.value) for row in run_batch(
-        frame, the_query, key="key", time="at", sequence="seq", until=until, functions=FUNCTIONS).collect()]
+        frame, the_query, key="key", time="at", sequence="seq", until=until, functions=FUNCTIONS,
+        pre_aggregate=kind != "sum").collect()]
     assert sorted(found) == sorted(expected)
     assert len(expected) > 20
 
@@ -171,6 +198,11 @@ def test_what_the_window_path_takes(spark: SparkSession) -> None:
         return plan_windows(KeyedQuery.of(the_query, FUNCTIONS), frame, **options)
 
     assert plan(query("one", "average", "x_def")) is not None
+    for kind, value, hashed in [("count", "x", True), ("min", "x", True), ("max", "x_def", True), ("sum", "n", True),
+                                ("average", "n", True), ("sum", "x", False), ("average", "x", False)]:
+        found = plan(query("kind", kind, value))
+        assert isinstance(found, WindowPlan)
+        assert hash_aggregable(found) is hashed, (kind, value)  # float sums fold in event order
     assert plan(query("one", "average", "x"), sequence=None) is None  # ties ordered by the payload's JSON
     assert plan(query("one", "average", "x"), value="x") is None  # the payload is the value itself
     assert plan(query("one", "average", "x"), value_format="double") is None
@@ -242,3 +274,12 @@ def test_a_null_key_is_a_key_of_its_own(spark: SparkSession) -> None:
         ("b", '[null,"2026-03-01T00:00:00+00:00","2026-03-01T00:01:00+00:00",4.0]'),
         ("b", '[null,"2026-03-01T00:03:00+00:00","2026-03-01T00:04:00+00:00",6.0]'),
     ]
+
+
+def test_the_hash_path_refuses_an_event_without_a_time(spark: SparkSession) -> None:
+    """A null time cannot be ordered: the job fails naming the key (the per-key path fails on it too)."""
+    events: list[Event] = [("a", T0, 1, "p", 1.0, 1), ("b", None, 2, "p", 2.0, 2)]  # type: ignore[list-item]
+    outputs = run_batch(spark.createDataFrame(events, SCHEMA), query("one", "max", "x"), key="key", time="at",
+                        sequence="seq", functions=FUNCTIONS, pre_aggregate=True)
+    with pytest.raises(Exception, match="key 'b' has an event with a null time or sequence number"):
+        outputs.collect()
