@@ -116,17 +116,7 @@ class Scheduling:
     # -- pauses and priorities ------------------------------------------------------------------------------------
 
     def pause(self, uri: str) -> None:
-        """Pause subscription ``uri`` where it stands in the log: its timers wait and the events appended to the
-        streams it reads wait in the durable log, until :meth:`resume`. Other queries go on. Pausing a paused
-        subscription does nothing.
-
-        The events wait in the log, not in memory: a pause can last any time (the log grows by what is appended
-        meanwhile; it is not truncated past what the paused query has not read). After :meth:`resume` the query
-        catches up through the log with its timers interleaved as without the pause (with the event clock, its
-        outputs are those of a query never paused). A store reopened while a query was paused runs it, and it
-        catches up from where it stood. Raises :class:`ArtifactNotFoundError` for a URI that is not a running
-        subscription.
-        """
+        """:meth:`Engine.pause <reaqtive.Engine.pause>`: under the engine's lock."""
         with self._lock:
             self._check_open()
             self._running(uri)
@@ -138,9 +128,7 @@ class Scheduling:
             self._log.info("subscription %r paused", uri, extra={"reaqtive_event": "paused", "subscription": uri})
 
     def resume(self, uri: str) -> None:
-        """Resume subscription ``uri`` (paused by :meth:`pause`): the processing loop catches it up (the events
-        it has not read, in order, its timers in between, on its own clock), then it goes on with the others.
-        Resuming a running subscription does nothing."""
+        """:meth:`Engine.resume <reaqtive.Engine.resume>`: under the engine's lock."""
         with self._lock:
             self._check_open()
             self._running(uri)
@@ -162,9 +150,7 @@ class Scheduling:
             return sorted(self._paused)
 
     def is_behind(self, uri: str) -> bool:
-        """Whether subscription ``uri`` is behind the engine: paused, or resumed (or recovered) and not caught up
-        yet (the next :meth:`~reaqtive.engine.Engine.process` catches it up); :class:`ArtifactNotFoundError` if
-        there is none."""
+        """:meth:`Engine.is_behind <reaqtive.Engine.is_behind>`."""
         with self._lock:
             self._records.check_kind(uri, "subscription")
             return uri in self._behind
@@ -175,10 +161,7 @@ class Scheduling:
             return record_priority(uri, self._records.check_kind(uri, "subscription"))
 
     def set_priority(self, uri: str, priority: int) -> None:
-        """Set the priority of subscription ``uri``: among the work of several queries due at the same instant
-        (timers, the work an event triggered), a lower priority runs first (0 by default; an alert at -1 runs
-        ahead of reports at 0). Stored with the subscription (committed when this returns); exact replay keeps
-        it, since the order of work is part of what a replay must repeat."""
+        """:meth:`Engine.set_priority <reaqtive.Engine.set_priority>`: under the engine's lock."""
         check_priority(priority)
         with self._lock:
             self._check_open()
