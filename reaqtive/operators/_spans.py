@@ -73,10 +73,15 @@ class SpanClock:
         """When the timer is due next: the next close or open."""
         raise NotImplementedError
 
-    def _schedule_timer(self, generation: int, due: datetime) -> None:
+    def _schedule_timer(self, generation: int, due: datetime, armed: datetime | None = None) -> None:
         scheduler = self._scheduler
         assert scheduler is not None
-        scheduler.schedule(ActionTask(self._on_timer, generation), due=due)
+        scheduler.schedule(ActionTask(self._on_timer, generation, armed=armed), due=due)
+
+    def _armed_at(self, due: datetime) -> datetime | None:
+        """When the timer due at ``due`` was armed, for a recovered stage re-arming it (``None``: not known; see
+        :class:`reaqtive.scheduler.ActionTask`'s ``armed``)."""
+        return None
 
     def _halted(self) -> bool:
         """Whether the stage stopped (failed, ended or disposed): no span closes or opens any more."""
@@ -100,6 +105,10 @@ class TickedSpans(SpanClock):
     def _next_due(self) -> datetime:
         assert self._next_tick is not None
         return self._next_tick
+
+    def _armed_at(self, due: datetime) -> datetime | None:
+        # a span's close is armed as it opens (at the previous close, or at the count that closed it)
+        return earlier(due, self._duration)
 
     def _advance(self, now: datetime) -> None:
         """Close and open every span due by ``now``. Clamped: a span that would close after ``datetime.max``

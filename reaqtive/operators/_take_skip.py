@@ -115,6 +115,11 @@ class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def deadline(self, now: datetime) -> datetime | None:
         """The absolute time of the timer, or ``None`` when it is behind us (restored state says so)."""
 
+    def armed_at(self, due: datetime) -> datetime | None:
+        """When the timer due at ``due`` was armed (the subscription), where the state tells it: a recovered stage
+        re-arms it in its place in line (``None``: not known; see :class:`reaqtive.scheduler.ActionTask`)."""
+        return None
+
     @abstractmethod
     def on_deadline(self) -> None:
         """The deadline was reached (on the scheduler, or in ``start`` when it had passed already)."""
@@ -138,7 +143,7 @@ class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
         if due <= now:
             self.on_deadline()
         else:
-            scheduler.schedule(ActionTask(self._fire), due)
+            scheduler.schedule(ActionTask(self._fire, armed=self.armed_at(due)), due)
 
     def _fire(self) -> None:
         if not self._disposed:

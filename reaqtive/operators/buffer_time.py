@@ -155,7 +155,8 @@ class _TimeBuffer(SpanClock, PullingEmitterBase[T, list[T]], Generic[T]):
                 again, self._reasked = self._reasked, 0
             if again:
                 self._request_upstream(again)  # what the upstream had been asked for at the checkpoint
-            self._schedule_timer(generation, due)
+            # recovered: the timer goes back in line where it was first armed
+            self._schedule_timer(generation, due, self._armed_at(due) if self._restored else None)
         self._running = True
         self._drain()
 

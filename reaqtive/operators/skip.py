@@ -13,7 +13,7 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber, add_demand
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._take_skip import OpenAtDeadline, count_or_duration
-from reaqtive.operators._timing import deadline
+from reaqtive.operators._timing import deadline, earlier
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep
 from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
 from reaqtive.state.fields import time_bounds
@@ -133,6 +133,9 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
             self._end = deadline(now, self._duration)  # NEVER past datetime.max: it drops everything
             self._state.changed = True
         return self._end
+
+    def armed_at(self, due: datetime) -> datetime | None:
+        return earlier(due, self._duration)  # armed at the subscription, a duration before its end
 
 
 @runs_inline(Skip)

@@ -14,7 +14,7 @@ from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 from reaqtive.operators._take_skip import TakeUntilDeadline, count_or_duration
-from reaqtive.operators._timing import deadline
+from reaqtive.operators._timing import deadline, earlier
 from reaqtive.operators.keyed_steps import DONE, KeyedStep, register_keyed_step
 from reaqtive.operators.step_stage import StepStage, runs_inline
 from reaqtive.state.fields import time_bounds
@@ -154,6 +154,9 @@ class TakeDuration(TakeUntilDeadline[T], Generic[T]):
             self._end = deadline(now, self._duration)  # NEVER past datetime.max: it takes everything
             self._state.changed = True
         return self._end
+
+    def armed_at(self, due: datetime) -> datetime | None:
+        return earlier(due, self._duration)  # armed at the subscription, a duration before its end
 
 
 @runs_inline(Take)

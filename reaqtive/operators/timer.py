@@ -155,10 +155,13 @@ class _TimerSource(PullSource[int]):
 
     def on_start(self) -> None:
         scheduler = self._clock()
+        armed = None
         if self._next_due is None:
             self._next_due = self._first_due(scheduler.now)
             self._state.changed = True
-        self._schedule_fire(scheduler)
+        else:  # recovered: its timer goes back in line where it was first armed (see ActionTask.armed)
+            armed = self._armed_at(self._next_due)
+        self._schedule_fire(scheduler, armed)
         # The pull source holds its drain until the start and then schedules a first drain, which would keep
         # the drain busy until the next instant and delay a tick due right now. Drain here instead: it serves
         # the requests made in on_subscribe, then frees the drain. Except when recovered holding ticks that the
@@ -187,11 +190,17 @@ class _TimerSource(PullSource[int]):
     def _first_due(self, now: datetime) -> datetime:
         return due_time(now, self._due)
 
-    def _schedule_fire(self, scheduler: Scheduler) -> None:
+    def _schedule_fire(self, scheduler: Scheduler, armed: datetime | None = None) -> None:
         """Schedule the next tick, unless there is none."""
         next_due = self._next_due
         if next_due is not None and next_due != MAX_TIME and (self.periodic or not self._fired):
-            scheduler.schedule(YieldableActionTask(self._fire), next_due)
+            scheduler.schedule(YieldableActionTask(self._fire, armed=armed), next_due)
+
+    def _armed_at(self, next_due: datetime) -> datetime | None:
+        """When the timer due at ``next_due`` was armed: at the subscription, a relative first due time before it
+        (``None`` where that cannot be known)."""
+        due = self._due
+        return add_safe(next_due, -due) if isinstance(due, timedelta) and due > _ZERO else None
 
     def _due_ticks(self, now: datetime) -> int:
         """How many ticks are due at ``now``; advances ``_next_due`` past them (called under the lock)."""
@@ -328,6 +337,10 @@ class PeriodicTimer(_TimerSource):
         if behind >= self._period:  # catch up: at most one past tick fires at once
             return due + self._period * (behind // self._period)
         return due
+
+    def _armed_at(self, next_due: datetime) -> datetime | None:
+        # after a tick, the next is armed as the last one fires, a period before it
+        return add_safe(next_due, -self._period) if self._fired else super()._armed_at(next_due)
 
     def _due_ticks(self, now: datetime) -> int:
         next_due = self._next_due

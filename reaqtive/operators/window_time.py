@@ -116,7 +116,9 @@ class _TimeWindow(SpanClock, WindowsStage[T], Generic[T]):
         if not self._loaded:
             self._start_fresh(self._now())
         if not (self._terminated or self._source_done):  # no timer once the source is done
-            self._schedule_timer(self._generation, self._next_due())
+            due = self._next_due()
+            # recovered: the timer goes back in line where it was first armed
+            self._schedule_timer(self._generation, due, self._armed_at(due) if self._loaded else None)
 
     def _on_timer(self, generation: int) -> None:
         if self._disposed:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, Final, Generic, Protocol, TypeVar, runtime_checkable
 
 from reaqtive.core.scheduler_interface import Scheduler, YieldableSchedulerTask, YieldToken
@@ -62,17 +63,21 @@ class ActionTask:
     ``args`` avoid allocating a closure per task on hot paths.
     """
 
-    __slots__ = ("_action", "_args", "priority")
+    __slots__ = ("_action", "_args", "armed", "priority")
 
     is_runnable: Final = True
     """Always runnable."""
 
-    def __init__(self, action: Callable[..., object], *args: Any, priority: int = ACTION_PRIORITY) -> None:
+    def __init__(self, action: Callable[..., object], *args: Any, priority: int = ACTION_PRIORITY,
+                 armed: datetime | None = None) -> None:
         if not callable(action):
             raise TypeError(f"ActionTask needs a callable, got {type(action).__name__}")
         self._action = action
         self._args = args
         self.priority: int = priority
+        self.armed = armed
+        """When this timer was first armed, if before now: an operator re-arming a recovered timer says so, and the
+        virtual scheduler puts it in line among the timers of its instant where it first stood."""
 
     @property
     def action(self) -> Callable[..., object]:
@@ -100,16 +105,20 @@ class YieldableActionTask(YieldableSchedulerTask):
     run again after the work already queued (a cooperative, periodic task).
     """
 
-    __slots__ = ("_action", "_args", "priority")
+    __slots__ = ("_action", "_args", "armed", "priority")
 
     is_runnable: Final = True  # a constant satisfies the abstract property
 
-    def __init__(self, action: Callable[..., bool], *args: Any, priority: int = ACTION_PRIORITY) -> None:
+    def __init__(self, action: Callable[..., bool], *args: Any, priority: int = ACTION_PRIORITY,
+                 armed: datetime | None = None) -> None:
         if not callable(action):
             raise TypeError(f"YieldableActionTask needs a callable, got {type(action).__name__}")
         self._action = action
         self._args = args
         self.priority: int = priority
+        self.armed = armed
+        """When this timer was first armed, if before now: an operator re-arming a recovered timer says so, and the
+        virtual scheduler puts it in line among the timers of its instant where it first stood."""
 
     @property
     def action(self) -> Callable[..., bool]:

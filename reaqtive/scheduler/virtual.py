@@ -102,6 +102,18 @@ def _check_priority(value: object) -> None:
                          f"got {value!r}")
 
 
+_ARRIVALS_PER_TICK: Final = 1 << 32
+_ARRIVAL_MASK: Final = _ARRIVALS_PER_TICK - 1
+
+
+def _arrival(core: _Core, armed: int) -> int:
+    """A task's place in line among the tasks due with it at one priority: first by the tick it was armed at, then
+    in the order it came. In a run that never stopped that is the order tasks came; a recovered operator that
+    re-arms a timer at load passes when it was first armed (``task.armed``), and it goes back in line where it
+    stood, not after every timer of the instant that recovery re-armed before it."""
+    return armed * _ARRIVALS_PER_TICK + (core.queue.next_arrival() & _ARRIVAL_MASK)
+
+
 class _Item:
     """A scheduled task: due tick, priority and its place in line (``arrival``) survive parking."""
 
@@ -425,7 +437,9 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
         if self._disposed or tick > self._core.end:  # past the end of time: it never runs
             return
         core = self._core
-        item = _Item(task, self, tick, task.priority + self._rank, core.queue.next_arrival())
+        armed = getattr(task, "armed", None)
+        arrival = _arrival(core, core.clock if armed is None else min(core.clock, self.to_ticks(armed)))
+        item = _Item(task, self, tick, task.priority + self._rank, arrival)
         self._items[item] = None
         self._enqueue(item)
 
@@ -548,7 +562,7 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
             item.due = again
             item.state = _QUEUED
             queue = core.queue
-            item.arrival = arrival = queue.next_arrival()
+            item.arrival = arrival = core.clock * _ARRIVALS_PER_TICK + (queue.next_arrival() & _ARRIVAL_MASK)
             item.entry = queue.add(again, item.priority, item, arrival)
             return
         self._settle(item, bool(done), runnable)
@@ -564,7 +578,7 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
         elif runnable and not self._held():
             if core.again is None:
                 item.due = core.clock
-            item.arrival = core.queue.next_arrival()
+            item.arrival = _arrival(core, core.clock)
             self._enqueue(item)
         else:
             self._park(item)
@@ -740,11 +754,11 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
                 target.parked_nodes[node] = None
         queued.sort(key=lambda item: (item.due, item.priority, item.arrival))
         for item in queued:
-            item.arrival = target.queue.next_arrival()
+            item.arrival = _arrival(target, target.clock)
             item.entry = target.queue.add(item.due, item.priority, item, item.arrival)
         for node in nodes:
             for item in sorted(node._parked, key=lambda item: item.arrival):
-                item.arrival = target.queue.next_arrival()
+                item.arrival = _arrival(target, target.clock)
 
 
     # -- access ------------------------------------------------------------------------------------------------

@@ -377,11 +377,6 @@ def test_restarts_checkpoints_and_pauses_over_many_scripts(
     compare(tmp_path, steps, lazy, every)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "A restart changes which of two timers of one query due in the same instant runs first (the scheduler orders "
-    "them by arrival; a recovered query arms all its timers anew at load): buffer(1 s or 2).sample(2 s) restarted "
-    "at an event's instant samples another list than the run that never stopped. The operator-level form and the "
-    "diagnosis: tests/operators/test_adversarial_timed.py (the xfail there)."))
 def test_a_restart_between_two_timers_of_one_instant_changes_nothing(tmp_path: Path) -> None:
     def run(restart_at: int | None) -> list[tuple[int, Any]]:
         path = tmp_path / f"s{restart_at}.db"

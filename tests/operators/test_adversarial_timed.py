@@ -36,8 +36,7 @@ OPERATORS: dict[str, Callable[[Any, int], Any]] = {
     "delay_subscription": lambda xs, d: xs.delay_subscription(s(d)),
     "debounce then buffer by time": lambda xs, d: xs.debounce(s(d)).buffer(s(d * 2)),
 }
-"""(Not here: two time-based operators whose timers come due in the same instant, such as a buffer by time then a
-sample by a period: see the xfail below.)"""
+"""(Two time-based operators whose timers come due in the same instant: PAIRS, below.)"""
 
 
 @st.composite
@@ -86,15 +85,28 @@ def test_time_based_operators_recover_anywhere_over_many_scripts(name: str, dura
     check(name, duration, script, demand)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Two timers of one query due in the same instant run in the order they were scheduled (docs/scheduler.md: "
-    "'by priority, then due time, then arrival'); a recovered query schedules all its timers anew at load, in "
-    "tree order, so that order is not the uninterrupted run's. Here buffer(1 s or 2)'s close at 202 (scheduled "
-    "at 201) and sample's period tick at 202 (interval, scheduled at 200) swap after a restart at 201, and the "
-    "sample takes another list. Cause: reaqtive/scheduler (the tie-break by arrival) with the timed operators' "
-    "load (buffer_time/_spans.py, timer.py interval) rescheduling without their original order. Fix: order timers "
-    "of one instant by something recovery can rebuild (when each was armed, derivable from the saved state, or a "
-    "saved sequence), or let sample take its value after the timers of the instant."))
 def test_a_sample_and_a_buffer_due_in_the_same_instant_keep_their_order_after_a_restart() -> None:
     check_checkpoint_anywhere(lambda xs: xs.buffer(s(1), 2).sample(s(2)), [on_next(201, 0), on_completed(203)],
                               disposed=600).raise_on_failure()
+
+
+PAIRS: dict[str, Callable[[Any], Any]] = {
+    "buffer(1 s or 2) then sample(2 s)": lambda xs: xs.buffer(s(1), 2).sample(s(2)),
+    "buffer(2 s) then sample(2 s)": lambda xs: xs.buffer(s(2)).map(len).sample(s(2)),
+    "window(1 s or 2) counted, then sample(2 s)": lambda xs: xs.window(s(1), 2).flat_map(lambda w: w.count())
+    .sample(s(2)),
+    "sample(1 s) then buffer(2 s)": lambda xs: xs.sample(s(1)).buffer(s(2)),
+    "take(3 s) then sample(1 s)": lambda xs: xs.take(s(3)).sample(s(1)),
+    "skip(2 s) then buffer(2 s)": lambda xs: xs.skip(s(2)).buffer(s(2)),
+    "interval(1 s) merged with buffer(2 s)": lambda xs: xs.buffer(s(2)).map(len).merge(
+        xs.sample(s(1)).map(lambda v: -1)),
+}
+"""Two timers of one query due in the same instant, armed at different times: a restart between their arming must
+put them back in line in the order they first stood (the scheduler orders a recovered timer by when it was
+first armed, see reaqtive.scheduler.tasks.ActionTask.armed)."""
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_two_timers_of_one_instant_keep_their_order_after_a_restart(name: str) -> None:
+    script = [on_next(201, 0), on_next(202, 1), on_next(203, 2), on_next(205, 3), on_next(206, 4), on_completed(209)]
+    check_checkpoint_anywhere(PAIRS[name], script, disposed=600).raise_on_failure()
