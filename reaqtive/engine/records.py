@@ -16,13 +16,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from reaqtive.engine.engine_errors import MalformedRecordError
-from reaqtive.engine.expressions import MalformedExpressionError, expression_from_json, expression_to_json, template_id
+from reaqtive.engine.expressions import MalformedExpressionError, expression_from_json, template_id
 from reaqtive.engine.retention import retention_from_record
 
 __all__ = [
-    "ARTIFACTS",
     "ARTIFACT_KINDS",
-    "OUTPUT_COUNTERS",
     "Behind",
     "DeliveryRecord",
     "delivery_bytes",
@@ -30,13 +28,8 @@ __all__ = [
     "parse_counter",
     "parse_delivery",
     "parse_template",
-    "record_bytes",
 ]
 
-ARTIFACTS: Final = "artifacts"
-"""The store's category of the artifacts' records."""
-OUTPUT_COUNTERS: Final = "outputs"
-"""The store's category of the output counters: per subscription, the next output sequence number."""
 ARTIFACT_KINDS: Final = frozenset({"stream", "observable", "observer", "subscription"})
 
 
@@ -322,7 +315,3 @@ def parse_counter(uri: str, blob: bytes, *, what: str = "output counter", minimu
         raise MalformedRecordError(f"the {what} of {uri!r} is not a number >= {minimum}: {blob!r:.40}")
     return int(text)
 
-
-def record_bytes(record: Mapping[str, Any]) -> bytes:
-    """A record as the store keeps it (the expression codec's JSON, UTF-8)."""
-    return expression_to_json(record).encode("utf-8")

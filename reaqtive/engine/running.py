@@ -65,10 +65,11 @@ from reaqtive.engine.readers import (
     START_POSITION_SETTING,
     StreamReader,
 )
-from reaqtive.engine.records import ARTIFACTS, OUTPUT_COUNTERS, Behind, parse_counter, record_bytes
+from reaqtive.engine.records import Behind, parse_counter
 from reaqtive.engine.scheduling import Scheduling, record_priority
 from reaqtive.engine.signals import Signal
 from reaqtive.engine.stopped import StoppedQueries
+from reaqtive.engine.store_keys import ARTIFACTS, OUTPUTS, to_bytes
 from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_groups import noting_general_groups
 from reaqtive.operators.keyed_steps import in_keyed_form, recorded_keyed_form
@@ -451,7 +452,7 @@ class Running:
             snapshot = self._store.checkpoints.read(strict=False)
             prefix = uri + "/"
             inner = {key: blob for key, blob in snapshot.items(STATE_CATEGORY) if key.startswith(prefix)}
-            counter = snapshot.get(OUTPUT_COUNTERS, uri)
+            counter = snapshot.get(OUTPUTS, uri)
             restarted = {key: value for key, value in record.items() if key != "failed"}
             if skip_failed and failed is not None and failed.failure is not None:
                 # Stored with it: every replay of that element (after a crash, a later restart) skips it again.
@@ -475,7 +476,7 @@ class Running:
                 self._policies.pop(uri, None)
                 raise
             if restarted != record:
-                self._commit_changes([(ARTIFACTS, uri, record_bytes(restarted))])
+                self._commit_changes([(ARTIFACTS, uri, to_bytes(restarted))])
             self._records[uri] = restarted
             self._subscriptions[uri] = hosted
             self._stopped.release(uri)
@@ -643,7 +644,7 @@ class Running:
         # The outputs it produced before it failed reach the durable sink first: a crash after the record's commit
         # must not lose them (a FAILED query is not replayed at the next open).
         self._outputs.flush()
-        self._commit_changes([(ARTIFACTS, uri, record_bytes(record))])
+        self._commit_changes([(ARTIFACTS, uri, to_bytes(record))])
         self._records[uri] = record
         self._log.error("%s", error, exc_info=error.error,
                         extra={"reaqtive_event": "subscription_failed", "subscription": uri,

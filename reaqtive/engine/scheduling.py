@@ -34,8 +34,8 @@ from reaqtive.engine.idle import Subscriptions
 from reaqtive.engine.positions import Positions, misplaced
 from reaqtive.engine.quarantine import Quarantine
 from reaqtive.engine.readers import Envelope, StreamReader
-from reaqtive.engine.records import ARTIFACTS, record_bytes
 from reaqtive.engine.signals import Signal
+from reaqtive.engine.store_keys import ARTIFACTS, to_bytes
 from reaqtive.scheduler.virtual import MAX_PRIORITY, VirtualTimeScheduler, is_priority
 
 __all__ = ["Scheduling", "record_priority"]
@@ -171,7 +171,7 @@ class Scheduling:
             changed = {key: value for key, value in record.items() if key != "priority"}
             if priority:
                 changed["priority"] = priority
-            self._commit_changes([(ARTIFACTS, uri, record_bytes(changed))])
+            self._commit_changes([(ARTIFACTS, uri, to_bytes(changed))])
             self._records[uri] = changed
             hosted = self._subscriptions.bound(uri)  # an idle one binds with its record's priority
             if hosted is not None:
