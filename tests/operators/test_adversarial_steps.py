@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from reaqtive import keyed_execution
 from reaqtive.testing import Demand, RecordingPolicy, on_completed, on_next
 from reaqtive.testing.checkpoint import check_checkpoint_anywhere
+from tests.operators._adversarial_support import demands, restarts
 
 BAD = 3
 """The element every user function raises on."""
@@ -80,19 +81,7 @@ def inputs(draw: st.DrawFn) -> list[Any]:
     return script
 
 
-def restarts(script: list[Any], demand: Demand | None) -> set[int]:
-    """Where to restart: the subscription, every input and scripted request, and the tick after each (not every
-    output: a short span over a long silence emits hundreds, and a restart at each costs quadratic time)."""
-    ticks = {200} | {m.time for m in script} | {t for t, _ in (demand.requests if demand is not None else ())}
-    return ticks | {t + 1 for t in ticks}
-
-
-DEMANDS = st.one_of(
-    st.none(),
-    st.builds(Demand, initial=st.integers(0, 2), batch=st.integers(0, 2),
-              requests=st.lists(st.tuples(st.integers(200, 330), st.integers(1, 3)), max_size=3)
-              .map(lambda pairs: tuple(sorted(pairs)))),
-)
+DEMANDS = demands(330)
 SKIP = RecordingPolicy(skip=True).settings
 
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from reaqtive.testing import on_completed, on_error, on_next
 from reaqtive.testing.checkpoint import Demand, check_checkpoint_anywhere
+from tests.operators._adversarial_support import demands
 
 
 def s(seconds: int) -> timedelta:
@@ -54,12 +55,7 @@ def inputs(draw: st.DrawFn) -> list[Any]:
     return script
 
 
-DEMANDS = st.one_of(
-    st.none(),
-    st.builds(Demand, initial=st.integers(0, 2), batch=st.integers(0, 2),
-              requests=st.lists(st.tuples(st.integers(200, 420), st.integers(1, 3)), max_size=3)
-              .map(lambda pairs: tuple(sorted(pairs)))),
-)
+DEMANDS = demands(420)
 CASES = (st.sampled_from(sorted(OPERATORS)), st.integers(1, 12), inputs(), DEMANDS)
 
 
