@@ -21,7 +21,9 @@ its group does), so a known key's element costs what it costs on the untimed sta
 
 **State.** As :class:`~reaqtive.operators.keyed_groups.KeyedGroups` (the records hold the times and sequence
 numbers); the queue is not saved: it is rebuilt from the records (sorted by time and number, so that keys due at
-one instant tick in the same order after a restart), and a recovered stage arms the timer at the earliest time.
+one instant tick in the same order after a restart). Version 2 also saves the outstanding timer, its due and when
+it was armed: a recovered stage arms it there, in its place in line among the other timers of its instant (see
+``docs/scheduler.md``); a version 1 state arms it at the earliest time, at the restart's tick.
 A time outside the checkpoint's clock bounds fails the load naming the key. Persisted as
 ``reaqtive:group_by+keyed+timed``: a store holding the general path's state (or the untimed keyed stage's) never
 loads into it.
@@ -38,7 +40,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from reaqtive.core.context import OperatorContext
-from reaqtive.core.operator import StateReader, Version
+from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.scheduler_interface import Scheduler, YieldableSchedulerTask, YieldToken
 from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.operators.keyed_groups import KeyedBinding, KeyedGroups
@@ -135,14 +137,15 @@ class _Timer(YieldableSchedulerTask):
     running task (``run_again_at_us``, the virtual-time one), the stage moves this one to its next time when it
     is done ticking, instead of scheduling a new task per window end."""
 
-    __slots__ = ("_stage", "due")
+    __slots__ = ("_stage", "armed", "due")
 
     priority = ACTION_PRIORITY
     is_runnable = True
 
-    def __init__(self, stage: KeyedGroupsTimed, due: int) -> None:
+    def __init__(self, stage: KeyedGroupsTimed, due: int, armed: datetime | None = None) -> None:
         self._stage = stage
         self.due = due
+        self.armed = armed  # when a recovered timer was first armed (its place in line: see the scheduler's)
 
     def execute(self, scheduler: Any, yield_token: YieldToken = YieldToken.NONE) -> bool:
         return self._stage._on_timer(self, yield_token)
@@ -164,9 +167,11 @@ class KeyedGroupsTimed(KeyedGroups):
 
     timeless = False
     name = "reaqtive:group_by+keyed+timed"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})  # without the timer's due and arming time: re-armed at the restart's tick
 
     __slots__ = (
+        "_armed",
         "_dues",
         "_first",
         "_last",
@@ -174,6 +179,7 @@ class KeyedGroupsTimed(KeyedGroups):
         "_order",
         "_plain_after",
         "_quiet",
+        "_recovered",
         "_scheduler",
         "_seq",
         "_tail",
@@ -199,6 +205,10 @@ class KeyedGroupsTimed(KeyedGroups):
         self._late: list[tuple[int, int, Any]] = []  # the keys that would go before the tail, a heap
         self._timer_due: int | None = None  # the time of the outstanding timer
         self._timer: _Timer | None = None  # the outstanding timer
+        # state: when the outstanding timer was scheduled (or moved, or gave way), microseconds: where it stands in
+        # line among the timers of its instant, which a recovered timer keeps (see on_start)
+        self._armed: int | None = None
+        self._recovered: tuple[int, int] | None = None  # the loaded timer's (due, armed), until on_start arms it
         self._virtual = False  # whether the scheduler has now_us and run_again_at_us (the virtual-time one)
         self._quiet: bool | None = None  # whether an idle key's tick puts nothing out (None: not asked yet)
         # The steps after the timed one when a tick's results may go through them without the general feed
@@ -264,17 +274,20 @@ class KeyedGroupsTimed(KeyedGroups):
             due = late[0][0]
         return due
 
-    def _arm(self, due: int) -> None:
-        """Schedule the timer at ``due`` (earlier than the outstanding one, if any)."""
+    def _arm(self, due: int, armed: int | None = None) -> None:
+        """Schedule the timer at ``due`` (earlier than the outstanding one, if any); ``armed``: when a recovered
+        timer was first armed (else now)."""
         if self._error is not None or self._source_done:
             return
         when = at(due)
         if when is None:
             return  # past datetime.max: it never comes
         self._timer_due = due
+        self._armed = self._now() if armed is None else armed
+        self._state.changed = True
         scheduler = self._scheduler
         assert scheduler is not None
-        timer = self._timer = _Timer(self, due)
+        timer = self._timer = _Timer(self, due, None if armed is None else at(armed))
         scheduler.schedule(timer, due=when)
 
     def _rearm(self, timer: _Timer, due: int) -> bool:
@@ -288,6 +301,8 @@ class KeyedGroupsTimed(KeyedGroups):
         timer.due = due
         self._timer_due = due
         self._timer = timer
+        self._armed = scheduler.now_us  # it goes back in line now (the virtual scheduler's run_again_at_us)
+        self._state.changed = True
         return True
 
     def _on_timer(self, timer: _Timer, token: YieldToken = YieldToken.NONE) -> bool:
@@ -316,9 +331,12 @@ class KeyedGroupsTimed(KeyedGroups):
                 self._unfinished = now if more else None
                 if outstanding:
                     if more:
-                        self._timer_due = due  # still this task's: it runs again
+                        self._timer_due = due  # still this task's: it runs again, back in line now
+                        self._armed = now
+                        self._state.changed = True
                     else:
-                        self._timer_due = self._timer = None
+                        self._timer_due = self._timer = self._armed = None
+                        self._state.changed = True
                         if earliest is not None:
                             again = self._rearm(timer, earliest)
                             if not again:
@@ -640,12 +658,26 @@ class KeyedGroupsTimed(KeyedGroups):
             with self._lock:
                 self._timer_due = self._timer = None
                 earliest = self._earliest()
-                if earliest is not None:
+                recovered, self._recovered = self._recovered, None
+                if recovered is not None and earliest is not None and recovered[0] <= earliest:
+                    # the timer as it stood: at its due (a key due then may have ended since: it then finds the
+                    # next, as it would have), in line where it was armed
+                    self._arm(*recovered)
+                elif earliest is not None:
                     self._arm(earliest)
         super().on_start()
 
-    def load_state_core(self, reader: StateReader) -> None:
+    def save_state_core(self, writer: StateWriter) -> None:
+        super().save_state_core(writer)
+        due = self._timer_due
+        writer.write(None if due is None or due == _TICKING or self._armed is None else [due, self._armed])
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        self.load_state_core(reader, timer=False)  # (1,): no timer: it is re-armed at the restart's tick
+
+    def load_state_core(self, reader: StateReader, *, timer: bool = True) -> None:
         super().load_state_core(reader)
+        self._recovered = self._read_timer(reader) if timer else None
         index = self._timed
         # A key's time is a deadline its step computed from the clock: within the host's bounds (a forged time far
         # in the past would make its first tick catch up for ever).
@@ -669,3 +701,13 @@ class KeyedGroupsTimed(KeyedGroups):
         self._late = []
         self._tail = waiting[-1][:2] if waiting else (-(2**63), -1)
         self._seq = max((seq for _, seq, _ in waiting), default=-1) + 1
+
+    @staticmethod
+    def _read_timer(reader: StateReader) -> tuple[int, int] | None:
+        """The saved timer, ``(due, armed)`` in microseconds (when it is due, when it was scheduled)."""
+        saved = reader.read()
+        if saved is None:
+            return None
+        if not (isinstance(saved, (list, tuple)) and len(saved) == 2 and all(type(item) is int for item in saved)):
+            raise reader.invalid("timer", "None or [due, armed] in microseconds", saved)
+        return saved[0], saved[1]

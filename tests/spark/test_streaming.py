@@ -38,7 +38,7 @@ def test_spark_output_equals_the_embedded_engine_row_for_row(
     for key, seq, _ in acceptance.expected:
         last_seq[key] = max(last_seq.get(key, -1), seq)
     assert produced == {key: seq + 1 for key, seq in last_seq.items()}
-    assert "reaqtive:group_by+keyed+timed v1" in summary["key_states"][0]["operators"]  # windows in groups: keyed
+    assert "reaqtive:group_by+keyed+timed v2" in summary["key_states"][0]["operators"]  # windows in groups: keyed
     assert f"{ACCEPTANCE_KEYS} keys" in format_state(summary)
 
     # The command line shows the same state (through the test's active session).
