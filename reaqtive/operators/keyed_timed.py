@@ -113,6 +113,11 @@ class TimedStep(KeyedStep):
         :meth:`tick`, whose outputs are :meth:`empty_outputs` for each period; else ``None`` (the default)."""
         return None
 
+    def loaded(self, field: Any) -> Any:
+        """A field read from a store (after :meth:`check`), in the form this step keeps it in (the default: as
+        read)."""
+        return field
+
     def bind_stage(self, binding: Any, subscriber: Any) -> KeyedGroupsTimed:
         return KeyedGroupsTimed(binding, subscriber)
 
@@ -159,7 +164,7 @@ class KeyedGroupsTimed(KeyedGroups):
 
     **The timer queue.** Keys wait for their time in a deque, in ``(time, sequence number)`` order: a new key's
     time is ``now + duration`` and a ticked key's next time is at most that, so appending keeps the order, and the
-    deque holds just the keys (the times are in their records). A key whose next time would go before the tail
+    deque holds just the keys (the times are in their records). A key whose next time would go before the deque's last
     (a tick that ran late and caught up) waits in a small heap of ``(time, number, key)`` instead; the queue's
     head is the earlier of the two heads. Every live key is in the queue exactly once; a key whose chain ended
     leaves it when it comes up.
@@ -182,7 +187,6 @@ class KeyedGroupsTimed(KeyedGroups):
         "_recovered",
         "_scheduler",
         "_seq",
-        "_tail",
         "_timed",
         "_timed_step",
         "_timer",
@@ -201,8 +205,7 @@ class KeyedGroupsTimed(KeyedGroups):
         # not state (rebuilt from the records)
         self._order: deque[Any] = deque()  # the keys, in (time, number) order
         self._dues: deque[int] = deque()  # their times (the records' own int objects): the head's, without a lookup
-        self._tail: tuple[int, int] = (-(2**63), -1)  # (time, number) of the deque's last key
-        self._late: list[tuple[int, int, Any]] = []  # the keys that would go before the tail, a heap
+        self._late: list[tuple[int, int, Any]] = []  # the keys that would go before the deque's last, a heap
         self._timer_due: int | None = None  # the time of the outstanding timer
         self._timer: _Timer | None = None  # the outstanding timer
         # state: when the outstanding timer was scheduled (or moved, or gave way), microseconds: where it stands in
@@ -246,12 +249,12 @@ class KeyedGroupsTimed(KeyedGroups):
         return tuple(fields)
 
     def _enqueue(self, key: Any, due: int, seq: int) -> None:
-        """``key`` waits for ``due`` (its sequence number ``seq``, the largest given so far)."""
-        tail = self._tail
-        if due > tail[0] or (due == tail[0] and seq > tail[1]):
+        """``key`` waits for ``due`` (its sequence number ``seq``, the largest given so far: a key due with the
+        deque's last goes after it)."""
+        dues = self._dues
+        if not dues or due >= dues[-1]:
             self._order.append(key)
-            self._dues.append(due)
-            self._tail = (due, seq)
+            dues.append(due)
         else:
             heapq.heappush(self._late, (due, seq, key))
         timer = self._timer_due
@@ -533,10 +536,19 @@ class KeyedGroupsTimed(KeyedGroups):
             self._seq = seq + 1
             if quiet_tick is not None:
                 field = quiet_tick(record[index], now, seq)
-                if field is not None:  # an idle key: its tick only moves its time
-                    page.records[key] = (*record[:index], field, *record[index + 1:])
+                if field is not None:  # an idle key: its tick only moves its time (_enqueue, inlined)
+                    if field is not record[index]:  # (else it changed in place)
+                        page.records[key] = (*record[:index], field, *record[index + 1:])
                     page.tracker.changed = True
-                    self._enqueue(key, field[0], seq)
+                    due = field[0]
+                    if not dues or due >= dues[-1]:
+                        order.append(key)
+                        dues.append(due)
+                    else:
+                        heapq.heappush(late, (due, seq, key))
+                    timer_due = self._timer_due
+                    if timer_due is None or due < timer_due:
+                        self._arm(due)
                     continue
             probe._key = key
             try:
@@ -548,11 +560,14 @@ class KeyedGroupsTimed(KeyedGroups):
                 self._tick_on(key, record, field, values, seq)
                 return None
             due = field[0]
+            same = field is record[index]  # it changed in place: the record stays
             if last:
-                page.records[key] = (*record[:index], field)
+                if not same:
+                    page.records[key] = (*record[:index], field)
             elif values and plain is not None:
                 through = self._through(plain, values)
-                page.records[key] = (*record[:index], field, *record[index + 1:])  # (those steps have no field)
+                if not same:
+                    page.records[key] = (*record[:index], field, *record[index + 1:])  # (those steps have no field)
                 if through is None:
                     page.tracker.changed = True
                     return None  # a step failed: the stage fails after the results before it
@@ -561,7 +576,7 @@ class KeyedGroupsTimed(KeyedGroups):
                 if not self._tick_on(key, record, field, values, seq):
                     return None  # the stage failed
                 continue
-            else:
+            elif not same:
                 page.records[key] = (*record[:index], field, *record[index + 1:])
             page.tracker.changed = True
             self._enqueue(key, due, seq)
@@ -686,9 +701,12 @@ class KeyedGroupsTimed(KeyedGroups):
         high = None if latest is None else micros(latest)
         where = getattr(reader, "where", f"operator {self.name!r}")
         waiting: list[tuple[int, int, Any]] = []
+        loaded = self._timed_step.loaded
         for key, record in self._table.items():
             if record:
-                field = record[index]
+                field = loaded(record[index])
+                if field is not record[index]:  # (an older store's form of the field)
+                    self._table.put(key, (*record[:index], field, *record[index + 1:]))
                 if (low is not None and field[0] < low) or (high is not None and field[0] > high):
                     context = f"{where}: the record of key {key!r:.60} (a {KeyedPage.name!r} unit)"
                     raise RecordReader(record, context).invalid(
@@ -699,7 +717,6 @@ class KeyedGroupsTimed(KeyedGroups):
         self._order = deque(key for _, _, key in waiting)
         self._dues = deque(due for due, _, _ in waiting)
         self._late = []
-        self._tail = waiting[-1][:2] if waiting else (-(2**63), -1)
         self._seq = max((seq for _, seq, _ in waiting), default=-1) + 1
 
     @staticmethod

@@ -316,17 +316,23 @@ class WindowTimeStep(_WindowStep, TimedStep):
 
 class WindowTimeStep1(WindowTimeStep):
     """:class:`WindowTimeStep` whose inner query is one step (``w.aggregate(...)``, ``w.count()``): the field
-    holds that step's field itself, ``(end, sequence number, inner field)``, or ``(end, sequence number)`` once
-    the window's inner query ended (a tuple and an allocation less per element and per key)."""
+    holds that step's field itself, ``[end, sequence number, inner field]``, or ``[end, sequence number]`` once
+    the window's inner query ended. It is a list, changed in place (``in_place``): an element, a tick and an idle
+    key's tick allocate neither a field nor a record (per key and per event, objects the collector would scan);
+    a record loaded with a tuple there (an older store) gets a list (:meth:`loaded`)."""
 
     __slots__ = ("_one",)
 
     def __init__(self, inner: InnerChain, duration: int, one: KeyedStep) -> None:
         super().__init__(inner, duration)
         self._one = one
+        self.in_place = True
 
     def open(self, now: int, seq: int) -> Any:
-        return (now + self._duration, seq, self._one.initial)
+        return [now + self._duration, seq, self._one.initial]
+
+    def loaded(self, field: Any) -> Any:
+        return field if type(field) is list else list(field)
 
     def next(self, state: Any, value: Any) -> tuple[Any, Any]:
         if len(state) == 2:
@@ -338,10 +344,10 @@ class WindowTimeStep1(WindowTimeStep):
             self._inner._stop(error, value)
             return state, SKIP  # skipped: the field stays
         if new is DONE:
-            return (state[0], state[1]), output
-        if new is field:
-            return state, output
-        return (state[0], state[1], new), output
+            del state[2]
+        elif new is not field:
+            state[2] = new
+        return state, output
 
     def _final(self, field: Any, outputs: list[Any]) -> None:
         """The inner step completes on ``field``: its final results appended to ``outputs``."""
@@ -371,7 +377,7 @@ class WindowTimeStep1(WindowTimeStep):
         due = field[0] + duration
         if due <= now:  # (a tick that runs late: the periods missed)
             due += ((now - due) // duration + 1) * duration
-        return (due, seq, initial)
+        return self._reopened(field, due, seq)
 
     def tick(self, field: Any, now: int, seq: int) -> tuple[Any, list[Any]]:
         due = field[0]
@@ -386,14 +392,29 @@ class WindowTimeStep1(WindowTimeStep):
                 self._final(initial, outputs)
                 due += duration
         except Exception as error:
-            return (due, seq, initial), Several(outputs, error)
-        return (due, seq, initial), outputs
+            return self._reopened(field, due, seq), Several(outputs, error)
+        return self._reopened(field, due, seq), outputs
+
+    def _reopened(self, field: list[Any], due: int, seq: int) -> list[Any]:
+        """``field`` (in place) as the key's new window's: due at ``due``, number ``seq``, nothing in it."""
+        field[0] = due
+        field[1] = seq
+        if len(field) == 3:
+            field[2] = self._one.initial
+        else:
+            field.append(self._one.initial)  # (its last window's query had ended: the new one starts afresh)
+        return field
 
     def _close_all(self, state: Any, outputs: list[Any]) -> None:
         if len(state) == 3:  # (else the window's inner query ended: nothing to close)
             self._final(state[2], outputs)
 
     _lengths = (2, 3)  # (end, sequence number) once the window's inner query ended
+
+    def check(self, state: Any) -> bool:
+        if type(state) is list:  # (this step's own; a tuple from an older store is accepted too, then made a list)
+            state = tuple(state)
+        return super().check(state)
 
     def _window_fits(self, window: object) -> bool:
         return self._one.check(window)

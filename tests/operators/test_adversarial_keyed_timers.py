@@ -150,3 +150,22 @@ def test_a_saved_timer_that_is_not_a_pair_of_times_is_refused() -> None:
     blob = save_subscription(handle, CheckpointMode.FULL)
     with pytest.raises(StateFormatError, match="timer"):
         started(TestScheduler(), blob)
+
+
+def test_a_window_field_stored_as_a_tuple_by_an_older_release_loads_as_a_list_and_goes_on() -> None:
+    scheduler = TestScheduler()
+    source, _, handle = started(scheduler)
+    scheduler.advance_to(100)
+    source.on_next((1, 0))
+    source.on_next((1, 0))
+    for key, record in list(handle._table.items()):  # the field as the previous release kept (and saved) it
+        assert type(record[0]) is list
+        handle._table.put(key, (tuple(record[0]), *record[1:]))
+    blob = save_subscription(handle, CheckpointMode.FULL)
+    later = TestScheduler()
+    later.advance_to(105)
+    source, recorder, handle = started(later, blob)
+    assert type(handle._table.get(1)[0]) is list
+    source.on_next((1, 0))
+    later.advance_to(121)
+    assert recorder.values == [(1, 3), (1, 0)]
