@@ -293,9 +293,9 @@ class KeyedGroupsTimed(KeyedGroups):
         timer = self._timer = _Timer(self, due, None if armed is None else at(armed))
         scheduler.schedule(timer, due=when)
 
-    def _rearm(self, timer: _Timer, due: int) -> bool:
-        """Move the running ``timer`` to ``due`` (the scheduler runs it again then), if the scheduler can; else
-        ``False``, and :meth:`_arm` schedules a new one."""
+    def _rearm(self, timer: _Timer, due: int, now: int) -> bool:
+        """Move the running ``timer`` to ``due`` (the scheduler runs it again then; ``now``: the clock), if the
+        scheduler can; else ``False``, and :meth:`_arm` schedules a new one."""
         if not self._virtual or self._error is not None or self._source_done:
             return False
         scheduler: Any = self._scheduler
@@ -304,7 +304,7 @@ class KeyedGroupsTimed(KeyedGroups):
         timer.due = due
         self._timer_due = due
         self._timer = timer
-        self._armed = scheduler.now_us  # it goes back in line now (the virtual scheduler's run_again_at_us)
+        self._armed = now  # it goes back in line now (the virtual scheduler's run_again_at_us)
         self._state.changed = True
         return True
 
@@ -341,7 +341,7 @@ class KeyedGroupsTimed(KeyedGroups):
                         self._timer_due = self._timer = self._armed = None
                         self._state.changed = True
                         if earliest is not None:
-                            again = self._rearm(timer, earliest)
+                            again = self._rearm(timer, earliest, now)
                             if not again:
                                 self._arm(earliest)
                 if self._pending and self._demand == LONG_MAX and not self._emitting and self._running \
