@@ -548,16 +548,9 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                         elif in_place:
                             page.tracker.changed = True
                         if pair and output is not SKIP:
-                            output = (key, output)
+                            output = (key, output)  # (_tag's common case, inlined)
                         elif tag is not None and output is not SKIP:
-                            try:  # the result selector (as _tag does, inlined)
-                                tagged = tag(KeyedGroup((key,)), output)
-                                if tagged is None:
-                                    raise TypeError(_NONE_RESULT)
-                            except Exception as error:
-                                self._step_failed(error, output)  # skipped: the result is dropped
-                                tagged = SKIP
-                            output = tagged
+                            output = self._tagged(output)
                         if output is not SKIP and type(output) is not _Outputs:
                             emit(output)
                             continue
@@ -633,18 +626,10 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
                         page.tracker.changed = True
                 elif self._in_place:
                     page.tracker.changed = True
-                tag = self._result_selector
                 if self._key_pair and state is not DONE and output is not SKIP:
-                    output = (key, output)
-                elif tag is not None and state is not DONE and output is not SKIP:
-                    try:  # the result selector (as _tag does, inlined)
-                        tagged = tag(KeyedGroup((key,)), output)
-                        if tagged is None:
-                            raise TypeError(_NONE_RESULT)
-                    except Exception as error:
-                        self._step_failed(error, output)  # skipped: the result is dropped
-                        return
-                    output = tagged
+                    output = (key, output)  # (_tag's common case, inlined)
+                elif self._result_selector is not None and state is not DONE and output is not SKIP:
+                    output = self._tagged(output)
             else:
                 output = self._element(key, value)
             if output is SKIP:
@@ -860,6 +845,15 @@ class KeyedGroups(PullingEmitterBase[Any, Any]):
         if result is None:
             raise TypeError(_NONE_RESULT)
         return result
+
+    def _tagged(self, value: Any) -> Any:
+        """:meth:`_tag` on the one-step path: what it raises goes through the policy (lock held); ``SKIP`` when the
+        policy skips it there (the result is dropped)."""
+        try:
+            return self._tag(value)
+        except Exception as error:
+            self._step_failed(error, value)
+            return SKIP
 
     def _step_failed(self, error: Exception, value: Any) -> bool:
         """A step (or the key) raised ``error`` on ``value`` (lock held): ``True`` if the policy skips it there,
