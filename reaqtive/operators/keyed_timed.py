@@ -404,11 +404,8 @@ class KeyedGroupsTimed(KeyedGroups):
                 if ended is not None and outputs:
                     self._queue(outputs)
         lock.release()
-        if self._pending or self._error is not None:
-            self._drain()
-        if self._deferred_error is not None:
-            deferred, self._deferred_error = self._deferred_error, None
-            self._fail(deferred)
+        if self._pending or self._error is not None or self._deferred_error is not None:
+            self._settle(direct=False)
 
     def _plain_steps_after(self) -> tuple[KeyedStep, ...] | None:
         """The steps after the timed one when they are all ``map`` s and ``filter`` s (no field: a tick's results

@@ -443,8 +443,10 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T
     # -- records (subclasses) --------------------------------------------------------------------------------
 
     def _end_of(self, table_key: Any, record: tuple[Any, ...]) -> int:
-        """When the window of ``record`` ends (microseconds from the origin)."""
-        raise NotImplementedError
+        """When the window of ``record`` ends (microseconds from the origin): a span after its start, the
+        record's first field (tumbling and hopping windows)."""
+        end: int = record[0] + self._span
+        return end
 
     def _check_record(self, table_key: Any, reader: RecordReader, bounds: tuple[int | None, int | None]) -> None:
         """Check a loaded record's own fields (``bounds``: the earliest and latest time the host allows)."""
@@ -824,10 +826,6 @@ class AggregateByKey(_KeyedWindows[T], Generic[T]):
         if due is not None:
             self._schedule(due)
 
-    def _end_of(self, table_key: Any, record: tuple[Any, ...]) -> int:
-        end: int = record[0] + self._span
-        return end
-
     def _check_record(self, table_key: Any, reader: RecordReader, bounds: tuple[int | None, int | None]) -> None:
         self._check_window_record(reader, bounds, self._span)
 
@@ -875,10 +873,6 @@ class AggregateByKeyHopping(_KeyedWindows[T], Generic[T]):
                 if due is not None:
                     dues.append(due)
         return dues
-
-    def _end_of(self, table_key: Any, record: tuple[Any, ...]) -> int:
-        end: int = record[0] + self._span
-        return end
 
     def _check_record(self, table_key: Any, reader: RecordReader, bounds: tuple[int | None, int | None]) -> None:
         start = self._check_window_record(reader, bounds, self._slide)
