@@ -377,7 +377,11 @@ class WindowTimeStep1(WindowTimeStep):
         due = field[0] + duration
         if due <= now:  # (a tick that runs late: the periods missed)
             due += ((now - due) // duration + 1) * duration
-        return self._reopened(field, due, seq)
+        field[0] = due  # (_reopened, inlined: the window holds its initial field already, if any)
+        field[1] = seq
+        if len(field) == 2:
+            field.append(initial)
+        return field
 
     def tick(self, field: Any, now: int, seq: int) -> tuple[Any, list[Any]]:
         due = field[0]
