@@ -56,6 +56,7 @@ US: Final = timedelta(microseconds=1)
 TICK_SLICE: Final = 4096
 """The most keys a timer ticks before it may give way to the host (see ``KeyedGroupsTimed._on_timer``)."""
 
+_NO_VALUES: Final[list[Any]] = []  # (never appended to)
 _TICKING: Final = -(2**63)
 """``_timer_due`` while the outstanding timer ticks: nothing else arms one, it arms the next when done."""
 
@@ -531,52 +532,42 @@ class KeyedGroupsTimed(KeyedGroups):
                     dues.popleft()
             seq = self._seq
             self._seq = seq + 1
-            if quiet_tick is not None:
-                field = quiet_tick(record[index], now, seq)
-                if field is not None:  # an idle key: its tick only moves its time (_enqueue, inlined)
-                    if field is not record[index]:  # (else it changed in place)
-                        page.records[key] = (*record[:index], field, *record[index + 1:])
-                    page.tracker.changed = True
-                    due = field[0]
-                    if not dues or due >= dues[-1]:
-                        order.append(key)
-                        dues.append(due)
-                    else:
-                        heapq.heappush(late, (due, seq, key))
-                    timer_due = self._timer_due
-                    if timer_due is None or due < timer_due:
-                        self._arm(due)
-                    continue
-            probe._key = key
-            try:
-                field, values = step.tick(record[index], now, seq)
-            except Exception as error:
-                self._deferred_error = stopping_error(error)  # (after the results ticked before it: see _on_timer)
-                return None
-            if type(values) is Several:  # a failure after these results: the stage fails
-                self._tick_on(key, record, field, values, seq)
-                return None
-            due = field[0]
-            same = field is record[index]  # it changed in place: the record stays
-            if last:
-                if not same:
-                    page.records[key] = (*record[:index], field)
-            elif values and plain is not None:
-                through = self._through(plain, values)
-                if not same:
-                    page.records[key] = (*record[:index], field, *record[index + 1:])  # (those steps have no field)
-                if through is None:
-                    page.tracker.changed = True
-                    return None  # a step failed: the stage fails after the results before it
-                values = through
-            elif values:
-                if not self._tick_on(key, record, field, values, seq):
-                    return None  # the stage failed
-                continue
-            elif not same:
+            values: list[Any] = _NO_VALUES
+            field = None if quiet_tick is None else quiet_tick(record[index], now, seq)  # an idle key: a move
+            if field is None:
+                probe._key = key
+                try:
+                    field, values = step.tick(record[index], now, seq)
+                except Exception as error:
+                    self._deferred_error = stopping_error(error)  # (after the results ticked before it: _on_timer)
+                    return None
+                if type(values) is Several:  # a failure after these results: the stage fails
+                    self._tick_on(key, record, field, values, seq)
+                    return None
+                if values and not last:
+                    if plain is None:
+                        if not self._tick_on(key, record, field, values, seq):
+                            return None  # the stage failed
+                        continue
+                    through = self._through(plain, values)  # (those steps have no field)
+                    if through is None:
+                        if field is not record[index]:
+                            page.records[key] = (*record[:index], field, *record[index + 1:])
+                        page.tracker.changed = True
+                        return None  # a step failed: the stage fails after the results before it
+                    values = through
+            if field is not record[index]:  # (else it changed in place)
                 page.records[key] = (*record[:index], field, *record[index + 1:])
             page.tracker.changed = True
-            self._enqueue(key, due, seq)
+            due = field[0]  # the key waits for its next time (_enqueue, inlined)
+            if not dues or due >= dues[-1]:
+                order.append(key)
+                dues.append(due)
+            else:
+                heapq.heappush(late, (due, seq, key))
+            timer_due = self._timer_due
+            if timer_due is None or due < timer_due:
+                self._arm(due)
             if values and not self._queue(values):
                 return None
         return now  # the budget is spent: some may be due still (the caller runs again)
