@@ -321,12 +321,16 @@ class WindowTimeStep1(WindowTimeStep):
     key's tick allocate neither a field nor a record (per key and per event, objects the collector would scan);
     a record loaded with a tuple there (an older store) gets a list (:meth:`loaded`)."""
 
-    __slots__ = ("_one",)
+    __slots__ = ("_fold", "_one")
 
     def __init__(self, inner: InnerChain, duration: int, one: KeyedStep) -> None:
+        from reaqtive.operators.aggregate import AggregateSeedStep  # (local: the operator loads on first use)
+
         super().__init__(inner, duration)
         self._one = one
         self.in_place = True
+        # ``w.aggregate(f, seed)``: its step's next is ``f`` with no output, called here without that step
+        self._fold = one._accumulator if type(one) is AggregateSeedStep else None
 
     def open(self, now: int, seq: int) -> Any:
         return [now + self._duration, seq, self._one.initial]
@@ -338,7 +342,11 @@ class WindowTimeStep1(WindowTimeStep):
         if len(state) == 2:
             return state, SKIP  # the window's inner query ended: its later elements are dropped
         field = state[2]
+        fold = self._fold
         try:
+            if fold is not None:
+                state[2] = fold(field, value)
+                return state, SKIP
             new, output = self._one.next(field, value)
         except Exception as error:
             self._inner._stop(error, value)

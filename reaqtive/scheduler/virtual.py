@@ -543,7 +543,7 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
             if not task.is_runnable:
                 done = False
             elif item.yieldable:
-                done = task.execute(self, self.yield_token)  # type: ignore[call-arg]
+                done = task.execute(self, self._token or self.yield_token)  # type: ignore[call-arg]
             else:
                 done = task.execute(self)
             if not done:
