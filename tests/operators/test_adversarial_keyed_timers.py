@@ -82,7 +82,8 @@ def test_a_keyed_window_timer_keeps_its_place_in_line_after_a_restart(name: str,
     check(name, 2, script)
 
 
-@pytest.mark.xfail(strict=True, reason="two timers armed in one tick: recovered in re-arming order (see TIES)")
+# (not strict: buffer by time is another stage's timer, whose arming another change may move)
+@pytest.mark.xfail(strict=False, reason="two timers armed in one tick: recovered in re-arming order (see TIES)")
 @pytest.mark.parametrize("name", sorted(TIES))
 def test_two_timers_armed_in_one_tick_may_swap_after_a_restart(name: str) -> None:
     query, script = TIES[name]
