@@ -17,12 +17,14 @@ from reaqtive.core.arguments import require_non_negative_int, require_time
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import MissingSchedulerError
 from reaqtive.core.expression import as_expression
+from reaqtive.core.operator import StateReader
 from reaqtive.core.streams import LONG_MAX, Subscriber, Subscription, add_demand, require_not_none
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 from reaqtive.operators._timing import MAX_TIME
 from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.state.fields import time_bounds
 
 __all__ = [
     "DeadlineStage",
@@ -148,6 +150,30 @@ class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def _fire(self) -> None:
         if not self._disposed:
             self.on_deadline()
+
+
+class AtATime(DeadlineStage[T], Generic[T]):
+    """A timer at a time given by the query (``take_until``/``skip_until`` a time), armed at the subscription:
+    the subclass saves when that was (``_subscribed_at``, a slot it declares, read with :meth:`_load_armed`),
+    so a recovered timer goes back in line where it stood. A state of the version before, without it, re-arms it
+    at the restart's tick (as that version did)."""
+
+    __slots__ = ()
+
+    _subscribed_at: datetime | None
+
+    def _load_armed(self, reader: StateReader) -> None:
+        self._subscribed_at = reader.read_optional_datetime(  # type: ignore[misc]  # (the subclass's slot)
+            "subscribed at", *time_bounds(self.context))
+
+    def _arming(self, now: datetime) -> None:
+        """At start: a new stage is armed now (a recovered one knows when, or re-arms now)."""
+        if self._subscribed_at is None:
+            self._subscribed_at = now  # type: ignore[misc]  # (the subclass's slot)
+            self._state.changed = True
+
+    def armed_at(self, due: datetime) -> datetime | None:
+        return self._subscribed_at
 
 
 class LockedEnd(StatefulUnaryOperatorBase[T, T], Generic[T]):

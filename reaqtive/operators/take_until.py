@@ -12,7 +12,7 @@ from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators._take_skip import TakeUntilDeadline, UntilStage, other_or_time
+from reaqtive.operators._take_skip import AtATime, TakeUntilDeadline, UntilStage, other_or_time
 
 __all__ = ["TakeUntil", "TakeUntilArgs", "TakeUntilTime", "TakeUntilTimeArgs", "take_until"]
 
@@ -110,21 +110,35 @@ class TakeUntil(UntilStage[T], Generic[T]):
 
 
 @register_operator("take_until_time", frames=2, builder=take_until, args=TakeUntilTimeArgs)
-class TakeUntilTime(TakeUntilDeadline[T], Generic[T]):
+class TakeUntilTime(TakeUntilDeadline[T], AtATime[T], Generic[T]):
     """The running stage of :func:`take_until` with a time: a lock (of :class:`TakeUntilDeadline`) serializes
-    the timer's completion with the elements."""
+    the timer's completion with the elements. State version 2: when it subscribed (its timer's place in line,
+    :class:`AtATime`); version 1 saved nothing, and still loads."""
 
     name = "reaqtive:take_until+time"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
     operator_label = "take_until(end_time)"
+    state_fields = ("subscribed_at",)
 
-    __slots__ = ("_end_time", "_source")
+    __slots__ = ("_end_time", "_source", "_subscribed_at")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
         args = TakeUntilTimeArgs.read(query)
         self._source: Subscribable[T] = args.source
         self._end_time = args.end_time
+        self._subscribed_at: datetime | None = None
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        writer.write(self._subscribed_at)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self._load_armed(reader)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        pass  # (1,) saved nothing
 
     def deadline(self, now: datetime) -> datetime | None:
+        self._arming(now)
         return self._end_time
