@@ -208,7 +208,7 @@ class Debounce(_DebounceBase[T], Generic[T]):
             arguments(query, "source", "duration").fail(1, "a timedelta >= 0")
         self._duration = duration
         self._due: datetime | None = None
-        # the scheduled timer task: (due, armed at; None: not known, a version 1 state), None when none is
+        # the scheduled timer task: (due, armed at; None until a version 1 state starts), None when none is
         self._timer: tuple[datetime, datetime | None] | None = None
         self._scheduler: Scheduler | None = None
 
@@ -248,7 +248,13 @@ class Debounce(_DebounceBase[T], Generic[T]):
     def on_start(self) -> None:
         timer = self._timer
         if self._has_pending and timer is not None:  # recovered while an element was pending
-            self._arm(*timer)
+            due, armed = timer
+            if armed is None:  # a version 1 state: armed now
+                scheduler = self._scheduler
+                assert scheduler is not None
+                self._timer = (due, scheduler.now)
+                self._state.changed = True
+            self._arm(due, armed)
         super().on_start()
 
     def on_next(self, value: T) -> None:

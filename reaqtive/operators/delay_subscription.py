@@ -103,8 +103,8 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def load_state_core(self, reader: StateReader) -> None:
         self._load(reader)
         self._armed = reader.read_optional_datetime("armed", *time_bounds(self.context))
-        if (self._armed is None) != (self._next_due is None):
-            raise reader.invalid("armed", "a time exactly when the due time is set", self._armed)
+        if not self._subscribed and (self._armed is None) != (self._next_due is None):
+            raise reader.invalid("armed", "a time exactly when the due time is set (before it subscribed)", self._armed)
 
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
         # (1,) is (2,) without the last field: a relative due time was armed that long before it
@@ -137,11 +137,13 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
             return  # recovered after the due time: the start traversal starts the re-created subtree
         scheduler = self._scheduler
         assert scheduler is not None
+        armed = self._armed
         if self._next_due is None:
-            self._armed = now = scheduler.now
-            self._next_due = due_time(now, self._due)
+            self._next_due = due_time(scheduler.now, self._due)
+        if armed is None:  # new, or a version 1 state that cannot tell: armed now
+            self._armed = scheduler.now
             self._state.changed = True
-        scheduler.schedule(ActionTask(self._subscribe_source, armed=self._armed), self._next_due)
+        scheduler.schedule(ActionTask(self._subscribe_source, armed=armed), self._next_due)
 
     def _subscribe_source(self) -> None:
         if self._disposed:

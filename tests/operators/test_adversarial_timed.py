@@ -21,7 +21,7 @@ from reaqtive.operators.delay_subscription import DelaySubscription
 from reaqtive.operators.skip_until import SkipUntilTime
 from reaqtive.operators.take_until import TakeUntilTime
 from reaqtive.operators.window_time import WindowTimeShift
-from reaqtive.state import state_loader
+from reaqtive.state import save_subscription, state_loader
 from reaqtive.testing import TestScheduler, on_completed, on_error, on_next
 from reaqtive.testing.checkpoint import Demand, check_checkpoint_anywhere
 from tests.operators._adversarial_support import demands
@@ -216,6 +216,13 @@ def test_a_state_saved_before_the_arming_time_was_saved_still_loads(name: str, s
     handle.dispose()
     later = scheduler.create_hot_observable(*(m for m in script if m.time > stop))
     recovered = scheduler.create_observer()
-    initialize(create(later).subscribe(recovered), scheduler.create_context(), state_loader(blob))
+    handle = initialize(create(later).subscribe(recovered), scheduler.create_context(), state_loader(blob))
+    scheduler.advance_to(stop)  # (a timer re-armed at load: not yet due)
+    again = save_subscription(handle)  # the current version, written by a stage that loaded the older one
+    assert again is not None
+    handle.dispose()
+    latest = scheduler.create_hot_observable(*(m for m in script if m.time > stop))
+    last = scheduler.create_observer()
+    initialize(create(latest).subscribe(last), scheduler.create_context(), state_loader(again))
     scheduler.advance_to(600)
-    assert [*observer.messages, *recovered.messages] == expected
+    assert [*observer.messages, *recovered.messages, *last.messages] == expected
