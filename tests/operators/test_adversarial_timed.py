@@ -18,6 +18,7 @@ from reaqtive.core.visitors import initialize
 from reaqtive.operators.buffer_time import BufferTimeShift
 from reaqtive.operators.debounce import Debounce
 from reaqtive.operators.delay_subscription import DelaySubscription
+from reaqtive.operators.group_by import GroupByExpiring
 from reaqtive.operators.skip_until import SkipUntilTime
 from reaqtive.operators.take_until import TakeUntilTime
 from reaqtive.operators.window_time import WindowTimeShift
@@ -147,11 +148,16 @@ ARMED_ELSEWHERE: dict[str, tuple[Callable[[Any], Any], tuple[int, ...]]] = {
         lambda xs: xs.buffer(s(3)).map(len).delay_subscription(at(206)).sample(s(3)), SCRIPT),
     "buffer(3 s) then delay_subscription(6 s), sampled every 3 s": (
         lambda xs: xs.buffer(s(3)).map(len).delay_subscription(s(6)).sample(s(3)), SCRIPT),
+    # (start_with keeps the inner query off the keyed path: the plain group_by stage's expiry timer)
+    "buffer(2 s) merged with groups expiring after 3 s, counted": (
+        lambda xs: xs.buffer(s(2)).map(lambda b: -len(b) - 1).merge(
+            xs.group_by(lambda v: v % 2, expire_after=s(3)).flat_map(lambda g: g.start_with(-9).count())), SCRIPT),
 }
 """Two timers of one query due in the same instant, one of them re-armed at recovery by a stage that cannot
 derive from its other fields when it was armed: debounce (its timer re-arms when a newer element moved the due
 time), buffers and windows with a shift (at the previous open or close, or at the subscription), take_until and
-skip_until a time and delay_subscription (at the subscription). Each saves when its timer was armed."""
+skip_until a time and delay_subscription (at the subscription), group_by's expiry (at a group's element, or when
+the previous expiry ran). Each saves when its timer was armed."""
 
 
 @pytest.mark.parametrize("name", sorted(ARMED_ELSEWHERE))
@@ -194,6 +200,8 @@ OLDER_STATES: dict[str, tuple[Callable[[Any], Any], type[Any], tuple[int, ...], 
     "delay_subscription(5 s), version 1": (lambda xs: xs.delay_subscription(s(5)), DelaySubscription, (1,), 1),
     "delay_subscription(until 207), version 1": (lambda xs: xs.delay_subscription(at(207)), DelaySubscription,
                                                  (1,), 1),
+    "group_by expiring after 3 s, version 1": (
+        lambda xs: xs.group_by(lambda v: v % 2, expire_after=s(3)).map(lambda g: g.key), GroupByExpiring, (1,), 2),
 }
 """The stages that now save when their timer was armed, and the versions before, which did not."""
 
