@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from reaqtive.core.arguments import ArgsRecord, Arguments
+from reaqtive.core.operator import StateReader
 from reaqtive.core.scheduler_interface import Scheduler
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._timing import MAX_SPAN, deadline, earlier, multiply_safe
@@ -127,9 +128,11 @@ class ShiftedSpans(SpanClock):
     a close comes before an open at the same instant. They overlap when ``shift < duration`` and leave gaps
     when ``shift > duration``.
 
-    Only the time the next span opens (``_next_open``) is saved of the clock: the oldest span's close follows
-    from it, since spans open ``shift`` apart and all last ``duration`` (so at most :meth:`_most_open` are open).
-    The stage implements :meth:`_open_count`, :meth:`_close_oldest` and :meth:`_open_next`.
+    Of the clock, the time the next span opens (``_next_open``) is saved: the oldest span's close follows from
+    it, since spans open ``shift`` apart and all last ``duration`` (so at most :meth:`_most_open` are open). So is
+    when the timer was armed (``_armed``, at the previous open or close, or at the subscription: which, the
+    state cannot tell), so that a recovered timer goes back in line where it stood. The stage implements
+    :meth:`_open_count`, :meth:`_close_oldest` and :meth:`_open_next`, and declares ``_armed``.
     """
 
     __slots__ = ()
@@ -137,6 +140,25 @@ class ShiftedSpans(SpanClock):
     _duration: timedelta
     _shift: timedelta
     _next_open: datetime | None
+    _armed: datetime | None  # when the current timer was armed (None: not known, a state of an older version)
+
+    def _schedule_timer(self, generation: int, due: datetime, armed: datetime | None = None) -> None:
+        scheduler = self._scheduler
+        assert scheduler is not None
+        self._armed = scheduler.now if armed is None else armed  # type: ignore[misc]  # (a slot of the stage)
+        super()._schedule_timer(generation, due, armed)
+
+    def _armed_at(self, due: datetime) -> datetime | None:
+        return self._armed
+
+    def _load_armed(
+        self, reader: StateReader, running: bool, bounds: tuple[datetime | None, datetime | None]
+    ) -> None:
+        """Read ``_armed`` (within ``bounds``, the clock's), which a stage that runs on (``running``: a timer to
+        re-arm) has, at or before the timer's due time."""
+        self._armed = reader.read_optional_datetime("armed", *bounds)  # type: ignore[misc]  # (a slot of the stage)
+        if running and (self._armed is None or self._armed > self._next_due()):
+            raise reader.invalid("armed", "a time at or before the next open or close", self._armed)
 
     def _open_count(self) -> int:
         raise NotImplementedError

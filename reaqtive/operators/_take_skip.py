@@ -10,27 +10,32 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from reaqtive.core.arguments import require_non_negative_int, require_time
+from reaqtive.core.arguments import ArgsRecord, require_non_negative_int, require_time
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import MissingSchedulerError
-from reaqtive.core.expression import as_expression
+from reaqtive.core.expression import OperatorCall, as_expression
+from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import LONG_MAX, Subscriber, Subscription, add_demand, require_not_none
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
 from reaqtive.operators._timing import MAX_TIME
 from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.state.fields import time_bounds
 
 __all__ = [
+    "AtATime",
     "DeadlineStage",
     "DroppingStage",
     "GateStage",
     "LockedEnd",
     "OpenAtDeadline",
     "TakeUntilDeadline",
+    "UntilArgs",
     "UntilObserver",
     "UntilStage",
     "count_or_duration",
@@ -52,14 +57,23 @@ def count_or_duration(value: object, op: str) -> tuple[str, int | timedelta]:
     raise TypeError(f"{op}: count must be an int or a timedelta, got {type(value).__name__}")
 
 
-def other_or_time(value: object, op: str) -> tuple[str, object]:
-    """The builders' check of ``take_until``/``skip_until``: ``(op, query)`` for a stream (any subscribable, made
-    a query), ``(op + "_time", datetime)`` for an aware datetime."""
+def other_or_time(value: object, op: str) -> OperatorCall[Any]:
+    """The builders of ``take_until``/``skip_until``: the node ``op(query)`` for a stream (any subscribable, made
+    a query), ``op_time(datetime)`` for an aware datetime."""
     if isinstance(value, datetime):
-        return f"{op}_time", require_time(value, op, "time")
+        return OperatorCall(f"{op}_time", (require_time(value, op, "time"),))
     if isinstance(value, Subscribable):
-        return op, as_expression(value)
+        return OperatorCall(op, (as_expression(value),))
     raise TypeError(f"{op}: other must be a query (or another Subscribable) or a datetime, got {type(value).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class UntilArgs(ArgsRecord):
+    """The arguments of a ``take_until`` or ``skip_until`` node with a stream: ``(source, other)``."""
+
+    source: Subscribable[Any]
+    other: Subscribable[Any]
+    checks = ("source", "source")
 
 
 class DroppingStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
@@ -148,6 +162,43 @@ class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def _fire(self) -> None:
         if not self._disposed:
             self.on_deadline()
+
+
+class AtATime(DeadlineStage[T], Generic[T]):
+    """A timer at a time given by the query (``take_until``/``skip_until`` a time), armed at the subscription.
+    State version 2: the subclass's fields of version 1 (:meth:`_save_fields`, none by default), then when it
+    subscribed (``_subscribed_at``, a slot the subclass declares), so a recovered timer goes back in line where it
+    stood. Version 1 still loads: its timer is re-armed at the restart's tick (as that version did)."""
+
+    __slots__ = ()
+
+    older_versions = frozenset({(1,)})
+    _subscribed_at: datetime | None
+    _time: datetime  # the query's (a slot the subclass declares)
+
+    def _save_fields(self, writer: StateWriter) -> None:
+        """Write the subclass's fields of version 1."""
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        self._save_fields(writer)
+        writer.write(self._subscribed_at)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self.load_older_state_core(reader, (1,))  # (1,) is (2,) without the last field
+        self._subscribed_at = reader.read_optional_datetime(  # type: ignore[misc]  # (the subclass's slot)
+            "subscribed at", *time_bounds(self.context))
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        """Read the subclass's fields of version 1."""
+
+    def deadline(self, now: datetime) -> datetime | None:
+        if self._subscribed_at is None:  # a new stage is armed now (a recovered one knows when, or re-arms now)
+            self._subscribed_at = now  # type: ignore[misc]  # (the subclass's slot)
+            self._state.changed = True
+        return self._time
+
+    def armed_at(self, due: datetime) -> datetime | None:
+        return self._subscribed_at
 
 
 class LockedEnd(StatefulUnaryOperatorBase[T, T], Generic[T]):

@@ -294,14 +294,15 @@ class BufferTimeShift(ShiftedSpans, _TimeBuffer[T], Generic[T]):
 
     Only the time the next list opens is saved: the oldest list's close time follows from it
     (:class:`~reaqtive.operators._spans.ShiftedSpans`). State version 2 adds whether the upstream was asked for
-    everything; version 1 still loads, as "not asked".
+    everything; version 3 when the timer was armed (its place in line after a restart). Versions 1 and 2 still
+    load, as "not asked" and a timer re-armed at the restart's tick.
     """
 
     name = "reaqtive:buffer/time+shift"
-    version: Version = (2,)
-    older_versions = frozenset({(1,)})
+    version: Version = (3,)
+    older_versions = frozenset({(1,), (2,)})
 
-    __slots__ = ("_buffers", "_duration", "_next_open", "_shift")
+    __slots__ = ("_armed", "_buffers", "_duration", "_next_open", "_shift")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         args = BufferTimeArgs.read(query)
@@ -310,19 +311,28 @@ class BufferTimeShift(ShiftedSpans, _TimeBuffer[T], Generic[T]):
         self._shift = args.shift
         self._buffers: deque[list[T]] = deque()
         self._next_open: datetime | None = None
+        self._armed: datetime | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(list(self._buffers))
         writer.write(self._next_open)
         self._save_pending(writer)
         writer.write(self._pulled)
+        writer.write(self._armed)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self.load_older_state_core(reader, (1,))
-        self._load_pulled(reader.read_bool("pulled"))
+        self.load_older_state_core(reader, (2,))
+        running = self._next_open is not None and not self._source_done
+        self._load_armed(reader, running, time_bounds(self.context))
 
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
-        # (1,) is (2,) without the last field
+        # (1,) is (2,) without the last field, (2,) is (3,) without the last field
+        self._load_lists(reader)
+        if version != (1,):
+            self._load_pulled(reader.read_bool("pulled"))
+
+    def _load_lists(self, reader: StateReader) -> None:
+        """The fields every version has: the open lists, the next open, the closed lists, source done."""
         self._buffers = deque(reader.read_list("buffers", of=list))  # lists of the user's elements
         most = self._most_open()
         if len(self._buffers) > most:

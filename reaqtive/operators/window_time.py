@@ -193,14 +193,16 @@ class WindowTime(_TickWindow[T], Generic[T]):
 class WindowTimeShift(ShiftedSpans, _TimeWindow[T], Generic[T]):
     """The running stage of ``window(duration, shift)`` with ``shift != duration``.
 
-    It saves only the absolute time the next window opens: the oldest window's close follows from it
-    (:class:`~reaqtive.operators._spans.ShiftedSpans`).
+    It saves the absolute time the next window opens: the oldest window's close follows from it
+    (:class:`~reaqtive.operators._spans.ShiftedSpans`). State version 2 adds when the timer was armed (its place
+    in line after a restart); version 1 still loads, its timer re-armed at the restart's tick.
     """
 
     name = "reaqtive:window/time+shift"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
 
-    __slots__ = ("_duration", "_next_open", "_shift")
+    __slots__ = ("_armed", "_duration", "_next_open", "_shift")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         args = WindowTimeArgs.read(query)
@@ -208,13 +210,21 @@ class WindowTimeShift(ShiftedSpans, _TimeWindow[T], Generic[T]):
         self._duration = args.duration
         self._shift = args.shift
         self._next_open: datetime | None = None
+        self._armed: datetime | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:
         with self._lock:
             self._save_inners(writer)
             writer.write(self._next_open)
+            writer.write(self._armed)
 
     def load_state_core(self, reader: StateReader) -> None:
+        self.load_older_state_core(reader, (1,))
+        running = self._next_open is not None and not (self._terminated or self._source_done)
+        self._load_armed(reader, running, time_bounds(self.context))
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,) is (2,) without the last field
         self._load_windows(reader, 0, self._most_open())
         self._next_open = self._load_next_due(reader, "next open", self._shift)
 

@@ -197,7 +197,7 @@ def test_skip_until_time_saves_whether_the_gate_is_open() -> None:
     (shut,) = saved_nodes(save_at(create, [HOT], 240))
     (opened,) = saved_nodes(save_at(create, [HOT], 270))
     assert shut.name == "reaqtive:skip_until+time"
-    assert saved_fields(shut) == [False, False] and saved_fields(opened) == [False, True]
+    assert saved_fields(shut) == [False, False, at(200)] and saved_fields(opened) == [False, True, at(200)]
 
 
 def test_skip_until_time_needs_a_scheduler() -> None:
