@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import no_elements_error, none_result_error, optional_callable
 from reaqtive.operators._seed import NO_SEED  # shared with the fluent methods' defaults
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError
@@ -56,26 +54,14 @@ def aggregate(
     return OperatorCall("aggregate", (accumulator, result_selector, seed))
 
 
-@dataclass(frozen=True, slots=True)
-class AggregateArgs(ArgsRecord):
+class AggregateArgs(ArgsRecord, source="source", accumulator="function", result_selector="optional_function"):
     """The arguments of an ``aggregate`` node without a seed: ``(source, accumulator, result_selector)``; a node
     with a seed reads as an :class:`AggregateSeedArgs` (one op, two shapes)."""
 
-    source: Subscribable[Any]
-    accumulator: Callable[[Any, Any], Any]
-    result_selector: Callable[[Any], Any] | None
-    checks = ("source", "function", "optional_function")
 
-
-@dataclass(frozen=True, slots=True)
-class AggregateSeedArgs(ArgsRecord):
+class AggregateSeedArgs(ArgsRecord, source="source", accumulator="function", result_selector="optional_function",
+                        seed="value"):
     """The arguments of an ``aggregate`` node with a seed: ``(source, accumulator, result_selector, seed)``."""
-
-    source: Subscribable[Any]
-    accumulator: Callable[[Any, Any], Any]
-    result_selector: Callable[[Any], Any] | None
-    seed: object
-    checks = ("source", "function", "optional_function", "value")
 
 
 AggregateArgs.alternatives = (AggregateSeedArgs,)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
@@ -101,14 +100,8 @@ def buffer(first: int | timedelta, second: int | timedelta | None = None, /) -> 
     return OperatorCall(name, args)
 
 
-@dataclass(frozen=True, slots=True)
-class BufferArgs(ArgsRecord):
+class BufferArgs(ArgsRecord, source="source", count="positive_count", skip="positive_count"):
     """The arguments of a ``buffer`` node: ``(source, count, skip)``."""
-
-    source: Subscribable[Any]
-    count: int
-    skip: int
-    checks = ("source", "positive_count", "positive_count")
 
 
 def _open_lengths(index: int, count: int, skip: int) -> list[int]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
@@ -70,14 +69,9 @@ def combine_latest(
     return OperatorCall("combine_latest", (*sources, selector))
 
 
-@dataclass(frozen=True, slots=True)
-class CombineLatestArgs(ArgsRecord):
+class CombineLatestArgs(ArgsRecord, source="source", others="sources", selector="optional_function"):
     """The arguments of a ``combine_latest`` node: ``(source, *others, selector_or_None)``."""
 
-    source: Subscribable[Any]
-    others: tuple[Subscribable[Any], ...]
-    selector: Callable[..., Any] | None
-    checks = ("source", "sources", "optional_function")
     least_sources = 2
 
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, Version
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import optional_callable
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep
 from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
@@ -40,13 +38,8 @@ def count(predicate: Callable[[Any], object] | None = None) -> OperatorCall[int]
     return OperatorCall("count", (predicate,))
 
 
-@dataclass(frozen=True, slots=True)
-class CountArgs(ArgsRecord):
+class CountArgs(ArgsRecord, source="source", predicate="optional_function"):
     """The arguments of a ``count`` node: ``(source, predicate)``, the predicate ``None`` to count every element."""
-
-    source: Subscribable[Any]
-    predicate: Callable[[Any], object] | None
-    checks = ("source", "optional_function")
 
 
 @step_operator("count", lambda args: CountStep(args.predicate), frames=4, builder=count, args=CountArgs)

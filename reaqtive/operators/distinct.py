@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
@@ -12,7 +11,6 @@ from reaqtive.core.errors import LimitExceededError
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import LONG_MAX
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError
 from reaqtive.operators.settings import MAX_DISTINCT_ELEMENTS, read_limit
 from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
@@ -56,14 +54,8 @@ def distinct(
     return OperatorCall("distinct", (key_selector, comparer))
 
 
-@dataclass(frozen=True, slots=True)
-class DistinctArgs(ArgsRecord):
+class DistinctArgs(ArgsRecord, source="source", key_selector="optional_function", comparer="optional_function"):
     """The arguments of a ``distinct`` node: ``(source, key_selector, comparer)``, both functions optional."""
-
-    source: Subscribable[Any]
-    key_selector: Callable[[Any], object] | None
-    comparer: Callable[[Any, Any], object] | None
-    checks = ("source", "optional_function", "optional_function")
 
 
 @step_operator("distinct", lambda args: DistinctStep(args.key_selector), when=lambda args: args.comparer is None,

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep
 from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
 
@@ -50,15 +48,10 @@ def distinct_until_changed(
     return OperatorCall("distinct_until_changed", (key_selector, comparer))
 
 
-@dataclass(frozen=True, slots=True)
-class DistinctUntilChangedArgs(ArgsRecord):
+class DistinctUntilChangedArgs(ArgsRecord, source="source", key_selector="optional_function",
+                               comparer="optional_function"):
     """The arguments of a ``distinct_until_changed`` node: ``(source, key_selector, comparer)``, both functions
     optional."""
-
-    source: Subscribable[Any]
-    key_selector: Callable[[Any], object] | None
-    comparer: Callable[[Any, Any], object] | None
-    checks = ("source", "optional_function", "optional_function")
 
 
 @step_operator("distinct_until_changed", lambda args: DistinctUntilChangedStep(args.key_selector, args.comparer),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, Arguments, require_callable
@@ -70,15 +69,9 @@ def _is_observer(value: object) -> bool:
     return all(callable(getattr(value, method, None)) for method in ("on_next", "on_error", "on_complete"))
 
 
-@dataclass(frozen=True, slots=True)
-class DoArgs(ArgsRecord):
+class DoArgs(ArgsRecord, source="source", on_next="optional_function", on_error="optional_function",
+             on_complete="optional_function"):
     """The arguments of a ``do`` node: ``(source, on_next, on_error, on_complete)``, at least one callback."""
-
-    source: Subscribable[Any]
-    on_next: Callable[[Any], object] | None
-    on_error: Callable[[BaseException], object] | None
-    on_complete: Callable[[], object] | None
-    checks = ("source", "optional_function", "optional_function", "optional_function")
 
     def validate(self, args: Arguments) -> None:
         if self.on_next is None and self.on_error is None and self.on_complete is None:

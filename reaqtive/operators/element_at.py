@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_non_negative_int
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, Version
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import require_element
 from reaqtive.operators.keyed_steps import (
     DONE,
@@ -60,23 +58,12 @@ def element_at_or_default(index: int, default: Any) -> OperatorCall[Any]:
     return OperatorCall("element_at_or_default", (index, default))
 
 
-@dataclass(frozen=True, slots=True)
-class ElementAtArgs(ArgsRecord):
+class ElementAtArgs(ArgsRecord, source="source", index="count"):
     """The arguments of an ``element_at`` node: ``(source, index)``."""
 
-    source: Subscribable[Any]
-    index: int
-    checks = ("source", "count")
 
-
-@dataclass(frozen=True, slots=True)
-class ElementAtOrDefaultArgs(ArgsRecord):
+class ElementAtOrDefaultArgs(ArgsRecord, source="source", index="count", default="element"):
     """The arguments of an ``element_at_or_default`` node: ``(source, index, default)``."""
-
-    source: Subscribable[Any]
-    index: int
-    default: object
-    checks = ("source", "count", "element")
 
 
 @step_operator("element_at", lambda args: ElementAtStep("element_at", args.index, None), builder=element_at,

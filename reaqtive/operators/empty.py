@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord
@@ -37,7 +36,6 @@ def empty() -> Expression[Any]:
     return source_node("empty", ())
 
 
-@dataclass(frozen=True, slots=True)
 class EmptyArgs(ArgsRecord):
     """The arguments of an ``empty`` node: none."""
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
@@ -70,22 +69,12 @@ def filter_indexed(predicate: Callable[[T, int], object]) -> OperatorCall[T]:
     return OperatorCall("filter_indexed", (predicate,))
 
 
-@dataclass(frozen=True, slots=True)
-class FilterArgs(ArgsRecord):
+class FilterArgs(ArgsRecord, source="source", predicate="function"):
     """The arguments of a ``filter`` node: ``(source, predicate)``."""
 
-    source: Subscribable[Any]
-    predicate: Callable[[Any], object]
-    checks = ("source", "function")
 
-
-@dataclass(frozen=True, slots=True)
-class FilterIndexedArgs(ArgsRecord):
+class FilterIndexedArgs(ArgsRecord, source="source", predicate="function"):
     """The arguments of a ``filter_indexed`` node: ``(source, predicate)``."""
-
-    source: Subscribable[Any]
-    predicate: Callable[[Any, int], object]
-    checks = ("source", "function")
 
 
 @fusible("filter", builder=filter, args=FilterArgs)

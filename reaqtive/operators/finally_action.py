@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
@@ -47,13 +46,8 @@ def finally_action(action: Callable[[], object]) -> OperatorCall[Any]:
     return OperatorCall("finally_action", (action,))
 
 
-@dataclass(frozen=True, slots=True)
-class FinallyActionArgs(ArgsRecord):
+class FinallyActionArgs(ArgsRecord, source="source", action="function"):
     """The arguments of a ``finally_action`` node: ``(source, action)``."""
-
-    source: Subscribable[Any]
-    action: Callable[[], object]
-    checks = ("source", "function")
 
 
 @register_operator("finally_action", frames=2, builder=finally_action, args=FinallyActionArgs)

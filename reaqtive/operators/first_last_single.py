@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable, require_element
 from reaqtive.operators.keyed_steps import (
     DONE,
@@ -146,25 +144,14 @@ def single_or_default(default: Any, predicate: Callable[[Any], object] | None = 
     return OperatorCall("single_or_default", (default, predicate))
 
 
-@dataclass(frozen=True, slots=True)
-class PickArgs(ArgsRecord):
+class PickArgs(ArgsRecord, source="source", predicate="optional_function"):
     """The arguments of a ``first``, ``last`` or ``single`` node: ``(source, predicate)``, the predicate ``None``
     for any element."""
 
-    source: Subscribable[Any]
-    predicate: Callable[[Any], object] | None
-    checks = ("source", "optional_function")
 
-
-@dataclass(frozen=True, slots=True)
-class PickOrDefaultArgs(ArgsRecord):
+class PickOrDefaultArgs(ArgsRecord, source="source", default="element", predicate="optional_function"):
     """The arguments of a ``first_or_default``, ``last_or_default`` or ``single_or_default`` node: ``(source,
     default, predicate)``."""
-
-    source: Subscribable[Any]
-    default: object
-    predicate: Callable[[Any], object] | None
-    checks = ("source", "element", "optional_function")
 
 
 def _more_than_one_error(op: str, predicate: bool) -> ValueError:

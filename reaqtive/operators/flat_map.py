@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable, require_positive_int
@@ -111,24 +110,13 @@ def merge_all(max_concurrent: int | None = None) -> OperatorCall[Any]:
     return OperatorCall("merge_all", (max_concurrent,))
 
 
-@dataclass(frozen=True, slots=True)
-class FlatMapArgs(ArgsRecord):
+class FlatMapArgs(ArgsRecord, source="source", selector="function", result_selector="optional_function",
+                  max_concurrent="optional_positive_count"):
     """The arguments of a ``flat_map`` node: ``(source, selector, result_selector, max_concurrent)``."""
 
-    source: Subscribable[Any]
-    selector: Callable[[Any], Any]
-    result_selector: Callable[[Any, Any], Any] | None
-    max_concurrent: int | None
-    checks = ("source", "function", "optional_function", "optional_positive_count")
 
-
-@dataclass(frozen=True, slots=True)
-class MergeAllArgs(ArgsRecord):
+class MergeAllArgs(ArgsRecord, source="source", max_concurrent="optional_positive_count"):
     """The arguments of a ``merge_all`` node: ``(source, max_concurrent)``."""
-
-    source: Subscribable[Any]
-    max_concurrent: int | None
-    checks = ("source", "optional_positive_count")
 
 
 @register_operator("flat_map", frames=20, builder=flat_map, args=FlatMapArgs)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sized
-from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Final, Generic, TypeVar
 
@@ -48,12 +47,8 @@ def from_iterable(iterable: Iterable[R]) -> Expression[R]:
     return source_node("from_iterable", (iterable,))
 
 
-@dataclass(frozen=True, slots=True)
-class FromIterableArgs(ArgsRecord):
+class FromIterableArgs(ArgsRecord, iterable="iterable"):
     """The arguments of a ``from_iterable`` node: ``(iterable,)``."""
-
-    iterable: Iterable[Any]
-    checks = ("iterable",)
 
 
 class _Nothing:

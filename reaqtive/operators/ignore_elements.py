@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord
@@ -38,12 +37,8 @@ def ignore_elements() -> OperatorCall[Any]:
     return OperatorCall("ignore_elements")
 
 
-@dataclass(frozen=True, slots=True)
-class IgnoreElementsArgs(ArgsRecord):
+class IgnoreElementsArgs(ArgsRecord, source="source"):
     """The arguments of an ``ignore_elements`` node: ``(source,)``."""
-
-    source: Subscribable[Any]
-    checks = ("source",)
 
 
 @register_operator("ignore_elements", frames=2, builder=ignore_elements, args=IgnoreElementsArgs)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
@@ -67,22 +66,12 @@ def map_indexed(selector: Callable[[T, int], R]) -> OperatorCall[R]:
     return OperatorCall("map_indexed", (selector,))
 
 
-@dataclass(frozen=True, slots=True)
-class MapArgs(ArgsRecord):
+class MapArgs(ArgsRecord, source="source", selector="function"):
     """The arguments of a ``map`` node: ``(source, selector)``."""
 
-    source: Subscribable[Any]
-    selector: Callable[[Any], Any]
-    checks = ("source", "function")
 
-
-@dataclass(frozen=True, slots=True)
-class MapIndexedArgs(ArgsRecord):
+class MapIndexedArgs(ArgsRecord, source="source", selector="function"):
     """The arguments of a ``map_indexed`` node: ``(source, selector)``."""
-
-    source: Subscribable[Any]
-    selector: Callable[[Any, int], Any]
-    checks = ("source", "function")
 
 
 @fusible("map", frames=2, builder=map, args=MapArgs)

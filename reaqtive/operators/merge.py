@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord
@@ -53,13 +52,8 @@ def merge(*others: Subscribable[T]) -> OperatorCall[T]:
     return OperatorCall("merge", tuple(input_source(other, "merge", i) for i, other in enumerate(others, 1)))
 
 
-@dataclass(frozen=True, slots=True)
-class MergeArgs(ArgsRecord):
+class MergeArgs(ArgsRecord, source="source", others="sources"):
     """The arguments of a ``merge`` node: ``(source, *others)``."""
-
-    source: Subscribable[Any]
-    others: tuple[Subscribable[Any], ...]
-    checks = ("source", "sources")
 
 
 class _MergeInput(EmitterInput, Generic[T]):

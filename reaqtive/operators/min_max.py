@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
 from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import no_elements_error, optional_callable
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError
 from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
@@ -68,13 +66,8 @@ def max(key: Callable[[Any], Any] | None = None) -> OperatorCall[Any]:
     return OperatorCall("max", (key,))
 
 
-@dataclass(frozen=True, slots=True)
-class MinMaxArgs(ArgsRecord):
+class MinMaxArgs(ArgsRecord, source="source", key="optional_function"):
     """The arguments of a ``min`` or ``max`` node: ``(source, key)``, the key ``None`` to compare elements."""
-
-    source: Subscribable[Any]
-    key: Callable[[Any], Any] | None
-    checks = ("source", "optional_function")
 
 
 _UNKNOWN: Final[Any] = object()

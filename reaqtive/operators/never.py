@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from reaqtive.core.arguments import ArgsRecord
@@ -32,7 +31,6 @@ def never() -> Expression[Any]:
     return source_node("never", ())
 
 
-@dataclass(frozen=True, slots=True)
 class NeverArgs(ArgsRecord):
     """The arguments of a ``never`` node: none."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord
@@ -42,12 +41,8 @@ def return_value(value: R) -> Expression[R]:
     return source_node("return_value", (value,))
 
 
-@dataclass(frozen=True, slots=True)
-class ReturnValueArgs(ArgsRecord):
+class ReturnValueArgs(ArgsRecord, value="element"):
     """The arguments of a ``return_value`` node: ``(value,)``."""
-
-    value: object
-    checks = ("element",)
 
 
 @register_operator("return_value", builder=return_value, args=ReturnValueArgs)
@@ -62,7 +57,7 @@ class ReturnValue(PullSource[T], Generic[T]):
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
-        self._value: T = ReturnValueArgs.read(query).value  # type: ignore[assignment]
+        self._value: T = ReturnValueArgs.read(query).value
 
     def drain_on_start(self) -> bool:
         return False  # the completion follows the value, which waits for demand

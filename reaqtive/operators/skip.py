@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -59,22 +58,12 @@ def skip(count: int | timedelta, /) -> OperatorCall[Any]:
     return OperatorCall(op, (argument,))
 
 
-@dataclass(frozen=True, slots=True)
-class SkipArgs(ArgsRecord):
+class SkipArgs(ArgsRecord, source="source", count="count"):
     """The arguments of a ``skip`` node: ``(source, count)``."""
 
-    source: Subscribable[Any]
-    count: int
-    checks = ("source", "count")
 
-
-@dataclass(frozen=True, slots=True)
-class SkipDurationArgs(ArgsRecord):
+class SkipDurationArgs(ArgsRecord, source="source", duration="duration"):
     """The arguments of a ``skip_duration`` node: ``(source, duration)``."""
-
-    source: Subscribable[Any]
-    duration: timedelta
-    checks = ("source", "duration")
 
 
 @step_operator("skip", lambda args: SkipStep(args.count), builder=skip, args=SkipArgs)

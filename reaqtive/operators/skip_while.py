@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep
 from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
 
@@ -57,13 +55,8 @@ def skip_while_indexed(predicate: Callable[[Any, int], object]) -> OperatorCall[
     return OperatorCall("skip_while_indexed", (predicate,))
 
 
-@dataclass(frozen=True, slots=True)
-class SkipWhileArgs(ArgsRecord):
+class SkipWhileArgs(ArgsRecord, source="source", predicate="function"):
     """The arguments of a ``skip_while`` or ``skip_while_indexed`` node: ``(source, predicate)``."""
-
-    source: Subscribable[Any]
-    predicate: Callable[..., object]
-    checks = ("source", "function")
 
 
 @step_operator("skip_while", lambda args: SkipWhileStep(args.predicate), builder=skip_while, args=SkipWhileArgs)

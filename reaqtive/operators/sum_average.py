@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from reaqtive.core.arguments import ArgsRecord
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import no_elements_error, none_result_error, require_element
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError
 from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
@@ -64,21 +62,12 @@ def average() -> OperatorCall[Any]:
     return OperatorCall("average")
 
 
-@dataclass(frozen=True, slots=True)
-class SumArgs(ArgsRecord):
+class SumArgs(ArgsRecord, source="source", start="element"):
     """The arguments of a ``sum`` node: ``(source, start)``."""
 
-    source: Subscribable[Any]
-    start: object
-    checks = ("source", "element")
 
-
-@dataclass(frozen=True, slots=True)
-class AverageArgs(ArgsRecord):
+class AverageArgs(ArgsRecord, source="source"):
     """The arguments of an ``average`` node: ``(source,)``."""
-
-    source: Subscribable[Any]
-    checks = ("source",)
 
 
 @step_operator("sum", lambda args: SumStep(args.start), owned="start", frames=4, builder=sum, args=SumArgs)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
@@ -54,13 +53,8 @@ def switch_latest(selector: Callable[[Any], Subscribable[Any]] | None = None) ->
     return OperatorCall("switch_latest", (selector,))
 
 
-@dataclass(frozen=True, slots=True)
-class SwitchLatestArgs(ArgsRecord):
+class SwitchLatestArgs(ArgsRecord, source="source", selector="optional_function"):
     """The arguments of a ``switch_latest`` node: ``(source, selector)``, ``selector`` ``None`` or a function."""
-
-    source: Subscribable[Any]
-    selector: Callable[[Any], Any] | None
-    checks = ("source", "optional_function")
 
 
 @register_operator("switch_latest", frames=20, builder=switch_latest, args=SwitchLatestArgs)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -60,22 +59,12 @@ def take(count: int | timedelta, /) -> OperatorCall[Any]:
     return OperatorCall(op, (argument,))
 
 
-@dataclass(frozen=True, slots=True)
-class TakeArgs(ArgsRecord):
+class TakeArgs(ArgsRecord, source="source", count="count"):
     """The arguments of a ``take`` node: ``(source, count)``."""
 
-    source: Subscribable[Any]
-    count: int
-    checks = ("source", "count")
 
-
-@dataclass(frozen=True, slots=True)
-class TakeDurationArgs(ArgsRecord):
+class TakeDurationArgs(ArgsRecord, source="source", duration="duration"):
     """The arguments of a ``take_duration`` node: ``(source, duration)``."""
-
-    source: Subscribable[Any]
-    duration: timedelta
-    checks = ("source", "duration")
 
 
 @register_operator("take", builder=take, args=TakeArgs)

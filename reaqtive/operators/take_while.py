@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, Version
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StatelessStep
 from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
 
@@ -64,14 +62,8 @@ def _checked(op: str, predicate: object, inclusive: object) -> tuple[object, boo
     return predicate, inclusive
 
 
-@dataclass(frozen=True, slots=True)
-class TakeWhileArgs(ArgsRecord):
+class TakeWhileArgs(ArgsRecord, source="source", predicate="function", inclusive="flag"):
     """The arguments of a ``take_while`` or ``take_while_indexed`` node: ``(source, predicate, inclusive)``."""
-
-    source: Subscribable[Any]
-    predicate: Callable[..., object]
-    inclusive: bool
-    checks = ("source", "function", "flag")
 
 
 @step_operator("take_while", lambda args: TakeWhileStep(args.predicate, args.inclusive),

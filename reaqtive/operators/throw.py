@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from reaqtive.core.arguments import ArgsRecord
@@ -37,12 +36,8 @@ def throw(error: BaseException) -> Expression[Any]:
     return source_node("throw", (error,))
 
 
-@dataclass(frozen=True, slots=True)
-class ThrowArgs(ArgsRecord):
+class ThrowArgs(ArgsRecord, error="exception"):
     """The arguments of a ``throw`` node: ``(error,)``."""
-
-    error: BaseException
-    checks = ("exception",)
 
 
 @register_operator("throw", builder=throw, args=ThrowArgs)

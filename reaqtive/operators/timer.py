@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
@@ -92,33 +91,19 @@ def interval(period: timedelta) -> Expression[int]:
     return source_node("interval", (require_positive_duration(period, "interval", "period"),))
 
 
-@dataclass(frozen=True, slots=True)
-class TimerArgs(ArgsRecord):
+class TimerArgs(ArgsRecord, due="due"):
     """The arguments of a ``timer`` node: ``(due,)``; ``(due, period)`` reads as a :class:`TimerPeriodArgs`."""
 
-    due: timedelta | datetime
-    checks = ("due",)
 
-
-@dataclass(frozen=True, slots=True)
-class TimerPeriodArgs(ArgsRecord):
+class TimerPeriodArgs(ArgsRecord, due="due", period="positive_duration"):
     """The arguments of a periodic ``timer`` node: ``(due, period)``."""
-
-    due: timedelta | datetime
-    period: timedelta
-    checks = ("due", "positive_duration")
 
 
 TimerArgs.alternatives = (TimerPeriodArgs,)
 
 
-@dataclass(frozen=True, slots=True)
-class IntervalArgs(ArgsRecord):
+class IntervalArgs(ArgsRecord, period="positive_duration"):
     """The arguments of an ``interval`` node: ``(period,)``."""
-
-    period: timedelta
-
-    checks = ("positive_duration",)
 
 
 class _TimerSource(PullSource[int]):
@@ -303,7 +288,7 @@ class PeriodicTimer(_TimerSource):
             args = TimerPeriodArgs.read(query)
             due, period = args.due, args.period
         super().__init__(due, downstream)
-        self._period = period
+        self._period: timedelta = period
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._next_due)

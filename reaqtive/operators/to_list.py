@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord
@@ -10,7 +9,6 @@ from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError
 from reaqtive.operators.settings import MAX_LIST_SIZE, UNLIMITED, read_limit
 from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
@@ -40,12 +38,8 @@ def to_list() -> OperatorCall[list[Any]]:
     return OperatorCall("to_list")
 
 
-@dataclass(frozen=True, slots=True)
-class ToListArgs(ArgsRecord):
+class ToListArgs(ArgsRecord, source="source"):
     """The arguments of a ``to_list`` node: ``(source,)``."""
-
-    source: Subscribable[Any]
-    checks = ("source",)
 
 
 @step_operator("to_list", lambda args: ToListStep(), frames=4, builder=to_list, args=ToListArgs)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_callable
@@ -43,14 +42,8 @@ def trace(label: str, emit: Callable[[str], object] = print) -> OperatorCall[Any
     return OperatorCall("trace", (label, emit))
 
 
-@dataclass(frozen=True, slots=True)
-class TraceArgs(ArgsRecord):
+class TraceArgs(ArgsRecord, source="source", label="text", emit="function"):
     """The arguments of a ``trace`` node: ``(source, label, emit)``."""
-
-    source: Subscribable[Any]
-    label: str
-    emit: Callable[[str], object]
-    checks = ("source", "text", "function")
 
 
 @register_operator("trace", builder=trace, args=TraceArgs)
