@@ -29,6 +29,8 @@ A stage constructor reads every argument it uses through an accessor, in any ord
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -40,6 +42,7 @@ from reaqtive.core.subscribable import Subscribable
 
 __all__ = [
     "ArgsRecord",
+    "args_record",
     "Arguments",
     "arguments",
     "require_callable",
@@ -289,7 +292,8 @@ number of sources (see :class:`ArgsRecord`)."""
 class ArgsRecord:
     """The checked arguments of an operator's query node, declared once, in one line: the class keywords name the
     node's arguments in order (their names name them in errors), each with its check (a key of :data:`_CHECKS`);
-    :meth:`read` checks a node's arguments and makes the record, a frozen dataclass of those fields.
+    :meth:`read` checks a node's arguments and makes the record, a frozen dataclass of those fields
+    (:func:`args_record` declares one whose docstring is the usual one in one line).
 
     >>> class TakeArgs(ArgsRecord, source="source", count="count"):
     ...     'The arguments of a ``take`` node.'
@@ -359,6 +363,26 @@ class ArgsRecord:
     def validate(self, args: Arguments) -> None:
         """Checks across the fields, or beyond the named ones, after those (``args.fail(index, expected)`` for a
         bad argument): none by default."""
+
+
+def args_record(name: str, /, **fields: str) -> type[ArgsRecord]:
+    """An :class:`ArgsRecord` declared in one line: ``FilterArgs = args_record("FilterArgs", source="source",
+    predicate="function")`` makes the record of a ``filter`` node (the op follows from the name), its docstring
+    naming the op and the fields. A record with a docstring of its own, or with ``validate``, is a class.
+
+    >>> SkipArgs = args_record("SkipArgs", source="source", count="count")
+    >>> SkipArgs.__doc__
+    'The arguments of a ``skip`` node: ``(source, count)``.'
+    """
+    op = re.sub(r"(?<!^)(?=[A-Z])", "_", name.removesuffix("Args")).lower()
+    article = "an" if op[0] in "aeiou" else "a"
+    shown = f"``({', '.join(fields)}{',' if len(fields) == 1 else ''})``" if fields else "none"
+    namespace = {
+        "__doc__": f"The arguments of {article} ``{op}`` node: {shown}.",
+        "__module__": sys._getframe(1).f_globals.get("__name__", __name__),  # the declaring module, as a class's
+        "__qualname__": name,
+    }
+    return cast("type[ArgsRecord]", type(name, (ArgsRecord,), namespace, **fields))
 
 
 def _is_aware(value: datetime) -> bool:

@@ -6,7 +6,7 @@ import typing
 from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, require_callable
+from reaqtive.core.arguments import ArgsRecord, args_record, require_callable
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, Version
 from reaqtive.operators._aggregate import optional_callable, require_element
@@ -108,16 +108,9 @@ class AnyArgs(ArgsRecord, source="source", predicate="optional_function"):
     """The arguments of an ``any`` node: ``(source, predicate)``, the predicate ``None`` for any element."""
 
 
-class AllArgs(ArgsRecord, source="source", predicate="function"):
-    """The arguments of an ``all`` node: ``(source, predicate)``."""
-
-
-class ContainsArgs(ArgsRecord, source="source", value="element"):
-    """The arguments of a ``contains`` node: ``(source, value)``."""
-
-
-class IsEmptyArgs(ArgsRecord, source="source"):
-    """The arguments of an ``is_empty`` node: ``(source,)``."""
+AllArgs = args_record("AllArgs", source="source", predicate="function")
+ContainsArgs = args_record("ContainsArgs", source="source", value="element")
+IsEmptyArgs = args_record("IsEmptyArgs", source="source")
 
 
 class _Quantifier(StepAggregate):

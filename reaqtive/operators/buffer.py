@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import args_record
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -100,8 +100,7 @@ def buffer(first: int | timedelta, second: int | timedelta | None = None, /) -> 
     return OperatorCall(name, args)
 
 
-class BufferArgs(ArgsRecord, source="source", count="positive_count", skip="positive_count"):
-    """The arguments of a ``buffer`` node: ``(source, count, skip)``."""
+BufferArgs = args_record("BufferArgs", source="source", count="positive_count", skip="positive_count")
 
 
 def _open_lengths(index: int, count: int, skip: int) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import args_record
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -44,8 +44,7 @@ def default_if_empty(default_value: T) -> OperatorCall[T]:
     return OperatorCall("default_if_empty", (default_value,))
 
 
-class DefaultIfEmptyArgs(ArgsRecord, source="source", default="element"):
-    """The arguments of a ``default_if_empty`` node: ``(source, default)``."""
+DefaultIfEmptyArgs = args_record("DefaultIfEmptyArgs", source="source", default="element")
 
 
 @register_operator("default_if_empty", builder=default_if_empty, args=DefaultIfEmptyArgs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, require_non_negative_int
+from reaqtive.core.arguments import args_record, require_non_negative_int
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, Version
 from reaqtive.operators._aggregate import require_element
@@ -58,12 +58,8 @@ def element_at_or_default(index: int, default: Any) -> OperatorCall[Any]:
     return OperatorCall("element_at_or_default", (index, default))
 
 
-class ElementAtArgs(ArgsRecord, source="source", index="count"):
-    """The arguments of an ``element_at`` node: ``(source, index)``."""
-
-
-class ElementAtOrDefaultArgs(ArgsRecord, source="source", index="count", default="element"):
-    """The arguments of an ``element_at_or_default`` node: ``(source, index, default)``."""
+ElementAtArgs = args_record("ElementAtArgs", source="source", index="count")
+ElementAtOrDefaultArgs = args_record("ElementAtOrDefaultArgs", source="source", index="count", default="element")
 
 
 @step_operator("element_at", lambda args: ElementAtStep("element_at", args.index, None), builder=element_at,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, require_callable
+from reaqtive.core.arguments import args_record, require_callable
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
@@ -69,12 +69,8 @@ def filter_indexed(predicate: Callable[[T, int], object]) -> OperatorCall[T]:
     return OperatorCall("filter_indexed", (predicate,))
 
 
-class FilterArgs(ArgsRecord, source="source", predicate="function"):
-    """The arguments of a ``filter`` node: ``(source, predicate)``."""
-
-
-class FilterIndexedArgs(ArgsRecord, source="source", predicate="function"):
-    """The arguments of a ``filter_indexed`` node: ``(source, predicate)``."""
+FilterArgs = args_record("FilterArgs", source="source", predicate="function")
+FilterIndexedArgs = args_record("FilterIndexedArgs", source="source", predicate="function")
 
 
 @fusible("filter", builder=filter, args=FilterArgs)

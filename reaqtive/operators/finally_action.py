@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, require_callable
+from reaqtive.core.arguments import args_record, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import DEFAULT_LOGGER
 from reaqtive.core.expression import Expression, OperatorCall
@@ -46,8 +46,7 @@ def finally_action(action: Callable[[], object]) -> OperatorCall[Any]:
     return OperatorCall("finally_action", (action,))
 
 
-class FinallyActionArgs(ArgsRecord, source="source", action="function"):
-    """The arguments of a ``finally_action`` node: ``(source, action)``."""
+FinallyActionArgs = args_record("FinallyActionArgs", source="source", action="function")
 
 
 @register_operator("finally_action", frames=2, builder=finally_action, args=FinallyActionArgs)

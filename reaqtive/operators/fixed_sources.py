@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import args_record
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, source_node
 from reaqtive.core.operator import Version
@@ -40,8 +40,7 @@ def empty() -> Expression[Any]:
     return source_node("empty", ())
 
 
-class EmptyArgs(ArgsRecord):
-    """The arguments of an ``empty`` node: none."""
+EmptyArgs = args_record("EmptyArgs")
 
 
 @register_operator("empty", builder=empty, args=EmptyArgs)
@@ -78,8 +77,7 @@ def never() -> Expression[Any]:
     return source_node("never", ())
 
 
-class NeverArgs(ArgsRecord):
-    """The arguments of a ``never`` node: none."""
+NeverArgs = args_record("NeverArgs")
 
 
 @register_operator("never", builder=never, args=NeverArgs)
@@ -125,8 +123,7 @@ def return_value(value: R) -> Expression[R]:
     return source_node("return_value", (value,))
 
 
-class ReturnValueArgs(ArgsRecord, value="element"):
-    """The arguments of a ``return_value`` node: ``(value,)``."""
+ReturnValueArgs = args_record("ReturnValueArgs", value="element")
 
 
 @register_operator("return_value", builder=return_value, args=ReturnValueArgs)
@@ -175,8 +172,7 @@ def throw(error: BaseException) -> Expression[Any]:
     return source_node("throw", (error,))
 
 
-class ThrowArgs(ArgsRecord, error="exception"):
-    """The arguments of a ``throw`` node: ``(error,)``."""
+ThrowArgs = args_record("ThrowArgs", error="exception")
 
 
 @register_operator("throw", builder=throw, args=ThrowArgs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, require_callable, require_positive_int
+from reaqtive.core.arguments import args_record, require_callable, require_positive_int
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -110,13 +110,9 @@ def merge_all(max_concurrent: int | None = None) -> OperatorCall[Any]:
     return OperatorCall("merge_all", (max_concurrent,))
 
 
-class FlatMapArgs(ArgsRecord, source="source", selector="function", result_selector="optional_function",
-                  max_concurrent="optional_positive_count"):
-    """The arguments of a ``flat_map`` node: ``(source, selector, result_selector, max_concurrent)``."""
-
-
-class MergeAllArgs(ArgsRecord, source="source", max_concurrent="optional_positive_count"):
-    """The arguments of a ``merge_all`` node: ``(source, max_concurrent)``."""
+FlatMapArgs = args_record("FlatMapArgs", source="source", selector="function", result_selector="optional_function",
+                          max_concurrent="optional_positive_count")
+MergeAllArgs = args_record("MergeAllArgs", source="source", max_concurrent="optional_positive_count")
 
 
 @register_operator("flat_map", frames=20, builder=flat_map, args=FlatMapArgs)

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator, Sized
 from itertools import islice
 from typing import Any, Final, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import args_record
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, source_node
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -47,8 +47,7 @@ def from_iterable(iterable: Iterable[R]) -> Expression[R]:
     return source_node("from_iterable", (iterable,))
 
 
-class FromIterableArgs(ArgsRecord, iterable="iterable"):
-    """The arguments of a ``from_iterable`` node: ``(iterable,)``."""
+FromIterableArgs = args_record("FromIterableArgs", iterable="iterable")
 
 
 class _Nothing:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, require_callable
+from reaqtive.core.arguments import args_record, require_callable
 from reaqtive.core.describe import shown
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
@@ -66,12 +66,8 @@ def map_indexed(selector: Callable[[T, int], R]) -> OperatorCall[R]:
     return OperatorCall("map_indexed", (selector,))
 
 
-class MapArgs(ArgsRecord, source="source", selector="function"):
-    """The arguments of a ``map`` node: ``(source, selector)``."""
-
-
-class MapIndexedArgs(ArgsRecord, source="source", selector="function"):
-    """The arguments of a ``map_indexed`` node: ``(source, selector)``."""
+MapArgs = args_record("MapArgs", source="source", selector="function")
+MapIndexedArgs = args_record("MapIndexedArgs", source="source", selector="function")
 
 
 @fusible("map", frames=2, builder=map, args=MapArgs)

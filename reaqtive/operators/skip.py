@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import args_record
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -58,12 +58,8 @@ def skip(count: int | timedelta, /) -> OperatorCall[Any]:
     return OperatorCall(op, (argument,))
 
 
-class SkipArgs(ArgsRecord, source="source", count="count"):
-    """The arguments of a ``skip`` node: ``(source, count)``."""
-
-
-class SkipDurationArgs(ArgsRecord, source="source", duration="duration"):
-    """The arguments of a ``skip_duration`` node: ``(source, duration)``."""
+SkipArgs = args_record("SkipArgs", source="source", count="count")
+SkipDurationArgs = args_record("SkipDurationArgs", source="source", duration="duration")
 
 
 @step_operator("skip", lambda args: SkipStep(args.count), builder=skip, args=SkipArgs)

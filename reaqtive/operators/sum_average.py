@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import args_record
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.operators._aggregate import no_elements_error, none_result_error, require_element
@@ -62,12 +62,8 @@ def average() -> OperatorCall[Any]:
     return OperatorCall("average")
 
 
-class SumArgs(ArgsRecord, source="source", start="element"):
-    """The arguments of a ``sum`` node: ``(source, start)``."""
-
-
-class AverageArgs(ArgsRecord, source="source"):
-    """The arguments of an ``average`` node: ``(source,)``."""
+SumArgs = args_record("SumArgs", source="source", start="element")
+AverageArgs = args_record("AverageArgs", source="source")
 
 
 @step_operator("sum", lambda args: SumStep(args.start), owned="start", frames=4, builder=sum, args=SumArgs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import args_record
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -59,12 +59,8 @@ def take(count: int | timedelta, /) -> OperatorCall[Any]:
     return OperatorCall(op, (argument,))
 
 
-class TakeArgs(ArgsRecord, source="source", count="count"):
-    """The arguments of a ``take`` node: ``(source, count)``."""
-
-
-class TakeDurationArgs(ArgsRecord, source="source", duration="duration"):
-    """The arguments of a ``take_duration`` node: ``(source, duration)``."""
+TakeArgs = args_record("TakeArgs", source="source", count="count")
+TakeDurationArgs = args_record("TakeDurationArgs", source="source", duration="duration")
 
 
 @register_operator("take", builder=take, args=TakeArgs)

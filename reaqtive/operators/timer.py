@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from reaqtive.core.arguments import ArgsRecord, require_positive_duration
+from reaqtive.core.arguments import ArgsRecord, args_record, require_positive_duration
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -102,8 +102,7 @@ class TimerPeriodArgs(ArgsRecord, due="due", period="positive_duration"):
 TimerArgs.alternatives = (TimerPeriodArgs,)
 
 
-class IntervalArgs(ArgsRecord, period="positive_duration"):
-    """The arguments of an ``interval`` node: ``(period,)``."""
+IntervalArgs = args_record("IntervalArgs", period="positive_duration")
 
 
 class _TimerSource(PullSource[int]):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import args_record
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
 from reaqtive.core.expression import OperatorCall
@@ -38,8 +38,7 @@ def to_list() -> OperatorCall[list[Any]]:
     return OperatorCall("to_list")
 
 
-class ToListArgs(ArgsRecord, source="source"):
-    """The arguments of a ``to_list`` node: ``(source,)``."""
+ToListArgs = args_record("ToListArgs", source="source")
 
 
 @step_operator("to_list", lambda args: ToListStep(), frames=4, builder=to_list, args=ToListArgs)

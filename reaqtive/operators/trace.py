@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, require_callable
+from reaqtive.core.arguments import args_record, require_callable
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import Version
@@ -42,8 +42,7 @@ def trace(label: str, emit: Callable[[str], object] = print) -> OperatorCall[Any
     return OperatorCall("trace", (label, emit))
 
 
-class TraceArgs(ArgsRecord, source="source", label="text", emit="function"):
-    """The arguments of a ``trace`` node: ``(source, label, emit)``."""
+TraceArgs = args_record("TraceArgs", source="source", label="text", emit="function")
 
 
 @register_operator("trace", builder=trace, args=TraceArgs)

@@ -10,7 +10,7 @@ from collections import deque
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import args_record
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -89,8 +89,7 @@ def window(first: int | timedelta, second: int | timedelta | None = None, /) -> 
     return OperatorCall(name, args)
 
 
-class WindowArgs(ArgsRecord, source="source", count="positive_count", skip="positive_count"):
-    """The arguments of a ``window`` node: ``(source, count, skip)``."""
+WindowArgs = args_record("WindowArgs", source="source", count="positive_count", skip="positive_count")
 
 
 def elements_for(windows: int, count: int, skip: int, first: int) -> int:
