@@ -28,8 +28,7 @@ from reaqtive.operators.count import count
 from reaqtive.operators.debounce import debounce
 from reaqtive.operators.default_if_empty import default_if_empty
 from reaqtive.operators.delay_subscription import delay_subscription
-from reaqtive.operators.distinct import distinct
-from reaqtive.operators.distinct_until_changed import distinct_until_changed
+from reaqtive.operators.distinct import distinct, distinct_until_changed
 from reaqtive.operators.do import do
 from reaqtive.operators.element_at import element_at, element_at_or_default
 from reaqtive.operators.filter import filter, filter_indexed

@@ -213,7 +213,7 @@ BUILTIN_OPERATORS: Final[dict[str, str]] = {
     "default_if_empty": "default_if_empty",
     "delay_subscription": "delay_subscription",
     "distinct": "distinct",
-    "distinct_until_changed": "distinct_until_changed",
+    "distinct_until_changed": "distinct",
     "do": "do",
     "element_at": "element_at",
     "element_at_or_default": "element_at",

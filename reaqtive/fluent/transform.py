@@ -16,7 +16,6 @@ if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported o
     from reaqtive.operators import (
         default_if_empty,
         distinct,
-        distinct_until_changed,
         do,
         filter,
         finally_action,
@@ -30,7 +29,6 @@ if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported o
 else:
     default_if_empty = LazyModule("default_if_empty")
     distinct = LazyModule("distinct")
-    distinct_until_changed = LazyModule("distinct_until_changed")
     do = LazyModule("do")
     filter = LazyModule("filter")
     finally_action = LazyModule("finally_action")
@@ -111,7 +109,7 @@ class TransformMixin(Fluent[T], Generic[T]):
         key_selector: Callable[[T], object] | None = None,
         comparer: Callable[[Any, Any], object] | None = None,
     ) -> Query[T]:
-        return self.pipe(distinct_until_changed.distinct_until_changed(key_selector, comparer))
+        return self.pipe(distinct.distinct_until_changed(key_selector, comparer))
 
     def trace(self, label: str, emit: Callable[[str], object] = print) -> Query[T]:
         return self.pipe(trace.trace(label, emit))

@@ -22,7 +22,6 @@ __all__ = [
     "default_if_empty",
     "delay_subscription",
     "distinct",
-    "distinct_until_changed",
     "do",
     "element_at",
     "filter",
