@@ -382,7 +382,8 @@ def args_record(name: str, /, **fields: str) -> type[ArgsRecord]:
         "__module__": sys._getframe(1).f_globals.get("__name__", __name__),  # the declaring module, as a class's
         "__qualname__": name,
     }
-    return cast("type[ArgsRecord]", type(name, (ArgsRecord,), namespace, **fields))
+    record = cast("type[ArgsRecord]", type(name, (ArgsRecord,), namespace, **fields))
+    return record if fields else dataclass(frozen=True)(record)  # (keywords make the dataclass; none, here)
 
 
 def _is_aware(value: datetime) -> bool:
