@@ -29,10 +29,9 @@ from reaqtive.operators.debounce import debounce
 from reaqtive.operators.default_if_empty import default_if_empty
 from reaqtive.operators.delay_subscription import delay_subscription
 from reaqtive.operators.distinct import distinct, distinct_until_changed
-from reaqtive.operators.do import do
+from reaqtive.operators.do import do, finally_action, trace
 from reaqtive.operators.element_at import element_at, element_at_or_default
 from reaqtive.operators.filter import filter, filter_indexed
-from reaqtive.operators.finally_action import finally_action
 from reaqtive.operators.first_last_single import (
     first,
     first_or_default,
@@ -63,7 +62,6 @@ from reaqtive.operators.take import take
 from reaqtive.operators.take_until import take_until
 from reaqtive.operators.take_while import take_while, take_while_indexed
 from reaqtive.operators.to_list import to_list
-from reaqtive.operators.trace import trace
 from reaqtive.operators.window import window
 
 __all__ = [

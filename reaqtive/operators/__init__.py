@@ -25,7 +25,6 @@ __all__ = [
     "do",
     "element_at",
     "filter",
-    "finally_action",
     "first_last_single",
     "fixed_sources",
     "flat_map",
@@ -59,7 +58,6 @@ __all__ = [
     "take_while",
     "timer",
     "to_list",
-    "trace",
     "window",
     "window_time",
 ]
