@@ -40,7 +40,7 @@ from reaqtive.operators.first_last_single import (
     single,
     single_or_default,
 )
-from reaqtive.operators.flat_map import flat_map, merge_all
+from reaqtive.operators.flat_map import flat_map, merge_all, switch_latest
 from reaqtive.operators.group_by import group_by
 from reaqtive.operators.ignore_elements import ignore_elements
 from reaqtive.operators.keyed_window import aggregate_by_key
@@ -57,7 +57,6 @@ from reaqtive.operators.skip_until import skip_until
 from reaqtive.operators.skip_while import skip_while, skip_while_indexed
 from reaqtive.operators.start_with import start_with
 from reaqtive.operators.sum_average import average, sum
-from reaqtive.operators.switch_latest import switch_latest
 from reaqtive.operators.take import take
 from reaqtive.operators.take_until import take_until
 from reaqtive.operators.take_while import take_while, take_while_indexed

@@ -253,7 +253,7 @@ BUILTIN_OPERATORS: Final[dict[str, str]] = {
     "skip_while_indexed": "skip_while",
     "start_with": "start_with",
     "sum": "sum_average",
-    "switch_latest": "switch_latest",
+    "switch_latest": "flat_map",
     "take": "take",
     "take_duration": "take",
     "take_until": "take_until",

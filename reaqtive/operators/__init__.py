@@ -52,7 +52,6 @@ __all__ = [
     "start_with",
     "step_stage",
     "sum_average",
-    "switch_latest",
     "take",
     "take_until",
     "take_while",
