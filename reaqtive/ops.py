@@ -23,16 +23,16 @@ checks that every fluent operator method has its function here, so this module c
 from reaqtive.operators.aggregate import aggregate
 from reaqtive.operators.any_all_contains import all, any, contains, is_empty
 from reaqtive.operators.buffer import buffer
-from reaqtive.operators.combine_latest import combine_latest
 from reaqtive.operators.count import count
 from reaqtive.operators.debounce import debounce
 from reaqtive.operators.default_if_empty import default_if_empty
 from reaqtive.operators.delay_subscription import delay_subscription
 from reaqtive.operators.distinct import distinct, distinct_until_changed
 from reaqtive.operators.do import do, finally_action, trace
-from reaqtive.operators.element_at import element_at, element_at_or_default
 from reaqtive.operators.filter import filter, filter_indexed
 from reaqtive.operators.first_last_single import (
+    element_at,
+    element_at_or_default,
     first,
     first_or_default,
     last,
@@ -45,7 +45,7 @@ from reaqtive.operators.group_by import group_by
 from reaqtive.operators.ignore_elements import ignore_elements
 from reaqtive.operators.keyed_window import aggregate_by_key
 from reaqtive.operators.map import map, map_indexed
-from reaqtive.operators.merge import merge
+from reaqtive.operators.merge import combine_latest, merge
 from reaqtive.operators.min_max import max, min
 from reaqtive.operators.named import named
 from reaqtive.operators.retry import retry

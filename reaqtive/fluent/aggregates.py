@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported o
         aggregate,
         any_all_contains,
         count,
-        element_at,
         first_last_single,
         keyed_window,
         min_max,
@@ -38,7 +37,6 @@ else:
     aggregate = LazyModule("aggregate")
     any_all_contains = LazyModule("any_all_contains")
     count = LazyModule("count")
-    element_at = LazyModule("element_at")
     first_last_single = LazyModule("first_last_single")
     keyed_window = LazyModule("keyed_window")
     min_max = LazyModule("min_max")
@@ -146,10 +144,10 @@ class AggregateMixin(Fluent[T], Generic[T]):
         return self.pipe(first_last_single.single_or_default(default, predicate))
 
     def element_at(self, index: int) -> Query[T]:
-        return self.pipe(element_at.element_at(index))
+        return self.pipe(first_last_single.element_at(index))
 
     def element_at_or_default(self, index: int, default: T) -> Query[T]:
-        return self.pipe(element_at.element_at_or_default(index, default))
+        return self.pipe(first_last_single.element_at_or_default(index, default))
 
     # -- two sources -------------------------------------------------------------------------------------------
 
