@@ -23,7 +23,6 @@ checks that every fluent operator method has its function here, so this module c
 from reaqtive.operators.aggregate import aggregate
 from reaqtive.operators.any_all_contains import all, any, contains, is_empty
 from reaqtive.operators.buffer import buffer
-from reaqtive.operators.count import count
 from reaqtive.operators.debounce import debounce
 from reaqtive.operators.default_if_empty import default_if_empty
 from reaqtive.operators.delay_subscription import delay_subscription
@@ -45,8 +44,8 @@ from reaqtive.operators.group_by import group_by
 from reaqtive.operators.ignore_elements import ignore_elements
 from reaqtive.operators.keyed_window import aggregate_by_key
 from reaqtive.operators.map import map, map_indexed
+from reaqtive.operators.math_aggregates import average, count, max, min, sum
 from reaqtive.operators.merge import combine_latest, merge
-from reaqtive.operators.min_max import max, min
 from reaqtive.operators.named import named
 from reaqtive.operators.retry import retry
 from reaqtive.operators.sample import sample
@@ -56,7 +55,6 @@ from reaqtive.operators.skip import skip
 from reaqtive.operators.skip_until import skip_until
 from reaqtive.operators.skip_while import skip_while, skip_while_indexed
 from reaqtive.operators.start_with import start_with
-from reaqtive.operators.sum_average import average, sum
 from reaqtive.operators.take import take
 from reaqtive.operators.take_until import take_until
 from reaqtive.operators.take_while import take_while, take_while_indexed
