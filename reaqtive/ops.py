@@ -51,13 +51,11 @@ from reaqtive.operators.retry import retry
 from reaqtive.operators.sample import sample
 from reaqtive.operators.scan import scan
 from reaqtive.operators.sequence_equal import sequence_equal
-from reaqtive.operators.skip import skip
 from reaqtive.operators.skip_until import skip_until
-from reaqtive.operators.skip_while import skip_while, skip_while_indexed
 from reaqtive.operators.start_with import start_with
-from reaqtive.operators.take import take
+from reaqtive.operators.take import skip, take
 from reaqtive.operators.take_until import take_until
-from reaqtive.operators.take_while import take_while, take_while_indexed
+from reaqtive.operators.take_while import skip_while, skip_while_indexed, take_while, take_while_indexed
 from reaqtive.operators.to_list import to_list
 from reaqtive.operators.window import window
 
