@@ -20,7 +20,7 @@ Sources (``from_iterable``, ``interval``, ...) are not here: they start a query 
 checks that every fluent operator method has its function here, so this module cannot fall behind.
 """
 
-from reaqtive.operators.aggregate import aggregate
+from reaqtive.operators.aggregate import aggregate, to_list
 from reaqtive.operators.any_all_contains import all, any, contains, is_empty
 from reaqtive.operators.buffer import buffer
 from reaqtive.operators.debounce import debounce
@@ -56,7 +56,6 @@ from reaqtive.operators.start_with import start_with
 from reaqtive.operators.take import skip, take
 from reaqtive.operators.take_until import take_until
 from reaqtive.operators.take_while import skip_while, skip_while_indexed, take_while, take_while_indexed
-from reaqtive.operators.to_list import to_list
 from reaqtive.operators.window import window
 
 __all__ = [

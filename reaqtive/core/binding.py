@@ -262,7 +262,7 @@ BUILTIN_OPERATORS: Final[dict[str, str]] = {
     "take_while_indexed": "take_while",
     "throw": "fixed_sources",
     "timer": "timer",
-    "to_list": "to_list",
+    "to_list": "aggregate",
     "named": "named",
     "trace": "do",
     "window": "window",

@@ -29,7 +29,6 @@ if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported o
         keyed_window,
         math_aggregates,
         sequence_equal,
-        to_list,
     )
 else:
     aggregate = LazyModule("aggregate")
@@ -38,7 +37,6 @@ else:
     keyed_window = LazyModule("keyed_window")
     math_aggregates = LazyModule("math_aggregates")
     sequence_equal = LazyModule("sequence_equal")
-    to_list = LazyModule("to_list")
 
 __all__ = ["AggregateMixin"]
 
@@ -90,7 +88,7 @@ class AggregateMixin(Fluent[T], Generic[T]):
         return self.pipe(math_aggregates.max(key))
 
     def to_list(self) -> Query[list[T]]:
-        return self.pipe(to_list.to_list())
+        return self.pipe(aggregate.to_list())
 
     # -- per key and time window (many rows, not one: see the builder) -----------------------------------------
 

@@ -50,7 +50,6 @@ __all__ = [
     "take_until",
     "take_while",
     "timer",
-    "to_list",
     "window",
     "window_time",
 ]
