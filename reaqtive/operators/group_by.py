@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -24,7 +23,6 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.scheduler_interface import Scheduler
 from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.core.subjects import MultiSubject
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
 from reaqtive.operators._timing import add_safe
@@ -109,17 +107,10 @@ def group_by(
     return OperatorCall("group_by", (key_selector, element_selector, max_groups, expire_after))
 
 
-@dataclass(frozen=True, slots=True)
-class GroupByArgs(ArgsRecord):
+class GroupByArgs(ArgsRecord, source="source", key_selector="function", element_selector="optional_function",
+                  max_groups="optional_positive_count", expire_after="optional_positive_duration"):
     """The arguments of a ``group_by`` node: ``(source, key_selector, element_selector, max_groups,
     expire_after)``."""
-
-    source: Subscribable[Any]
-    key_selector: Callable[[Any], object]
-    element_selector: Callable[[Any], object] | None
-    max_groups: int | None
-    expire_after: timedelta | None
-    checks = ("source", "function", "optional_function", "optional_positive_count", "optional_positive_duration")
 
 
 def _arguments(query: Expression[Any]) -> Arguments:

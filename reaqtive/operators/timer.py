@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from reaqtive.core.arguments import ArgsRecord, require_positive_duration
+from reaqtive.core.arguments import ArgsRecord, args_record, require_positive_duration
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -92,33 +91,18 @@ def interval(period: timedelta) -> Expression[int]:
     return source_node("interval", (require_positive_duration(period, "interval", "period"),))
 
 
-@dataclass(frozen=True, slots=True)
-class TimerArgs(ArgsRecord):
+class TimerArgs(ArgsRecord, due="due"):
     """The arguments of a ``timer`` node: ``(due,)``; ``(due, period)`` reads as a :class:`TimerPeriodArgs`."""
 
-    due: timedelta | datetime
-    checks = ("due",)
 
-
-@dataclass(frozen=True, slots=True)
-class TimerPeriodArgs(ArgsRecord):
+class TimerPeriodArgs(ArgsRecord, due="due", period="positive_duration"):
     """The arguments of a periodic ``timer`` node: ``(due, period)``."""
-
-    due: timedelta | datetime
-    period: timedelta
-    checks = ("due", "positive_duration")
 
 
 TimerArgs.alternatives = (TimerPeriodArgs,)
 
 
-@dataclass(frozen=True, slots=True)
-class IntervalArgs(ArgsRecord):
-    """The arguments of an ``interval`` node: ``(period,)``."""
-
-    period: timedelta
-
-    checks = ("positive_duration",)
+IntervalArgs = args_record("IntervalArgs", period="positive_duration")
 
 
 class _TimerSource(PullSource[int]):
@@ -303,7 +287,7 @@ class PeriodicTimer(_TimerSource):
             args = TimerPeriodArgs.read(query)
             due, period = args.due, args.period
         super().__init__(due, downstream)
-        self._period = period
+        self._period: timedelta = period
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._next_due)
