@@ -65,6 +65,7 @@ __all__ = [
     "to_list",
     "trace",
     "window",
+    "window_aggregates",
     "window_time",
 ]
 """The operator modules (a test checks the list against the package's files)."""
