@@ -189,10 +189,11 @@ def aggregate_by_key(
     skipped, closes that window without a row.
 
     ``"count"`` counts elements (``value_selector`` is not called); ``"sum"`` adds the values from the first (so
-    timedeltas sum too); ``"average"`` is that sum divided by the count; ``"min"`` and ``"max"`` keep the first of
-    equal values. This is the keyed form of ``group_by(k).flat_map(lambda g: g.window(d).flat_map(...))``, whose
-    windows open at each group's creation and whose idle groups emit empty windows (``docs/higher-order.md``,
-    "Keyed windowed aggregation").
+    timedeltas sum too), ints and floats exactly: a float sum is the exact sum rounded once, in any order
+    (:mod:`~reaqtive.operators.window_aggregates`); ``"average"`` is that sum divided by the count; ``"min"`` and
+    ``"max"`` keep the first of equal values. This is the keyed form of ``group_by(k).flat_map(lambda g:
+    g.window(d).flat_map(...))``, whose windows open at each group's creation and whose idle groups emit empty
+    windows (``docs/higher-order.md``, "Keyed windowed aggregation").
 
     **State.** One record per open window in a keyed state table (paged: a checkpoint writes only the pages of
     keys that changed; a closed window's key leaves the table), the rows waiting for demand, whether the source

@@ -162,6 +162,34 @@ def test_the_window_path_gives_the_per_key_paths_rows(  # noqa: PLR0917  (hypoth
     assert fast == per_key
 
 
+SUMMANDS = st.one_of(
+    st.sampled_from([0.1, 0.3, -0.0, 0.0, 1e16, -1e16, 1.0, 2.0**53, 2.0**-1022, 5e-324, -5e-324, 1.7e308, -1.7e308,
+                     math.inf, -math.inf, math.nan]),
+    st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=True),
+    st.floats(-1e3, 1e3),
+)
+
+
+@st.composite
+def float_sums(draw: st.DrawFn) -> list[Event]:
+    """Many float values per window (several exponent buckets, sums that depend on the order of additions),
+    rarely a special value, at a few instants (ties ordered by the sequence)."""
+    count = draw(st.integers(1, 80))
+    return [(draw(st.sampled_from(["a", "b"])), T0 + timedelta(seconds=draw(st.sampled_from([0, 1, 59, 60, 130]))),
+             draw(st.integers(-(2**30), 2**30)) * 100 + index, draw(st.sampled_from(["p", "q"])), draw(SUMMANDS), 0)
+            for index in range(count)]
+
+
+@SETTINGS
+@given(events=float_sums(), key=st.sampled_from(sorted(KEY_SELECTORS)), kind=st.sampled_from(["sum", "average"]))
+def test_the_hash_path_sums_floats_exactly_as_the_per_key_path(spark: SparkSession, events: list[Event], key: str,
+                                                                kind: str) -> None:
+    """Float sums and averages aggregated in the JVM (exponent buckets of integer mantissas) give the per-key
+    path's rows, row for row (``both`` checks the hash path against it), and so do the sorted path's."""
+    fast, per_key = both(spark, events, key=key, kind=kind, value="x", until=None, complete=True)
+    assert fast == per_key
+
+
 @pytest.mark.parametrize(("kind", "value"), [("sum", "x"), ("max", "x"), ("average", "n"), ("average", "x")])
 def test_the_window_path_gives_the_engines_rows(spark: SparkSession, tmp_path: Path, kind: str, value: str) -> None:
     """Against the embedded engine itself (Query.stream.group_by(key).flat_map(query)), to its final clock: the
