@@ -51,6 +51,7 @@ __all__ = [
     "take_while",
     "timer",
     "window",
+    "window_aggregates",
     "window_time",
 ]
 """The operator modules (a test checks the list against the package's files)."""
