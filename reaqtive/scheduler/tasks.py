@@ -41,6 +41,7 @@ DEFAULT_BATCH_SIZE: Final = 128
 """Items an :class:`ItemProcessingTask` processes per run before it yields the worker."""
 
 _YIELDABLE: dict[type, bool] = {}
+_TOLD: dict[type, bool] = {}
 
 
 def is_yieldable(task: object) -> bool:
@@ -50,6 +51,17 @@ def is_yieldable(task: object) -> bool:
     flag = _YIELDABLE.get(kind)
     if flag is None:
         flag = _YIELDABLE[kind] = isinstance(task, YieldableSchedulerTask)
+    return flag
+
+
+def tells_arrival(task: object) -> bool:
+    """Whether ``task`` has an ``arrival`` slot for the virtual scheduler to tell it its place in line (for the
+    schedulers; not exported): :class:`ActionTask`, :class:`YieldableActionTask`, or any task that sets
+    ``arrival`` (``None`` until told) in its constructor. Cached per type, as :func:`is_yieldable`."""
+    kind = type(task)
+    flag = _TOLD.get(kind)
+    if flag is None:
+        flag = _TOLD[kind] = hasattr(task, "arrival")
     return flag
 
 
@@ -63,13 +75,13 @@ class ActionTask:
     ``args`` avoid allocating a closure per task on hot paths.
     """
 
-    __slots__ = ("_action", "_args", "armed", "priority")
+    __slots__ = ("_action", "_args", "armed", "arrival", "priority")
 
     is_runnable: Final = True
     """Always runnable."""
 
     def __init__(self, action: Callable[..., object], *args: Any, priority: int = ACTION_PRIORITY,
-                 armed: datetime | None = None) -> None:
+                 armed: datetime | None = None, arrival: int | None = None) -> None:
         if not callable(action):
             raise TypeError(f"ActionTask needs a callable, got {type(action).__name__}")
         self._action = action
@@ -78,6 +90,11 @@ class ActionTask:
         self.armed = armed
         """When this timer was first armed, if before now: an operator re-arming a recovered timer says so, and the
         virtual scheduler puts it in line among the timers of its instant where it first stood."""
+        self.arrival = arrival
+        """Its place in line among the tasks armed in the same tick as it (a number below 2**32): the virtual
+        scheduler tells it here each time it queues the task (other schedulers leave ``None``); an operator saves
+        it beside ``armed`` and passes both back when it re-arms a recovered timer, which then goes back in line
+        exactly where it stood, also behind a timer armed in the same instant (see docs/scheduler.md)."""
 
     @property
     def action(self) -> Callable[..., object]:
@@ -105,12 +122,12 @@ class YieldableActionTask(YieldableSchedulerTask):
     run again after the work already queued (a cooperative, periodic task).
     """
 
-    __slots__ = ("_action", "_args", "armed", "priority")
+    __slots__ = ("_action", "_args", "armed", "arrival", "priority")
 
     is_runnable: Final = True  # a constant satisfies the abstract property
 
     def __init__(self, action: Callable[..., bool], *args: Any, priority: int = ACTION_PRIORITY,
-                 armed: datetime | None = None) -> None:
+                 armed: datetime | None = None, arrival: int | None = None) -> None:
         if not callable(action):
             raise TypeError(f"YieldableActionTask needs a callable, got {type(action).__name__}")
         self._action = action
@@ -119,6 +136,11 @@ class YieldableActionTask(YieldableSchedulerTask):
         self.armed = armed
         """When this timer was first armed, if before now: an operator re-arming a recovered timer says so, and the
         virtual scheduler puts it in line among the timers of its instant where it first stood."""
+        self.arrival = arrival
+        """Its place in line among the tasks armed in the same tick as it (a number below 2**32): the virtual
+        scheduler tells it here each time it queues the task (other schedulers leave ``None``); an operator saves
+        it beside ``armed`` and passes both back when it re-arms a recovered timer, which then goes back in line
+        exactly where it stood, also behind a timer armed in the same instant (see docs/scheduler.md)."""
 
     @property
     def action(self) -> Callable[..., bool]:

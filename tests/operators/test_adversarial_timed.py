@@ -182,7 +182,6 @@ goes into the next list, or out before the list. The saved state would have to c
 the timers of its instant (the scheduler's arrival order), which no scheduler offers yet."""
 
 
-@pytest.mark.xfail(strict=True, reason="two timers armed in one instant are re-armed in the order stages start")
 @pytest.mark.parametrize("name", sorted(SAME_TICK))
 def test_two_timers_armed_in_one_instant_keep_their_order_after_a_restart(name: str) -> None:
     create, ticks = SAME_TICK[name]
