@@ -41,7 +41,11 @@ DEFAULT_BATCH_SIZE: Final = 128
 """Items an :class:`ItemProcessingTask` processes per run before it yields the worker."""
 
 _YIELDABLE: dict[type, bool] = {}
-_TOLD: dict[type, bool] = {}
+_KINDS: dict[type, int] = {}
+YIELDABLE: Final = 1
+"""A :func:`task_kind` flag: the task takes a yield token."""
+TOLD: Final = 2
+"""A :func:`task_kind` flag: the task has an ``arrival`` slot to be told its place in line."""
 
 
 def is_yieldable(task: object) -> bool:
@@ -54,15 +58,16 @@ def is_yieldable(task: object) -> bool:
     return flag
 
 
-def tells_arrival(task: object) -> bool:
-    """Whether ``task`` has an ``arrival`` slot for the virtual scheduler to tell it its place in line (for the
-    schedulers; not exported): :class:`ActionTask`, :class:`YieldableActionTask`, or any task that sets
-    ``arrival`` (``None`` until told) in its constructor. Cached per type, as :func:`is_yieldable`."""
+def task_kind(task: object) -> int:
+    """:data:`YIELDABLE` if ``task`` takes a yield token, plus :data:`TOLD` if it has an ``arrival`` slot for the
+    virtual scheduler to tell it its place in line (:class:`ActionTask`, :class:`YieldableActionTask`, or any task
+    that sets ``arrival``, ``None`` until told, in its constructor). For the schedulers, not exported; cached per
+    type, one lookup per queued task."""
     kind = type(task)
-    flag = _TOLD.get(kind)
-    if flag is None:
-        flag = _TOLD[kind] = hasattr(task, "arrival")
-    return flag
+    flags = _KINDS.get(kind)
+    if flags is None:
+        flags = _KINDS[kind] = (YIELDABLE if is_yieldable(task) else 0) | (TOLD if hasattr(task, "arrival") else 0)
+    return flags
 
 
 class ActionTask:

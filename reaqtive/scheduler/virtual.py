@@ -70,7 +70,7 @@ from reaqtive.scheduler._contract import SchedulerNode
 from reaqtive.scheduler.clock import EPOCH, to_utc
 from reaqtive.scheduler.logical import PauseAwaitable
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
-from reaqtive.scheduler.tasks import HARNESS_PRIORITY, ActionTask, is_yieldable, tells_arrival
+from reaqtive.scheduler.tasks import HARNESS_PRIORITY, TOLD, YIELDABLE, ActionTask, task_kind
 from reaqtive.scheduler.timers import TickQueue
 
 __all__ = ["VirtualTimeScheduler"]
@@ -105,6 +105,8 @@ def _check_priority(value: object) -> None:
 _ARRIVALS_PER_TICK: Final = 1 << 32
 _ARRIVAL_MASK: Final = _ARRIVALS_PER_TICK - 1
 _DRAWS: Final = 1 << 32  # the lowest part of an arrival: a fresh draw of the queue's counter, unique per queue
+_TICK_WEIGHT: Final = _ARRIVALS_PER_TICK * _DRAWS  # an arrival is armed tick * this + number * _DRAWS + draw
+_NUMBER_WEIGHT: Final = _DRAWS + 1  # a fresh task's draw is its number: number * _DRAWS + number
 
 
 def _arrival(core: _Core, armed: int) -> int:
@@ -116,7 +118,7 @@ def _arrival(core: _Core, armed: int) -> int:
     stood, not after every timer of the instant that recovery re-armed before it (and with its number,
     ``task.arrival``, exactly where it stood: :func:`_given_back`)."""
     number = core.queue.next_arrival() & _ARRIVAL_MASK
-    return (armed * _ARRIVALS_PER_TICK + number) * _DRAWS + number
+    return armed * _TICK_WEIGHT + number * _NUMBER_WEIGHT
 
 
 def _given_back(core: _Core, armed: int, number: int) -> int:
@@ -150,8 +152,9 @@ class _Item:
         self.due = due
         self.priority = priority
         self.arrival = arrival
-        self.yieldable = is_yieldable(task)
-        self.told = tells_arrival(task)  # whether the task has a slot to be told its place (task.arrival)
+        kind = task_kind(task)
+        self.yieldable = kind & YIELDABLE != 0
+        self.told = kind & TOLD != 0  # whether the task has a slot to be told its place (task.arrival)
         self.state = _DONE
         self.entry: Any = None
 
@@ -462,21 +465,23 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
             return
         core = self._core
         armed = getattr(task, "armed", None)
-        if armed is None:
-            arrival = _arrival(core, core.clock)
+        if armed is None:  # (the common case, inlined: _arrival at the clock)
+            number = core.queue.next_arrival() & _ARRIVAL_MASK
+            arrival = core.clock * _TICK_WEIGHT + number * _NUMBER_WEIGHT
         else:  # a recovered timer: back in line where it stood (a time after now is now)
             armed_tick = self.to_ticks(armed)
-            number = getattr(task, "arrival", None)
+            given: int | None = getattr(task, "arrival", None)
             if armed_tick > core.clock:
                 arrival = _arrival(core, core.clock)
-            elif number is None:  # (a state that saved no number: after the timers of its tick that have one)
+            elif given is None:  # (a state that saved no number: after the timers of its tick that have one)
                 arrival = _arrival(core, armed_tick) if armed_tick == core.clock \
                     else _given_back(core, armed_tick, _ARRIVAL_MASK)
             else:
-                arrival = _given_back(core, armed_tick, number)
+                arrival = _given_back(core, armed_tick, given)
+            number = _number(arrival)
         item = _Item(task, self, tick, task.priority + self._rank, arrival)
         if item.told:
-            task.arrival = _number(arrival)  # type: ignore[attr-defined]  # (checked: tells_arrival)
+            task.arrival = number  # type: ignore[attr-defined]  # (checked: task_kind)
         self._items[item] = None
         self._enqueue(item)
 
@@ -600,9 +605,9 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
             item.state = _QUEUED
             queue = core.queue
             number = queue.next_arrival() & _ARRIVAL_MASK
-            item.arrival = arrival = (core.clock * _ARRIVALS_PER_TICK + number) * _DRAWS + number
+            item.arrival = arrival = core.clock * _TICK_WEIGHT + number * _NUMBER_WEIGHT
             if item.told:
-                item.task.arrival = number  # type: ignore[attr-defined]  # (checked: tells_arrival)
+                item.task.arrival = number  # type: ignore[attr-defined]  # (checked: task_kind)
             item.entry = queue.add(again, item.priority, item, arrival)
             return
         self._settle(item, bool(done), runnable)
@@ -620,7 +625,7 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
                 item.due = core.clock
             item.arrival = _arrival(core, core.clock)
             if item.told:
-                item.task.arrival = _number(item.arrival)  # type: ignore[attr-defined]  # (checked: tells_arrival)
+                item.task.arrival = _number(item.arrival)  # type: ignore[attr-defined]  # (checked: task_kind)
             self._enqueue(item)
         else:
             self._park(item)
@@ -807,7 +812,7 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
         """Number ``item`` in ``target``'s line, at its clock, and tell its task (a later checkpoint saves that)."""
         item.arrival = _arrival(target, target.clock)
         if item.told:
-            item.task.arrival = _number(item.arrival)  # type: ignore[attr-defined]  # (checked: tells_arrival)
+            item.task.arrival = _number(item.arrival)  # type: ignore[attr-defined]  # (checked: task_kind)
 
 
     # -- access ------------------------------------------------------------------------------------------------
