@@ -24,7 +24,9 @@ How ``schedule`` maps to ticks
 Order at equal times
     Work due at the same tick runs by priority, lower first: **0** host or test-harness actions (hot-source
     messages, ``start``'s create/subscribe/dispose, checkpoint steps), then **1** operator actions and timers,
-    then **2** item processing; FIFO among equals (by the time ``schedule`` was called). A task that returns ``False``
+    then **2** item processing; FIFO among equals (by the tick a task was armed at, then by the time ``schedule``
+    was called in it: its *number*, told to the task as ``task.arrival`` and taken back from a recovered one, see
+    :func:`_arrival` and :func:`_given_back`). A task that returns ``False``
     (run again) queues at the current tick behind work of the same priority, or, if it called
     :meth:`~VirtualTimeScheduler.run_again_at_us`, at that time, in line as if scheduled then.
 
