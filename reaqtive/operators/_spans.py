@@ -20,6 +20,7 @@ from reaqtive.core.arguments import ArgsRecord, Arguments
 from reaqtive.core.operator import StateReader
 from reaqtive.core.scheduler_interface import Scheduler
 from reaqtive.core.subscribable import Subscribable
+from reaqtive.operators._places import number_of, read_number
 from reaqtive.operators._timing import MAX_SPAN, deadline, earlier, multiply_safe
 from reaqtive.scheduler import ActionTask
 from reaqtive.state.tracking import StateChangedTracker
@@ -62,6 +63,8 @@ class SpanClock:
     _scheduler: Scheduler | None
     _generation: int  # the current timer; a timer of an earlier generation is stale
     _state: StateChangedTracker
+    _timer_task: ActionTask | None  # the current timer's task: the scheduler tells it its place in line
+    _number: int | None  # a loaded timer's place among the timers armed in its tick, until it is re-armed
 
     def _on_timer(self, generation: int) -> None:
         raise NotImplementedError
@@ -74,10 +77,23 @@ class SpanClock:
         """When the timer is due next: the next close or open."""
         raise NotImplementedError
 
-    def _schedule_timer(self, generation: int, due: datetime, armed: datetime | None = None) -> None:
+    def _schedule_timer(self, generation: int, due: datetime, armed: datetime | None = None,
+                        number: int | None = None) -> None:
         scheduler = self._scheduler
         assert scheduler is not None
-        scheduler.schedule(ActionTask(self._on_timer, generation, armed=armed), due=due)
+        task = self._timer_task = ActionTask(self._on_timer, generation, armed=armed, arrival=number)  # type: ignore[misc]  # (a slot of the stage)
+        scheduler.schedule(task, due=due)
+
+    def _rearm(self, generation: int, due: datetime) -> None:
+        """Re-arm a recovered stage's timer where it stood in line: when it was armed, its number."""
+        self._schedule_timer(generation, due, self._armed_at(due), self._number)
+
+    def _timer_number(self) -> int | None:
+        """What the stage saves of its timer's place in line (see :mod:`reaqtive.operators._places`)."""
+        return number_of(self._timer_task)
+
+    def _load_number(self, reader: StateReader) -> None:
+        self._number = read_number(reader)  # type: ignore[misc]  # (a slot of the stage)
 
     def _armed_at(self, due: datetime) -> datetime | None:
         """When the timer due at ``due`` was armed, for a recovered stage re-arming it (``None``: not known; see
@@ -142,11 +158,12 @@ class ShiftedSpans(SpanClock):
     _next_open: datetime | None
     _armed: datetime | None  # when the current timer was armed (None: not known, a state of an older version)
 
-    def _schedule_timer(self, generation: int, due: datetime, armed: datetime | None = None) -> None:
+    def _schedule_timer(self, generation: int, due: datetime, armed: datetime | None = None,
+                        number: int | None = None) -> None:
         scheduler = self._scheduler
         assert scheduler is not None
         self._armed = scheduler.now if armed is None else armed  # type: ignore[misc]  # (a slot of the stage)
-        super()._schedule_timer(generation, due, armed)
+        super()._schedule_timer(generation, due, armed, number)
 
     def _armed_at(self, due: datetime) -> datetime | None:
         return self._armed

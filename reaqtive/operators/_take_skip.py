@@ -22,6 +22,7 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import LONG_MAX, Subscriber, Subscription, add_demand, require_not_none
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
+from reaqtive.operators._places import number_of, read_number
 from reaqtive.operators._timing import MAX_TIME
 from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -113,14 +114,20 @@ class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     At start the subclass names the deadline (:meth:`deadline`); a deadline already reached is handled at once,
     in ``start``, before the source starts; otherwise a task on the scheduler runs :meth:`on_deadline` when it
-    is due. The task of a disposed stage finds it disposed and does nothing.
+    is due. The task of a disposed stage finds it disposed and does nothing. The subclass saves the timer's
+    number among the timers armed in its tick (:meth:`_save_number`, :meth:`_load_number`), so that a recovered
+    timer goes back in line exactly where it stood (see :mod:`reaqtive.operators._places`).
     """
 
-    __slots__ = ()  # no fields of its own, so it combines with DroppingStage (a subclass declares ``_source``)
+    # no fields of its own, so it combines with DroppingStage (a subclass declares ``_source``, ``_timer_task``
+    # and ``_number``, both None at first)
+    __slots__ = ()
 
     operator_label: ClassVar[str]
     """How the operator is named in messages, e.g. ``"take(duration)"``."""
     _source: Subscribable[Any]
+    _timer_task: ActionTask | None  # the timer's task: the scheduler tells it its place in line
+    _number: int | None  # a loaded timer's place among the timers armed in its tick, until on_start re-arms it
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
@@ -157,7 +164,17 @@ class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
         if due <= now:
             self.on_deadline()
         else:
-            scheduler.schedule(ActionTask(self._fire, armed=self.armed_at(due)), due)
+            armed = self.armed_at(due)
+            task = self._timer_task = ActionTask(  # type: ignore[misc]  # (the subclass's slot)
+                self._fire, armed=armed, arrival=None if armed is None else self._number)
+            scheduler.schedule(task, due)
+
+    def _save_number(self, writer: StateWriter) -> None:
+        """Write the timer's number (read from its task at the checkpoint; ``None`` before the start)."""
+        writer.write(number_of(self._timer_task))
+
+    def _load_number(self, reader: StateReader) -> None:
+        self._number = read_number(reader)  # type: ignore[misc]  # (the subclass's slot)
 
     def _fire(self) -> None:
         if not self._disposed:
@@ -167,8 +184,9 @@ class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
 class AtATime(DeadlineStage[T], Generic[T]):
     """A timer at a time given by the query (``take_until``/``skip_until`` a time), armed at the subscription.
     State version 2: the subclass's fields of version 1 (:meth:`_save_fields`, none by default), then when it
-    subscribed (``_subscribed_at``, a slot the subclass declares), so a recovered timer goes back in line where it
-    stood. Version 1 still loads: its timer is re-armed at the restart's tick (as that version did)."""
+    subscribed (``_subscribed_at``, a slot the subclass declares) and the timer's number among the timers armed
+    in that tick, so a recovered timer goes back in line where it stood. Version 1 still loads: its timer is
+    re-armed at the restart's tick (as that version did)."""
 
     __slots__ = ()
 
@@ -182,11 +200,13 @@ class AtATime(DeadlineStage[T], Generic[T]):
     def save_state_core(self, writer: StateWriter) -> None:
         self._save_fields(writer)
         writer.write(self._subscribed_at)
+        self._save_number(writer)
 
     def load_state_core(self, reader: StateReader) -> None:
-        self.load_older_state_core(reader, (1,))  # (1,) is (2,) without the last field
+        self.load_older_state_core(reader, (1,))  # (1,) is (2,) without the last two fields
         self._subscribed_at = reader.read_optional_datetime(  # type: ignore[misc]  # (the subclass's slot)
             "subscribed at", *time_bounds(self.context))
+        self._load_number(reader)
 
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
         """Read the subclass's fields of version 1."""

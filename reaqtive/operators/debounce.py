@@ -18,6 +18,7 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import COMPLETE, IDLE, UnaryEmitterBase
 from reaqtive.operators._inner_subscriptions import InnerHost, needs_environment_error, selected_source
+from reaqtive.operators._places import number_of, read_number
 from reaqtive.operators._timing import add_safe
 from reaqtive.scheduler import ActionTask
 from reaqtive.state.fields import time_bounds
@@ -186,19 +187,20 @@ class Debounce(_DebounceBase[T], Generic[T]):
     timer is armed per quiet period, not one per element: when it fires early (a newer element moved the due
     time), it re-arms for the new due time.
 
-    The timer task itself is saved (when it is due, when it was armed): a recovered stage re-arms it as it stood,
-    early fire included, in its place in line among the timers of its instant (see
-    :class:`reaqtive.scheduler.ActionTask`'s ``armed``). State version 2 adds it; version 1 still loads, its
-    timer re-armed at the due time at the restart's tick (as that release did).
+    The timer task itself is saved (when it is due, when it was armed, its number among the timers armed in
+    that tick): a recovered stage re-arms it as it stood, early fire included, in its place in line among the
+    timers of its instant (see :class:`reaqtive.scheduler.ActionTask`'s ``armed`` and ``arrival``). State
+    version 2 adds it; version 1 still loads, its timer re-armed at the due time at the restart's tick (as that
+    release did).
     """
 
     name = "reaqtive:debounce"
     version: Version = (2,)
     older_versions = frozenset({(1,)})
     state_fields = ("has_pending", "pending", "has_ready", "ready", "source_done", "due", "timer_due",
-                    "timer_armed")
+                    "timer_armed", "timer_number")
 
-    __slots__ = ("_due", "_duration", "_scheduler", "_timer")
+    __slots__ = ("_due", "_duration", "_number", "_scheduler", "_task", "_timer")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         args = DebounceArgs.read(query)
@@ -210,6 +212,8 @@ class Debounce(_DebounceBase[T], Generic[T]):
         self._due: datetime | None = None
         # the scheduled timer task: (due, armed at; None until a version 1 state starts), None when none is
         self._timer: tuple[datetime, datetime | None] | None = None
+        self._task: ActionTask | None = None  # the timer's task: the scheduler tells it its place in line
+        self._number: int | None = None  # a loaded timer's place in its armed tick, until on_start re-arms it
         self._scheduler: Scheduler | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:
@@ -219,12 +223,14 @@ class Debounce(_DebounceBase[T], Generic[T]):
             timer = self._timer if self._has_pending else None  # (a timer with nothing pending does nothing)
             writer.write(None if timer is None else timer[0])
             writer.write(None if timer is None else timer[1])
+            writer.write(None if timer is None else number_of(self._task))
 
     def load_state_core(self, reader: StateReader) -> None:
         self.load_older_state_core(reader, (1,))
         bounds = time_bounds(self.context, self._duration)
         timer_due = reader.read_optional_datetime("timer due", *bounds)
         armed = reader.read_optional_datetime("timer armed", *time_bounds(self.context))
+        number = read_number(reader)
         if (timer_due is None or armed is None) == self._has_pending:
             raise reader.invalid("timer due", "a time exactly while an element is pending", timer_due)
         if timer_due is not None and armed is not None:
@@ -232,6 +238,7 @@ class Debounce(_DebounceBase[T], Generic[T]):
             if not armed <= timer_due <= self._due:
                 raise reader.invalid("timer due", f"armed ({armed}) <= timer due <= due ({self._due})", timer_due)
             self._timer = (timer_due, armed)
+            self._number = number
 
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
         # (1,) is (2,) without the timer: it is re-armed at the due time
@@ -254,7 +261,7 @@ class Debounce(_DebounceBase[T], Generic[T]):
                 assert scheduler is not None
                 self._timer = (due, scheduler.now)
                 self._state.changed = True
-            self._arm(due, armed)
+            self._arm(due, armed, self._number)
         super().on_start()
 
     def on_next(self, value: T) -> None:
@@ -273,10 +280,11 @@ class Debounce(_DebounceBase[T], Generic[T]):
         if arm:
             self._arm(due)
 
-    def _arm(self, due: datetime, armed: datetime | None = None) -> None:
+    def _arm(self, due: datetime, armed: datetime | None = None, number: int | None = None) -> None:
         scheduler = self._scheduler
         assert scheduler is not None
-        scheduler.schedule(ActionTask(self._fire, armed=armed), due)
+        task = self._task = ActionTask(self._fire, armed=armed, arrival=number)
+        scheduler.schedule(task, due)
 
     def _fire(self) -> None:
         scheduler = self._scheduler

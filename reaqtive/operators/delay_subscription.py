@@ -16,6 +16,7 @@ from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SingleAssignmentSubscription, SubscriptionHandle
 from reaqtive.core.visitors import set_context_all, start_all, subscribe_all
+from reaqtive.operators._places import number_of, read_number
 from reaqtive.operators._timing import due_bounds, due_time, require_due
 from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
@@ -73,16 +74,18 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
     re-creates the subtree while loading, so the load traversal loads it and the start traversal starts it.
 
     The state is the due time, whether the stage subscribed and (version 2) when the timer was armed (the
-    subscription): a recovered timer goes back in line where it stood (see
-    :class:`reaqtive.scheduler.ActionTask`'s ``armed``). Version 1 still loads: a relative due time tells when
-    it was armed, an absolute one does not (the timer is re-armed at the restart's tick, as version 1 did).
+    subscription) and its number among the timers armed in that tick: a recovered timer goes back in line where
+    it stood (see :class:`reaqtive.scheduler.ActionTask`'s ``armed`` and ``arrival``). Version 1 still loads:
+    a relative due time tells when it was armed, an absolute one does not (the timer is re-armed at the
+    restart's tick, as version 1 did).
     """
 
     name = "reaqtive:delay_subscription"
     version: Version = (2,)
     older_versions = frozenset({(1,)})
 
-    __slots__ = ("_armed", "_due", "_holder", "_next_due", "_scheduler", "_source", "_subscribed")
+    __slots__ = ("_armed", "_due", "_holder", "_next_due", "_number", "_scheduler", "_source", "_subscribed",
+                 "_timer_task")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
@@ -91,6 +94,8 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
         self._due = args.due
         self._next_due: datetime | None = None
         self._armed: datetime | None = None  # when the timer was armed (None: not yet, or not known)
+        self._timer_task: ActionTask | None = None  # the timer's task: the scheduler tells it its place in line
+        self._number: int | None = None  # a loaded timer's place among the timers armed in its tick
         self._subscribed = False
         self._holder = SingleAssignmentSubscription()
         self._scheduler: Scheduler | None = None
@@ -99,10 +104,12 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
         writer.write(self._next_due)
         writer.write(self._subscribed)
         writer.write(self._armed)
+        writer.write(None if self._subscribed else number_of(self._timer_task))
 
     def load_state_core(self, reader: StateReader) -> None:
         self._load(reader)
         self._armed = reader.read_optional_datetime("armed", *time_bounds(self.context))
+        self._number = read_number(reader)
         if not self._subscribed and (self._armed is None) != (self._next_due is None):
             raise reader.invalid("armed", "a time exactly when the due time is set (before it subscribed)", self._armed)
 
@@ -143,7 +150,9 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
         if armed is None:  # new, or a version 1 state that cannot tell: armed now
             self._armed = scheduler.now
             self._state.changed = True
-        scheduler.schedule(ActionTask(self._subscribe_source, armed=armed), self._next_due)
+        task = self._timer_task = ActionTask(self._subscribe_source, armed=armed,
+                                             arrival=None if armed is None else self._number)
+        scheduler.schedule(task, self._next_due)
 
     def _subscribe_source(self) -> None:
         if self._disposed:

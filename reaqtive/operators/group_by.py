@@ -25,6 +25,7 @@ from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.core.subjects import MultiSubject
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
+from reaqtive.operators._places import number_of, read_number
 from reaqtive.operators._timing import add_safe
 from reaqtive.operators.settings import MAX_GROUP_COUNT, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
@@ -330,15 +331,16 @@ class GroupByExpiring(GroupBy[T], Generic[T]):
     One timer is pending at a time, for the group idle the longest; groups are kept in the order of their
     latest element (and saved in it), so each element costs a dictionary re-insertion and a read of the clock.
     Every element goes through a serialized action, since the timer changes groups too. State version 2 adds the
-    pending timer (due, armed: it fires early when the group it was armed for got a newer element, and re-arms),
-    so a recovered one stands where it stood among the timers of its instant; version 1 still loads.
+    pending timer (due, armed: it fires early when the group it was armed for got a newer element, and re-arms;
+    its number among the timers armed in that tick), so a recovered one stands where it stood among the timers
+    of its instant; version 1 still loads.
     """
 
     name = "reaqtive:group_by+expiry"
     version: Version = (2,)
     older_versions = frozenset({(1,)})
 
-    __slots__ = ("_expire_after", "_scheduler", "_timer_armed", "_timer_due")
+    __slots__ = ("_expire_after", "_number", "_scheduler", "_timer_armed", "_timer_due", "_timer_task")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         super().__init__(query, downstream)
@@ -349,6 +351,8 @@ class GroupByExpiring(GroupBy[T], Generic[T]):
         self._scheduler: Scheduler | None = None
         self._timer_due: datetime | None = None
         self._timer_armed: datetime | None = None
+        self._timer_task: ActionTask | None = None  # the pending timer's task: told its place in line
+        self._number: int | None = None  # a loaded timer's place among the timers armed in its tick
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
@@ -360,6 +364,7 @@ class GroupByExpiring(GroupBy[T], Generic[T]):
             writer.write([[group.number, group.last] for group in self._groups.values()])
             writer.write(self._timer_due)
             writer.write(self._timer_armed if self._timer_due is not None else None)
+            writer.write(number_of(self._timer_task) if self._timer_due is not None else None)
 
     def load_state_core(self, reader: StateReader) -> None:
         self.load_older_state_core(reader, (1,))  # (1,) is (2,) without the timer
@@ -368,6 +373,7 @@ class GroupByExpiring(GroupBy[T], Generic[T]):
         if (due is None) != (armed is None) or (due is not None and armed is not None and armed > due):
             raise reader.invalid("timer armed", "a time at or before the timer due, exactly with it", armed)
         self._timer_due, self._timer_armed = due, armed
+        self._number = read_number(reader)
 
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
         self._load_inners(reader)
@@ -404,7 +410,8 @@ class GroupByExpiring(GroupBy[T], Generic[T]):
         if self._timer_due is not None:  # recovered: the timer as it stood, in its place in line
             scheduler = self._scheduler
             assert scheduler is not None
-            scheduler.schedule(ActionTask(self._on_timer, armed=self._timer_armed), due=self._timer_due)
+            task = self._timer_task = ActionTask(self._on_timer, armed=self._timer_armed, arrival=self._number)
+            scheduler.schedule(task, due=self._timer_due)
         elif self._groups:  # recovered with open groups from a version 1 state
             first = next(iter(self._groups.values()))
             self._schedule(add_safe(first.last, self._expire_after))
@@ -413,7 +420,8 @@ class GroupByExpiring(GroupBy[T], Generic[T]):
         scheduler = self._scheduler
         assert scheduler is not None
         self._timer_due, self._timer_armed = due, scheduler.now
-        scheduler.schedule(ActionTask(self._on_timer), due=due)
+        task = self._timer_task = ActionTask(self._on_timer)
+        scheduler.schedule(task, due=due)
 
     def _on_timer(self) -> None:
         if self._disposed:

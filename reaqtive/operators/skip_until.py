@@ -13,6 +13,7 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._take_skip import AtATime, GateStage, OpenAtDeadline, UntilArgs, UntilStage, other_or_time
+from reaqtive.scheduler import ActionTask
 
 __all__ = ["SkipUntil", "SkipUntilArgs", "SkipUntilTime", "SkipUntilTimeArgs", "skip_until"]
 
@@ -127,12 +128,14 @@ class SkipUntilTime(OpenAtDeadline[T], AtATime[T], Generic[T]):
     name = "reaqtive:skip_until+time"
     version: Version = (2,)
     operator_label = "skip_until(start_time)"
-    state_fields = ("open", "subscribed_at")
+    state_fields = ("open", "subscribed_at", "timer_number")
 
-    __slots__ = ("_source", "_subscribed_at", "_time")
+    __slots__ = ("_number", "_source", "_subscribed_at", "_time", "_timer_task")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
+        self._timer_task: ActionTask | None = None
+        self._number: int | None = None
         args = SkipUntilTimeArgs.read(query)
         self._source: Subscribable[T] = args.source
         self._time = args.start_time

@@ -17,6 +17,7 @@ from reaqtive.operators._take_skip import OpenAtDeadline, TakeUntilDeadline, cou
 from reaqtive.operators._timing import deadline, earlier
 from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, register_keyed_step
 from reaqtive.operators.step_stage import StepStage, runs_inline, step_operator
+from reaqtive.scheduler import ActionTask
 from reaqtive.state.fields import time_bounds
 
 __all__ = [
@@ -116,17 +117,21 @@ class Take(StepStage):
 @register_operator("take_duration", frames=2, builder=take, args=TakeDurationArgs)
 class TakeDuration(TakeUntilDeadline[T], Generic[T]):
     """The running stage of :func:`take` by duration: a lock (of :class:`TakeUntilDeadline`) serializes the
-    timer's completion with the elements."""
+    timer's completion with the elements. State: the end, and (version 2) the timer's number among the timers
+    armed in its tick (:class:`DeadlineStage`)."""
 
     name = "reaqtive:take+duration"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})  # without the timer's number: in line after the others of its tick
     operator_label = "take(duration)"
-    state_fields = ("end",)
+    state_fields = ("end", "timer_number")
 
-    __slots__ = ("_duration", "_end", "_source")
+    __slots__ = ("_duration", "_end", "_number", "_source", "_timer_task")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
+        self._timer_task: ActionTask | None = None
+        self._number: int | None = None
         args = TakeDurationArgs.read(query)
         self._source: Subscribable[T] = args.source
         self._duration = args.duration
@@ -134,8 +139,14 @@ class TakeDuration(TakeUntilDeadline[T], Generic[T]):
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._end)
+        self._save_number(writer)
 
     def load_state_core(self, reader: StateReader) -> None:
+        self.load_older_state_core(reader, (1,))
+        self._load_number(reader)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,) is (2,) without the last field
         self._end = reader.read_optional_datetime("end", *time_bounds(self.context, self._duration))
 
     def deadline(self, now: datetime) -> datetime | None:
@@ -239,17 +250,21 @@ class Skip(StepStage):
 @register_operator("skip_duration", frames=2, builder=skip, args=SkipDurationArgs)
 class SkipDuration(OpenAtDeadline[T], Generic[T]):
     """The running stage of :func:`skip` by duration: the timer only opens the gate (see
-    :class:`OpenAtDeadline`), so it needs no lock."""
+    :class:`OpenAtDeadline`), so it needs no lock. State: the end, whether the gate is open, and (version 2)
+    the timer's number among the timers armed in its tick (:class:`DeadlineStage`)."""
 
     name = "reaqtive:skip+duration"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})  # without the timer's number: in line after the others of its tick
     operator_label = "skip(duration)"
-    state_fields = ("end", "open")
+    state_fields = ("end", "open", "timer_number")
 
-    __slots__ = ("_duration", "_end", "_source")
+    __slots__ = ("_duration", "_end", "_number", "_source", "_timer_task")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
+        self._timer_task: ActionTask | None = None
+        self._number: int | None = None
         args = SkipDurationArgs.read(query)
         self._source: Subscribable[T] = args.source
         self._duration = args.duration
@@ -258,8 +273,14 @@ class SkipDuration(OpenAtDeadline[T], Generic[T]):
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._end)
         writer.write(self._open)
+        self._save_number(writer)
 
     def load_state_core(self, reader: StateReader) -> None:
+        self.load_older_state_core(reader, (1,))
+        self._load_number(reader)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,) is (2,) without the last field
         self._end = reader.read_optional_datetime("end", *time_bounds(self.context, self._duration))
         self._open = reader.read_bool("open")
 

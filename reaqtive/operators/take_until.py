@@ -13,6 +13,7 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._take_skip import AtATime, TakeUntilDeadline, UntilArgs, UntilStage, other_or_time
+from reaqtive.scheduler import ActionTask
 
 __all__ = ["TakeUntil", "TakeUntilArgs", "TakeUntilTime", "TakeUntilTimeArgs", "take_until"]
 
@@ -112,12 +113,14 @@ class TakeUntilTime(TakeUntilDeadline[T], AtATime[T], Generic[T]):
     name = "reaqtive:take_until+time"
     version: Version = (2,)
     operator_label = "take_until(end_time)"
-    state_fields = ("subscribed_at",)
+    state_fields = ("subscribed_at", "timer_number")
 
-    __slots__ = ("_source", "_subscribed_at", "_time")
+    __slots__ = ("_number", "_source", "_subscribed_at", "_time", "_timer_task")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
+        self._timer_task: ActionTask | None = None
+        self._number: int | None = None
         args = TakeUntilTimeArgs.read(query)
         self._source: Subscribable[T] = args.source
         self._time = args.end_time
