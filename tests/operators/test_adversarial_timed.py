@@ -20,9 +20,8 @@ from reaqtive.operators.buffer_time import BufferTime, BufferTimeOrCount, Buffer
 from reaqtive.operators.debounce import Debounce
 from reaqtive.operators.delay_subscription import DelaySubscription
 from reaqtive.operators.group_by import GroupByExpiring
-from reaqtive.operators.skip import SkipDuration
 from reaqtive.operators.skip_until import SkipUntilTime
-from reaqtive.operators.take import TakeDuration
+from reaqtive.operators.take import SkipDuration, TakeDuration
 from reaqtive.operators.take_until import TakeUntilTime
 from reaqtive.operators.timer import PeriodicTimer, SingleTimer
 from reaqtive.operators.window_time import WindowTime, WindowTimeOrCount, WindowTimeShift
