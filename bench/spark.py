@@ -22,8 +22,8 @@ session (local[2]):
 * **plain loop**: the same per-sensor, per-minute averages in dicts (the floor any engine is measured against).
 
 ``--aggregate count|max|min|sum`` measures another aggregate on every side (the average is the README's);
-``--pre-aggregate`` runs ``run_batch(pre_aggregate=True)``, which aggregates ``count``, ``max`` and ``min`` in the
-JVM before the shuffle (docs/spark.md, "Batch: backfill and replay").
+``--pre-aggregate`` runs ``run_batch(pre_aggregate=True)``, which aggregates every one of them (float sums and
+averages exactly rounded) in the JVM before the shuffle (docs/spark.md, "Batch: backfill and replay").
 
 The runs are interleaved (native stream, run_stream, native stream, run_stream, ...; then the batches alike), each
 on a fresh output and checkpoint; a side's figure is the best of its ``--repeat`` runs. A streaming run's figure is
@@ -109,7 +109,7 @@ SENSOR_FUNCTIONS = {"no_key": no_key, "reading": reading}
 
 AGGREGATES = ("average", "count", "max", "min", "sum")
 AGGREGATE = "average"  # --aggregate: the README's average (a float average folds in event order in run_batch)
-PRE_AGGREGATE = False  # --pre-aggregate: run_batch(pre_aggregate=True) (count, max, min aggregate in the JVM)
+PRE_AGGREGATE = False  # --pre-aggregate: run_batch(pre_aggregate=True) (the aggregate is computed in the JVM)
 
 
 def per_sensor_query() -> Query[Any]:
@@ -730,9 +730,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "and run_batch")
     parser.add_argument("--aggregate", choices=AGGREGATES, default="average",
                         help="native: the per-sensor window aggregate, both sides (default: average, the README's; "
-                             "with --pre-aggregate run_batch aggregates count, max and min in the JVM)")
+                             "with --pre-aggregate run_batch aggregates it in the JVM)")
     parser.add_argument("--pre-aggregate", action="store_true",
-                        help="native: run_batch(pre_aggregate=True): count, max, min aggregated in the JVM")
+                        help="native: run_batch(pre_aggregate=True): the aggregate computed in the JVM")
     parser.add_argument("--events", type=int, help="events per key count")
     parser.add_argument("--keys", type=key_counts, help="key counts, separated by commas (one run each)")
     parser.add_argument("--batches", type=int, help="input files, one per micro-batch")

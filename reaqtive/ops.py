@@ -20,21 +20,18 @@ Sources (``from_iterable``, ``interval``, ...) are not here: they start a query 
 checks that every fluent operator method has its function here, so this module cannot fall behind.
 """
 
-from reaqtive.operators.aggregate import aggregate
+from reaqtive.operators.aggregate import aggregate, to_list
 from reaqtive.operators.any_all_contains import all, any, contains, is_empty
 from reaqtive.operators.buffer import buffer
-from reaqtive.operators.combine_latest import combine_latest
-from reaqtive.operators.count import count
 from reaqtive.operators.debounce import debounce
 from reaqtive.operators.default_if_empty import default_if_empty
 from reaqtive.operators.delay_subscription import delay_subscription
-from reaqtive.operators.distinct import distinct
-from reaqtive.operators.distinct_until_changed import distinct_until_changed
-from reaqtive.operators.do import do
-from reaqtive.operators.element_at import element_at, element_at_or_default
+from reaqtive.operators.distinct import distinct, distinct_until_changed
+from reaqtive.operators.do import do, finally_action, trace
 from reaqtive.operators.filter import filter, filter_indexed
-from reaqtive.operators.finally_action import finally_action
 from reaqtive.operators.first_last_single import (
+    element_at,
+    element_at_or_default,
     first,
     first_or_default,
     last,
@@ -42,29 +39,23 @@ from reaqtive.operators.first_last_single import (
     single,
     single_or_default,
 )
-from reaqtive.operators.flat_map import flat_map, merge_all
+from reaqtive.operators.flat_map import flat_map, merge_all, switch_latest
 from reaqtive.operators.group_by import group_by
 from reaqtive.operators.ignore_elements import ignore_elements
 from reaqtive.operators.keyed_window import aggregate_by_key
 from reaqtive.operators.map import map, map_indexed
-from reaqtive.operators.merge import merge
-from reaqtive.operators.min_max import max, min
+from reaqtive.operators.math_aggregates import average, count, max, min, sum
+from reaqtive.operators.merge import combine_latest, merge
 from reaqtive.operators.named import named
 from reaqtive.operators.retry import retry
 from reaqtive.operators.sample import sample
 from reaqtive.operators.scan import scan
 from reaqtive.operators.sequence_equal import sequence_equal
-from reaqtive.operators.skip import skip
 from reaqtive.operators.skip_until import skip_until
-from reaqtive.operators.skip_while import skip_while, skip_while_indexed
 from reaqtive.operators.start_with import start_with
-from reaqtive.operators.sum_average import average, sum
-from reaqtive.operators.switch_latest import switch_latest
-from reaqtive.operators.take import take
+from reaqtive.operators.take import skip, take
 from reaqtive.operators.take_until import take_until
-from reaqtive.operators.take_while import take_while, take_while_indexed
-from reaqtive.operators.to_list import to_list
-from reaqtive.operators.trace import trace
+from reaqtive.operators.take_while import skip_while, skip_while_indexed, take_while, take_while_indexed
 from reaqtive.operators.window import window
 
 __all__ = [

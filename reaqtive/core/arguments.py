@@ -29,9 +29,12 @@ A stage constructor reads every argument it uses through an accessor, in any ord
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Final, NoReturn, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Final, NoReturn, Self, TypeVar, cast
 
 from reaqtive.core.binding import QueryNode
 from reaqtive.core.errors import OperatorArgumentError
@@ -39,6 +42,7 @@ from reaqtive.core.subscribable import Subscribable
 
 __all__ = [
     "ArgsRecord",
+    "args_record",
     "Arguments",
     "arguments",
     "require_callable",
@@ -286,23 +290,23 @@ number of sources (see :class:`ArgsRecord`)."""
 
 
 class ArgsRecord:
-    """The checked arguments of an operator's query node, declared once: a frozen dataclass whose fields are the
-    node's arguments in order (their names name them in errors) and whose ``checks`` names each one's check
-    (a key of :data:`_CHECKS`); :meth:`read` checks a node's arguments and makes the record.
+    """The checked arguments of an operator's query node, declared once, in one line: the class keywords name the
+    node's arguments in order (their names name them in errors), each with its check (a key of :data:`_CHECKS`);
+    :meth:`read` checks a node's arguments and makes the record, a frozen dataclass of those fields
+    (:func:`args_record` declares one whose docstring is the usual one in one line).
 
-    >>> from dataclasses import dataclass
-    >>> @dataclass(frozen=True, slots=True)
-    ... class TakeArgs(ArgsRecord):
-    ...     source: Subscribable[Any]
-    ...     count: int
-    ...     checks = ("source", "count")
+    >>> class TakeArgs(ArgsRecord, source="source", count="count"):
+    ...     'The arguments of a ``take`` node.'
     >>> from reaqtive import from_iterable
     >>> TakeArgs.read(from_iterable([1]).take(3)).count
     3
+
+    A record may also be written as a frozen dataclass with typed fields and a ``checks`` tuple (the checks in
+    field order), where its fields' static types matter.
     """
 
     __slots__ = ()
-    __match_args__: ClassVar[tuple[str, ...]]  # the fields' names, in order (set by the dataclass)
+    __match_args__: ClassVar[tuple[str, ...]] = ()  # the fields' names, in order (set by the dataclass)
     checks: ClassVar[tuple[str, ...]] = ()
     alternatives: ClassVar[tuple[type[ArgsRecord], ...]] = ()
     """Records of the same op for nodes with another number of arguments (``aggregate`` with a seed): :meth:`read`
@@ -312,8 +316,16 @@ class ArgsRecord:
     fields before it and before those after it), how many sources the node needs at least, the fields before it
     counted (``merge``: 1, ``combine_latest``: 2)."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
+    if TYPE_CHECKING:
+        # A record declared by keywords has its fields made at run time: typed as Any for the stages reading them.
+        def __getattr__(self, name: str) -> Any: ...
+
+    def __init_subclass__(cls, **fields: str) -> None:
+        super().__init_subclass__()
+        if fields:
+            cls.checks = tuple(fields.values())
+            cls.__annotations__ = dict.fromkeys(fields, "Any")
+            dataclass(frozen=True)(cls)
         unknown = [check for check in cls.checks if check not in _CHECKS and check != "sources"]
         if unknown:
             raise ValueError(f"{cls.__qualname__}: unknown checks {unknown} (known: {sorted(_CHECKS)})")
@@ -351,6 +363,27 @@ class ArgsRecord:
     def validate(self, args: Arguments) -> None:
         """Checks across the fields, or beyond the named ones, after those (``args.fail(index, expected)`` for a
         bad argument): none by default."""
+
+
+def args_record(name: str, /, **fields: str) -> type[ArgsRecord]:
+    """An :class:`ArgsRecord` declared in one line: ``FilterArgs = args_record("FilterArgs", source="source",
+    predicate="function")`` makes the record of a ``filter`` node (the op follows from the name), its docstring
+    naming the op and the fields. A record with a docstring of its own, or with ``validate``, is a class.
+
+    >>> SkipArgs = args_record("SkipArgs", source="source", count="count")
+    >>> SkipArgs.__doc__
+    'The arguments of a ``skip`` node: ``(source, count)``.'
+    """
+    op = re.sub(r"(?<!^)(?=[A-Z])", "_", name.removesuffix("Args")).lower()
+    article = "an" if op[0] in "aeiou" else "a"
+    shown = f"``({', '.join(fields)}{',' if len(fields) == 1 else ''})``" if fields else "none"
+    namespace = {
+        "__doc__": f"The arguments of {article} ``{op}`` node: {shown}.",
+        "__module__": sys._getframe(1).f_globals.get("__name__", __name__),  # the declaring module, as a class's
+        "__qualname__": name,
+    }
+    record = cast("type[ArgsRecord]", type(name, (ArgsRecord,), namespace, **fields))
+    return record if fields else dataclass(frozen=True)(record)  # (keywords make the dataclass; none, here)
 
 
 def _is_aware(value: datetime) -> bool:

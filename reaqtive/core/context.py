@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
@@ -100,6 +100,13 @@ class HigherOrderEnvironment(ExecutionEnvironment):
     @abstractmethod
     def delete_subject(self, subject_id: str) -> None:
         """Forget the inner subject ``subject_id`` (its group or window ended)."""
+
+    def note_ended_subjects(self, prefix: str, is_ended: Callable[[int], bool] | None) -> None:
+        """The operator whose inner subjects are ``f"{prefix}/{number}"`` tells which numbers ended (``None``: it
+        is gone). A recovered consumer that looks up an ended one (it held the stream at the checkpoint and had
+        not subscribed yet) must find it completed, as a late subscriber of the live subject does, not a new
+        subject that never ends. The default keeps nothing: an environment that never restores has no such
+        lookups."""
 
 
 class OperatorContext:

@@ -219,7 +219,8 @@ class SimpleSubject(MultiSubject[T, T], UntypedMultiSubject, Subscriber[T], Gene
     # -- output side -------------------------------------------------------------------------------------------
 
     def subscribe_core(self, observer: Subscriber[T]) -> SubscriptionHandle:
-        self._check_not_disposed()
+        if self._terminal is None:  # (a subject released after it ended still tells a late subscriber the end)
+            self._check_not_disposed()
         subscription = _SubjectSubscription(self, observer)
         with self._lock:
             terminal = self._terminal

@@ -25,26 +25,18 @@ if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported o
     from reaqtive.operators import (
         aggregate,
         any_all_contains,
-        count,
-        element_at,
         first_last_single,
         keyed_window,
-        min_max,
+        math_aggregates,
         sequence_equal,
-        sum_average,
-        to_list,
     )
 else:
     aggregate = LazyModule("aggregate")
     any_all_contains = LazyModule("any_all_contains")
-    count = LazyModule("count")
-    element_at = LazyModule("element_at")
     first_last_single = LazyModule("first_last_single")
     keyed_window = LazyModule("keyed_window")
-    min_max = LazyModule("min_max")
+    math_aggregates = LazyModule("math_aggregates")
     sequence_equal = LazyModule("sequence_equal")
-    sum_average = LazyModule("sum_average")
-    to_list = LazyModule("to_list")
 
 __all__ = ["AggregateMixin"]
 
@@ -81,22 +73,22 @@ class AggregateMixin(Fluent[T], Generic[T]):
         return self.pipe(aggregate.aggregate(accumulator, seed, result_selector))
 
     def count(self, predicate: Callable[[T], object] | None = None) -> Query[int]:
-        return self.pipe(count.count(predicate))
+        return self.pipe(math_aggregates.count(predicate))
 
     def sum(self, start: object = 0) -> Query[Any]:
-        return self.pipe(sum_average.sum(start))
+        return self.pipe(math_aggregates.sum(start))
 
     def average(self) -> Query[Any]:
-        return self.pipe(sum_average.average())
+        return self.pipe(math_aggregates.average())
 
     def min(self, key: Callable[[T], Any] | None = None) -> Query[T]:
-        return self.pipe(min_max.min(key))
+        return self.pipe(math_aggregates.min(key))
 
     def max(self, key: Callable[[T], Any] | None = None) -> Query[T]:
-        return self.pipe(min_max.max(key))
+        return self.pipe(math_aggregates.max(key))
 
     def to_list(self) -> Query[list[T]]:
-        return self.pipe(to_list.to_list())
+        return self.pipe(aggregate.to_list())
 
     # -- per key and time window (many rows, not one: see the builder) -----------------------------------------
 
@@ -146,10 +138,10 @@ class AggregateMixin(Fluent[T], Generic[T]):
         return self.pipe(first_last_single.single_or_default(default, predicate))
 
     def element_at(self, index: int) -> Query[T]:
-        return self.pipe(element_at.element_at(index))
+        return self.pipe(first_last_single.element_at(index))
 
     def element_at_or_default(self, index: int, default: T) -> Query[T]:
-        return self.pipe(element_at.element_at_or_default(index, default))
+        return self.pipe(first_last_single.element_at_or_default(index, default))
 
     # -- two sources -------------------------------------------------------------------------------------------
 

@@ -19,9 +19,8 @@ if TYPE_CHECKING:
     from reaqtive.fluent.query import Query
 
 if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported on first use
-    from reaqtive.operators import combine_latest, merge
+    from reaqtive.operators import merge
 else:
-    combine_latest = LazyModule("combine_latest")
     merge = LazyModule("merge")
 
 __all__ = ["CombineMixin"]
@@ -41,4 +40,4 @@ class CombineMixin(Fluent[T], Generic[T]):
     def combine_latest(
         self, *others_and_selector: Subscribable[Any] | Callable[..., R], selector: Callable[..., R] | None = None
     ) -> Query[Any]:
-        return self.pipe(combine_latest.combine_latest(*others_and_selector, selector=selector))
+        return self.pipe(merge.combine_latest(*others_and_selector, selector=selector))

@@ -13,12 +13,11 @@ if TYPE_CHECKING:
     from reaqtive.fluent.query import GroupedStream, InnerStream, Query
 
 if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported on first use
-    from reaqtive.operators import debounce, flat_map, group_by, switch_latest, window
+    from reaqtive.operators import debounce, flat_map, group_by, window
 else:
     debounce = LazyModule("debounce")
     flat_map = LazyModule("flat_map")
     group_by = LazyModule("group_by")
-    switch_latest = LazyModule("switch_latest")
     window = LazyModule("window")
 
 __all__ = ["HigherOrderMixin"]
@@ -44,7 +43,7 @@ class HigherOrderMixin(Fluent[T], Generic[T]):
         return self.pipe(flat_map.merge_all(max_concurrent))
 
     def switch_latest(self, selector: Callable[[T], Subscribable[Any]] | None = None) -> Query[Any]:
-        return self.pipe(switch_latest.switch_latest(selector))
+        return self.pipe(flat_map.switch_latest(selector))
 
     def debounce(self, duration: timedelta | Callable[[T], Subscribable[Any]]) -> Query[T]:
         return self.pipe(debounce.debounce(duration))

@@ -14,13 +14,10 @@ if TYPE_CHECKING:
     from reaqtive.fluent.query import Query
 
 if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported on first use
-    from reaqtive.operators import empty, from_iterable, never, return_value, throw, timer
+    from reaqtive.operators import fixed_sources, from_iterable, timer
 else:
-    empty = LazyModule("empty")
+    fixed_sources = LazyModule("fixed_sources")
     from_iterable = LazyModule("from_iterable")
-    never = LazyModule("never")
-    return_value = LazyModule("return_value")
-    throw = LazyModule("throw")
     timer = LazyModule("timer")
 
 __all__ = ["SourceConstructors"]
@@ -75,19 +72,19 @@ class SourceConstructors:
 
     @staticmethod
     def return_value(value: R) -> Query[R]:
-        return _query(return_value.return_value(value))
+        return _query(fixed_sources.return_value(value))
 
     @staticmethod
     def empty() -> Query[Any]:
-        return _query(empty.empty())
+        return _query(fixed_sources.empty())
 
     @staticmethod
     def never() -> Query[Any]:
-        return _query(never.never())
+        return _query(fixed_sources.never())
 
     @staticmethod
     def throw(error: BaseException) -> Query[Any]:
-        return _query(throw.throw(error))
+        return _query(fixed_sources.throw(error))
 
     @staticmethod
     def timer(due: timedelta | datetime, period: timedelta | None = None) -> Query[int]:

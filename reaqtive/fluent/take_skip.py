@@ -23,11 +23,9 @@ if TYPE_CHECKING:
     from reaqtive.fluent.query import Query
 
 if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported on first use
-    from reaqtive.operators import skip, skip_until, skip_while, take, take_until, take_while
+    from reaqtive.operators import skip_until, take, take_until, take_while
 else:
-    skip = LazyModule("skip")
     skip_until = LazyModule("skip_until")
-    skip_while = LazyModule("skip_while")
     take = LazyModule("take")
     take_until = LazyModule("take_until")
     take_while = LazyModule("take_while")
@@ -58,7 +56,7 @@ class TakeSkipMixin(Fluent[T], Generic[T]):
     def skip(self, duration: timedelta, /) -> Query[T]: ...
 
     def skip(self, count: int | timedelta, /) -> Query[T]:
-        return self.pipe(skip.skip(count))
+        return self.pipe(take.skip(count))
 
     def take_while(self, predicate: Callable[[T], object], *, inclusive: bool = False) -> Query[T]:
         return self.pipe(take_while.take_while(predicate, inclusive=inclusive))
@@ -67,10 +65,10 @@ class TakeSkipMixin(Fluent[T], Generic[T]):
         return self.pipe(take_while.take_while_indexed(predicate, inclusive=inclusive))
 
     def skip_while(self, predicate: Callable[[T], object]) -> Query[T]:
-        return self.pipe(skip_while.skip_while(predicate))
+        return self.pipe(take_while.skip_while(predicate))
 
     def skip_while_indexed(self, predicate: Callable[[T, int], object]) -> Query[T]:
-        return self.pipe(skip_while.skip_while_indexed(predicate))
+        return self.pipe(take_while.skip_while_indexed(predicate))
 
     @overload
     def take_until(self, other: Subscribable[Any], /) -> Query[T]: ...

@@ -16,30 +16,24 @@ if TYPE_CHECKING:  # the operator modules, typed; at run time each is imported o
     from reaqtive.operators import (
         default_if_empty,
         distinct,
-        distinct_until_changed,
         do,
         filter,
-        finally_action,
         ignore_elements,
         map,
         named,
         scan,
         start_with,
-        trace,
     )
 else:
     default_if_empty = LazyModule("default_if_empty")
     distinct = LazyModule("distinct")
-    distinct_until_changed = LazyModule("distinct_until_changed")
     do = LazyModule("do")
     filter = LazyModule("filter")
-    finally_action = LazyModule("finally_action")
     ignore_elements = LazyModule("ignore_elements")
     map = LazyModule("map")
     scan = LazyModule("scan")
     start_with = LazyModule("start_with")
     named = LazyModule("named")
-    trace = LazyModule("trace")
 
 __all__ = ["TransformMixin"]
 
@@ -88,7 +82,7 @@ class TransformMixin(Fluent[T], Generic[T]):
         return self.pipe(do.do(on_next, on_error, on_complete))
 
     def finally_action(self, action: Callable[[], object]) -> Query[T]:
-        return self.pipe(finally_action.finally_action(action))
+        return self.pipe(do.finally_action(action))
 
     def ignore_elements(self) -> Query[T]:
         return self.pipe(ignore_elements.ignore_elements())
@@ -111,10 +105,10 @@ class TransformMixin(Fluent[T], Generic[T]):
         key_selector: Callable[[T], object] | None = None,
         comparer: Callable[[Any, Any], object] | None = None,
     ) -> Query[T]:
-        return self.pipe(distinct_until_changed.distinct_until_changed(key_selector, comparer))
+        return self.pipe(distinct.distinct_until_changed(key_selector, comparer))
 
     def trace(self, label: str, emit: Callable[[str], object] = print) -> Query[T]:
-        return self.pipe(trace.trace(label, emit))
+        return self.pipe(do.trace(label, emit))
 
     def named(self, name: str) -> Query[T]:
         return self.pipe(named.named(name))

@@ -81,7 +81,6 @@ __all__ = [
     "EmitterBase",
     "EmitterInput",
     "MultiInputEmitter",
-    "PendingEmitterBase",
     "PullingEmitterBase",
     "Terminated",
     "UnaryEmitterBase",
@@ -292,19 +291,26 @@ class UnaryEmitterBase(Emitter[R], StatefulUnaryOperatorBase[S, R], Generic[S, R
         self._fail(error)  # (the first error wins, delivered by the drain)
 
 
-class PendingEmitterBase(UnaryEmitterBase[S, R], Generic[S, R]):
+class PullingEmitterBase(UnaryEmitterBase[S, R], Generic[S, R]):
     """A one-input stage whose results wait in ``_pending`` (a deque, saved by the stage) for demand, and which
-    completes once ``_source_done`` and nothing is pending (time buffers, keyed windows). At most
+    completes once ``_source_done`` and nothing is pending (keyed windows, keyed groups, buffers by time). At most
     ``_max_pending`` results may wait beyond the outstanding demand (``MAX_QUEUE_SIZE``): the stage checks it when
-    it adds results (:meth:`Emitter._queue_overflow`)."""
+    it adds results (:meth:`Emitter._queue_overflow`).
 
-    __slots__ = ("_max_pending", "_pending", "_source_done")
+    It asks its source for everything once the downstream asks for anything, or for what
+    :meth:`_upstream_demand` translates the downstream's demand into. Whether it asked (``_pulled``) is state: the
+    stage saves it; a stage loaded with it set asks its new source again when it starts (``_reasked``,
+    :meth:`_ask_again`)."""
+
+    __slots__ = ("_max_pending", "_pending", "_pulled", "_reasked", "_source_done")
 
     def __init__(self, downstream: Subscriber[R]) -> None:
         super().__init__(downstream)
         self._pending: deque[R] = deque()  # results waiting for demand (state)
         self._source_done = False  # the source completed: the pending results are the last ones (state)
         self._max_pending = DEFAULT_QUEUE_SIZE
+        self._pulled = False  # the source was asked for everything (state)
+        self._reasked = 0  # a loaded upstream request, asked again at the start
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
@@ -333,21 +339,6 @@ class PendingEmitterBase(UnaryEmitterBase[S, R], Generic[S, R]):
         if not pending and self._source_done:
             return COMPLETE
         return IDLE
-
-
-class PullingEmitterBase(PendingEmitterBase[S, R], Generic[S, R]):
-    """A :class:`PendingEmitterBase` that asks its source for everything once the downstream asks for anything
-    (keyed windows, keyed groups, buffers by time: their results wait in ``_pending``, bounded), or for what
-    :meth:`_upstream_demand` translates the downstream's demand into. Whether it asked (``_pulled``) is state: the
-    stage saves it; a stage loaded with it set asks its new source again when it starts (``_reasked``,
-    :meth:`_ask_again`)."""
-
-    __slots__ = ("_pulled", "_reasked")
-
-    def __init__(self, downstream: Subscriber[R]) -> None:
-        super().__init__(downstream)
-        self._pulled = False  # the source was asked for everything (state)
-        self._reasked = 0  # a loaded upstream request, asked again at the start
 
     def request(self, n: int) -> None:
         if n <= 0:

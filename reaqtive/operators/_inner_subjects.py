@@ -221,6 +221,12 @@ class InnerStreamOperator(StatefulUnaryOperatorBase[T, "InnerStreamNode[Any]"], 
     def on_dispose(self) -> None:
         # Disposing the output ends every open inner stream (see the module docstring).
         self._serialize(self._end_all, None)
+        if self._loaded and self._environment is not None and self._prefix is not None:
+            self._environment.note_ended_subjects(self._prefix, None)
+
+    def _has_ended(self, number: int) -> bool:
+        """Whether the inner stream ``number`` was opened and has ended (for a recovered consumer's lookup)."""
+        return number < self._next_number and number not in self._inners
 
     # -- subclass hooks ----------------------------------------------------------------------------------------
 
@@ -542,6 +548,8 @@ class InnerStreamOperator(StatefulUnaryOperatorBase[T, "InnerStreamNode[Any]"], 
                 self._pending.append(inner)
                 self._held += 1 + len(inner.held)
             self._inners[number] = inner
+        if self._environment is not None and self._prefix is not None:
+            self._environment.note_ended_subjects(self._prefix, self._has_ended)
 
     def _open_inners(self) -> Iterable[Inner]:
         """The streams that have not ended (emitted or waiting), in opening order (after a load)."""

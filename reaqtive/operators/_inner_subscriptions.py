@@ -456,11 +456,6 @@ class InnerMergeBase(UnaryEmitterBase[Any, R], Generic[R]):
         """Whether the inner subscriptions are artifacts of a higher-order environment."""
         return self._host is not None and self._host.hosted
 
-    @property
-    def inner_prefix(self) -> str | None:
-        """The prefix of this stage's inner ids (``None`` before ``set_context``)."""
-        return None if self._host is None else self._host.prefix
-
     def save_state_core(self, writer: StateWriter) -> None:
         with self._lock:
             if self._live and not self.hosted:

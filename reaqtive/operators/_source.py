@@ -85,11 +85,6 @@ class PullSource(StatefulOperatorBase[T], Generic[T]):
                 self._demand = add_demand(self._demand, n)
         self._work()
 
-    @property
-    def outstanding_demand(self) -> int:
-        """Demand not yet served (``LONG_MAX`` when unbounded)."""
-        return self._demand
-
     @abstractmethod
     def emit(self, demand: int, token: YieldToken) -> int:
         """Emit up to ``demand`` elements (``LONG_MAX``: as many as there are) to ``self._downstream``.

@@ -17,8 +17,10 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from reaqtive.core.arguments import ArgsRecord, Arguments
+from reaqtive.core.operator import StateReader
 from reaqtive.core.scheduler_interface import Scheduler
 from reaqtive.core.subscribable import Subscribable
+from reaqtive.operators._places import number_of, read_number
 from reaqtive.operators._timing import MAX_SPAN, deadline, earlier, multiply_safe
 from reaqtive.scheduler import ActionTask
 from reaqtive.state.tracking import StateChangedTracker
@@ -61,6 +63,8 @@ class SpanClock:
     _scheduler: Scheduler | None
     _generation: int  # the current timer; a timer of an earlier generation is stale
     _state: StateChangedTracker
+    _timer_task: ActionTask | None  # the current timer's task: the scheduler tells it its place in line
+    _number: int | None  # a loaded timer's place among the timers armed in its tick, until it is re-armed
 
     def _on_timer(self, generation: int) -> None:
         raise NotImplementedError
@@ -73,10 +77,23 @@ class SpanClock:
         """When the timer is due next: the next close or open."""
         raise NotImplementedError
 
-    def _schedule_timer(self, generation: int, due: datetime, armed: datetime | None = None) -> None:
+    def _schedule_timer(self, generation: int, due: datetime, armed: datetime | None = None,
+                        number: int | None = None) -> None:
         scheduler = self._scheduler
         assert scheduler is not None
-        scheduler.schedule(ActionTask(self._on_timer, generation, armed=armed), due=due)
+        task = self._timer_task = ActionTask(self._on_timer, generation, armed=armed, arrival=number)  # type: ignore[misc]  # (a slot of the stage)
+        scheduler.schedule(task, due=due)
+
+    def _rearm(self, generation: int, due: datetime) -> None:
+        """Re-arm a recovered stage's timer where it stood in line: when it was armed, its number."""
+        self._schedule_timer(generation, due, self._armed_at(due), self._number)
+
+    def _timer_number(self) -> int | None:
+        """What the stage saves of its timer's place in line (see :mod:`reaqtive.operators._places`)."""
+        return number_of(self._timer_task)
+
+    def _load_number(self, reader: StateReader) -> None:
+        self._number = read_number(reader)  # type: ignore[misc]  # (a slot of the stage)
 
     def _armed_at(self, due: datetime) -> datetime | None:
         """When the timer due at ``due`` was armed, for a recovered stage re-arming it (``None``: not known; see
@@ -127,9 +144,11 @@ class ShiftedSpans(SpanClock):
     a close comes before an open at the same instant. They overlap when ``shift < duration`` and leave gaps
     when ``shift > duration``.
 
-    Only the time the next span opens (``_next_open``) is saved of the clock: the oldest span's close follows
-    from it, since spans open ``shift`` apart and all last ``duration`` (so at most :meth:`_most_open` are open).
-    The stage implements :meth:`_open_count`, :meth:`_close_oldest` and :meth:`_open_next`.
+    Of the clock, the time the next span opens (``_next_open``) is saved: the oldest span's close follows from
+    it, since spans open ``shift`` apart and all last ``duration`` (so at most :meth:`_most_open` are open). So is
+    when the timer was armed (``_armed``, at the previous open or close, or at the subscription: which, the
+    state cannot tell), so that a recovered timer goes back in line where it stood. The stage implements
+    :meth:`_open_count`, :meth:`_close_oldest` and :meth:`_open_next`, and declares ``_armed``.
     """
 
     __slots__ = ()
@@ -137,6 +156,26 @@ class ShiftedSpans(SpanClock):
     _duration: timedelta
     _shift: timedelta
     _next_open: datetime | None
+    _armed: datetime | None  # when the current timer was armed (None: not known, a state of an older version)
+
+    def _schedule_timer(self, generation: int, due: datetime, armed: datetime | None = None,
+                        number: int | None = None) -> None:
+        scheduler = self._scheduler
+        assert scheduler is not None
+        self._armed = scheduler.now if armed is None else armed  # type: ignore[misc]  # (a slot of the stage)
+        super()._schedule_timer(generation, due, armed, number)
+
+    def _armed_at(self, due: datetime) -> datetime | None:
+        return self._armed
+
+    def _load_armed(
+        self, reader: StateReader, running: bool, bounds: tuple[datetime | None, datetime | None]
+    ) -> None:
+        """Read ``_armed`` (within ``bounds``, the clock's), which a stage that runs on (``running``: a timer to
+        re-arm) has, at or before the timer's due time."""
+        self._armed = reader.read_optional_datetime("armed", *bounds)  # type: ignore[misc]  # (a slot of the stage)
+        if running and (self._armed is None or self._armed > self._next_due()):
+            raise reader.invalid("armed", "a time at or before the next open or close", self._armed)
 
     def _open_count(self) -> int:
         raise NotImplementedError

@@ -10,27 +10,33 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from reaqtive.core.arguments import require_non_negative_int, require_time
+from reaqtive.core.arguments import ArgsRecord, require_non_negative_int, require_time
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import MissingSchedulerError
-from reaqtive.core.expression import as_expression
+from reaqtive.core.expression import OperatorCall, as_expression
+from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import LONG_MAX, Subscriber, Subscription, add_demand, require_not_none
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import NOP_SUBSCRIPTION, SubscriptionHandle
+from reaqtive.operators._places import number_of, read_number
 from reaqtive.operators._timing import MAX_TIME
 from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.state.fields import time_bounds
 
 __all__ = [
+    "AtATime",
     "DeadlineStage",
     "DroppingStage",
     "GateStage",
     "LockedEnd",
     "OpenAtDeadline",
     "TakeUntilDeadline",
+    "UntilArgs",
     "UntilObserver",
     "UntilStage",
     "count_or_duration",
@@ -52,14 +58,23 @@ def count_or_duration(value: object, op: str) -> tuple[str, int | timedelta]:
     raise TypeError(f"{op}: count must be an int or a timedelta, got {type(value).__name__}")
 
 
-def other_or_time(value: object, op: str) -> tuple[str, object]:
-    """The builders' check of ``take_until``/``skip_until``: ``(op, query)`` for a stream (any subscribable, made
-    a query), ``(op + "_time", datetime)`` for an aware datetime."""
+def other_or_time(value: object, op: str) -> OperatorCall[Any]:
+    """The builders of ``take_until``/``skip_until``: the node ``op(query)`` for a stream (any subscribable, made
+    a query), ``op_time(datetime)`` for an aware datetime."""
     if isinstance(value, datetime):
-        return f"{op}_time", require_time(value, op, "time")
+        return OperatorCall(f"{op}_time", (require_time(value, op, "time"),))
     if isinstance(value, Subscribable):
-        return op, as_expression(value)
+        return OperatorCall(op, (as_expression(value),))
     raise TypeError(f"{op}: other must be a query (or another Subscribable) or a datetime, got {type(value).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class UntilArgs(ArgsRecord):
+    """The arguments of a ``take_until`` or ``skip_until`` node with a stream: ``(source, other)``."""
+
+    source: Subscribable[Any]
+    other: Subscribable[Any]
+    checks = ("source", "source")
 
 
 class DroppingStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
@@ -99,14 +114,20 @@ class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
 
     At start the subclass names the deadline (:meth:`deadline`); a deadline already reached is handled at once,
     in ``start``, before the source starts; otherwise a task on the scheduler runs :meth:`on_deadline` when it
-    is due. The task of a disposed stage finds it disposed and does nothing.
+    is due. The task of a disposed stage finds it disposed and does nothing. The subclass saves the timer's
+    number among the timers armed in its tick (:meth:`_save_number`, :meth:`_load_number`), so that a recovered
+    timer goes back in line exactly where it stood (see :mod:`reaqtive.operators._places`).
     """
 
-    __slots__ = ()  # no fields of its own, so it combines with DroppingStage (a subclass declares ``_source``)
+    # no fields of its own, so it combines with DroppingStage (a subclass declares ``_source``, ``_timer_task``
+    # and ``_number``, both None at first)
+    __slots__ = ()
 
     operator_label: ClassVar[str]
     """How the operator is named in messages, e.g. ``"take(duration)"``."""
     _source: Subscribable[Any]
+    _timer_task: ActionTask | None  # the timer's task: the scheduler tells it its place in line
+    _number: int | None  # a loaded timer's place among the timers armed in its tick, until on_start re-arms it
 
     def subscribe_input(self) -> SubscriptionHandle:
         return self._source.subscribe(self)
@@ -143,11 +164,61 @@ class DeadlineStage(StatefulUnaryOperatorBase[T, T], Generic[T]):
         if due <= now:
             self.on_deadline()
         else:
-            scheduler.schedule(ActionTask(self._fire, armed=self.armed_at(due)), due)
+            armed = self.armed_at(due)
+            task = self._timer_task = ActionTask(  # type: ignore[misc]  # (the subclass's slot)
+                self._fire, armed=armed, arrival=None if armed is None else self._number)
+            scheduler.schedule(task, due)
+
+    def _save_number(self, writer: StateWriter) -> None:
+        """Write the timer's number (read from its task at the checkpoint; ``None`` before the start)."""
+        writer.write(number_of(self._timer_task))
+
+    def _load_number(self, reader: StateReader) -> None:
+        self._number = read_number(reader)  # type: ignore[misc]  # (the subclass's slot)
 
     def _fire(self) -> None:
         if not self._disposed:
             self.on_deadline()
+
+
+class AtATime(DeadlineStage[T], Generic[T]):
+    """A timer at a time given by the query (``take_until``/``skip_until`` a time), armed at the subscription.
+    State version 2: the subclass's fields of version 1 (:meth:`_save_fields`, none by default), then when it
+    subscribed (``_subscribed_at``, a slot the subclass declares) and the timer's number among the timers armed
+    in that tick, so a recovered timer goes back in line where it stood. Version 1 still loads: its timer is
+    re-armed at the restart's tick (as that version did)."""
+
+    __slots__ = ()
+
+    older_versions = frozenset({(1,)})
+    _subscribed_at: datetime | None
+    _time: datetime  # the query's (a slot the subclass declares)
+
+    def _save_fields(self, writer: StateWriter) -> None:
+        """Write the subclass's fields of version 1."""
+
+    def save_state_core(self, writer: StateWriter) -> None:
+        self._save_fields(writer)
+        writer.write(self._subscribed_at)
+        self._save_number(writer)
+
+    def load_state_core(self, reader: StateReader) -> None:
+        self.load_older_state_core(reader, (1,))  # (1,) is (2,) without the last two fields
+        self._subscribed_at = reader.read_optional_datetime(  # type: ignore[misc]  # (the subclass's slot)
+            "subscribed at", *time_bounds(self.context))
+        self._load_number(reader)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        """Read the subclass's fields of version 1."""
+
+    def deadline(self, now: datetime) -> datetime | None:
+        if self._subscribed_at is None:  # a new stage is armed now (a recovered one knows when, or re-arms now)
+            self._subscribed_at = now  # type: ignore[misc]  # (the subclass's slot)
+            self._state.changed = True
+        return self._time
+
+    def armed_at(self, due: datetime) -> datetime | None:
+        return self._subscribed_at
 
 
 class LockedEnd(StatefulUnaryOperatorBase[T, T], Generic[T]):

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, require_callable
+from reaqtive.core.arguments import ArgsRecord, args_record, require_callable
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, Version
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import optional_callable, require_element
 from reaqtive.operators.keyed_steps import DONE, SKIP, StatelessStep
 from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
@@ -106,39 +104,13 @@ def is_empty() -> OperatorCall[bool]:
     return OperatorCall("is_empty")
 
 
-@dataclass(frozen=True, slots=True)
-class AnyArgs(ArgsRecord):
+class AnyArgs(ArgsRecord, source="source", predicate="optional_function"):
     """The arguments of an ``any`` node: ``(source, predicate)``, the predicate ``None`` for any element."""
 
-    source: Subscribable[typing.Any]
-    predicate: Callable[[typing.Any], object] | None
-    checks = ("source", "optional_function")
 
-
-@dataclass(frozen=True, slots=True)
-class AllArgs(ArgsRecord):
-    """The arguments of an ``all`` node: ``(source, predicate)``."""
-
-    source: Subscribable[typing.Any]
-    predicate: Callable[[typing.Any], object]
-    checks = ("source", "function")
-
-
-@dataclass(frozen=True, slots=True)
-class ContainsArgs(ArgsRecord):
-    """The arguments of a ``contains`` node: ``(source, value)``."""
-
-    source: Subscribable[typing.Any]
-    value: object
-    checks = ("source", "element")
-
-
-@dataclass(frozen=True, slots=True)
-class IsEmptyArgs(ArgsRecord):
-    """The arguments of an ``is_empty`` node: ``(source,)``."""
-
-    source: Subscribable[typing.Any]
-    checks = ("source",)
+AllArgs = args_record("AllArgs", source="source", predicate="function")
+ContainsArgs = args_record("ContainsArgs", source="source", value="element")
+IsEmptyArgs = args_record("IsEmptyArgs", source="source")
 
 
 class _Quantifier(StepAggregate):

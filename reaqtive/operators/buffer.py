@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import args_record
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -101,14 +100,7 @@ def buffer(first: int | timedelta, second: int | timedelta | None = None, /) -> 
     return OperatorCall(name, args)
 
 
-@dataclass(frozen=True, slots=True)
-class BufferArgs(ArgsRecord):
-    """The arguments of a ``buffer`` node: ``(source, count, skip)``."""
-
-    source: Subscribable[Any]
-    count: int
-    skip: int
-    checks = ("source", "positive_count", "positive_count")
+BufferArgs = args_record("BufferArgs", source="source", count="positive_count", skip="positive_count")
 
 
 def _open_lengths(index: int, count: int, skip: int) -> list[int]:

@@ -24,6 +24,7 @@ from reaqtive.operators.buffer import buffer
 from reaqtive.operators.keyed_steps import SKIP, KeyedStep, StepOperatorError, register_keyed_step
 from reaqtive.operators.keyed_timed import US, TimedStep
 from reaqtive.operators.settings import MAX_BUFFER_COUNT, MAX_BUFFER_SIZE, UNLIMITED, read_limit
+from reaqtive.scheduler import ActionTask
 from reaqtive.state.fields import time_bounds
 
 __all__ = [
@@ -86,9 +87,11 @@ class _TimeBuffer(SpanClock, PullingEmitterBase[T, list[T]], Generic[T]):
         "_generation",
         "_max_buffers",
         "_max_size",
+        "_number",
         "_restored",
         "_scheduler",
         "_source",
+        "_timer_task",
     )
 
     def __init__(self, source: Subscribable[T], downstream: Subscriber[list[T]]) -> None:
@@ -98,6 +101,8 @@ class _TimeBuffer(SpanClock, PullingEmitterBase[T, list[T]], Generic[T]):
         self._restored = False
         # not state
         self._generation = 0  # the current timer; a timer of an earlier generation is stale
+        self._timer_task: ActionTask | None = None
+        self._number: int | None = None
         self._scheduler: Scheduler | None = None
         self._max_size = UNLIMITED
         self._max_buffers = UNLIMITED
@@ -155,8 +160,10 @@ class _TimeBuffer(SpanClock, PullingEmitterBase[T, list[T]], Generic[T]):
                 again, self._reasked = self._reasked, 0
             if again:
                 self._request_upstream(again)  # what the upstream had been asked for at the checkpoint
-            # recovered: the timer goes back in line where it was first armed
-            self._schedule_timer(generation, due, self._armed_at(due) if self._restored else None)
+            if self._restored:  # the timer goes back in line where it stood
+                self._rearm(generation, due)
+            else:
+                self._schedule_timer(generation, due)
         self._running = True
         self._drain()
 
@@ -246,13 +253,14 @@ class _TickBuffer(TickedSpans, _TimeBuffer[T], Generic[T]):
 
 class BufferTime(_TickBuffer[T], Generic[T]):
     """The running stage of :func:`~reaqtive.operators.buffer.buffer` by duration: a list every ``duration``,
-    from the subscription on. State version 2 adds whether the upstream was asked for everything; version 1
-    still loads, as "not asked".
+    from the subscription on. State version 2 adds whether the upstream was asked for everything, version 3
+    the timer's number among the timers armed in its tick (its place in line after a restart); versions 1 and 2
+    still load, as "not asked" and a timer in line after the others of its tick.
     """
 
     name = "reaqtive:buffer/time"
-    version: Version = (2,)
-    older_versions = frozenset({(1,)})
+    version: Version = (3,)
+    older_versions = frozenset({(1,), (2,)})
 
     __slots__ = ()
 
@@ -263,13 +271,17 @@ class BufferTime(_TickBuffer[T], Generic[T]):
     def save_state_core(self, writer: StateWriter) -> None:
         self._save_tick(writer)
         writer.write(self._pulled)
+        writer.write(self._timer_number())
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._load_tick(reader)
-        self._load_pulled(reader.read_bool("pulled"))
+        self.load_older_state_core(reader, (2,))
+        self._load_number(reader)
 
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
-        self._load_tick(reader)  # (1,) is (2,) without the last field
+        # (1,) is (2,) without the last field, (2,) is (3,) without the last field
+        self._load_tick(reader)
+        if version != (1,):
+            self._load_pulled(reader.read_bool("pulled"))
 
     def on_next(self, value: T) -> None:
         lock = self._lock
@@ -294,14 +306,16 @@ class BufferTimeShift(ShiftedSpans, _TimeBuffer[T], Generic[T]):
 
     Only the time the next list opens is saved: the oldest list's close time follows from it
     (:class:`~reaqtive.operators._spans.ShiftedSpans`). State version 2 adds whether the upstream was asked for
-    everything; version 1 still loads, as "not asked".
+    everything; version 3 when the timer was armed and its number among the timers armed in that tick (its
+    place in line after a restart). Versions 1 and 2 still load, as "not asked" and a timer re-armed at the
+    restart's tick.
     """
 
     name = "reaqtive:buffer/time+shift"
-    version: Version = (2,)
-    older_versions = frozenset({(1,)})
+    version: Version = (3,)
+    older_versions = frozenset({(1,), (2,)})
 
-    __slots__ = ("_buffers", "_duration", "_next_open", "_shift")
+    __slots__ = ("_armed", "_buffers", "_duration", "_next_open", "_shift")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[list[T]]) -> None:
         args = BufferTimeArgs.read(query)
@@ -310,19 +324,30 @@ class BufferTimeShift(ShiftedSpans, _TimeBuffer[T], Generic[T]):
         self._shift = args.shift
         self._buffers: deque[list[T]] = deque()
         self._next_open: datetime | None = None
+        self._armed: datetime | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(list(self._buffers))
         writer.write(self._next_open)
         self._save_pending(writer)
         writer.write(self._pulled)
+        writer.write(self._armed)
+        writer.write(self._timer_number())
 
     def load_state_core(self, reader: StateReader) -> None:
-        self.load_older_state_core(reader, (1,))
-        self._load_pulled(reader.read_bool("pulled"))
+        self.load_older_state_core(reader, (2,))
+        running = self._next_open is not None and not self._source_done
+        self._load_armed(reader, running, time_bounds(self.context))
+        self._load_number(reader)
 
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
-        # (1,) is (2,) without the last field
+        # (1,) is (2,) without the last field, (2,) is (3,) without the last field
+        self._load_lists(reader)
+        if version != (1,):
+            self._load_pulled(reader.read_bool("pulled"))
+
+    def _load_lists(self, reader: StateReader) -> None:
+        """The fields every version has: the open lists, the next open, the closed lists, source done."""
         self._buffers = deque(reader.read_list("buffers", of=list))  # lists of the user's elements
         most = self._most_open()
         if len(self._buffers) > most:
@@ -380,12 +405,14 @@ class BufferTimeOrCount(_TickBuffer[T], Generic[T]):
 
     State version 2 adds the elements requested upstream and not yet received, and the lists the downstream had
     requested and not yet received (``_credit``: the first lists a recovered downstream asks for again ask the
-    upstream for nothing more); version 1 still loads, as nothing outstanding.
+    upstream for nothing more), version 3 the timer's number among the timers armed in its tick (its place in
+    line after a restart); versions 1 and 2 still load, as nothing outstanding and a timer in line after the
+    others of its tick.
     """
 
     name = "reaqtive:buffer/time_or_count"
-    version: Version = (2,)
-    older_versions = frozenset({(1,)})
+    version: Version = (3,)
+    older_versions = frozenset({(1,), (2,)})
 
     __slots__ = ("_count", "_credit", "_requested")
 
@@ -400,14 +427,18 @@ class BufferTimeOrCount(_TickBuffer[T], Generic[T]):
         self._save_tick(writer)
         writer.write(self._requested)
         writer.write(add_demand(self._demand, self._credit))  # what the downstream will ask for again
+        writer.write(self._timer_number())
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._load_tick(reader, self._count)
-        self._requested = self._reasked = reader.read_int("requested")
-        self._credit = reader.read_int("demand")
+        self.load_older_state_core(reader, (2,))
+        self._load_number(reader)
 
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
-        self._load_tick(reader, self._count)  # (1,) is (2,) without the last two fields
+        # (1,) is (2,) without the last two fields, (2,) is (3,) without the last field
+        self._load_tick(reader, self._count)
+        if version != (1,):
+            self._requested = self._reasked = reader.read_int("requested")
+            self._credit = reader.read_int("demand")
 
     def _upstream_demand(self, n: int) -> int:
         return count_demand(self, n)

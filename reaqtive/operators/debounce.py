@@ -18,6 +18,7 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import COMPLETE, IDLE, UnaryEmitterBase
 from reaqtive.operators._inner_subscriptions import InnerHost, needs_environment_error, selected_source
+from reaqtive.operators._places import number_of, read_number
 from reaqtive.operators._timing import add_safe
 from reaqtive.scheduler import ActionTask
 from reaqtive.state.fields import time_bounds
@@ -53,12 +54,12 @@ def debounce(duration: timedelta | Callable[[Any], Subscribable[Any]]) -> Operat
     refused. An exception from ``duration(element)`` (or a result that is not a query) ends the result, or, under
     a skip policy, skips the element: the pending one stays pending, with its duration query.
 
-    **State.** The pending element, its absolute due time (a recovered query re-arms its timer for it, so the
-    element goes out when it would have) or its number (the id of its duration query) and whether that query
-    is live, an element waiting for demand, and whether this source completed. Hosted, the duration query's own
-    state (a timer's due time, say) is a unit of the environment under the id ``<prefix>/<n>`` (the n-th
-    element), restored when the recovered query re-creates it from the saved pending element; standalone,
-    checkpointing while a duration query is live is an error.
+    **State.** The pending element, its absolute due time and timer (a recovered query re-arms the timer as it
+    stood, so the element goes out when, and in the order, it would have) or its number (the id of its duration
+    query) and whether that query is live, an element waiting for demand, and whether this source completed.
+    Hosted, the duration query's own state (a timer's due time, say) is a unit of the environment under the id
+    ``<prefix>/<n>`` (the n-th element), restored when the recovered query re-creates it from the saved pending
+    element; standalone, checkpointing while a duration query is live is an error.
 
     **Demand.** This source is asked without bound (debouncing must see every element to know which is the
     last). At most one debounced element waits for downstream demand; a newer one replaces it (as
@@ -185,13 +186,21 @@ class Debounce(_DebounceBase[T], Generic[T]):
     Each element becomes the pending one, due ``duration`` later (an absolute time from ``scheduler.now``). One
     timer is armed per quiet period, not one per element: when it fires early (a newer element moved the due
     time), it re-arms for the new due time.
+
+    The timer task itself is saved (when it is due, when it was armed, its number among the timers armed in
+    that tick): a recovered stage re-arms it as it stood, early fire included, in its place in line among the
+    timers of its instant (see :class:`reaqtive.scheduler.ActionTask`'s ``armed`` and ``arrival``). State
+    version 2 adds it; version 1 still loads, its timer re-armed at the due time at the restart's tick (as that
+    release did).
     """
 
     name = "reaqtive:debounce"
-    version: Version = (1,)
-    state_fields = ("has_pending", "pending", "has_ready", "ready", "source_done", "due")
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
+    state_fields = ("has_pending", "pending", "has_ready", "ready", "source_done", "due", "timer_due",
+                    "timer_armed", "timer_number")
 
-    __slots__ = ("_armed", "_due", "_duration", "_scheduler")
+    __slots__ = ("_due", "_duration", "_number", "_scheduler", "_task", "_timer")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         args = DebounceArgs.read(query)
@@ -201,29 +210,58 @@ class Debounce(_DebounceBase[T], Generic[T]):
             arguments(query, "source", "duration").fail(1, "a timedelta >= 0")
         self._duration = duration
         self._due: datetime | None = None
-        self._armed = False  # a timer task is scheduled
+        # the scheduled timer task: (due, armed at; None until a version 1 state starts), None when none is
+        self._timer: tuple[datetime, datetime | None] | None = None
+        self._task: ActionTask | None = None  # the timer's task: the scheduler tells it its place in line
+        self._number: int | None = None  # a loaded timer's place in its armed tick, until on_start re-arms it
         self._scheduler: Scheduler | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:
         with self._lock:
             super().save_state_core(writer)
             writer.write(self._due)
+            timer = self._timer if self._has_pending else None  # (a timer with nothing pending does nothing)
+            writer.write(None if timer is None else timer[0])
+            writer.write(None if timer is None else timer[1])
+            writer.write(None if timer is None else number_of(self._task))
 
     def load_state_core(self, reader: StateReader) -> None:
+        self.load_older_state_core(reader, (1,))
+        bounds = time_bounds(self.context, self._duration)
+        timer_due = reader.read_optional_datetime("timer due", *bounds)
+        armed = reader.read_optional_datetime("timer armed", *time_bounds(self.context))
+        number = read_number(reader)
+        if (timer_due is None or armed is None) == self._has_pending:
+            raise reader.invalid("timer due", "a time exactly while an element is pending", timer_due)
+        if timer_due is not None and armed is not None:
+            assert self._due is not None
+            if not armed <= timer_due <= self._due:
+                raise reader.invalid("timer due", f"armed ({armed}) <= timer due <= due ({self._due})", timer_due)
+            self._timer = (timer_due, armed)
+            self._number = number
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,) is (2,) without the timer: it is re-armed at the due time
         super().load_state_core(reader)
         self._due = reader.read_optional_datetime("due", *time_bounds(self.context, self._duration))
         if (self._due is None) == self._has_pending:
             raise reader.invalid("due", "a time exactly while an element is pending", self._due)
+        self._timer = None if self._due is None else (self._due, None)
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
         self._scheduler = context.scheduler  # raises MissingSchedulerError: the quiet period needs a clock
 
     def on_start(self) -> None:
-        if self._has_pending and self._due is not None:  # recovered while an element was pending
-            with self._lock:
-                self._armed = True
-            self._arm(self._due)
+        timer = self._timer
+        if self._has_pending and timer is not None:  # recovered while an element was pending
+            due, armed = timer
+            if armed is None:  # a version 1 state: armed now
+                scheduler = self._scheduler
+                assert scheduler is not None
+                self._timer = (due, scheduler.now)
+                self._state.changed = True
+            self._arm(due, armed, self._number)
         super().on_start()
 
     def on_next(self, value: T) -> None:
@@ -233,17 +271,20 @@ class Debounce(_DebounceBase[T], Generic[T]):
             if self._source_done or self._disposed:
                 return
             self._pending, self._has_pending = value, True
-            due = self._due = add_safe(scheduler.now, self._duration)
-            arm = not self._armed
-            self._armed = True
+            now = scheduler.now
+            due = self._due = add_safe(now, self._duration)
+            arm = self._timer is None
+            if arm:
+                self._timer = (due, now)
         self._state.changed = True
         if arm:
             self._arm(due)
 
-    def _arm(self, due: datetime) -> None:
+    def _arm(self, due: datetime, armed: datetime | None = None, number: int | None = None) -> None:
         scheduler = self._scheduler
         assert scheduler is not None
-        scheduler.schedule(ActionTask(self._fire), due)
+        task = self._task = ActionTask(self._fire, armed=armed, arrival=number)
+        scheduler.schedule(task, due)
 
     def _fire(self) -> None:
         scheduler = self._scheduler
@@ -253,19 +294,21 @@ class Debounce(_DebounceBase[T], Generic[T]):
                 return
             due = self._due
             if not self._has_pending or due is None:
-                self._armed = False
+                self._timer = None
                 return
-            if scheduler.now < due:
+            now = scheduler.now
+            if now < due:
                 rearm = True  # a newer element moved the due time: wait for it
+                self._timer = (due, now)
             else:
                 rearm = False
-                self._armed = False
+                self._timer = None
                 self._flush()
                 self._due = None
+        self._state.changed = True
         if rearm:
             self._arm(due)
             return
-        self._state.changed = True
         self._drain()
 
     def _stop_waiting(self) -> None:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import args_record
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -45,13 +44,7 @@ def default_if_empty(default_value: T) -> OperatorCall[T]:
     return OperatorCall("default_if_empty", (default_value,))
 
 
-@dataclass(frozen=True, slots=True)
-class DefaultIfEmptyArgs(ArgsRecord):
-    """The arguments of a ``default_if_empty`` node: ``(source, default)``."""
-
-    source: Subscribable[Any]
-    default: object
-    checks = ("source", "element")
+DefaultIfEmptyArgs = args_record("DefaultIfEmptyArgs", source="source", default="element")
 
 
 @register_operator("default_if_empty", builder=default_if_empty, args=DefaultIfEmptyArgs)
@@ -69,7 +62,7 @@ class DefaultIfEmpty(StatefulUnaryOperatorBase[T, T], Generic[T]):
         super().__init__(downstream)
         args = DefaultIfEmptyArgs.read(query)
         self._source: Subscribable[T] = args.source
-        self._default: T = args.default  # type: ignore[assignment]
+        self._default: T = args.default
         self._not_empty = False
         self._pending = False
         self._requested = False  # the downstream requested something (guarded by _lock)

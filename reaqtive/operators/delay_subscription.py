@@ -11,14 +11,16 @@ from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.scheduler_interface import Scheduler
+from reaqtive.core.scheduler_interface import Scheduler, earlier
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SingleAssignmentSubscription, SubscriptionHandle
 from reaqtive.core.visitors import set_context_all, start_all, subscribe_all
+from reaqtive.operators._places import number_of, read_number
 from reaqtive.operators._timing import due_bounds, due_time, require_due
 from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
+from reaqtive.state.fields import time_bounds
 
 __all__ = ["DelaySubscription", "DelaySubscriptionArgs", "delay_subscription"]
 
@@ -70,12 +72,20 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
     stage subscribes and initializes it (subscribe, set the context, start), in a single-assignment holder that
     visitors reach, so the subtree's state is saved with the query's. A recovered stage that had subscribed
     re-creates the subtree while loading, so the load traversal loads it and the start traversal starts it.
+
+    The state is the due time, whether the stage subscribed and (version 2) when the timer was armed (the
+    subscription) and its number among the timers armed in that tick: a recovered timer goes back in line where
+    it stood (see :class:`reaqtive.scheduler.ActionTask`'s ``armed`` and ``arrival``). Version 1 still loads:
+    a relative due time tells when it was armed, an absolute one does not (the timer is re-armed at the
+    restart's tick, as version 1 did).
     """
 
     name = "reaqtive:delay_subscription"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
 
-    __slots__ = ("_due", "_holder", "_next_due", "_scheduler", "_source", "_subscribed")
+    __slots__ = ("_armed", "_due", "_holder", "_next_due", "_number", "_scheduler", "_source", "_subscribed",
+                 "_timer_task")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
@@ -83,6 +93,9 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
         self._source: Subscribable[T] = args.source
         self._due = args.due
         self._next_due: datetime | None = None
+        self._armed: datetime | None = None  # when the timer was armed (None: not yet, or not known)
+        self._timer_task: ActionTask | None = None  # the timer's task: the scheduler tells it its place in line
+        self._number: int | None = None  # a loaded timer's place among the timers armed in its tick
         self._subscribed = False
         self._holder = SingleAssignmentSubscription()
         self._scheduler: Scheduler | None = None
@@ -90,8 +103,24 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._next_due)
         writer.write(self._subscribed)
+        writer.write(self._armed)
+        writer.write(None if self._subscribed else number_of(self._timer_task))
 
     def load_state_core(self, reader: StateReader) -> None:
+        self._load(reader)
+        self._armed = reader.read_optional_datetime("armed", *time_bounds(self.context))
+        self._number = read_number(reader)
+        if not self._subscribed and (self._armed is None) != (self._next_due is None):
+            raise reader.invalid("armed", "a time exactly when the due time is set (before it subscribed)", self._armed)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,) is (2,) without the last field: a relative due time was armed that long before it
+        self._load(reader)
+        if self._next_due is not None and isinstance(self._due, timedelta):
+            self._armed = earlier(self._next_due, self._due)
+
+    def _load(self, reader: StateReader) -> None:
+        """The fields of both versions: the due time, whether the stage subscribed (then the subtree)."""
         self._next_due = reader.read_optional_datetime("next due", *due_bounds(self.context, self._due))
         self._subscribed = reader.read_bool("subscribed")
         if self._subscribed and self._next_due is None:
@@ -115,10 +144,15 @@ class DelaySubscription(StatefulUnaryOperatorBase[T, T], Generic[T]):
             return  # recovered after the due time: the start traversal starts the re-created subtree
         scheduler = self._scheduler
         assert scheduler is not None
+        armed = self._armed
         if self._next_due is None:
             self._next_due = due_time(scheduler.now, self._due)
+        if armed is None:  # new, or a version 1 state that cannot tell: armed now
+            self._armed = scheduler.now
             self._state.changed = True
-        scheduler.schedule(ActionTask(self._subscribe_source), self._next_due)
+        task = self._timer_task = ActionTask(self._subscribe_source, armed=armed,
+                                             arrival=None if armed is None else self._number)
+        scheduler.schedule(task, self._next_due)
 
     def _subscribe_source(self) -> None:
         if self._disposed:

@@ -1,22 +1,25 @@
-"""``do``: run side effects for the signals that pass, leaving them unchanged."""
+"""``do``, ``finally_action`` and ``trace``: side effects that leave the signals passing unchanged (callbacks, an
+action at the end, a report for debugging)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, Arguments, require_callable
+from reaqtive.core.arguments import ArgsRecord, Arguments, args_record, require_callable
+from reaqtive.core.binding import register_operator
+from reaqtive.core.context import DEFAULT_LOGGER
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import Version
-from reaqtive.core.streams import Subscriber, require_not_none
+from reaqtive.core.streams import Subscriber, Subscription, require_not_none
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._fusion import FusedStep, fusible
 from reaqtive.operators.keyed_steps import NO_OUTPUTS, TemplateStep, register_keyed_step
+from reaqtive.scheduler import ActionTask
 from reaqtive.state import StatefulUnaryOperatorBase
 
-__all__ = ["Do", "DoArgs", "do"]
+__all__ = ["Do", "DoArgs", "FinallyAction", "FinallyActionArgs", "Trace", "TraceArgs", "do", "finally_action", "trace"]
 
 T = TypeVar("T")
 
@@ -70,15 +73,9 @@ def _is_observer(value: object) -> bool:
     return all(callable(getattr(value, method, None)) for method in ("on_next", "on_error", "on_complete"))
 
 
-@dataclass(frozen=True, slots=True)
-class DoArgs(ArgsRecord):
+class DoArgs(ArgsRecord, source="source", on_next="optional_function", on_error="optional_function",
+             on_complete="optional_function"):
     """The arguments of a ``do`` node: ``(source, on_next, on_error, on_complete)``, at least one callback."""
-
-    source: Subscribable[Any]
-    on_next: Callable[[Any], object] | None
-    on_error: Callable[[BaseException], object] | None
-    on_complete: Callable[[], object] | None
-    checks = ("source", "optional_function", "optional_function", "optional_function")
 
     def validate(self, args: Arguments) -> None:
         if self.on_next is None and self.on_error is None and self.on_complete is None:
@@ -176,3 +173,150 @@ def do_step(query: Expression[Any]) -> DoStep | None:
     if args.on_error is not None:
         return None
     return DoStep(args.on_next if args.on_next is not None else _ignore, args.on_complete)
+
+
+def finally_action(action: Callable[[], object]) -> OperatorCall[Any]:
+    """Run ``action()`` exactly once when the subscription ends: after ``on_complete`` or ``on_error`` went
+    downstream, or when it is cancelled or disposed.
+
+    >>> from_iterable([1]).finally_action(lambda: print("done")).run(print)  # doctest: +ELLIPSIS
+    1
+    done
+    <...>
+
+    A query recovered from a checkpoint taken after it ended does not run the action again. An exception
+    from ``action`` cannot reach the (finished) downstream and ``cancel`` must return normally (rule 3.15; a
+    terminal signal must not throw back upstream either, rule 2.13): with a scheduler it is raised in a task of
+    the stage, so it goes to the scheduler's ``unhandled_exception`` chain (logged, and the query's scheduler
+    faulted unless a handler handles it); standalone it is logged on the context's logger.
+
+    **State.** None beyond the base.
+
+    **Demand.** Passed upstream unchanged.
+
+    Reaqtive: Finally.
+    """
+    require_callable(action, "finally_action", "action")
+    return OperatorCall("finally_action", (action,))
+
+
+FinallyActionArgs = args_record("FinallyActionArgs", source="source", action="function")
+
+
+@register_operator("finally_action", frames=2, builder=finally_action, args=FinallyActionArgs)
+class FinallyAction(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The running stage of :func:`finally_action`: the action runs in ``on_dispose``, which the base calls once
+    however the subscription ends; a node restored as disposed skips it (it ran before that checkpoint)."""
+
+    name = "reaqtive:finally_action"
+    version: Version = (1,)
+
+    __slots__ = ("_action", "_source")
+
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
+        super().__init__(downstream)
+        args = FinallyActionArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._action: Callable[[], object] = args.action
+
+    def subscribe_input(self) -> SubscriptionHandle:
+        return self._source.subscribe(self)
+
+    def on_next(self, value: T) -> None:
+        self._downstream.on_next(value)
+
+    def on_dispose(self) -> None:
+        if self._disposed_from_state:
+            return
+        try:
+            self._action()
+        except Exception as error:
+            # Not the error policy's: the action runs once the subscription has ended, with no element to skip and
+            # nothing left to stop or go on with. The error is reported to the host as it always was.
+            self._report(error)
+
+    def _report(self, error: Exception) -> None:
+        context = self._context
+        if context is not None and context.has_scheduler:
+            context.scheduler.schedule(ActionTask(self._reraise, error))
+            return
+        logger = context.logger if context is not None else DEFAULT_LOGGER
+        logger.error("finally_action: the action raised %r", error, exc_info=error)
+
+    def _reraise(self, error: BaseException) -> None:
+        raise error  # in a task of this stage, so a host knows whose error it is
+
+
+def trace(label: str, emit: Callable[[str], object] = print) -> OperatorCall[Any]:
+    """Report every signal crossing this point, including ``request(n)`` from downstream, as text lines
+    ``"[label] on_next(3)"`` passed to ``emit`` (``print`` by default). Elements pass through unchanged.
+
+    >>> from_iterable([7]).trace("src").run(lambda x: None)  # doctest: +ELLIPSIS
+    [src] request(9223372036854775807)
+    [src] on_subscribe
+    [src] on_next(7)
+    [src] on_complete
+    <...>
+
+    (The request comes first: stages start from the subscriber side, and demand waits for the upstream.)
+
+    **State.** None beyond the base.
+
+    **Demand.** Passed upstream unchanged.
+    """
+    if not isinstance(label, str):
+        raise TypeError(f"trace: label must be a str, got {type(label).__name__}")
+    require_callable(emit, "trace", "emit")
+    return OperatorCall("trace", (label, emit))
+
+
+TraceArgs = args_record("TraceArgs", source="source", label="text", emit="function")
+
+
+@register_operator("trace", builder=trace, args=TraceArgs)
+class Trace(StatefulUnaryOperatorBase[T, T], Generic[T]):
+    """The running stage of :func:`trace`: each signal is reported before it is passed on, so the lines come
+    in the order the signals cross this point."""
+
+    name = "reaqtive:trace"
+    version: Version = (1,)
+
+    __slots__ = ("_emit", "_label", "_source")
+
+    def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
+        super().__init__(downstream)
+        args = TraceArgs.read(query)
+        self._source: Subscribable[T] = args.source
+        self._label = args.label
+        self._emit = args.emit
+
+    def subscribe_input(self) -> SubscriptionHandle:
+        return self._source.subscribe(self)
+
+    def _report(self, text: str) -> None:
+        self._emit(f"[{self._label}] {text}")
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        self._report("on_subscribe")
+        super().on_subscribe(subscription)
+
+    def request(self, n: int) -> None:
+        self._report(f"request({n})")
+        super().request(n)
+
+    def cancel(self) -> None:
+        if not self._disposed:
+            self._report("cancel")
+        super().cancel()
+
+    def on_next(self, value: T) -> None:
+        self._report(f"on_next({value!r})")
+        self._downstream.on_next(value)
+
+    def on_error(self, error: BaseException) -> None:
+        self._report(f"on_error({error!r})")
+        super().on_error(error)
+
+    def on_complete(self) -> None:
+        self._report("on_complete")
+        super().on_complete()

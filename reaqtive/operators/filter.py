@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, require_callable
+from reaqtive.core.arguments import args_record, require_callable
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
 from reaqtive.core.streams import LONG_MAX, Subscriber, add_demand
@@ -70,22 +69,8 @@ def filter_indexed(predicate: Callable[[T, int], object]) -> OperatorCall[T]:
     return OperatorCall("filter_indexed", (predicate,))
 
 
-@dataclass(frozen=True, slots=True)
-class FilterArgs(ArgsRecord):
-    """The arguments of a ``filter`` node: ``(source, predicate)``."""
-
-    source: Subscribable[Any]
-    predicate: Callable[[Any], object]
-    checks = ("source", "function")
-
-
-@dataclass(frozen=True, slots=True)
-class FilterIndexedArgs(ArgsRecord):
-    """The arguments of a ``filter_indexed`` node: ``(source, predicate)``."""
-
-    source: Subscribable[Any]
-    predicate: Callable[[Any, int], object]
-    checks = ("source", "function")
+FilterArgs = args_record("FilterArgs", source="source", predicate="function")
+FilterIndexedArgs = args_record("FilterIndexedArgs", source="source", predicate="function")
 
 
 @fusible("filter", builder=filter, args=FilterArgs)

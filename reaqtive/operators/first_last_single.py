@@ -1,15 +1,14 @@
-"""``first``, ``last`` and ``single`` (each with a predicate, and an ``_or_default`` form for an empty source)."""
+"""``first``, ``last``, ``single`` and ``element_at``: one element picked (each with an ``_or_default`` form for a
+source without it; the first three with a predicate)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import ArgsRecord, args_record, require_non_negative_int
 from reaqtive.core.expression import OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.operators._aggregate import AggregateStage, no_elements_error, optional_callable, require_element
 from reaqtive.operators.keyed_steps import (
     DONE,
@@ -20,16 +19,8 @@ from reaqtive.operators.keyed_steps import (
 from reaqtive.operators.step_stage import StepAggregate, runs_inline, step_operator
 
 __all__ = [
-    "First",
-    "Last",
-    "PickArgs",
-    "PickOrDefaultArgs",
-    "Single",
-    "first",
-    "first_or_default",
-    "last",
-    "last_or_default",
-    "single",
+    "ElementAt", "ElementAtArgs", "ElementAtOrDefaultArgs", "First", "Last", "PickArgs", "PickOrDefaultArgs",
+    "Single", "element_at", "element_at_or_default", "first", "first_or_default", "last", "last_or_default", "single",
     "single_or_default",
 ]
 
@@ -146,25 +137,14 @@ def single_or_default(default: Any, predicate: Callable[[Any], object] | None = 
     return OperatorCall("single_or_default", (default, predicate))
 
 
-@dataclass(frozen=True, slots=True)
-class PickArgs(ArgsRecord):
+class PickArgs(ArgsRecord, source="source", predicate="optional_function"):
     """The arguments of a ``first``, ``last`` or ``single`` node: ``(source, predicate)``, the predicate ``None``
     for any element."""
 
-    source: Subscribable[Any]
-    predicate: Callable[[Any], object] | None
-    checks = ("source", "optional_function")
 
-
-@dataclass(frozen=True, slots=True)
-class PickOrDefaultArgs(ArgsRecord):
+class PickOrDefaultArgs(ArgsRecord, source="source", default="element", predicate="optional_function"):
     """The arguments of a ``first_or_default``, ``last_or_default`` or ``single_or_default`` node: ``(source,
     default, predicate)``."""
-
-    source: Subscribable[Any]
-    default: object
-    predicate: Callable[[Any], object] | None
-    checks = ("source", "element", "optional_function")
 
 
 def _more_than_one_error(op: str, predicate: bool) -> ValueError:
@@ -296,3 +276,97 @@ class SingleStep(_PickStep):
 
     def check(self, state: Any) -> bool:
         return True  # the user's element, or None before one
+
+
+def element_at(index: int) -> OperatorCall[Any]:
+    """The element at ``index`` (0-based), at once; then the source is cancelled. A source that ends
+    before it is an ``IndexError``.
+
+    >>> from_iterable("abcd").element_at(2).run(print)  # doctest: +ELLIPSIS
+    c
+    <...>
+
+    **State.** The held result (see :mod:`reaqtive.operators._aggregate`), then ``remaining: int``, the
+    elements still to skip (``reaqtive:element_at``).
+
+    **Demand.** Everything once asked.
+
+    Reaqtive: ElementAt.
+    """
+    require_non_negative_int(index, "element_at", "index")
+    return OperatorCall("element_at", (index,))
+
+
+def element_at_or_default(index: int, default: Any) -> OperatorCall[Any]:
+    """As :meth:`element_at`, but ``default`` when the source ends before ``index``.
+
+    >>> from_iterable("ab").element_at_or_default(5, "?").run(print)  # doctest: +ELLIPSIS
+    ?
+    <...>
+
+    **State.** The held result, then ``remaining: int`` (``reaqtive:element_at``).
+
+    **Demand.** Everything once asked; the result is held until demanded.
+
+    Reaqtive: ElementAtOrDefault.
+    """
+    require_non_negative_int(index, "element_at_or_default", "index")
+    require_element(default, "element_at_or_default", "default")
+    return OperatorCall("element_at_or_default", (index, default))
+
+
+ElementAtArgs = args_record("ElementAtArgs", source="source", index="count")
+ElementAtOrDefaultArgs = args_record("ElementAtOrDefaultArgs", source="source", index="count", default="element")
+
+
+@step_operator("element_at", lambda args: ElementAtStep("element_at", args.index, None), builder=element_at,
+               args=ElementAtArgs)
+@step_operator("element_at_or_default", lambda args: ElementAtStep("element_at_or_default", args.index, args.default),
+               owned="default", builder=element_at_or_default, args=ElementAtOrDefaultArgs)
+class ElementAt(StepAggregate):
+    """The running stage of :func:`element_at` and :func:`element_at_or_default` (one persisted name: the
+    default is part of the query, not of the state)."""
+
+    name = "reaqtive:element_at"
+    version: Version = (1,)
+    state_fields = ("held", "?result", "remaining")
+
+    __slots__ = ()
+
+    def read_field(self, reader: StateReader) -> int:
+        return reader.read_int("remaining", maximum=self._step.initial)
+
+
+def _out_of_range_error(op: str, index: int, remaining: int) -> IndexError:
+    """The error of ``element_at`` whose source completed with ``remaining`` elements still to skip."""
+    seen = index - remaining
+    return IndexError(
+        f"{op}: index {index} is out of range: the source completed after {seen} element{'' if seen == 1 else 's'}"
+    )
+
+
+@runs_inline(ElementAt)
+class ElementAtStep(KeyedStep):
+    """The per-element logic of :class:`ElementAt` (the stage and a keyed chain run it): the field is how
+    many elements are still to skip; the element at the index ends the stream."""
+
+    __slots__ = ("_default", "_op", "initial")
+
+    def __init__(self, op: str, index: int, default: object) -> None:
+        self._op = op
+        self.initial = index
+        self._default = default
+
+    def next(self, state: Any, value: Any) -> tuple[Any, Any]:
+        if state:
+            return state - 1, SKIP
+        return DONE, value
+
+    def complete(self, state: Any) -> tuple[Any, ...]:
+        default = self._default
+        if default is None:
+            raise StepOperatorError(_out_of_range_error(self._op, self.initial, state))
+        return (default,)
+
+    def check(self, state: Any) -> bool:
+        return type(state) is int and 0 <= state <= self.initial

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sized
-from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Final, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import args_record
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, source_node
 from reaqtive.core.operator import StateReader, StateWriter, Version
@@ -48,12 +47,7 @@ def from_iterable(iterable: Iterable[R]) -> Expression[R]:
     return source_node("from_iterable", (iterable,))
 
 
-@dataclass(frozen=True, slots=True)
-class FromIterableArgs(ArgsRecord):
-    """The arguments of a ``from_iterable`` node: ``(iterable,)``."""
-
-    iterable: Iterable[Any]
-    checks = ("iterable",)
+FromIterableArgs = args_record("FromIterableArgs", iterable="iterable")
 
 
 class _Nothing:

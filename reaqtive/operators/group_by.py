@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -24,9 +23,9 @@ from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.scheduler_interface import Scheduler
 from reaqtive.core.streams import LONG_MAX, Subscriber
 from reaqtive.core.subjects import MultiSubject
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._inner_subjects import Inner, InnerStreamOperator
+from reaqtive.operators._places import number_of, read_number
 from reaqtive.operators._timing import add_safe
 from reaqtive.operators.settings import MAX_GROUP_COUNT, UNLIMITED, read_limit
 from reaqtive.scheduler import ActionTask
@@ -109,17 +108,10 @@ def group_by(
     return OperatorCall("group_by", (key_selector, element_selector, max_groups, expire_after))
 
 
-@dataclass(frozen=True, slots=True)
-class GroupByArgs(ArgsRecord):
+class GroupByArgs(ArgsRecord, source="source", key_selector="function", element_selector="optional_function",
+                  max_groups="optional_positive_count", expire_after="optional_positive_duration"):
     """The arguments of a ``group_by`` node: ``(source, key_selector, element_selector, max_groups,
     expire_after)``."""
-
-    source: Subscribable[Any]
-    key_selector: Callable[[Any], object]
-    element_selector: Callable[[Any], object] | None
-    max_groups: int | None
-    expire_after: timedelta | None
-    checks = ("source", "function", "optional_function", "optional_positive_count", "optional_positive_duration")
 
 
 def _arguments(query: Expression[Any]) -> Arguments:
@@ -338,13 +330,17 @@ class GroupByExpiring(GroupBy[T], Generic[T]):
 
     One timer is pending at a time, for the group idle the longest; groups are kept in the order of their
     latest element (and saved in it), so each element costs a dictionary re-insertion and a read of the clock.
-    Every element goes through a serialized action, since the timer changes groups too.
+    Every element goes through a serialized action, since the timer changes groups too. State version 2 adds the
+    pending timer (due, armed: it fires early when the group it was armed for got a newer element, and re-arms;
+    its number among the timers armed in that tick), so a recovered one stands where it stood among the timers
+    of its instant; version 1 still loads.
     """
 
     name = "reaqtive:group_by+expiry"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
 
-    __slots__ = ("_expire_after", "_scheduler", "_timer_due")
+    __slots__ = ("_expire_after", "_number", "_scheduler", "_timer_armed", "_timer_due", "_timer_task")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         super().__init__(query, downstream)
@@ -354,6 +350,9 @@ class GroupByExpiring(GroupBy[T], Generic[T]):
         self._expire_after = expire_after
         self._scheduler: Scheduler | None = None
         self._timer_due: datetime | None = None
+        self._timer_armed: datetime | None = None
+        self._timer_task: ActionTask | None = None  # the pending timer's task: told its place in line
+        self._number: int | None = None  # a loaded timer's place among the timers armed in its tick
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
@@ -363,8 +362,20 @@ class GroupByExpiring(GroupBy[T], Generic[T]):
         with self._lock:
             self._save_inners(writer)
             writer.write([[group.number, group.last] for group in self._groups.values()])
+            writer.write(self._timer_due)
+            writer.write(self._timer_armed if self._timer_due is not None else None)
+            writer.write(number_of(self._timer_task) if self._timer_due is not None else None)
 
     def load_state_core(self, reader: StateReader) -> None:
+        self.load_older_state_core(reader, (1,))  # (1,) is (2,) without the timer
+        due = reader.read_optional_datetime("timer due", *time_bounds(self.context, self._expire_after))
+        armed = reader.read_optional_datetime("timer armed", *time_bounds(self.context))
+        if (due is None) != (armed is None) or (due is not None and armed is not None and armed > due):
+            raise reader.invalid("timer armed", "a time at or before the timer due, exactly with it", armed)
+        self._timer_due, self._timer_armed = due, armed
+        self._number = read_number(reader)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
         self._load_inners(reader)
         inners = self._inners
         ordered: list[Inner] = []
@@ -396,15 +407,21 @@ class GroupByExpiring(GroupBy[T], Generic[T]):
             self._schedule(add_safe(now, self._expire_after))
 
     def _begin(self) -> None:
-        if self._groups and self._timer_due is None:  # recovered with open groups
+        if self._timer_due is not None:  # recovered: the timer as it stood, in its place in line
+            scheduler = self._scheduler
+            assert scheduler is not None
+            task = self._timer_task = ActionTask(self._on_timer, armed=self._timer_armed, arrival=self._number)
+            scheduler.schedule(task, due=self._timer_due)
+        elif self._groups:  # recovered with open groups from a version 1 state
             first = next(iter(self._groups.values()))
             self._schedule(add_safe(first.last, self._expire_after))
 
     def _schedule(self, due: datetime) -> None:
         scheduler = self._scheduler
         assert scheduler is not None
-        self._timer_due = due
-        scheduler.schedule(ActionTask(self._on_timer), due=due)
+        self._timer_due, self._timer_armed = due, scheduler.now
+        task = self._timer_task = ActionTask(self._on_timer)
+        scheduler.schedule(task, due=due)
 
     def _on_timer(self) -> None:
         if self._disposed:

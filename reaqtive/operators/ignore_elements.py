@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import args_record
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import Version
@@ -38,12 +37,7 @@ def ignore_elements() -> OperatorCall[Any]:
     return OperatorCall("ignore_elements")
 
 
-@dataclass(frozen=True, slots=True)
-class IgnoreElementsArgs(ArgsRecord):
-    """The arguments of an ``ignore_elements`` node: ``(source,)``."""
-
-    source: Subscribable[Any]
-    checks = ("source",)
+IgnoreElementsArgs = args_record("IgnoreElementsArgs", source="source")
 
 
 @register_operator("ignore_elements", frames=2, builder=ignore_elements, args=IgnoreElementsArgs)

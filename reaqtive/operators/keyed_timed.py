@@ -21,9 +21,10 @@ its group does), so a known key's element costs what it costs on the untimed sta
 
 **State.** As :class:`~reaqtive.operators.keyed_groups.KeyedGroups` (the records hold the times and sequence
 numbers); the queue is not saved: it is rebuilt from the records (sorted by time and number, so that keys due at
-one instant tick in the same order after a restart). Version 2 also saves the outstanding timer, its due and when
-it was armed: a recovered stage arms it there, in its place in line among the other timers of its instant (see
-``docs/scheduler.md``); a version 1 state arms it at the earliest time, at the restart's tick.
+one instant tick in the same order after a restart). Version 2 also saves the outstanding timer, its due, when
+it was armed and its number in that tick: a recovered stage arms it there, in its place in line among the other
+timers of its instant (see ``docs/scheduler.md``); a version 1 state arms it at the earliest time, at the restart's
+tick.
 A time outside the checkpoint's clock bounds fails the load naming the key. Persisted as
 ``reaqtive:group_by+keyed+timed``: a store holding the general path's state (or the untimed keyed stage's) never
 loads into it.
@@ -143,15 +144,19 @@ class _Timer(YieldableSchedulerTask):
     running task (``run_again_at_us``, the virtual-time one), the stage moves this one to its next time when it
     is done ticking, instead of scheduling a new task per window end."""
 
-    __slots__ = ("_stage", "armed", "due")
+    __slots__ = ("_stage", "armed", "arrival", "due")
 
     priority = ACTION_PRIORITY
     is_runnable = True
 
-    def __init__(self, stage: KeyedGroupsTimed, due: int, armed: datetime | None = None) -> None:
+    def __init__(self, stage: KeyedGroupsTimed, due: int, armed: datetime | None = None,
+                 arrival: int | None = None) -> None:
         self._stage = stage
         self.due = due
-        self.armed = armed  # when a recovered timer was first armed (its place in line: see the scheduler's)
+        # a recovered timer's place in line: when it was armed and its number in that tick (the virtual scheduler
+        # tells ``arrival`` when it queues the task; see reaqtive.scheduler.ActionTask)
+        self.armed = armed
+        self.arrival = arrival
 
     def execute(self, scheduler: Any, yield_token: YieldToken = YieldToken.NONE) -> bool:
         return self._stage._on_timer(self, yield_token)
@@ -212,7 +217,7 @@ class KeyedGroupsTimed(KeyedGroups):
         # state: when the outstanding timer was scheduled (or moved, or gave way), microseconds: where it stands in
         # line among the timers of its instant, which a recovered timer keeps (see on_start)
         self._armed: int | None = None
-        self._recovered: tuple[int, int] | None = None  # the loaded timer's (due, armed), until on_start arms it
+        self._recovered: tuple[int, int, int | None] | None = None  # the loaded timer, until on_start arms it
         self._virtual = False  # whether the scheduler has now_us and run_again_at_us (the virtual-time one)
         self._quiet: bool | None = None  # whether an idle key's tick puts nothing out (None: not asked yet)
         # The steps after the timed one when a tick's results may go through them without the general feed
@@ -278,9 +283,9 @@ class KeyedGroupsTimed(KeyedGroups):
             due = late[0][0]
         return due
 
-    def _arm(self, due: int, armed: int | None = None) -> None:
-        """Schedule the timer at ``due`` (earlier than the outstanding one, if any); ``armed``: when a recovered
-        timer was first armed (else now)."""
+    def _arm(self, due: int, armed: int | None = None, number: int | None = None) -> None:
+        """Schedule the timer at ``due`` (earlier than the outstanding one, if any); ``armed`` and ``number``: when
+        a recovered timer was armed and its number in that tick (else now, and a new number)."""
         if self._error is not None or self._source_done:
             return
         when = at(due)
@@ -291,7 +296,7 @@ class KeyedGroupsTimed(KeyedGroups):
         self._state.changed = True
         scheduler = self._scheduler
         assert scheduler is not None
-        timer = self._timer = _Timer(self, due, None if armed is None else at(armed))
+        timer = self._timer = _Timer(self, due, None if armed is None else at(armed), number)
         scheduler.schedule(timer, due=when)
 
     def _rearm(self, timer: _Timer, due: int, now: int) -> bool:
@@ -673,7 +678,11 @@ class KeyedGroupsTimed(KeyedGroups):
     def save_state_core(self, writer: StateWriter) -> None:
         super().save_state_core(writer)
         due = self._timer_due
-        writer.write(None if due is None or due == _TICKING or self._armed is None else [due, self._armed])
+        timer = self._timer
+        if due is None or due == _TICKING or self._armed is None or timer is None:
+            writer.write(None)
+        else:
+            writer.write([due, self._armed, timer.arrival])  # (its number: read here, never per element)
 
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
         self.load_state_core(reader, timer=False)  # (1,): no timer: it is re-armed at the restart's tick
@@ -708,11 +717,13 @@ class KeyedGroupsTimed(KeyedGroups):
         self._seq = max((seq for _, seq, _ in waiting), default=-1) + 1
 
     @staticmethod
-    def _read_timer(reader: StateReader) -> tuple[int, int] | None:
-        """The saved timer, ``(due, armed)`` in microseconds (when it is due, when it was scheduled)."""
+    def _read_timer(reader: StateReader) -> tuple[int, int, int | None] | None:
+        """The saved timer: ``(due, armed, number)``, times in microseconds (when it is due, when it was scheduled),
+        its number in the armed tick or ``None`` (a scheduler that tells none)."""
         saved = reader.read()
         if saved is None:
             return None
-        if not (isinstance(saved, (list, tuple)) and len(saved) == 2 and all(type(item) is int for item in saved)):
-            raise reader.invalid("timer", "None or [due, armed] in microseconds", saved)
-        return saved[0], saved[1]
+        if not (isinstance(saved, (list, tuple)) and len(saved) == 3 and type(saved[0]) is int
+                and type(saved[1]) is int and (saved[2] is None or (type(saved[2]) is int and saved[2] >= 0))):
+            raise reader.invalid("timer", "None or [due, armed, number] (microseconds, a number or None)", saved)
+        return saved[0], saved[1], saved[2]

@@ -20,6 +20,17 @@ from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import PullingEmitterBase
+from reaqtive.operators.window_aggregates import (
+    AVERAGE,
+    COUNT,
+    FOLD,
+    KINDS,
+    MAX,
+    MIN,
+    SUM,
+    WindowAggregate,
+    add_exact,
+)
 from reaqtive.scheduler import YieldableActionTask
 from reaqtive.scheduler.clock import EPOCH  # the default origin of window boundaries (as in Spark, Flink, Bytewax)
 from reaqtive.state.fields import RecordReader, time_bounds
@@ -63,10 +74,10 @@ _US: Final = timedelta(microseconds=1)
 _OP: Final = "aggregate_by_key"
 _PAGE: Final = KeyedPage.name  # named in the errors about a record, which a page unit holds
 
-# The aggregate, as a small int the per-element path compares (the first four start from the first value, the first
-# two add)
-_SUM, _AVERAGE, _MIN, _MAX, _COUNT, _FOLD = range(6)
-_KINDS: Final = {"count": _COUNT, "sum": _SUM, "average": _AVERAGE, "min": _MIN, "max": _MAX}
+# The aggregate, as a small int the per-element path compares (window_aggregates: the first four start from the
+# first value, the first two add, exactly)
+_SUM, _AVERAGE, _MIN, _MAX, _COUNT, _FOLD = SUM, AVERAGE, MIN, MAX, COUNT, FOLD
+_KINDS: Final = KINDS
 
 
 # -- the window and aggregate specifications ---------------------------------------------------------------------
@@ -178,10 +189,11 @@ def aggregate_by_key(
     skipped, closes that window without a row.
 
     ``"count"`` counts elements (``value_selector`` is not called); ``"sum"`` adds the values from the first (so
-    timedeltas sum too); ``"average"`` is that sum divided by the count; ``"min"`` and ``"max"`` keep the first of
-    equal values. This is the keyed form of ``group_by(k).flat_map(lambda g: g.window(d).flat_map(...))``, whose
-    windows open at each group's creation and whose idle groups emit empty windows (``docs/higher-order.md``,
-    "Keyed windowed aggregation").
+    timedeltas sum too), ints and floats exactly: a float sum is the exact sum rounded once, in any order
+    (:mod:`~reaqtive.operators.window_aggregates`); ``"average"`` is that sum divided by the count; ``"min"`` and
+    ``"max"`` keep the first of equal values. This is the keyed form of ``group_by(k).flat_map(lambda g:
+    g.window(d).flat_map(...))``, whose windows open at each group's creation and whose idle groups emit empty
+    windows (``docs/higher-order.md``, "Keyed windowed aggregation").
 
     **State.** One record per open window in a keyed state table (paged: a checkpoint writes only the pages of
     keys that changed; a closed window's key leaves the table), the rows waiting for demand, whether the source
@@ -308,63 +320,6 @@ def bind_aggregate_by_key(query: Expression[Any], subscriber: Subscriber[Any]) -
 # -- the stages ------------------------------------------------------------------------------------------------
 
 
-class WindowAggregate:
-    """The aggregate of a window, from its first value to its row's value: what the stages share with Spark's
-    table form (:class:`reaqtive.spark.table.TumblingWindowStep`). A subclass declares the four slots and sets
-    them from :meth:`parts`."""
-
-    __slots__ = ()
-    _kind: int
-    _seed: Any
-    _accumulator: Callable[[Any, Any], Any] | None
-    _result_selector: Callable[[Any], Any] | None
-
-    @staticmethod
-    def parts(aggregate: str | tuple[Any, ...]) -> tuple[int, Any, Any, Any]:
-        """``(kind, seed, accumulator, result selector)`` of an aggregate argument (a name, or a fold)."""
-        if isinstance(aggregate, str):
-            return _KINDS[aggregate], None, None, None
-        _, seed, accumulator, result_selector = aggregate
-        return _FOLD, seed, accumulator, result_selector
-
-    def _first(self, value: Any) -> Any:
-        """The accumulator of a window whose first value is ``value``."""
-        kind = self._kind
-        if kind is _COUNT:
-            return None
-        if kind is _FOLD:
-            accumulator = self._accumulator
-            assert accumulator is not None
-            return accumulator(self._seed, value)
-        return value
-
-    def _step(self, acc: Any, value: Any) -> Any:
-        """``acc`` with one more value."""
-        kind = self._kind
-        if kind is _SUM or kind is _AVERAGE:
-            return acc + value
-        if kind is _MIN:
-            return value if value < acc else acc  # strictly less: the first of equal values stays
-        if kind is _MAX:
-            return value if value > acc else acc
-        if kind is _FOLD:
-            accumulator = self._accumulator
-            assert accumulator is not None
-            return accumulator(acc, value)
-        return None
-
-    def _result(self, count: int, acc: Any) -> Any:
-        """The value of a closed window of ``count`` elements."""
-        kind = self._kind
-        if kind is _COUNT:
-            return count
-        if kind is _AVERAGE:
-            return acc / count
-        if kind is _FOLD and self._result_selector is not None:
-            return self._result_selector(acc)
-        return acc
-
-
 class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T]):
     """What the three stages share: the table, the index of window ends, the shared timer, the rows waiting for
     demand, completion and state. Subclasses implement ``on_next`` and the record layout.
@@ -382,7 +337,8 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T
     A lock (the emitter's) serializes elements, the timer and demand: they may run on different threads.
     """
 
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})  # 2: a sum may hold an ExactSum; 1's float sums are exact values to go on from
     record_fields: ClassVar[int]
     """The number of fields of a record."""
 
@@ -518,7 +474,7 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T
             record: tuple[Any, ...] = pop(table_key)  # type: ignore[assignment]  # indexed: it is there
             count, acc = record[1], record[2]
             try:
-                value = acc / count if kind is _AVERAGE else count if kind is _COUNT else result(count, acc)
+                value = count if kind is _COUNT else result(count, acc)
             except Exception as error:
                 self._row_failed(error)
                 continue
@@ -684,6 +640,9 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T
             raise reader.invalid("source done", "False while windows are open", True)
         self._rebuild(reader, bounds)
 
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        self.load_state_core(reader)  # version 1: the same fields (a left fold's float sum goes on, exactly)
+
     def _bounds(self) -> tuple[int | None, int | None]:
         """The earliest and latest clock the host says this state can hold, in microseconds."""
         earliest, latest = time_bounds(self.context)
@@ -815,7 +774,13 @@ class AggregateByKey(_KeyedWindows[T], Generic[T]):
                     else:
                         current.append(key)
                 else:
-                    acc = record[2] + value if kind <= _AVERAGE else self._step(record[2], value)
+                    acc = record[2]
+                    if kind > _AVERAGE:
+                        acc = self._step(acc, value)
+                    elif type(acc) is int and type(value) is int:
+                        acc = acc + value  # type: ignore[operator]  # (mypy does not narrow T by type(value))
+                    else:
+                        acc = add_exact(acc, value)  # floats exactly (window_aggregates)
                     table.put(key, (record[0], record[1] + 1, acc))
             except Exception as error:  # the aggregate, or a key that cannot be hashed
                 self._failed(error, element)

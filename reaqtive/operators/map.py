@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord, require_callable
+from reaqtive.core.arguments import args_record, require_callable
 from reaqtive.core.describe import shown
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, Version
@@ -67,22 +66,8 @@ def map_indexed(selector: Callable[[T, int], R]) -> OperatorCall[R]:
     return OperatorCall("map_indexed", (selector,))
 
 
-@dataclass(frozen=True, slots=True)
-class MapArgs(ArgsRecord):
-    """The arguments of a ``map`` node: ``(source, selector)``."""
-
-    source: Subscribable[Any]
-    selector: Callable[[Any], Any]
-    checks = ("source", "function")
-
-
-@dataclass(frozen=True, slots=True)
-class MapIndexedArgs(ArgsRecord):
-    """The arguments of a ``map_indexed`` node: ``(source, selector)``."""
-
-    source: Subscribable[Any]
-    selector: Callable[[Any, int], Any]
-    checks = ("source", "function")
+MapArgs = args_record("MapArgs", source="source", selector="function")
+MapIndexedArgs = args_record("MapIndexedArgs", source="source", selector="function")
 
 
 @fusible("map", frames=2, builder=map, args=MapArgs)

@@ -12,14 +12,12 @@ definition with those under the same name in the old one, wherever each sits in 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, Arguments
 from reaqtive.core.binding import register_operator
 from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.streams import Subscriber
-from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import HandleVisitor, SubscriptionHandle
 
 __all__ = ["NamedArgs", "NamedHandle", "bind_named", "named"]
@@ -55,13 +53,8 @@ def _check_name(name: object, where: str) -> str:
     return name
 
 
-@dataclass(frozen=True, slots=True)
-class NamedArgs(ArgsRecord):
+class NamedArgs(ArgsRecord, source="source", name="text"):
     """The arguments of a ``named`` node: ``(source, name)``."""
-
-    source: Subscribable[Any]
-    name: str
-    checks = ("source", "text")
 
     def validate(self, args: Arguments) -> None:
         if not _NAME.fullmatch(self.name):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord, require_positive_int
@@ -66,13 +65,8 @@ def retry(count: int | None = None) -> OperatorCall[Any]:
     return OperatorCall("retry", (count,))
 
 
-@dataclass(frozen=True, slots=True)
-class RetryArgs(ArgsRecord):
+class RetryArgs(ArgsRecord, source="source", count="optional_positive_count"):
     """The arguments of a ``retry`` node: ``(source, count)``, ``count`` ``None`` for ever."""
-
-    source: Subscribable[Any]
-    count: int | None
-    checks = ("source", "optional_positive_count")
 
 
 @register_operator("retry", frames=4, builder=retry, args=RetryArgs)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
 from reaqtive.core.arguments import ArgsRecord, arguments
@@ -91,24 +90,13 @@ def scan(*args: Any, seed: Any = NO_SEED) -> OperatorCall[Any]:
     return OperatorCall("scan", (seed, accumulator))
 
 
-@dataclass(frozen=True, slots=True)
-class ScanArgs(ArgsRecord):
+class ScanArgs(ArgsRecord, source="source", accumulator="function"):
     """The arguments of a ``scan`` node without a seed: ``(source, accumulator)``; a node with a seed reads as a
     :class:`ScanSeedArgs` (the one record the registry knows for ``scan`` reads either form)."""
 
-    source: Subscribable[Any]
-    accumulator: Callable[[Any, Any], Any]
-    checks = ("source", "function")
 
-
-@dataclass(frozen=True, slots=True)
-class ScanSeedArgs(ArgsRecord):
+class ScanSeedArgs(ArgsRecord, source="source", seed="element", accumulator="function"):
     """The arguments of a ``scan`` node with a seed: ``(source, seed, accumulator)``."""
-
-    source: Subscribable[Any]
-    seed: object
-    accumulator: Callable[[Any, Any], Any]
-    checks = ("source", "element", "function")
 
 
 ScanArgs.alternatives = (ScanSeedArgs,)
@@ -193,7 +181,7 @@ class ScanSeed(StatefulUnaryOperatorBase[T, A], Generic[T, A]):
         args = ScanSeedArgs.read(query)
         self._source: Subscribable[T] = args.source
         self._accumulator: Callable[[A, T], A] = args.accumulator
-        self._value: A = args.seed  # type: ignore[assignment]
+        self._value: A = args.seed
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._value)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord
@@ -68,15 +67,9 @@ def sequence_equal(
     return OperatorCall("sequence_equal", (other, comparer))
 
 
-@dataclass(frozen=True, slots=True)
-class SequenceEqualArgs(ArgsRecord):
+class SequenceEqualArgs(ArgsRecord, source="source", other="source", comparer="optional_function"):
     """The arguments of a ``sequence_equal`` node: ``(source, other, comparer)``, the comparer ``None`` for
     ``==``."""
-
-    source: Subscribable[Any]
-    other: Subscribable[Any]
-    comparer: Callable[[Any, Any], object] | None
-    checks = ("source", "source", "optional_function")
 
 
 class _Side(Subscriber[T], Generic[T]):

@@ -12,7 +12,8 @@ from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators._take_skip import GateStage, OpenAtDeadline, UntilStage, other_or_time
+from reaqtive.operators._take_skip import AtATime, GateStage, OpenAtDeadline, UntilArgs, UntilStage, other_or_time
+from reaqtive.scheduler import ActionTask
 
 __all__ = ["SkipUntil", "SkipUntilArgs", "SkipUntilTime", "SkipUntilTimeArgs", "skip_until"]
 
@@ -39,24 +40,17 @@ def skip_until(other: Subscribable[Any] | datetime, /) -> OperatorCall[Any]:
 
     **State.** Stream: ``open``, ``other_done`` (``other`` ended: it signalled or completed) and
     ``source_done`` (the source completed while the gate was shut); a recovered query does not listen again to
-    the inputs that had ended. Time: ``open``.
+    the inputs that had ended. Time: ``open`` and when it subscribed (its timer's place in line after a restart).
 
     **Demand.** Each dropped element is replaced by ``request(1)`` upstream, unless demand is unbounded;
     ``other`` is asked for one element.
 
     Reaqtive: SkipUntil (its time form is composed with Timer).
     """
-    op, argument = other_or_time(other, "skip_until")
-    return OperatorCall(op, (argument,))
+    return other_or_time(other, "skip_until")
 
 
-@dataclass(frozen=True, slots=True)
-class SkipUntilArgs(ArgsRecord):
-    """The arguments of a ``skip_until`` node: ``(source, other)``."""
-
-    source: Subscribable[Any]
-    other: Subscribable[Any]
-    checks = ("source", "source")
+SkipUntilArgs = UntilArgs  # ``(source, other)``, as ``take_until``'s
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,27 +120,33 @@ class SkipUntil(GateStage[T], UntilStage[T], Generic[T]):
 
 
 @register_operator("skip_until_time", frames=2, builder=skip_until, args=SkipUntilTimeArgs)
-class SkipUntilTime(OpenAtDeadline[T], Generic[T]):
+class SkipUntilTime(OpenAtDeadline[T], AtATime[T], Generic[T]):
     """The running stage of :func:`skip_until` with a time: the timer only opens the gate (see
-    :class:`OpenAtDeadline`), so it needs no lock."""
+    :class:`OpenAtDeadline`), so it needs no lock. State: whether the gate is open, then when it subscribed
+    (:class:`AtATime`; version 1 saved only the first)."""
 
     name = "reaqtive:skip_until+time"
-    version: Version = (1,)
+    version: Version = (2,)
     operator_label = "skip_until(start_time)"
+    state_fields = ("open", "subscribed_at", "timer_number")
 
-    __slots__ = ("_source", "_start_time")
+    __slots__ = ("_number", "_source", "_subscribed_at", "_time", "_timer_task")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
+        self._timer_task: ActionTask | None = None
+        self._number: int | None = None
         args = SkipUntilTimeArgs.read(query)
         self._source: Subscribable[T] = args.source
-        self._start_time = args.start_time
+        self._time = args.start_time
+        self._subscribed_at: datetime | None = None
 
-    def save_state_core(self, writer: StateWriter) -> None:
+    def _save_fields(self, writer: StateWriter) -> None:
         writer.write(self._open)
 
-    def load_state_core(self, reader: StateReader) -> None:
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
         self._open = reader.read_bool("open")
 
     def deadline(self, now: datetime) -> datetime | None:
-        return None if self._open else self._start_time
+        time = super().deadline(now)
+        return None if self._open else time

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reaqtive.core.arguments import ArgsRecord
@@ -55,13 +54,8 @@ def start_with(*values: T) -> OperatorCall[T]:
     return OperatorCall("start_with", (values,))
 
 
-@dataclass(frozen=True, slots=True)
-class StartWithArgs(ArgsRecord):
+class StartWithArgs(ArgsRecord, source="source", values="elements"):
     """The arguments of a ``start_with`` node: ``(source, values)``, ``values`` a tuple of elements."""
-
-    source: Subscribable[Any]
-    values: tuple[object, ...]
-    checks = ("source", "elements")
 
 
 @register_operator("start_with", frames=16, builder=start_with, args=StartWithArgs)
@@ -92,7 +86,7 @@ class StartWith(StatefulUnaryOperatorBase[T, T], Generic[T]):
         super().__init__(downstream)
         args = StartWithArgs.read(query)
         self._source: Subscribable[T] = args.source
-        self._values: tuple[T, ...] = args.values  # type: ignore[assignment]
+        self._values: tuple[T, ...] = args.values
         self._index = 0
         self._subscribed = False
         self._holder = SingleAssignmentSubscription()

@@ -12,7 +12,8 @@ from reaqtive.core.expression import Expression, OperatorCall
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
-from reaqtive.operators._take_skip import TakeUntilDeadline, UntilStage, other_or_time
+from reaqtive.operators._take_skip import AtATime, TakeUntilDeadline, UntilArgs, UntilStage, other_or_time
+from reaqtive.scheduler import ActionTask
 
 __all__ = ["TakeUntil", "TakeUntilArgs", "TakeUntilTime", "TakeUntilTimeArgs", "take_until"]
 
@@ -36,23 +37,17 @@ def take_until(other: Subscribable[Any] | datetime, /) -> OperatorCall[Any]:
     ``end_time`` in the past completes at once; a time needs a scheduler.
 
     **State.** Stream: ``other_done``, whether ``other`` completed without an element (a recovered query
-    does not listen to it again). Time: nothing (the time is part of the query; a stage past it has completed).
+    does not listen to it again). Time: when it subscribed (its timer's place in line after a restart; the time
+    is part of the query, and a stage past it has completed).
 
     **Demand.** Passed upstream unchanged; ``other`` is asked for one element.
 
     Reaqtive: TakeUntil (its time form is composed with Timer).
     """
-    op, argument = other_or_time(other, "take_until")
-    return OperatorCall(op, (argument,))
+    return other_or_time(other, "take_until")
 
 
-@dataclass(frozen=True, slots=True)
-class TakeUntilArgs(ArgsRecord):
-    """The arguments of a ``take_until`` node: ``(source, other)``."""
-
-    source: Subscribable[Any]
-    other: Subscribable[Any]
-    checks = ("source", "source")
+TakeUntilArgs = UntilArgs  # ``(source, other)``, as ``skip_until``'s
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,21 +105,23 @@ class TakeUntil(UntilStage[T], Generic[T]):
 
 
 @register_operator("take_until_time", frames=2, builder=take_until, args=TakeUntilTimeArgs)
-class TakeUntilTime(TakeUntilDeadline[T], Generic[T]):
+class TakeUntilTime(TakeUntilDeadline[T], AtATime[T], Generic[T]):
     """The running stage of :func:`take_until` with a time: a lock (of :class:`TakeUntilDeadline`) serializes
-    the timer's completion with the elements."""
+    the timer's completion with the elements. State: when it subscribed (:class:`AtATime`; version 1 saved
+    nothing)."""
 
     name = "reaqtive:take_until+time"
-    version: Version = (1,)
+    version: Version = (2,)
     operator_label = "take_until(end_time)"
+    state_fields = ("subscribed_at", "timer_number")
 
-    __slots__ = ("_end_time", "_source")
+    __slots__ = ("_number", "_source", "_subscribed_at", "_time", "_timer_task")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[T]) -> None:
         super().__init__(downstream)
+        self._timer_task: ActionTask | None = None
+        self._number: int | None = None
         args = TakeUntilTimeArgs.read(query)
         self._source: Subscribable[T] = args.source
-        self._end_time = args.end_time
-
-    def deadline(self, now: datetime) -> datetime | None:
-        return self._end_time
+        self._time = args.end_time
+        self._subscribed_at: datetime | None = None

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
-from reaqtive.core.arguments import ArgsRecord, require_positive_duration
+from reaqtive.core.arguments import ArgsRecord, args_record, require_positive_duration
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -14,6 +13,7 @@ from reaqtive.core.expression import Expression, source_node
 from reaqtive.core.operator import StateReader, StateWriter, Version
 from reaqtive.core.scheduler_interface import Scheduler, YieldToken, utc
 from reaqtive.core.streams import Subscriber, add_demand
+from reaqtive.operators._places import number_of, read_number
 from reaqtive.operators._source import EMIT_BATCH, TERMINATED, PullSource
 from reaqtive.operators._timing import MAX_TIME, add_safe, due_bounds, due_time, multiply_safe, require_due
 from reaqtive.operators.settings import MAX_QUEUE_SIZE, UNLIMITED, read_limit
@@ -57,7 +57,8 @@ def timer(due: timedelta | datetime, period: timedelta | None = None) -> Express
     delay with a period fires at once and then every period (as Rx).
 
     **State.** With a period: the next absolute due time, how many ticks came due, how many were delivered.
-    Without: the absolute due time, and whether it came.
+    Without: the absolute due time, and whether it came. Both (version 2) then the pending tick's number among
+    the timers armed in its tick, its place in line after a restart (version 1 still loads).
 
     **Demand.** Time cannot be slowed, so ticks that find no demand are held (as a count: they are consecutive
     numbers) and go out, each with its number, as soon as demand arrives (on the scheduler: one tick after the
@@ -92,33 +93,18 @@ def interval(period: timedelta) -> Expression[int]:
     return source_node("interval", (require_positive_duration(period, "interval", "period"),))
 
 
-@dataclass(frozen=True, slots=True)
-class TimerArgs(ArgsRecord):
+class TimerArgs(ArgsRecord, due="due"):
     """The arguments of a ``timer`` node: ``(due,)``; ``(due, period)`` reads as a :class:`TimerPeriodArgs`."""
 
-    due: timedelta | datetime
-    checks = ("due",)
 
-
-@dataclass(frozen=True, slots=True)
-class TimerPeriodArgs(ArgsRecord):
+class TimerPeriodArgs(ArgsRecord, due="due", period="positive_duration"):
     """The arguments of a periodic ``timer`` node: ``(due, period)``."""
-
-    due: timedelta | datetime
-    period: timedelta
-    checks = ("due", "positive_duration")
 
 
 TimerArgs.alternatives = (TimerPeriodArgs,)
 
 
-@dataclass(frozen=True, slots=True)
-class IntervalArgs(ArgsRecord):
-    """The arguments of an ``interval`` node: ``(period,)``."""
-
-    period: timedelta
-
-    checks = ("positive_duration",)
+IntervalArgs = args_record("IntervalArgs", period="positive_duration")
 
 
 class _TimerSource(PullSource[int]):
@@ -138,7 +124,7 @@ class _TimerSource(PullSource[int]):
 
     periodic: ClassVar[bool] = False
 
-    __slots__ = ("_delivered", "_due", "_fired", "_limit", "_next_due")
+    __slots__ = ("_delivered", "_due", "_fired", "_limit", "_next_due", "_number", "_task")
 
     def __init__(self, due: timedelta | datetime, downstream: Subscriber[int]) -> None:
         super().__init__(downstream)
@@ -147,6 +133,8 @@ class _TimerSource(PullSource[int]):
         self._fired = 0
         self._delivered = 0
         self._limit = UNLIMITED
+        self._task: YieldableActionTask | None = None  # the pending tick's task: told its place in line
+        self._number: int | None = None  # a loaded timer's place among the timers armed in its tick
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
@@ -161,7 +149,7 @@ class _TimerSource(PullSource[int]):
             self._state.changed = True
         else:  # recovered: its timer goes back in line where it was first armed (see ActionTask.armed)
             armed = self._armed_at(self._next_due)
-        self._schedule_fire(scheduler, armed)
+        self._schedule_fire(scheduler, armed, self._number if armed is not None else None)
         # The pull source holds its drain until the start and then schedules a first drain, which would keep
         # the drain busy until the next instant and delay a tick due right now. Drain here instead: it serves
         # the requests made in on_subscribe, then frees the drain. Except when recovered holding ticks that the
@@ -190,11 +178,16 @@ class _TimerSource(PullSource[int]):
     def _first_due(self, now: datetime) -> datetime:
         return due_time(now, self._due)
 
-    def _schedule_fire(self, scheduler: Scheduler, armed: datetime | None = None) -> None:
-        """Schedule the next tick, unless there is none."""
+    def _schedule_fire(self, scheduler: Scheduler, armed: datetime | None = None, number: int | None = None) -> None:
+        """Schedule the next tick, unless there is none (``armed``, ``number``: a recovered timer's place)."""
         next_due = self._next_due
         if next_due is not None and next_due != MAX_TIME and (self.periodic or not self._fired):
-            scheduler.schedule(YieldableActionTask(self._fire, armed=armed), next_due)
+            task = self._task = YieldableActionTask(self._fire, armed=armed, arrival=number)
+            scheduler.schedule(task, next_due)
+
+    def _save_number(self, writer: StateWriter) -> None:
+        """The pending tick's place in line (see :mod:`reaqtive.operators._places`; read at a checkpoint)."""
+        writer.write(number_of(self._task) if self._next_due is not None else None)
 
     def _armed_at(self, next_due: datetime) -> datetime | None:
         """When the timer due at ``next_due`` was armed: at the subscription, a relative first due time before it
@@ -265,7 +258,8 @@ class SingleTimer(_TimerSource):
     completion."""
 
     name = "reaqtive:timer"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})  # without the timer's number: in line after the others of its tick
 
     __slots__ = ()
 
@@ -275,8 +269,13 @@ class SingleTimer(_TimerSource):
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._next_due)
         writer.write(self._fired > 0)
+        self._save_number(writer)
 
     def load_state_core(self, reader: StateReader) -> None:
+        self.load_older_state_core(reader, (1,))
+        self._number = read_number(reader)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
         self._next_due = reader.read_optional_datetime("next due", *due_bounds(self.context, self._due))
         fired = reader.read_bool("fired")
         if fired and self._next_due is None:
@@ -290,7 +289,8 @@ class PeriodicTimer(_TimerSource):
     period that passed (:meth:`_due_ticks`), so missed ticks fire back to back."""
 
     name = "reaqtive:timer+period"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})  # without the timer's number: in line after the others of its tick
     periodic = True
 
     __slots__ = ("_period",)
@@ -303,14 +303,20 @@ class PeriodicTimer(_TimerSource):
             args = TimerPeriodArgs.read(query)
             due, period = args.due, args.period
         super().__init__(due, downstream)
-        self._period = period
+        self._period: timedelta = period
 
     def save_state_core(self, writer: StateWriter) -> None:
         writer.write(self._next_due)
         writer.write(self._fired)
         writer.write(self._delivered)
+        self._save_number(writer)
 
     def load_state_core(self, reader: StateReader) -> None:
+        self.load_older_state_core(reader, (1,))
+        self._number = read_number(reader)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,) is (2,) without the last field
         self._next_due = next_due = reader.read_optional_datetime("next due", *self._due_bounds())
         due, period = self._due, self._period
         # the ticks of an absolute first due time keep its phase

@@ -7,11 +7,10 @@ The count form runs here; the time forms (``window_time``, ``window_time_or_coun
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
-from reaqtive.core.arguments import ArgsRecord
+from reaqtive.core.arguments import args_record
 from reaqtive.core.binding import register_operator
 from reaqtive.core.context import OperatorContext
 from reaqtive.core.errors import LimitExceededError
@@ -90,14 +89,7 @@ def window(first: int | timedelta, second: int | timedelta | None = None, /) -> 
     return OperatorCall(name, args)
 
 
-@dataclass(frozen=True, slots=True)
-class WindowArgs(ArgsRecord):
-    """The arguments of a ``window`` node: ``(source, count, skip)``."""
-
-    source: Subscribable[Any]
-    count: int
-    skip: int
-    checks = ("source", "positive_count", "positive_count")
+WindowArgs = args_record("WindowArgs", source="source", count="positive_count", skip="positive_count")
 
 
 def elements_for(windows: int, count: int, skip: int, first: int) -> int:

@@ -19,6 +19,7 @@ from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._spans import ShiftedSpans, SpanClock, SpanTimeArgs, SpanTimeOrCountArgs, TickedSpans
 from reaqtive.operators._timing import add_safe, count_demand
 from reaqtive.operators.window import WindowsStage, window
+from reaqtive.scheduler import ActionTask
 from reaqtive.state.fields import time_bounds
 
 __all__ = [
@@ -68,11 +69,13 @@ class _TimeWindow(SpanClock, WindowsStage[T], Generic[T]):
     base's inner streams.
     """
 
-    __slots__ = ("_generation", "_scheduler")
+    __slots__ = ("_generation", "_number", "_scheduler", "_timer_task")
 
     def __init__(self, source: Subscribable[T], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         super().__init__(source, downstream)
         self._generation = 0  # the current timer; a timer of an earlier generation is stale
+        self._timer_task: ActionTask | None = None
+        self._number: int | None = None
         self._scheduler: Scheduler | None = None
 
     def set_context(self, context: OperatorContext) -> None:
@@ -117,8 +120,10 @@ class _TimeWindow(SpanClock, WindowsStage[T], Generic[T]):
             self._start_fresh(self._now())
         if not (self._terminated or self._source_done):  # no timer once the source is done
             due = self._next_due()
-            # recovered: the timer goes back in line where it was first armed
-            self._schedule_timer(self._generation, due, self._armed_at(due) if self._loaded else None)
+            if self._loaded:  # the timer goes back in line where it stood
+                self._rearm(self._generation, due)
+            else:
+                self._schedule_timer(self._generation, due)
 
     def _on_timer(self, generation: int) -> None:
         if self._disposed:
@@ -162,10 +167,13 @@ class _TickWindow(TickedSpans, _TimeWindow[T], Generic[T]):
 class WindowTime(_TickWindow[T], Generic[T]):
     """The running stage of ``window(duration)``: a window every ``duration``, from the subscription on; it
     saves the absolute time the open window closes, and whether it asked the upstream for everything (see
-    :mod:`reaqtive.operators._inner_subjects`)."""
+    :mod:`reaqtive.operators._inner_subjects`). State version 2 adds the timer's number among the timers armed
+    in its tick (its place in line after a restart); version 1 still loads, its timer in line after the others
+    of its tick."""
 
     name = "reaqtive:window/time"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
 
     __slots__ = ()
 
@@ -177,8 +185,14 @@ class WindowTime(_TickWindow[T], Generic[T]):
         with self._lock:
             self._save_inners(writer)
             writer.write(self._next_tick)
+            writer.write(self._timer_number())
 
     def load_state_core(self, reader: StateReader) -> None:
+        self.load_older_state_core(reader, (1,))
+        self._load_number(reader)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,) is (2,) without the last field
         self._load_windows(reader, 1, 1)
         self._next_tick = self._load_next_due(reader, "next tick", self._duration)
 
@@ -193,14 +207,17 @@ class WindowTime(_TickWindow[T], Generic[T]):
 class WindowTimeShift(ShiftedSpans, _TimeWindow[T], Generic[T]):
     """The running stage of ``window(duration, shift)`` with ``shift != duration``.
 
-    It saves only the absolute time the next window opens: the oldest window's close follows from it
-    (:class:`~reaqtive.operators._spans.ShiftedSpans`).
+    It saves the absolute time the next window opens: the oldest window's close follows from it
+    (:class:`~reaqtive.operators._spans.ShiftedSpans`). State version 2 adds when the timer was armed and its
+    number among the timers armed in that tick (its place in line after a restart); version 1 still loads, its
+    timer re-armed at the restart's tick.
     """
 
     name = "reaqtive:window/time+shift"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})
 
-    __slots__ = ("_duration", "_next_open", "_shift")
+    __slots__ = ("_armed", "_duration", "_next_open", "_shift")
 
     def __init__(self, query: Expression[Any], downstream: Subscriber[InnerStreamNode[Any]]) -> None:
         args = WindowTimeArgs.read(query)
@@ -208,13 +225,23 @@ class WindowTimeShift(ShiftedSpans, _TimeWindow[T], Generic[T]):
         self._duration = args.duration
         self._shift = args.shift
         self._next_open: datetime | None = None
+        self._armed: datetime | None = None
 
     def save_state_core(self, writer: StateWriter) -> None:
         with self._lock:
             self._save_inners(writer)
             writer.write(self._next_open)
+            writer.write(self._armed)
+            writer.write(self._timer_number())
 
     def load_state_core(self, reader: StateReader) -> None:
+        self.load_older_state_core(reader, (1,))
+        running = self._next_open is not None and not (self._terminated or self._source_done)
+        self._load_armed(reader, running, time_bounds(self.context))
+        self._load_number(reader)
+
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (1,) is (2,) without the last field
         self._load_windows(reader, 0, self._most_open())
         self._next_open = self._load_next_due(reader, "next open", self._shift)
 
@@ -248,13 +275,15 @@ class WindowTimeOrCount(_TickWindow[T], Generic[T]):
     had been asked for does not follow from the windows: the stage saves the elements requested upstream and
     not yet received and the windows the downstream had outstanding, asks the upstream for the former again
     when it starts, and takes the first windows the recovered downstream asks for as the ones already
-    translated. Its state is version 2; version 1 (without the demand) still loads, and then asks again for
-    what the open window can still take if it was emitted, as version 1 did.
+    translated. Its state is version 3: version 2 added the demand, version 3 the timer's number among the
+    timers armed in its tick (its place in line after a restart). Version 2 still loads (its timer in line after
+    the others of its tick), and so does version 1 (without the demand), which then asks again for what the open
+    window can still take if it was emitted, as version 1 did.
     """
 
     name = "reaqtive:window/time_or_count"
-    version: Version = (2,)
-    older_versions = frozenset({(1,)})
+    version: Version = (3,)
+    older_versions = frozenset({(1,), (2,)})
 
     __slots__ = ("_count", "_credit", "_filled", "_reask", "_requested")
 
@@ -274,16 +303,21 @@ class WindowTimeOrCount(_TickWindow[T], Generic[T]):
             writer.write(self._next_tick)
             writer.write(self._requested)
             writer.write(add_demand(self._demand, self._credit))  # what the downstream will ask for again
+            writer.write(self._timer_number())
 
     def load_state_core(self, reader: StateReader) -> None:
-        self._load_window(reader)
-        self._requested = self._reask = reader.read_int("requested")
-        self._credit = reader.read_int("demand")
+        self.load_older_state_core(reader, (2,))
+        self._load_number(reader)
 
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        # (2,) is (3,) without the last field.
+        self._load_window(reader)
+        if version != (1,):
+            self._requested = self._reask = reader.read_int("requested")
+            self._credit = reader.read_int("demand")
+            return
         # (1,): without the demand. Version 1 asked again for what the open window can still take, if it had
         # been emitted (it was requested then); the downstream's re-request is translated as a new one.
-        self._load_window(reader)
         windows = self._windows
         if windows and windows[0].held is None:
             self._requested = self._reask = self._count - self._filled

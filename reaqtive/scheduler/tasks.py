@@ -41,6 +41,11 @@ DEFAULT_BATCH_SIZE: Final = 128
 """Items an :class:`ItemProcessingTask` processes per run before it yields the worker."""
 
 _YIELDABLE: dict[type, bool] = {}
+_KINDS: dict[type, int] = {}
+YIELDABLE: Final = 1
+"""A :func:`task_kind` flag: the task takes a yield token."""
+TOLD: Final = 2
+"""A :func:`task_kind` flag: the task has an ``arrival`` slot to be told its place in line."""
 
 
 def is_yieldable(task: object) -> bool:
@@ -53,6 +58,18 @@ def is_yieldable(task: object) -> bool:
     return flag
 
 
+def task_kind(task: object) -> int:
+    """:data:`YIELDABLE` if ``task`` takes a yield token, plus :data:`TOLD` if it has an ``arrival`` slot for the
+    virtual scheduler to tell it its place in line (:class:`ActionTask`, :class:`YieldableActionTask`, or any task
+    that sets ``arrival``, ``None`` until told, in its constructor). For the schedulers, not exported; cached per
+    type, one lookup per queued task."""
+    kind = type(task)
+    flags = _KINDS.get(kind)
+    if flags is None:
+        flags = _KINDS[kind] = (YIELDABLE if is_yieldable(task) else 0) | (TOLD if hasattr(task, "arrival") else 0)
+    return flags
+
+
 class ActionTask:
     """Run ``action(*args)`` once.
 
@@ -63,13 +80,13 @@ class ActionTask:
     ``args`` avoid allocating a closure per task on hot paths.
     """
 
-    __slots__ = ("_action", "_args", "armed", "priority")
+    __slots__ = ("_action", "_args", "armed", "arrival", "priority")
 
     is_runnable: Final = True
     """Always runnable."""
 
     def __init__(self, action: Callable[..., object], *args: Any, priority: int = ACTION_PRIORITY,
-                 armed: datetime | None = None) -> None:
+                 armed: datetime | None = None, arrival: int | None = None) -> None:
         if not callable(action):
             raise TypeError(f"ActionTask needs a callable, got {type(action).__name__}")
         self._action = action
@@ -78,6 +95,11 @@ class ActionTask:
         self.armed = armed
         """When this timer was first armed, if before now: an operator re-arming a recovered timer says so, and the
         virtual scheduler puts it in line among the timers of its instant where it first stood."""
+        self.arrival = arrival
+        """Its place in line among the tasks armed in the same tick as it (a number below 2**32): the virtual
+        scheduler tells it here each time it queues the task (other schedulers leave ``None``); an operator saves
+        it beside ``armed`` and passes both back when it re-arms a recovered timer, which then goes back in line
+        exactly where it stood, also behind a timer armed in the same instant (see docs/scheduler.md)."""
 
     @property
     def action(self) -> Callable[..., object]:
@@ -105,12 +127,12 @@ class YieldableActionTask(YieldableSchedulerTask):
     run again after the work already queued (a cooperative, periodic task).
     """
 
-    __slots__ = ("_action", "_args", "armed", "priority")
+    __slots__ = ("_action", "_args", "armed", "arrival", "priority")
 
     is_runnable: Final = True  # a constant satisfies the abstract property
 
     def __init__(self, action: Callable[..., bool], *args: Any, priority: int = ACTION_PRIORITY,
-                 armed: datetime | None = None) -> None:
+                 armed: datetime | None = None, arrival: int | None = None) -> None:
         if not callable(action):
             raise TypeError(f"YieldableActionTask needs a callable, got {type(action).__name__}")
         self._action = action
@@ -119,6 +141,11 @@ class YieldableActionTask(YieldableSchedulerTask):
         self.armed = armed
         """When this timer was first armed, if before now: an operator re-arming a recovered timer says so, and the
         virtual scheduler puts it in line among the timers of its instant where it first stood."""
+        self.arrival = arrival
+        """Its place in line among the tasks armed in the same tick as it (a number below 2**32): the virtual
+        scheduler tells it here each time it queues the task (other schedulers leave ``None``); an operator saves
+        it beside ``armed`` and passes both back when it re-arms a recovered timer, which then goes back in line
+        exactly where it stood, also behind a timer armed in the same instant (see docs/scheduler.md)."""
 
     @property
     def action(self) -> Callable[..., bool]:

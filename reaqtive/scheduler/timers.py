@@ -40,6 +40,11 @@ class DueQueue(Generic[D, I]):
         """A fresh arrival number (for callers that keep an item's place in line across moves)."""
         return next(self._arrivals)
 
+    def restart_arrivals(self, start: int) -> None:
+        """Draw the next arrival numbers from ``start`` on (a caller that raises the counter past numbers given
+        back to it; ``start`` must be past every number drawn so far, which keeps arrivals unique)."""
+        self._arrivals = itertools.count(start)
+
     def add(self, due: D, priority: int, item: I, arrival: int | None = None) -> Entry:
         """Queue ``item``; returns the entry to pass to :meth:`remove`. ``arrival`` keeps an earlier place."""
         entry: Entry = (due, priority, next(self._arrivals) if arrival is None else arrival, item)

@@ -24,7 +24,9 @@ How ``schedule`` maps to ticks
 Order at equal times
     Work due at the same tick runs by priority, lower first: **0** host or test-harness actions (hot-source
     messages, ``start``'s create/subscribe/dispose, checkpoint steps), then **1** operator actions and timers,
-    then **2** item processing; FIFO among equals (by the time ``schedule`` was called). A task that returns ``False``
+    then **2** item processing; FIFO among equals (by the tick a task was armed at, then by the time ``schedule``
+    was called in it: its *number*, told to the task as ``task.arrival`` and taken back from a recovered one, see
+    :func:`_arrival` and :func:`_given_back`). A task that returns ``False``
     (run again) queues at the current tick behind work of the same priority, or, if it called
     :meth:`~VirtualTimeScheduler.run_again_at_us`, at that time, in line as if scheduled then.
 
@@ -70,7 +72,7 @@ from reaqtive.scheduler._contract import SchedulerNode
 from reaqtive.scheduler.clock import EPOCH, to_utc
 from reaqtive.scheduler.logical import PauseAwaitable
 from reaqtive.scheduler.status import Event, SchedulerStatus, UnhandledExceptionArgs
-from reaqtive.scheduler.tasks import HARNESS_PRIORITY, ActionTask, is_yieldable
+from reaqtive.scheduler.tasks import HARNESS_PRIORITY, TOLD, YIELDABLE, ActionTask, task_kind
 from reaqtive.scheduler.timers import TickQueue
 
 __all__ = ["VirtualTimeScheduler"]
@@ -104,20 +106,45 @@ def _check_priority(value: object) -> None:
 
 _ARRIVALS_PER_TICK: Final = 1 << 32
 _ARRIVAL_MASK: Final = _ARRIVALS_PER_TICK - 1
+_DRAWS: Final = 1 << 32  # the lowest part of an arrival: a fresh draw of the queue's counter, unique per queue
+_TICK_WEIGHT: Final = _ARRIVALS_PER_TICK * _DRAWS  # an arrival is armed tick * this + number * _DRAWS + draw
+_NUMBER_WEIGHT: Final = _DRAWS + 1  # a fresh task's draw is its number: number * _DRAWS + number
 
 
 def _arrival(core: _Core, armed: int) -> int:
     """A task's place in line among the tasks due with it at one priority: first by the tick it was armed at, then
-    in the order it came. In a run that never stopped that is the order tasks came; a recovered operator that
+    in the order it came (its *number*, the queue's counter masked to 32 bits: compared only among the tasks of
+    one armed tick, so a wrap past 2**32 matters only within a tick), then by the draw that makes it unique (the
+    number itself, here). In a run that never stopped that is the order tasks came; a recovered operator that
     re-arms a timer at load passes when it was first armed (``task.armed``), and it goes back in line where it
-    stood, not after every timer of the instant that recovery re-armed before it."""
-    return armed * _ARRIVALS_PER_TICK + (core.queue.next_arrival() & _ARRIVAL_MASK)
+    stood, not after every timer of the instant that recovery re-armed before it (and with its number,
+    ``task.arrival``, exactly where it stood: :func:`_given_back`)."""
+    number = core.queue.next_arrival() & _ARRIVAL_MASK
+    return armed * _TICK_WEIGHT + number * _NUMBER_WEIGHT
+
+
+def _given_back(core: _Core, armed: int, number: int) -> int:
+    """The place of a recovered task armed at tick ``armed`` (at or before the clock) with ``number``, as the
+    scheduler told it when it was first queued. The counter is raised above ``number`` when it was armed in the
+    current tick, so that what is armed after it in this tick still comes after it; a fresh draw keeps the
+    arrival unique where another task has the same tick and number (one queued before the restart, by a process
+    whose counter started elsewhere)."""
+    queue = core.queue
+    draw = queue.next_arrival()
+    if armed == core.clock and (draw & _ARRIVAL_MASK) <= number < _ARRIVAL_MASK:
+        queue.restart_arrivals((draw & ~_ARRIVAL_MASK) + number + 1)
+    return (armed * _ARRIVALS_PER_TICK + number) * _DRAWS + (draw & _ARRIVAL_MASK)
+
+
+def _number(arrival: int) -> int:
+    """The number (the place in its armed tick) of an arrival, as a task is told it."""
+    return (arrival // _DRAWS) & _ARRIVAL_MASK
 
 
 class _Item:
     """A scheduled task: due tick, priority and its place in line (``arrival``) survive parking."""
 
-    __slots__ = ("arrival", "due", "entry", "priority", "scheduler", "state", "task", "yieldable")
+    __slots__ = ("arrival", "due", "entry", "priority", "scheduler", "state", "task", "told", "yieldable")
 
     def __init__(
         self, task: SchedulerTask, scheduler: VirtualTimeScheduler, due: int, priority: int, arrival: int
@@ -127,7 +154,9 @@ class _Item:
         self.due = due
         self.priority = priority
         self.arrival = arrival
-        self.yieldable = is_yieldable(task)
+        kind = task_kind(task)
+        self.yieldable = kind & YIELDABLE != 0
+        self.told = kind & TOLD != 0  # whether the task has a slot to be told its place (task.arrival)
         self.state = _DONE
         self.entry: Any = None
 
@@ -438,8 +467,23 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
             return
         core = self._core
         armed = getattr(task, "armed", None)
-        arrival = _arrival(core, core.clock if armed is None else min(core.clock, self.to_ticks(armed)))
+        if armed is None:  # (the common case, inlined: _arrival at the clock)
+            number = core.queue.next_arrival() & _ARRIVAL_MASK
+            arrival = core.clock * _TICK_WEIGHT + number * _NUMBER_WEIGHT
+        else:  # a recovered timer: back in line where it stood (a time after now is now)
+            armed_tick = self.to_ticks(armed)
+            given: int | None = getattr(task, "arrival", None)
+            if armed_tick > core.clock:
+                arrival = _arrival(core, core.clock)
+            elif given is None:  # (a state that saved no number: after the timers of its tick that have one)
+                arrival = _arrival(core, armed_tick) if armed_tick == core.clock \
+                    else _given_back(core, armed_tick, _ARRIVAL_MASK)
+            else:
+                arrival = _given_back(core, armed_tick, given)
+            number = _number(arrival)
         item = _Item(task, self, tick, task.priority + self._rank, arrival)
+        if item.told:
+            task.arrival = number  # type: ignore[attr-defined]  # (checked: task_kind)
         self._items[item] = None
         self._enqueue(item)
 
@@ -562,7 +606,10 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
             item.due = again
             item.state = _QUEUED
             queue = core.queue
-            item.arrival = arrival = core.clock * _ARRIVALS_PER_TICK + (queue.next_arrival() & _ARRIVAL_MASK)
+            number = queue.next_arrival() & _ARRIVAL_MASK
+            item.arrival = arrival = core.clock * _TICK_WEIGHT + number * _NUMBER_WEIGHT
+            if item.told:
+                item.task.arrival = number  # type: ignore[attr-defined]  # (checked: task_kind)
             item.entry = queue.add(again, item.priority, item, arrival)
             return
         self._settle(item, bool(done), runnable)
@@ -579,6 +626,8 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
             if core.again is None:
                 item.due = core.clock
             item.arrival = _arrival(core, core.clock)
+            if item.told:
+                item.task.arrival = _number(item.arrival)  # type: ignore[attr-defined]  # (checked: task_kind)
             self._enqueue(item)
         else:
             self._park(item)
@@ -754,11 +803,18 @@ class VirtualTimeScheduler(SchedulerNode["VirtualTimeScheduler"], PausableSchedu
                 target.parked_nodes[node] = None
         queued.sort(key=lambda item: (item.due, item.priority, item.arrival))
         for item in queued:
-            item.arrival = _arrival(target, target.clock)
+            self._renumber(item, target)
             item.entry = target.queue.add(item.due, item.priority, item, item.arrival)
         for node in nodes:
             for item in sorted(node._parked, key=lambda item: item.arrival):
-                item.arrival = _arrival(target, target.clock)
+                self._renumber(item, target)
+
+    @staticmethod
+    def _renumber(item: _Item, target: _Core) -> None:
+        """Number ``item`` in ``target``'s line, at its clock, and tell its task (a later checkpoint saves that)."""
+        item.arrival = _arrival(target, target.clock)
+        if item.told:
+            item.task.arrival = _number(item.arrival)  # type: ignore[attr-defined]  # (checked: task_kind)
 
 
     # -- access ------------------------------------------------------------------------------------------------

@@ -75,12 +75,13 @@ def run_batch(
     * ``partitions``: how many partitions (Python calls) share the keys (default:
       ``spark.sql.shuffle.partitions``).
     * ``vectorised``: a tumbling ``aggregate_by_key`` of a built-in aggregate over fields (and a ``sequence``)
-      runs without a per-key query, folded in event order over plain columns (:mod:`reaqtive.spark.batch_windows`),
-      with the same rows; ``False``: every event goes through the per-key path, as for any other query.
-    * ``pre_aggregate``: with ``vectorised``, ``count``, ``min``, ``max`` and integer sums and averages aggregate
-      in the JVM before the shuffle (:mod:`reaqtive.spark.batch_hash`), with the same rows. It pays when windows
-      hold many events (measured: 1.8x native against 3.3x at 1,000 events per window) and costs when they hold
-      few (2.0x against 1.4x at 100, 3.0x against 1.6x at one; docs/spark.md).
+      runs without a per-key query, folded over plain columns (:mod:`reaqtive.spark.batch_windows`), with the
+      same rows; ``False``: every event goes through the per-key path, as for any other query.
+    * ``pre_aggregate``: with ``vectorised``, the five aggregates (float sums and averages too: exactly rounded,
+      they do not depend on the order of the values) aggregate in the JVM before the shuffle
+      (:mod:`reaqtive.spark.batch_hash`), with the same rows. It pays when windows hold many events (measured: 1.8x
+      native against 3.3x at 1,000 events per window) and costs when they hold few (2.0x against 1.4x at 100, 3.0x
+      against 1.6x at one; docs/spark.md).
     """
     if until is not None and until.tzinfo is None:
         raise ValueError(f"until must be timezone-aware, got {until}")

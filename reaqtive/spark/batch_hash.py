@@ -1,14 +1,18 @@
 """``run_batch`` for window aggregates that do not depend on the order of their values: aggregated in the JVM.
 
-``count``, ``min``, ``max`` and integer ``sum``/``average`` of a window are the same whatever order its values come
-in, so Spark may aggregate them as it aggregates its own: a hash ``groupBy`` of (key, window, inner key) with
+``count``, ``min``, ``max``, ``sum`` and ``average`` of a window are the same whatever order its values come in
+(float sums are exactly rounded: :mod:`reaqtive.operators.window_aggregates`), so Spark may aggregate them as it
+aggregates its own: a hash ``groupBy`` of (key, window, inner key) with
 partial aggregation before the shuffle. One row per window and inner key reaches Python, not one per event. The rows
 are still the per-key path's (:mod:`reaqtive.spark.table`), row for row, because each part of a row is exact in any
 order:
 
 * **the value**: a count; an integer sum, exact (the sums of the values' high and low 32 bits, joined in Python,
-  whose ints do not overflow either; an average is the same ``int / int`` as the stage's); an integer
-  ``min``/``max``. A floating-point ``min``/``max``
+  whose ints do not overflow either; an average is the same ``int / int`` as the stage's); a float sum, exact:
+  each value as an integer mantissa ``m`` of an exponent bucket ``E`` (``v = m * 2**E``, exactly, see
+  :func:`_with_float_parts`), grouped by bucket too and summed as integers are, joined in Python as
+  ``sum(m_E * 2**E)`` and rounded once, as the stage rounds (NaN, infinities and ``-0.0`` are buckets of their
+  own, so Python applies the stage's rules to them); an integer ``min``/``max``. A floating-point ``min``/``max``
   follows the stage's comparison (``value < acc``, the first of equal values stays): a window whose first value is
   NaN keeps NaN (nothing compares below it), any other NaN is passed over; a minimum (maximum) of zero is the first
   zero in event order (``-0.0 == 0.0``, so its sign is the first one's). Spark's own ``min``/``max`` put NaN above
@@ -25,8 +29,7 @@ order:
   stage closes it (``sum``, ``min``, ``max``: a null; ``average``: the error of ``None / 1``).
 
 It runs with ``run_batch(..., pre_aggregate=True)``: it pays when windows hold many events and costs more than the
-sorted window path when they hold few (docs/spark.md, "Batch: backfill and replay"). Floating-point sums and
-averages are not here: their last bits depend on the order of additions; they take the sorted window path. A null
+sorted window path when they hold few (docs/spark.md, "Batch: backfill and replay"). A null
 time or sequence number is refused with :class:`ValueError` (their events have no order; the per-key path fails on
 them too, or orders them by chance).
 """
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import pyarrow as pa
 from pyspark.sql import functions as F  # noqa: N812  (Spark's idiom)
 
+from reaqtive.operators.window_aggregates import ExactSum
 from reaqtive.spark.batch_windows import WindowPlan, _Aggregate, _WindowText
 from reaqtive.spark.values import encode_values
 
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["hash_aggregable", "run_hashed"]
 
 _ORDER_FREE: Final = frozenset({"count", "min", "max"})
+_ADDING: Final = frozenset({"sum", "average"})
 _DECIMAL: Final = "decimal(38,0)"
 _SHIFT: Final = 1 << 64
 _BIAS: Final = 1 << 63
@@ -59,8 +64,9 @@ Row = tuple[Any, int, int, Any, "str | None"]
 
 
 def hash_aggregable(plan: WindowPlan) -> bool:
-    """Whether the plan's windows are the same in any order of their values (see the module)."""
-    return plan.kind in _ORDER_FREE or not plan.floating
+    """Whether the plan's windows are the same in any order of their values (see the module): every built-in
+    aggregate is, floating-point sums too (exactly rounded)."""
+    return plan.kind in _ORDER_FREE or plan.kind in _ADDING
 
 
 def run_hashed(events: DataFrame, plan: WindowPlan, *, key: str, key_type: str, time: str, sequence: str,
@@ -87,10 +93,15 @@ def run_hashed(events: DataFrame, plan: WindowPlan, *, key: str, key_type: str, 
             aggregates.append(F.min(v).alias("acc"))
         elif plan.kind == "max":
             aggregates.append(F.max(F.when(~F.isnan(v), v) if plan.floating else v).alias("acc"))
-        else:  # an integer sum or average, exact: the high and low 32 bits summed apart (no decimal per event)
-            aggregates += [F.sum(F.shiftright(v, 32)).alias("acc"), F.sum(F.col(plan.value_field).cast("bigint")
-                                                                         .bitwiseAND(F.lit(0xFFFFFFFF))).alias("low")]
-        if plan.floating:  # the stage's comparison: what Python picks from (see the module)
+        else:  # a sum or average, exact: the high and low 32 bits of integers summed apart (no decimal per event)
+            whole = v
+            if plan.floating:  # a float as an integer mantissa of an exponent bucket, grouped by the bucket
+                events = _with_float_parts(events, v)
+                grouping.append(F.col(_E).alias("e"))
+                whole = F.col(_M)
+            aggregates += [F.sum(F.shiftright(whole, 32)).alias("acc"),
+                           F.sum(whole.bitwiseAND(F.lit(0xFFFFFFFF))).alias("low")]
+        if plan.floating and plan.kind in _ORDER_FREE:  # the stage's comparison: what Python picks from
             zero = v == F.lit(0.0)
             aggregates += [*orders.least("nan", F.isnan(v)), *orders.least("zero", zero),
                            *orders.value_at_least(v, "first_zero", zero)]  # (only NaN and zero events compute these)
@@ -98,6 +109,38 @@ def run_hashed(events: DataFrame, plan: WindowPlan, *, key: str, key_type: str, 
               .repartition(partitions, "key").sortWithinPartitions("key"))  # (Python orders a key's few rows)
     return groups.mapInArrow(_HashedWindows(plan, key_type, value_format, until=until, complete=complete),
                              output_schema(key_type, value_format))
+
+
+# The exponent buckets of floats (see _with_float_parts), and the buckets of the values that have no mantissa
+_BUCKET: Final = 8
+_LOWEST: Final = -1080  # a bucket at or below the quantum of subnormals (2**-1074), so every float is a multiple
+_NAN, _INF, _NEG_INF, _NEG_ZERO = 2000, 2001, 2002, 2003
+
+
+_E, _M = "__reaqtive_e", "__reaqtive_m"
+
+
+def _with_float_parts(events: DataFrame, v: Column) -> DataFrame:
+    """``events`` with each double's exponent bucket ``E`` and integer mantissa ``m = v * 2**-E`` (``bigint``),
+    exact: ``E`` is a multiple of 8 at least 53 below the value's exponent (``floor(log2|v|)``, which may be one
+    off near a power of two: 54 below that, minus up to 7), so ``m`` is an integer, and at most 62 below, so
+    ``|m| < 2**63``; the scaling is by powers of two in two steps (``2**-E`` alone may overflow a double), each
+    exact (Java's ``pow`` of 2 to an integer is exact). A bucket holds values within a factor of 256, so a
+    window's values fall in a few. NaN, ``inf``, ``-inf`` and ``-0.0`` are buckets of their own with ``m = 0``;
+    ``0.0`` is in bucket 0. Two projections, so Spark computes each part once per event (inlined in the
+    aggregation, ``E`` was evaluated once per use: it cost 0.7 CPU s per million events)."""
+    finite = ~F.isnan(v) & (F.abs(v) != F.lit(math.inf)) & (v != F.lit(0.0))
+    exponent = F.floor(F.log2(F.abs(v))).cast("int")
+    scaled = F.greatest(F.floor((exponent - F.lit(54)) / F.lit(_BUCKET)).cast("int") * F.lit(_BUCKET),
+                        F.lit(_LOWEST))
+    bucket = (F.when(finite, scaled).when(F.isnan(v), F.lit(_NAN)).when(v == F.lit(math.inf), F.lit(_INF))
+              .when(v == F.lit(-math.inf), F.lit(_NEG_INF))
+              .when(v.cast("string").startswith("-"), F.lit(_NEG_ZERO)).otherwise(F.lit(0)))  # (only zeros
+    # reach that test: the text is how SQL tells -0.0, its atan2 and comparisons add 0.0 or compare equal)
+    e = F.col(_E)
+    half = F.floor(-e / F.lit(2)).cast("int")
+    mantissa = F.when(e < F.lit(_NAN), (v * F.pow(F.lit(2.0), half) * F.pow(F.lit(2.0), -e - half)).cast("bigint"))
+    return events.withColumn(_E, bucket).withColumn(_M, F.coalesce(mantissa, F.lit(0).cast("bigint")))
 
 
 class _Orders:
@@ -191,6 +234,8 @@ class _HashedWindows(_WindowText):
         nothing = [None] * batch.num_rows
         accs, lows = columns.get("acc", nothing), columns.get("low", nothing)
         null_times = columns.get("null_t", nothing)
+        adding_floats = plan.floating and plan.kind in _ADDING
+        buckets = columns.get("e", nothing)
         least = self._least
         for index, (key, window, inner, n, last, unordered) in enumerate(zip(
                 columns["key"], columns["w"], columns["k"], columns["n"], columns["last"], columns["unordered"],
@@ -201,7 +246,9 @@ class _HashedWindows(_WindowText):
             first, _ = least(columns, "first", index, window)
             assert first is not None  # (every group has an event, and its time and sequence are not null)
             acc = accs[index]
-            if plan.floating:
+            if adding_floats:
+                acc = _FloatPart.of(buckets[index], (acc << 32) + lows[index])
+            elif plan.floating:
                 first_nan, _ = least(columns, "nan", index, window)
                 _, first_zero = least(columns, "zero", index, window, "first_zero")
                 acc = _float_pick(acc, first_nan == first, first_zero)
@@ -311,12 +358,51 @@ def _merge(parts: list[_Part]) -> tuple[list[_Group], int]:
         entry[1] = min(entry[1], part.first)
         if part.nulled:
             entry[2] += [part.first] * part.n
-        else:
+        elif entry[4] is None:
             entry[3], entry[4] = part.first, part.acc
-    groups = [_Group(window, inner, n, first, sorted(nulls), valued, acc)
+        else:  # another exponent bucket of a float sum's values
+            entry[3], entry[4] = min(entry[3], part.first), entry[4].merge(part.acc)
+    groups = [_Group(window, inner, n, first, sorted(nulls), valued, acc.acc() if type(acc) is _FloatPart else acc)
               for (window, inner), (n, first, nulls, valued, acc) in merged.items()]
     groups.sort(key=lambda group: (group.window, group.first))
     return groups, max(part.last for part in parts)
+
+
+class _FloatPart:
+    """The values of a float sum's exponent buckets, merged: whether NaN, ``inf`` or ``-inf`` is among them, whether
+    every value is ``-0.0``, and the exact sum of the finite ones."""
+
+    __slots__ = ("exact", "inf", "nan", "neg_inf", "neg_zero")
+
+    def __init__(self, nan: bool, inf: bool, neg_inf: bool, neg_zero: bool, exact: ExactSum) -> None:
+        self.nan, self.inf, self.neg_inf, self.neg_zero, self.exact = nan, inf, neg_inf, neg_zero, exact
+
+    @classmethod
+    def of(cls, bucket: int, mantissa: int) -> _FloatPart:
+        """A bucket's part: the sum of its mantissas, or its special value."""
+        special = bucket in (_NAN, _INF, _NEG_INF, _NEG_ZERO)
+        if special:
+            exact = ExactSum(0, 0)
+        elif bucket >= 0:
+            exact = ExactSum(mantissa << bucket, 0)
+        else:  # (below the quantum 2**-1074, the mantissas are multiples of the difference: exact)
+            exact = ExactSum(mantissa >> (-1074 - bucket), -1074) if bucket < -1074 else ExactSum(mantissa, bucket)
+        return cls(bucket == _NAN, bucket == _INF, bucket == _NEG_INF, bucket == _NEG_ZERO, exact)
+
+    def merge(self, other: _FloatPart) -> _FloatPart:
+        self.nan, self.inf, self.neg_inf = self.nan or other.nan, self.inf or other.inf, self.neg_inf or other.neg_inf
+        self.neg_zero = self.neg_zero and other.neg_zero
+        self.exact.add_sum(other.exact)
+        return self
+
+    def acc(self) -> Any:
+        """The accumulator the stage's fold ends with (the same window value, by the rules of
+        :mod:`reaqtive.operators.window_aggregates`)."""
+        if self.nan or (self.inf and self.neg_inf):
+            return math.nan
+        if self.inf or self.neg_inf:
+            return math.inf if self.inf else -math.inf
+        return -0.0 if self.neg_zero else self.exact
 
 
 def _float_pick(extreme: float | None, nan_first: bool, first_zero: float | None) -> float | None:

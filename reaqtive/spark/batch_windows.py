@@ -14,15 +14,15 @@ window by window, with no query, record or payload dict per event. The rows are 
   at the key's end with ``complete`` (stamped with the clock then, ``max(last event, until)``), else never. A
   window's rows come in the order its inner keys first appeared.
 * **aggregates**: the stage's own code (:class:`~reaqtive.operators.keyed_window.WindowAggregate`) folds each
-  window's values in event order, as the stage does: floating-point sums add in the same order (the same bits),
-  ``min``/``max`` compare the same way (NaN, negative zero), integers stay Python ints.
+  window's values as the stage does: floating-point sums exactly rounded (:func:`math.fsum` in C, with the stage's
+  rules for infinities, NaN and negative zero), ``min``/``max`` compared the same way (NaN, negative zero) in
+  event order, integers as Python ints.
 * **what the fold would fail on**: a null value (``None + 1.0``), a null time or sequence: such a key's events
   run through the per-key path (:meth:`~reaqtive.spark.batch.KeyFolder.fold`), so its rows, errors included,
   are the per-key path's.
 
-The other way to a float sum that does not depend on order, exactly rounded sums on both sides (as
-``math.fsum``), would change the embedded engine's results and its stored state; aggregating in the JVM in event
-order (``aggregate`` over a window's sorted values) measured slower than this (docs/spark.md, "The batch path").
+A float sum does not depend on the order of its values (exactly rounded on both sides), so
+``run_batch(..., pre_aggregate=True)`` may also aggregate it in the JVM (:mod:`reaqtive.spark.batch_hash`).
 
 A query, or input, outside this (a sequence column is needed: without it, events at one instant are ordered by
 their payload's JSON) takes the per-key path of :func:`~reaqtive.spark.run_batch`.
@@ -45,6 +45,7 @@ from pyspark.sql import functions as F  # noqa: N812  (Spark's idiom)
 from reaqtive.core.expression import is_expression
 from reaqtive.core.scheduler_interface import utc
 from reaqtive.operators.keyed_window import AggregateByKeyArgs, WindowAggregate
+from reaqtive.operators.window_aggregates import sum_exact
 from reaqtive.scheduler.clock import EPOCH
 from reaqtive.spark.pushdown import field_names, returns_none
 from reaqtive.spark.values import canonical_json as _json
@@ -248,7 +249,7 @@ class _Windows(_WindowText):
         self._folder = folder
         self._until = until
         self._complete = complete
-        self._aggregate = _Aggregate(plan.kind)
+        self._aggregate = _Aggregate(plan.kind, floats=plan.floating)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         rows: list[tuple[Any, int, int, Any, str | None]] = []
@@ -361,22 +362,25 @@ def _changes(keys: pa.Array) -> list[int]:
 class _Aggregate(WindowAggregate):
     """The stage's own aggregate: each window's value is computed by the stage's code."""
 
-    __slots__ = ("_accumulator", "_kind", "_result_selector", "_seed", "first", "result", "step")
+    __slots__ = ("_accumulator", "_floats", "_kind", "_result_selector", "_seed", "first", "result", "step")
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, *, floats: bool = False) -> None:
         self._kind, self._seed, self._accumulator, self._result_selector = self.parts(kind)
+        self._floats = floats
         self.first, self.step, self.result = self._first, self._step, self._result
 
     def fold(self, values: list[Any], begin: int, end: int) -> Any:
-        """The accumulator of the window of ``values[begin:end]``, folded in order as the stage does: the first
-        value, then ``acc + value`` (``sum``, ``average``: ``functools.reduce`` of ``operator.add`` is that fold,
-        in C), or the strict comparison that keeps the first of equal values (``min``, ``max``: what the
-        built-ins do: an item replaces the current one only if ``item < current``); a count reads none."""
+        """The accumulator of the window of ``values[begin:end]``, as the stage's fold leaves it: the exactly
+        rounded sum (``sum``, ``average``: :func:`~reaqtive.operators.window_aggregates.sum_exact`, in C for a
+        column of floats; Python's ints for an integer column), or the strict comparison that keeps the first of
+        equal values (``min``, ``max``: what the built-ins do: an item replaces the current one only if ``item <
+        current``); a count reads none."""
         kind = self._kind
         if kind == _COUNT_KIND:
             return None
         if kind in _ADDING:
-            return reduce(add, values[begin:end])
+            return sum_exact(values[begin:end], floats=True) if self._floats else \
+                reduce(add, values[begin:end])
         if kind == _MIN_KIND:
             return min(values[begin:end])
         if kind == _MAX_KIND:

@@ -18,7 +18,7 @@ directly. That is :class:`KeyTable`.
 
 **The record** of a key (:data:`TABLE_RECORD_FORMAT`) is one value of the operator state codec
 (:mod:`reaqtive.state.codec`: msgpack, a closed set of types, never code):
-``[2, clock µs, due µs | None, events, outputs, ended, [field per step]]``. The window's field is ``None`` or
+``[3, clock µs, due µs | None, events, outputs, ended, [field per step]]``. The window's field is ``None`` or
 ``[window start µs from the origin, [[inner key, count, accumulator], ...]]`` (in the order the windows opened).
 Loading checks every field (a forged store fails with :class:`~reaqtive.spark.host.BucketStateError` naming the
 bucket and key).
@@ -38,12 +38,14 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.fluent.query import Query
 from reaqtive.operators.keyed_steps import DONE, SKIP, KeyedStep, StepOperatorError, keyed_step_factory
 from reaqtive.operators.keyed_window import AggregateByKeyArgs, WindowAggregate
+from reaqtive.operators.window_aggregates import add_exact
 from reaqtive.scheduler.clock import EPOCH
 from reaqtive.state import DEFAULT_CODEC, StateError
 
 __all__ = ["TABLE_RECORD_FORMAT", "KeyTable", "TableOutput", "TableRecordError", "compile_table"]
 
-TABLE_RECORD_FORMAT: Final = 2
+TABLE_RECORD_FORMAT: Final = 3
+_OLDER_FORMATS: Final = frozenset({2})  # 3: a window's sum may be an ExactSum; 2's float sums go on exactly
 """The first field of a table record (an instance-form :class:`~reaqtive.spark.host.KeyRecord` has 1)."""
 
 _US: Final = timedelta(microseconds=1)
@@ -154,7 +156,13 @@ class TumblingWindowStep(KeyedStep, WindowAggregate):
         if record is None:
             windows[key] = [1, value if kind <= _MAX else self._first(value)]  # (the first four: the value)
         else:
-            record[1] = record[1] + value if kind <= _AVERAGE else self._step(record[1], value)
+            acc = record[1]
+            if kind > _AVERAGE:
+                record[1] = self._step(acc, value)
+            elif type(acc) is int and type(value) is int:
+                record[1] = acc + value
+            else:
+                record[1] = add_exact(acc, value)  # floats exactly, as the stage adds (window_aggregates)
             record[0] += 1
         return state, SKIP
 
@@ -381,7 +389,7 @@ class KeyTable:
         if type(entry) is not list or len(entry) != 7:
             raise TableRecordError(f"{where}: not a table record")
         version, clock, due, events, outputs, ended, fields = entry
-        if version != TABLE_RECORD_FORMAT:
+        if version != TABLE_RECORD_FORMAT and version not in _OLDER_FORMATS:
             raise TableRecordError(f"{where}: table record format {version!r} is not supported")
         for name, number in (("events", events), ("outputs", outputs)):
             if type(number) is not int or number < 0:

@@ -66,6 +66,7 @@ class InnerEnvironment(HigherOrderEnvironment):
         self._removed: set[str] = set()
         self._load_failures: dict[str, Exception] = {}
         self._subject_factory = subject_factory or (lambda subject_id: SimpleSubject(name=subject_id))
+        self._ended_rules: dict[str, Callable[[int], bool]] = {}
         self._codec = codec
         self.dirty = DirtyRegistry()
         """Where the stateful operators of every unit under this environment report their changes."""
@@ -181,9 +182,28 @@ class InnerEnvironment(HigherOrderEnvironment):
         with self._lock:
             subject = self._inner_subjects.get(subject_id)
             if subject is None:
+                if self._has_ended(subject_id):
+                    return _ended_subject(subject_id)
                 subject = self._subject_factory(subject_id)
                 self._inner_subjects[subject_id] = subject
         return subject
+
+    def note_ended_subjects(self, prefix: str, is_ended: Callable[[int], bool] | None) -> None:
+        with self._lock:
+            if is_ended is None:
+                self._ended_rules.pop(prefix, None)
+                return
+            self._ended_rules[prefix] = is_ended
+            ended = [key for key in self._inner_subjects if self._has_ended(key)]
+            subjects = [self._inner_subjects.pop(key) for key in ended]
+        for subject in subjects:  # made before the owner loaded (a consumer restored first): it ended
+            input_of_subject(subject).on_complete()
+            subject.dispose()
+
+    def _has_ended(self, subject_id: str) -> bool:
+        prefix, _, number = subject_id.rpartition("/")
+        rule = self._ended_rules.get(prefix)
+        return rule is not None and number.isdigit() and rule(int(number))
 
     def delete_subject(self, subject_id: str) -> None:
         with self._lock:
@@ -231,6 +251,8 @@ class InnerEnvironment(HigherOrderEnvironment):
             handles = [self._inner.pop(key) for key in list(self._inner) if key.startswith(prefix)]
             subjects = [self._inner_subjects.pop(key) for key in list(self._inner_subjects) if key.startswith(prefix)]
             self._removed = {key for key in self._removed if not key.startswith(prefix)}
+            for key in [key for key in self._ended_rules if key.startswith(prefix)]:
+                del self._ended_rules[key]
         for handle in handles:
             handle.dispose()
         for subject in subjects:
@@ -267,3 +289,15 @@ class InnerEnvironment(HigherOrderEnvironment):
             handle.dispose()
         for subject in subjects:
             subject.dispose()
+
+
+def _ended_subject(subject_id: str) -> MultiSubject[Any, Any]:
+    """A subject that has ended: what a late subscriber of an ended inner stream finds."""
+    subject: SimpleSubject[Any] = SimpleSubject(name=subject_id)
+    subject.on_complete()
+    return subject
+
+
+def input_of_subject(subject: MultiSubject[Any, Any]) -> Any:
+    """The input side of an inner subject (a :class:`SimpleSubject` is its own)."""
+    return subject if isinstance(subject, SimpleSubject) else subject.create_observer()

@@ -88,6 +88,8 @@ CASES: list[tuple[str, Callable[[], Query[Any]]]] = [
     ("reaqtive:debounce", lambda: s().debounce(timedelta(seconds=30))),
     ("reaqtive:debounce+selector", lambda: s().debounce(a_while)),
     ("reaqtive:sample", lambda: s().sample(timedelta(seconds=30))),
+    ("reaqtive:take_until+time", lambda: s().take_until(datetime(2200, 1, 1, tzinfo=UTC))),
+    ("reaqtive:skip_until+time", lambda: s().skip_until(datetime(2200, 1, 1, tzinfo=UTC))),
     ("reaqtive:stream", s),
     ("reaqtive:egress", s),
 ]

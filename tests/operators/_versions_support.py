@@ -27,6 +27,11 @@ class _Collect:
 def save_as_version_1(cls: type[Any], dropped: int, handle: SubscriptionHandle) -> bytes:
     """The state of the tree under ``handle``, with the nodes of ``cls`` written as version 1 wrote them: the
     current layout without its last ``dropped`` fields (each version added fields at the end)."""
+    return save_as_version(cls, (1,), dropped, handle)
+
+
+def save_as_version(cls: type[Any], version: tuple[int, ...], dropped: int, handle: SubscriptionHandle) -> bytes:
+    """As :func:`save_as_version_1`, for any older ``version``."""
     current = cls.save_state_core
 
     def save_version_1(self: Any, writer: StateWriter) -> None:
@@ -36,7 +41,7 @@ def save_as_version_1(cls: type[Any], dropped: int, handle: SubscriptionHandle) 
             writer.write(value)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cls, "version", (1,))
+        patch.setattr(cls, "version", version)
         patch.setattr(cls, "save_state_core", save_version_1)
         blob = save_subscription(handle, CheckpointMode.FULL)
     assert blob is not None

@@ -173,8 +173,9 @@ def test_skip_duration_recovered_opens_when_the_original_would_have() -> None:
     create = lambda xs: xs.skip(timedelta(seconds=45))  # noqa: E731
     blob = save_at(create, [TIMED], 220)
     (record,) = saved_nodes(blob)
-    disposed, end, is_open = saved_fields(record)
+    disposed, end, is_open, number = saved_fields(record)
     assert record.name == "reaqtive:skip+duration" and (disposed, end.timestamp(), is_open) == (False, 245, False)
+    assert isinstance(number, int)  # the timer's place among the timers armed in its tick
     result, _ = recover(create, [TIMED], blob, restart=230)
     assert result.messages == [on_next(250, 3), on_next(270, 4), on_completed(300)], "opens at 245, not 275"
 

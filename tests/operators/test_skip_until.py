@@ -197,7 +197,8 @@ def test_skip_until_time_saves_whether_the_gate_is_open() -> None:
     (shut,) = saved_nodes(save_at(create, [HOT], 240))
     (opened,) = saved_nodes(save_at(create, [HOT], 270))
     assert shut.name == "reaqtive:skip_until+time"
-    assert saved_fields(shut) == [False, False] and saved_fields(opened) == [False, True]
+    assert saved_fields(shut)[:3] == [False, False, at(200)] and saved_fields(opened)[:3] == [False, True, at(200)]
+    assert isinstance(saved_fields(shut)[3], int)  # the timer's place among the timers armed in its tick
 
 
 def test_skip_until_time_needs_a_scheduler() -> None:

@@ -218,7 +218,8 @@ def test_take_until_time_recovered_after_the_time_completes_at_once() -> None:
     create = lambda xs: xs.take_until(at(255))  # noqa: E731
     blob = save_at(create, [HOT], 240)
     (record,) = saved_nodes(blob)
-    assert record.name == "reaqtive:take_until+time" and saved_fields(record) == [False]
+    assert record.name == "reaqtive:take_until+time" and saved_fields(record)[:2] == [False, at(200)]  # subscribed
+    assert isinstance(saved_fields(record)[2], int)  # the timer's place among the timers armed in its tick
     result, _ = recover(create, [HOT], blob, restart=280)
     assert result.messages == [on_completed(280)]
 

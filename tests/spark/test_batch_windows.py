@@ -136,6 +136,22 @@ SETTINGS = settings(max_examples=5, deadline=None, suppress_health_check=[Health
             ("a", T0 + timedelta(seconds=1), 3, "q", 0.0, 3)],
     key="kind", kind="min", value="x", until=600, complete=False,
 ).via("hash path: wide sequence numbers")
+@example(  # the hash path's float sums: subnormals, values past the largest float in an intermediate sum, far
+    # apart magnitudes (many exponent buckets), ties to even, an infinity of each sign in one window, NaN
+    events=[("a", T0, 1, "p", 5e-324, 1), ("a", T0, 2, "p", 2.0**-1022, 2), ("a", T0, 3, "p", 1.7e308, 3),
+            ("a", T0, 4, "p", 1.7e308, 4), ("a", T0, 5, "p", -1.7e308, 5), ("a", T0, 6, "p", 2.0**53, 6),
+            ("a", T0, 7, "p", 1.0, 7), ("a", T0, 8, "p", 0.1, 8), ("a", T0, 9, "p", -5e-324, 9),
+            ("a", T0 + timedelta(seconds=1), 10, "q", 2.0**53, 10), ("a", T0 + timedelta(seconds=2), 11, "q", 1.0, 11),
+            ("b", T0, 12, "p", math.inf, 12), ("b", T0, 13, "p", -math.inf, 13), ("b", T0, 14, "q", math.nan, 14),
+            ("b", T0, 15, "q", 1e300, 15), ("c", T0, 16, "p", -0.0, 16), ("c", T0, 17, "q", 0.0, 17),
+            ("c", T0, 18, "q", -0.0, 18), ("c", T0, 19, "p", -0.0, 19)],
+    key="kind", kind="sum", value="x", until=600, complete=False,
+).via("hash path: float sums")
+@example(  # the hash path's float average: a window's sum past the largest float, another near the smallest
+    events=[("a", T0, 1, "p", 1.5e308, 1), ("a", T0, 2, "p", 1.5e308, 2), ("a", T0, 3, "p", 3.0, 3),
+            ("b", T0, 4, "p", 5e-324, 4), ("b", T0, 5, "p", 5e-324, 5), ("b", T0, 6, "p", 5e-324, 6)],
+    key="one", kind="average", value="x", until=None, complete=True,
+).via("hash path: float averages")
 def test_the_window_path_gives_the_per_key_paths_rows(  # noqa: PLR0917  (hypothesis passes them by name)
     spark: SparkSession, events: list[Event], key: str, kind: str, value: str, until: int | None, complete: bool
 ) -> None:
@@ -146,11 +162,40 @@ def test_the_window_path_gives_the_per_key_paths_rows(  # noqa: PLR0917  (hypoth
     assert fast == per_key
 
 
-@pytest.mark.parametrize(("kind", "value"), [("sum", "x"), ("max", "x"), ("average", "n")])
+SUMMANDS = st.one_of(
+    st.sampled_from([0.1, 0.3, -0.0, 0.0, 1e16, -1e16, 1.0, 2.0**53, 2.0**-1022, 5e-324, -5e-324, 1.7e308, -1.7e308,
+                     math.inf, -math.inf, math.nan]),
+    st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=True),
+    st.floats(-1e3, 1e3),
+)
+
+
+@st.composite
+def float_sums(draw: st.DrawFn) -> list[Event]:
+    """Many float values per window (several exponent buckets, sums that depend on the order of additions),
+    rarely a special value, at a few instants (ties ordered by the sequence)."""
+    count = draw(st.integers(1, 80))
+    return [(draw(st.sampled_from(["a", "b"])), T0 + timedelta(seconds=draw(st.sampled_from([0, 1, 59, 60, 130]))),
+             draw(st.integers(-(2**30), 2**30)) * 100 + index, draw(st.sampled_from(["p", "q"])), draw(SUMMANDS), 0)
+            for index in range(count)]
+
+
+@SETTINGS
+@given(events=float_sums(), key=st.sampled_from(sorted(KEY_SELECTORS)), kind=st.sampled_from(["sum", "average"]))
+def test_the_hash_path_sums_floats_exactly_as_the_per_key_path(spark: SparkSession, events: list[Event], key: str,
+                                                                kind: str) -> None:
+    """Float sums and averages aggregated in the JVM (exponent buckets of integer mantissas) give the per-key
+    path's rows, row for row (``both`` checks the hash path against it), and so do the sorted path's."""
+    fast, per_key = both(spark, events, key=key, kind=kind, value="x", until=None, complete=True)
+    assert fast == per_key
+
+
+@pytest.mark.parametrize(("kind", "value"), [("sum", "x"), ("max", "x"), ("average", "n"), ("average", "x")])
 def test_the_window_path_gives_the_engines_rows(spark: SparkSession, tmp_path: Path, kind: str, value: str) -> None:
     """Against the embedded engine itself (Query.stream.group_by(key).flat_map(query)), to its final clock: the
-    rows and their JSON (the rows' times are the per-key path's: the test above); a float sum folds in order, a
-    float maximum and an integer average are aggregated in the JVM (``pre_aggregate``)."""
+    rows and their JSON (the rows' times are the per-key path's: the test above); a float sum is folded in Python
+    (the sorted path), a float maximum, an integer and a float average are aggregated in the JVM
+    (``pre_aggregate``): exactly rounded, the float sums are the engine's in any order."""
     from reaqtive.engine import Engine
     from reaqtive.engine.expressions import FunctionRegistry
     from reaqtive.spark import embedded_query
@@ -199,10 +244,10 @@ def test_what_the_window_path_takes(spark: SparkSession) -> None:
 
     assert plan(query("one", "average", "x_def")) is not None
     for kind, value, hashed in [("count", "x", True), ("min", "x", True), ("max", "x_def", True), ("sum", "n", True),
-                                ("average", "n", True), ("sum", "x", False), ("average", "x", False)]:
+                                ("average", "n", True), ("sum", "x", True), ("average", "x", True)]:
         found = plan(query("kind", kind, value))
         assert isinstance(found, WindowPlan)
-        assert hash_aggregable(found) is hashed, (kind, value)  # float sums fold in event order
+        assert hash_aggregable(found) is hashed, (kind, value)  # float sums too: exactly rounded
     assert plan(query("one", "average", "x"), sequence=None) is None  # ties ordered by the payload's JSON
     assert plan(query("one", "average", "x"), value="x") is None  # the payload is the value itself
     assert plan(query("one", "average", "x"), value_format="double") is None

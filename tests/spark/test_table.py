@@ -332,3 +332,21 @@ def test_a_table_checkpoint_is_refused_by_a_query_without_a_table_form() -> None
     state.fingerprint = other.fingerprint
     with pytest.raises(QueryMismatchError, match="table form"):
         BucketHost(other, 1, 0, state.encode())
+
+
+def test_a_window_sum_saved_by_format_2_loads_and_goes_on_exactly() -> None:
+    """Format 2's float sum was a left fold's float: an exact value, so format 3 goes on from it; format 3 saves an
+    exact sum (an ``ExactSum``) and loads it back."""
+    query = keyed(Query.stream("s").aggregate_by_key(WINDOW_KEYS["none"], Tumbling(timedelta(microseconds=SPAN)),
+                                                     "sum"))
+    host = BucketHost(query, 1, 0, None)
+    assert host.table is not None
+    state = BucketState.decode(host.encode())
+    # 1e16 + 1.0 + 1.0 folded left is 1e16 (each 1.0 lost): what format 2 saved for the window [0, 10)
+    state.keys["k"] = DEFAULT_CODEC.encode([2, 2, 10, 3, 0, None, [[0, {None: [3, 1e16]}]]])
+    rows = list(BucketHost(query, 1, 0, state.encode()).process({"k": [(3, 0, -1e16)]}, 10))
+    assert [row.value[3] for row in rows] == [0.0]  # from the saved 1e16, exactly
+    fresh = BucketHost(query, 1, 0, None)
+    list(fresh.process({"k": [(0, 0, 1e16), (1, 1, 1.0), (2, 2, 1.0)]}, None))
+    saved = fresh.encode()  # format 3, the window's sum an exact one
+    assert [row.value[3] for row in BucketHost(query, 1, 0, saved).process({"k": [(3, 0, -1e16)]}, 10)] == [2.0]
