@@ -112,6 +112,7 @@ from reaqtive.state import (
     StoreLockedError,
     StoreOpenError,
 )
+from reaqtive.state.codec import is_tuple_run, resolve_tuple_run_pieces
 from reaqtive.state.sqlite_store import StoreLayoutError, columns_checksum, fetchall_lenient, store_error, verifies
 
 __all__ = [
@@ -2034,9 +2035,11 @@ def _single_outputs(chunks: list[OutputChunk]) -> list[tuple[int, bytes]]:
 def chunk_outputs(chunk: OutputChunk) -> list[tuple[str, int, bytes]]:
     """The outputs of a chunk (see :data:`OutputChunk`) one by one: ``(subscription, seq, entry)``."""
     subscription, first, count, payload = chunk
-    if count == 1:
+    if count == 1 and not is_tuple_run(payload):
         return [(subscription, first, payload)]
     pieces = _split_entries(payload)
+    if pieces is not None:
+        pieces = resolve_tuple_run_pieces(pieces)  # a run of tuples: each its own tuple entry again
     if pieces is None or len(pieces) != count:
         raise ValueError(f"{subscription}: a chunk of {count} outputs from #{first} does not hold {count} entries")
     return [(subscription, seq, entry) for seq, entry in zip(range(first, first + count), pieces, strict=True)]

@@ -86,8 +86,8 @@ class SinkBuffer:
 class Outputs:
     """The engine's output side (see the module)."""
 
-    __slots__ = ("_fault", "_fired", "_pack", "_run_writers", "_store", "buffer", "counters", "observed",
-                 "outboxes", "replayed_upto")
+    __slots__ = ("_fault", "_fired", "_pack", "_pack_tuples", "_run_writers", "_store", "buffer", "counters",
+                 "observed", "outboxes", "replayed_upto")
 
     def __init__(self, store: EngineStore, *, fault: Fault, fired: Callable[[], None], gave_up: GaveUp) -> None:
         self._store = store
@@ -106,6 +106,7 @@ class Outputs:
         # One packer for every writer (a packer holds a 256 KB buffer): outputs are written under the engine's
         # lock, one thread at a time, so it needs neither the codec's per-thread lookup nor a lock.
         self._pack = DEFAULT_CODEC.new_packer()
+        self._pack_tuples = DEFAULT_CODEC.new_tuple_run_packer()
 
     # -- writers ---------------------------------------------------------------------------------------------------
 
@@ -115,6 +116,7 @@ class Outputs:
         (``discard``), or the outbox of observer ``observer``'s ``function`` (made here, with what the store
         keeps of it)."""
         pack = self._pack
+        pack_tuples = self._pack_tuples
         self._run_writers.pop(uri, None)
         if function is None:
             # Encoded once, here (the value is frozen as it was produced): an output the sink cannot hold stops
@@ -132,6 +134,11 @@ class Outputs:
 
             def durable_run(first: int, values: list[Any]) -> int:
                 count = len(values)
+                tuples = pack_tuples(values)  # a run of flat tuples: packed by msgpack's C code, one marker
+                if tuples is not None:
+                    append((uri, first, count, tuples))
+                    buffer.count += count
+                    return count
                 try:
                     # One packer call for the run: a list packs as its header, then each value's entry as
                     # packing it alone writes it.

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
+from itertools import chain
 from typing import Any, Final, TypeVar
 
 import msgpack
@@ -40,6 +41,13 @@ EXT_TIMEDELTA: Final = 4
 EXT_SET: Final = 5
 EXT_FROZENSET: Final = 6
 EXT_USER: Final = 7
+# Not a value: in a run of outputs the engine writes, "the next ``count`` entries are msgpack arrays, each read as
+# a tuple" (see :meth:`StateCodec.new_tuple_run_packer`). A reader older than it refuses it as an unknown extension.
+EXT_TUPLE_RUN: Final = 8
+_TUPLE_RUN_HEAD: Final = b"\xd6\x08"  # fixext 4, type 8: the count follows, 4 bytes big-endian
+# The types msgpack packs the same with strict_types on and off: a flat tuple of these packs as an array of the
+# same item bytes as its EXT_TUPLE entry holds. (Subclasses, e.g. an IntEnum or a bool seen as an int, are not.)
+_RUN_SCALARS: Final = frozenset({type(None), bool, int, float, str, bytes})
 
 class _Nesting:
     """A thread's packers for nested values, one per depth, and the depth in use."""
@@ -163,6 +171,36 @@ class StateCodec:
         pack: Callable[[object], bytes] = msgpack.Packer(default=default, strict_types=True, use_bin_type=True).pack
         return pack
 
+    def new_tuple_run_packer(self) -> Callable[[list[Any]], bytes | None]:
+        """A packer of runs of outputs, for one owner (as :meth:`new_packer`): ``pack(values)`` gives, when every
+        value is a flat tuple of ``None``/``bool``/``int``/``float``/``str``/``bytes`` items (exact types), a
+        :data:`EXT_TUPLE_RUN` marker of ``len(values)`` followed by each tuple packed as an array by msgpack's own
+        code, with no Python call per tuple; ``None`` for any other run (then pack it as usual). Only
+        :meth:`decode_entries` and :func:`resolve_tuple_run_pieces` read the marker (a run of one value is not
+        worth its 6 bytes: ``None``); each array is the body of the
+        :data:`EXT_TUPLE` entry the value would have had (:func:`tuple_entry`)."""
+        arrays = msgpack.Packer(strict_types=False, use_bin_type=True, autoreset=True).pack
+        scalars = _RUN_SCALARS
+        tuple_types = {tuple}
+
+        def pack(values: list[Any]) -> bytes | None:
+            # Cheap checks, in C: a run of other values is told by its first one; then every value, every item.
+            if len(values) < 2 or type(values[0]) is not tuple or set(map(type, values)) != tuple_types:
+                return None
+            if not scalars.issuperset(map(type, chain.from_iterable(values))):
+                return None
+            count = len(values)
+            if count >= 1 << 32:
+                return None
+            try:
+                packed: bytes = arrays(values)
+            except (OverflowError, ValueError):  # an int beyond 64 bits, a value too long for msgpack
+                return None
+            header = 1 if count < 16 else 3 if count < 0x10000 else 5  # the list's array header, dropped
+            return _TUPLE_RUN_HEAD + count.to_bytes(4, "big") + packed[header:]
+
+        return pack
+
     def encode(self, value: object) -> bytes:
         """One value as msgpack bytes (see :meth:`packer`)."""
         try:
@@ -249,6 +287,8 @@ class StateCodec:
             raise StateFormatError(f"{where}: malformed state data ({type(error).__name__}: {error})") from error
         if consumed != len(data):
             raise StateFormatError(f"{where}: state data is truncated ({len(data) - consumed} bytes left undecoded)")
+        if decoder.runs:
+            entries = _resolve_tuple_runs(entries, decoder.runs, where)
         # Only a decode that made segments can hold one: the count is skipped otherwise (a pass over every entry).
         if (decoder.segments or decoder.foreign) and decoder.segments != sum(
                 1 for entry in entries if type(entry) is Segment):
@@ -266,7 +306,7 @@ class StateCodec:
                                       strict_map_key=False)
         except Exception:  # malformed, too few or too many entries, a failing decoder, a count no array has
             return None
-        if decoder.segments or decoder.foreign:
+        if decoder.segments or decoder.foreign or decoder.runs:
             return None
         return entries  # type: ignore[no-any-return]
 
@@ -282,19 +322,20 @@ class StateCodec:
             raise
         except Exception as error:  # malformed, truncated, or extra bytes after the value
             raise StateFormatError(f"{where}: malformed state data ({type(error).__name__}: {error})") from error
-        if decoder.segments:
-            raise StateFormatError(f"{where}: malformed state data (a nested segment inside a value)")
+        if decoder.segments or decoder.runs:
+            raise StateFormatError(f"{where}: malformed state data (a nested segment or run inside a value)")
         return value
 
 
 class _Decoder:
     """The extension hook of one decode call; it counts the nested segments it produces."""
 
-    __slots__ = ("codec", "foreign", "segments")
+    __slots__ = ("codec", "foreign", "runs", "segments")
 
     def __init__(self, codec: StateCodec) -> None:
         self.codec = codec
         self.segments = 0
+        self.runs = 0  # EXT_TUPLE_RUN markers met (resolved by decode_entries)
         self.foreign = 0  # Segment objects a registered decoder returned (not segments of the data)
 
     def _nested(self, data: bytes) -> Any:
@@ -317,6 +358,11 @@ class _Decoder:
             return set(_expect(self._nested(data), list, "set"))
         if code == EXT_FROZENSET:
             return frozenset(_expect(self._nested(data), list, "frozenset"))
+        if code == EXT_TUPLE_RUN:
+            if len(data) != 4:
+                raise StateFormatError("malformed run of tuples in state data")
+            self.runs += 1
+            return _TupleRun(int.from_bytes(data, "big"))
         if code == EXT_USER:
             value = self._user(_expect(self._nested(data), list, "registered type"))
             if type(value) is Segment:
@@ -335,6 +381,81 @@ class _Decoder:
             return registration.decode(encoded)
         except Exception as error:
             raise StateFormatError(f"the decoder registered for {tag!r} raised: {error!r}") from error
+
+
+class _TupleRun:
+    """An :data:`EXT_TUPLE_RUN` marker met while decoding: the next ``count`` entries are tuples."""
+
+    __slots__ = ("count",)
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+
+def _resolve_tuple_runs(entries: list[Any], runs: int, where: str) -> list[Any]:
+    """``entries`` with each run marker dropped and the arrays it covers made tuples; a marker that is not a
+    top-level entry (inside a value), or covers what is not an array, is malformed data."""
+    resolved: list[Any] = []
+    start = 0
+    seen = 0
+    for at, entry in enumerate(entries):
+        if at < start or type(entry) is not _TupleRun:
+            continue
+        seen += 1
+        resolved += entries[start:at]
+        end = at + 1 + entry.count
+        arrays = entries[at + 1:end]
+        if end > len(entries) or not all(type(item) is list for item in arrays):
+            raise StateFormatError(f"{where}: malformed state data (a run of tuples that does not hold its arrays)")
+        resolved += map(tuple, arrays)
+        start = end
+    if seen != runs:
+        raise StateFormatError(f"{where}: malformed state data (a run of tuples inside a value)")
+    resolved += entries[start:]
+    return resolved
+
+
+def tuple_entry(array: bytes) -> bytes:
+    """The :data:`EXT_TUPLE` entry whose body is ``array`` (a tuple packed as a msgpack array): the bytes packing
+    the tuple alone writes."""
+    size = len(array)
+    fixed = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}.get(size)
+    if fixed is not None:
+        head = bytes((fixed, EXT_TUPLE))
+    elif size < 0x100:
+        head = bytes((0xC7, size, EXT_TUPLE))
+    elif size < 0x10000:
+        head = b"\xc8" + size.to_bytes(2, "big") + bytes((EXT_TUPLE,))
+    else:
+        head = b"\xc9" + size.to_bytes(4, "big") + bytes((EXT_TUPLE,))
+    return head + array
+
+
+def is_tuple_run(payload: bytes) -> bool:
+    """Whether ``payload`` starts with an :data:`EXT_TUPLE_RUN` marker."""
+    return payload.startswith(_TUPLE_RUN_HEAD)
+
+
+def resolve_tuple_run_pieces(pieces: list[bytes]) -> list[bytes] | None:
+    """The entries of a payload cut apart (one ``bytes`` per msgpack entry), with each :data:`EXT_TUPLE_RUN`
+    marker dropped and the arrays it covers made :data:`EXT_TUPLE` entries (:func:`tuple_entry`): one
+    self-contained entry per value. ``None`` if a marker covers more entries than there are."""
+    if not any(len(piece) == 6 and piece.startswith(_TUPLE_RUN_HEAD) for piece in pieces):
+        return pieces
+    resolved: list[bytes] = []
+    at = 0
+    while at < len(pieces):
+        piece = pieces[at]
+        if len(piece) == 6 and piece.startswith(_TUPLE_RUN_HEAD):
+            end = at + 1 + int.from_bytes(piece[2:], "big")
+            if end > len(pieces):
+                return None
+            resolved += map(tuple_entry, pieces[at + 1:end])
+            at = end
+        else:
+            resolved.append(piece)
+            at += 1
+    return resolved
 
 
 def _array_header(count: int) -> bytes:
