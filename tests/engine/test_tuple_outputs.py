@@ -197,3 +197,31 @@ def test_the_engine_gives_back_every_output_as_emitted_through_two_crashes(
             engine.process()
             assert not engine.faults
             assert typed(emitted(engine)) == typed(list(enumerate(expected)))
+
+
+class Opaque:
+    """A value the state codec cannot encode."""
+
+
+def tagged_opaque_at_five(x: int) -> tuple[Any, ...]:
+    return (Opaque(),) if x == 5 else (x, str(x))
+
+
+def test_an_unstorable_tuple_in_a_run_keeps_the_tuples_before_it(tmp_path: Path) -> None:
+    """A run of tuples one of which holds what the sink cannot hold is not a tuple run: it is written as any run,
+    the outputs before that one kept (as tuples), the subscription stopped there, also after a restart."""
+    registry = FunctionRegistry()
+    registry.register("tagged_opaque_at_five", tagged_opaque_at_five)
+    path = tmp_path / "s.db"
+    expected = [(i, (i, str(i))) for i in range(5)]
+    with Engine(path, functions=registry, start=T0) as engine:
+        engine.create_stream("raw")
+        engine.create_subscription("q", Query.stream("raw").map(tagged_opaque_at_five), observer=DURABLE_SINK)
+        engine.append_many("raw", [(i, T0 + timedelta(seconds=i)) for i in range(20)])
+        engine.process()
+        engine.checkpoint()
+        assert typed(emitted(engine)) == typed(expected)
+        assert [fault.uri for fault in engine.faults] == ["q"]
+    with Engine(path, functions=registry) as engine:
+        engine.process()
+        assert typed(emitted(engine)) == typed(expected)
