@@ -396,22 +396,24 @@ def _resolve_tuple_runs(entries: list[Any], runs: int, where: str) -> list[Any]:
     """``entries`` with each run marker dropped and the arrays it covers made tuples; a marker that is not a
     top-level entry (inside a value), or covers what is not an array, is malformed data."""
     resolved: list[Any] = []
-    start = 0
     seen = 0
-    for at, entry in enumerate(entries):
-        if at < start or type(entry) is not _TupleRun:
+    at = 0
+    count = len(entries)
+    while at < count:  # a marked run is stepped over whole
+        entry = entries[at]
+        if type(entry) is not _TupleRun:
+            resolved.append(entry)
+            at += 1
             continue
         seen += 1
-        resolved += entries[start:at]
         end = at + 1 + entry.count
         arrays = entries[at + 1:end]
-        if end > len(entries) or not all(type(item) is list for item in arrays):
+        if end > count or set(map(type, arrays)) - {list}:
             raise StateFormatError(f"{where}: malformed state data (a run of tuples that does not hold its arrays)")
         resolved += map(tuple, arrays)
-        start = end
+        at = end
     if seen != runs:
         raise StateFormatError(f"{where}: malformed state data (a run of tuples inside a value)")
-    resolved += entries[start:]
     return resolved
 
 
