@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from reaqtive import OperatorContext, Query, SimpleSubject, initialize
 from reaqtive.core.streams import LONG_MAX
-from reaqtive.operators.keyed_groups import KeyedGroups
+from reaqtive.operators.keyed_groups import KeyedGroups, KeyedGroupsExpiring
 from reaqtive.operators.keyed_timed import KeyedGroupsTimed
+from reaqtive.operators.keyed_window import AggregateByKey, Hopping, Session, Tumbling
 from reaqtive.state import CheckpointMode, StateFormatError, load_subscription, save_subscription
 from reaqtive.testing import TestScheduler, on_completed, on_next
 from reaqtive.testing.checkpoint import check_checkpoint_anywhere
@@ -158,3 +159,167 @@ def test_a_window_field_stored_as_a_tuple_by_an_older_release_loads_as_a_list_an
     source.on_next((1, 0))
     later.advance_to(121)
     assert recorder.values == [(1, 3), (1, 0)]
+
+
+# -- the other keyed stages with a shared timer: aggregate_by_key, and group_by's expire_after run keyed ----------
+
+
+def counted_by_parity(xs: Any, period: int) -> Any:
+    return xs.aggregate_by_key(lambda v: v % 2, Tumbling(s(period)))
+
+
+def expiring_counts(xs: Any, period: int) -> Any:
+    """Per key (parity), its count when it expires (``period`` seconds without an element): the keyed expiry."""
+    return xs.group_by(lambda v: v % 2, expire_after=s(period)).flat_map(lambda g: g.count())
+
+
+SHARED: dict[str, Callable[[Any, int], Any]] = {
+    "aggregate_by_key, then sample": lambda xs, d: counted_by_parity(xs, d).sample(s(d)),
+    "aggregate_by_key, then buffer by time": lambda xs, d: counted_by_parity(xs, d).buffer(s(d)),
+    "aggregate_by_key merged with a buffer by time of the source": lambda xs, d: counted_by_parity(xs, d).merge(
+        xs.buffer(s(d))),
+    "two aggregate_by_key merged": lambda xs, d: counted_by_parity(xs, d).merge(
+        xs.aggregate_by_key(lambda v: v % 3, Tumbling(s(d)), "sum")),
+    "aggregate_by_key by hopping windows, then sample": lambda xs, d: xs.aggregate_by_key(
+        lambda v: v % 2, Hopping(s(2 * d), s(d))).sample(s(d)),
+    "aggregate_by_key by sessions, then sample": lambda xs, d: xs.aggregate_by_key(
+        lambda v: v % 2, Session(s(d))).sample(s(d)),
+    "keyed expiry, then sample": lambda xs, d: expiring_counts(xs, d).sample(s(d)),
+    "keyed expiry merged with a buffer by time of the source": lambda xs, d: expiring_counts(xs, d).merge(
+        xs.buffer(s(d))),
+    "keyed expiry merged with aggregate_by_key": lambda xs, d: expiring_counts(xs, d).merge(
+        counted_by_parity(xs, d)),
+}
+"""A keyed stage with one shared timer (aggregate_by_key's window ends, the keyed expiry) beside another timer due
+in the same instants: windows closing (groups expiring) as the other operator's timer fires, armed at other ticks
+or in the same tick (each re-armed by its own run then)."""
+
+
+def check_shared(name: str, period: int, script: list[Any]) -> None:
+    check_checkpoint_anywhere(lambda xs: SHARED[name](xs, period), script, disposed=600,
+                              ticks=set(range(200, max(m.time for m in script) + 2))).raise_on_failure()
+
+
+def test_these_shared_timers_run_keyed() -> None:
+    source = Query.from_iterable([1])
+    assert isinstance(counted_by_parity(source, 2).subscribe(Recorder(initial=LONG_MAX)), AggregateByKey)
+    assert isinstance(expiring_counts(source, 2).subscribe(Recorder(initial=LONG_MAX)), KeyedGroupsExpiring)
+
+
+@pytest.mark.parametrize("name", sorted(SHARED))
+@pytest.mark.parametrize("script", [SCRIPT, BEFORE], ids=["steady", "late keys"])
+def test_a_shared_keyed_timer_keeps_its_place_in_line_after_a_restart(name: str, script: list[Any]) -> None:
+    check_shared(name, 2, script)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(SHARED)), st.integers(1, 3), scripts())
+def test_shared_keyed_timers_beside_other_timers_recover_at_every_tick(name: str, period: int,
+                                                                    script: list[Any]) -> None:
+    check_shared(name, period, script)
+
+
+def started_shared(scheduler: TestScheduler, query: Callable[[Any], Any], blob: bytes | None = None,
+                   ) -> tuple[SimpleSubject[Any], Recorder, Any]:
+    source: SimpleSubject[int] = SimpleSubject()
+    recorder = Recorder(initial=LONG_MAX)
+    handle = query(source.as_query()).subscribe(recorder)
+    initialize(handle, OperatorContext("sub://shared-timers", scheduler),
+               None if blob is None else (lambda h: load_subscription(h, blob)))
+    return source, recorder, handle
+
+
+def windows_of_ten(xs: Any) -> Any:
+    return xs.aggregate_by_key(lambda v: v % 2, Tumbling(s(10)))
+
+
+def expiring_after_ten(xs: Any) -> Any:
+    return xs.group_by(lambda v: v % 2, expire_after=s(10)).flat_map(lambda g: g.count())
+
+
+def aggregate_by_key_version_2(self: Any, writer: Any) -> None:
+    """The previous release's layout of aggregate_by_key: no timer after the flags."""
+    self._table.save(writer)
+    writer.write(list(self._pending))
+    writer.write(self._source_done)
+    writer.write(self._pulled)
+
+
+def keyed_expiry_version_1(self: Any, writer: Any) -> None:
+    """The previous release's layout of the keyed expiry: no timer after the table of times."""
+    KeyedGroups.save_state_core(self, writer)
+    self._times.save(writer)
+
+
+OLDER = {
+    "aggregate_by_key": (windows_of_ten, AggregateByKey, (2,), aggregate_by_key_version_2, [(1, 1)]),
+    "keyed expiry": (expiring_after_ten, KeyedGroupsExpiring, (1,), keyed_expiry_version_1, [1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OLDER))
+def test_a_shared_timer_saved_by_the_previous_release_loads_and_re_arms_at_the_restart(
+        name: str, monkeypatch: Any) -> None:
+    query, stage, version, save, values = OLDER[name]
+    scheduler = TestScheduler()
+    source, _, handle = started_shared(scheduler, query)
+    scheduler.advance_to(101)
+    source.on_next(1)
+    scheduler.advance_to(105)
+    with monkeypatch.context() as old:
+        old.setattr(stage, "version", version)
+        old.setattr(stage, "save_state_core", save)
+        blob = save_subscription(handle, CheckpointMode.FULL)
+    handle.dispose()
+    later = TestScheduler()
+    later.advance_to(105)
+    source, recorder, handle = started_shared(later, query, blob)
+    assert handle._timer_due is not None
+    assert handle._timer.armed is None  # re-armed at the restart's tick, as that release did
+    later.advance_to(112)
+    assert [value if name == "keyed expiry" else (value[0], value[3]) for value in recorder.values] == values
+
+
+@pytest.mark.parametrize("name", sorted(OLDER))
+def test_a_shared_timer_is_saved_with_its_place_in_line_and_given_back(name: str) -> None:
+    query = OLDER[name][0]
+    scheduler = TestScheduler()
+    source, _, handle = started_shared(scheduler, query)
+    scheduler.advance_to(101)
+    source.on_next(1)
+    source.on_next(2)
+    scheduler.advance_to(104)
+    saved = (handle._timer_due, handle._armed, handle._timer.arrival)
+    blob = save_subscription(handle, CheckpointMode.FULL)
+    handle.dispose()
+    later = TestScheduler()
+    later.advance_to(104)
+    _, _, handle = started_shared(later, query, blob)
+    assert (handle._timer_due, handle._armed, handle._timer.arrival) == saved
+    assert handle._timer.armed is not None  # back in line at the tick it was armed (101), not the restart's
+
+
+FORGED = {
+    "aggregate_by_key, armed long before its due": (windows_of_ten, lambda h: setattr(h, "_armed", -(2**40))),
+    "aggregate_by_key, armed not a number": (windows_of_ten, lambda h: setattr(h, "_armed", 1.5)),
+    "aggregate_by_key, a number past 2**32": (windows_of_ten, lambda h: setattr(h._timer, "arrival", 2**40)),
+    "keyed expiry, armed after its due": (expiring_after_ten,
+                                          lambda h: setattr(h, "_armed", h._timer_due + s(1))),
+    "keyed expiry, armed not a time": (expiring_after_ten, lambda h: setattr(h, "_armed", 3)),
+    "keyed expiry, a negative number": (expiring_after_ten, lambda h: setattr(h._timer, "arrival", -1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORGED))
+def test_a_forged_shared_timer_is_refused_naming_it(name: str) -> None:
+    query, forge = FORGED[name]
+    scheduler = TestScheduler()
+    source, _, handle = started_shared(scheduler, query)
+    scheduler.advance_to(101)
+    source.on_next(1)
+    forge(handle)
+    blob = save_subscription(handle, CheckpointMode.FULL)
+    later = TestScheduler()
+    later.advance_to(101)
+    with pytest.raises(StateFormatError, match="timer"):
+        started_shared(later, query, blob)
