@@ -47,6 +47,8 @@ QUERIES: dict[str, Callable[[Any, int], Any]] = {
     "two keyed window queries merged": lambda xs, d: counted_windows(xs, d).merge(
         summed_windows(xs, d).map(lambda v: -1 - v)),
     "keyed windows, then buffer by time": lambda xs, d: counted_windows(xs, d).buffer(s(d)),
+    "keyed windows whose chains end early, then sample": lambda xs, d: xs.group_by(lambda v: v % 2).flat_map(
+        lambda g: g.take(2).window(s(d)).flat_map(lambda w: w.count())).sample(s(d)),
 }
 """Each holds a keyed window stage and another timer due every ``d`` (or ``2 d``) seconds: their timers come due in
 the same instants, armed at different ticks (a key's first element, the other's period) or in one tick (each moved
@@ -96,6 +98,18 @@ def scripts(draw: st.DrawFn) -> list[Any]:
 def test_keyed_window_timers_beside_other_timers_recover_at_every_tick(name: str, period: int,
                                                                   script: list[Any]) -> None:
     check(name, period, script)
+
+
+@pytest.mark.parametrize(("period", "script"), [
+    (2, [on_next(201, 0), on_next(201, 2), on_next(202, 1), on_completed(205)]),
+    (3, [on_next(204, 2), on_next(204, 0), on_next(206, 5), on_next(208, 2), on_next(209, 4), on_next(211, 2),
+         on_next(214, 3), on_completed(215)]),
+])
+def test_a_keyed_timer_pending_after_every_chain_ended_keeps_its_place(period: int, script: list[Any]) -> None:
+    """Every key's chain ended (``take(2)``) while the timer waits for their window end: live it still runs then,
+    finds no key, and arms the next key's timer there; a recovered one must too (it was dropped: the next key's
+    timer was armed at its element, earlier in line)."""
+    check("keyed windows whose chains end early, then sample", period, script)
 
 
 def counts_by_key(xs: Any) -> Any:
