@@ -17,11 +17,12 @@ from hypothesis import strategies as st
 from reaqtive import OperatorContext, Query, SimpleSubject, initialize
 from reaqtive.core.streams import LONG_MAX
 from reaqtive.operators.keyed_groups import KeyedGroups, KeyedGroupsExpiring
+from reaqtive.operators import keyed_window
 from reaqtive.operators.keyed_timed import KeyedGroupsTimed
 from reaqtive.operators.keyed_window import AggregateByKey, Hopping, Session, Tumbling
 from reaqtive.state import CheckpointMode, StateFormatError, load_subscription, save_subscription
 from reaqtive.testing import TestScheduler, on_completed, on_next
-from reaqtive.testing.checkpoint import check_checkpoint_anywhere
+from reaqtive.testing.checkpoint import Demand, check_checkpoint_anywhere
 from tests.support import Recorder
 
 
@@ -337,3 +338,35 @@ def test_a_forged_shared_timer_is_refused_naming_it(name: str) -> None:
     later.advance_to(101)
     with pytest.raises(StateFormatError, match="timer"):
         started_shared(later, query, blob)
+
+
+@pytest.mark.parametrize("name", ["aggregate_by_key, then sample", "two aggregate_by_key merged",
+                                  "keyed expiry, then sample", "keyed expiry merged with aggregate_by_key"])
+def test_a_shared_keyed_timer_keeps_its_place_under_bounded_demand(name: str) -> None:
+    """One element at a time: rows wait for demand across the restarts; the timers still go back in line."""
+    check_checkpoint_anywhere(lambda xs: SHARED[name](xs, 2), BEFORE, disposed=600, demand=Demand(initial=1, batch=1),
+                              ticks=set(range(200, 214))).raise_on_failure()
+
+
+def test_an_aggregate_by_key_timer_that_gave_way_between_slices_is_saved_where_it_went_back_in_line(
+        monkeypatch: Any) -> None:
+    monkeypatch.setattr(keyed_window, "CLOSE_SLICE", 2)
+    scheduler = TestScheduler()
+    source, recorder, handle = started_shared(scheduler, lambda xs: xs.aggregate_by_key(lambda v: v, Tumbling(s(10))))
+    scheduler.advance_to(101)
+    for key in range(5):
+        source.on_next(key)  # every window ends at 110
+    scheduler.yield_source = lambda: True  # the host asks every yieldable task to give way
+    assert not scheduler.advance_to(110, yielding=True)
+    assert [row[0] for row in recorder.values] == [0, 1]
+    # it went back in line at 110, told a new number there: that is what is saved
+    assert (handle._timer_due, handle._armed) == (110_000_000, 110_000_000)
+    saved = handle._timer.arrival
+    blob = save_subscription(handle, CheckpointMode.FULL)
+    handle.dispose()
+    later = TestScheduler()
+    later.advance_to(110)
+    _, recorder, handle = started_shared(later, lambda xs: xs.aggregate_by_key(lambda v: v, Tumbling(s(10))), blob)
+    assert (handle._armed, handle._timer.arrival) == (110_000_000, saved)
+    later.advance_to(111)
+    assert [row[0] for row in recorder.values] == [2, 3, 4]  # the rest, once, in order
