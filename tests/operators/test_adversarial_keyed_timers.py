@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from reaqtive import OperatorContext, Query, SimpleSubject, initialize
 from reaqtive.core.streams import LONG_MAX
-from reaqtive.operators.keyed_groups import KeyedGroups, KeyedGroupsExpiring
 from reaqtive.operators import keyed_window
+from reaqtive.operators.keyed_groups import KeyedGroups, KeyedGroupsExpiring
 from reaqtive.operators.keyed_timed import KeyedGroupsTimed
 from reaqtive.operators.keyed_window import AggregateByKey, Hopping, Session, Tumbling
 from reaqtive.state import CheckpointMode, StateFormatError, load_subscription, save_subscription
