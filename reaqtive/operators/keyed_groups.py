@@ -69,6 +69,7 @@ from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import PullingEmitterBase, queue_capacity
 from reaqtive.operators._inner_subjects import DEFAULT_MAX_WAITING
+from reaqtive.operators._places import number_of, read_number
 from reaqtive.operators._timing import add_safe
 from reaqtive.operators.group_by import GroupByArgs, none_element_error, unhashable_key_error
 from reaqtive.operators.keyed_steps import (
@@ -1146,10 +1147,21 @@ class KeyedGroupsExpiring(KeyedGroups):
 
     timeless = False  # its groups expire on timers
     name = "reaqtive:group_by+keyed+expiry"
-    version: Version = (1,)
+    version: Version = (2,)
+    older_versions = frozenset({(1,)})  # without the pending timer: re-armed at the restart's tick
     group_by_name = "reaqtive:group_by+expiry"
 
-    __slots__ = ("_expire_after", "_order", "_scheduler", "_timer_due", "_times", "_touches")
+    __slots__ = (
+        "_armed",
+        "_expire_after",
+        "_order",
+        "_recovered",
+        "_scheduler",
+        "_timer",
+        "_timer_due",
+        "_times",
+        "_touches",
+    )
 
     def __init__(self, binding: KeyedBinding, downstream: Subscriber[Any]) -> None:
         super().__init__(binding, downstream)
@@ -1164,12 +1176,27 @@ class KeyedGroupsExpiring(KeyedGroups):
         self._order: dict[Any, None] = {}  # the keys, in the order of their latest element
         self._touches = 0  # the next touch number
         self._timer_due: datetime | None = None
+        # state: the pending timer's task (its number in its armed tick: read at a checkpoint, never per element)
+        # and when it was armed: its place in line, which a recovered one keeps (as GroupByExpiring's)
+        self._timer: ActionTask | None = None
+        self._armed: datetime | None = None
+        self._recovered: tuple[datetime, datetime, int | None] | None = None  # the loaded timer, until on_start
         self._scheduler: Scheduler | None = None
 
     def set_context(self, context: OperatorContext) -> None:
         super().set_context(context)
         self._scheduler = context.scheduler  # MissingSchedulerError without one: expiry needs a clock
         self._times.attach(self, context)
+
+    def _schedule(self, due: datetime, armed: datetime | None = None, number: int | None = None) -> None:
+        """Arm the timer at ``due`` (once per expiry, never per element); ``armed`` and ``number``: when a
+        recovered timer was armed and its number in that tick (else now, and a new number)."""
+        scheduler = self._scheduler
+        assert scheduler is not None
+        self._timer_due = due
+        self._armed = scheduler.now if armed is None else armed
+        task = self._timer = ActionTask(self._on_timer, armed=armed, arrival=number)
+        scheduler.schedule(task, due=due)
 
     def _touch(self, key: Any) -> None:
         scheduler = self._scheduler
@@ -1182,8 +1209,7 @@ class KeyedGroupsExpiring(KeyedGroups):
         order.pop(key, None)
         order[key] = None  # re-inserted: the keys stay in the order of their latest element
         if self._timer_due is None:
-            self._timer_due = due = add_safe(now, self._expire_after)
-            scheduler.schedule(ActionTask(self._on_timer), due=due)
+            self._schedule(add_safe(now, self._expire_after))
 
     def _in_completion_order(self) -> Iterable[tuple[Any, tuple[Any, ...]]]:
         table = self._table
@@ -1202,13 +1228,13 @@ class KeyedGroupsExpiring(KeyedGroups):
         failure: Exception | None = None
         due: datetime | None = None
         with self._lock:
-            self._timer_due = None
+            self._timer_due = self._timer = None
             if self._error is None and not self._source_done:
                 failure, due = self._expire(scheduler.now)
                 if due is not None:
                     self._timer_due = due
         if due is not None:
-            scheduler.schedule(ActionTask(self._on_timer), due=due)
+            self._schedule(due)  # (outside the lock, as before)
         self._drain()
         if failure is not None:
             self._fail(failure)
@@ -1236,13 +1262,15 @@ class KeyedGroupsExpiring(KeyedGroups):
         return None, None
 
     def on_start(self) -> None:
-        if not self._source_done and self._order and self._timer_due is None:  # recovered with keys
-            scheduler = self._scheduler
-            assert scheduler is not None
+        recovered, self._recovered = self._recovered, None
+        if self._source_done or self._timer_due is not None:
+            pass
+        elif recovered is not None:  # the timer as it stood, in its place in line
+            self._schedule(*recovered)
+        elif self._order:  # recovered with keys from a version 1 state: armed at the restart's tick
             first = self._times.get(next(iter(self._order)))
             assert first is not None
-            self._timer_due = due = add_safe(first[0], self._expire_after)
-            scheduler.schedule(ActionTask(self._on_timer), due=due)
+            self._schedule(add_safe(first[0], self._expire_after))
         super().on_start()
 
     def on_dispose(self) -> None:
@@ -1252,10 +1280,20 @@ class KeyedGroupsExpiring(KeyedGroups):
     def save_state_core(self, writer: StateWriter) -> None:
         super().save_state_core(writer)
         self._times.save(writer)
+        # (once the source completed or the stage failed, a pending timer only finds nothing to do)
+        live = self._timer_due is not None and not self._source_done and self._error is None
+        timer = self._timer if live else None
+        writer.write(None if timer is None else self._timer_due)
+        writer.write(None if timer is None else self._armed)
+        writer.write(number_of(timer))  # (read here, never per element)
 
-    def load_state_core(self, reader: StateReader) -> None:
+    def load_older_state_core(self, reader: StateReader, version: Version) -> None:
+        self.load_state_core(reader, timer=False)  # (1,): no timer: it is re-armed at the restart's tick
+
+    def load_state_core(self, reader: StateReader, *, timer: bool = True) -> None:
         super().load_state_core(reader)
         self._times.load(reader)
+        self._recovered = self._read_timer(reader) if timer else None
         earliest, latest = time_bounds(self.context)
         touches: list[tuple[int, Any]] = []
         where = getattr(reader, "where", f"operator {self.name!r}")
@@ -1281,3 +1319,18 @@ class KeyedGroupsExpiring(KeyedGroups):
             raise reader.invalid("expiry", "distinct touch numbers", [touch for touch, _ in touches])
         self._order = {key: None for _, key in touches}
         self._touches = touches[-1][0] + 1 if touches else 0
+
+    def _read_timer(self, reader: StateReader) -> tuple[datetime, datetime, int | None] | None:
+        """The saved timer: ``(due, armed, number)`` (its number in the armed tick or ``None``), or ``None``. It
+        was armed within the clock's bounds, at most ``expire_after`` before it is due."""
+        due = reader.read_optional_datetime("timer due", *time_bounds(self.context, self._expire_after))
+        armed = reader.read_optional_datetime("timer armed", *time_bounds(self.context))
+        number = read_number(reader)
+        if due is None and armed is None and number is None:
+            return None
+        if due is None or armed is None or not due - self._expire_after <= armed <= due or self._source_done:
+            raise reader.invalid(
+                "timer", "due, armed and number of a timer armed at most expire_after before it is due, or none "
+                "of them (and none once the source completed)", [due, armed, number]
+            )
+        return due, armed, number

@@ -667,9 +667,10 @@ class KeyedGroupsTimed(KeyedGroups):
                 self._timer_due = self._timer = None
                 earliest = self._earliest()
                 recovered, self._recovered = self._recovered, None
-                if recovered is not None and earliest is not None and recovered[0] <= earliest:
+                if recovered is not None and (earliest is None or recovered[0] <= earliest):
                     # the timer as it stood: at its due (a key due then may have ended since: it then finds the
-                    # next, as it would have), in line where it was armed
+                    # next, as it would have; with no key left it arms the next key's timer when it runs, as
+                    # live), in line where it was armed
                     self._arm(*recovered)
                 elif earliest is not None:
                     self._arm(earliest)

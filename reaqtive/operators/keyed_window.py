@@ -20,6 +20,7 @@ from reaqtive.core.streams import Subscriber
 from reaqtive.core.subscribable import Subscribable
 from reaqtive.core.subscriptions import SubscriptionHandle
 from reaqtive.operators._emitter import PullingEmitterBase
+from reaqtive.operators._places import number_of, read_number
 from reaqtive.operators.window_aggregates import (
     AVERAGE,
     COUNT,
@@ -337,24 +338,29 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T
     A lock (the emitter's) serializes elements, the timer and demand: they may run on different threads.
     """
 
-    version: Version = (2,)
-    older_versions = frozenset({(1,)})  # 2: a sum may hold an ExactSum; 1's float sums are exact values to go on from
+    version: Version = (3,)
+    # 3: the outstanding timer (due, armed, number); 2: a sum may hold an ExactSum; 1's float sums are exact values
+    # to go on from. 1 and 2 have no timer: it is re-armed at the restart's tick
+    older_versions = frozenset({(1,), (2,)})
     record_fields: ClassVar[int]
     """The number of fields of a record."""
 
     __slots__ = (
         "_accumulator",
+        "_armed",
         "_closing",
         "_ends",
         "_key_selector",
         "_kind",
         "_origin",
+        "_recovered",
         "_result_selector",
         "_scheduler",
         "_seed",
         "_source",
         "_span",
         "_table",
+        "_timer",
         "_timer_due",
         "_value_selector",
     )
@@ -373,6 +379,11 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T
         self._ends: deque[int] = deque()  # pending window ends, earliest first
         self._closing: dict[int, list[Any]] = {}  # end -> table keys of the windows ending then
         self._timer_due: int | None = None  # the end the outstanding timer is for
+        # state: the outstanding timer's task (its number in its armed tick: read at a checkpoint, never per
+        # element) and when it was armed, microseconds from the origin: its place in line, which a recovered one keeps
+        self._timer: YieldableActionTask | None = None
+        self._armed = 0
+        self._recovered: tuple[int, int, int | None] | None = None  # the loaded timer, until on_start arms it
         self._scheduler: Scheduler | None = None
 
     def set_context(self, context: OperatorContext) -> None:
@@ -433,7 +444,10 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T
             return None  # it runs first, then arms the next
         self._timer_due = first
         when = self._at(first)
-        return None if when is NEVER else when  # a window ending past datetime.max closes at completion only
+        if when is NEVER:
+            self._timer = None  # a window ending past datetime.max closes at completion only
+            return None
+        return when
 
     def _close_until(self, now: int | None) -> bool:
         """Close every window ending at or before ``now`` (all of them: ``None``), ends in order; ``False``: the
@@ -515,10 +529,19 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T
     def _closed(self) -> None:
         """Windows were closed (a hook for the tumbling stage's cached window)."""
 
-    def _schedule(self, due: datetime) -> None:
+    def _schedule(self, due: datetime, armed: int | None = None, number: int | None = None) -> None:
+        """Schedule the timer at ``due`` (once per window end, never per element); ``armed`` and ``number``: when a
+        recovered timer was armed and its number in that tick (else now, and a new number)."""
         scheduler = self._scheduler
         assert scheduler is not None
-        scheduler.schedule(YieldableActionTask(self._on_timer), due=due)
+        if armed is None:
+            self._armed = self._micros(scheduler.now)
+            task = YieldableActionTask(self._on_timer)
+        else:
+            self._armed = armed
+            task = YieldableActionTask(self._on_timer, armed=self._at(armed), arrival=number)
+        self._timer = task
+        scheduler.schedule(task, due=due)
 
     def _on_timer(self, token: YieldToken = YieldToken.NONE) -> bool:
         """Close the windows due, a slice of :data:`CLOSE_SLICE` keys at a time, each slice's rows emitted before
@@ -532,12 +555,12 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T
         while True:
             with self._lock:
                 if self._source_done or self._error is not None:
-                    self._timer_due = None
+                    self._timer_due = self._timer = None
                     return True
                 more = self._close_slice(now)
                 due = None
                 if not more:  # while more are due, _timer_due stays set: this task is the timer
-                    self._timer_due = None
+                    self._timer_due = self._timer = None
                     due = self._arm() if self._error is None else None
             if due is not None:
                 self._schedule(due)
@@ -545,6 +568,8 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T
             if not more:
                 return True
             if token.is_yield_requested:
+                self._armed = now  # it goes back in line now, with a new number
+                self._state.changed = True
                 return False
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
@@ -556,12 +581,22 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T
             if upstream is not None:
                 upstream.cancel()
         else:
+            armed: int | None = None
+            number: int | None = None
             with self._lock:
                 self._timer_due = None
                 due = self._arm()
+                earliest = self._ends[0] if self._ends else None  # (what _arm armed for)
+                recovered, self._recovered = self._recovered, None
+                if recovered is not None and (earliest is None or recovered[0] <= earliest):
+                    # the timer as it stood (also one that only arms the next end, as it would have), in line
+                    # where it was armed
+                    self._timer_due, armed, number = recovered
+                    when = self._at(recovered[0])
+                    due = None if when is NEVER else when
             self._ask_again()  # the source had been asked for everything
             if due is not None:
-                self._schedule(due)
+                self._schedule(due, armed, number)
         self._running = True
         self._drain()
 
@@ -626,8 +661,13 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T
         writer.write(list(self._pending))
         writer.write(self._source_done)
         writer.write(self._pulled)
+        # (once the source completed, a pending timer only finds nothing to do)
+        timer = self._timer if self._timer_due is not None and not self._source_done else None
+        writer.write(None if timer is None else self._timer_due)
+        writer.write(None if timer is None else self._armed)
+        writer.write(number_of(timer))  # (read here, never per element)
 
-    def load_state_core(self, reader: StateReader) -> None:
+    def load_state_core(self, reader: StateReader, *, timer: bool = True) -> None:
         self._table.load(reader)  # hosted, the pages are back when it returns
         bounds = self._bounds()
         pending = reader.read_list("pending")
@@ -638,10 +678,33 @@ class _KeyedWindows(PullingEmitterBase[T, WindowRow], WindowAggregate, Generic[T
         self._load_pulled(reader.read_bool("pulled"))
         if self._source_done and len(self._table):
             raise reader.invalid("source done", "False while windows are open", True)
+        self._recovered = self._read_timer(reader, bounds) if timer else None
         self._rebuild(reader, bounds)
 
     def load_older_state_core(self, reader: StateReader, version: Version) -> None:
-        self.load_state_core(reader)  # version 1: the same fields (a left fold's float sum goes on, exactly)
+        # versions 1 and 2: the same fields without the timer (re-armed at the restart's tick); a left fold's float
+        # sum of version 1 goes on, exactly
+        self.load_state_core(reader, timer=False)
+
+    def _read_timer(
+        self, reader: StateReader, bounds: tuple[int | None, int | None]
+    ) -> tuple[int, int, int | None] | None:
+        """The saved timer: ``(due, armed, number)`` (microseconds from the origin; its number in the armed tick or
+        ``None``), or ``None``. It was armed within the clock's bounds, for a window end at most a span later."""
+        earliest, latest = bounds
+        due = reader.read_optional_int("timer due", -(2**62), 2**62)
+        armed = reader.read_optional_int(
+            "timer armed", -(2**62) if earliest is None else earliest - self._span, 2**62 if latest is None else latest
+        )
+        number = read_number(reader)
+        if due is None and armed is None and number is None:
+            return None
+        if due is None or armed is None or due > armed + self._span or self._source_done:
+            raise reader.invalid(
+                "timer", "due, armed and number of a window end at most a span after it was armed, or none of "
+                "them (and none once the source completed)", [due, armed, number]
+            )
+        return due, armed, number
 
     def _bounds(self) -> tuple[int | None, int | None]:
         """The earliest and latest clock the host says this state can hold, in microseconds."""
