@@ -98,10 +98,6 @@ def run_world(
     with keyed_execution(keyed):
         scheduler = TestScheduler()
         hot = [HotSource(scheduler, script) for script in scripts]
-        # The scheduler numbers its schedule calls, and a timed stage saves its timer's number (its place in line):
-        # both worlds number from one base once the sources scheduled their scripts, so that the messages of the
-        # failing elements, which only one world's script holds, do not shift the numbers saved later.
-        scheduler._core.queue.restart_arrivals(1 << 20)
         sources = [TestableQuery(source) for source in hot]
         observer = scheduler.create_observer(request=request)
         host = QueryHost(scheduler, settings=settings)
