@@ -15,7 +15,7 @@ checkpoint listeners. Each checkpoint is a :class:`CheckpointRun`, made for it a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from datetime import UTC, datetime
 from typing import Any
 
@@ -82,7 +82,7 @@ class Checkpointing:
         sources: Sources, quarantine: Quarantine, environment: QueryEnvironment, host: QueryHost, *,
         policy: CheckpointPolicy, gc: GcFreeze, log: logging.Logger, behind: Mapping[str, Lag],
         clock_started: Callable[[], bool], check_open: Callable[[], None], checkpointing: Callable[[bool], None],
-        apply_faults: Callable[[], None], fault: Fault,
+        apply_faults: Callable[[], None], fault: Fault, clock_moves: Sequence[tuple[int, int]] = (),
     ) -> None:
         self._store = store
         self._lock = lock
@@ -101,6 +101,7 @@ class Checkpointing:
         self._log = log
         self._behind = behind  # (the queries behind the engine: read here, written by the scheduling room)
         self._clock_started = clock_started
+        self._clock_moves = clock_moves  # (read: the clock moves a query behind replays, kept by the scheduling room)
         self._check_open = check_open
         self._checkpointing = checkpointing
         self._apply_faults = apply_faults
@@ -328,7 +329,8 @@ class Checkpointing:
         pinned.update(extra_pins or {})
         positions = self._positions
         record = DeliveryRecord(positions.cursor.pos, dict(positions.delivered), self.clock_micros(), pinned,
-                                dict(positions.delivered_at), dict(behind or {}))
+                                dict(positions.delivered_at), dict(behind or {}),
+                                list(self._clock_moves) if behind else [])
         return to_bytes(delivery_bytes(record, now_text()))
 
     def pin_for(self, uri: str) -> Behind:

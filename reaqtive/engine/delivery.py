@@ -89,6 +89,8 @@ class CatchUp(Protocol):
 
     def catch_up(self, budget: int | None) -> int: ...
 
+    def note_clock_move(self, pos: int, clock: int) -> None: ...
+
 
 def _sole_reader(subscriptions: tuple[Any, ...]) -> StreamReader[Any] | None:
     """The reader of a stream's only subscription, which the loop hands events directly while its demand is
@@ -564,6 +566,7 @@ class Delivery:
             self._clock_started = True
             if to > self._scheduler.now:
                 self._scheduler.advance_to(to)
+                self._moved_without_event()
             self._apply_faults()
             if self._outputs.buffer:
                 self._produced.fire()
@@ -581,7 +584,14 @@ class Delivery:
         """Set the clock of a store that never had one (it is at the Unix epoch until then)."""
         if at > self._scheduler.now:
             self._scheduler.advance_to(at)
+            self._moved_without_event()
         self._clock_started = True
+
+    def _moved_without_event(self) -> None:
+        """A query behind the engine replays this move of the clock at the same place in the log (its catch-up
+        otherwise moves its clock only to the events' times)."""
+        if self._scheduling.behind:
+            self._scheduling.note_clock_move(self._positions.cursor.pos, to_micros(self._scheduler.now))
 
     def _deliver_checked(self, event: IngressEvent, wall: datetime) -> bool:
         """Deliver one logged event, or quarantine it: damaged, misplaced, or dated out of bounds (decided once:

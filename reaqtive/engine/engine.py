@@ -943,7 +943,8 @@ class Engine:
             self._subscriptions, self._stopped, self._sources, self._quarantine, self._environment, self._host,
             policy=self._checkpoint_policy, gc=self._gc, log=self._log, behind=self._scheduling.behind,
             clock_started=lambda: self._delivery.clock_started, check_open=self._check_open,
-            checkpointing=self._mark_checkpointing, apply_faults=apply_faults, fault=fault)
+            checkpointing=self._mark_checkpointing, apply_faults=apply_faults, fault=fault,
+            clock_moves=self._scheduling.clock_moves)
         # The running queries: binding, error policies and faults (reaqtive.engine.running).
         self._running = Running(
             lock=self._lock, store=self._store, scheduler=self._scheduler, host=self._host,

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any, Final
 
 from reaqtive.engine.engine_errors import MalformedRecordError
@@ -239,7 +240,9 @@ class DeliveryRecord:
     """What the last checkpoint says about delivery: the log position the engine had delivered up to, per stream
     the sequence number and the log position of the last event delivered (``delivered_at`` is ``None`` in a
     record written before log positions), the clock (microseconds; ``None`` before any checkpoint), the queries
-    that stood behind the engine, and the artifacts kept without running (:class:`Behind` each)."""
+    that stood behind the engine, and the artifacts kept without running (:class:`Behind` each); ``clock_moves``:
+    the moves of the clock without an event a query behind still replays (log position, microseconds; a record of
+    an older release has none)."""
 
     pos: int = 0
     delivered: dict[str, int] = field(default_factory=dict)
@@ -247,6 +250,7 @@ class DeliveryRecord:
     pinned: dict[str, Behind] = field(default_factory=dict)
     delivered_at: dict[str, int] | None = None
     behind: dict[str, Behind] = field(default_factory=dict)
+    clock_moves: list[tuple[int, int]] = field(default_factory=list)
 
 
 def parse_delivery(blob: bytes) -> DeliveryRecord:
@@ -263,7 +267,25 @@ def parse_delivery(blob: bytes) -> DeliveryRecord:
     if now is not None and not _is_micros(now):
         raise MalformedRecordError(f"{where}: the field 'now' should be microseconds, got {now!r:.60}")
     return DeliveryRecord(pos, dict(delivered), now, _parse_behind(record, "pinned", where), delivered_at,
-                          _parse_behind(record, "behind", where))
+                          _parse_behind(record, "behind", where), _parse_clock_moves(record, pos, now, where))
+
+
+def _parse_clock_moves(record: Mapping[str, Any], pos: int, now: int | None, where: str) -> list[tuple[int, int]]:
+    """The clock moves without an event (absent from an older release's record): pairs of a log position and
+    microseconds, both in order, none past the record's position and clock."""
+    moves = record.get("clock_moves", [])
+    sound = isinstance(moves, list) and all(
+        isinstance(move, list) and len(move) == 2 and _is_position(move[0]) and _is_micros(move[1])
+        for move in moves)
+    if sound:
+        pairs = [(int(move[0]), int(move[1])) for move in moves]
+        sound = all(a[0] < b[0] and a[1] <= b[1] for a, b in pairwise(pairs)) and all(
+            p <= pos and (now is None or clock <= now) for p, clock in pairs)
+    if not sound:
+        raise MalformedRecordError(f"{where}: the field 'clock_moves' should list [log position, microseconds] "
+                                   f"pairs in order, none past the record's position {pos} and clock {now}, got "
+                                   f"{moves!r:.80}")
+    return pairs
 
 
 def _parse_behind(record: Mapping[str, Any], name: str, where: str) -> dict[str, Behind]:
@@ -304,6 +326,8 @@ def delivery_bytes(record: DeliveryRecord, at: str) -> dict[str, Any]:
         stored["pinned"] = {uri: entry.to_json() for uri, entry in record.pinned.items()}
     if record.behind:
         stored["behind"] = {uri: entry.to_json() for uri, entry in record.behind.items()}
+    if record.clock_moves:
+        stored["clock_moves"] = [[pos, micros] for pos, micros in record.clock_moves]
     return stored
 
 

@@ -436,6 +436,8 @@ class Recovery:
                 self._counter_errors[key] = error
         if delivery.now is not None:  # before any query is bound: timers and windows resume on the checkpoint's clock
             self._engine._delivery.start_clock(from_micros(delivery.now))
+            # The moves without an event the queries that stood behind replay as they catch up.
+            self._engine._scheduling.restore_clock_moves(delivery.clock_moves)
         else:  # no checkpoint yet: the clock of the earliest query's creation (its state was saved then)
             clocks = [int(r["clock"]) for r in records.values() if r.get("kind") == "subscription" and "clock" in r]
             if clocks:

@@ -88,6 +88,10 @@ class Scheduling:
         self._log = log
         self._behind: dict[str, Lag] = {}  # queries behind the engine: paused or catching up (reaqtive.engine.behind)
         self._paused: set[str] = set()  # subscriptions paused by pause(uri)
+        # The engine's clock moves that came without an event, while some query is behind: (the engine's log
+        # position when it moved, the new clock in microseconds). A catch-up replays each at the same place in the
+        # log; a checkpoint saves them beside the positions of the queries behind (changed in place only).
+        self._clock_moves: list[tuple[int, int]] = []
 
     # -- what the others read, and the few changes they ask for -------------------------------------------------
 
@@ -99,6 +103,26 @@ class Scheduling:
     def is_held(self, uri: str) -> bool:
         """Whether subscription ``uri`` is paused (no lock, no check: for the engine's other parts)."""
         return uri in self._paused
+
+    def note_clock_move(self, pos: int, clock: int) -> None:
+        """The engine's clock moved to ``clock`` (microseconds) without an event, the log delivered up to ``pos``: a
+        query behind the engine replays the move there (nothing is kept while none is behind)."""
+        if not self._behind:
+            return
+        moves = self._clock_moves
+        if moves and moves[-1][0] == pos:
+            moves[-1] = (pos, max(clock, moves[-1][1]))
+        else:
+            moves.append((pos, clock))
+
+    @property
+    def clock_moves(self) -> list[tuple[int, int]]:
+        """The clock moves a query behind the engine still has to replay (see :meth:`note_clock_move`)."""
+        return self._clock_moves
+
+    def restore_clock_moves(self, moves: Iterable[tuple[int, int]]) -> None:
+        """The clock moves the checkpoint a recovery starts from saved (before the queries behind it bind)."""
+        self._clock_moves[:] = moves
 
     def hold(self, lag: Lag) -> None:
         """A query bound behind the engine (recovered or backfilled there): it catches up from ``lag``."""
@@ -205,6 +229,7 @@ class Scheduling:
                 handed += self._catch_up_query(lag, None if budget is None else budget - handed)
             if budget is not None and handed >= budget:
                 break
+        self.drop_clock_moves()
         return handed
 
     def _catch_up_query(self, lag: Lag, budget: int | None) -> int:
@@ -218,6 +243,9 @@ class Scheduling:
                 break
             if budget is not None and handed >= budget:
                 break
+            target = self._replay_clock_moves(lag, target)
+            if lag.cursor.pos >= target:
+                continue
             limit = min(DELIVERY_BATCH, target - lag.cursor.pos)
             runs = self._store.read_ingress_runs(lag.cursor.pos, limit)
             if not runs:
@@ -231,6 +259,36 @@ class Scheduling:
                     self._check_open()
                     break
         return handed
+
+    def _replay_clock_moves(self, lag: Lag, target: int) -> int:
+        """Move the query's clock as the engine's moved without an event at the log position its catch-up reached
+        (running its timers due until then, as the live engine did); returns how far it may go before the next
+        such move (``target`` when none is left before it)."""
+        clock = None
+        limit = target
+        for pos, moved_to in self._clock_moves:
+            if pos > lag.cursor.pos:
+                limit = min(target, pos)
+                break
+            clock = moved_to if self._ticks_of_micros is None else self._ticks_of_micros(moved_to)
+        if clock is not None and clock > lag.scheduler.clock:
+            lag.scheduler.advance_to(clock)
+            if self._faults_pending:
+                self._apply_faults()
+        return limit
+
+    def drop_clock_moves(self) -> None:
+        """Forget the clock moves no query behind the engine still has to replay (below the lowest catch-up)."""
+        if not self._behind:
+            self._clock_moves.clear()
+            return
+        lowest = min(lag.cursor.pos for lag in self._behind.values())
+        moves = self._clock_moves
+        keep = 0
+        while keep < len(moves) and moves[keep][0] < lowest:
+            keep += 1
+        if keep:
+            del moves[:keep]
 
     def _catch_up_run(self, lag: Lag, run: IngressRun, target: int) -> int:
         """Hand the events of ``run`` up to log position ``target`` to the query's readers of its stream, each at
