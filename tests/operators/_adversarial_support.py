@@ -1,5 +1,5 @@
 """Helpers shared by the adversarial checkpoint-anywhere sweeps (tests/operators/test_adversarial_*.py): drawn
-bounded demand and the ticks to restart at."""
+bounded demand, drawn input scripts and the ticks to restart at."""
 
 from __future__ import annotations
 
@@ -7,7 +7,29 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from reaqtive.testing import on_completed, on_error, on_next
 from reaqtive.testing.checkpoint import Demand
+
+
+def scripts(gaps: list[int], tail: tuple[int, int]) -> st.SearchStrategy[list[Any]]:
+    """Up to 8 elements (0, 1, ...) at increasing ticks after the subscription (200), each ``gaps`` after the one
+    before (0: several at one tick), then, ``tail`` ticks after the last, a completion, an error or nothing."""
+
+    @st.composite
+    def drawn(draw: st.DrawFn) -> list[Any]:
+        tick, script = 200, []
+        for value in range(draw(st.integers(0, 8))):
+            tick += draw(st.sampled_from(gaps))
+            script.append(on_next(max(tick, 201), value))
+        end = draw(st.sampled_from(["complete", "error", "none"]))
+        tick = max(tick, 201) + draw(st.integers(*tail))
+        if end == "complete":
+            script.append(on_completed(tick))
+        elif end == "error":
+            script.append(on_error(tick, ValueError("boom")))
+        return script
+
+    return drawn()
 
 
 def demands(last_request: int) -> st.SearchStrategy[Demand | None]:

@@ -9,36 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reaqtive.testing import on_completed, on_error, on_next
 from reaqtive.testing.checkpoint import Demand, check_checkpoint_anywhere
-from tests.operators._adversarial_support import demands, restarts
+from tests.operators._adversarial_support import demands, restarts, scripts
 
 
 def s(seconds: int) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-@st.composite
-def inputs(draw: st.DrawFn) -> list[Any]:
-    """Elements at increasing ticks after the subscription (200), several at one tick, gaps up to 150 ticks (many
-    spans of a short duration), then a completion, an error or nothing."""
-    tick, script = 200, []
-    for value in range(draw(st.integers(0, 8))):
-        tick += draw(st.sampled_from([0, 0, 1, 3, 7, 10, 25, 150]))
-        script.append(on_next(max(tick, 201), value))
-    end = draw(st.sampled_from(["complete", "error", "none"]))
-    tick = max(tick, 201) + draw(st.integers(1, 40))
-    if end == "complete":
-        script.append(on_completed(tick))
-    elif end == "error":
-        script.append(on_error(tick, ValueError("boom")))
-    return script
+# (elements at increasing ticks, several at one tick, gaps up to 150 ticks: many spans of a short duration)
+inputs = partial(scripts, [0, 0, 1, 3, 7, 10, 25, 150], (1, 40))
 
 
 DEMANDS = demands(420)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, Final
 
 import pytest
@@ -26,9 +27,9 @@ from reaqtive.operators.take_until import TakeUntilTime
 from reaqtive.operators.timer import PeriodicTimer, SingleTimer
 from reaqtive.operators.window_time import WindowTime, WindowTimeOrCount, WindowTimeShift
 from reaqtive.state import save_subscription, state_loader
-from reaqtive.testing import TestScheduler, on_completed, on_error, on_next
+from reaqtive.testing import TestScheduler, on_completed, on_next
 from reaqtive.testing.checkpoint import Demand, check_checkpoint_anywhere
-from tests.operators._adversarial_support import demands
+from tests.operators._adversarial_support import demands, scripts
 from tests.operators._versions_support import save_as_version
 
 
@@ -53,19 +54,7 @@ OPERATORS: dict[str, Callable[[Any, int], Any]] = {
 """(Two time-based operators whose timers come due in the same instant: PAIRS, below.)"""
 
 
-@st.composite
-def inputs(draw: st.DrawFn) -> list[Any]:
-    tick, script = 200, []
-    for value in range(draw(st.integers(0, 8))):
-        tick += draw(st.sampled_from([0, 0, 1, 2, 5, 9, 30, 120]))
-        script.append(on_next(max(tick, 201), value))
-    end = draw(st.sampled_from(["complete", "error", "none"]))
-    tick = max(tick, 201) + draw(st.integers(0, 30))
-    if end == "complete":
-        script.append(on_completed(tick))
-    elif end == "error":
-        script.append(on_error(tick, ValueError("boom")))
-    return script
+inputs = partial(scripts, [0, 0, 1, 2, 5, 9, 30, 120], (0, 30))
 
 
 DEMANDS = demands(420)
